@@ -1,0 +1,3 @@
+from dsh_daemon.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Extension points of the loop: waterfalls (outermost first, each may call `next()`) and serial hooks.
+
+- `pre_step(ctx, next) -> Enter | Reject`: the complete batch for the proposed step (D3).
+- `request(ctx, next) -> RequestConfig`: the call configuration (cannot touch messages).
+- `request_error(ctx, next) -> Retry | None`: recovery for a failed model attempt; innermost is D8.
+- `turn_stopping(ctx)`: before a turn closes normally; a steer or inject here causes another step.
+- `pre_execute` / `post_execute`: the tool pipeline (see tools.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+
+from dsh_daemon.agent.messages import UserMessage
+from dsh_daemon.agent.provider import LlmFailure, ToolSpec
+from dsh_daemon.agent.tools import PostExecuteHook, PreExecuteHook
+from dsh_daemon.jsonvalue import FrozenDict
+
+if TYPE_CHECKING:
+    from dsh_daemon.agent.loop import Agent
+    from dsh_daemon.agent.signal import AbortSignal
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+@dataclass(frozen=True, slots=True)
+class Enter:
+    messages: tuple[UserMessage, ...]
+    kind: Literal["enter"] = "enter"
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    kind: Literal["reject"] = "reject"
+
+
+PreStepDecision: TypeAlias = Enter | Reject
+
+
+@dataclass(frozen=True, slots=True)
+class PreStepContext:
+    agent: Agent
+    messages: tuple[UserMessage, ...]
+    turn: int
+    step: int
+    signal: AbortSignal
+
+
+@dataclass(frozen=True, slots=True)
+class RequestConfig:
+    config: FrozenDict  # provider, model, maxTokens, thinking, ...
+    system: str | None
+    tools: tuple[ToolSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    agent: Agent
+    turn: int
+    step: int
+    signal: AbortSignal
+    base: RequestConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RequestErrorContext:
+    agent: Agent
+    turn: int
+    step: int
+    failure: LlmFailure
+    retries_so_far: int
+    signal: AbortSignal
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStoppingContext:
+    agent: Agent
+    turn: int
+    signal: AbortSignal
+
+
+Waterfall = Callable[[C, Callable[[], Awaitable[T]]], Awaitable[T]]
+PreStepHook = Waterfall[PreStepContext, PreStepDecision]
+RequestHook = Waterfall[RequestContext, RequestConfig]
+RequestErrorHook = Waterfall[RequestErrorContext, "Retry | None"]
+TurnStoppingHook = Callable[[TurnStoppingContext], Awaitable[None]]
+
+
+@dataclass
+class Hooks:
+    pre_step: list[PreStepHook] = field(default_factory=list)
+    request: list[RequestHook] = field(default_factory=list)
+    request_error: list[RequestErrorHook] = field(default_factory=list)
+    turn_stopping: list[TurnStoppingHook] = field(default_factory=list)
+    pre_execute: list[PreExecuteHook] = field(default_factory=list)
+    post_execute: list[PostExecuteHook] = field(default_factory=list)
+
+
+async def run_waterfall(
+    hooks: Sequence[Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]],
+    ctx: Any,
+    innermost: Callable[[], Awaitable[T]],
+) -> T:
+    """Call hooks outermost-first; each may short-circuit or await `next()` and post-process."""
+
+    async def call(index: int) -> Any:
+        if index == len(hooks):
+            return await innermost()
+        return await hooks[index](ctx, lambda: call(index + 1))
+
+    return await call(0)

@@ -1,0 +1,570 @@
+"""The agent: `send(target × wakeup)`, the driver, turns and steps (D1-D6, agent-semantics §2-§4).
+
+Invariants kept here (each next to the code that keeps it):
+- A turn is one run of the model loop; an idle inject never opens one (D4).
+- `turn/start` precedes its claim; every turn and step closes exactly once (finally blocks).
+- At each boundary the whole next-step list is claimed, plus, at a turn's first boundary only, the
+  oldest next-turn prompt; input inserted after the claim waits for a later boundary (D3).
+- A running driver keeps going while anything is pending; one followup is at most one turn.
+- `status` alternates idle/running and never repeats a value.
+- Cancel discards pending input durably unless `keep_inbox`; claimed input is never restored (D5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.assembler import Assembler
+from dsh_daemon.agent.events import Event, EventBus
+from dsh_daemon.agent.hooks import (
+    Enter,
+    Hooks,
+    PreStepContext,
+    PreStepDecision,
+    Reject,
+    RequestConfig,
+    RequestContext,
+    RequestErrorContext,
+    Retry,
+    TurnStoppingContext,
+    run_waterfall,
+)
+from dsh_daemon.agent.inbox import TARGETS, Inbox, Target
+from dsh_daemon.agent.messages import AssistantMessage, MessageId, UserMessage
+from dsh_daemon.agent.provider import (
+    UNKNOWN,
+    Finish,
+    LlmFailure,
+    ModelRequest,
+    Provider,
+    ProviderFailure,
+    StreamEvent,
+)
+from dsh_daemon.agent.retry import RetryPolicy
+from dsh_daemon.agent.signal import AbortedError, AbortSignal
+from dsh_daemon.agent.toolrun import run_tool_batch
+from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.session.derive import Derivation
+from dsh_daemon.session.log import SessionLog
+
+log = logging.getLogger(__name__)
+
+Status = Literal["idle", "running"]
+CANCEL_CAUSES = frozenset({"user", "shutdown", "disposed", "hook"})
+
+
+class AgentDisposedError(RuntimeError):
+    pass
+
+
+class StepError(RuntimeError):
+    """A non-provider failure of a step (configuration, a hook that threw...)."""
+
+
+@dataclass
+class AgentOptions:
+    model: str = ""
+    system: str | None = None
+    max_tokens: int | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)  # thinking, reasoningEffort, temperature...
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    tool_concurrency: int = 10
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and (
+            not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens <= 0
+        ):
+            raise ValueError("max_tokens must be a positive integer")
+
+
+@dataclass
+class _Activity:
+    """One driver run, from the waking send until it retires."""
+
+    signal: AbortSignal
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class _StepOutcome:
+    kind: Literal["completed", "tools", "max-tokens", "error"]
+    error: FrozenDict | None = None
+    concluded: bool = False
+
+
+class Agent:
+    def __init__(
+        self,
+        session_log: SessionLog,
+        provider: Provider | None,
+        *,
+        options: AgentOptions | None = None,
+        tools: ToolRegistry | None = None,
+        hooks: Hooks | None = None,
+        approver: Approver | None = None,
+        bus: EventBus | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.log = session_log
+        self.session_id = session_log.session_id
+        self.bus = bus or session_log.bus
+        self.provider = provider
+        self.options = options or AgentOptions()
+        self.tools = tools or ToolRegistry()
+        self.hooks = hooks or Hooks()
+        self.approver = approver
+        self.always_allowed: set[str] = set()
+        self.rng = rng or random.Random()
+        self.inbox = Inbox(session_log, self.bus)
+        self.inbox.replay(session_log.events)
+        session_log.pending_count = lambda: len(self.inbox)
+        self.status: Status = "idle"
+        self.turn = max(
+            (int(e.data["turn"]) for e in session_log.events if e.type == ev.TURN_START), default=0
+        )
+        self._activity: _Activity | None = None
+        self._latch = False
+        self._disposing = False
+        self._disposed = False
+        self._derivation = Derivation()
+        self._derived_upto = 0
+        self._header_logged = False
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._turn_usage: dict[str, int] = {}
+
+    # ---- public surface ------------------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Any) -> Any:
+        return self.bus.subscribe(subscriber)
+
+    def send(self, message: UserMessage, *, target: Target, wakeup: bool) -> MessageId:
+        """Insert `message` (durably, before returning) and, with `wakeup`, make the model run."""
+        if self._disposing:
+            raise AgentDisposedError(f"session {self.session_id} is shut down")
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}")
+        if not isinstance(message, UserMessage):
+            raise TypeError("send takes a UserMessage")
+        if wakeup and self._activity is not None and self._activity.signal.aborted:
+            # A waking send in the abort-to-idle window becomes a queued prompt (replayed by the latch).
+            target = "next-turn"
+        self.inbox.append(target, message)
+        if wakeup:
+            self._wake()
+        return message.id
+
+    def followup(self, message: UserMessage) -> MessageId:
+        return self.send(message, target="next-turn", wakeup=True)
+
+    def steer(self, message: UserMessage) -> MessageId:
+        return self.send(message, target="next-step", wakeup=True)
+
+    def inject(self, message: UserMessage) -> MessageId:
+        return self.send(message, target="next-step", wakeup=False)
+
+    def wake(self) -> bool:
+        """Run parked work now. Returns whether a driver was started."""
+        if self._activity is not None or self._disposing or not self.inbox.has_pending:
+            if self._activity is not None and self._activity.signal.aborted and not self._disposing:
+                self._latch = True
+            return False
+        self._start_activity()
+        return True
+
+    def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
+        """Abort the running turn; unless `keep_inbox`, durably discard everything pending (even idle)."""
+        if not keep_inbox:
+            self.inbox.clear()
+            self._latch = False
+        if self._activity is not None:
+            self._activity.signal.abort(cause)
+
+    @property
+    def running(self) -> bool:
+        return self._activity is not None
+
+    async def when_idle(self) -> None:
+        """Resolves when no driver is active (covers a replacement driver started by the latch)."""
+        while self._activity is not None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    async def dispose(self, cause: str = "shutdown") -> None:
+        """D6: end a running turn `aborted{cause}`, keep pending items parked, flush the log."""
+        if self._disposed:
+            return
+        self._disposing = True
+        self._latch = False
+        if self._activity is not None:
+            self._activity.signal.abort(cause)
+        await self.when_idle()
+        self.log.commit()
+        self._disposed = True
+
+    # ---- driver --------------------------------------------------------------------------------------
+
+    def _set_status(self, status: Status) -> None:
+        if status == self.status:
+            return
+        self.status = status
+        self.bus.publish(Event(ev.STATUS, FrozenDict({"status": status})))
+
+    def _wake(self) -> None:
+        if self._activity is not None:
+            if self._activity.signal.aborted and not self._disposing:
+                self._latch = True
+            return
+        if not self._disposing and self.inbox.has_pending:
+            self._start_activity()
+
+    def _start_activity(self) -> None:
+        activity = _Activity(AbortSignal())
+        self._activity = activity
+        self._set_status("running")
+        if activity.signal.aborted:  # cancelled by a status listener: no turn at all
+            self._retire(activity)
+            return
+        first_batch = self._open_turn()
+        activity.task = asyncio.get_running_loop().create_task(self._drive(activity, first_batch))
+
+    def _open_turn(self) -> list[UserMessage]:
+        """`turn/start`, then the first claim: all of next-step plus the oldest next-turn prompt."""
+        self.turn += 1
+        self.log.append(ev.TURN_START, {"turn": self.turn})
+        batch = self.inbox.claim_next_step()
+        prompt = self.inbox.claim_next_turn()
+        if prompt is not None:
+            batch.append(prompt)
+        self._announce_claims(batch, self.turn)
+        return batch
+
+    def _announce_claims(self, batch: list[UserMessage], turn: int) -> None:
+        for message in batch:
+            self.bus.publish(
+                Event(ev.INBOX_CLAIMED, FrozenDict({"message": message.to_json(), "turn": turn}))
+            )
+
+    async def _drive(self, activity: _Activity, batch: list[UserMessage]) -> None:
+        try:
+            while True:
+                reason = await self._run_turn(self.turn, batch, activity.signal)
+                normal = reason["kind"] in ("completed", "max-tokens")
+                if normal and self.inbox.has_pending and not activity.signal.aborted and not self._disposing:
+                    activity.signal = AbortSignal()  # each turn gets a fresh signal
+                    batch = self._open_turn()
+                    continue
+                return
+        except Exception:
+            log.exception("session %s: driver failed", self.session_id)
+        finally:
+            self._retire(activity)
+
+    def _retire(self, activity: _Activity) -> None:
+        if self._activity is activity:
+            self._activity = None
+        self._set_status("idle")
+        waiters, self._idle_waiters = self._idle_waiters, []
+        latched, self._latch = self._latch, False
+        if latched and self.inbox.has_pending and not self._disposing:
+            self._start_activity()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # ---- one turn ------------------------------------------------------------------------------------
+
+    async def _run_turn(self, turn: int, batch: list[UserMessage], signal: AbortSignal) -> FrozenDict:
+        reason: dict[str, Any] = {
+            "kind": "error",
+            "error": {"code": UNKNOWN, "message": "turn did not finish"},
+        }
+        self._turn_usage: dict[str, int] = {}
+        try:
+            reason = await self._turn_body(turn, batch, signal)
+        except AbortedError as exc:
+            reason = {"kind": "aborted", "cause": exc.cause}
+        except Exception as exc:
+            log.exception("session %s: turn %d failed", self.session_id, turn)
+            error = {"code": UNKNOWN, "message": _error_chain(exc)}
+            self._publish_error(turn, None, error)
+            reason = {"kind": "error", "error": error}
+        finally:
+            if self._turn_usage:
+                self.log.append(ev.USAGE, {"turn": turn, "usage": self._turn_usage})
+            self.log.append(ev.TURN_END, {"turn": turn, "reason": reason}, commit=True)
+        return freeze_json(reason)
+
+    async def _turn_body(self, turn: int, claimed: list[UserMessage], signal: AbortSignal) -> dict[str, Any]:
+        step = 0
+        last: _StepOutcome | None = None
+        max_tokens = False
+        first = True
+        while True:
+            if not first:
+                claimed = self.inbox.claim_next_step()
+                self._announce_claims(claimed, turn)
+            first = False
+            signal.check()
+            decision = await self._pre_step(tuple(claimed), turn, step + 1, signal)
+            signal.check()
+            if isinstance(decision, Reject):
+                return {"kind": "blocked"}
+            messages = decision.messages
+            if not messages and (last is None or last.kind != "tools" or last.concluded):
+                # Empty first boundary: a completed no-step turn. After a completed step: close.
+                return {"kind": "max-tokens" if max_tokens else "completed"}
+            step += 1
+            self.log.append(ev.STEP_START, {"turn": turn, "step": step})
+            try:
+                for message in messages:
+                    self.log.append(ev.USER_MESSAGE, message.to_json())
+                signal.check()
+                last = await self._run_step(turn, step, signal)
+            finally:
+                self.log.append(ev.STEP_END, {"turn": turn, "step": step})
+            if last.kind == "error":
+                return {"kind": "error", "error": last.error}
+            if last.kind == "max-tokens":
+                max_tokens = True  # sticky for the rest of the turn
+            if last.kind == "tools" and not last.concluded:
+                continue
+            if self.inbox.next_step:
+                continue
+            await run_waterfall_serial(self.hooks.turn_stopping, TurnStoppingContext(self, turn, signal))
+            signal.check()
+            if self.inbox.next_step:
+                continue
+            return {"kind": "max-tokens" if max_tokens else "completed"}
+
+    async def _pre_step(
+        self, claimed: tuple[UserMessage, ...], turn: int, step: int, signal: AbortSignal
+    ) -> PreStepDecision:
+        async def innermost() -> PreStepDecision:
+            return Enter(claimed)
+
+        ctx = PreStepContext(self, claimed, turn, step, signal)
+        decision = await run_waterfall(self.hooks.pre_step, ctx, innermost)
+        if isinstance(decision, Enter):
+            for message in decision.messages:
+                if not isinstance(message, UserMessage):
+                    raise StepError("agent/pre-step entered something that is not a UserMessage")
+            return decision
+        if isinstance(decision, Reject):
+            return decision
+        raise StepError(f"agent/pre-step returned {decision!r}; expected Enter or Reject")
+
+    # ---- one step ------------------------------------------------------------------------------------
+
+    async def _run_step(self, turn: int, step: int, signal: AbortSignal) -> _StepOutcome:
+        retries = 0
+        while True:
+            request = await self._build_request(turn, step, signal)
+            signal.check()
+            self.log.append(ev.LLM_REQUEST, {"turn": turn, "step": step, "attempt": retries + 1}, commit=True)
+            result = await self._stream_attempt(request, turn, step, signal)
+            if isinstance(result, LlmFailure):
+                delay = await self._recover(turn, step, result, retries, signal)
+                if delay is None:
+                    error = freeze_json(result.to_json())
+                    self._publish_error(turn, step, error)
+                    return _StepOutcome("error", error)
+                retries += 1
+                self.log.append(
+                    ev.LLM_RETRY,
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "retry": retries,
+                        "delayMs": int(delay * 1000),
+                        "error": result.to_json(),
+                    },
+                    commit=True,
+                )
+                await signal.sleep(delay)
+                continue
+            message, finish = result
+            if finish.reason == "max-tokens":
+                return _StepOutcome("max-tokens")
+            calls = message.tool_calls
+            if not calls:
+                return _StepOutcome("completed")
+            concluded = await run_tool_batch(self, calls, turn, step, signal)
+            return _StepOutcome("tools", concluded=concluded)
+
+    async def _recover(
+        self, turn: int, step: int, failure: LlmFailure, retries: int, signal: AbortSignal
+    ) -> float | None:
+        async def innermost() -> Retry | None:
+            delay = self.options.retry.delay(failure, retries, self.rng)
+            return None if delay is None else Retry(delay)
+
+        ctx = RequestErrorContext(self, turn, step, failure, retries, signal)
+        try:
+            decision = await run_waterfall(self.hooks.request_error, ctx, innermost)
+        except AbortedError:
+            raise
+        except Exception:
+            log.exception("session %s: request-error hook failed", self.session_id)
+            return None
+        signal.check()  # cancellation beats retry
+        return decision.delay_s if isinstance(decision, Retry) else None
+
+    async def _build_request(self, turn: int, step: int, signal: AbortSignal) -> ModelRequest:
+        base = self._base_request_config()
+
+        async def innermost() -> RequestConfig:
+            return base
+
+        config = await run_waterfall(
+            self.hooks.request, RequestContext(self, turn, step, signal, base), innermost
+        )
+        signal.check()
+        if not config.config.get("provider") or not config.config.get("model"):
+            raise StepError("no model configured: set a provider and a model (e.g. DSH_MODEL)")
+        if self.provider is None:
+            raise StepError("no provider configured")
+        draft = ModelRequest(config.config, config.system, config.tools, ())
+        header = draft.header_json()
+        derivation = self._derive()
+        if not self._header_logged or derivation.header != header:
+            reason = "change" if self._header_logged else ("resume" if derivation.header else "initial")
+            self.log.append(ev.REQUEST_HEADER, {"header": header, "reason": reason})
+            self._header_logged = True
+            derivation = self._derive()
+        return derivation.request()
+
+    def _base_request_config(self) -> RequestConfig:
+        provider_name = self.provider.name if self.provider is not None else ""
+        model = self.options.model
+        config: dict[str, Any] = {"provider": provider_name, "model": model}
+        if self.provider is not None and model:
+            config.update(self.provider.default_config(model))
+        config.update(self.options.config)
+        if self.options.max_tokens is not None:
+            config["maxTokens"] = self.options.max_tokens
+        return RequestConfig(freeze_json(config), self.options.system, self.tools.specs())
+
+    def _derive(self) -> Derivation:
+        """The derivation, caught up with the log (incremental: each event is folded once)."""
+        events = self.log.events
+        for event in events[self._derived_upto :]:
+            self._derivation.feed(event)
+        self._derived_upto = len(events)
+        return self._derivation
+
+    async def _stream_attempt(
+        self, request: ModelRequest, turn: int, step: int, signal: AbortSignal
+    ) -> tuple[AssistantMessage, Finish] | LlmFailure:
+        assert self.provider is not None
+        assembler = Assembler()
+        chunks = self.log.open_chunks(turn, step)
+        stream = self.provider.stream(request)
+
+        async def consume() -> Finish:
+            async for item in stream:
+                if isinstance(item, Finish):
+                    return item
+                assembler.add(item)
+                delta = item.to_json()
+                self.log.add_chunk(chunks, delta)
+                self.bus.publish(
+                    Event(
+                        ev.ASSISTANT_DELTA,
+                        FrozenDict({"turn": turn, "step": step, "delta": FrozenDict(delta)}),
+                    )
+                )
+            raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
+
+        try:
+            finish = await signal.race(consume())
+        except AbortedError:
+            self.log.close_chunks(chunks)
+            prefix = assembler.prefix_blocks()
+            if prefix:
+                message = AssistantMessage.create(prefix, provider=request.provider, model=request.model)
+                self.log.append(
+                    ev.ASSISTANT_MESSAGE,
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "message": message.to_json(),
+                        "interrupted": True,
+                        "sourceEventSeqs": list(chunks.seqs),
+                    },
+                )
+            raise
+        except ProviderFailure as failure:
+            self.log.close_chunks(chunks)
+            return failure.failure
+        except Exception as exc:  # an adapter bug is still a failed attempt, classified UNKNOWN
+            self.log.close_chunks(chunks)
+            log.exception("session %s: provider raised", self.session_id)
+            return LlmFailure(UNKNOWN, _error_chain(exc))
+        finally:
+            await _aclose(stream)
+        self.log.close_chunks(chunks)
+        blocks = assembler.blocks(drop_tool_calls=finish.reason == "max-tokens")
+        message = AssistantMessage.create(blocks, provider=request.provider, model=request.model)
+        data: dict[str, Any] = {
+            "turn": turn,
+            "step": step,
+            "message": message.to_json(),
+            "finishReason": finish.reason,
+            "sourceEventSeqs": list(chunks.seqs),
+        }
+        if finish.usage is not None:
+            data["usage"] = finish.usage
+            for key, value in finish.usage.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    self._turn_usage[key] = self._turn_usage.get(key, 0) + value  # type: ignore[assignment]
+        self.log.append(ev.ASSISTANT_MESSAGE, data)
+        return message, finish
+
+    def _publish_error(self, turn: int, step: int | None, error: Mapping[str, Any]) -> None:
+        self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))
+
+
+async def run_waterfall_serial(hooks: list[Any], ctx: Any) -> None:
+    for hook in hooks:
+        await hook(ctx)
+
+
+async def _aclose(stream: Any) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:
+            log.debug("provider stream aclose failed", exc_info=True)
+
+
+def _error_chain(exc: BaseException) -> str:
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 5:
+        parts.append(f"{type(current).__name__}: {current}")
+        current = current.__cause__ or current.__context__
+    return " <- ".join(parts)
+
+
+def parse_tool_arguments(arguments: str) -> Mapping[str, Any] | None:
+    """Empty -> {}; a JSON object -> it; anything else -> None (the call gets an error result)."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["Agent", "AgentDisposedError", "AgentOptions", "StepError", "StreamEvent"]

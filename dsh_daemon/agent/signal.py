@@ -1,0 +1,71 @@
+"""A cooperative abort signal for one activity (a driver run), with the first cause kept."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class AbortedError(Exception):
+    """Raised out of an await that lost the race against its abort signal."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"aborted: {cause}")
+        self.cause = cause
+
+
+class AbortSignal:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.cause: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.cause is not None
+
+    def abort(self, cause: str) -> bool:
+        """Abort with `cause`; the first cause wins. Returns whether this call aborted."""
+        if self.cause is not None:
+            return False
+        self.cause = cause
+        self._event.set()
+        return True
+
+    def check(self) -> None:
+        if self.cause is not None:
+            raise AbortedError(self.cause)
+
+    async def wait(self) -> str:
+        await self._event.wait()
+        assert self.cause is not None
+        return self.cause
+
+    async def race(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable` unless the signal fires first; then cancel it and raise AbortedError."""
+        self.check()
+        task: asyncio.Future[Any] = asyncio.ensure_future(awaitable)
+        if task.done():
+            return task.result()
+        waiter = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            waiter.cancel()
+            raise
+        if task.done():
+            waiter.cancel()
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # the cancelled work's own outcome does not matter any more
+            pass
+        assert self.cause is not None
+        raise AbortedError(self.cause)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.race(asyncio.sleep(seconds))

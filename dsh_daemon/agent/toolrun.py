@@ -1,0 +1,275 @@
+"""Runs one assistant message's tool calls (agent-semantics §4, §2.6).
+
+Invariants kept here:
+- Parallel-safe neighbours run concurrently (pool cap); any other call is an exclusive barrier.
+- Results are committed in model order, whatever order the bodies finish in.
+- `tool/call` is committed (a forced checkpoint) before the body starts, so a crash mid-body is
+  repaired as TOOL_OUTCOME_UNKNOWN rather than TOOL_NOT_STARTED.
+- After an abort no new call starts; started ones are drained and committed; each unstarted call gets
+  a synthetic `tool/call` and an `ABORTED_BEFORE_DISPATCH` error result.
+- Context from a call (post-execute `additional_contexts`, `defer_context`) enters next-step as that
+  call's result commits, in call order, so it reaches the model only after the whole batch (D3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.messages import ToolCallBlock, ToolResultBlock, UserMessage, mint_message_id
+from dsh_daemon.agent.signal import AbortedError, AbortSignal
+from dsh_daemon.agent.tools import (
+    Allow,
+    Ask,
+    Deny,
+    PermissionRequest,
+    PostExecuteDecision,
+    Tool,
+    ToolCall,
+    ToolOutcome,
+)
+from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+
+if TYPE_CHECKING:
+    from dsh_daemon.agent.loop import Agent
+
+log = logging.getLogger(__name__)
+
+ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+
+
+@dataclass
+class _RunningCall:
+    """A `ToolContext` for one call."""
+
+    agent: Agent
+    call: ToolCall
+    signal: AbortSignal
+    deferred: list[UserMessage] = field(default_factory=list)
+    concluded: bool = False
+
+    def emit_output(self, text: str) -> None:
+        if text:
+            self.agent.bus.publish(
+                Event(
+                    ev.TOOL_OUTPUT,
+                    FrozenDict(
+                        {
+                            "turn": self.call.turn,
+                            "step": self.call.step,
+                            "callId": self.call.call_id,
+                            "text": text,
+                        }
+                    ),
+                )
+            )
+
+    def defer_context(self, message: UserMessage) -> None:
+        if not isinstance(message, UserMessage):
+            raise TypeError("defer_context takes a UserMessage")
+        self.deferred.append(message)
+
+    def conclude_turn(self) -> None:
+        self.concluded = True
+
+
+@dataclass
+class _Result:
+    outcome: ToolOutcome
+    contexts: tuple[UserMessage, ...] = ()
+    call_seq: int | None = None
+    concluded: bool = False
+
+
+def _parse(arguments: str) -> Any:
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def run_tool_batch(
+    agent: Agent, blocks: tuple[ToolCallBlock, ...], turn: int, step: int, signal: AbortSignal
+) -> bool:
+    """Run the batch; returns whether a call concluded the turn. Raises AbortedError after draining."""
+    calls = [ToolCall(b.id, b.name, b.arguments, _parse(b.arguments), turn, step) for b in blocks]
+    semaphore = asyncio.Semaphore(max(1, agent.options.tool_concurrency))
+    pending: list[asyncio.Task[_Result] | _Result] = []
+    concluded = False
+
+    async def commit_ready(until: int) -> None:
+        nonlocal concluded
+        while pending and len(committed) < until:
+            head = pending[0]
+            result = head if isinstance(head, _Result) else await _drain(head)
+            pending.pop(0)
+            call = calls[len(committed)]
+            _commit_result(agent, call, result)
+            committed.append(call.call_id)
+            concluded = concluded or result.concluded
+
+    committed: list[str] = []
+    index = 0
+    while index < len(calls):
+        call = calls[index]
+        tool = agent.tools.get(call.name)
+        exclusive = tool is None or not tool.parallel_safe
+        if exclusive:
+            # A barrier: everything before it commits first, then it runs alone.
+            await commit_ready(index)
+        if signal.aborted:
+            pending.append(_aborted_before_dispatch(agent, call))
+        else:
+            task = asyncio.get_running_loop().create_task(_run_one(agent, call, tool, signal, semaphore))
+            pending.append(task)
+            if exclusive:
+                await commit_ready(index + 1)
+        index += 1
+    await commit_ready(len(calls))
+    signal.check()
+    return concluded
+
+
+async def _drain(task: asyncio.Task[_Result]) -> _Result:
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.cancelled():
+            return _Result(ToolOutcome.error("Error: tool call was cancelled", "CANCELLED"))
+        raise
+
+
+def _aborted_before_dispatch(agent: Agent, call: ToolCall) -> _Result:
+    event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+    return _Result(
+        ToolOutcome.error("Error: tool call aborted before dispatch", ABORTED_BEFORE_DISPATCH),
+        call_seq=event.seq,
+    )
+
+
+def _call_data(call: ToolCall, *, synthetic: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "turn": call.turn,
+        "step": call.step,
+        "callId": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+    }
+    if synthetic:
+        data["synthetic"] = True
+    return data
+
+
+async def _run_one(
+    agent: Agent, call: ToolCall, tool: Tool | None, signal: AbortSignal, semaphore: asyncio.Semaphore
+) -> _Result:
+    async with semaphore:
+        if signal.aborted:
+            return _aborted_before_dispatch(agent, call)
+        if tool is None:
+            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            known = ", ".join(sorted(agent.tools.tools)) or "none"
+            return _Result(
+                ToolOutcome.error(f"Error: unknown tool {call.name!r} (available: {known})", "UNKNOWN_TOOL"),
+                call_seq=event.seq,
+            )
+        if call.args is None:
+            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            return _Result(
+                ToolOutcome.error(
+                    f"Error: the arguments of {call.name} are not a JSON object: {call.arguments[:200]}",
+                    "INVALID_ARGUMENTS",
+                ),
+                call_seq=event.seq,
+            )
+        try:
+            denial = await _permission(agent, call, signal)
+        except AbortedError:
+            return _aborted_before_dispatch(agent, call)
+        if denial is not None:
+            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            return _Result(denial, call_seq=event.seq)
+        # Checkpoint: the intent to run is durable before the body can touch the world.
+        event = agent.log.append(ev.TOOL_CALL, _call_data(call), commit=True)
+        context = _RunningCall(agent, call, signal)
+        try:
+            outcome = await tool.execute(call.args, context)
+            if not isinstance(outcome, ToolOutcome):
+                raise TypeError(f"tool {call.name} returned {type(outcome).__name__}, not ToolOutcome")
+        except AbortedError:
+            outcome = ToolOutcome.error("Error: tool call was cancelled", "CANCELLED")
+        except asyncio.CancelledError:
+            outcome = ToolOutcome.error("Error: tool call was cancelled", "CANCELLED")
+        except Exception as exc:
+            log.info("tool %s failed: %s", call.name, exc, exc_info=True)
+            outcome = ToolOutcome.error(f"Error: {type(exc).__name__}: {exc}", "TOOL_ERROR")
+        contexts = list(context.deferred)
+        for hook in agent.hooks.post_execute:
+            try:
+                decision = await hook(call, outcome)
+            except Exception as exc:
+                log.exception("post-execute hook failed")
+                outcome = ToolOutcome.error(f"Error: post-execute hook failed: {exc}", "HOOK_ERROR")
+                continue
+            if isinstance(decision, PostExecuteDecision):
+                if decision.outcome is not None:
+                    outcome = decision.outcome
+                contexts.extend(decision.additional_contexts)
+        return _Result(outcome, tuple(contexts), event.seq, context.concluded)
+
+
+async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> ToolOutcome | None:
+    """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record."""
+    for hook in agent.hooks.pre_execute:
+        decision = await signal.race(hook(call, signal))
+        if decision is None or isinstance(decision, Allow):
+            continue
+        if isinstance(decision, Deny):
+            return ToolOutcome.error(f"Error: {decision.message}", "DENIED")
+        if isinstance(decision, Ask):
+            if call.name in agent.always_allowed:
+                continue
+            if agent.approver is None:
+                return ToolOutcome.error(
+                    f"Error: running {call.name} needs the user's permission and no client can ask", "DENIED"
+                )
+            request = PermissionRequest(call, decision.title)
+            outcome = await signal.race(agent.approver.request_permission(request, signal))
+            if outcome == "allow-always":
+                agent.always_allowed.add(call.name)
+            elif outcome == "allow-once":
+                continue
+            elif outcome == "reject":
+                return ToolOutcome.error(f"Error: the user rejected running {call.name}", "REJECTED")
+            else:  # cancelled: the whole turn is cancelled, queued work kept
+                agent.cancel("user", keep_inbox=True)
+                signal.check()
+                return ToolOutcome.error("Error: permission request cancelled", "CANCELLED")
+    return None
+
+
+def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
+    outcome = result.outcome
+    message = UserMessage(
+        mint_message_id(),
+        (ToolResultBlock(call.call_id, outcome.content, outcome.is_error),),
+        FrozenDict({"kind": "tool", "callId": call.call_id}),
+    )
+    data: dict[str, Any] = {"turn": call.turn, "step": call.step, "message": message.to_json()}
+    if outcome.is_error:
+        data["error"] = {"name": call.name, "code": outcome.error_code or "TOOL_ERROR"}
+    if outcome.meta is not None:
+        data["meta"] = outcome.meta
+    if result.call_seq is not None:
+        data["sourceEventSeqs"] = [result.call_seq]
+    agent.log.append(ev.TOOL_RESULT, freeze_json(data))
+    for context in result.contexts:
+        agent.inbox.append("next-step", context)

@@ -1,0 +1,140 @@
+"""The tool seam: what a tool is, what it may do while it runs, and the hooks around it.
+
+Pipeline per call (run by `agent/toolrun.py`): `pre-execute` hooks (allow / deny / ask) -> `execute`
+-> `post-execute` hooks (accept / replace, each with optional `additional_contexts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+from dsh_daemon.agent.messages import ContentBlock, TextBlock, UserMessage
+from dsh_daemon.agent.provider import ToolSpec
+from dsh_daemon.jsonvalue import FrozenDict
+
+if TYPE_CHECKING:
+    from dsh_daemon.agent.loop import Agent
+    from dsh_daemon.agent.signal import AbortSignal
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call as the model made it. `arguments` is the raw text; `args` its parse ({} when empty;
+    None when it is not a JSON object, and the tool then gets an error result)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    args: Mapping[str, Any] | None
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    error_code: str | None = None  # typed code for errors, e.g. "NOT_FOUND", "DENIED", "TIMEOUT"
+    meta: FrozenDict | None = None  # structured extras for clients (e.g. an edit's diff)
+
+    @classmethod
+    def text(cls, text: str, *, meta: Mapping[str, Any] | None = None) -> ToolOutcome:
+        return cls((TextBlock(text),), meta=FrozenDict(meta) if meta is not None else None)
+
+    @classmethod
+    def error(
+        cls, text: str, code: str = "TOOL_ERROR", *, meta: Mapping[str, Any] | None = None
+    ) -> ToolOutcome:
+        return cls((TextBlock(text),), True, code, FrozenDict(meta) if meta is not None else None)
+
+
+class ToolContext(Protocol):
+    """What a running tool body can reach."""
+
+    call: ToolCall
+    signal: AbortSignal
+    agent: Agent
+
+    def emit_output(self, text: str) -> None:
+        """Live `tool/output` with only the new text (never the whole output again)."""
+
+    def defer_context(self, message: UserMessage) -> None:
+        """Context that enters next-step after this call's result commits."""
+
+    def conclude_turn(self) -> None:
+        """The step counts as completed after this batch: no further request for the tool results."""
+
+
+class Tool(Protocol):
+    spec: ToolSpec
+    parallel_safe: bool  # may run concurrently with other parallel-safe calls of the same batch
+
+    async def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome: ...
+
+
+# ---- hooks ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    kind: Literal["allow"] = "allow"
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    message: str
+    kind: Literal["deny"] = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """Ask the approver (the editor) before running. `title` is shown to the person."""
+
+    title: str
+    kind: Literal["ask"] = "ask"
+
+
+PreExecuteDecision: TypeAlias = Allow | Deny | Ask
+PreExecuteHook = Callable[[ToolCall, "AbortSignal"], Awaitable[PreExecuteDecision | None]]
+
+PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    call: ToolCall
+    title: str
+
+
+class Approver(Protocol):
+    async def request_permission(
+        self, request: PermissionRequest, signal: AbortSignal
+    ) -> PermissionOutcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PostExecuteDecision:
+    """`outcome` replaces the tool's outcome when set; `additional_contexts` enter next-step after the
+    whole tool batch's results (D3), in call order, keeping their sources."""
+
+    outcome: ToolOutcome | None = None
+    additional_contexts: tuple[UserMessage, ...] = ()
+
+
+PostExecuteHook = Callable[[ToolCall, ToolOutcome], Awaitable[PostExecuteDecision | None]]
+
+
+@dataclass
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def add(self, tool: Tool) -> None:
+        self.tools[tool.spec.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self.tools.values())

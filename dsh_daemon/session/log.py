@@ -1,0 +1,179 @@
+"""The in-memory session log in front of the store: seq assignment, write-behind, chunk coalescing.
+
+Invariants kept here:
+- `append` validates (lossless JSON, no reentrancy) before anything changes; a failed commit leaves
+  the log exactly as it was and raises.
+- seqs are assigned in append order, contiguous from the stored tail.
+- Streaming deltas are coalesced into `assistant/chunk` events: a chunk event is materialised before
+  any other append (so the log stays in time order), when the write-behind window closes, and at every
+  commit. The write-behind window is at most `write_delay` seconds (D7: <= 100 ms).
+- Observers of durable events run after the append and cannot append themselves (a reentrant append
+  raises and changes nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_daemon.agent.events import ASSISTANT_CHUNK, Event, EventBus
+from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.session.store import SessionStore, now_ms
+
+log = logging.getLogger(__name__)
+
+WRITE_DELAY_S = 0.1
+
+
+class ReentrantAppendError(RuntimeError):
+    """An append from inside a durable-event observer."""
+
+
+@dataclass
+class ChunkStream:
+    """The chunk events of one model attempt; `seqs` are what its assistant message cites."""
+
+    turn: int
+    step: int
+    buffer: list[Mapping[str, Any]] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+
+
+class SessionLog:
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        events: list[Event],
+        bus: EventBus,
+        *,
+        write_delay: float = WRITE_DELAY_S,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.events = events
+        self.bus = bus
+        self.write_delay = write_delay
+        self.pending_count: Callable[[], int] = lambda: 0
+        self._unwritten: list[Event] = []
+        self._chunks: ChunkStream | None = None
+        self._publishing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.write_failures = 0
+
+    @property
+    def next_seq(self) -> int:
+        return len(self.events)
+
+    # ---- appends -------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: Mapping[str, Any],
+        *,
+        commit: bool = False,
+        ignorable: bool = False,
+        time: int | None = None,
+    ) -> Event:
+        """Append one durable event; with `commit`, it (and everything before it) is on disk on return."""
+        if self._publishing:
+            raise ReentrantAppendError(f"cannot append {type} from inside a durable-event observer")
+        frozen = freeze_json(data)
+        self._materialize_chunks()
+        event = self._add(type, frozen, ignorable, time)
+        if commit:
+            try:
+                self.commit()
+            except BaseException:
+                self.events.pop()
+                self._unwritten.pop()
+                raise
+        else:
+            self._schedule_write()
+        self._publish(event)
+        return event
+
+    def _add(self, type: str, data: FrozenDict, ignorable: bool, time: int | None = None) -> Event:
+        event = Event(type, data, len(self.events), now_ms() if time is None else time, ignorable)
+        self.events.append(event)
+        self._unwritten.append(event)
+        return event
+
+    def _publish(self, event: Event) -> None:
+        self._publishing = True
+        try:
+            self.bus.publish(event)
+        finally:
+            self._publishing = False
+
+    # ---- streaming chunks ----------------------------------------------------------------------------
+
+    def open_chunks(self, turn: int, step: int) -> ChunkStream:
+        self._materialize_chunks()
+        self._chunks = ChunkStream(turn, step)
+        return self._chunks
+
+    def add_chunk(self, stream: ChunkStream, delta: Mapping[str, Any]) -> None:
+        if stream is not self._chunks:
+            raise RuntimeError("chunk stream is closed")
+        stream.buffer.append(delta)
+        self._schedule_write()
+
+    def close_chunks(self, stream: ChunkStream) -> None:
+        if stream is self._chunks:
+            self._materialize_chunks()
+            self._chunks = None
+
+    def _materialize_chunks(self) -> None:
+        stream = self._chunks
+        if stream is None or not stream.buffer:
+            return
+        deltas, stream.buffer = stream.buffer, []
+        event = self._add(
+            ASSISTANT_CHUNK, freeze_json({"turn": stream.turn, "step": stream.step, "deltas": deltas}), False
+        )
+        stream.seqs.append(event.seq)  # type: ignore[arg-type]
+        self._publish(event)
+
+    # ---- durability ----------------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Write everything appended so far, in one transaction."""
+        self._materialize_chunks()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._unwritten:
+            return
+        self.store.append_events(self.session_id, self._unwritten, pending=self.pending_count())
+        self._unwritten = []
+
+    def _schedule_write(self) -> None:
+        if self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.commit()
+            return
+        self._timer = loop.call_later(self.write_delay, self._write_behind)
+
+    def _write_behind(self) -> None:
+        self._timer = None
+        try:
+            self.commit()
+        except Exception:
+            # Kept ahead of newer events; the next append or forced checkpoint retries the batch.
+            self.write_failures += 1
+            log.exception("session %s: write-behind batch failed", self.session_id)
+
+    @property
+    def unwritten(self) -> int:
+        return len(self._unwritten) + (1 if self._chunks is not None and self._chunks.buffer else 0)
+
+    def close(self) -> None:
+        self.commit()

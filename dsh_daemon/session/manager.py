@@ -1,0 +1,151 @@
+"""Opens sessions for driving or reading: store, lease, repair, log and agent wired together.
+
+Invariants kept here:
+- A process drives a session only while it holds the session's lease; others may read it.
+- On open for driving, an open tail turn is closed by the repair closers, durably, before anything
+  (attach replay included) reads the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from dsh_daemon.agent.events import Event, EventBus
+from dsh_daemon.agent.hooks import Hooks
+from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.agent.provider import Provider
+from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
+from dsh_daemon.session.log import SessionLog
+from dsh_daemon.session.repair import repair_closers
+from dsh_daemon.session.store import SessionInfo, SessionStore
+
+log = logging.getLogger(__name__)
+
+
+class SessionManager:
+    def __init__(
+        self,
+        state_dir: Path | str,
+        *,
+        provider: Provider | None = None,
+        options: Callable[[], AgentOptions] | None = None,
+        tools: Callable[[str], ToolRegistry] | None = None,
+        hooks: Callable[[str], Hooks] | None = None,
+        approver: Callable[[str], Approver | None] | None = None,
+        write_delay: float | None = None,
+    ) -> None:
+        self.store = SessionStore(state_dir)
+        self.leases = LeaseHolder(self.store)
+        self.provider = provider
+        self._options = options or AgentOptions
+        self._tools = tools or (lambda _sid: ToolRegistry())
+        self._hooks = hooks or (lambda _sid: Hooks())
+        self._approver = approver or (lambda _sid: None)
+        self._write_delay = write_delay
+        self.agents: dict[str, Agent] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    # ---- sessions ------------------------------------------------------------------------------------
+
+    def create(
+        self, *, cwd: str | None = None, title: str | None = None, session_id: str | None = None
+    ) -> Agent:
+        session_id = session_id or str(uuid.uuid4())
+        self.store.create_session(session_id, title=title, cwd=cwd)
+        self.leases.acquire(session_id)
+        return self._build(session_id, [])
+
+    def open(self, session_id: str) -> Agent:
+        """Open `session_id` for driving (takes the lease; raises SessionBusyError/UnknownSessionError)."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return agent
+        self.store.session_info(session_id)
+        self.leases.acquire(session_id)
+        try:
+            events = self.store.load_events(session_id)
+            closers = repair_closers(events)
+            agent = self._build(session_id, events)
+            if closers:
+                stamp = events[-1].time
+                for kind, data in closers:
+                    agent.log.append(kind, data, time=stamp)
+                agent.log.commit()
+                log.info("session %s: repaired an interrupted turn (%d closers)", session_id, len(closers))
+            self.store.update_session(session_id, status="idle", pending=len(agent.inbox))
+        except BaseException:
+            self.agents.pop(session_id, None)
+            self.leases.release(session_id)
+            raise
+        return agent
+
+    def read(self, session_id: str, after_seq: int = -1) -> list[Event]:
+        """The durable events of any session, leased or not."""
+        return self.store.load_events(session_id, after_seq)
+
+    def info(self, session_id: str) -> SessionInfo:
+        return self.store.session_info(session_id)
+
+    def list(self, cwd: str | None = None) -> list[SessionInfo]:
+        return self.store.list_sessions(cwd)
+
+    def _build(self, session_id: str, events: list[Event]) -> Agent:
+        bus = EventBus()
+        kwargs = {} if self._write_delay is None else {"write_delay": self._write_delay}
+        session_log = SessionLog(self.store, session_id, events, bus, **kwargs)
+        agent = Agent(
+            session_log,
+            self.provider,
+            options=self._options(),
+            tools=self._tools(session_id),
+            hooks=self._hooks(session_id),
+            approver=self._approver(session_id),
+            bus=bus,
+        )
+        bus.subscribe(self._status_tracker(agent))
+        self.agents[session_id] = agent
+        return agent
+
+    def _status_tracker(self, agent: Agent) -> Callable[[Event], None]:
+        def track(event: Event) -> None:
+            if event.type == "agent/status":
+                self.store.update_session(
+                    agent.session_id, status=str(event.data["status"]), pending=len(agent.inbox)
+                )
+
+        return track
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(HEARTBEAT_EVERY_S)
+                try:
+                    self.leases.heartbeat()
+                except Exception:
+                    log.exception("lease heartbeat failed")
+
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.get_running_loop().create_task(beat())
+
+    async def close_session(self, session_id: str, cause: str = "shutdown") -> None:
+        agent = self.agents.pop(session_id, None)
+        if agent is None:
+            return
+        await agent.dispose(cause)
+        self.leases.release(session_id)
+
+    async def close(self) -> None:
+        """D6: running turns end aborted{shutdown}; pending items stay parked for the next attach."""
+        for session_id in list(self.agents):
+            await self.close_session(session_id)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        self.store.close()

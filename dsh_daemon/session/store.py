@@ -1,0 +1,306 @@
+"""The durable session store (D7): one SQLite database in WAL mode under the state directory.
+
+Invariants kept here:
+- `events` is append-only, keyed by `(session_id, seq)`, with seqs contiguous from 0: an append that
+  does not continue the stored seq is refused (`StoreConflictError`), so two writers can never interleave.
+- A batch of events is one transaction; `synchronous=FULL` makes a committed batch survive a crash.
+- A newer format version is refused with a clear message; unknown event types load only if ignorable.
+- Several processes may share the file: readers never block (WAL); a session is driven by the holder
+  of its lease row (see `lease.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.agent.events import DURABLE_TYPES, Event
+from dsh_daemon.jsonvalue import dumps, loads
+
+FORMAT_VERSION = 1
+DB_FILENAME = "sessions.sqlite3"
+
+
+class StoreError(Exception):
+    pass
+
+
+class NewerFormatError(StoreError):
+    pass
+
+
+class StoreConflictError(StoreError):
+    """An append that does not continue the stored seq (another writer got there first)."""
+
+
+class CorruptSessionError(StoreError):
+    pass
+
+
+class UnknownSessionError(StoreError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"unknown session: {session_id}")
+        self.session_id = session_id
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session_id: str
+    title: str | None
+    cwd: str | None
+    created_at: int
+    updated_at: int
+    status: str
+    last_seq: int
+    pending: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "title": self.title,
+            "cwd": self.cwd,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "status": self.status,
+            "lastSeq": self.last_seq,
+            "pending": self.pending,
+        }
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    title TEXT,
+    cwd TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'idle',
+    last_seq INTEGER NOT NULL DEFAULT -1,
+    pending INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    time INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    ignorable INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    session_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    heartbeat INTEGER NOT NULL
+);
+"""
+
+
+class SessionStore:
+    """All SQL lives here. One connection per store object; use it from one thread."""
+
+    def __init__(self, state_dir: Path | str) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.state_dir / DB_FILENAME
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        with self.transaction():
+            for statement in _SCHEMA.strip().split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            row = self._db.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+            elif int(row[0]) > FORMAT_VERSION:
+                raise NewerFormatError(
+                    f"the session store {self.path} was written by a newer dsh-daemon "
+                    f"(format {row[0]}, this build reads up to {FORMAT_VERSION}) — upgrade dsh-daemon"
+                )
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # ---- sessions ----------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, *, title: str | None, cwd: str | None) -> SessionInfo:
+        stamp = now_ms()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (session_id, title, cwd, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (session_id, title, cwd, stamp, stamp),
+            )
+        return self.session_info(session_id)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        row = self._db.execute(
+            "SELECT session_id, title, cwd, created_at, updated_at, status, last_seq, pending "
+            "FROM sessions WHERE session_id=?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise UnknownSessionError(session_id)
+        return SessionInfo(*row)
+
+    def has_session(self, session_id: str) -> bool:
+        return (
+            self._db.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            is not None
+        )
+
+    def list_sessions(self, cwd: str | None = None) -> list[SessionInfo]:
+        sql = "SELECT session_id, title, cwd, created_at, updated_at, status, last_seq, pending FROM sessions"
+        args: tuple[Any, ...] = ()
+        if cwd is not None:
+            sql += " WHERE cwd=?"
+            args = (cwd,)
+        sql += " ORDER BY updated_at DESC, session_id"
+        return [SessionInfo(*row) for row in self._db.execute(sql, args)]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        status: str | None = None,
+        pending: int | None = None,
+    ) -> None:
+        sets, args = ["updated_at=?"], [now_ms()]
+        if title is not None:
+            sets.append("title=?")
+            args.append(title)  # type: ignore[arg-type]
+        if status is not None:
+            sets.append("status=?")
+            args.append(status)  # type: ignore[arg-type]
+        if pending is not None:
+            sets.append("pending=?")
+            args.append(pending)
+        with self.transaction() as db:
+            db.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE session_id=?", (*args, session_id))
+
+    # ---- events ------------------------------------------------------------------------------------
+
+    def append_events(self, session_id: str, events: Iterable[Event], *, pending: int | None = None) -> None:
+        """Commit `events` (already seq-numbered) as one transaction, refusing any seq gap or overlap."""
+        batch = list(events)
+        if not batch:
+            return
+        with self.transaction() as db:
+            row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            if row is None:
+                raise UnknownSessionError(session_id)
+            expected = row[0] + 1
+            for offset, event in enumerate(batch):
+                if event.seq != expected + offset:
+                    raise StoreConflictError(
+                        f"session {session_id}: append at seq {event.seq}, store expects {expected + offset}"
+                    )
+            db.executemany(
+                "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,?)",
+                [(session_id, e.seq, e.time, e.type, dumps(e.data), int(e.ignorable)) for e in batch],
+            )
+            last = batch[-1]
+            if pending is None:
+                db.execute(
+                    "UPDATE sessions SET last_seq=?, updated_at=? WHERE session_id=?",
+                    (last.seq, last.time, session_id),
+                )
+            else:
+                db.execute(
+                    "UPDATE sessions SET last_seq=?, updated_at=?, pending=? WHERE session_id=?",
+                    (last.seq, last.time, pending, session_id),
+                )
+
+    def load_events(self, session_id: str, after_seq: int = -1) -> list[Event]:
+        if not self.has_session(session_id):
+            raise UnknownSessionError(session_id)
+        events: list[Event] = []
+        expected = after_seq + 1
+        for seq, stamp, kind, data, ignorable in self._db.execute(
+            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq>? ORDER BY seq",
+            (session_id, after_seq),
+        ):
+            if seq != expected:
+                raise CorruptSessionError(f"session {session_id}: seq gap at {expected} (found {seq})")
+            expected += 1
+            if kind not in DURABLE_TYPES and not ignorable:
+                raise CorruptSessionError(
+                    f"session {session_id}: unknown event type {kind!r} at seq {seq} "
+                    "(written by a newer dsh-daemon? upgrade to read it)"
+                )
+            try:
+                payload = loads(data)
+            except ValueError as exc:
+                raise CorruptSessionError(
+                    f"session {session_id}: unreadable event at seq {seq}: {exc}"
+                ) from exc
+            events.append(Event(kind, payload, seq, stamp, bool(ignorable)))
+        return events
+
+    def last_seq(self, session_id: str) -> int:
+        return self.session_info(session_id).last_seq
+
+    # ---- leases (see lease.py for the policy) ------------------------------------------------------
+
+    def read_lease(self, session_id: str) -> tuple[str, int, str, int] | None:
+        row = self._db.execute(
+            "SELECT holder, pid, host, heartbeat FROM leases WHERE session_id=?", (session_id,)
+        ).fetchone()
+        return tuple(row) if row else None  # type: ignore[return-value]
+
+    def write_lease(
+        self, session_id: str, holder: str, pid: int, host: str, *, replace_holder: str | None
+    ) -> bool:
+        """Take the lease if it is free, or if it is held by `replace_holder` (a dead holder)."""
+        stamp = now_ms()
+        with self.transaction() as db:
+            row = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
+            if row is not None and row[0] not in (holder, replace_holder):
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO leases (session_id, holder, pid, host, heartbeat) VALUES (?,?,?,?,?)",
+                (session_id, holder, pid, host, stamp),
+            )
+        return True
+
+    def heartbeat_leases(self, holder: str) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE leases SET heartbeat=? WHERE holder=?", (now_ms(), holder))
+
+    def release_lease(self, session_id: str, holder: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
+
+
+def default_state_dir() -> Path:
+    """`DSH_HOME`, else the platform's user data dir."""
+    env = os.environ.get("DSH_HOME")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("dsh-daemon", appauthor=False))
