@@ -233,6 +233,11 @@ class UserMessage:
             raise InvalidMessageError("a user message must have role 'user'")
         return cls.create(obj.get("content"), obj.get("source"), id=obj.get("id"))  # type: ignore[arg-type]
 
+    @classmethod
+    def from_log(cls, obj: Mapping[str, Any]) -> UserMessage:
+        """Rebuild a message this program logged (validated when it was created): no re-validation."""
+        return cls(obj["id"], tuple(block_from_json(b) for b in obj["content"]), obj["source"])
+
     def with_content(self, content: object) -> UserMessage:
         """A rewrite keeps the id (it is the same message, edited)."""
         return UserMessage.create(content, self.source, id=self.id)
@@ -264,6 +269,10 @@ class AssistantMessage:
             tuple(content),
             FrozenDict({"kind": "model", "provider": provider, "model": model}),
         )
+
+    @classmethod
+    def from_log(cls, obj: Mapping[str, Any]) -> AssistantMessage:
+        return cls(obj["id"], tuple(block_from_json(b) for b in obj["content"]), obj["source"])
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> AssistantMessage:

@@ -31,11 +31,11 @@ class Derivation:
     def feed(self, event: Event) -> None:
         kind = event.type
         if kind == USER_MESSAGE:
-            self.messages.append(UserMessage.from_json(event.data))
+            self.messages.append(UserMessage.from_log(event.data))
         elif kind == TOOL_RESULT:
-            self.messages.append(UserMessage.from_json(event.data["message"]))
+            self.messages.append(UserMessage.from_log(event.data["message"]))
         elif kind == ASSISTANT_MESSAGE:
-            message = AssistantMessage.from_json(event.data["message"])
+            message = AssistantMessage.from_log(event.data["message"])
             if not message.is_empty:  # empty anchors are logged but never shown to the model
                 self.messages.append(message)
         elif kind == REQUEST_HEADER:

@@ -1,0 +1,150 @@
+"""Agent core benchmark. Each figure is printed beside a baseline measured in the same run.
+
+    .venv/bin/python -m bench.core_bench [--turns N] [--events N]
+
+1. followups/s through the whole loop (instant scripted provider) vs bare SQLite insert+commit/s;
+2. median latency of an acknowledged `send` (durable commit included) vs a bare insert+commit;
+3. load + derivation of a 100,000-event session vs a bare `SELECT` of the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.loop import AgentOptions
+from dsh_daemon.agent.messages import UserMessage
+from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.llm.scripted import ScriptedProvider, reply
+from dsh_daemon.session.derive import derive_messages
+from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.session.store import SessionStore
+
+
+def bare_sqlite_commits(path: Path, n: int) -> list[float]:
+    """Baseline: one small row per committed transaction, WAL + synchronous=FULL like the store."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO t VALUES (?, ?)", (i, '{"type":"text","text":"hello"}'))
+        db.execute("COMMIT")
+        times.append(time.perf_counter() - start)
+    db.close()
+    return times
+
+
+async def followups_per_second(state: Path, turns: int) -> float:
+    manager = SessionManager(
+        state, provider=ScriptedProvider(default=reply("ok")), options=lambda: AgentOptions(model="m")
+    )
+    agent = manager.create()
+    start = time.perf_counter()
+    for i in range(turns):
+        agent.followup(UserMessage.create(f"prompt {i}"))
+    await agent.when_idle()
+    elapsed = time.perf_counter() - start
+    await manager.close()
+    return turns / elapsed
+
+
+async def send_latencies(state: Path, n: int) -> list[float]:
+    manager = SessionManager(state, provider=ScriptedProvider(), options=lambda: AgentOptions(model="m"))
+    agent = manager.create()
+    times = []
+    for i in range(n):
+        message = UserMessage.create(f"context {i}")
+        start = time.perf_counter()
+        agent.inject(message)  # acknowledged: the splice is committed when this returns
+        times.append(time.perf_counter() - start)
+    await manager.close()
+    return times
+
+
+def build_big_session(state: Path, events: int) -> str:
+    store = SessionStore(state)
+    store.create_session("big", title=None, cwd=None)
+    batch: list[Event] = []
+    seq = 0
+    turn = 0
+    while seq < events:
+        turn += 1
+        user = UserMessage.create(f"question {turn}").to_json()
+        answer = {
+            "id": f"a{turn}",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "answer " * 10}],
+            "source": {"kind": "model", "provider": "p", "model": "m"},
+        }
+        rows = [
+            ("turn/start", {"turn": turn}),
+            ("step/start", {"turn": turn, "step": 1}),
+            ("user/message", user),
+            ("assistant/chunk", {"turn": turn, "step": 1, "deltas": [{"type": "text", "text": "answer "}]}),
+            ("assistant/message", {"turn": turn, "step": 1, "message": answer, "sourceEventSeqs": [seq + 3]}),
+            ("step/end", {"turn": turn, "step": 1}),
+            ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
+        ]
+        for kind, data in rows:
+            batch.append(Event(kind, freeze_json(data), seq, 0))
+            seq += 1
+        if len(batch) >= 5000:
+            store.append_events("big", batch)
+            batch = []
+    store.append_events("big", batch)
+    store.close()
+    return "big"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--sends", type=int, default=300)
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        base = bare_sqlite_commits(root / "bare.sqlite3", args.sends)
+        base_rate = len(base) / sum(base)
+        rate = asyncio.run(followups_per_second(root / "loop", args.turns))
+        print(
+            f"followups/s through the loop: {rate:,.0f}   bare commits/s: {base_rate:,.0f}   "
+            f"ratio {rate / base_rate:.3f} (each turn commits several times)"
+        )
+        sends = asyncio.run(send_latencies(root / "sends", args.sends))
+        med, base_med = statistics.median(sends), statistics.median(base)
+        print(
+            f"acknowledged send, median: {med * 1e3:.3f} ms   bare insert+commit: {base_med * 1e3:.3f} ms   "
+            f"ratio {med / base_med:.2f}"
+        )
+        sid = build_big_session(root / "big", args.events)
+        store = SessionStore(root / "big")
+        start = time.perf_counter()
+        rows = store._db.execute(
+            "SELECT seq, time, type, data FROM events WHERE session_id=?", (sid,)
+        ).fetchall()
+        raw = time.perf_counter() - start
+        start = time.perf_counter()
+        events = store.load_events(sid)
+        messages = derive_messages(events)
+        full = time.perf_counter() - start
+        print(
+            f"load+derive {len(events):,} events ({len(messages):,} messages): {full:.3f} s   "
+            f"bare SELECT of {len(rows):,} rows: {raw:.3f} s   ratio {full / raw:.1f}"
+        )
+        store.close()
+        _ = FrozenDict
+
+
+if __name__ == "__main__":
+    main()
