@@ -1,21 +1,76 @@
-"""Command line entry point: `dsh-daemon` (serve stdio) and its subcommands."""
+"""`dsh-daemon`: serve stdio (the default), or `chat`, `sessions`, `export`."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from dsh_daemon import __version__
 
 
+def _state_dir(value: str | None) -> Path:
+    from dsh_daemon.session.store import default_state_dir
+
+    return Path(value) if value else default_state_dir()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dsh-daemon", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="dsh-daemon", description="Agent daemon for code editors (LSP-framed JSON-RPC on stdio)."
+    )
     parser.add_argument("--version", action="version", version=f"dsh-daemon {__version__}")
+    parser.add_argument("--state-dir", help="where sessions live (default: $DSH_HOME or the user data dir)")
+    parser.add_argument("--model", help="model id (default deepseek-v4-flash)")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default https://api.deepseek.com)")
+    parser.add_argument("--no-thinking", action="store_true", help="disable thinking mode")
+    parser.add_argument("--log-level", default=os.environ.get("DSH_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--log-file", help="log to this file instead of stderr")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="serve the protocol on stdio (the default)")
+    chat = sub.add_parser("chat", help="a terminal client: spawns the daemon like an editor would")
+    chat.add_argument("prompt", nargs="*", help="first prompt (optional)")
+    chat.add_argument(
+        "--resume", nargs="?", const="", metavar="SESSION", help="continue a session (latest if none)"
+    )
+    chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    sub.add_parser("sessions", help="list sessions")
+    export = sub.add_parser("export", help="write a session's transcript as JSONL")
+    export.add_argument("session")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.parse_args(argv)
-    print("dsh-daemon: the stdio server is not built yet", file=sys.stderr)
-    return 2
+def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    if args.model:
+        flags["model"] = args.model
+    if args.base_url:
+        flags["baseUrl"] = args.base_url
+    if args.no_thinking:
+        flags["thinking"] = False
+    return flags
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    state_dir = _state_dir(args.state_dir)
+    command = args.command or "serve"
+    if command == "serve":
+        from dsh_daemon.server.app import Settings
+        from dsh_daemon.server.main import configure_logging, run
+
+        configure_logging(args.log_level, args.log_file)
+        return run(Settings(state_dir=state_dir, flags=provider_flags(args)))
+    if command == "sessions":
+        from dsh_daemon.cli_tools import list_sessions
+
+        return list_sessions(state_dir)
+    if command == "export":
+        from dsh_daemon.cli_tools import export_session
+
+        return export_session(state_dir, args.session)
+    from dsh_daemon.chat import run_chat
+
+    return run_chat(args, state_dir)

@@ -112,11 +112,22 @@ class SessionManager:
         return agent
 
     def _status_tracker(self, agent: Agent) -> Callable[[Event], None]:
+        """Keeps the sessions row current: status, pending count, and a title from the first prompt (D11)."""
+        titled = [self.store.session_info(agent.session_id).title is not None]
+
         def track(event: Event) -> None:
             if event.type == "agent/status":
                 self.store.update_session(
                     agent.session_id, status=str(event.data["status"]), pending=len(agent.inbox)
                 )
+            elif event.type == "agent/inbox/inserted" and not titled[0]:
+                message = event.data["message"]
+                if message["source"].get("kind") == "user":
+                    text = " ".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
+                    title = " ".join(text.split())[:80]
+                    if title:
+                        self.store.update_session(agent.session_id, title=title)
+                        titled[0] = True
 
         return track
 

@@ -1,0 +1,59 @@
+"""`dsh-daemon sessions` and `dsh-daemon export`: read the store directly (no daemon needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from dsh_daemon.agent import events as ev
+from dsh_daemon.session.store import SessionStore, UnknownSessionError
+
+
+def list_sessions(state_dir: Path) -> int:
+    store = SessionStore(state_dir)
+    try:
+        sessions = store.list_sessions()
+        if not sessions:
+            print("no sessions yet", file=sys.stderr)
+        for s in sessions:
+            stamp = datetime.fromtimestamp(s.updated_at / 1000).strftime("%Y-%m-%d %H:%M")
+            pending = f"  [{s.pending} queued]" if s.pending else ""
+            print(f"{s.session_id}  {stamp}  {s.status:<7}  {s.title or '(untitled)'}{pending}")
+    finally:
+        store.close()
+    return 0
+
+
+TRANSCRIPT_TYPES = frozenset(
+    {
+        ev.USER_MESSAGE,
+        ev.ASSISTANT_MESSAGE,
+        ev.TOOL_CALL,
+        ev.TOOL_RESULT,
+        ev.TURN_START,
+        ev.TURN_END,
+        ev.LLM_RETRY,
+    }
+)
+
+
+def export_session(state_dir: Path, session_id: str, *, everything: bool = False) -> int:
+    """One JSON object per line: the session header, then every transcript event in log order."""
+    store = SessionStore(state_dir)
+    try:
+        try:
+            info = store.session_info(session_id)
+        except UnknownSessionError:
+            print(f"dsh-daemon: unknown session {session_id}", file=sys.stderr)
+            return 1
+        out = sys.stdout
+        out.write(json.dumps({"type": "session", **info.to_json()}, ensure_ascii=False) + "\n")
+        for event in store.load_events(session_id):
+            if everything or event.type in TRANSCRIPT_TYPES:
+                record = {"seq": event.seq, "time": event.time, "type": event.type, "data": event.data}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        store.close()
+    return 0

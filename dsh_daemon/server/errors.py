@@ -1,0 +1,73 @@
+"""Typed JSON-RPC errors: a standard code plus `data.code`, so clients can branch without parsing text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pygls.exceptions import JsonRpcException
+
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+PARSE_ERROR = -32700
+REQUEST_FAILED = -32803  # LSP: a syntactically correct request that failed
+
+
+class DshError(JsonRpcException):
+    def __init__(self, message: str, *, code: int, data_code: str, **extra: Any) -> None:
+        super().__init__(message=message, code=code, data={"code": data_code, **extra})
+
+
+def invalid_params(message: str) -> DshError:
+    return DshError(message, code=INVALID_PARAMS, data_code="invalid_params")
+
+
+def unknown_session(session_id: str) -> DshError:
+    return DshError(
+        f"unknown session: {session_id}",
+        code=INVALID_PARAMS,
+        data_code="unknown_session",
+        sessionId=session_id,
+    )
+
+
+def unknown_message(message_id: str) -> DshError:
+    return DshError(
+        f"no pending message with id {message_id!r}",
+        code=INVALID_PARAMS,
+        data_code="unknown_message",
+        messageId=message_id,
+    )
+
+
+def duplicate_message_id(message_id: str) -> DshError:
+    return DshError(
+        f"a message with id {message_id!r} is already pending",
+        code=INVALID_PARAMS,
+        data_code="duplicate_message_id",
+        messageId=message_id,
+    )
+
+
+def session_busy(session_id: str, pid: int, host: str) -> DshError:
+    return DshError(
+        f"session {session_id} is driven by another dsh-daemon (pid {pid} on {host}); "
+        "it can be read, not driven",
+        code=REQUEST_FAILED,
+        data_code="session_busy",
+        sessionId=session_id,
+        holderPid=pid,
+        holderHost=host,
+    )
+
+
+def shutting_down() -> DshError:
+    return DshError("dsh-daemon is shutting down", code=REQUEST_FAILED, data_code="shutting_down")
+
+
+def not_initialized() -> DshError:
+    return DshError("the server is not initialized yet", code=-32002, data_code="not_initialized")
+
+
+def internal_error(message: str) -> DshError:
+    return DshError(message, code=INTERNAL_ERROR, data_code="internal_error")

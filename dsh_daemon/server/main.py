@@ -1,0 +1,74 @@
+"""Serve the daemon on stdio: stdout carries the protocol only, logs go to stderr (or a file).
+
+fd 1 is moved to a private descriptor for the protocol and stderr is put in its place, so a stray
+print, a C extension or a child process can never write into the JSON-RPC stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from typing import BinaryIO
+
+from pygls.io_ import StdoutWriter
+
+from dsh_daemon.server.app import Daemon, Settings
+from dsh_daemon.server.transport import StdinReader, read_loop
+
+log = logging.getLogger(__name__)
+
+
+def protect_stdout() -> BinaryIO:
+    """Return a private binary stream for the protocol; fd 1 and sys.stdout become stderr."""
+    sys.stdout.flush()
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(proto_fd, "wb", buffering=0)
+
+
+def configure_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs message bodies at INFO
+    handler.addFilter(_drop_typed_client_errors)
+
+
+def _drop_typed_client_errors(record: logging.LogRecord) -> bool:
+    """pygls logs every error response with a traceback; a typed DshError is an answer, not a fault."""
+    from dsh_daemon.server.errors import DshError
+
+    return not (record.exc_info and isinstance(record.exc_info[1], DshError))
+
+
+async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    daemon = Daemon(settings)
+    protocol = daemon.server.protocol
+    protocol.set_writer(StdoutWriter(stdout))
+    reader = StdinReader(stdin)
+    code = 0
+    try:
+        await read_loop(reader, protocol, is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)))
+    except SystemExit as exc:  # the `exit` notification
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BrokenPipeError:
+        log.info("client went away")
+    finally:
+        await daemon.close()
+        reader.close()
+    return code
+
+
+def run(settings: Settings) -> int:
+    stdout = protect_stdout()
+    try:
+        return asyncio.run(serve(settings, sys.stdin.buffer, stdout))
+    except KeyboardInterrupt:
+        return 130

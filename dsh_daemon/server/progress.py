@@ -1,0 +1,99 @@
+"""`$/progress` per running turn: begun at `turn/start`, reported as output arrives (throttled), ended
+at `turn/end`; `window/workDoneProgress/cancel` from the editor cancels the turn keeping the inbox."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.events import Event
+
+log = logging.getLogger(__name__)
+
+REPORT_EVERY_S = 0.25
+
+
+class TurnProgress:
+    """One session's progress reporter; subscribe `on_event` to the session's events."""
+
+    def __init__(self, server: LanguageServer, session_id: str, cancel_turn: Callable[[], None]) -> None:
+        self._server = server
+        self._session_id = session_id
+        self._cancel_turn = cancel_turn
+        self._token: str | None = None
+        self._ready: asyncio.Future[bool] | None = None
+        self._chars = 0
+        self._last_report = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def on_event(self, event: Event) -> None:
+        if event.type == ev.TURN_START:
+            self._begin(int(event.data["turn"]))
+        elif event.type == ev.ASSISTANT_DELTA and self._token is not None:
+            self._chars += len(
+                event.data["delta"].get("text", "") or event.data["delta"].get("arguments", "")
+            )
+            now = time.monotonic()
+            if now - self._last_report >= REPORT_EVERY_S:
+                self._last_report = now
+                self._after_ready(lambda token: self._report(token, f"~{self._chars // 4} tokens"))
+        elif event.type == ev.TURN_END and self._token is not None:
+            reason = str(event.data["reason"]["kind"])
+            self._after_ready(lambda token: self._end(token, reason))
+            self._token = None
+
+    def _begin(self, turn: int) -> None:
+        token = f"dsh-{self._session_id}-{turn}"
+        self._token, self._chars = token, 0
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[bool] = loop.create_future()
+        self._ready = ready
+
+        async def create() -> None:
+            try:
+                await self._server.work_done_progress.create_async(token)
+            except Exception as exc:
+                log.debug("progress create failed: %s", exc)
+                ready.set_result(False)
+                return
+            self._server.work_done_progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title="dsh: agent turn", cancellable=True, message=f"turn {turn}"
+                ),
+            )
+            cancel_future = self._server.work_done_progress.tokens.get(token)
+            if cancel_future is not None:
+                cancel_future.add_done_callback(
+                    lambda f: f.cancelled() and loop.call_soon_threadsafe(self._cancel_turn)
+                )
+            ready.set_result(True)
+
+        self._task = loop.create_task(create())
+
+    def _after_ready(self, action: Callable[[str], None]) -> None:
+        token, ready = self._token, self._ready
+        if token is None or ready is None:
+            return
+
+        def run(f: asyncio.Future[bool]) -> None:
+            if f.result():
+                action(token)
+
+        if ready.done():
+            run(ready)
+        else:
+            ready.add_done_callback(run)
+
+    def _report(self, token: str, message: str) -> None:
+        self._server.work_done_progress.report(token, types.WorkDoneProgressReport(message=message))
+
+    def _end(self, token: str, reason: str) -> None:
+        self._server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=reason))
+        self._server.work_done_progress.tokens.pop(token, None)

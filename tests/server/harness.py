@@ -1,0 +1,174 @@
+"""Spawn the real daemon (`python -m dsh_daemon`) over real pipes with a pytest-lsp client, pointed
+at a fake DeepSeek server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pytest_lsp import LanguageClient
+from pytest_lsp.client import make_test_lsp_client
+
+from tests.fakes.deepseek_server import DONE, USAGE_A, FakeDeepSeek, Reply, _choice, _data, text_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PermissionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
+
+
+def tool_call_stream(calls: Iterable[tuple[str, str, Mapping[str, Any]]], text: str = "") -> tuple[str, ...]:
+    """A non-thinking stream whose reply is `text` then the given (id, name, arguments) tool calls."""
+    lines = [_data(_choice('{"role":"assistant","content":""}'))]
+    if text:
+        lines.append(_data(_choice(json.dumps({"content": text}))))
+    for index, (call_id, name, args) in enumerate(calls):
+        first = {
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+            ]
+        }
+        rest = {"tool_calls": [{"index": index, "function": {"arguments": json.dumps(args)}}]}
+        lines += [_data(_choice(json.dumps(first))), _data(_choice(json.dumps(rest)))]
+    lines += [_data(_choice('{"content":""}', '"tool_calls"'), USAGE_A), DONE]
+    return tuple(lines)
+
+
+def text_reply(text: str, **kwargs: Any) -> Reply:
+    return Reply.stream(text_stream([text]), **kwargs)
+
+
+class Daemon:
+    """A running daemon plus everything it sent: `events` (dsh/event params, in order)."""
+
+    def __init__(self, client: LanguageClient, state: Path, fake: FakeDeepSeek) -> None:
+        self.client = client
+        self.state = state
+        self.fake = fake
+        self.events: list[dict[str, Any]] = []
+        self.permission_requests: list[dict[str, Any]] = []
+        self.on_permission: PermissionHandler = lambda p: {"outcome": "allow-once"}
+        self.applied_edits: list[Any] = []
+
+    async def request(self, method: str, params: Any) -> Any:
+        return await self.client.protocol.send_request_async(method, params)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.client.protocol.notify(method, params)
+
+    async def new_session(self, **params: Any) -> str:
+        return (await self.request("dsh/session/new", params))["sessionId"]
+
+    def of(self, session_id: str, *types_: str) -> list[dict[str, Any]]:
+        return [
+            e for e in self.events if e["sessionId"] == session_id and (not types_ or e["type"] in types_)
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            if loop.time() > deadline:
+                raise AssertionError("timed out waiting; last events: " + json.dumps(self.events[-8:])[:3000])
+            await asyncio.sleep(0.01)
+
+    async def wait_event(self, session_id: str, type_: str, count: int = 1) -> dict[str, Any]:
+        await self.wait_for(lambda: len(self.of(session_id, type_)) >= count)
+        return self.of(session_id, type_)[count - 1]
+
+    async def wait_idle_turn(self, session_id: str, turns: int = 1) -> list[dict[str, Any]]:
+        await self.wait_for(lambda: len(self.of(session_id, "turn/end")) >= turns)
+        await self.wait_for(
+            lambda: (self.of(session_id, "agent/status") or [{}])[-1].get("data", {}).get("status") == "idle"
+        )
+        return [e["data"]["reason"] for e in self.of(session_id, "turn/end")]
+
+
+def raw_client() -> LanguageClient:
+    client = make_test_lsp_client()
+
+    def raw(obj: Any, cls: type) -> Any:
+        return cls(**obj)
+
+    for message_type in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        client.protocol._converter.register_structure_hook(message_type, raw)
+    return client
+
+
+def daemon_env(state: Path, fake: FakeDeepSeek, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPSEEK_", "DSH_"))}
+    env.update(
+        {
+            "DSH_HOME": str(state),
+            "DEEPSEEK_API_KEY": "sk-test-secret-key-0000",
+            "DEEPSEEK_BASE_URL": fake.base_url,
+            "HOME": str(state / "home"),  # nothing may touch the real ~
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+async def start_daemon(
+    state: Path,
+    fake: FakeDeepSeek,
+    *,
+    apply_edit: bool = True,
+    init_options: Mapping[str, Any] | None = None,
+    root: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Daemon:
+    client = raw_client()
+    daemon = Daemon(client, state, fake)
+
+    @client.feature("dsh/event")
+    def on_event(params: Any) -> None:
+        daemon.events.append(params)
+
+    @client.feature("dsh/requestPermission")
+    async def on_permission(params: Any) -> Any:
+        daemon.permission_requests.append(params)
+        answer = daemon.on_permission(params)
+        if asyncio.iscoroutine(answer) or isinstance(answer, Awaitable):
+            answer = await answer
+        return answer
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply_edit(params: Any) -> Any:
+        daemon.applied_edits.append(params)
+        return {"applied": True}
+
+    (state / "home").mkdir(parents=True, exist_ok=True)
+    await client.start_io(sys.executable, "-m", "dsh_daemon", env=daemon_env(state, fake, **(env or {})))
+    root = root or state / "work"
+    root.mkdir(parents=True, exist_ok=True)
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(
+                window=types.WindowClientCapabilities(work_done_progress=True),
+                workspace=types.WorkspaceClientCapabilities(apply_edit=apply_edit),
+            ),
+            root_uri=root.as_uri(),
+            initialization_options=dict(init_options or {"thinking": False}),
+        )
+    )
+    return daemon
+
+
+async def stop_daemon(daemon: Daemon) -> None:
+    try:
+        await asyncio.wait_for(daemon.client.shutdown_session(), 10)
+    finally:
+        await daemon.client.stop()
