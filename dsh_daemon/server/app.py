@@ -35,17 +35,21 @@ from dsh_daemon.agent.provider import Provider
 from dsh_daemon.agent.tools import ToolRegistry
 from dsh_daemon.server import errors, params
 from dsh_daemon.server.context import AmbientState, build_context_message, snapshot_hook
+from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.manager import SessionManager
 from dsh_daemon.session.store import SessionInfo, UnknownSessionError
+from dsh_daemon.tools.edits import DiskEditApplier
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 # initializationOptions keys the server reads itself; everything else is provider configuration.
-SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "toolPolicy"})
+SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "tools"})
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
 
 
@@ -106,6 +110,9 @@ class Daemon:
         self.views: dict[str, SessionView] = {}
         self.ambient_default = AmbientState()
         self.ambient: dict[str, AmbientState] = {}
+        self.kits: dict[str, ToolKit] = {}
+        self.workspace_roots: list[str] = []
+        self.tool_config: Mapping[str, Any] = {}
         self.client_capabilities: types.ClientCapabilities | None = None
         self.shutting_down = False
         register(self)
@@ -142,12 +149,41 @@ class Daemon:
             raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
         return make_provider(config), lambda: AgentOptions(model=config.model)
 
+    def _kit(self, session_id: str) -> ToolKit:
+        kit = self.kits.get(session_id)
+        if kit is None:
+            assert self.manager is not None
+            workspace = self._tool_workspace(self.manager.store.session_info(session_id).cwd)
+            documents = EditorDocuments(self.server)
+            applier = WorkspaceEditApplier(
+                self.server, documents, DiskEditApplier(workspace), lambda: self.client_capabilities
+            )
+            kit = build_tool_registry(workspace, documents, applier, self.tool_config)
+            self.kits[session_id] = kit
+        return kit
+
+    def _tool_workspace(self, cwd: str | None) -> ToolWorkspace:
+        """Roots: the editor's workspace folders plus the session cwd (when it is a directory)."""
+        roots = [r for r in self.workspace_roots if Path(r).is_dir()]
+        if cwd is not None and not Path(cwd).is_dir():
+            cwd = None
+        if cwd is not None and not any(Path(cwd).resolve().is_relative_to(Path(r).resolve()) for r in roots):
+            roots.append(cwd)
+        if not roots:
+            roots = [os.getcwd()]
+        return ToolWorkspace(roots, cwd=cwd)
+
     def _tools_for(self, session_id: str) -> ToolRegistry:
-        return ToolRegistry()
+        return self._kit(session_id).registry
 
     def _hooks_for(self, session_id: str) -> Hooks:
         ambient = self._ambient_for(session_id)
-        return Hooks(pre_step=[snapshot_hook(ambient, lambda: self._workspace())])
+        kit = self._kit(session_id).hooks
+        return Hooks(
+            pre_step=[snapshot_hook(ambient, lambda: self._workspace())],
+            pre_execute=list(kit.pre_execute),
+            post_execute=list(kit.post_execute),
+        )
 
     def _approver_for(self, session_id: str) -> ClientApprover:
         return ClientApprover(self.server.protocol, session_id, self.settings.permission_timeout_s)
@@ -243,6 +279,11 @@ def register(daemon: Daemon) -> None:
         timeout = init.get("permissionTimeoutS")
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             daemon.settings.permission_timeout_s = float(timeout)
+        tools = init.get("tools")
+        daemon.tool_config = tools if isinstance(tools, Mapping) else {}
+        folders = [to_fs_path(f.uri) for f in p.workspace_folders or []]
+        root = to_fs_path(p.root_uri) if p.root_uri else p.root_path
+        daemon.workspace_roots = [r for r in [*folders, root] if r]
         daemon.start_manager(init)
 
     @server.feature(types.SHUTDOWN)

@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from lsprotocol import types
 from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.agent.signal import AbortSignal
@@ -43,11 +44,11 @@ class ClientApprover:
         try:
             answer = await asyncio.wait_for(signal.race(future), self._timeout_s)
         except TimeoutError:
-            self._protocol.notify("$/cancelRequest", {"id": msg_id})
+            self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
             return "cancelled"
         except Exception as exc:
             if signal.aborted:
-                self._protocol.notify("$/cancelRequest", {"id": msg_id})
+                self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
                 raise
             log.info("permission request failed: %s", exc)
             return "cancelled"

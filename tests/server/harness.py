@@ -147,7 +147,7 @@ async def start_daemon(
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply_edit(params: Any) -> Any:
-        daemon.applied_edits.append(params)
+        daemon.applied_edits.append(client.protocol._converter.unstructure(params))
         return {"applied": True}
 
     (state / "home").mkdir(parents=True, exist_ok=True)

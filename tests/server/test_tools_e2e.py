@@ -1,0 +1,173 @@
+"""Tools through the real daemon: permissions answered by the client, edits via applyEdit or disk."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+
+
+def edit_call(path: Path, old: str, new: str, call_id: str = "call_1") -> Reply:
+    return Reply.stream(
+        tool_call_stream([(call_id, "edit_file", {"path": str(path), "old_string": old, "new_string": new})])
+    )
+
+
+def tool_results(daemon: Daemon, sid: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in daemon.of(sid, "tool/result")]
+
+
+async def run_turn(daemon: Daemon, sid: str, text: str = "do it") -> None:
+    done = len(daemon.of(sid, "turn/end"))
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": text}})
+    await daemon.wait_idle_turn(sid, done + 1)
+
+
+async def test_permission_allow_then_edit_on_disk_without_apply_edit(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "a.txt"
+    target.write_text("hello world\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(edit_call(target, "world", "there"), text_reply("edited"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    (request,) = d.permission_requests
+    assert request["sessionId"] == sid and request["tool"] == "edit_file" and request["callId"] == "call_1"
+    assert request["title"] and request["arguments"]["old_string"] == "world"
+    assert target.read_text() == "hello there\n"
+    assert d.applied_edits == []
+    (result,) = tool_results(d, sid)
+    assert "error" not in result
+    assert "+hello there" in result["meta"]["diff"]
+    await stop_daemon(d)
+
+
+async def test_apply_edit_path_when_the_client_supports_it(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "b.py"
+    target.write_text("x = 1\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=True, root=work)
+    fake.script(edit_call(target, "x = 1", "x = 2"), text_reply("edited"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    (applied,) = d.applied_edits
+    changes = applied["edit"]["changes"]
+    ((uri, edits),) = changes.items()
+    assert uri == target.as_uri() and edits[0]["newText"] == "x = 2\n"
+    assert edits[0]["range"]["end"] == {"line": 1, "character": 0}
+    assert target.read_text() == "x = 1\n"  # the editor owns the buffer; the test client did not write it
+    assert "error" not in tool_results(d, sid)[0]
+    await stop_daemon(d)
+
+
+async def test_permission_reject_gives_the_model_an_error_and_the_turn_goes_on(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "c.txt"
+    target.write_text("keep me\n")
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d.on_permission = lambda p: {"outcome": "reject"}
+    fake.script(edit_call(target, "keep", "lose"), text_reply("ok, not editing"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    assert target.read_text() == "keep me\n"
+    (result,) = tool_results(d, sid)
+    assert result["error"]["code"] == "REJECTED"
+    assert d.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "completed"}
+    tool_message = fake.requests[1].json["messages"][-1]
+    assert tool_message["role"] == "tool" and "rejected" in tool_message["content"]
+    await stop_daemon(d)
+
+
+async def test_allow_always_is_not_asked_again(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "d.txt"
+    target.write_text("1\n")
+    d = await start_daemon(tmp_path / "state", fake, root=work, apply_edit=False)
+    d.on_permission = lambda p: {"outcome": "allow-always"}
+    fake.script(
+        edit_call(target, "1", "2"), text_reply("a"), edit_call(target, "2", "3", "call_2"), text_reply("b")
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    await run_turn(d, sid, "again")
+    assert len(d.permission_requests) == 1
+    assert target.read_text() == "3\n"
+    await stop_daemon(d)
+
+
+async def test_unanswered_permission_times_out_as_cancelled(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "e.txt"
+    target.write_text("same\n")
+
+    async def never(params: Any) -> Any:
+        await asyncio.sleep(3600)
+
+    d = await start_daemon(
+        tmp_path / "state", fake, root=work, init_options={"thinking": False, "permissionTimeoutS": 0.5}
+    )
+    d.on_permission = never
+    fake.script(edit_call(target, "same", "changed"), text_reply("never"))
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "edit"}})
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "queued after"}})
+    await d.wait_for(lambda: len(d.of(sid, "turn/end")) >= 1)
+    assert d.of(sid, "turn/end")[0]["data"]["reason"] == {"kind": "aborted", "cause": "user"}
+    assert target.read_text() == "same\n"
+    listing = await d.request("dsh/inbox/list", {"sessionId": sid})
+    assert [m["content"][0]["text"] for m in listing["nextTurn"]] == ["queued after"]  # the queue is kept
+    await stop_daemon(d)
+
+
+async def test_cancel_while_permission_pending_resolves_it(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "f.txt"
+    target.write_text("v1\n")
+    gate = asyncio.Event()
+
+    async def wait(params: Any) -> Any:
+        gate.set()
+        await asyncio.sleep(3600)
+
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d.on_permission = wait
+    fake.script(edit_call(target, "v1", "v2"))
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "edit"}})
+    await asyncio.wait_for(gate.wait(), 15)
+    await d.request("dsh/cancel", {"sessionId": sid})
+    reasons = await d.wait_idle_turn(sid)
+    assert reasons == [{"kind": "aborted", "cause": "user"}]
+    assert target.read_text() == "v1\n"
+    (result,) = tool_results(d, sid)
+    assert result["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    await stop_daemon(d)
+
+
+async def test_run_command_streams_output_as_tool_output_events(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    command = "for i in 1 2 3; do echo line$i; sleep 0.05; done"
+    fake.script(
+        Reply.stream(tool_call_stream([("call_1", "run_command", {"command": command})])), text_reply("ran")
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    chunks = [e["data"]["text"] for e in d.of(sid, "tool/output")]
+    assert "".join(chunks).split() == ["line1", "line2", "line3"]
+    assert all("seq" not in e for e in d.of(sid, "tool/output"))
+    await stop_daemon(d)
