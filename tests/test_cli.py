@@ -1,0 +1,91 @@
+"""The command line: `chat` drives the real daemon over stdio; `sessions` and `export` read the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import ROOT, daemon_env
+from tests.server.harness import tool_call_stream
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_daemon", *args], input=stdin, capture_output=True, text=True, env=env,
+        timeout=120, cwd=cwd or ROOT,
+    )  # fmt: skip
+
+
+def test_chat_streams_the_reply_queues_piped_lines_and_exits(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeDeepSeek() as fake:
+        fake.script(
+            Reply.stream(text_stream(["Hello", " there"]), delay=0.05),
+            Reply.stream(text_stream(["Second answer"])),
+        )
+        env = daemon_env(tmp_path / "state", fake)
+        result = run_cli(
+            ["--no-thinking", "chat", "first question"], env, stdin="second question\n", cwd=work
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Hello there" in result.stdout and "Second answer" in result.stdout
+        assert "[queued]" in result.stdout
+        assert [r.json["messages"][-1]["content"] for r in fake.requests] == [
+            "first question",
+            "second question",
+        ]
+
+        listing = run_cli(["sessions"], env)
+        assert listing.returncode == 0
+        session_id = listing.stdout.split()[0]
+        assert "first question" in listing.stdout
+
+        exported = run_cli(["export", session_id], env)
+        lines = [json.loads(line) for line in exported.stdout.splitlines()]
+        assert lines[0]["type"] == "session" and lines[0]["sessionId"] == session_id
+        users = [r["data"]["content"][0]["text"] for r in lines if r["type"] == "user/message"]
+        assert users == ["first question", "second question"]
+
+        fake.script(Reply.stream(text_stream(["resumed fine"])))
+        resumed = run_cli(["--no-thinking", "chat", "--resume", session_id, "third"], env, cwd=work)
+        assert "first question" in resumed.stdout  # history replayed
+        assert "resumed fine" in resumed.stdout
+        assert len(fake.requests[-1].json["messages"]) == 5
+
+
+def test_chat_shows_tool_cards_and_auto_allows_with_yes(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("alpha\n")
+    with FakeDeepSeek() as fake:
+        fake.script(
+            Reply.stream(
+                tool_call_stream(
+                    [("c1", "edit_file", {"path": "notes.txt", "old_string": "alpha", "new_string": "beta"})]
+                )
+            ),
+            Reply.stream(text_stream(["Done."])),
+        )
+        env = daemon_env(tmp_path / "state", fake)
+        result = run_cli(["--no-thinking", "chat", "--yes", "edit it"], env, cwd=work)
+        assert result.returncode == 0, result.stderr
+        assert "⚙ edit_file" in result.stdout and "✓ edit_file" in result.stdout
+        assert (work / "notes.txt").read_text() == "beta\n"
+
+
+def test_export_unknown_session_is_a_clear_error(tmp_path: Path) -> None:
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "state")}
+    result = run_cli(["export", "nope"], env)
+    assert result.returncode == 1 and "unknown session" in result.stderr
+
+
+def test_version() -> None:
+    result = subprocess.run([sys.executable, "-m", "dsh_daemon", "--version"], capture_output=True, text=True)
+    assert result.stdout.startswith("dsh-daemon ")
