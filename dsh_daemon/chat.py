@@ -34,6 +34,7 @@ class RpcPipe:
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self.on_notification: Any = lambda method, params: None
         self.on_request: Any = None
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -70,7 +71,7 @@ class RpcPipe:
                 continue
             message = json.loads(await stdout.readexactly(length))
             if "method" in message and "id" in message:
-                asyncio.ensure_future(self._answer(message))
+                self.spawn(self._answer(message))
             elif "method" in message:
                 self.on_notification(message["method"], message.get("params"))
             else:
@@ -80,6 +81,11 @@ class RpcPipe:
                         future.set_exception(RuntimeError(message["error"].get("message", "error")))
                     else:
                         future.set_result(message.get("result"))
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, message: dict[str, Any]) -> None:
         try:
@@ -280,9 +286,7 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
 
     def on_sigint() -> None:
         if chat.status == "running":
-            asyncio.ensure_future(
-                rpc.request("dsh/cancel", {"sessionId": chat.session_id, "keepInbox": True})
-            )
+            rpc.spawn(rpc.request("dsh/cancel", {"sessionId": chat.session_id, "keepInbox": True}))
         else:
             quit_requested.set()
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
-from tests.server.harness import ROOT, daemon_env
-from tests.server.harness import tool_call_stream
+from tests.server.harness import ROOT, daemon_env, tool_call_stream
 
 
 def run_cli(
