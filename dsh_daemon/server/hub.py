@@ -1,0 +1,304 @@
+"""The server's session hub: opens sessions, wires each one (tools, hooks, approver, progress) and
+forwards its events to this connection. Everything that touches the agent core lives here, so the
+wire module (app.py) answers `initialize` without importing any of it (cold start).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.hooks import Hooks
+from dsh_daemon.agent.inbox import DuplicateMessageIdError, InvalidSpliceError, UnknownMessageError
+from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
+from dsh_daemon.agent.messages import UserMessage
+from dsh_daemon.agent.provider import Provider
+from dsh_daemon.agent.tools import ToolRegistry
+from dsh_daemon.server import errors
+from dsh_daemon.server.context import AmbientState, build_context_message, snapshot_hook
+from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
+from dsh_daemon.server.permissions import ClientApprover
+from dsh_daemon.server.progress import TurnProgress
+from dsh_daemon.session.lease import SessionBusyError
+from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.session.store import UnknownSessionError
+from dsh_daemon.tools.edits import DiskEditApplier
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
+
+log = logging.getLogger(__name__)
+
+# initializationOptions keys the server reads itself; everything else is provider configuration.
+SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "tools"})
+DELIVERY = {"inject": ("next-step", False), "steer": ("next-step", True), "followup": ("next-turn", True)}
+AMBIENT_KEYS = ("activeUri", "selection", "visibleRange", "diagnostics")
+
+
+@dataclass
+class HubConfig:
+    state_dir: Path
+    env: Mapping[str, str]
+    flags: Mapping[str, Any]
+    init_options: Mapping[str, Any]
+    workspace_roots: list[str]
+    client_capabilities: types.ClientCapabilities | None
+    provider: Provider | None = None  # injected (tests); otherwise built from the provider config
+
+    @property
+    def permission_timeout_s(self) -> float:
+        value = self.init_options.get("permissionTimeoutS")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value)
+        return 300.0
+
+    @property
+    def tool_config(self) -> Mapping[str, Any]:
+        tools = self.init_options.get("tools")
+        return tools if isinstance(tools, Mapping) else {}
+
+
+@dataclass
+class SessionView:
+    """This connection's state for one session."""
+
+    agent: Agent
+    subscribed: bool = False
+    unsubscribe: Callable[[], None] | None = None
+
+
+class SessionHub:
+    def __init__(self, server: LanguageServer, config: HubConfig) -> None:
+        self.server = server
+        self.config = config
+        self.views: dict[str, SessionView] = {}
+        self.ambient_default = AmbientState()
+        self.ambient: dict[str, AmbientState] = {}
+        self.kits: dict[str, ToolKit] = {}
+        provider, options = self._provider()
+        self.manager = SessionManager(
+            config.state_dir,
+            provider=provider,
+            options=options,
+            tools=lambda sid: self._kit(sid).registry,
+            hooks=self._hooks_for,
+            approver=lambda sid: ClientApprover(server.protocol, sid, config.permission_timeout_s),
+        )
+        self.manager.start_heartbeat()
+
+    # ---- wiring --------------------------------------------------------------------------------------
+
+    def _provider(self) -> tuple[Provider | None, Callable[[], AgentOptions]]:
+        if self.config.provider is not None:
+            model = str(self.config.flags.get("model") or "scripted-model")
+            return self.config.provider, lambda: AgentOptions(model=model)
+        from dsh_daemon.llm.config import ConfigError, load_provider_config
+        from dsh_daemon.llm.deepseek import make_provider
+
+        options = {k: v for k, v in self.config.init_options.items() if k not in SERVER_OPTION_KEYS}
+        try:
+            provider_config = load_provider_config(
+                self.config.state_dir, self.config.env, self.config.flags, options
+            )
+        except ConfigError as exc:
+            raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
+        return make_provider(provider_config), lambda: AgentOptions(model=provider_config.model)
+
+    def _kit(self, session_id: str) -> ToolKit:
+        kit = self.kits.get(session_id)
+        if kit is None:
+            workspace = self._tool_workspace(self.manager.store.session_info(session_id).cwd)
+            documents = EditorDocuments(self.server)
+            applier = WorkspaceEditApplier(
+                self.server, documents, DiskEditApplier(workspace), lambda: self.config.client_capabilities
+            )
+            kit = build_tool_registry(workspace, documents, applier, self.config.tool_config)
+            self.kits[session_id] = kit
+        return kit
+
+    def _tool_workspace(self, cwd: str | None) -> ToolWorkspace:
+        """Roots: the editor's workspace folders plus the session cwd (when it is a directory)."""
+        roots = [r for r in self.config.workspace_roots if Path(r).is_dir()]
+        if cwd is not None and not Path(cwd).is_dir():
+            cwd = None
+        if cwd is not None and not any(Path(cwd).resolve().is_relative_to(Path(r).resolve()) for r in roots):
+            roots.append(cwd)
+        if not roots:
+            roots = [os.getcwd()]
+        return ToolWorkspace(roots, cwd=cwd)
+
+    def _hooks_for(self, session_id: str) -> Hooks:
+        kit = self._kit(session_id).hooks
+        return Hooks(
+            pre_step=[snapshot_hook(self.ambient_for(session_id), self._workspace)],
+            pre_execute=list(kit.pre_execute),
+            post_execute=list(kit.post_execute),
+        )
+
+    def ambient_for(self, session_id: str) -> AmbientState:
+        return self.ambient.setdefault(session_id, AmbientState(dict(self.ambient_default.state)))
+
+    def _workspace(self) -> Any:
+        try:
+            return self.server.workspace
+        except Exception:
+            return None
+
+    # ---- sessions ------------------------------------------------------------------------------------
+
+    def agent(self, session_id: str) -> Agent:
+        return self.view(session_id).agent
+
+    def view(self, session_id: str) -> SessionView:
+        """The session opened for driving by this process (opening it if needed)."""
+        view = self.views.get(session_id)
+        if view is not None:
+            return view
+        try:
+            agent = self.manager.open(session_id)
+        except UnknownSessionError as exc:
+            raise errors.unknown_session(session_id) from exc
+        except SessionBusyError as exc:
+            raise errors.session_busy(session_id, exc.pid, exc.host) from exc
+        return self._adopt(agent)
+
+    def _adopt(self, agent: Agent) -> SessionView:
+        view = SessionView(agent)
+        self.views[agent.session_id] = view
+        caps = self.config.client_capabilities
+        if caps and caps.window and caps.window.work_done_progress:
+            progress = TurnProgress(
+                self.server, agent.session_id, lambda: agent.cancel("user", keep_inbox=True)
+            )
+            agent.subscribe(progress.on_event)
+        return view
+
+    def _subscribe(self, view: SessionView) -> None:
+        if view.subscribed:
+            return
+        session_id = view.agent.session_id
+        notify = self.server.protocol.notify
+
+        def forward(event: Event) -> None:
+            payload: dict[str, Any] = {"sessionId": session_id, "type": event.type, "data": event.data}
+            if event.seq is not None:
+                payload["seq"] = event.seq
+            notify("dsh/event", payload)
+
+        view.unsubscribe = view.agent.subscribe(forward)
+        view.subscribed = True
+
+    def _replay(self, session_id: str, events: list[Event]) -> None:
+        notify = self.server.protocol.notify
+        for event in events:
+            notify(
+                "dsh/event",
+                {"sessionId": session_id, "seq": event.seq, "type": event.type, "data": event.data},
+            )
+
+    def new_session(self, cwd: str | None, title: str | None) -> str:
+        view = self._adopt(self.manager.create(cwd=cwd, title=title))
+        self._subscribe(view)
+        return view.agent.session_id
+
+    def list_sessions(self, cwd: str | None) -> list[dict[str, Any]]:
+        out = []
+        for info in self.manager.list(cwd):
+            row = info.to_json()
+            row.pop("lastSeq", None)
+            out.append(row)
+        return out
+
+    def attach(self, session_id: str, after_seq: int) -> dict[str, Any]:
+        try:
+            view = self.view(session_id)
+        except errors.DshError as exc:
+            if exc.data.get("code") != "session_busy":
+                raise
+            # Leased by another live process: history only, read from the store.
+            self._replay(session_id, self.manager.read(session_id, after_seq))
+            info = self.manager.info(session_id)
+            return {
+                "sessionId": session_id,
+                "status": info.status,
+                "lastSeq": info.last_seq,
+                "inbox": {"nextTurn": [], "nextStep": []},
+                "readOnly": True,
+                "holder": exc.data,
+            }
+        agent = view.agent
+        # Replay from memory (it includes events not yet written behind) and subscribe in the same
+        # synchronous stretch: no event can fall between the two, and none is sent twice.
+        self._replay(session_id, [e for e in agent.log.events if e.seq is not None and e.seq > after_seq])
+        self._subscribe(view)
+        return {
+            "sessionId": session_id,
+            "status": agent.status,
+            "lastSeq": agent.log.next_seq - 1,
+            "inbox": agent.inbox.to_json(),
+        }
+
+    def send(self, session_id: str, message: UserMessage, target: str, wakeup: bool) -> str:
+        agent = self.agent(session_id)
+        try:
+            return agent.send(message, target=target, wakeup=wakeup)  # type: ignore[arg-type]
+        except DuplicateMessageIdError as exc:
+            raise errors.duplicate_message_id(exc.message_id) from exc
+        except AgentDisposedError as exc:
+            raise errors.shutting_down() from exc
+
+    def inbox_replace(self, session_id: str, message_id: str, message: UserMessage) -> None:
+        try:
+            self.agent(session_id).inbox.replace(message_id, message)
+        except UnknownMessageError as exc:
+            raise errors.unknown_message(message_id) from exc
+        except DuplicateMessageIdError as exc:
+            raise errors.duplicate_message_id(exc.message_id) from exc
+
+    def inbox_move(self, session_id: str, message_id: str, target: str, index: int) -> None:
+        try:
+            self.agent(session_id).inbox.move(message_id, target, index)  # type: ignore[arg-type]
+        except UnknownMessageError as exc:
+            raise errors.unknown_message(message_id) from exc
+        except InvalidSpliceError as exc:
+            raise errors.invalid_params(f"dsh/inbox/move: {exc}") from exc
+
+    def context_add(
+        self,
+        session_id: str,
+        uri: str,
+        kind: str,
+        rng: Mapping[str, Any] | None,
+        diagnostics: list[Any] | None,
+        delivery: str,
+    ) -> str:
+        self.view(session_id)  # unknown session first, before reading any file
+        if kind == "diagnostics" and diagnostics is None:
+            state = self.ambient_for(session_id).state
+            if state.get("activeUri") == uri:
+                diagnostics = state.get("diagnostics")
+        message = build_context_message(self._workspace(), uri, kind, rng, diagnostics)
+        target, wakeup = DELIVERY[delivery]
+        return self.send(session_id, message, target, wakeup)
+
+    def context_did_change(self, raw: Mapping[str, Any]) -> None:
+        state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS}
+        session_id = raw.get("sessionId")
+        if isinstance(session_id, str):
+            self.ambient_for(session_id).state = state
+            return
+        self.ambient_default.state = state  # no session named: every session of this connection
+        for sid, view in self.views.items():
+            if view.subscribed:
+                self.ambient_for(sid).state = state
+
+    async def close(self) -> None:
+        """D6: running turns end aborted{shutdown}; queues stay parked for the next attach."""
+        await self.manager.close()
