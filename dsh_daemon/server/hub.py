@@ -21,7 +21,6 @@ from dsh_daemon.agent.inbox import DuplicateMessageIdError, InvalidSpliceError, 
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.provider import Provider
-from dsh_daemon.agent.tools import ToolRegistry
 from dsh_daemon.server import errors
 from dsh_daemon.server.context import AmbientState, build_context_message, snapshot_hook
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
