@@ -1,0 +1,240 @@
+"""Provider configuration: where the model lives, how to reach it, what it costs.
+
+Sources, in rising priority (a later source overrides a key an earlier one set):
+
+1. built-in defaults: DeepSeek at `https://api.deepseek.com`, model `deepseek-v4-flash`, thinking
+   enabled, `maxTokens` 256000, DeepSeek's published prices;
+2. the config file `<state_dir>/config.json` (its `provider` object);
+3. the environment: `DEEPSEEK_API_KEY`, `DEEPSEEK_BASE_URL` (alias `DSH_BASE_URL`, used only when
+   `DEEPSEEK_BASE_URL` is unset), `DSH_MODEL`; empty values count as unset;
+4. command-line flags;
+5. the editor's `initializationOptions`.
+
+Flags and `initializationOptions` use the same keys as the file's `provider` object (a mapping that
+has a `provider` object is read through it, so the whole `initializationOptions` can be passed).
+snake_case spellings of the keys (`base_url`, `api_key`, ...) are accepted too. File format (plain JSON;
+the comments below only explain the keys, and every key is optional)::
+
+    {
+      "provider": {
+        "name": "deepseek",                      // recorded in each assistant message's source
+        "baseUrl": "https://api.deepseek.com",   // any OpenAI-compatible endpoint: {baseUrl}/chat/completions
+        "apiKey": "sk-...",                      // prefer DEEPSEEK_API_KEY; never logged
+        "model": "deepseek-v4-flash",            // deepseek-v4-pro and any other id pass through
+        "thinking": true,                        // true | false | null (null: send no `thinking` field)
+        "reasoningEffort": "high",               // "high" | "max" | ...; "off" disables thinking
+        "maxTokens": 256000,                     // adapter default, written into each request header
+        "connectTimeoutS": 10,                   // TCP/TLS connect
+        "idleTimeoutS": 300,                     // longest silence on a stream; keep-alives re-arm it
+        "prices": {                              // USD per 1M tokens; merged over the shipped defaults
+          "deepseek-v4-flash": {"cacheHit": 0.028, "cacheMiss": 0.14, "output": 0.28}
+        }
+      }
+    }
+
+Unknown keys are rejected with an error naming them (a misspelt key silently ignored is worse).
+A missing API key is not an error here: the daemon starts, and the first model request fails with
+a `CONFIG` failure that says how to set one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+DEFAULT_MODEL = "deepseek-v4-flash"
+DEFAULT_MAX_TOKENS = 256_000
+CONFIG_FILE = "config.json"
+
+
+class ConfigError(ValueError):
+    """A configuration source holds a value of the wrong type or an unknown key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """USD per million tokens. DeepSeek bills cache hits, cache misses and output separately."""
+
+    cache_hit: float
+    cache_miss: float
+    output: float
+
+    def cost_usd(self, hit_tokens: int, miss_tokens: int, output_tokens: int) -> float:
+        return (
+            hit_tokens * self.cache_hit + miss_tokens * self.cache_miss + output_tokens * self.output
+        ) / 1e6
+
+
+_FLASH = ModelPrice(cache_hit=0.028, cache_miss=0.14, output=0.28)
+# Published V4 prices (api-docs pricing page, archived 2026-04-26); pro was under a 75% promotion then.
+# These are configuration defaults, not facts the code relies on: the file's `prices` override them.
+DEFAULT_PRICES: Mapping[str, ModelPrice] = {
+    "deepseek-v4-flash": _FLASH,
+    "deepseek-v4-pro": ModelPrice(cache_hit=0.03625, cache_miss=0.435, output=0.87),
+    # The legacy names alias V4-Flash's two modes until DeepSeek removes them.
+    "deepseek-chat": _FLASH,
+    "deepseek-reasoner": _FLASH,
+}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = field(default=None, repr=False)
+    model: str = DEFAULT_MODEL
+    name: str = "deepseek"
+    thinking: bool | None = True
+    reasoning_effort: str | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    prices: Mapping[str, ModelPrice] = field(default_factory=lambda: dict(DEFAULT_PRICES), hash=False)
+    connect_timeout_s: float = 10.0
+    idle_timeout_s: float = 300.0
+
+    def __repr__(self) -> str:
+        # Hand-written so the key can never leak through a repr, an f-string or a log line.
+        key = "<set>" if self.api_key else "<unset>"
+        return (
+            f"ProviderConfig(name={self.name!r}, base_url={self.base_url!r}, api_key={key}, "
+            f"model={self.model!r}, thinking={self.thinking!r}, reasoning_effort={self.reasoning_effort!r}, "
+            f"max_tokens={self.max_tokens}, connect_timeout_s={self.connect_timeout_s}, "
+            f"idle_timeout_s={self.idle_timeout_s}, prices={sorted(self.prices)})"
+        )
+
+    __str__ = __repr__
+
+    @property
+    def chat_url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def price(self, model: str) -> ModelPrice | None:
+        return self.prices.get(model)
+
+
+# ---- loading ---------------------------------------------------------------------------------------
+
+# The file's camelCase keys -> ProviderConfig attributes.
+_KEYS: dict[str, str] = {
+    "name": "name",
+    "baseUrl": "base_url",
+    "apiKey": "api_key",
+    "model": "model",
+    "thinking": "thinking",
+    "reasoningEffort": "reasoning_effort",
+    "maxTokens": "max_tokens",
+    "connectTimeoutS": "connect_timeout_s",
+    "idleTimeoutS": "idle_timeout_s",
+    "prices": "prices",
+}
+_SNAKE = {attr: attr for attr in _KEYS.values()}
+
+
+def load_provider_config(
+    state_dir: Path,
+    env: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+    init_options: Mapping[str, Any] | None = None,
+) -> ProviderConfig:
+    """The effective provider configuration (see the module docstring for sources and format)."""
+    config = ProviderConfig()
+    config = _apply(config, _read_file(Path(state_dir) / CONFIG_FILE), "config.json")
+    config = _apply(config, _from_env(env), "environment")
+    config = _apply(config, _section(flags or {}), "flags")
+    return _apply(config, _section(init_options or {}), "initializationOptions")
+
+
+def _read_file(path: Path) -> Mapping[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: must hold a JSON object")
+    section = data.get("provider", {})
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{path}: 'provider' must be an object")
+    return section
+
+
+def _section(source: Mapping[str, Any]) -> Mapping[str, Any]:
+    inner = source.get("provider")
+    return inner if isinstance(inner, Mapping) else source
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if env.get("DEEPSEEK_API_KEY"):
+        out["apiKey"] = env["DEEPSEEK_API_KEY"]
+    base_url = env.get("DEEPSEEK_BASE_URL") or env.get("DSH_BASE_URL")
+    if base_url:
+        out["baseUrl"] = base_url
+    if env.get("DSH_MODEL"):
+        out["model"] = env["DSH_MODEL"]
+    return out
+
+
+def _apply(config: ProviderConfig, values: Mapping[str, Any], where: str) -> ProviderConfig:
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        attr = _KEYS.get(key) or _SNAKE.get(key)
+        if attr is None:
+            raise ConfigError(f"{where}: unknown provider setting {key!r} (known: {', '.join(_KEYS)})")
+        if attr == "prices":
+            changes["prices"] = {**config.prices, **_prices(value, where)}
+        else:
+            changes[attr] = _check(attr, value, f"{where}: {key}")
+    return replace(config, **changes) if changes else config
+
+
+def _check(attr: str, value: Any, where: str) -> Any:
+    if attr in ("base_url", "model", "name"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where} must be a non-empty string")
+        if attr == "base_url" and not value.startswith(("http://", "https://")):
+            raise ConfigError(f"{where} must start with http:// or https://")
+        return value
+    if attr in ("api_key", "reasoning_effort"):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string or null")
+        return value or None
+    if attr == "thinking":
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true, false or null")
+        return value
+    if attr == "max_tokens":
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{where} must be a positive integer")
+        return value
+    # timeouts
+    if not _is_number(value) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number of seconds")
+    return float(value)
+
+
+def _prices(value: Any, where: str) -> dict[str, ModelPrice]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: prices must be an object of model -> price")
+    out: dict[str, ModelPrice] = {}
+    for model, entry in value.items():
+        if not isinstance(entry, Mapping) or set(entry) != {"cacheHit", "cacheMiss", "output"}:
+            raise ConfigError(f"{where}: prices.{model} must have exactly cacheHit, cacheMiss and output")
+        if not all(_is_number(v) and v >= 0 for v in entry.values()):
+            raise ConfigError(f"{where}: prices.{model} values must be non-negative numbers")
+        out[str(model)] = ModelPrice(
+            float(entry["cacheHit"]), float(entry["cacheMiss"]), float(entry["output"])
+        )
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

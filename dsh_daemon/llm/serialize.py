@@ -1,0 +1,110 @@
+"""Builds the `/chat/completions` request body from a `ModelRequest` (provider.md §1.2, D11).
+
+Rules kept here:
+- Unset settings are omitted, never sent as null.
+- Every user message is its own provider message, in order, never merged with a neighbour.
+- A tool result becomes a `role: tool` message; empty output is sent as "(no output)".
+- Assistant `content` is never null ("" instead: DeepSeek answers 400 to a null-content message
+  without tool calls, and such a message would sit in the log and break every later turn).
+- `reasoning_content` is echoed on every assistant message that had reasoning: thinking mode requires
+  it after tool calls, ignores it elsewhere, and keeping it keeps the cacheable prefix byte-stable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dsh_daemon.agent.messages import (
+    AssistantMessage,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+)
+from dsh_daemon.agent.provider import ModelRequest
+
+NO_OUTPUT = "(no output)"
+
+
+def request_body(request: ModelRequest, *, default_model: str) -> dict[str, Any]:
+    config = request.config
+    body: dict[str, Any] = {
+        "model": request.model or default_model,
+        "messages": messages_json(request.system, request.messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    thinking = config.get("thinking")
+    effort = config.get("reasoningEffort")
+    if effort == "off":  # "off" is our spelling of "no thinking", not a DeepSeek effort level
+        thinking, effort = False, None
+    if isinstance(thinking, bool):
+        body["thinking"] = {"type": "enabled" if thinking else "disabled"}
+    if isinstance(effort, str) and effort and thinking is not False:
+        body["reasoning_effort"] = effort
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            }
+            for t in request.tools
+        ]
+    _copy(config, body, "temperature", "temperature")
+    _copy(config, body, "maxTokens", "max_tokens")
+    _copy(config, body, "stop", "stop")
+    return body
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The exact bytes sent: compact, UTF-8, keys in build order (so a rebuilt request compares equal)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _copy(config: Mapping[str, Any], body: dict[str, Any], key: str, wire: str) -> None:
+    value = config.get(key)
+    if value is not None:
+        body[wire] = list(value) if isinstance(value, tuple) else value
+
+
+def messages_json(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            out.append(_assistant(message))
+        else:
+            out.extend(_user(message))
+    return out
+
+
+def _user(message: UserMessage) -> list[dict[str, Any]]:
+    results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    if results:
+        return [
+            {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text or NO_OUTPUT} for r in results
+        ]
+    # Other block types (images, editor payloads the core keeps verbatim) have no wire form here yet.
+    return [{"role": "user", "content": "".join(b.text for b in message.content if isinstance(b, TextBlock))}]
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(b.text for b in message.content if isinstance(b, TextBlock)),
+    }
+    reasoning = [b.text for b in message.content if isinstance(b, ReasoningBlock)]
+    if reasoning:
+        out["reasoning_content"] = "".join(reasoning)
+    calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    if calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+    return out

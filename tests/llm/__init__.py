@@ -1,0 +1,1 @@
+"""Provider adapter tests: SSE, translation, errors, config, the fake server and a real local model."""

@@ -1,0 +1,136 @@
+"""The request body (provider.md §1.2): messages, tools, settings; unset fields omitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh_daemon.agent.messages import (
+    AssistantMessage,
+    OtherBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    UserMessage,
+    tool_result_message,
+)
+from dsh_daemon.agent.provider import ModelRequest, ToolSpec
+from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.llm.serialize import request_body
+
+
+def request(config: dict[str, Any], messages: tuple[Any, ...] = (), **kw: Any) -> ModelRequest:
+    base = {"provider": "deepseek", "model": "deepseek-v4-flash"}
+    return ModelRequest(freeze_json({**base, **config}), kw.get("system"), kw.get("tools", ()), messages)
+
+
+def assistant(*blocks: Any) -> AssistantMessage:
+    return AssistantMessage.create(blocks, provider="deepseek", model="deepseek-v4-flash")
+
+
+def test_minimal_body_omits_every_unset_field() -> None:
+    body = request_body(request({}, (UserMessage.create("hi"),)), default_model="x")
+    assert body == {
+        "model": "deepseek-v4-flash",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def test_settings_map_to_wire_names() -> None:
+    config = {
+        "thinking": True,
+        "reasoningEffort": "max",
+        "maxTokens": 256000,
+        "temperature": 0.7,
+        "stop": ["END"],
+    }
+    body = request_body(request(config), default_model="x")
+    assert body["thinking"] == {"type": "enabled"}
+    assert body["reasoning_effort"] == "max"
+    assert body["max_tokens"] == 256000
+    assert body["temperature"] == 0.7
+    assert body["stop"] == ["END"]  # a frozen tuple goes out as a JSON array
+
+
+def test_thinking_disabled_drops_effort_and_off_disables_thinking() -> None:
+    body = request_body(request({"thinking": False, "reasoningEffort": "high"}), default_model="x")
+    assert body["thinking"] == {"type": "disabled"} and "reasoning_effort" not in body
+    body = request_body(request({"thinking": True, "reasoningEffort": "off"}), default_model="x")
+    assert body["thinking"] == {"type": "disabled"} and "reasoning_effort" not in body
+
+
+def test_system_and_tools() -> None:
+    tool = ToolSpec("get_weather", "Weather for a city", FrozenDict({"type": "object"}))
+    body = request_body(
+        request({}, (UserMessage.create("q"),), system="be brief", tools=(tool,)), default_model="x"
+    )
+    assert body["messages"][0] == {"role": "system", "content": "be brief"}
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "parameters": {"type": "object"},
+            },
+        }
+    ]
+
+
+def test_history_with_reasoning_tool_calls_and_results() -> None:
+    calls = (
+        ToolCallBlock("call_00_Qk3v8mZ1", "get_weather", '{"city": "Paris"}'),
+        ToolCallBlock("call_01_Wn7pR2cX", "get_weather", '{"city": "Berlin"}'),
+    )
+    messages = (
+        UserMessage.create("weather?"),
+        assistant(ReasoningBlock("Need weather for both cities."), *calls),
+        tool_result_message("call_00_Qk3v8mZ1", "sunny"),
+        tool_result_message("call_01_Wn7pR2cX", ""),
+        assistant(ReasoningBlock("Both known."), TextBlock("Sunny and ")),
+        UserMessage.create("thanks"),
+        UserMessage.create(
+            [{"type": "text", "text": "ctx "}, {"type": "image", "url": "x"}, {"type": "text", "text": "2"}]
+        ),
+        assistant(TextBlock("ok")),
+    )
+    body = request_body(request({}, messages), default_model="x")
+    assert body["messages"] == [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "Need weather for both cities.",
+            "tool_calls": [
+                {
+                    "id": "call_00_Qk3v8mZ1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                {
+                    "id": "call_01_Wn7pR2cX",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_00_Qk3v8mZ1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_01_Wn7pR2cX", "content": "(no output)"},
+        {"role": "assistant", "content": "Sunny and ", "reasoning_content": "Both known."},
+        {"role": "user", "content": "thanks"},  # consecutive user messages stay separate (D11)
+        {"role": "user", "content": "ctx 2"},
+        {"role": "assistant", "content": "ok"},
+    ]
+
+
+def test_reasoning_only_assistant_has_empty_string_content_never_null() -> None:
+    body = request_body(request({}, (assistant(ReasoningBlock("thinking...")),)), default_model="x")
+    assert body["messages"] == [{"role": "assistant", "content": "", "reasoning_content": "thinking..."}]
+
+
+def test_unknown_assistant_blocks_are_skipped_and_model_falls_back() -> None:
+    message = assistant(OtherBlock(FrozenDict({"type": "citation", "x": 1})), TextBlock("t"))
+    body = request_body(request({"model": ""}, (message,)), default_model="fallback-model")
+    assert body["model"] == "fallback-model"
+    assert body["messages"] == [{"role": "assistant", "content": "t"}]
