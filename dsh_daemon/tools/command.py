@@ -1,0 +1,201 @@
+"""run_command: a shell command in the session cwd, streamed live, capped, and stopped for good.
+
+The command runs in its own session/process group (`start_new_session=True`), so a timeout or a
+cancelled turn kills every process it started (grandchildren included) with `os.killpg`, not just
+the shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import shutil
+import signal as signals
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
+from dsh_daemon.tools.errors import InvalidArgumentsError
+from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.workspace import Workspace
+
+_READ_CHUNK = 64 * 1024
+# Non-interactive defaults: a pager or a prompt would hang until the timeout.
+_ENV_DEFAULTS = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+NO_OUTPUT = "(no output)\n"
+
+
+@dataclass
+class _Output:
+    """The result keeps the head and the tail (errors are usually at the end); the middle is dropped."""
+
+    cap: int
+    head: str = ""
+    tail: str = ""
+    total: int = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        room = self.cap // 2 - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if text:
+            self.tail = (self.tail + text)[-(self.cap - self.cap // 2) :]
+
+    def render(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        if omitted <= 0:
+            return self.head + self.tail
+        return f"{self.head}\n[... {omitted} characters of output omitted ...]\n{self.tail}"
+
+
+async def _until_exit(proc: asyncio.subprocess.Process) -> int:
+    """The shell's exit status as soon as it is known. Not `proc.wait()`: on Python 3.11 that also
+    waits for the output pipe to close, which a background grandchild can hold open indefinitely."""
+    delay = 0.005
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
+class RunCommandTool(ToolBase):
+    spec = make_spec(
+        "run_command",
+        "Run a shell command in the session directory (stdout and stderr combined, no input). "
+        "Killed with everything it started on timeout or cancel; background processes still holding "
+        "the output when it exits are killed too. Long output keeps its beginning and end.",
+        {
+            "command": {"type": "string", "description": "The shell command line."},
+            "timeout": {"type": "number", "description": "Seconds before it is killed (default 120)."},
+        },
+        ["command"],
+    )
+    parallel_safe = False
+
+    def __init__(self, workspace: Workspace, limits: ToolLimits, *, shell: str | None = None) -> None:
+        self.workspace = workspace
+        self.limits = limits
+        self.shell = shell or shutil.which("bash") or "/bin/sh"
+
+    def permission_title(self, args: Mapping[str, Any]) -> str:
+        return f"Run: {short(str(args.get('command', '?')))}"
+
+    def _timeout(self, args: Mapping[str, Any]) -> float:
+        value = args.get("timeout")
+        if value is None:
+            return self.limits.command_timeout_s
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise InvalidArgumentsError("'timeout' must be a positive number of seconds")
+        return min(float(value), self.limits.command_max_timeout_s)
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        command = get_str(args, "command", allow_empty=False)
+        timeout = self._timeout(args)
+        ctx.signal.check()
+        proc = await asyncio.create_subprocess_exec(
+            self.shell,
+            "-c",
+            command,
+            cwd=self.workspace.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **_ENV_DEFAULTS},
+        )
+        output = _Output(self.limits.command_output_chars)
+        pump = asyncio.create_task(self._pump(proc, output, ctx))
+        exited = asyncio.create_task(_until_exit(proc))
+        aborted = asyncio.create_task(ctx.signal.wait())
+        stopped: str | None = None
+        try:
+            done, _ = await asyncio.wait(
+                {exited, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if exited not in done:
+                stopped = "cancelled" if aborted in done else "timeout"
+                await self._kill_group(proc)
+            else:
+                # The shell is gone; whatever still holds the pipe after a grace is a leftover.
+                _, still = await asyncio.wait({pump}, timeout=self.limits.command_drain_grace_s)
+                if still:
+                    await self._kill_group(proc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(pump), timeout=self.limits.command_kill_grace_s)
+        finally:
+            # Also on task cancellation (daemon shutdown): nothing the command started survives it.
+            if proc.returncode is None or not pump.done():
+                await self._kill_group(proc)
+            leftover = not pump.done()
+            for task in (pump, exited, aborted):
+                task.cancel()
+            await asyncio.gather(pump, exited, aborted, return_exceptions=True)
+            if leftover:
+                # Something that left the process group (setsid) still holds the pipe: stop reading.
+                transport = getattr(proc, "_transport", None)
+                if transport is not None:
+                    transport.close()
+        return self._outcome(command, proc.returncode, output, stopped, timeout)
+
+    async def _pump(self, proc: asyncio.subprocess.Process, output: _Output, ctx: ToolContext) -> None:
+        assert proc.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        streamed = 0
+        while True:
+            chunk = await proc.stdout.read(_READ_CHUNK)
+            text = decoder.decode(chunk, final=not chunk)
+            if text:
+                output.add(text)
+                # Live output carries only the new text; past the stream cap the client gets one notice.
+                if streamed < self.limits.command_stream_chars:
+                    piece = text[: self.limits.command_stream_chars - streamed]
+                    streamed += len(piece)
+                    ctx.emit_output(piece)
+                    if streamed >= self.limits.command_stream_chars:
+                        ctx.emit_output(
+                            "\n[live output stopped here; the result keeps the beginning and end]\n"
+                        )
+            if not chunk:
+                return
+
+    async def _kill_group(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM the whole group, give the shell a short grace, then SIGKILL the group: grandchildren
+        that ignore SIGTERM, or outlive the shell, die too."""
+        pgid = proc.pid  # start_new_session: the shell leads its own group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signals.SIGTERM)
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(_until_exit(proc), timeout=self.limits.command_kill_grace_s)
+        finally:  # even when this wait is itself cancelled (shutdown), the group gets SIGKILL
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signals.SIGKILL)
+        await _until_exit(proc)
+
+    def _outcome(
+        self, command: str, code: int | None, output: _Output, stopped: str | None, timeout: float
+    ) -> ToolOutcome:
+        text = output.render()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        meta: dict[str, Any] = {
+            "exitCode": code,
+            "truncated": output.total > len(output.head) + len(output.tail),
+        }
+        if stopped == "cancelled":
+            return ToolOutcome.error(
+                f"{text}[cancelled: the command and its processes were killed]", "CANCELLED", meta=meta
+            )
+        if stopped == "timeout":
+            return ToolOutcome.error(
+                f"{text}[timed out after {timeout:g} s: the command and its processes were killed]",
+                "TIMEOUT",
+                meta=meta,
+            )
+        return ToolOutcome.text(f"{text or NO_OUTPUT}[exit code {code}]", meta=meta)

@@ -1,0 +1,143 @@
+"""edit_file and write_file: compute a `ComputedEdit` from the current text (the editor's unsaved text
+when the file is open there, else disk), then hand it to the `EditApplier`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.tools.base import ToolBase, get_bool, get_str, make_spec, short
+from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit
+from dsh_daemon.tools.errors import FileToolError, InvalidArgumentsError
+from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.textfiles import match_newlines, read_whole_text
+from dsh_daemon.tools.tracking import ReadTracker
+from dsh_daemon.tools.workspace import Workspace
+
+
+class _EditToolBase(ToolBase):
+    parallel_safe = False
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        documents: DocumentSource,
+        applier: EditApplier,
+        tracker: ReadTracker,
+        limits: ToolLimits,
+    ) -> None:
+        self.workspace = workspace
+        self.documents = documents
+        self.applier = applier
+        self.tracker = tracker
+        self.limits = limits
+
+    def target_paths(self, args: Mapping[str, Any]) -> list[str]:
+        path = args.get("path")
+        return [path] if isinstance(path, str) and path else []
+
+    async def current_text(self, path: Path, shown: str) -> str | None:
+        """The text an edit starts from; None when the file does not exist (and is not open)."""
+        document = self.documents.text_for(path)
+        if document is not None:
+            return document
+        return await asyncio.to_thread(self._disk_text, path, shown)
+
+    def _disk_text(self, path: Path, shown: str) -> str | None:
+        if not path.exists():
+            return None
+        return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes).text
+
+    async def apply(self, edit: ComputedEdit, summary: str) -> ToolOutcome:
+        await self.applier.apply(edit)
+        self.tracker.record_current(edit.path, edit.after_text)
+        added, removed = edit.stats
+        return ToolOutcome.text(f"{summary} (+{added} -{removed} lines)", meta=edit.meta())
+
+
+class EditFileTool(_EditToolBase):
+    spec = make_spec(
+        "edit_file",
+        "Replace exact text in a file. `old_string` must match the file exactly (indentation included) "
+        "and be unique unless replace_all is set; include surrounding lines to make it unique. "
+        "Read the file first.",
+        {
+            "path": {"type": "string", "description": "File path, relative to the session directory."},
+            "old_string": {"type": "string", "description": "Exact text to replace."},
+            "new_string": {"type": "string", "description": "Replacement text."},
+            "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
+        },
+        ["path", "old_string", "new_string"],
+    )
+
+    def permission_title(self, args: Mapping[str, Any]) -> str:
+        return f"Edit {short(str(args.get('path', '?')))}"
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
+        old = get_str(args, "old_string")
+        new = get_str(args, "new_string")
+        replace_all = get_bool(args, "replace_all")
+        if not old:
+            raise InvalidArgumentsError("old_string is empty; use write_file to create or overwrite a file")
+        if old == new:
+            raise InvalidArgumentsError("old_string and new_string are the same; nothing to change")
+        shown = self.workspace.display(path)
+        before = await self.current_text(path, shown)
+        if before is None:
+            raise FileToolError(f"{shown} does not exist; use write_file to create it", "NOT_FOUND")
+        count = before.count(old)
+        if count == 0 and match_newlines(old, before) != old:
+            # The model wrote \n for a CRLF file: match (and write) with the file's own line endings.
+            old, new = match_newlines(old, before), match_newlines(new, before)
+            count = before.count(old)
+        if count == 0:
+            raise FileToolError(
+                f"old_string was not found in {shown}; it must match exactly, whitespace included. "
+                "Read the file again to copy the current text.",
+                "NOT_FOUND_IN_FILE",
+            )
+        if count > 1 and not replace_all:
+            raise FileToolError(
+                f"old_string occurs {count} times in {shown}; add surrounding lines to make it unique, "
+                "or set replace_all to replace every occurrence",
+                "NOT_UNIQUE",
+            )
+        after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+        edit = compute_edit(path, before, after, shown)
+        noun = "occurrence" if count == 1 else "occurrences"
+        return await self.apply(edit, f"Edited {shown}: replaced {count if replace_all else 1} {noun}")
+
+
+class WriteFileTool(_EditToolBase):
+    spec = make_spec(
+        "write_file",
+        "Create a file, or replace a file's whole content. Parent directories are created. "
+        "Prefer edit_file for changes to existing files.",
+        {
+            "path": {"type": "string", "description": "File path, relative to the session directory."},
+            "content": {"type": "string", "description": "The complete new content."},
+        },
+        ["path", "content"],
+    )
+
+    def permission_title(self, args: Mapping[str, Any]) -> str:
+        return f"Write {short(str(args.get('path', '?')))}"
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
+        content = get_str(args, "content")
+        shown = self.workspace.display(path)
+        if path.is_dir():
+            raise FileToolError(f"{shown} is a directory", "IS_DIRECTORY")
+        before = await self.current_text(path, shown)
+        if before is not None:
+            content = match_newlines(content, before)
+            if content == before:
+                return ToolOutcome.text(f"{shown} already has this content; nothing written.")
+        edit = compute_edit(path, before, content, shown)
+        return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}")

@@ -1,0 +1,89 @@
+"""Reading text files the way the tools need: binary refused, UTF-8 decoded losslessly (BOM and CRLF
+kept), line endings as editors count them (`\\n`, `\\r\\n` and a lone `\\r` each end a line)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsh_daemon.tools.errors import FileToolError
+from dsh_daemon.tools.workspace import Workspace
+
+SNIFF_BYTES = 8192
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL in the first block: the same heuristic git and ripgrep use."""
+    return b"\0" in head
+
+
+def check_file(path: Path, shown: str) -> os.stat_result:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise FileToolError(f"{shown} does not exist", "NOT_FOUND") from None
+    except OSError as exc:
+        raise FileToolError(f"cannot access {shown}: {exc.strerror}", "IO_ERROR") from None
+    if path.is_dir():
+        raise FileToolError(f"{shown} is a directory (use list_dir)", "IS_DIRECTORY")
+    return info
+
+
+def open_confined(workspace: Workspace, path: Path, shown: str) -> int:
+    """An fd for reading `path`, re-verified against the workspace after opening."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FileToolError(f"cannot open {shown}: {exc.strerror}", "IO_ERROR") from None
+    try:
+        workspace.verify_open(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass(frozen=True, slots=True)
+class DiskText:
+    text: str
+    size: int
+    mtime_ns: int
+
+
+def read_whole_text(workspace: Workspace, path: Path, shown: str, max_bytes: int) -> DiskText:
+    """The whole file as text, for edits: refuses binary, non-UTF-8 and files over `max_bytes`."""
+    info = check_file(path, shown)
+    if info.st_size > max_bytes:
+        raise FileToolError(
+            f"{shown} is {info.st_size} bytes, over the {max_bytes}-byte limit for editing", "TOO_LARGE"
+        )
+    fd = open_confined(workspace, path, shown)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileToolError(f"{shown} grew over the {max_bytes}-byte limit for editing", "TOO_LARGE")
+    if looks_binary(data[:SNIFF_BYTES]):
+        raise FileToolError(f"{shown} is a binary file; only text files can be edited", "BINARY")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileToolError(f"{shown} is not UTF-8 text; it cannot be edited safely", "NOT_UTF8") from None
+    return DiskText(text, info.st_size, info.st_mtime_ns)
+
+
+def uses_crlf_only(text: str) -> bool:
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf == text.count("\n")
+
+
+def match_newlines(text: str, reference: str) -> str:
+    """Models write `\\n`; in a file that uses CRLF throughout, keep it that way."""
+    if uses_crlf_only(reference) and "\n" in text and "\r\n" not in text:
+        return text.replace("\n", "\r\n")
+    return text

@@ -1,0 +1,168 @@
+"""run_command: output, exit codes, streaming of only new text, caps, and killing the whole process
+group (grandchildren included) on timeout, cancel and task cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from tests.tools.conftest import FakeContext, alive, gone, pid_in, run_tool, text_of
+
+
+def fast_kit(root: Path, **limits: float) -> ToolKit:
+    base = {"command_kill_grace_s": 0.5, "command_drain_grace_s": 0.2}
+    return build_tool_registry(Workspace([root]), config={"limits": {**base, **limits}})
+
+
+async def test_output_exit_code_and_cwd(root: Path) -> None:
+    (root / "sub").mkdir()
+    kit = build_tool_registry(Workspace([root], cwd=root / "sub"))
+    outcome = await run_tool(kit, "run_command", {"command": "pwd; echo err >&2; echo héllo 🌍"})
+    assert not outcome.is_error
+    assert text_of(outcome) == f"{root / 'sub'}\nerr\nhéllo 🌍\n[exit code 0]"
+    assert outcome.meta == {"exitCode": 0, "truncated": False}
+    failed = await run_tool(kit, "run_command", {"command": "exit 3"})
+    assert text_of(failed) == "(no output)\n[exit code 3]"
+    assert failed.meta is not None and failed.meta["exitCode"] == 3
+
+
+async def test_argument_errors(kit: ToolKit) -> None:
+    for args in (
+        {},
+        {"command": ""},
+        {"command": "true", "timeout": -1},
+        {"command": "true", "timeout": "x"},
+    ):
+        assert (await run_tool(kit, "run_command", args)).error_code == "INVALID_ARGUMENTS", args
+
+
+async def test_streamed_output_carries_only_new_text(kit: ToolKit, root: Path) -> None:
+    # The command waits for the test to have seen the first chunk, so there are exactly two chunks.
+    def release(text: str) -> None:
+        (root / "go").touch()
+
+    ctx = FakeContext(on_output=release)
+    command = "printf 'one\\n'; while [ ! -f go ]; do sleep 0.01; done; printf 'two\\n'"
+    outcome = await run_tool(kit, "run_command", {"command": command}, ctx)
+    assert ctx.outputs == ["one\n", "two\n"]
+    assert text_of(outcome) == "one\ntwo\n[exit code 0]"
+
+
+async def test_multibyte_characters_split_across_reads_stay_whole(kit: ToolKit) -> None:
+    ctx = FakeContext()
+    # The first byte of '🌍' arrives in one write, the rest in the next.
+    command = "printf '\\360'; sleep 0.05; printf '\\237\\214\\215\\n'"
+    outcome = await run_tool(kit, "run_command", {"command": command}, ctx)
+    assert "".join(ctx.outputs) == "🌍\n"
+    assert "\ufffd" not in "".join(ctx.outputs)
+    assert text_of(outcome).startswith("🌍\n")
+
+
+async def test_output_cap_keeps_head_and_tail(root: Path) -> None:
+    kit = fast_kit(root, command_output_chars=100, command_stream_chars=50)
+    ctx = FakeContext()
+    outcome = await run_tool(kit, "run_command", {"command": "seq 1 1000"}, ctx)
+    text = text_of(outcome)
+    assert text.startswith("1\n2\n3\n") and text.endswith("999\n1000\n[exit code 0]")
+    assert re.search(r"\[\.\.\. (\d+) characters of output omitted \.\.\.\]", text)
+    full = "".join(f"{i}\n" for i in range(1, 1001))
+    omitted = int(re.search(r"(\d+) characters", text).group(1))  # type: ignore[union-attr]
+    assert omitted == len(full) - 100
+    assert outcome.meta is not None and outcome.meta["truncated"] is True
+    # Live output stops at its own cap, with one notice.
+    assert "".join(ctx.outputs[:-1]) == full[:50]
+    assert "live output stopped" in ctx.outputs[-1]
+
+
+async def test_timeout_kills_the_whole_group(root: Path) -> None:
+    kit = fast_kit(root)
+    outcome = await run_tool(
+        kit, "run_command", {"command": "sh -c 'sleep 30 & echo PID=$!; wait'", "timeout": 0.5}
+    )
+    assert outcome.is_error and outcome.error_code == "TIMEOUT"
+    assert "timed out after 0.5 s" in text_of(outcome)
+    assert await gone(pid_in(text_of(outcome)))
+
+
+async def test_grandchildren_ignoring_sigterm_are_killed_too(root: Path) -> None:
+    kit = fast_kit(root)
+    command = "trap '' TERM; sh -c 'trap \"\" TERM; sleep 30 & echo PID=$!; wait'"
+    outcome = await run_tool(kit, "run_command", {"command": command, "timeout": 0.5})
+    assert outcome.error_code == "TIMEOUT"
+    assert await gone(pid_in(text_of(outcome)))
+
+
+async def test_cancel_kills_the_whole_group(root: Path) -> None:
+    kit = fast_kit(root)
+    started = asyncio.Event()
+    ctx = FakeContext(on_output=lambda text: started.set())
+    task = asyncio.create_task(
+        run_tool(kit, "run_command", {"command": "sh -c 'sleep 30 & echo PID=$!; wait'"}, ctx)
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    pid = pid_in("".join(ctx.outputs))
+    assert alive(pid)
+    ctx.signal.abort("user")
+    outcome = await asyncio.wait_for(task, 10)
+    assert outcome.is_error and outcome.error_code == "CANCELLED"
+    assert await gone(pid)
+
+
+async def test_an_aborted_signal_starts_nothing(kit: ToolKit, root: Path) -> None:
+    ctx = FakeContext()
+    ctx.signal.abort("user")
+    from dsh_daemon.agent.signal import AbortedError
+
+    with pytest.raises(AbortedError):
+        await run_tool(kit, "run_command", {"command": "touch made"}, ctx)
+    assert not (root / "made").exists()
+
+
+async def test_task_cancellation_kills_the_group(root: Path) -> None:
+    kit = fast_kit(root)
+    started = asyncio.Event()
+    ctx = FakeContext(on_output=lambda text: started.set())
+    task = asyncio.create_task(
+        run_tool(kit, "run_command", {"command": "sh -c 'sleep 30 & echo PID=$!; wait'"}, ctx)
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    pid = pid_in("".join(ctx.outputs))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await gone(pid)
+
+
+async def test_leftovers_holding_the_output_are_killed_after_exit(root: Path) -> None:
+    kit = fast_kit(root)
+    outcome = await run_tool(kit, "run_command", {"command": "sleep 30 & echo PID=$!"})
+    assert not outcome.is_error and outcome.meta is not None and outcome.meta["exitCode"] == 0
+    assert await gone(pid_in(text_of(outcome)))
+
+
+async def test_detached_output_lets_a_background_process_live(root: Path) -> None:
+    kit = fast_kit(root)
+    outcome = await run_tool(kit, "run_command", {"command": "sleep 30 >/dev/null 2>&1 & echo PID=$!"})
+    pid = pid_in(text_of(outcome))
+    try:
+        assert alive(pid)  # the documented way to keep a server running
+    finally:
+        os.kill(pid, 9)
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
+async def test_a_process_that_left_the_group_cannot_hold_the_call(root: Path) -> None:
+    kit = fast_kit(root)
+    call = run_tool(kit, "run_command", {"command": "setsid sleep 1000 & echo PID=$!"})
+    outcome = await asyncio.wait_for(call, 60)  # would hang for 1000 s if the pipe were waited for
+    pid = pid_in(text_of(outcome))
+    try:
+        assert outcome.meta is not None and outcome.meta["exitCode"] == 0
+    finally:
+        os.kill(pid, 9)

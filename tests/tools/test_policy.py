@@ -1,0 +1,119 @@
+"""The permission policy (pre-execute) and the changed-file notice (post-execute) as hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_daemon.agent.signal import AbortSignal
+from dsh_daemon.agent.tools import Allow, Ask, Deny, PostExecuteDecision, ToolCall, ToolOutcome
+from dsh_daemon.tools import StaticDocuments, ToolKit, Workspace, build_tool_registry
+from tests.tools.conftest import run_tool
+
+
+def call(name: str, args: Mapping[str, Any]) -> ToolCall:
+    return ToolCall("c1", name, json.dumps(args), dict(args), 1, 1)
+
+
+async def decide(kit: ToolKit, name: str, args: Mapping[str, Any]) -> Any:
+    [policy] = kit.hooks.pre_execute
+    return await policy(call(name, args), AbortSignal())
+
+
+async def test_defaults_reads_allow_edits_and_commands_ask(kit: ToolKit) -> None:
+    for name in ("read_file", "list_dir", "find_files", "grep"):
+        assert isinstance(await decide(kit, name, {"path": "x"}), Allow), name
+    assert await decide(kit, "edit_file", {"path": "src/a.py"}) == Ask("Edit src/a.py")
+    assert await decide(kit, "write_file", {"path": "n.txt"}) == Ask("Write n.txt")
+    assert await decide(kit, "run_command", {"command": "make test"}) == Ask("Run: make test")
+    assert await decide(kit, "someone_elses_tool", {}) is None  # no opinion about unknown tools
+
+
+async def test_config_overrides_and_deny_hides_the_tool(root: Path) -> None:
+    config = {
+        "permissions": {"run_command": "deny", "edit_file": "allow", "read_file": "ask", "other": "ask"}
+    }
+    kit = build_tool_registry(Workspace([root]), config=config)
+    assert "run_command" not in kit.registry.tools  # never offered to the model
+    assert isinstance(await decide(kit, "run_command", {"command": "ls"}), Deny)
+    assert isinstance(await decide(kit, "edit_file", {"path": "a"}), Allow)
+    assert await decide(kit, "read_file", {"path": "a"}) == Ask("Run read_file")
+    assert await decide(kit, "other", {}) == Ask("Run other")
+
+
+def test_bad_config_is_refused(root: Path) -> None:
+    ws = Workspace([root])
+    for config in (
+        {"permissions": {"edit_file": "sometimes"}},
+        {"limits": {"nope": 1}},
+        {"limits": {"read_max_chars": 0}},
+        {"colour": "blue"},
+        {"ripgrep": 3},
+    ):
+        with pytest.raises(ValueError):
+            build_tool_registry(ws, config=config)
+
+
+async def test_a_call_confinement_refuses_is_denied_without_asking(
+    kit: ToolKit, root: Path, outside: Path
+) -> None:
+    os.symlink(outside / "secret.txt", root / "link")
+    for args in ({"path": "../outside/secret.txt"}, {"path": "link"}):
+        decision = await decide(kit, "write_file", {**args, "content": "x"})
+        assert isinstance(decision, Deny) and "outside the workspace" in decision.message
+
+
+async def notices(kit: ToolKit) -> list[str]:
+    [hook] = kit.hooks.post_execute
+    decision = await hook(call("any", {}), ToolOutcome.text("ok"))
+    if decision is None:
+        return []
+    assert isinstance(decision, PostExecuteDecision) and decision.outcome is None
+    [message] = decision.additional_contexts
+    assert dict(message.source) == {"kind": "plugin", "plugin": "dsh-tools", "form": "notice"}
+    return message.text.splitlines()
+
+
+async def test_files_changed_since_read_are_noticed_once(kit: ToolKit, root: Path) -> None:
+    (root / "a.py").write_text("one\n")
+    (root / "b.py").write_text("two\n")
+    (root / "unread.py").write_text("x\n")
+    await run_tool(kit, "read_file", {"path": "a.py"})
+    await run_tool(kit, "read_file", {"path": "b.py"})
+    assert await notices(kit) == []
+    (root / "a.py").write_text("one, changed by someone else\n")
+    (root / "unread.py").write_text("y\n")  # never read: not the model's concern
+    os.utime(root / "b.py")  # touched, same text: no notice
+    [line] = await notices(kit)
+    assert line.startswith("Note: a.py changed on disk") and "read it again" in line
+    assert await notices(kit) == []  # reported once
+    (root / "b.py").unlink()
+    assert await notices(kit) == ["Note: b.py was deleted since you read it."]
+
+
+async def test_the_models_own_edits_are_not_noticed(kit: ToolKit, root: Path) -> None:
+    (root / "a.py").write_text("one\n")
+    await run_tool(kit, "read_file", {"path": "a.py"})
+    await run_tool(kit, "edit_file", {"path": "a.py", "old_string": "one", "new_string": "uno"})
+    await run_tool(kit, "write_file", {"path": "new.py", "content": "n\n"})
+    assert await notices(kit) == []
+    (root / "new.py").write_text("changed\n")
+    assert await notices(kit) == [
+        "Note: new.py changed on disk (or in the editor) since you read it; "
+        "read it again before relying on it or editing it."
+    ]
+
+
+async def test_editor_buffer_changes_are_noticed(root: Path) -> None:
+    (root / "a.py").write_text("disk\n")
+    docs = StaticDocuments({root / "a.py": "buffer 1\n"})
+    kit = build_tool_registry(Workspace([root]), documents=docs)
+    await run_tool(kit, "read_file", {"path": "a.py"})
+    assert await notices(kit) == []
+    docs.texts[root / "a.py"] = "buffer 2\n"
+    assert len(await notices(kit)) == 1
