@@ -81,6 +81,8 @@ class SessionHub:
         self.ambient_default = AmbientState()
         self.ambient: dict[str, AmbientState] = {}
         self.kits: dict[str, ToolKit] = {}
+        # sessions this connection attached while another process drove them: last seq delivered
+        self.read_only: dict[str, int] = {}
         provider, options = self._provider()
         self.manager = SessionManager(
             config.state_dir,
@@ -166,7 +168,13 @@ class SessionHub:
             raise errors.unknown_session(session_id) from exc
         except SessionBusyError as exc:
             raise errors.session_busy(session_id, exc.pid, exc.host) from exc
-        return self._adopt(agent)
+        view = self._adopt(agent)
+        delivered = self.read_only.pop(session_id, None)
+        if delivered is not None:
+            # Attached read-only before; now driven here: continue the stream from where it stopped.
+            self._replay(session_id, [e for e in agent.log.events if e.seq is not None and e.seq > delivered])
+            self._subscribe(view)
+        return view
 
     def _adopt(self, agent: Agent) -> SessionView:
         view = SessionView(agent)
@@ -222,7 +230,9 @@ class SessionHub:
             if exc.data.get("code") != "session_busy":
                 raise
             # Leased by another live process: history only, read from the store.
-            self._replay(session_id, self.manager.read(session_id, after_seq))
+            events = self.manager.read(session_id, after_seq)
+            self._replay(session_id, events)
+            self.read_only[session_id] = events[-1].seq if events else after_seq  # type: ignore[assignment]
             info = self.manager.info(session_id)
             return {
                 "sessionId": session_id,
