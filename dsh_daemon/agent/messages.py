@@ -182,9 +182,11 @@ def make_source(obj: object) -> Source:
     if not isinstance(kind, str) or not kind:
         raise InvalidMessageError("source.kind must be a non-empty string")
     if kind == "editor":
-        # D9's editor `kind` would collide with the discriminator, so on the wire it is `contextKind`.
+        # D9's editor `kind` would collide with the discriminator, so on the wire it is `contextKind`
+        # (optional for client-built editor messages; the daemon always sets it).
         _require_str(source, "uri", "editor source")
-        if source.get("contextKind") not in EDITOR_CONTEXT_KINDS:
+        context_kind = source.get("contextKind")
+        if context_kind is not None and context_kind not in EDITOR_CONTEXT_KINDS:
             raise InvalidMessageError(
                 f"editor source: 'contextKind' must be one of {sorted(EDITOR_CONTEXT_KINDS)}"
             )
