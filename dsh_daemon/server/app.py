@@ -30,7 +30,6 @@ from dsh_daemon import __version__
 from dsh_daemon.server import errors, params
 
 if TYPE_CHECKING:
-    from dsh_daemon.agent.provider import Provider
     from dsh_daemon.server.hub import SessionHub
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,6 @@ class Settings:
     state_dir: Path
     flags: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    provider: Provider | None = None  # injected (in-process tests); otherwise from the provider config
 
 
 class Daemon:
@@ -107,7 +105,6 @@ class Daemon:
                 init_options=options,
                 workspace_roots=[r for r in [*folders, root] if r],
                 client_capabilities=p.capabilities,
-                provider=self.settings.provider,
             )
             self._hub = SessionHub(self.server, config)
         return self._hub
@@ -128,8 +125,7 @@ def register(daemon: Daemon) -> None:
         options = p.initialization_options
         if options is not None and not isinstance(options, Mapping):
             raise errors.invalid_params("initializationOptions must be an object")
-        if daemon.settings.provider is None:
-            _check_provider_config(daemon.settings, options or {})
+        _check_provider_config(daemon.settings, options or {})
         daemon.init = p
 
     @server.feature(types.SHUTDOWN)

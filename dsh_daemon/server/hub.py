@@ -49,7 +49,6 @@ class HubConfig:
     init_options: Mapping[str, Any]
     workspace_roots: list[str]
     client_capabilities: types.ClientCapabilities | None
-    provider: Provider | None = None  # injected (tests); otherwise built from the provider config
 
     @property
     def permission_timeout_s(self) -> float:
@@ -96,10 +95,7 @@ class SessionHub:
 
     # ---- wiring --------------------------------------------------------------------------------------
 
-    def _provider(self) -> tuple[Provider | None, Callable[[], AgentOptions]]:
-        if self.config.provider is not None:
-            model = str(self.config.flags.get("model") or "scripted-model")
-            return self.config.provider, lambda: AgentOptions(model=model)
+    def _provider(self) -> tuple[Provider, Callable[[], AgentOptions]]:
         from dsh_daemon.llm.config import ConfigError, load_provider_config
         from dsh_daemon.llm.deepseek import make_provider
 
@@ -311,3 +307,6 @@ class SessionHub:
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach."""
         await self.manager.close()
+        close_provider = getattr(self.manager.provider, "aclose", None)
+        if close_provider is not None:
+            await close_provider()  # pooled provider connections
