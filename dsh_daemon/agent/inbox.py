@@ -138,7 +138,8 @@ class Inbox:
             data["removedIds"] = [m.id for m in removed]
             if not claim:
                 data["outcome"] = outcome or "canceled"
-        self._log.append(INBOX_SPLICED, freeze_json(data), commit=commit)
+        after = len(self) - len(removed) + len(inserted)
+        self._log.append(INBOX_SPLICED, freeze_json(data), commit=commit, pending_after=after)
         items[start : start + delete_count] = list(inserted)
         if not claim:
             for message in removed:

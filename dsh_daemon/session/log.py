@@ -78,8 +78,11 @@ class SessionLog:
         commit: bool = False,
         ignorable: bool = False,
         time: int | None = None,
+        pending_after: int | None = None,
     ) -> Event:
-        """Append one durable event; with `commit`, it (and everything before it) is on disk on return."""
+        """Append one durable event; with `commit`, it (and everything before it) is on disk on return.
+        `pending_after`: the inbox size this event leaves (an inbox splice commits before the in-memory
+        lists change, so the sessions row would otherwise lag one change behind)."""
         if self._publishing:
             raise ReentrantAppendError(f"cannot append {type} from inside a durable-event observer")
         frozen = freeze_json(data)
@@ -87,7 +90,7 @@ class SessionLog:
         event = self._add(type, frozen, ignorable, time)
         if commit:
             try:
-                self.commit()
+                self.commit(pending_after)
             except BaseException:
                 self.events.pop()
                 self._unwritten.pop()
@@ -141,7 +144,7 @@ class SessionLog:
 
     # ---- durability ----------------------------------------------------------------------------------
 
-    def commit(self) -> None:
+    def commit(self, pending: int | None = None) -> None:
         """Write everything appended so far, in one transaction."""
         self._materialize_chunks()
         if self._timer is not None:
@@ -149,7 +152,8 @@ class SessionLog:
             self._timer = None
         if not self._unwritten:
             return
-        self.store.append_events(self.session_id, self._unwritten, pending=self.pending_count())
+        count = self.pending_count() if pending is None else pending
+        self.store.append_events(self.session_id, self._unwritten, pending=count)
         self._unwritten = []
 
     def _schedule_write(self) -> None:

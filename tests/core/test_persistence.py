@@ -309,3 +309,18 @@ def test_state_dir_comes_from_dsh_home(tmp_path: Path) -> None:
     )
     assert out.stdout.strip() == str(tmp_path / "home")
     assert default_state_dir()  # the platform default resolves without touching it
+
+
+async def test_sessions_row_counts_pending_items_at_each_acknowledged_change(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    sid = h.agent.session_id
+    reader = SessionStore(tmp_path)  # another process's view: only what is committed
+    first, second = msg("a"), msg("b")
+    h.agent.send(first, target="next-turn", wakeup=False)
+    assert reader.session_info(sid).pending == 1
+    h.agent.inject(second)
+    assert reader.session_info(sid).pending == 2
+    h.agent.inbox.remove(first.id)
+    assert reader.session_info(sid).pending == 1
+    h.agent.cancel()
+    assert reader.session_info(sid).pending == 0
