@@ -22,6 +22,9 @@ from dsh_daemon.session.invariants import check_log, requests_match_log
 from dsh_daemon.session.manager import SessionManager
 
 FAST_RETRY = RetryPolicy(base_s=0.001, cap_s=0.01)
+# No wall-clock wait at all: a retry's sleep costs a few loop ticks, so how far the driver gets in N ticks
+# depends only on what happened, never on how fast the machine is (the property test relies on it).
+NO_WAIT_RETRY = RetryPolicy(base_s=0.0, cap_s=0.0, jitter=0.0)
 
 
 def msg(text: str, source: Mapping[str, Any] | None = None, *, id: str | None = None) -> UserMessage:
@@ -66,6 +69,7 @@ class Harness:
         approver: Approver | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        retry: RetryPolicy = FAST_RETRY,
     ) -> None:
         self.state_dir = state_dir
         self.provider = ScriptedProvider(script)
@@ -75,6 +79,7 @@ class Harness:
             self.registry.add(tool)
         self.approver = approver
         self.max_tokens = max_tokens
+        self.retry = retry
         self.manager = self._manager()
         self.agent: Agent = (
             self.manager.open(session_id) if session_id else self.manager.create(cwd=str(state_dir))
@@ -87,7 +92,7 @@ class Harness:
         return SessionManager(
             self.state_dir,
             provider=self.provider,
-            options=lambda: AgentOptions(model="m1", retry=FAST_RETRY, max_tokens=self.max_tokens),
+            options=lambda: AgentOptions(model="m1", retry=self.retry, max_tokens=self.max_tokens),
             tools=lambda _sid: self.registry,
             hooks=lambda _sid: self.hooks,
             approver=lambda _sid: self.approver,
@@ -164,4 +169,5 @@ class Harness:
             approver=self.approver,
             session_id=self.agent.session_id,
             tools=list(self.registry.tools.values()),
+            retry=self.retry,
         )

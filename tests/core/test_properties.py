@@ -2,6 +2,14 @@
 
 After every rule: conservation, FIFO claims, one prompt per turn, balanced turns and steps (the tail
 may be open while running), status alternation, contiguous seqs, and request == derivation.
+
+The machine must be a pure function of its rule sequence: Hypothesis replays prefixes and checks that
+each replay draws the same choices (the `edit` precondition and its `sampled_from` read the inbox). So
+nothing the driver does may wait on the wall clock: retries use `NO_WAIT_RETRY` (a zero sleep costs a
+few loop ticks, never time). With a real backoff, whether `run_loop(n)` got past a retry depended on how
+fast the machine was, and a loaded run (`-n 2`) failed with `FlakyStrategyDefinition`. (The write-behind
+timer still runs on the clock; it only decides how stream deltas are grouped into `assistant/chunk`
+events, which no rule or precondition reads.)
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ import asyncio
 import itertools
 import shutil
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -20,7 +30,7 @@ from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.provider import SERVER, LlmFailure, TextDelta
 from dsh_daemon.llm.scripted import Fail, Sleep, reply
 from dsh_daemon.session.invariants import check_log, requests_match_log
-from tests.core.harness import Harness, echo_tool, msg
+from tests.core.harness import NO_WAIT_RETRY, Harness, echo_tool, msg
 
 REPLIES = [
     reply("plain"),
@@ -39,7 +49,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.h = self.loop.run_until_complete(self._make())
 
     async def _make(self) -> Harness:
-        h = Harness(self.tmp, tools=[echo_tool()])
+        h = Harness(self.tmp, tools=[echo_tool()], retry=NO_WAIT_RETRY)
         cycle = itertools.cycle(REPLIES)
         h.provider.script = _Endless(cycle)  # type: ignore[assignment]
         return h
@@ -149,3 +159,43 @@ TestAgentInterleavings.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+# ---- the machine does not depend on the wall clock ---------------------------------------------------
+
+# Three settled turns reach the fourth reply (tool calls, then the failing request and its retry), then
+# single ticks walk the driver through the retry; a last settle drains everything.
+_CLOCK_RULES: list[tuple[str, dict[str, object]]] = [
+    ("send_preset", {"preset": "followup"}),
+    ("settle", {}),
+    ("send_preset", {"preset": "followup"}),
+    ("settle", {}),
+    ("send_preset", {"preset": "followup"}),
+    *[("run_loop", {"ticks": 1})] * 60,
+    ("settle", {}),
+]
+
+
+def _replay(rules: Sequence[tuple[str, dict[str, object]]], pause_s: float) -> list[tuple[int, int, int]]:
+    """Run `rules` on a fresh machine, sleeping `pause_s` of wall time before each; after each rule the
+    shape of the state: (durable events other than chunks, pending messages, provider requests)."""
+    machine = AgentMachine()
+    shapes: list[tuple[int, int, int]] = []
+    try:
+        for name, kwargs in rules:
+            time.sleep(pause_s)
+            getattr(machine, name)(**kwargs)
+            h = machine.h
+            durable = sum(1 for e in h.log if e.type != ev.ASSISTANT_CHUNK)
+            shapes.append((durable, len(h.agent.inbox), len(h.provider.requests)))
+            machine.log_is_sound()
+        assert any(e.type == ev.LLM_RETRY for e in machine.h.log), "the rules must exercise a retry"
+    finally:
+        machine.teardown()
+    return shapes
+
+
+def test_machine_does_not_depend_on_wall_clock() -> None:
+    """The same rules reach the same states whether or not time passes between them (a retry's sleep
+    must not be a wall-clock timer), so Hypothesis can replay and shrink what it finds."""
+    assert _replay(_CLOCK_RULES, 0.0) == _replay(_CLOCK_RULES, 0.003)
