@@ -57,7 +57,13 @@ def freeze_json(value: object, *, path: str = "$") -> Any:
 def _freeze(value: object, path: str, depth: int, seen: set[int]) -> Any:
     if depth > _MAX_DEPTH:
         raise NotJsonError(f"{path}: nested deeper than {_MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise NotJsonError(f"{path}: a lone surrogate cannot be stored as UTF-8 ({exc.reason})") from None
+        return value
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value)

@@ -139,7 +139,9 @@ class Inbox:
             if not claim:
                 data["outcome"] = outcome or "canceled"
         after = len(self) - len(removed) + len(inserted)
-        self._log.append(INBOX_SPLICED, freeze_json(data), commit=commit, pending_after=after)
+        self._log.append(
+            INBOX_SPLICED, freeze_json(data), commit=commit, pending_after=after, undo_on_failure=commit
+        )
         items[start : start + delete_count] = list(inserted)
         if not claim:
             for message in removed:
@@ -175,7 +177,8 @@ class Inbox:
         if target not in self._lists:
             raise InvalidSpliceError(f"unknown inbox target {target!r}")
         message = self._lists[found[0]][found[1]]
-        self.splice(found[0], found[1], 1, outcome="moved")
+        # Both halves land in one commit (the second commits the first), so a move never loses it.
+        self.splice(found[0], found[1], 1, outcome="moved", commit=False)
         self.splice(target, index if index >= 0 else len(self._lists[target]) + 1 + index, 0, [message])
 
     def clear(self, outcome: str = "canceled") -> list[UserMessage]:

@@ -53,7 +53,7 @@ from dsh_daemon.agent.toolrun import run_tool_batch
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.session.derive import Derivation
-from dsh_daemon.session.log import SessionLog
+from dsh_daemon.session.log import ReentrantAppendError, SessionLog
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,7 @@ class Agent:
         self._header_logged = False
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._turn_usage: dict[str, int] = {}
+        self._turn_steps = 0
 
     # ---- public surface ------------------------------------------------------------------------------
 
@@ -172,6 +173,8 @@ class Agent:
 
     def wake(self) -> bool:
         """Run parked work now. Returns whether a driver was started."""
+        if self.log.publishing:
+            raise ReentrantAppendError("cannot wake the agent from inside a durable-event observer")
         if self._activity is not None or self._disposing or not self.inbox.has_pending:
             if self._activity is not None and self._activity.signal.aborted and not self._disposing:
                 self._latch = True
@@ -181,11 +184,14 @@ class Agent:
 
     def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
         """Abort the running turn; unless `keep_inbox`, durably discard everything pending (even idle)."""
-        if not keep_inbox:
-            self.inbox.clear()
-            self._latch = False
-        if self._activity is not None:
-            self._activity.signal.abort(cause)
+        try:
+            if not keep_inbox:
+                self._latch = False
+                self.inbox.clear()
+        finally:
+            # Abort even if the discard could not be written: the turn must stop either way.
+            if self._activity is not None:
+                self._activity.signal.abort(cause)
 
     @property
     def running(self) -> bool:
@@ -194,6 +200,14 @@ class Agent:
     async def when_idle(self) -> None:
         """Resolves when no driver is active (covers a replacement driver started by the latch)."""
         while self._activity is not None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    async def until_retired(self) -> None:
+        """Resolves when the driver running now (if any) has retired; a later one may be running."""
+        activity = self._activity
+        while activity is not None and self._activity is activity:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle_waiters.append(waiter)
             await waiter
@@ -227,13 +241,21 @@ class Agent:
             self._start_activity()
 
     def _start_activity(self) -> None:
+        assert self._activity is None, "one driver at a time"
         activity = _Activity(AbortSignal())
         self._activity = activity
         self._set_status("running")
-        if activity.signal.aborted:  # cancelled by a status listener: no turn at all
-            self._retire(activity)
+        if activity.signal.aborted or self._activity is not activity:
+            # Cancelled (or restarted) by a status listener: no turn at all from this activity.
+            if self._activity is activity:
+                self._retire(activity)
             return
-        first_batch = self._open_turn()
+        try:
+            first_batch = self._open_turn()
+        except BaseException:
+            # All or nothing: an agent must never be left "running" without a driver.
+            self._retire(activity)
+            raise
         activity.task = asyncio.get_running_loop().create_task(self._drive(activity, first_batch))
 
     def _open_turn(self) -> list[UserMessage]:
@@ -256,9 +278,14 @@ class Agent:
     async def _drive(self, activity: _Activity, batch: list[UserMessage]) -> None:
         try:
             while True:
-                reason = await self._run_turn(self.turn, batch, activity.signal)
-                normal = reason["kind"] in ("completed", "max-tokens")
+                reason, stepped = await self._run_turn(self.turn, batch, activity.signal)
+                # A turn that ran no step (its first batch entered empty) retires the driver, like a
+                # blocked one: the rest stays parked until a new waking send (agent-semantics §4).
+                normal = stepped and reason["kind"] in ("completed", "max-tokens")
                 if normal and self.inbox.has_pending and not activity.signal.aborted and not self._disposing:
+                    await asyncio.sleep(0)  # let the editor's requests in between turns
+                    if activity.signal.aborted or self._disposing or not self.inbox.has_pending:
+                        return
                     activity.signal = AbortSignal()  # each turn gets a fresh signal
                     batch = self._open_turn()
                     continue
@@ -274,7 +301,8 @@ class Agent:
         self._set_status("idle")
         waiters, self._idle_waiters = self._idle_waiters, []
         latched, self._latch = self._latch, False
-        if latched and self.inbox.has_pending and not self._disposing:
+        # An idle listener may already have started the next driver; the latch must not start another.
+        if latched and self._activity is None and self.inbox.has_pending and not self._disposing:
             self._start_activity()
         for waiter in waiters:
             if not waiter.done():
@@ -301,7 +329,7 @@ class Agent:
             if self._turn_usage:
                 self.log.append(ev.USAGE, {"turn": turn, "usage": self._turn_usage})
             self.log.append(ev.TURN_END, {"turn": turn, "reason": reason}, commit=True)
-        return freeze_json(reason)
+        return freeze_json(reason), self._turn_steps > 0
 
     async def _turn_body(self, turn: int, claimed: list[UserMessage], signal: AbortSignal) -> dict[str, Any]:
         step = 0
@@ -310,6 +338,8 @@ class Agent:
         first = True
         while True:
             if not first:
+                # Check before claiming: an aborted turn must leave unclaimed input parked (D5, D6).
+                signal.check()
                 claimed = self.inbox.claim_next_step()
                 self._announce_claims(claimed, turn)
             first = False
@@ -323,6 +353,7 @@ class Agent:
                 # Empty first boundary: a completed no-step turn. After a completed step: close.
                 return {"kind": "max-tokens" if max_tokens else "completed"}
             step += 1
+            self._turn_steps = step
             self.log.append(ev.STEP_START, {"turn": turn, "step": step})
             try:
                 for message in messages:
@@ -331,6 +362,7 @@ class Agent:
                 last = await self._run_step(turn, step, signal)
             finally:
                 self.log.append(ev.STEP_END, {"turn": turn, "step": step})
+            signal.check()
             if last.kind == "error":
                 return {"kind": "error", "error": last.error}
             if last.kind == "max-tokens":

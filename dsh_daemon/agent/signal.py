@@ -45,7 +45,11 @@ class AbortSignal:
 
     async def race(self, awaitable: Awaitable[T]) -> T:
         """Await `awaitable` unless the signal fires first; then cancel it and raise AbortedError."""
-        self.check()
+        if self.cause is not None:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()  # a coroutine that will never run must not warn "never awaited"
+            raise AbortedError(self.cause)
         task: asyncio.Future[Any] = asyncio.ensure_future(awaitable)
         if task.done():
             return task.result()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -117,23 +118,28 @@ async def run_tool_batch(
             concluded = concluded or result.concluded
 
     committed: list[str] = []
-    index = 0
-    while index < len(calls):
-        call = calls[index]
-        tool = agent.tools.get(call.name)
-        exclusive = tool is None or not tool.parallel_safe
-        if exclusive:
-            # A barrier: everything before it commits first, then it runs alone.
-            await commit_ready(index)
-        if signal.aborted:
-            pending.append(_aborted_before_dispatch(agent, call))
-        else:
-            task = asyncio.get_running_loop().create_task(_run_one(agent, call, tool, signal, semaphore))
-            pending.append(task)
+    try:
+        for index, call in enumerate(calls):
+            tool = agent.tools.get(call.name)
+            exclusive = tool is None or not tool.parallel_safe
             if exclusive:
-                await commit_ready(index + 1)
-        index += 1
-    await commit_ready(len(calls))
+                # A barrier: everything before it commits first, then it runs alone.
+                await commit_ready(index)
+            if signal.aborted:
+                pending.append(_aborted_before_dispatch(agent, call))
+            else:
+                task = asyncio.get_running_loop().create_task(_run_one(agent, call, tool, signal, semaphore))
+                pending.append(task)
+                if exclusive:
+                    await commit_ready(index + 1)
+        await commit_ready(len(calls))
+    finally:
+        # Whatever escaped (a failed write, say), no tool body may outlive its turn.
+        started = [t for t in pending if isinstance(t, asyncio.Task) and not t.done()]
+        for task in started:
+            task.cancel()
+        if started:
+            await asyncio.gather(*started, return_exceptions=True)
     signal.check()
     return concluded
 
@@ -145,6 +151,10 @@ async def _drain(task: asyncio.Task[_Result]) -> _Result:
         if task.cancelled():
             return _Result(ToolOutcome.error("Error: tool call was cancelled", "CANCELLED"))
         raise
+    except Exception as exc:  # _run_one turns failures into results; this is the last line of defence
+        log.exception("tool call task failed")
+        text = f"Error: tool call failed: {type(exc).__name__}: {exc}"
+        return _Result(ToolOutcome.error(text, "TOOL_ERROR"))
 
 
 def _aborted_before_dispatch(agent: Agent, call: ToolCall) -> _Result:
@@ -170,6 +180,33 @@ def _call_data(call: ToolCall, *, synthetic: bool = False) -> dict[str, Any]:
 
 async def _run_one(
     agent: Agent, call: ToolCall, tool: Tool | None, signal: AbortSignal, semaphore: asyncio.Semaphore
+) -> _Result:
+    """One call, start to outcome. Never raises: every failure becomes the call's error result, so
+    each call of the assistant message gets exactly one `tool/result`."""
+    logged: list[int] = []  # the seq of this call's tool/call once appended
+    try:
+        return await _run_one_unguarded(agent, call, tool, signal, semaphore, logged)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("tool call %s failed outside its body", call.call_id)
+        if not logged:
+            try:
+                logged.append(agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True)).seq or 0)
+            except Exception:
+                log.exception("could not log the synthetic tool/call")
+        code = "CHECKPOINT_FAILED" if isinstance(exc, OSError | sqlite3.Error) else "HOOK_ERROR"
+        outcome = ToolOutcome.error(f"Error: {call.name} could not run: {type(exc).__name__}: {exc}", code)
+        return _Result(outcome, call_seq=logged[0] if logged else None)
+
+
+async def _run_one_unguarded(
+    agent: Agent,
+    call: ToolCall,
+    tool: Tool | None,
+    signal: AbortSignal,
+    semaphore: asyncio.Semaphore,
+    logged: list[int],
 ) -> _Result:
     async with semaphore:
         if signal.aborted:
@@ -197,13 +234,17 @@ async def _run_one(
         if denial is not None:
             event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
             return _Result(denial, call_seq=event.seq)
-        # Checkpoint: the intent to run is durable before the body can touch the world.
-        event = agent.log.append(ev.TOOL_CALL, _call_data(call), commit=True)
+        # Checkpoint: the intent to run is durable before the body can touch the world (fail closed:
+        # if it cannot be written, the body does not run).
+        event = agent.log.append(ev.TOOL_CALL, _call_data(call))
+        logged.append(event.seq or 0)
+        agent.log.commit()
         context = _RunningCall(agent, call, signal)
         try:
             outcome = await tool.execute(call.args, context)
             if not isinstance(outcome, ToolOutcome):
                 raise TypeError(f"tool {call.name} returned {type(outcome).__name__}, not ToolOutcome")
+            _check_outcome(outcome)
         except AbortedError:
             outcome = ToolOutcome.error("Error: tool call was cancelled", "CANCELLED")
         except asyncio.CancelledError:
@@ -223,7 +264,16 @@ async def _run_one(
                 if decision.outcome is not None:
                     outcome = decision.outcome
                 contexts.extend(decision.additional_contexts)
+        try:
+            _check_outcome(outcome)
+        except Exception as exc:
+            outcome = ToolOutcome.error(f"Error: {call.name} produced an invalid result: {exc}", "TOOL_ERROR")
         return _Result(outcome, tuple(contexts), event.seq, context.concluded)
+
+
+def _check_outcome(outcome: ToolOutcome) -> None:
+    """Validate now (lossless JSON), so an odd value fails this call rather than the commit."""
+    freeze_json({"content": [b.to_json() for b in outcome.content], "meta": outcome.meta})
 
 
 async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> ToolOutcome | None:
@@ -272,4 +322,7 @@ def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
         data["sourceEventSeqs"] = [result.call_seq]
     agent.log.append(ev.TOOL_RESULT, freeze_json(data))
     for context in result.contexts:
-        agent.inbox.append("next-step", context)
+        try:
+            agent.inbox.append("next-step", context)
+        except Exception:  # e.g. the same context twice: the result stands, the duplicate is dropped
+            log.warning("tool context %s for %s not queued", context.id, call.call_id, exc_info=True)

@@ -32,16 +32,16 @@ NO_OUTPUT = "(no output)"
 
 def request_body(request: ModelRequest, *, default_model: str) -> dict[str, Any]:
     config = request.config
-    body: dict[str, Any] = {
-        "model": request.model or default_model,
-        "messages": messages_json(request.system, request.messages),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
     thinking = config.get("thinking")
     effort = config.get("reasoningEffort")
     if effort == "off":  # "off" is our spelling of "no thinking", not a DeepSeek effort level
         thinking, effort = False, None
+    body: dict[str, Any] = {
+        "model": request.model or default_model,
+        "messages": messages_json(request.system, request.messages, echo_reasoning=thinking is True),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if isinstance(thinking, bool):
         body["thinking"] = {"type": "enabled" if thinking else "disabled"}
     if isinstance(effort, str) and effort and thinking is not False:
@@ -71,13 +71,18 @@ def _copy(config: Mapping[str, Any], body: dict[str, Any], key: str, wire: str) 
         body[wire] = list(value) if isinstance(value, tuple) else value
 
 
-def messages_json(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+def messages_json(
+    system: str | None, messages: tuple[Message, ...], *, echo_reasoning: bool = False
+) -> list[dict[str, Any]]:
+    """`echo_reasoning`: thinking mode, where DeepSeek requires `reasoning_content` on an assistant
+    message with tool calls. A reply that carried none (a session begun without thinking, a model that
+    skipped it) then gets `""`, or the next request would be refused with a 400 forever after."""
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
     for message in messages:
         if isinstance(message, AssistantMessage):
-            out.append(_assistant(message))
+            out.append(_assistant(message, echo_reasoning))
         else:
             out.extend(_user(message))
     return out
@@ -93,15 +98,15 @@ def _user(message: UserMessage) -> list[dict[str, Any]]:
     return [{"role": "user", "content": "".join(b.text for b in message.content if isinstance(b, TextBlock))}]
 
 
-def _assistant(message: AssistantMessage) -> dict[str, Any]:
+def _assistant(message: AssistantMessage, echo_reasoning: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(b.text for b in message.content if isinstance(b, TextBlock)),
     }
     reasoning = [b.text for b in message.content if isinstance(b, ReasoningBlock)]
-    if reasoning:
-        out["reasoning_content"] = "".join(reasoning)
     calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    if reasoning or (echo_reasoning and calls):
+        out["reasoning_content"] = "".join(reasoning)
     if calls:
         out["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

@@ -7,14 +7,19 @@ request, so `initialize` is answered as fast as a bare pygls server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import inspect
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -36,6 +41,7 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
+CANCEL_SETTLE_S = 10.0
 
 
 def converter_factory() -> Any:
@@ -44,8 +50,12 @@ def converter_factory() -> Any:
     def raw(obj: Any, cls: type) -> Any:  # custom methods keep plain dicts (tooling.md §1.2)
         return cls(**obj)
 
-    for message_type in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
-        conv.register_structure_hook(message_type, raw)
+    def raw_with_params(obj: Any, cls: type) -> Any:  # `params` may be left out entirely
+        return cls(**{"params": None, **obj})
+
+    conv.register_structure_hook(JsonRPCRequestMessage, raw_with_params)
+    conv.register_structure_hook(JsonRPCNotification, raw_with_params)
+    conv.register_structure_hook(JsonRPCResponseMessage, raw)
     return conv
 
 
@@ -117,8 +127,54 @@ class Daemon:
             self._hub = None
 
 
+def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Every failure of a dsh/* handler leaves as a typed error: the DshErrors as they are, a store
+    that cannot be read as `session_unreadable`, anything else as `internal_error` (no traceback)."""
+
+    if inspect.iscoroutinefunction(handler):
+
+        @functools.wraps(handler)
+        async def async_wrapper(*args: Any) -> Any:
+            try:
+                return await handler(*args)
+            except JsonRpcException:
+                raise
+            except Exception as exc:
+                raise _typed(exc) from exc
+
+        return async_wrapper
+
+    @functools.wraps(handler)
+    def wrapper(*args: Any) -> Any:
+        try:
+            return handler(*args)
+        except JsonRpcException:
+            raise
+        except Exception as exc:
+            raise _typed(exc) from exc
+
+    return wrapper
+
+
+def _typed(exc: Exception) -> errors.DshError:
+    from dsh_daemon.session.store import LeaseLostError, StoreError
+
+    if isinstance(exc, LeaseLostError):
+        return errors.DshError(
+            str(exc), code=errors.REQUEST_FAILED, data_code="session_busy", sessionId=exc.session_id
+        )
+    if isinstance(exc, StoreError):
+        return errors.session_unreadable(str(exc))
+    log.exception("dsh handler failed")
+    return errors.internal_error(f"{type(exc).__name__}: {exc}")
+
+
 def register(daemon: Daemon) -> None:
     server = daemon.server
+    feature = server.feature
+
+    def dsh(method: str) -> Callable[[Callable[..., Any]], Any]:
+        return lambda handler: feature(method)(typed_errors(handler))
 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: LanguageServer, p: types.InitializeParams) -> None:
@@ -132,19 +188,20 @@ def register(daemon: Daemon) -> None:
     async def on_shutdown(ls: LanguageServer, *_: Any) -> None:
         await daemon.close()
 
-    @server.feature("dsh/session/new")
+    @dsh("dsh/session/new")
     def session_new(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/session/new")
-        cwd = params.opt_str(p, "cwd", "dsh/session/new") or _default_cwd(ls)
+        cwd = params.opt_str(p, "cwd", "dsh/session/new")
+        cwd = os.path.abspath(cwd) if cwd else _default_cwd(ls)
         title = params.opt_str(p, "title", "dsh/session/new")
         return {"sessionId": daemon.hub.new_session(cwd, title)}
 
-    @server.feature("dsh/session/list")
+    @dsh("dsh/session/list")
     def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/session/list")
         return {"sessions": daemon.hub.list_sessions(params.opt_str(p, "cwd", "dsh/session/list"))}
 
-    @server.feature("dsh/session/attach")
+    @dsh("dsh/session/attach")
     def session_attach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/session/attach"
         p = params.as_object(raw, method)
@@ -166,39 +223,44 @@ def register(daemon: Daemon) -> None:
             wakeup = params.req_bool(p, "wakeup", method)
         return {"messageId": daemon.hub.send(session_id, message, target, wakeup)}
 
-    server.feature("dsh/send")(lambda ls, raw: _send("dsh/send", raw, None, None))
-    server.feature("dsh/followup")(lambda ls, raw: _send("dsh/followup", raw, "next-turn", True))
-    server.feature("dsh/steer")(lambda ls, raw: _send("dsh/steer", raw, "next-step", True))
-    server.feature("dsh/inject")(lambda ls, raw: _send("dsh/inject", raw, "next-step", False))
+    dsh("dsh/send")(lambda ls, raw: _send("dsh/send", raw, None, None))
+    dsh("dsh/followup")(lambda ls, raw: _send("dsh/followup", raw, "next-turn", True))
+    dsh("dsh/steer")(lambda ls, raw: _send("dsh/steer", raw, "next-step", True))
+    dsh("dsh/inject")(lambda ls, raw: _send("dsh/inject", raw, "next-step", False))
 
-    @server.feature("dsh/cancel")
-    def cancel(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    @dsh("dsh/cancel")
+    async def cancel(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/cancel"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         keep = params.opt_bool(p, "keepInbox", method, False)
         cause = params.one_of(p, "cause", method, ("user", "hook"), "user")
-        daemon.hub.agent(session_id).cancel(cause, keep_inbox=keep)
+        agent = daemon.hub.agent(session_id)
+        agent.cancel(cause, keep_inbox=keep)
+        # Answer once the aborted turn has ended, so its `turn/end` precedes the reply (bounded: a
+        # tool that ignores cancellation must not hold the editor's request forever).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(agent.until_retired(), CANCEL_SETTLE_S)
         return {}
 
-    @server.feature("dsh/wake")
+    @dsh("dsh/wake")
     def wake(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/wake")
         return {"started": daemon.hub.agent(params.req_str(p, "sessionId", "dsh/wake")).wake()}
 
-    @server.feature("dsh/inbox/list")
+    @dsh("dsh/inbox/list")
     def inbox_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/inbox/list")
         return daemon.hub.agent(params.req_str(p, "sessionId", "dsh/inbox/list")).inbox.to_json()
 
-    @server.feature("dsh/inbox/remove")
+    @dsh("dsh/inbox/remove")
     def inbox_remove(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/inbox/remove"
         p = params.as_object(raw, method)
         agent = daemon.hub.agent(params.req_str(p, "sessionId", method))
         return {"removed": agent.inbox.remove(params.req_str(p, "messageId", method))}
 
-    @server.feature("dsh/inbox/replace")
+    @dsh("dsh/inbox/replace")
     def inbox_replace(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/inbox/replace"
         p = params.as_object(raw, method)
@@ -208,7 +270,7 @@ def register(daemon: Daemon) -> None:
         daemon.hub.inbox_replace(session_id, old_id, message)
         return {"messageId": message.id}
 
-    @server.feature("dsh/inbox/move")
+    @dsh("dsh/inbox/move")
     def inbox_move(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/inbox/move"
         p = params.as_object(raw, method)
@@ -219,7 +281,7 @@ def register(daemon: Daemon) -> None:
         daemon.hub.inbox_move(session_id, message_id, target, -1 if index is None else index)
         return {}
 
-    @server.feature("dsh/context/add")
+    @dsh("dsh/context/add")
     def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/context/add"
         p = params.as_object(raw, method)
@@ -236,7 +298,7 @@ def register(daemon: Daemon) -> None:
         message_id = daemon.hub.context_add(session_id, uri, kind, rng, diagnostics, delivery)
         return {"messageId": message_id}
 
-    @server.feature("dsh/context/didChange")
+    @dsh("dsh/context/didChange")
     def context_did_change(ls: LanguageServer, raw: Any) -> None:
         if isinstance(raw, Mapping) and daemon.init is not None and not daemon.shutting_down:
             daemon.hub.context_did_change(raw)
@@ -253,9 +315,15 @@ def _check_provider_config(settings: Settings, options: Mapping[str, Any]) -> No
         raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
 
 
-def _default_cwd(ls: LanguageServer) -> str | None:
+def _default_cwd(ls: LanguageServer) -> str:
+    """The first workspace folder, else the root, else the daemon's own directory."""
     try:
+        folders = list(ls.workspace.folders.values())
         root = ls.workspace.root_uri
     except Exception:
-        return None
-    return to_fs_path(root) if root else None
+        folders, root = [], None
+    for uri in [*(f.uri for f in folders), root]:
+        path = to_fs_path(uri) if uri else None
+        if path:
+            return path
+    return os.getcwd()

@@ -69,5 +69,9 @@ def not_initialized() -> DshError:
     return DshError("the server is not initialized yet", code=-32002, data_code="not_initialized")
 
 
+def session_unreadable(message: str) -> DshError:
+    return DshError(message, code=REQUEST_FAILED, data_code="session_unreadable")
+
+
 def internal_error(message: str) -> DshError:
     return DshError(message, code=INTERNAL_ERROR, data_code="internal_error")

@@ -11,6 +11,7 @@ from dsh_daemon.server.errors import invalid_params
 TARGETS = ("next-turn", "next-step")
 DELIVERIES = ("inject", "steer", "followup")
 CONTEXT_KINDS = ("file", "selection", "diagnostics")
+MODEL_ONLY_BLOCKS = frozenset({"tool-call", "tool-result"})
 
 
 def as_object(params: Any, method: str) -> Mapping[str, Any]:
@@ -47,9 +48,10 @@ def opt_bool(params: Mapping[str, Any], key: str, method: str, default: bool) ->
 
 
 def req_bool(params: Mapping[str, Any], key: str, method: str) -> bool:
-    if key not in params:
+    value = params.get(key)
+    if not isinstance(value, bool):
         raise invalid_params(f"{method}: '{key}' is required (a boolean)")
-    return opt_bool(params, key, method, False)
+    return value
 
 
 def opt_int(params: Mapping[str, Any], key: str, method: str) -> int | None:
@@ -64,7 +66,9 @@ def opt_int(params: Mapping[str, Any], key: str, method: str) -> int | None:
 def one_of(
     params: Mapping[str, Any], key: str, method: str, choices: tuple[str, ...], default: str | None = None
 ) -> str:
-    value = params.get(key, default)
+    value = params.get(key)
+    if value is None:
+        value = default
     if value not in choices:
         raise invalid_params(f"{method}: '{key}' must be one of {', '.join(choices)}")
     return str(value)
@@ -79,8 +83,14 @@ def message(params: Mapping[str, Any], method: str, key: str = "message") -> Use
             f"{method}: '{key}.content' is required (a string or an array of content blocks)"
         )
     try:
-        return UserMessage.create(raw["content"], raw.get("source"), id=raw.get("id"))
+        message = UserMessage.create(raw["content"], raw.get("source"), id=raw.get("id"))
     except InvalidMessageError as exc:
         raise invalid_params(f"{method}: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise invalid_params(f"{method}: invalid message: {exc}") from exc
+    for block in message.content:
+        if block.type in MODEL_ONLY_BLOCKS:
+            # Tool calls and results come from the model and the tools; a client-made one would be an
+            # orphan the provider refuses, on every later request of the session.
+            raise invalid_params(f"{method}: a client message cannot contain a {block.type!r} block")
+    return message

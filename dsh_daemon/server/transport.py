@@ -97,6 +97,9 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
     except (ValueError, UnicodeDecodeError) as exc:
         _error(protocol, None, -32700, f"Parse error: {exc}")
         return
+    except RecursionError:
+        _error(protocol, None, -32700, "Parse error: JSON nested too deeply")
+        return
     if not isinstance(data, dict):
         _error(
             protocol,

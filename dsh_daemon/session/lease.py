@@ -60,8 +60,11 @@ class LeaseHolder:
         if current is not None:
             holder, pid, host, heartbeat = current
             if holder != self.holder:
-                dead = host == self.host and not pid_alive(pid)
-                stale = now_ms() - heartbeat > STALE_AFTER_MS
+                same_host = host == self.host
+                dead = same_host and not pid_alive(pid)
+                # A silent heartbeat only counts across hosts: here a live pid is proof of life (a
+                # suspended laptop or a busy loop must not hand the session to a second driver).
+                stale = not same_host and now_ms() - heartbeat > STALE_AFTER_MS
                 if not (dead or stale):
                     raise SessionBusyError(session_id, holder, pid, host)
                 replace = holder

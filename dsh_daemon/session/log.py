@@ -26,6 +26,7 @@ from dsh_daemon.session.store import SessionStore, now_ms
 log = logging.getLogger(__name__)
 
 WRITE_DELAY_S = 0.1
+RETRY_WRITE_S = 1.0  # after a failed write (disk full, database locked by another process...)
 
 
 class ReentrantAppendError(RuntimeError):
@@ -58,11 +59,17 @@ class SessionLog:
         self.bus = bus
         self.write_delay = write_delay
         self.pending_count: Callable[[], int] = lambda: 0
+        self.lease_holder: str | None = None  # checked at every write when set
         self._unwritten: list[Event] = []
         self._chunks: ChunkStream | None = None
         self._publishing = False
         self._timer: asyncio.TimerHandle | None = None
         self.write_failures = 0
+
+    @property
+    def publishing(self) -> bool:
+        """True while durable-event observers run (they cannot append)."""
+        return self._publishing
 
     @property
     def next_seq(self) -> int:
@@ -79,8 +86,14 @@ class SessionLog:
         ignorable: bool = False,
         time: int | None = None,
         pending_after: int | None = None,
+        undo_on_failure: bool = False,
     ) -> Event:
         """Append one durable event; with `commit`, it (and everything before it) is on disk on return.
+
+        A failed commit raises. With `undo_on_failure` (an acknowledged inbox change: its caller reports
+        the failure, so nothing may remain) the event is taken back. Otherwise it stays in the log,
+        unwritten, and the write is retried: execution events (a `turn/end`, say) must never vanish
+        from memory, or the next turn would open inside a turn the log still thinks is open.
         `pending_after`: the inbox size this event leaves (an inbox splice commits before the in-memory
         lists change, so the sessions row would otherwise lag one change behind)."""
         if self._publishing:
@@ -92,8 +105,11 @@ class SessionLog:
             try:
                 self.commit(pending_after)
             except BaseException:
-                self.events.pop()
-                self._unwritten.pop()
+                if undo_on_failure:
+                    self.events.pop()
+                    self._unwritten.pop()
+                else:
+                    self._schedule_write(RETRY_WRITE_S)
                 raise
         else:
             self._schedule_write()
@@ -153,10 +169,10 @@ class SessionLog:
         if not self._unwritten:
             return
         count = self.pending_count() if pending is None else pending
-        self.store.append_events(self.session_id, self._unwritten, pending=count)
+        self.store.append_events(self.session_id, self._unwritten, pending=count, holder=self.lease_holder)
         self._unwritten = []
 
-    def _schedule_write(self) -> None:
+    def _schedule_write(self, delay: float | None = None) -> None:
         if self._timer is not None:
             return
         try:
@@ -164,16 +180,17 @@ class SessionLog:
         except RuntimeError:
             self.commit()
             return
-        self._timer = loop.call_later(self.write_delay, self._write_behind)
+        self._timer = loop.call_later(self.write_delay if delay is None else delay, self._write_behind)
 
     def _write_behind(self) -> None:
         self._timer = None
         try:
             self.commit()
         except Exception:
-            # Kept ahead of newer events; the next append or forced checkpoint retries the batch.
+            # Kept ahead of newer events, in order; retried until it succeeds.
             self.write_failures += 1
-            log.exception("session %s: write-behind batch failed", self.session_id)
+            log.exception("session %s: write-behind batch failed; retrying", self.session_id)
+            self._schedule_write(RETRY_WRITE_S)
 
     @property
     def unwritten(self) -> int:

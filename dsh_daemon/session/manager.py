@@ -98,6 +98,7 @@ class SessionManager:
         bus = EventBus()
         kwargs = {} if self._write_delay is None else {"write_delay": self._write_delay}
         session_log = SessionLog(self.store, session_id, events, bus, **kwargs)
+        session_log.lease_holder = self.leases.holder
         agent = Agent(
             session_log,
             self.provider,

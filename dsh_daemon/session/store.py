@@ -39,6 +39,15 @@ class StoreConflictError(StoreError):
     """An append that does not continue the stored seq (another writer got there first)."""
 
 
+class LeaseLostError(StoreConflictError):
+    """This process no longer holds the session's lease (another one took it over)."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id} is now driven by another dsh-daemon ({holder})")
+        self.session_id = session_id
+        self.holder = holder
+
+
 class CorruptSessionError(StoreError):
     pass
 
@@ -204,12 +213,24 @@ class SessionStore:
 
     # ---- events ------------------------------------------------------------------------------------
 
-    def append_events(self, session_id: str, events: Iterable[Event], *, pending: int | None = None) -> None:
-        """Commit `events` (already seq-numbered) as one transaction, refusing any seq gap or overlap."""
+    def append_events(
+        self,
+        session_id: str,
+        events: Iterable[Event],
+        *,
+        pending: int | None = None,
+        holder: str | None = None,
+    ) -> None:
+        """Commit `events` (already seq-numbered) as one transaction, refusing any seq gap or overlap,
+        and, with `holder`, refusing a writer whose lease another process has taken over."""
         batch = list(events)
         if not batch:
             return
         with self.transaction() as db:
+            if holder is not None:
+                lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
+                if lease is not None and lease[0] != holder:
+                    raise LeaseLostError(session_id, lease[0])
             row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             if row is None:
                 raise UnknownSessionError(session_id)

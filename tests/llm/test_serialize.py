@@ -134,3 +134,22 @@ def test_unknown_assistant_blocks_are_skipped_and_model_falls_back() -> None:
     body = request_body(request({"model": ""}, (message,)), default_model="fallback-model")
     assert body["model"] == "fallback-model"
     assert body["messages"] == [{"role": "assistant", "content": "t"}]
+
+
+def test_thinking_mode_gives_every_tool_call_reply_a_reasoning_content() -> None:
+    """A tool-call reply logged without reasoning (the session began without thinking, or the model
+    skipped it) must still carry `reasoning_content` in thinking mode, or DeepSeek refuses every later
+    request with a 400."""
+    from dsh_daemon.agent.messages import AssistantMessage, ToolCallBlock, UserMessage
+    from dsh_daemon.agent.provider import ModelRequest
+    from dsh_daemon.jsonvalue import FrozenDict
+    from dsh_daemon.llm.serialize import request_body
+
+    reply = AssistantMessage.create([ToolCallBlock("c1", "run_command", "{}")], provider="p", model="m")
+    messages = (UserMessage.create("go"), reply)
+    for thinking, expected in ((True, {"reasoning_content": ""}), (False, {})):
+        request = ModelRequest(
+            FrozenDict({"provider": "p", "model": "m", "thinking": thinking}), None, (), messages
+        )
+        assistant = request_body(request, default_model="m")["messages"][1]
+        assert {k: v for k, v in assistant.items() if k == "reasoning_content"} == expected
