@@ -184,6 +184,14 @@ def register(daemon: Daemon) -> None:
         _check_provider_config(daemon.settings, options or {})
         daemon.init = p
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def on_folders(ls: LanguageServer, p: types.DidChangeWorkspaceFoldersParams) -> None:
+        # pygls has already updated ls.workspace; the tools' roots follow.
+        if daemon._hub is not None:
+            folders = [to_fs_path(f.uri) for f in ls.workspace.folders.values()]
+            root = to_fs_path(ls.workspace.root_uri) if ls.workspace.root_uri else None
+            daemon._hub.workspace_folders_changed([r for r in [*folders, root] if r])
+
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: LanguageServer, *_: Any) -> None:
         await daemon.close()

@@ -293,6 +293,16 @@ class SessionHub:
         target, wakeup = DELIVERY[delivery]
         return self.send(session_id, message, target, wakeup)
 
+    def workspace_folders_changed(self, roots: list[str]) -> None:
+        """Tools of every open session follow the editor's folders (each keeps its own cwd)."""
+        self.config.workspace_roots = roots
+        for kit in self.kits.values():
+            for tool in kit.registry.tools.values():
+                workspace = getattr(tool, "workspace", None)
+                if workspace is not None:
+                    workspace.replace_roots(roots)
+                    break  # one Workspace object is shared by all tools of a session
+
     def context_did_change(self, raw: Mapping[str, Any]) -> None:
         state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS}
         session_id = raw.get("sessionId")

@@ -31,6 +31,15 @@ class Workspace:
         if not self.contains(self.cwd):
             raise ValueError(f"session cwd {self.cwd} is outside the workspace roots")
 
+    def replace_roots(self, roots: Sequence[str | os.PathLike[str]]) -> None:
+        """The editor's workspace folders changed. The session cwd always stays a root (a session never
+        loses the directory it was opened in); folders that are not directories are skipped."""
+        real = [_real(root) for root in roots]
+        kept = [root for root in real if root.is_dir()]
+        if not any(self.cwd == root or self.cwd.is_relative_to(root) for root in kept):
+            kept.append(self.cwd)
+        self.roots = tuple(dict.fromkeys(kept))
+
     def contains(self, real_path: Path) -> bool:
         """Whether an already-resolved path lies inside a root."""
         return any(real_path == root or real_path.is_relative_to(root) for root in self.roots)

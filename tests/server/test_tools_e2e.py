@@ -171,3 +171,28 @@ async def test_run_command_streams_output_as_tool_output_events(tmp_path: Path, 
     assert "".join(chunks).split() == ["line1", "line2", "line3"]
     assert all("seq" not in e for e in d.of(sid, "tool/output"))
     await stop_daemon(d)
+
+
+async def test_tools_follow_workspace_folder_changes(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    from lsprotocol import types
+
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (other / "notes.txt").write_text("from the second folder\n")
+    read = Reply.stream(tool_call_stream([("c1", "read_file", {"path": str(other / "notes.txt")})]))
+    fake.script(read, text_reply("no"), Reply.stream(tool_call_stream([("c2", "read_file", {"path": str(other / "notes.txt")})])), text_reply("yes"))
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    assert tool_results(d, sid)[0]["error"]["code"] == "OUTSIDE_WORKSPACE"
+    d.client.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(added=[types.WorkspaceFolder(other.as_uri(), "other")], removed=[])
+        )
+    )
+    await run_turn(d, sid, "again")
+    second = tool_results(d, sid)[1]
+    assert "error" not in second
+    assert "from the second folder" in second["message"]["content"][0]["content"][0]["text"]
+    await stop_daemon(d)
