@@ -177,7 +177,8 @@ class Agent:
             raise ReentrantAppendError("cannot wake the agent from inside a durable-event observer")
         if self._activity is not None or self._disposing or not self.inbox.has_pending:
             if self._activity is not None and self._activity.signal.aborted and not self._disposing:
-                self._latch = True
+                self._latch = self.inbox.has_pending
+                return self._latch  # the parked work runs as soon as the cancelled turn has ended
             return False
         self._start_activity()
         return True

@@ -160,9 +160,9 @@ def _typed(exc: Exception) -> errors.DshError:
     from dsh_daemon.session.store import LeaseLostError, StoreError
 
     if isinstance(exc, LeaseLostError):
-        return errors.DshError(
-            str(exc), code=errors.REQUEST_FAILED, data_code="session_busy", sessionId=exc.session_id
-        )
+        host, _, rest = exc.holder.partition(":")
+        pid = rest.split(":", 1)[0]
+        return errors.session_busy(exc.session_id, int(pid) if pid.isdigit() else 0, host)
     if isinstance(exc, StoreError):
         return errors.session_unreadable(str(exc))
     log.exception("dsh handler failed")
@@ -200,14 +200,15 @@ def register(daemon: Daemon) -> None:
     def session_new(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/session/new")
         cwd = params.opt_str(p, "cwd", "dsh/session/new")
-        cwd = os.path.abspath(cwd) if cwd else _default_cwd(ls)
+        cwd = _absolute(ls, cwd) if cwd else _default_cwd(ls)
         title = params.opt_str(p, "title", "dsh/session/new")
         return {"sessionId": daemon.hub.new_session(cwd, title)}
 
     @dsh("dsh/session/list")
     def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/session/list")
-        return {"sessions": daemon.hub.list_sessions(params.opt_str(p, "cwd", "dsh/session/list"))}
+        cwd = params.opt_str(p, "cwd", "dsh/session/list")
+        return {"sessions": daemon.hub.list_sessions(_absolute(ls, cwd) if cwd else None)}
 
     @dsh("dsh/session/attach")
     def session_attach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -321,6 +322,12 @@ def _check_provider_config(settings: Settings, options: Mapping[str, Any]) -> No
         load_provider_config(settings.state_dir, settings.env, settings.flags, provider_options)
     except ConfigError as exc:
         raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
+
+
+def _absolute(ls: LanguageServer, path: str) -> str:
+    """A client's path, made absolute against the workspace (not the daemon's own directory)."""
+    expanded = os.path.expanduser(path)
+    return os.path.normpath(os.path.join(_default_cwd(ls), expanded))
 
 
 def _default_cwd(ls: LanguageServer) -> str:

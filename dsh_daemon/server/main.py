@@ -56,14 +56,26 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     code = 0
     try:
         await read_loop(reader, protocol, is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)))
-    except SystemExit as exc:  # the `exit` notification
+    except SystemExit as exc:  # the `exit` notification: pygls has closed stdout already
         code = exc.code if isinstance(exc.code, int) else 0
+        protocol.set_writer(_Discard())
     except BrokenPipeError:
         log.info("client went away")
+        protocol.set_writer(_Discard())
     finally:
         await daemon.close()
         reader.close()
     return code
+
+
+class _Discard:
+    """The writer once the client is gone: the shutdown's last events have nowhere to go."""
+
+    def write(self, data: bytes) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 def run(settings: Settings) -> int:

@@ -47,8 +47,13 @@ class StdinReader:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _error(protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str) -> None:
-    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+def _error(
+    protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str, data_code: str | None = None
+) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data_code is not None:
+        error["data"] = {"code": data_code}
+    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
 
 async def read_loop(
@@ -91,6 +96,14 @@ async def read_loop(
         dispatch(protocol, body, is_shut_down=is_shut_down)
 
 
+def _has_lone_surrogate(data: object) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[], bool]) -> None:
     try:
         data = json.loads(body)
@@ -108,6 +121,20 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
             "Invalid Request: a message must be a JSON object (batches are not supported)",
         )
         return
+    if b"\\u" in body and _has_lone_surrogate(data):
+        # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold; refuse them
+        # here once, instead of failing wherever the string would travel next.
+        if data.get("id") is not None and "method" in data:
+            _error(
+                protocol,
+                data["id"],
+                -32602,
+                "Invalid params: a string holds a lone UTF-16 surrogate",
+                "invalid_params",
+            )
+        else:
+            log.warning("message with a lone surrogate dropped")
+        return
     msg_id = data.get("id")
     if msg_id is not None and (not isinstance(msg_id, str | int) or isinstance(msg_id, bool)):
         _error(protocol, None, -32600, "Invalid Request: 'id' must be a string or an integer")
@@ -123,7 +150,13 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
             return
         if "params" in data and not isinstance(data["params"], dict | list | type(None)):
             if msg_id is not None:
-                _error(protocol, msg_id, -32602, "Invalid params: 'params' must be an object or an array")
+                _error(
+                    protocol,
+                    msg_id,
+                    -32602,
+                    "Invalid params: 'params' must be an object or an array",
+                    "invalid_params",
+                )
             return
         if msg_id is not None and is_shut_down() and method != "exit":
             _error(protocol, msg_id, -32600, f"Invalid Request: {method} after shutdown")
@@ -135,7 +168,7 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
         message = protocol.structure_message(data)
     except JsonRpcInvalidParams:
         if msg_id is not None and not is_response:
-            _error(protocol, msg_id, -32602, f"Invalid params for {method}")
+            _error(protocol, msg_id, -32602, f"Invalid params for {method}", "invalid_params")
         return
     except JsonRpcException as exc:
         if msg_id is not None and not is_response:

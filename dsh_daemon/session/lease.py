@@ -1,8 +1,8 @@
 """Per-session driver leases (D7): one process drives a session at a time.
 
 A lease passes to another process only when its holder is gone: released on exit, or the holder is
-dead (its pid no longer exists on this host: free at once) or silent (no heartbeat for
-`STALE_AFTER_MS`, for holders on another host or a recycled pid).
+dead (its pid no longer exists on this host, or now belongs to a process that started later: free at
+once) or, for a holder on another host, silent (no heartbeat for `STALE_AFTER_MS`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from dsh_daemon.session.store import SessionStore, now_ms
 
@@ -27,6 +28,22 @@ class SessionBusyError(Exception):
         self.holder = holder
         self.pid = pid
         self.host = host
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where /proc has no answer."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def holder_started(holder: str) -> str:
+    """The start time recorded in a holder id (`host:pid:start:nonce`), or "" for older ids."""
+    parts = holder.split(":")
+    return parts[2] if len(parts) == 4 else ""
 
 
 def pid_alive(pid: int) -> bool:
@@ -51,7 +68,8 @@ class LeaseHolder:
     def __post_init__(self) -> None:
         self.pid = self.pid or os.getpid()
         self.host = self.host or socket.gethostname()
-        self.holder = self.holder or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
+        start = process_start(self.pid)
+        self.holder = self.holder or f"{self.host}:{self.pid}:{start}:{uuid.uuid4().hex[:8]}"
 
     def acquire(self, session_id: str) -> None:
         """Take the driver lease or raise `SessionBusyError` naming the live holder."""
@@ -61,7 +79,10 @@ class LeaseHolder:
             holder, pid, host, heartbeat = current
             if holder != self.holder:
                 same_host = host == self.host
-                dead = same_host and not pid_alive(pid)
+                recorded = holder_started(holder)
+                # A pid that lives but started later than the holder did is a reused pid: the holder died.
+                reused = bool(recorded) and same_host and process_start(pid) not in ("", recorded)
+                dead = same_host and (not pid_alive(pid) or reused)
                 # A silent heartbeat only counts across hosts: here a live pid is proof of life (a
                 # suspended laptop or a busy loop must not hand the session to a second driver).
                 stale = not same_host and now_ms() - heartbeat > STALE_AFTER_MS

@@ -272,3 +272,37 @@ def test_a_retry_after_beyond_the_cap_falls_back_to_the_backoff() -> None:
     assert delay is not None and 0.45 <= delay <= 0.55
     assert policy.delay(LlmFailure(RATE_LIMIT, "x"), 5) is None  # budget spent
     assert policy.delay(LlmFailure("AUTH", "x"), 0) is None
+
+
+def test_a_reused_pid_does_not_keep_a_dead_holders_lease(tmp_path: Path) -> None:
+    import socket
+
+    store = SessionStore(tmp_path)
+    store.create_session("s", title=None, cwd=None)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        # The recorded holder "started" at tick 1: the live process with that pid is someone else.
+        store.write_lease(
+            "s",
+            f"{socket.gethostname()}:{child.pid}:1:dead",
+            child.pid,
+            socket.gethostname(),
+            replace_holder=None,
+        )
+        taker = LeaseHolder(SessionStore(tmp_path))
+        taker.acquire("s")
+        assert taker.holds("s")
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_wake_while_a_cancelled_turn_winds_down_reports_the_run(tmp_path: Path) -> None:
+    h = Harness(tmp_path, [[Hang()]])
+    h.agent.followup(msg("A"))
+    await asyncio.sleep(0.01)
+    h.agent.cancel(keep_inbox=True)
+    h.agent.send(msg("B"), target="next-turn", wakeup=False)
+    assert h.agent.wake() is True
+    await h.idle()
+    assert h.user_messages() == [(1, "A"), (2, "B")]

@@ -94,3 +94,64 @@ async def test_session_cwd_defaults_to_the_workspace_root(tmp_path: Path, fake: 
     rows = {s["sessionId"]: s for s in (await d.request("dsh/session/list", {}))["sessions"]}
     assert Path(rows[relative["sessionId"]]["cwd"]).is_absolute()
     await stop_daemon(d)
+
+
+async def test_lone_surrogates_anywhere_are_refused_at_the_wire(daemon: Daemon) -> None:
+    with pytest.raises(JsonRpcException) as error:
+        await daemon.request("dsh/session/new", {"title": "bad \udc00 title"})
+    assert error.value.code == -32602
+    sid = await daemon.new_session()
+    daemon.notify(
+        "dsh/context/didChange",
+        {"sessionId": sid, "activeUri": "file:///x", "diagnostics": [{"message": "\ud800"}]},
+    )
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": "still works"}})
+    assert await daemon.wait_idle_turn(sid) == [{"kind": "completed"}]
+
+
+async def test_exit_during_a_turn_stops_quietly_and_keeps_the_queue(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    import asyncio
+    import subprocess
+    import sys
+
+    from tests.server.harness import ROOT, daemon_env
+    from tests.server.test_robustness import RawPipe
+
+    state = tmp_path / "state"
+    (state / "home").mkdir(parents=True)
+    fake.script(Reply.stream(text_stream(["x"] * 200), delay=0.02))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dsh_daemon", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=daemon_env(state, fake), cwd=ROOT,
+    )  # fmt: skip
+    pipe = RawPipe(proc)
+    await pipe.call(1, "initialize", {"capabilities": {}})
+    sid = (await pipe.call(2, "dsh/session/new", {}))["result"]["sessionId"]
+    await pipe.call(3, "dsh/followup", {"sessionId": sid, "message": {"content": "stream"}})
+    await pipe.call(4, "dsh/followup", {"sessionId": sid, "message": {"content": "queued"}})
+    for _ in range(1000):
+        if any((m.get("params") or {}).get("type") == "assistant/delta" for m in pipe.messages):
+            break
+        await asyncio.sleep(0.01)
+    pipe.frame({"jsonrpc": "2.0", "method": "exit"})
+    assert proc.stderr is not None
+    stderr = await proc.stderr.read()
+    assert await proc.wait() == 1  # exit without shutdown
+    assert len(stderr) < 20_000, stderr[-2000:]
+    again = await start_daemon(state, fake)
+    attached = await again.request("dsh/session/attach", {"sessionId": sid})
+    assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
+    assert again.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "aborted", "cause": "shutdown"}
+    await stop_daemon(again)
+
+
+async def test_relative_cwd_is_resolved_against_the_workspace(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    folder = tmp_path / "project"
+    (folder / "sub").mkdir(parents=True)
+    d = await start_daemon(tmp_path / "state", fake, root=folder)
+    created = await d.request("dsh/session/new", {"cwd": "sub"})
+    (listed,) = (await d.request("dsh/session/list", {"cwd": str(folder / "sub") + "/"}))["sessions"]
+    assert listed["sessionId"] == created["sessionId"] and listed["cwd"] == str(folder / "sub")
+    await stop_daemon(d)

@@ -181,14 +181,21 @@ async def test_tools_follow_workspace_folder_changes(tmp_path: Path, fake: FakeD
     other.mkdir()
     (other / "notes.txt").write_text("from the second folder\n")
     read = Reply.stream(tool_call_stream([("c1", "read_file", {"path": str(other / "notes.txt")})]))
-    fake.script(read, text_reply("no"), Reply.stream(tool_call_stream([("c2", "read_file", {"path": str(other / "notes.txt")})])), text_reply("yes"))
+    fake.script(
+        read,
+        text_reply("no"),
+        Reply.stream(tool_call_stream([("c2", "read_file", {"path": str(other / "notes.txt")})])),
+        text_reply("yes"),
+    )
     d = await start_daemon(tmp_path / "state", fake, root=work)
     sid = await d.new_session(cwd=str(work))
     await run_turn(d, sid)
     assert tool_results(d, sid)[0]["error"]["code"] == "OUTSIDE_WORKSPACE"
     d.client.workspace_did_change_workspace_folders(
         types.DidChangeWorkspaceFoldersParams(
-            event=types.WorkspaceFoldersChangeEvent(added=[types.WorkspaceFolder(other.as_uri(), "other")], removed=[])
+            event=types.WorkspaceFoldersChangeEvent(
+                added=[types.WorkspaceFolder(other.as_uri(), "other")], removed=[]
+            )
         )
     )
     await run_turn(d, sid, "again")
