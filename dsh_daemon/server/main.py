@@ -7,8 +7,10 @@ print, a C extension or a child process can never write into the JSON-RPC stream
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
 from typing import BinaryIO
 
@@ -53,6 +55,9 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     protocol = daemon.server.protocol
     protocol.set_writer(StdoutWriter(stdout))
     reader = StdinReader(stdin)
+    # SIGTERM (an editor giving up on a graceful exit) shuts down like EOF: turns end aborted{shutdown}.
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, reader.stop)
     code = 0
     try:
         await read_loop(reader, protocol, is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)))

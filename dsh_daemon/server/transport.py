@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -29,22 +30,52 @@ from pygls.protocol import JsonRPCProtocol
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_HEADER_LINE = 1 << 20
 _CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
 
 
 class StdinReader:
+    """stdin, read on a daemon thread of its own (never a pool a busy handler could fill, and never
+    one that keeps the process alive) and fed into an asyncio stream. `stop()` ends it like an EOF."""
+
     def __init__(self, stdin: BinaryIO) -> None:
-        self._stdin = stdin
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsh-stdin")
+        self._loop = asyncio.get_running_loop()
+        self._stream = asyncio.StreamReader(limit=MAX_HEADER_LINE)
+        self._fd = stdin.fileno()
+        threading.Thread(target=self._pump, name="dsh-stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._loop.call_soon_threadsafe(self._stream.feed_eof)
+                return
+            self._loop.call_soon_threadsafe(self._stream.feed_data, chunk)
 
     async def readline(self) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._stdin.readline)
+        try:
+            return await self._stream.readline()
+        except ValueError:  # a "line" longer than any header: consumed, and skipped as junk
+            return b"x-overlong-line\r\n"
 
     async def read(self, n: int) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._stdin.read, n)
+        return await self._stream.read(n)
+
+    async def readexactly(self, n: int) -> bytes:
+        try:
+            return await self._stream.readexactly(n)
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial
+
+    def stop(self) -> None:
+        if not self._stream.at_eof():
+            self._stream.feed_eof()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.stop()
 
 
 def _error(
@@ -90,7 +121,7 @@ async def read_loop(
                 protocol, None, -32600, f"Invalid Request: body of {length} bytes exceeds {MAX_BODY_BYTES}"
             )
             continue
-        body = await reader.read(length) if length else b""
+        body = await reader.readexactly(length) if length else b""
         if len(body) < length:
             return  # EOF inside a body
         dispatch(protocol, body, is_shut_down=is_shut_down)

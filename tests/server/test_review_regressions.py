@@ -155,3 +155,29 @@ async def test_relative_cwd_is_resolved_against_the_workspace(tmp_path: Path, fa
     (listed,) = (await d.request("dsh/session/list", {"cwd": str(folder / "sub") + "/"}))["sessions"]
     assert listed["sessionId"] == created["sessionId"] and listed["cwd"] == str(folder / "sub")
     await stop_daemon(d)
+
+
+async def test_sigterm_shuts_down_like_eof(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    import asyncio
+    import signal
+
+    from tests.server.test_robustness import spawn
+
+    state = tmp_path / "state"
+    fake.script(Reply.stream(text_stream(["x"] * 200), delay=0.02))
+    pipe = await spawn(state, fake)
+    await pipe.call(1, "initialize", {"capabilities": {}})
+    sid = (await pipe.call(2, "dsh/session/new", {}))["result"]["sessionId"]
+    await pipe.call(3, "dsh/followup", {"sessionId": sid, "message": {"content": "stream"}})
+    await pipe.call(4, "dsh/followup", {"sessionId": sid, "message": {"content": "queued"}})
+    for _ in range(1000):
+        if any((m.get("params") or {}).get("type") == "assistant/delta" for m in pipe.messages):
+            break
+        await asyncio.sleep(0.01)
+    pipe.proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(pipe.proc.wait(), 30) == 0
+    again = await start_daemon(state, fake)
+    attached = await again.request("dsh/session/attach", {"sessionId": sid})
+    assert again.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "aborted", "cause": "shutdown"}
+    assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
+    await stop_daemon(again)
