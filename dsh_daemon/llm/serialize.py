@@ -94,8 +94,12 @@ def _user(message: UserMessage) -> list[dict[str, Any]]:
         return [
             {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text or NO_OUTPUT} for r in results
         ]
-    # Other block types (images, editor payloads the core keeps verbatim) have no wire form here yet.
-    return [{"role": "user", "content": "".join(b.text for b in message.content if isinstance(b, TextBlock))}]
+    # Other block types (images, payloads the core keeps verbatim) have no wire form here yet. Text is
+    # sent verbatim; a message with no text at all names what it held rather than going out empty.
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    if not text and message.content:
+        text = " ".join(f"[{b.type} content omitted]" for b in message.content)
+    return [{"role": "user", "content": text}]
 
 
 def _assistant(message: AssistantMessage, echo_reasoning: bool = False) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,9 @@ class SessionHub:
             raise errors.unknown_session(session_id) from exc
         except SessionBusyError as exc:
             raise errors.session_busy(session_id, exc.pid, exc.host) from exc
+        except (KeyError, TypeError, ValueError, sqlite3.DatabaseError) as exc:
+            # A stored event of the wrong shape, or a file that is not a database: never a daemon bug.
+            raise errors.session_unreadable(f"session {session_id} cannot be loaded: {exc}") from exc
         view = self._adopt(agent)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:

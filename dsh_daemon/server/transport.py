@@ -195,6 +195,8 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
     elif msg_id is None:
         log.warning("response without an id: dropped")
         return
+    if method == "initialized" and data.get("params") is None:
+        data["params"] = {}  # some clients leave out its (empty) params; LSP types require them
     try:
         message = protocol.structure_message(data)
     except JsonRpcInvalidParams:

@@ -153,3 +153,11 @@ def test_thinking_mode_gives_every_tool_call_reply_a_reasoning_content() -> None
         )
         assistant = request_body(request, default_model="m")["messages"][1]
         assert {k: v for k, v in assistant.items() if k == "reasoning_content"} == expected
+
+
+def test_a_user_message_without_text_names_what_it_held() -> None:
+    from dsh_daemon.agent.messages import UserMessage
+    from dsh_daemon.llm.serialize import messages_json
+
+    only_image = UserMessage.create([{"type": "image", "ref": "r1"}])
+    assert messages_json(None, (only_image,)) == [{"role": "user", "content": "[image content omitted]"}]

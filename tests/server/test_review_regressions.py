@@ -181,3 +181,22 @@ async def test_sigterm_shuts_down_like_eof(tmp_path: Path, fake: FakeDeepSeek) -
     assert again.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "aborted", "cause": "shutdown"}
     assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
     await stop_daemon(again)
+
+
+async def test_a_malformed_stored_event_is_session_unreadable(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    import sqlite3
+
+    state = tmp_path / "state"
+    first = await start_daemon(state, fake)
+    sid = await first.new_session()
+    await first.request("dsh/inject", {"sessionId": sid, "message": {"content": "x"}})
+    await stop_daemon(first)
+    db = sqlite3.connect(state / "sessions.sqlite3")
+    db.execute("INSERT INTO events VALUES (?, 1, 0, 'turn/start', '{\"turn\":\"not a number\"}', 0)", (sid,))
+    db.execute("UPDATE sessions SET last_seq=1 WHERE session_id=?", (sid,))
+    db.commit()
+    second = await start_daemon(state, fake)
+    with pytest.raises(JsonRpcException) as error:
+        await second.request("dsh/session/attach", {"sessionId": sid})
+    assert (error.value.code, error.value.data["code"]) == (-32803, "session_unreadable")
+    await stop_daemon(second)
