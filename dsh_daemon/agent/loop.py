@@ -126,6 +126,7 @@ class Agent:
         self.inbox = Inbox(session_log, self.bus)
         self.inbox.replay(session_log.events)
         session_log.pending_count = lambda: len(self.inbox)
+        session_log.on_lease_lost = self._lease_lost
         self.status: Status = "idle"
         self.turn = max(
             (int(e.data["turn"]) for e in session_log.events if e.type == ev.TURN_START), default=0
@@ -204,6 +205,21 @@ class Agent:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle_waiters.append(waiter)
             await waiter
+
+    def _lease_lost(self, exc: Exception) -> None:
+        """Another process drives this session now: stop, refuse further sends, and say why (live)."""
+        self._disposing = True
+        self._latch = False
+        self.bus.publish(
+            Event(
+                ev.AGENT_ERROR,
+                freeze_json(
+                    {"turn": self.turn, "step": None, "error": {"code": "LEASE_LOST", "message": str(exc)}}
+                ),
+            )
+        )
+        if self._activity is not None:
+            self._activity.signal.abort("shutdown")
 
     async def until_retired(self) -> None:
         """Resolves when the driver running now (if any) has retired; a later one may be running."""

@@ -157,8 +157,10 @@ class SessionHub:
     def view(self, session_id: str) -> SessionView:
         """The session opened for driving by this process (opening it if needed)."""
         view = self.views.get(session_id)
-        if view is not None:
+        if view is not None and view.agent.log.lease_lost is None:
             return view
+        if view is not None:  # taken over by another process: forget it and ask the store again
+            del self.views[session_id]
         try:
             agent = self.manager.open(session_id)
         except UnknownSessionError as exc:

@@ -21,7 +21,7 @@ from typing import Any
 
 from dsh_daemon.agent.events import ASSISTANT_CHUNK, Event, EventBus
 from dsh_daemon.jsonvalue import FrozenDict, freeze_json
-from dsh_daemon.session.store import SessionStore, now_ms
+from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class SessionLog:
         self.write_delay = write_delay
         self.pending_count: Callable[[], int] = lambda: 0
         self.lease_holder: str | None = None  # checked at every write when set
+        self.lease_lost: LeaseLostError | None = None
+        self.on_lease_lost: Callable[[LeaseLostError], None] | None = None
         self._unwritten: list[Event] = []
         self._chunks: ChunkStream | None = None
         self._publishing = False
@@ -98,6 +100,8 @@ class SessionLog:
         lists change, so the sessions row would otherwise lag one change behind)."""
         if self._publishing:
             raise ReentrantAppendError(f"cannot append {type} from inside a durable-event observer")
+        if self.lease_lost is not None:
+            raise self.lease_lost  # another process drives this session now: nothing more is ours to log
         frozen = freeze_json(data)
         self._materialize_chunks()
         event = self._add(type, frozen, ignorable, time)
@@ -108,7 +112,7 @@ class SessionLog:
                 if undo_on_failure:
                     self.events.pop()
                     self._unwritten.pop()
-                else:
+                elif self.lease_lost is None:
                     self._schedule_write(RETRY_WRITE_S)
                 raise
         else:
@@ -169,7 +173,13 @@ class SessionLog:
         if not self._unwritten:
             return
         count = self.pending_count() if pending is None else pending
-        self.store.append_events(self.session_id, self._unwritten, pending=count, holder=self.lease_holder)
+        try:
+            self.store.append_events(
+                self.session_id, self._unwritten, pending=count, holder=self.lease_holder
+            )
+        except LeaseLostError as exc:
+            self._lose_lease(exc)
+            raise
         self._unwritten = []
 
     def _schedule_write(self, delay: float | None = None) -> None:
@@ -182,10 +192,23 @@ class SessionLog:
             return
         self._timer = loop.call_later(self.write_delay if delay is None else delay, self._write_behind)
 
+    def _lose_lease(self, exc: LeaseLostError) -> None:
+        """Another process took the session over: stop writing (its log wins) and tell the owner once."""
+        if self.lease_lost is not None:
+            return
+        self.lease_lost = exc
+        log.warning("session %s: %s; this process stops driving it", self.session_id, exc)
+        if self.on_lease_lost is not None:
+            self.on_lease_lost(exc)
+
     def _write_behind(self) -> None:
         self._timer = None
+        if self.lease_lost is not None:
+            return
         try:
             self.commit()
+        except LeaseLostError:
+            return
         except Exception:
             # Kept ahead of newer events, in order; retried until it succeeds.
             self.write_failures += 1

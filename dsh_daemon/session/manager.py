@@ -110,6 +110,13 @@ class SessionManager:
         )
         bus.subscribe(self._status_tracker(agent))
         self.agents[session_id] = agent
+
+        def forget(exc: Exception) -> None:
+            agent._lease_lost(exc)
+            if self.agents.get(session_id) is agent:
+                del self.agents[session_id]  # a later open asks the store again (and hears session_busy)
+
+        session_log.on_lease_lost = forget
         return agent
 
     def _status_tracker(self, agent: Agent) -> Callable[[Event], None]:

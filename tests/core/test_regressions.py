@@ -306,3 +306,26 @@ async def test_wake_while_a_cancelled_turn_winds_down_reports_the_run(tmp_path: 
     assert h.agent.wake() is True
     await h.idle()
     assert h.user_messages() == [(1, "A"), (2, "B")]
+
+
+async def test_a_lease_lost_mid_turn_stops_the_agent_instead_of_retrying_forever(tmp_path: Path) -> None:
+    from dsh_daemon.session.store import LeaseLostError
+
+    h = Harness(tmp_path, [[TextDelta("partial"), Hang()]])
+    h.agent.followup(msg("A"))
+    for _ in range(200):
+        if h.durable(ev.ASSISTANT_CHUNK):
+            break
+        await asyncio.sleep(0.005)
+    # another host's daemon took the session over (its holder now owns the lease row)
+    h.agent.log.store._db.execute("UPDATE leases SET holder='elsewhere:1:1:x'")
+    with pytest.raises(LeaseLostError):
+        h.agent.inject(msg("too late"))
+    await asyncio.wait_for(h.idle(), 5)
+    errors = [e.data["error"]["code"] for e in h.live(ev.AGENT_ERROR)]
+    assert "LEASE_LOST" in errors
+    seqs_sent = [e.seq for e in h.events if e.seq is not None]
+    stored = SessionStore(tmp_path).load_events(h.agent.session_id)
+    assert seqs_sent[-1] <= stored[-1].seq + 1  # nothing announced far past what the store holds
+    assert h.agent.log.write_failures == 0  # no endless retry loop
+    assert h.agent.session_id not in h.manager.agents
