@@ -165,7 +165,9 @@ class SessionLog:
     # ---- durability ----------------------------------------------------------------------------------
 
     def commit(self, pending: int | None = None) -> None:
-        """Write everything appended so far, in one transaction."""
+        """Write everything appended so far, in one transaction (nothing once the lease is lost)."""
+        if self.lease_lost is not None:
+            return
         self._materialize_chunks()
         if self._timer is not None:
             self._timer.cancel()

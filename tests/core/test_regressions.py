@@ -329,3 +329,16 @@ async def test_a_lease_lost_mid_turn_stops_the_agent_instead_of_retrying_forever
     assert seqs_sent[-1] <= stored[-1].seq + 1  # nothing announced far past what the store holds
     assert h.agent.log.write_failures == 0  # no endless retry loop
     assert h.agent.session_id not in h.manager.agents
+
+
+async def test_closing_after_a_lost_lease_is_clean(tmp_path: Path) -> None:
+    from dsh_daemon.session.store import LeaseLostError
+
+    h = Harness(tmp_path, [[Hang()]])
+    h.agent.followup(msg("A"))
+    await asyncio.sleep(0.02)
+    h.agent.log.store._db.execute("UPDATE leases SET holder='elsewhere:1:1:x'")
+    with pytest.raises(LeaseLostError):
+        h.agent.inject(msg("x"))
+    await h.agent.dispose()  # must not raise: nothing is ours to write any more
+    await h.manager.close()
