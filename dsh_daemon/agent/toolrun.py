@@ -291,7 +291,7 @@ async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> Tool
                 return ToolOutcome.error(
                     f"Error: running {call.name} needs the user's permission and no client can ask", "DENIED"
                 )
-            request = PermissionRequest(call, decision.title)
+            request = PermissionRequest(call, decision.title, decision.preview)
             outcome = await signal.race(agent.approver.request_permission(request, signal))
             if outcome == "allow-always":
                 agent.always_allowed.add(call.name)

@@ -90,9 +90,11 @@ class Deny:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """Ask the approver (the editor) before running. `title` is shown to the person."""
+    """Ask the approver (the editor) before running. `title` is shown to the person; `preview` is
+    what the call would do, for the editor to render (an edit's `diff`, a command and its `cwd`)."""
 
     title: str
+    preview: Mapping[str, Any] | None = None
     kind: Literal["ask"] = "ask"
 
 
@@ -106,6 +108,7 @@ PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "
 class PermissionRequest:
     call: ToolCall
     title: str
+    preview: Mapping[str, Any] | None = None
 
 
 class Approver(Protocol):

@@ -38,6 +38,8 @@ class ClientApprover:
             "title": request.title,
             "arguments": request.call.args if request.call.args is not None else request.call.arguments,
         }
+        if request.preview is not None:
+            params["preview"] = dict(request.preview)
         future = asyncio.wrap_future(
             self._protocol.send_request("dsh/requestPermission", params, msg_id=msg_id)
         )

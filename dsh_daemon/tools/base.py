@@ -93,6 +93,10 @@ class ToolBase:
         """What the person is asked to allow."""
         return f"Run {self.spec.name}"
 
+    async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """What the call would do, shown beside the permission question (None: nothing to show)."""
+        return None
+
     def target_paths(self, args: Mapping[str, Any]) -> list[str]:
         """Paths the call will touch, checked against the workspace before anyone is asked."""
         return []

@@ -86,6 +86,12 @@ class RunCommandTool(ToolBase):
     def permission_title(self, args: Mapping[str, Any]) -> str:
         return f"Run: {short(str(args.get('command', '?')))}"
 
+    async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        command = args.get("command")
+        if not isinstance(command, str):
+            return None
+        return {"command": command, "cwd": str(self.workspace.cwd)}
+
     def _timeout(self, args: Mapping[str, Any]) -> float:
         value = args.get("timeout")
         if value is None:

@@ -78,6 +78,15 @@ class EditFileTool(_EditToolBase):
         return f"Edit {short(str(args.get('path', '?')))}"
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        edit, summary = await self.compute(args)
+        return await self.apply(edit, summary)
+
+    async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        edit, _ = await self.compute(args)
+        return {"path": str(edit.path), "diff": edit.unified_diff}
+
+    async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit, str]:
+        """The edit this call makes and its summary; nothing is written."""
         path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
         old = get_str(args, "old_string")
         new = get_str(args, "new_string")
@@ -110,7 +119,7 @@ class EditFileTool(_EditToolBase):
         after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
         edit = compute_edit(path, before, after, shown)
         noun = "occurrence" if count == 1 else "occurrences"
-        return await self.apply(edit, f"Edited {shown}: replaced {count if replace_all else 1} {noun}")
+        return edit, f"Edited {shown}: replaced {count if replace_all else 1} {noun}"
 
 
 class WriteFileTool(_EditToolBase):
@@ -129,6 +138,17 @@ class WriteFileTool(_EditToolBase):
         return f"Write {short(str(args.get('path', '?')))}"
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        edit, shown = await self.compute(args)
+        if edit is None:
+            return ToolOutcome.text(f"{shown} already has this content; nothing written.")
+        return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}")
+
+    async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        edit, _ = await self.compute(args)
+        return None if edit is None else {"path": str(edit.path), "diff": edit.unified_diff}
+
+    async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit | None, str]:
+        """The edit this call makes (None: the file already holds the content) and the path shown."""
         path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
         content = get_str(args, "content")
         shown = self.workspace.display(path)
@@ -138,6 +158,5 @@ class WriteFileTool(_EditToolBase):
         if before is not None:
             content = match_newlines(content, before)
             if content == before:
-                return ToolOutcome.text(f"{shown} already has this content; nothing written.")
-        edit = compute_edit(path, before, content, shown)
-        return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}")
+                return None, shown
+        return compute_edit(path, before, content, shown), shown

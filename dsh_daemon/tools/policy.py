@@ -67,4 +67,8 @@ class PermissionPolicy:
                 self.workspace.resolve(path)
             except ToolError as exc:
                 return Deny(str(exc))
-        return Ask(tool.permission_title(args))
+        try:
+            preview = await tool.permission_preview(args)
+        except ToolError:
+            preview = None  # the call will fail with a clear error of its own when it runs
+        return Ask(tool.permission_title(args), preview)

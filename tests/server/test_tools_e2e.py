@@ -40,6 +40,8 @@ async def test_permission_allow_then_edit_on_disk_without_apply_edit(
     (request,) = d.permission_requests
     assert request["sessionId"] == sid and request["tool"] == "edit_file" and request["callId"] == "call_1"
     assert request["title"] and request["arguments"]["old_string"] == "world"
+    assert "-hello world" in request["preview"]["diff"] and "+hello there" in request["preview"]["diff"]
+    assert target.read_text() == "hello there\n"
     assert target.read_text() == "hello there\n"
     assert d.applied_edits == []
     (result,) = tool_results(d, sid)
@@ -167,6 +169,8 @@ async def test_run_command_streams_output_as_tool_output_events(tmp_path: Path, 
     )
     sid = await d.new_session(cwd=str(work))
     await run_turn(d, sid)
+    (asked,) = d.permission_requests
+    assert asked["preview"] == {"command": command, "cwd": str(work.resolve())}
     chunks = [e["data"]["text"] for e in d.of(sid, "tool/output")]
     assert "".join(chunks).split() == ["line1", "line2", "line3"]
     assert all("seq" not in e for e in d.of(sid, "tool/output"))

@@ -30,8 +30,20 @@ async def test_defaults_reads_allow_edits_and_commands_ask(kit: ToolKit) -> None
         assert isinstance(await decide(kit, name, {"path": "x"}), Allow), name
     assert await decide(kit, "edit_file", {"path": "src/a.py"}) == Ask("Edit src/a.py")
     assert await decide(kit, "write_file", {"path": "n.txt"}) == Ask("Write n.txt")
-    assert await decide(kit, "run_command", {"command": "make test"}) == Ask("Run: make test")
+    asked = await decide(kit, "run_command", {"command": "make test"})
+    assert isinstance(asked, Ask) and asked.title == "Run: make test"
+    assert asked.preview is not None and asked.preview["command"] == "make test"
     assert await decide(kit, "someone_elses_tool", {}) is None  # no opinion about unknown tools
+
+
+async def test_an_edit_is_asked_with_its_diff(kit: ToolKit, tmp_path: Path) -> None:
+    [policy] = kit.hooks.pre_execute
+    root = policy.workspace.cwd
+    (root / "p.txt").write_text("one\ntwo\n")
+    asked = await decide(kit, "edit_file", {"path": "p.txt", "old_string": "two", "new_string": "2"})
+    assert isinstance(asked, Ask) and asked.preview is not None
+    assert "-two" in asked.preview["diff"] and "+2" in asked.preview["diff"]
+    assert (root / "p.txt").read_text() == "one\ntwo\n"  # asking writes nothing
 
 
 async def test_config_overrides_and_deny_hides_the_tool(root: Path) -> None:
