@@ -285,7 +285,8 @@ async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> Tool
         if isinstance(decision, Deny):
             return ToolOutcome.error(f"Error: {decision.message}", "DENIED")
         if isinstance(decision, Ask):
-            if call.name in agent.always_allowed:
+            scope = decision.scope or call.name
+            if scope in agent.always_allowed:
                 continue
             if agent.approver is None:
                 return ToolOutcome.error(
@@ -294,7 +295,7 @@ async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> Tool
             request = PermissionRequest(call, decision.title, decision.preview)
             outcome = await signal.race(agent.approver.request_permission(request, signal))
             if outcome == "allow-always":
-                agent.always_allowed.add(call.name)
+                agent.always_allowed.add(scope)
             elif outcome == "allow-once":
                 continue
             elif outcome == "reject":

@@ -95,6 +95,9 @@ class Ask:
 
     title: str
     preview: Mapping[str, Any] | None = None
+    # What an "allow-always" answer covers (default: the tool). A command tool narrows it to the
+    # exact command, so "always allow `pytest -q`" does not also allow `rm -rf`.
+    scope: str | None = None
     kind: Literal["ask"] = "ask"
 
 

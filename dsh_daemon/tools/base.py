@@ -93,6 +93,10 @@ class ToolBase:
         """What the person is asked to allow."""
         return f"Run {self.spec.name}"
 
+    def permission_scope(self, args: Mapping[str, Any]) -> str | None:
+        """What an allow-always answer covers; None: the whole tool."""
+        return None
+
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """What the call would do, shown beside the permission question (None: nothing to show)."""
         return None

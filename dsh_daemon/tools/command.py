@@ -86,6 +86,9 @@ class RunCommandTool(ToolBase):
     def permission_title(self, args: Mapping[str, Any]) -> str:
         return f"Run: {short(str(args.get('command', '?')))}"
 
+    def permission_scope(self, args: Mapping[str, Any]) -> str | None:
+        return f"{self.spec.name}:{args.get('command')}"
+
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         command = args.get("command")
         if not isinstance(command, str):

@@ -71,4 +71,4 @@ class PermissionPolicy:
             preview = await tool.permission_preview(args)
         except ToolError:
             preview = None  # the call will fail with a clear error of its own when it runs
-        return Ask(tool.permission_title(args), preview)
+        return Ask(tool.permission_title(args), preview, tool.permission_scope(args))

@@ -207,3 +207,20 @@ async def test_tools_follow_workspace_folder_changes(tmp_path: Path, fake: FakeD
     assert "error" not in second
     assert "from the second folder" in second["message"]["content"][0]["content"][0]["text"]
     await stop_daemon(d)
+
+
+async def test_allow_always_for_a_command_covers_that_command_only(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d.on_permission = lambda p: {"outcome": "allow-always"}
+
+    def run(command: str, call_id: str) -> Reply:
+        return Reply.stream(tool_call_stream([(call_id, "run_command", {"command": command})]))
+
+    fake.script(run("echo a", "c1"), text_reply("1"), run("echo a", "c2"), text_reply("2"), run("echo b", "c3"), text_reply("3"))
+    sid = await d.new_session(cwd=str(work))
+    for n in range(3):
+        await run_turn(d, sid, f"turn {n}")
+    assert [p["arguments"]["command"] for p in d.permission_requests] == ["echo a", "echo b"]
+    await stop_daemon(d)
