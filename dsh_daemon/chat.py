@@ -85,7 +85,12 @@ class RpcPipe:
     def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            print(f"dsh-daemon chat: {task.exception()}", file=sys.stderr)
 
     async def _answer(self, message: dict[str, Any]) -> None:
         try:
@@ -247,8 +252,14 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
             command += [flag, provider_flags(args)[key]]
     if args.no_thinking:
         command.append("--no-thinking")
+    # Its own session: Ctrl-C in the terminal reaches this client (which cancels the turn), never the
+    # daemon itself.
     proc = await asyncio.create_subprocess_exec(
-        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=None,
+        start_new_session=True,
     )
     rpc = RpcPipe(proc)
     interactive = sys.stdin.isatty()
