@@ -13,7 +13,6 @@ Invariants kept here (each next to the code that keeps it):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Mapping
@@ -45,7 +44,6 @@ from dsh_daemon.agent.provider import (
     ModelRequest,
     Provider,
     ProviderFailure,
-    StreamEvent,
 )
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
@@ -605,15 +603,4 @@ def _error_chain(exc: BaseException) -> str:
     return " <- ".join(parts)
 
 
-def parse_tool_arguments(arguments: str) -> Mapping[str, Any] | None:
-    """Empty -> {}; a JSON object -> it; anything else -> None (the call gets an error result)."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-__all__ = ["Agent", "AgentDisposedError", "AgentOptions", "StepError", "StreamEvent"]
+__all__ = ["Agent", "AgentDisposedError", "AgentOptions", "StepError"]

@@ -306,12 +306,6 @@ class AssistantMessage:
 Message: TypeAlias = UserMessage | AssistantMessage
 
 
-def message_from_json(obj: Mapping[str, Any]) -> Message:
-    if obj.get("role") == "assistant":
-        return AssistantMessage.from_json(obj)
-    return UserMessage.from_json(obj)
-
-
 def tool_result_message(call_id: str, text: str, *, is_error: bool = False) -> UserMessage:
     return UserMessage(
         mint_message_id(),

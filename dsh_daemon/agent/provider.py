@@ -107,15 +107,6 @@ StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | Finish
 Delta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
 
 
-def delta_from_json(obj: Mapping[str, Any]) -> Delta:
-    kind = obj.get("type")
-    if kind == "text":
-        return TextDelta(str(obj["text"]))
-    if kind == "reasoning":
-        return ReasoningDelta(str(obj["text"]))
-    return ToolCallDelta(int(obj["index"]), obj.get("id"), obj.get("name"), str(obj.get("arguments", "")))
-
-
 # ---- failures ------------------------------------------------------------------------------------
 
 # Typed failure codes. The loop's retry policy (D8) decides which ones are retried.

@@ -217,9 +217,5 @@ class SessionLog:
             log.exception("session %s: write-behind batch failed; retrying", self.session_id)
             self._schedule_write(RETRY_WRITE_S)
 
-    @property
-    def unwritten(self) -> int:
-        return len(self._unwritten) + (1 if self._chunks is not None and self._chunks.buffer else 0)
-
     def close(self) -> None:
         self.commit()
