@@ -203,7 +203,15 @@ def _check(attr: str, value: Any, where: str) -> Any:
         if attr == "base_url" and not value.startswith(("http://", "https://")):
             raise ConfigError(f"{where} must start with http:// or https://")
         return value
-    if attr in ("api_key", "reasoning_effort"):
+    if attr == "api_key":
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string or null")
+        key = (value or "").strip()  # a pasted key often brings a newline along
+        if key and not (key.isascii() and key.isprintable() and " " not in key):
+            # Named without its value: an HTTP library's complaint about it would quote the key.
+            raise ConfigError(f"{where} holds characters an API key cannot have (non-ASCII, space, control)")
+        return key or None
+    if attr == "reasoning_effort":
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{where} must be a string or null")
         return value or None

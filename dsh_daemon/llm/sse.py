@@ -13,6 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dsh_daemon.agent.provider import MALFORMED_RESPONSE, LlmFailure, ProviderFailure
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+def _too_big(what: str) -> ProviderFailure:
+    return ProviderFailure(LlmFailure(MALFORMED_RESPONSE, f"the provider sent {what}"))
+
 
 @dataclass(frozen=True, slots=True)
 class SseEvent:
@@ -24,12 +33,16 @@ class SseParser:
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[str] = []
+        self._data_bytes = 0
         self._event = ""
         self._started = False  # the BOM may only appear before the first byte of the first line
         self.comments = 0  # comment lines seen (keep-alives), for diagnostics and tests
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         buffer = self._buffer + chunk if self._buffer else chunk
+        if len(buffer) > MAX_LINE_BYTES and b"\n" not in chunk and b"\r" not in chunk:
+            # A server that never ends a line would grow this buffer (and its copies) without bound.
+            raise _too_big(f"an SSE line longer than {MAX_LINE_BYTES} bytes")
         # Splitting bytes (not text) is safe: 0x0A and 0x0D never occur inside a UTF-8 sequence, so a
         # line is decoded only once it is whole.
         if b"\r" in buffer:
@@ -42,6 +55,9 @@ class SseParser:
         for raw in lines:
             if raw.startswith(b"data: ") and self._started:  # the hot path: one `data:` line
                 data.append(raw[6:].decode("utf-8", errors="replace"))
+                self._data_bytes += len(raw)
+                if self._data_bytes > MAX_EVENT_BYTES:
+                    raise _too_big(f"an SSE event larger than {MAX_EVENT_BYTES} bytes")
                 continue
             event = self._line(raw)
             if event is not None:
@@ -76,6 +92,7 @@ class SseParser:
             return None
         event = SseEvent("\n".join(self._data), self._event or "message")
         self._data = []
+        self._data_bytes = 0
         self._event = ""
         return event
 

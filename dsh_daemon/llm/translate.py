@@ -51,7 +51,7 @@ class ChunkTranslator:
         """The deltas of one `data:` payload (not `[DONE]`)."""
         try:
             chunk = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise _malformed(f"a stream event is not JSON: {exc}: {payload[:200]!r}") from None
         if not isinstance(chunk, dict):
             raise _malformed(f"a stream event is not an object: {payload[:200]!r}")
@@ -155,5 +155,10 @@ def _get(raw: Mapping[str, Any], outer: str, inner: str) -> Any:
     return value.get(inner) if isinstance(value, Mapping) else None
 
 
+MAX_TOKENS_COUNT = 2**53  # a count beyond any real usage is clamped, so cost arithmetic cannot overflow
+
+
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return 0
+    return min(value, MAX_TOKENS_COUNT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,18 +31,24 @@ def check_file(path: Path, shown: str) -> os.stat_result:
         raise FileToolError(f"{shown} does not exist", "NOT_FOUND") from None
     except OSError as exc:
         raise FileToolError(f"cannot access {shown}: {exc.strerror}", "IO_ERROR") from None
-    if path.is_dir():
+    if stat.S_ISDIR(info.st_mode):
         raise FileToolError(f"{shown} is a directory (use list_dir)", "IS_DIRECTORY")
+    if not stat.S_ISREG(info.st_mode):
+        # A FIFO, socket or device would block the read (and a blocked read cannot be cancelled).
+        raise FileToolError(f"{shown} is not a regular file", "NOT_A_FILE")
     return info
 
 
 def open_confined(workspace: Workspace, path: Path, shown: str) -> int:
     """An fd for reading `path`, re-verified against the workspace after opening."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: if the path was swapped for a FIFO since it was checked, opening must not hang.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise FileToolError(f"cannot open {shown}: {exc.strerror}", "IO_ERROR") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileToolError(f"{shown} is not a regular file", "NOT_A_FILE")
         workspace.verify_open(fd, path)
     except BaseException:
         os.close(fd)

@@ -4,6 +4,7 @@ underneath it (an external edit, a formatter, a `git checkout`, a run_command)."
 from __future__ import annotations
 
 import os
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,10 +90,21 @@ class ReadTracker:
 
 def _disk_hash(path: Path, max_bytes: int) -> str | None:
     try:
-        with open(path, "rb") as handle:
+        # Never block: a file replaced by a FIFO must not freeze the event loop this runs on.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             data = handle.read(max_bytes + 1)
     except OSError:
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > max_bytes or b"\0" in data[:SNIFF_BYTES]:
         return None
     try:

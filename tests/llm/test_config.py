@@ -112,3 +112,13 @@ def test_repr_and_str_never_show_the_key(tmp_path: Path) -> None:
         assert KEY not in text
         assert "api_key=<set>" in text
     assert "api_key=<unset>" in repr(ProviderConfig())
+
+
+def test_a_pasted_key_is_stripped_and_a_malformed_one_refused_without_echoing_it(tmp_path: Path) -> None:
+    from dsh_daemon.llm.config import ConfigError, load_provider_config
+
+    assert load_provider_config(tmp_path, {"DEEPSEEK_API_KEY": "sk-abc123\n"}).api_key == "sk-abc123"
+    for bad in ("sk-a\nb", "sk-é", "sk a"):
+        with pytest.raises(ConfigError) as error:
+            load_provider_config(tmp_path, {"DEEPSEEK_API_KEY": bad})
+        assert bad not in str(error.value)

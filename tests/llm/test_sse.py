@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,3 +88,15 @@ def test_done_without_blank_line_is_still_pending() -> None:
     events, parser = parse(b"data: a\n\ndata: [DONE]\n")
     assert [e.data for e in events] == ["a"]
     assert parser.pending  # the caller must treat EOF here as truncation
+
+
+def test_a_line_that_never_ends_is_a_malformed_response_not_unbounded_memory() -> None:
+    from dsh_daemon.agent.provider import MALFORMED_RESPONSE, ProviderFailure
+    from dsh_daemon.llm.sse import MAX_LINE_BYTES, SseParser
+
+    parser = SseParser()
+    chunk = b"data: " + b"x" * 65536
+    with pytest.raises(ProviderFailure) as failure:
+        for _ in range(MAX_LINE_BYTES // len(chunk) + 2):
+            parser.feed(chunk)
+    assert failure.value.failure.code == MALFORMED_RESPONSE

@@ -209,7 +209,9 @@ async def test_tools_follow_workspace_folder_changes(tmp_path: Path, fake: FakeD
     await stop_daemon(d)
 
 
-async def test_allow_always_for_a_command_covers_that_command_only(tmp_path: Path, fake: FakeDeepSeek) -> None:
+async def test_allow_always_for_a_command_covers_that_command_only(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     d = await start_daemon(tmp_path / "state", fake, root=work)
@@ -218,7 +220,14 @@ async def test_allow_always_for_a_command_covers_that_command_only(tmp_path: Pat
     def run(command: str, call_id: str) -> Reply:
         return Reply.stream(tool_call_stream([(call_id, "run_command", {"command": command})]))
 
-    fake.script(run("echo a", "c1"), text_reply("1"), run("echo a", "c2"), text_reply("2"), run("echo b", "c3"), text_reply("3"))
+    fake.script(
+        run("echo a", "c1"),
+        text_reply("1"),
+        run("echo a", "c2"),
+        text_reply("2"),
+        run("echo b", "c3"),
+        text_reply("3"),
+    )
     sid = await d.new_session(cwd=str(work))
     for n in range(3):
         await run_turn(d, sid, f"turn {n}")

@@ -103,3 +103,16 @@ async def test_the_editors_unsaved_text_wins(root: Path) -> None:
     text = text_of(await run_tool(kit, "read_file", {"path": "m.py"}))
     assert text.startswith("     1\tunsaved\r\n     2\tedit\n")
     assert "unsaved text from the editor" in text
+
+
+async def test_a_fifo_is_refused_instead_of_blocking(kit: ToolKit, root: Path) -> None:
+    import asyncio
+    import os
+
+    os.mkfifo(root / "pipe")
+    for name, args in (
+        ("read_file", {"path": "pipe"}),
+        ("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+    ):
+        outcome = await asyncio.wait_for(run_tool(kit, name, args), 10)  # a hang would block forever
+        assert outcome.is_error and outcome.error_code == "NOT_A_FILE", (name, text_of(outcome))
