@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ class _RunningCall:
     signal: AbortSignal
     deferred: list[UserMessage] = field(default_factory=list)
     concluded: bool = False
+    approved_preview: Mapping[str, Any] | None = None
 
     def emit_output(self, text: str) -> None:
         if text:
@@ -227,8 +229,9 @@ async def _run_one_unguarded(
                 ),
                 call_seq=event.seq,
             )
+        approved: list[Mapping[str, Any]] = []
         try:
-            denial = await _permission(agent, call, signal)
+            denial = await _permission(agent, call, signal, approved)
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
@@ -239,7 +242,7 @@ async def _run_one_unguarded(
         event = agent.log.append(ev.TOOL_CALL, _call_data(call))
         logged.append(event.seq or 0)
         agent.log.commit()
-        context = _RunningCall(agent, call, signal)
+        context = _RunningCall(agent, call, signal, approved_preview=approved[-1] if approved else None)
         try:
             outcome = await tool.execute(call.args, context)
             if not isinstance(outcome, ToolOutcome):
@@ -276,8 +279,11 @@ def _check_outcome(outcome: ToolOutcome) -> None:
     freeze_json({"content": [b.to_json() for b in outcome.content], "meta": outcome.meta})
 
 
-async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> ToolOutcome | None:
-    """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record."""
+async def _permission(
+    agent: Agent, call: ToolCall, signal: AbortSignal, approved: list[Mapping[str, Any]]
+) -> ToolOutcome | None:
+    """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
+    person approved is appended to `approved`, so the tool can refuse to do anything else."""
     for hook in agent.hooks.pre_execute:
         decision = await signal.race(hook(call, signal))
         if decision is None or isinstance(decision, Allow):
@@ -294,6 +300,8 @@ async def _permission(agent: Agent, call: ToolCall, signal: AbortSignal) -> Tool
                 )
             request = PermissionRequest(call, decision.title, decision.preview)
             outcome = await signal.race(agent.approver.request_permission(request, signal))
+            if outcome in ("allow-always", "allow-once") and decision.preview is not None:
+                approved.append(decision.preview)
             if outcome == "allow-always":
                 agent.always_allowed.add(scope)
             elif outcome == "allow-once":

@@ -56,6 +56,7 @@ class ToolContext(Protocol):
     call: ToolCall
     signal: AbortSignal
     agent: Agent
+    approved_preview: Mapping[str, Any] | None  # what the person saw and allowed, if they were asked
 
     def emit_output(self, text: str) -> None:
         """Live `tool/output` with only the new text (never the whole output again)."""

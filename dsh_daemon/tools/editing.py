@@ -12,7 +12,7 @@ from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools.base import ToolBase, get_bool, get_str, make_spec, short
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit
-from dsh_daemon.tools.errors import FileToolError, InvalidArgumentsError
+from dsh_daemon.tools.errors import EditConflictError, FileToolError, InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.textfiles import match_newlines, read_whole_text
 from dsh_daemon.tools.tracking import ReadTracker
@@ -79,6 +79,7 @@ class EditFileTool(_EditToolBase):
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         edit, summary = await self.compute(args)
+        _check_approved(edit, ctx)
         return await self.apply(edit, summary)
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -141,6 +142,7 @@ class WriteFileTool(_EditToolBase):
         edit, shown = await self.compute(args)
         if edit is None:
             return ToolOutcome.text(f"{shown} already has this content; nothing written.")
+        _check_approved(edit, ctx)
         return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}")
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -160,3 +162,14 @@ class WriteFileTool(_EditToolBase):
             if content == before:
                 return None, shown
         return compute_edit(path, before, content, shown), shown
+
+
+def _check_approved(edit: ComputedEdit, ctx: ToolContext) -> None:
+    """The edit made must be the edit the person allowed: if the file changed while they were asked,
+    the diff differs, and nothing is written."""
+    approved = getattr(ctx, "approved_preview", None)
+    if approved and "diff" in approved and approved["diff"] != edit.unified_diff:
+        raise EditConflictError(
+            "the file changed while the user was asked to allow this edit; nothing was written. "
+            "Read the file again and redo the edit."
+        )

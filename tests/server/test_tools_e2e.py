@@ -233,3 +233,23 @@ async def test_allow_always_for_a_command_covers_that_command_only(
         await run_turn(d, sid, f"turn {n}")
     assert [p["arguments"]["command"] for p in d.permission_requests] == ["echo a", "echo b"]
     await stop_daemon(d)
+
+
+async def test_an_edit_is_not_made_if_the_file_changed_while_the_user_was_asked(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "g.txt"
+    target.write_text("alpha beta\n")
+
+    def change_then_allow(params: Any) -> dict[str, str]:
+        target.write_text("alpha beta gamma\n")  # someone edits the file while the dialog is open
+        return {"outcome": "allow-once"}
+
+    d = await start_daemon(tmp_path / "state", fake, root=work, apply_edit=False)
+    d.on_permission = change_then_allow
+    fake.script(edit_call(target, "beta", "BETA"), text_reply("ok"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid)
+    assert target.read_text() == "alpha beta gamma\n"  # the approved diff no longer applies: untouched
+    assert tool_results(d, sid)[0]["error"]["code"] == "EDIT_CONFLICT"
+    await stop_daemon(d)
