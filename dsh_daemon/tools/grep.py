@@ -23,7 +23,7 @@ from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import run_stoppable
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
-from dsh_daemon.tools.walk import IGNORED_DIRS, compile_glob, walk_files
+from dsh_daemon.tools.walk import IGNORED_DIRS, GlobMatcher, compile_glob, walk_files
 from dsh_daemon.tools.workspace import Workspace
 
 _RG_LINE_LIMIT = 64 * 1024 * 1024  # one JSON line per match; minified files make long ones
@@ -159,7 +159,7 @@ class GrepTool(ToolBase):
         self,
         regex: re.Pattern[str],
         target: Path,
-        glob: re.Pattern[str] | None,
+        glob: GlobMatcher | None,
         want: int,
         stop: threading.Event,
     ) -> list[Match]:
