@@ -386,7 +386,7 @@ class Agent:
                 continue
             if self.inbox.next_step:
                 continue
-            await run_waterfall_serial(self.hooks.turn_stopping, TurnStoppingContext(self, turn, signal))
+            await run_serial(self.hooks.turn_stopping, TurnStoppingContext(self, turn, signal))
             signal.check()
             if self.inbox.next_step:
                 continue
@@ -580,7 +580,7 @@ class Agent:
         self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))
 
 
-async def run_waterfall_serial(hooks: list[Any], ctx: Any) -> None:
+async def run_serial(hooks: list[Any], ctx: Any) -> None:
     for hook in hooks:
         await hook(ctx)
 

@@ -13,7 +13,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,30 +130,31 @@ class Daemon:
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     """Every failure of a dsh/* handler leaves as a typed error: the DshErrors as they are, a store
     that cannot be read as `session_unreadable`, anything else as `internal_error` (no traceback)."""
-
     if inspect.iscoroutinefunction(handler):
 
         @functools.wraps(handler)
         async def async_wrapper(*args: Any) -> Any:
-            try:
+            with _typed_failures():
                 return await handler(*args)
-            except JsonRpcException:
-                raise
-            except Exception as exc:
-                raise _typed(exc) from exc
 
         return async_wrapper
 
     @functools.wraps(handler)
     def wrapper(*args: Any) -> Any:
-        try:
+        with _typed_failures():
             return handler(*args)
-        except JsonRpcException:
-            raise
-        except Exception as exc:
-            raise _typed(exc) from exc
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _typed_failures() -> Iterator[None]:
+    try:
+        yield
+    except JsonRpcException:
+        raise
+    except Exception as exc:
+        raise _typed(exc) from exc
 
 
 def _typed(exc: Exception) -> errors.DshError:

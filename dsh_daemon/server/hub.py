@@ -70,7 +70,6 @@ class SessionView:
 
     agent: Agent
     subscribed: bool = False
-    unsubscribe: Callable[[], None] | None = None
 
 
 class SessionHub:
@@ -201,7 +200,7 @@ class SessionHub:
                 payload["seq"] = event.seq
             notify("dsh/event", payload)
 
-        view.unsubscribe = view.agent.subscribe(forward)
+        view.agent.subscribe(forward)
         view.subscribed = True
 
     def _replay(self, session_id: str, events: list[Event]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ from pygls.exceptions import JsonRpcException
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
-from tests.server.test_robustness import spawn
+from tests.server.test_robustness import RawPipe, spawn
 
 
 async def test_requests_without_a_params_member_are_answered_properly(
@@ -109,24 +111,10 @@ async def test_lone_surrogates_anywhere_are_refused_at_the_wire(daemon: Daemon) 
     assert await daemon.wait_idle_turn(sid) == [{"kind": "completed"}]
 
 
-async def test_exit_during_a_turn_stops_quietly_and_keeps_the_queue(
-    tmp_path: Path, fake: FakeDeepSeek
-) -> None:
-    import asyncio
-    import subprocess
-    import sys
-
-    from tests.server.harness import ROOT, daemon_env
-    from tests.server.test_robustness import RawPipe
-
-    state = tmp_path / "state"
-    (state / "home").mkdir(parents=True)
+async def streaming_with_a_queue(state: Path, fake: FakeDeepSeek) -> tuple[RawPipe, str]:
+    """A raw daemon in the middle of a streamed turn, with one followup queued behind it."""
     fake.script(Reply.stream(text_stream(["x"] * 200), delay=0.02))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh_daemon", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=daemon_env(state, fake), cwd=ROOT,
-    )  # fmt: skip
-    pipe = RawPipe(proc)
+    pipe = await spawn(state, fake, keep_stderr=True)
     await pipe.call(1, "initialize", {"capabilities": {}})
     sid = (await pipe.call(2, "dsh/session/new", {}))["result"]["sessionId"]
     await pipe.call(3, "dsh/followup", {"sessionId": sid, "message": {"content": "stream"}})
@@ -135,16 +123,28 @@ async def test_exit_during_a_turn_stops_quietly_and_keeps_the_queue(
         if any((m.get("params") or {}).get("type") == "assistant/delta" for m in pipe.messages):
             break
         await asyncio.sleep(0.01)
-    pipe.frame({"jsonrpc": "2.0", "method": "exit"})
-    assert proc.stderr is not None
-    stderr = await proc.stderr.read()
-    assert await proc.wait() == 1  # exit without shutdown
-    assert len(stderr) < 20_000, stderr[-2000:]
+    return pipe, sid
+
+
+async def assert_shut_down_keeping_the_queue(state: Path, fake: FakeDeepSeek, sid: str) -> None:
     again = await start_daemon(state, fake)
     attached = await again.request("dsh/session/attach", {"sessionId": sid})
-    assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
     assert again.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "aborted", "cause": "shutdown"}
+    assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
     await stop_daemon(again)
+
+
+async def test_exit_during_a_turn_stops_quietly_and_keeps_the_queue(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    pipe, sid = await streaming_with_a_queue(state, fake)
+    pipe.frame({"jsonrpc": "2.0", "method": "exit"})
+    assert pipe.proc.stderr is not None
+    stderr = await pipe.proc.stderr.read()
+    assert await pipe.proc.wait() == 1  # exit without shutdown
+    assert len(stderr) < 20_000, stderr[-2000:]
+    await assert_shut_down_keeping_the_queue(state, fake, sid)
 
 
 async def test_relative_cwd_is_resolved_against_the_workspace(tmp_path: Path, fake: FakeDeepSeek) -> None:
@@ -158,29 +158,11 @@ async def test_relative_cwd_is_resolved_against_the_workspace(tmp_path: Path, fa
 
 
 async def test_sigterm_shuts_down_like_eof(tmp_path: Path, fake: FakeDeepSeek) -> None:
-    import asyncio
-    import signal
-
-    from tests.server.test_robustness import spawn
-
     state = tmp_path / "state"
-    fake.script(Reply.stream(text_stream(["x"] * 200), delay=0.02))
-    pipe = await spawn(state, fake)
-    await pipe.call(1, "initialize", {"capabilities": {}})
-    sid = (await pipe.call(2, "dsh/session/new", {}))["result"]["sessionId"]
-    await pipe.call(3, "dsh/followup", {"sessionId": sid, "message": {"content": "stream"}})
-    await pipe.call(4, "dsh/followup", {"sessionId": sid, "message": {"content": "queued"}})
-    for _ in range(1000):
-        if any((m.get("params") or {}).get("type") == "assistant/delta" for m in pipe.messages):
-            break
-        await asyncio.sleep(0.01)
+    pipe, sid = await streaming_with_a_queue(state, fake)
     pipe.proc.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(pipe.proc.wait(), 30) == 0
-    again = await start_daemon(state, fake)
-    attached = await again.request("dsh/session/attach", {"sessionId": sid})
-    assert again.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "aborted", "cause": "shutdown"}
-    assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["queued"]
-    await stop_daemon(again)
+    await assert_shut_down_keeping_the_queue(state, fake, sid)
 
 
 async def test_a_malformed_stored_event_is_session_unreadable(tmp_path: Path, fake: FakeDeepSeek) -> None:

@@ -60,10 +60,11 @@ class RawPipe:
         raise AssertionError(f"no reply to {msg_id!r}; got {self.messages[-5:]}")
 
 
-async def spawn(state: Path, fake: FakeDeepSeek) -> RawPipe:
+async def spawn(state: Path, fake: FakeDeepSeek, *, keep_stderr: bool = False) -> RawPipe:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dsh_daemon",
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if keep_stderr else subprocess.DEVNULL,
         env=daemon_env(state, fake), cwd=ROOT,
     )  # fmt: skip
     (state / "home").mkdir(parents=True, exist_ok=True)

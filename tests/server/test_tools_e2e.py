@@ -235,7 +235,9 @@ async def test_allow_always_for_a_command_covers_that_command_only(
     await stop_daemon(d)
 
 
-async def test_an_edit_is_not_made_if_the_file_changed_while_the_user_was_asked(tmp_path: Path, fake: FakeDeepSeek) -> None:
+async def test_an_edit_is_not_made_if_the_file_changed_while_the_user_was_asked(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     target = work / "g.txt"
