@@ -1,0 +1,92 @@
+// A typed client of the dsh protocol over a minimal Rpc seam (vscode-jsonrpc's MessageConnection or
+// vscode-languageclient's LanguageClient both fit through a few lines of adapter).
+import type {
+  AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, Inbox, OutgoingMessage,
+  PermissionOutcome, PermissionRequest, SessionInfo, Target,
+} from './types';
+
+export interface Disposable { dispose(): void }
+
+export interface Rpc {
+  request<R>(method: string, params?: unknown): Promise<R>;
+  notify(method: string, params?: unknown): void | Promise<void>;
+  onNotification(method: string, handler: (params: any) => void): Disposable;
+  onRequest(method: string, handler: (params: any) => unknown | Promise<unknown>): Disposable;
+}
+
+export type PermissionHandler = (req: PermissionRequest) => Promise<PermissionOutcome>;
+
+export class DshClient {
+  private readonly eventHandlers = new Set<(e: AnyEvent) => void>();
+  private readonly subs: Disposable[] = [];
+  private permissionHandler: PermissionHandler = async () => 'cancelled';
+
+  constructor(readonly rpc: Rpc) {
+    this.subs.push(rpc.onNotification('dsh/event', (e: AnyEvent) => {
+      for (const h of [...this.eventHandlers]) h(e);
+    }));
+    this.subs.push(rpc.onRequest('dsh/requestPermission', async (p: PermissionRequest) => {
+      try {
+        return { outcome: await this.permissionHandler(p) };
+      } catch {
+        return { outcome: 'cancelled' as const };
+      }
+    }));
+  }
+
+  onEvent(handler: (e: AnyEvent) => void): Disposable {
+    this.eventHandlers.add(handler);
+    return { dispose: () => this.eventHandlers.delete(handler) };
+  }
+
+  setPermissionHandler(handler: PermissionHandler): void { this.permissionHandler = handler; }
+
+  newSession(p: { cwd?: string; title?: string } = {}): Promise<{ sessionId: string }> {
+    return this.rpc.request('dsh/session/new', p);
+  }
+  listSessions(p: { cwd?: string } = {}): Promise<{ sessions: SessionInfo[] }> {
+    return this.rpc.request('dsh/session/list', p);
+  }
+  attach(sessionId: string, afterSeq?: number): Promise<AttachResult> {
+    return this.rpc.request('dsh/session/attach', afterSeq === undefined ? { sessionId } : { sessionId, afterSeq });
+  }
+  send(sessionId: string, message: OutgoingMessage | string, target: Target, wakeup: boolean): Promise<{ messageId: string }> {
+    return this.rpc.request('dsh/send', { sessionId, message: msg(message), target, wakeup });
+  }
+  followup(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
+    return this.rpc.request('dsh/followup', { sessionId, message: msg(message) });
+  }
+  steer(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
+    return this.rpc.request('dsh/steer', { sessionId, message: msg(message) });
+  }
+  inject(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
+    return this.rpc.request('dsh/inject', { sessionId, message: msg(message) });
+  }
+  cancel(sessionId: string, keepInbox = false, cause: 'user' | 'hook' = 'user'): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/cancel', { sessionId, keepInbox, cause });
+  }
+  wake(sessionId: string): Promise<{ started: boolean }> {
+    return this.rpc.request('dsh/wake', { sessionId });
+  }
+  inboxList(sessionId: string): Promise<Inbox> { return this.rpc.request('dsh/inbox/list', { sessionId }); }
+  inboxRemove(sessionId: string, messageId: string): Promise<{ removed: boolean }> {
+    return this.rpc.request('dsh/inbox/remove', { sessionId, messageId });
+  }
+  inboxReplace(sessionId: string, messageId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
+    return this.rpc.request('dsh/inbox/replace', { sessionId, messageId, message: msg(message) });
+  }
+  inboxMove(sessionId: string, messageId: string, target: Target, index?: number): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/inbox/move', index === undefined ? { sessionId, messageId, target } : { sessionId, messageId, target, index });
+  }
+  contextAdd(p: ContextAddParams): Promise<{ messageId: string }> { return this.rpc.request('dsh/context/add', p); }
+  contextDidChange(p: ContextDidChangeParams): void { void this.rpc.notify('dsh/context/didChange', p); }
+
+  dispose(): void {
+    for (const s of this.subs.splice(0)) s.dispose();
+    this.eventHandlers.clear();
+  }
+}
+
+function msg(m: OutgoingMessage | string): OutgoingMessage {
+  return typeof m === 'string' ? { content: m } : m;
+}

@@ -1,0 +1,294 @@
+// A pure reducer from daemon events (and a few local actions) to the model a chat panel renders.
+// Shared by the extension host, the webview and the tests. The model is plain JSON.
+import type {
+  AnyEvent, AttachResult, EditMeta, Inbox, PermissionRequest, StreamDelta, ToolError, TurnEndReason,
+  Usage, UserMessage,
+} from './types';
+import { textOf } from './types';
+
+export type Via = 'followup' | 'steer' | 'inject' | 'context';
+
+export interface UserItem { id: string; kind: 'user'; rev: number; message: UserMessage }
+export interface AssistantItem {
+  id: string; kind: 'assistant'; rev: number; turn: number; step: number;
+  /** Text/reasoning confirmed by durable chunks (or the final message). */
+  text: string; reasoning: string;
+  /** Streamed live deltas not yet covered by a durable chunk. */
+  liveText: string; liveReasoning: string;
+  done: boolean; interrupted: boolean;
+}
+export type ToolStatus = 'pending' | 'awaiting-permission' | 'running' | 'ok' | 'error';
+export interface ToolItem {
+  id: string; kind: 'tool'; rev: number; turn: number; step: number; callId: string; name: string;
+  args: unknown; status: ToolStatus; output: string; result: string; error?: ToolError; meta?: EditMeta;
+  synthetic?: boolean;
+}
+export interface TurnEndItem { id: string; kind: 'turnEnd'; rev: number; turn: number; reason: TurnEndReason; usage?: Usage }
+export interface NoticeItem { id: string; kind: 'notice'; rev: number; level: 'info' | 'warning' | 'error'; text: string }
+export type Item = UserItem | AssistantItem | ToolItem | TurnEndItem | NoticeItem;
+
+export interface SessionModel {
+  sessionId: string | null;
+  /** Highest durable seq applied; -1 before any. */
+  lastSeq: number;
+  status: 'idle' | 'running';
+  readOnly: boolean;
+  items: Item[];
+  index: Record<string, number>;
+  inbox: Inbox;
+  via: Record<string, Via>;
+  permissions: PermissionRequest[];
+  turnUsage: Record<number, Usage>;
+  currentTurn: number;
+  lastTurnEnd?: TurnEndReason;
+  rev: number;
+}
+
+export type Action =
+  | { kind: 'reset'; sessionId: string | null }
+  | { kind: 'event'; event: AnyEvent }
+  | { kind: 'attached'; result: AttachResult }
+  | { kind: 'sent'; messageId: string; via: Via }
+  | { kind: 'permission'; request: PermissionRequest }
+  | { kind: 'permissionDone'; callId: string };
+
+export function emptyModel(sessionId: string | null = null): SessionModel {
+  return {
+    sessionId, lastSeq: -1, status: 'idle', readOnly: false, items: [], index: {},
+    inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, rev: 0,
+  };
+}
+
+const OUTPUT_TAIL = 4000;
+
+export function reduce(model: SessionModel, action: Action): SessionModel {
+  switch (action.kind) {
+    case 'reset':
+      return { ...emptyModel(action.sessionId), rev: model.rev + 1 };
+    case 'attached': {
+      const r = action.result;
+      return {
+        ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
+        lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
+      };
+    }
+    case 'sent':
+      return { ...model, via: { ...model.via, [action.messageId]: action.via }, rev: model.rev + 1 };
+    case 'permission': {
+      const m = { ...model, permissions: [...model.permissions.filter((p) => p.callId !== action.request.callId), action.request], rev: model.rev + 1 };
+      return updateItem(m, 't:' + action.request.callId, (it) => it.kind === 'tool' && (it.status === 'pending' || it.status === 'running') ? { ...it, status: 'awaiting-permission' } : it);
+    }
+    case 'permissionDone': {
+      const m = { ...model, permissions: model.permissions.filter((p) => p.callId !== action.callId), rev: model.rev + 1 };
+      return updateItem(m, 't:' + action.callId, (it) => it.kind === 'tool' && it.status === 'awaiting-permission' ? { ...it, status: 'running' } : it);
+    }
+    case 'event':
+      return applyEvent(model, action.event);
+  }
+}
+
+export function reduceAll(model: SessionModel, actions: Iterable<Action>): SessionModel {
+  let m = model;
+  for (const a of actions) m = reduce(m, a);
+  return m;
+}
+
+function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
+  if (model.sessionId !== null && e.sessionId !== model.sessionId) return model;
+  if (typeof e.seq === 'number') {
+    if (e.seq <= model.lastSeq) return model; // already applied (a replay overlapping what we have)
+    model = { ...model, lastSeq: e.seq };
+  }
+  model = { ...model, rev: model.rev + 1 };
+  const ev = e as { type: string; data: any };
+  switch (ev.type) {
+    case 'agent/status':
+      return { ...model, status: ev.data.status };
+    case 'turn/start':
+      return { ...model, status: 'running', currentTurn: ev.data.turn };
+    case 'agent/inbox/spliced': {
+      const d = ev.data as { target: string; start: number; inserted: UserMessage[]; removedCount?: number };
+      const key = d.target === 'next-step' ? 'nextStep' : 'nextTurn';
+      const list = [...model.inbox[key]];
+      list.splice(d.start, d.removedCount ?? 0, ...d.inserted);
+      return { ...model, inbox: { ...model.inbox, [key]: list } };
+    }
+    case 'user/message': {
+      const msg = ev.data as UserMessage;
+      return upsert(model, { id: 'u:' + msg.id, kind: 'user', rev: 0, message: msg });
+    }
+    case 'assistant/delta':
+      return applyDelta(model, ev.data.turn, ev.data.step, ev.data.delta as StreamDelta, true);
+    case 'assistant/chunk': {
+      let m = model;
+      for (const d of ev.data.deltas as StreamDelta[]) m = applyDelta(m, ev.data.turn, ev.data.step, d, false);
+      return m;
+    }
+    case 'assistant/message': {
+      const msg = ev.data.message as UserMessage;
+      const id = `a:${ev.data.turn}:${ev.data.step}`;
+      const text = textOf(msg.content, 'text');
+      const reasoning = textOf(msg.content, 'reasoning');
+      const existing = model.index[id] !== undefined;
+      if (!existing && !text && !reasoning) return model; // a pure tool-call message: the cards show it
+      return upsert(model, {
+        id, kind: 'assistant', rev: 0, turn: ev.data.turn, step: ev.data.step, text, reasoning,
+        liveText: '', liveReasoning: '', done: true, interrupted: !!ev.data.interrupted,
+      });
+    }
+    case 'tool/call': {
+      const d = ev.data;
+      return upsert(model, {
+        id: 't:' + d.callId, kind: 'tool', rev: 0, turn: d.turn, step: d.step, callId: d.callId, name: d.name,
+        args: parseArgs(d.arguments), status: d.synthetic ? 'error' : 'running', output: '', result: '',
+        synthetic: !!d.synthetic,
+      });
+    }
+    case 'tool/output':
+      return updateItem(model, 't:' + ev.data.callId, (it) => it.kind === 'tool'
+        ? { ...it, output: (it.output + ev.data.text).slice(-OUTPUT_TAIL) } : it);
+    case 'tool/result': {
+      const msg = ev.data.message as UserMessage;
+      const block = msg.content.find((b) => b.type === 'tool-result') as { toolCallId?: string; content?: any[]; isError?: boolean } | undefined;
+      const callId = block?.toolCallId ?? (msg.source as { callId?: string }).callId;
+      if (!callId) return model;
+      const result = textOf(block?.content ?? []);
+      const failed = !!ev.data.error || !!block?.isError;
+      const m = { ...model, permissions: model.permissions.filter((p) => p.callId !== callId) };
+      if (m.index['t:' + callId] === undefined) {
+        return upsert(m, {
+          id: 't:' + callId, kind: 'tool', rev: 0, turn: ev.data.turn, step: ev.data.step, callId, name: '?', args: {},
+          status: failed ? 'error' : 'ok', output: '', result, error: ev.data.error, meta: ev.data.meta,
+        });
+      }
+      return updateItem(m, 't:' + callId, (it) => it.kind === 'tool'
+        ? { ...it, status: failed ? 'error' : 'ok', result, error: ev.data.error, meta: ev.data.meta } : it);
+    }
+    case 'turn/usage':
+      return { ...model, turnUsage: { ...model.turnUsage, [ev.data.turn]: ev.data.usage } };
+    case 'turn/end': {
+      const turn = ev.data.turn as number;
+      // Streams still open at the end of a turn are closed (their text stays as it is).
+      let m: SessionModel = { ...model, status: 'idle', lastTurnEnd: ev.data.reason, permissions: [] };
+      m = closeOpen(m, turn);
+      return upsert(m, { id: 'e:' + turn, kind: 'turnEnd', rev: 0, turn, reason: ev.data.reason, usage: m.turnUsage[turn] });
+    }
+    case 'llm/retry':
+      return upsert(model, {
+        id: `r:${ev.data.turn}:${ev.data.step}:${ev.data.retry}`, kind: 'notice', rev: 0, level: 'warning',
+        text: `Retrying (${ev.data.retry}) in ${Math.round(ev.data.delayMs / 100) / 10} s: ${ev.data.error.code} ${ev.data.error.message}`,
+      });
+    case 'agent/error':
+      return upsert(model, {
+        id: `x:${ev.data.turn ?? 0}:${ev.data.error.code}`, kind: 'notice', rev: 0, level: 'error',
+        text: `${ev.data.error.code}: ${ev.data.error.message}`,
+      });
+    default:
+      return model; // step/*, llm/request, request/header, live inbox events, unknown types
+  }
+}
+
+function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDelta, live: boolean): SessionModel {
+  if (d.type !== 'text' && d.type !== 'reasoning') return model;
+  const id = `a:${turn}:${step}`;
+  let m = model;
+  if (m.index[id] === undefined) {
+    m = upsert(m, { id, kind: 'assistant', rev: 0, turn, step, text: '', reasoning: '', liveText: '', liveReasoning: '', done: false, interrupted: false });
+  }
+  return updateItem(m, id, (it) => {
+    if (it.kind !== 'assistant' || it.done) return it;
+    const isText = d.type === 'text';
+    const durable = isText ? it.text : it.reasoning;
+    const liveTail = isText ? it.liveText : it.liveReasoning;
+    let nd = durable, nl = liveTail;
+    if (live) {
+      nl = liveTail + d.text;
+    } else {
+      // A durable chunk covers deltas that may already be on screen: drop the overlap from the live tail.
+      nd = durable + d.text;
+      nl = dropOverlap(d.text, liveTail);
+    }
+    return isText ? { ...it, text: nd, liveText: nl } : { ...it, reasoning: nd, liveReasoning: nl };
+  });
+}
+
+/** The live tail after a chunk `chunk` became durable: the longest prefix of `live` that ends `chunk` is removed. */
+function dropOverlap(chunk: string, live: string): string {
+  if (live.startsWith(chunk)) return live.slice(chunk.length);
+  for (let k = Math.min(chunk.length, live.length); k > 0; k--) {
+    if (chunk.endsWith(live.slice(0, k))) return live.slice(k);
+  }
+  return live;
+}
+
+function closeOpen(model: SessionModel, turn: number): SessionModel {
+  let m = model;
+  for (const it of model.items) {
+    if (it.kind === 'assistant' && it.turn === turn && !it.done) {
+      m = updateItem(m, it.id, (x) => x.kind === 'assistant' ? { ...x, text: x.text + x.liveText, reasoning: x.reasoning + x.liveReasoning, liveText: '', liveReasoning: '', done: true } : x);
+    }
+    if (it.kind === 'tool' && it.turn === turn && (it.status === 'running' || it.status === 'pending' || it.status === 'awaiting-permission')) {
+      m = updateItem(m, it.id, (x) => x.kind === 'tool' ? { ...x, status: 'error' } : x);
+    }
+  }
+  return m;
+}
+
+function upsert(model: SessionModel, item: Item): SessionModel {
+  const at = model.index[item.id];
+  const items = [...model.items];
+  if (at === undefined) {
+    items.push({ ...item, rev: model.rev });
+    return { ...model, items, index: { ...model.index, [item.id]: items.length - 1 } };
+  }
+  items[at] = { ...item, rev: model.rev };
+  return { ...model, items };
+}
+
+function updateItem(model: SessionModel, id: string, f: (it: Item) => Item): SessionModel {
+  const at = model.index[id];
+  if (at === undefined) return model;
+  const before = model.items[at];
+  const after = f(before);
+  if (after === before) return model;
+  const items = [...model.items];
+  items[at] = { ...after, rev: model.rev };
+  return { ...model, items };
+}
+
+function parseArgs(a: unknown): unknown {
+  if (typeof a !== 'string') return a;
+  try { return JSON.parse(a); } catch { return a; }
+}
+
+// ---- derived views ---------------------------------------------------------------------------------
+
+export interface QueueEntry { message: UserMessage; target: 'next-turn' | 'next-step'; label: string; text: string }
+
+export function queueOf(model: SessionModel): QueueEntry[] {
+  const label = (m: UserMessage, target: 'next-turn' | 'next-step'): string => {
+    const via = model.via[m.id];
+    if (via) return via;
+    if (m.source.kind === 'editor') return 'context';
+    return target === 'next-turn' ? 'followup' : 'steer';
+  };
+  return [
+    ...model.inbox.nextStep.map((m) => ({ message: m, target: 'next-step' as const, label: label(m, 'next-step'), text: textOf(m.content) })),
+    ...model.inbox.nextTurn.map((m) => ({ message: m, target: 'next-turn' as const, label: label(m, 'next-turn'), text: textOf(m.content) })),
+  ];
+}
+
+export function pendingCount(model: SessionModel): number {
+  return model.inbox.nextTurn.length + model.inbox.nextStep.length;
+}
+
+export function statusLabel(model: SessionModel): string {
+  if (model.permissions.length) return 'awaiting permission';
+  if (model.status === 'running') return pendingCount(model) ? `running, queued ${pendingCount(model)}` : 'running';
+  return pendingCount(model) ? `queued ${pendingCount(model)}` : 'idle';
+}
+
+/** The whole visible text of an assistant item. */
+export function assistantText(it: AssistantItem): { text: string; reasoning: string } {
+  return { text: it.text + it.liveText, reasoning: it.reasoning + it.liveReasoning };
+}

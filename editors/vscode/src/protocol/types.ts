@@ -1,0 +1,132 @@
+// Wire types of the dsh daemon protocol (protocol.md, version 1). No `vscode` import here: this module
+// is shared by the extension host, the webview bundle and the tests.
+
+export type Target = 'next-turn' | 'next-step';
+
+export interface Position { line: number; character: number }
+export interface Range { start: Position; end: Position }
+
+export type ContentBlock =
+  | { type: 'text'; text: string }
+  | { type: 'reasoning'; text: string }
+  | { type: 'tool-call'; id: string; name: string; arguments: string }
+  | { type: 'tool-result'; toolCallId: string; content: ContentBlock[]; isError?: boolean }
+  | { type: string; [key: string]: unknown };
+
+export type ContextKind = 'file' | 'selection' | 'diagnostics' | 'snapshot';
+
+export type Source =
+  | { kind: 'user' }
+  | { kind: 'editor'; uri: string; contextKind?: ContextKind; range?: Range; languageId?: string; version?: number }
+  | { kind: 'plugin'; plugin: string; form?: string }
+  | { kind: 'tool'; callId: string }
+  | { kind: 'model'; provider: string; model: string }
+  | { kind: string; [key: string]: unknown };
+
+export interface UserMessage {
+  id: string;
+  role: 'user' | 'assistant' | string;
+  content: ContentBlock[];
+  source: Source;
+}
+
+/** What a client writes when it sends a message. */
+export interface OutgoingMessage { id?: string; content: string | ContentBlock[]; source?: Source }
+
+export interface Inbox { nextTurn: UserMessage[]; nextStep: UserMessage[] }
+
+export interface SessionInfo {
+  sessionId: string; title: string; cwd: string; createdAt: number; updatedAt: number;
+  status: 'idle' | 'running'; pending: number;
+}
+
+export interface AttachResult {
+  sessionId: string; status: 'idle' | 'running'; lastSeq: number; inbox: Inbox;
+  readOnly?: boolean; holder?: Record<string, unknown>;
+}
+
+export interface Usage {
+  inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
+}
+
+export type TurnEndKind = 'completed' | 'blocked' | 'max-tokens' | 'aborted' | 'error' | 'interrupted';
+export interface TurnEndReason {
+  kind: TurnEndKind; cause?: 'user' | 'shutdown' | 'disposed' | 'hook' | string;
+  error?: { code: string; message: string; [k: string]: unknown };
+}
+
+export type StreamDelta =
+  | { type: 'text' | 'reasoning'; text: string }
+  | { type: 'tool-call'; index: number; id?: string; name?: string; arguments: string };
+
+export interface ToolError { name?: string; code: string; message?: string }
+export interface EditMeta { path: string; diff: string; beforeHash?: string; afterHash?: string; created?: boolean }
+
+/** dsh/event params, by type. */
+export interface EventDataMap {
+  'agent/inbox/spliced': { target: Target; start: number; inserted: UserMessage[]; removedCount?: number; removedIds?: string[]; outcome?: 'canceled' | 'replaced' | 'moved' };
+  'turn/start': { turn: number };
+  'step/start': { turn: number; step: number };
+  'step/end': { turn: number; step: number };
+  'user/message': UserMessage;
+  'request/header': { header: unknown; reason: string };
+  'llm/request': { turn: number; step: number; attempt: number };
+  'assistant/chunk': { turn: number; step: number; deltas: StreamDelta[] };
+  'assistant/message': { turn: number; step: number; message: UserMessage; finishReason?: string; usage?: unknown; interrupted?: true; sourceEventSeqs?: number[] };
+  'tool/call': { turn: number; step: number; callId: string; name: string; arguments: unknown; synthetic?: true };
+  'tool/result': { turn: number; step: number; message: UserMessage; error?: ToolError; meta?: EditMeta & Record<string, unknown>; sourceEventSeqs?: number[] };
+  'llm/retry': { turn: number; step: number; retry: number; delayMs: number; error: { code: string; message: string; status?: number; retryAfterMs?: number } };
+  'turn/usage': { turn: number; usage: Usage };
+  'turn/end': { turn: number; reason: TurnEndReason };
+  'agent/status': { status: 'idle' | 'running' };
+  'agent/inbox/inserted': { message: UserMessage; target: Target };
+  'agent/inbox/claimed': { message: UserMessage; turn: number };
+  'agent/inbox/discarded': { message: UserMessage };
+  'assistant/delta': { turn: number; step: number; delta: StreamDelta };
+  'tool/output': { turn: number; step: number; callId: string; text: string };
+  'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
+}
+export type EventType = keyof EventDataMap;
+
+export type DshEvent = {
+  [T in EventType]: { sessionId: string; seq?: number; type: T; data: EventDataMap[T] }
+}[EventType];
+
+/** An event whose type this client does not know: kept, never interpreted. */
+export interface UnknownEvent { sessionId: string; seq?: number; type: string; data: unknown }
+export type AnyEvent = DshEvent | UnknownEvent;
+
+export type PermissionOutcome = 'allow-once' | 'allow-always' | 'reject' | 'cancelled';
+export interface PermissionPreview { path?: string; diff?: string; command?: string; cwd?: string }
+export interface PermissionRequest {
+  sessionId: string; callId: string; tool: string; title: string; arguments: Record<string, unknown>;
+  preview?: PermissionPreview;
+}
+
+export type ContextAddParams = {
+  sessionId: string; uri: string; kind: 'file' | 'selection' | 'diagnostics'; range?: Range;
+  diagnostics?: unknown[]; delivery?: 'inject' | 'steer' | 'followup';
+};
+
+export interface ContextDidChangeParams {
+  sessionId?: string; activeUri?: string; selection?: Range; visibleRange?: Range; diagnostics?: unknown[];
+}
+
+export interface InitializeDshCapabilities {
+  protocolVersion: number; version: string; sessions?: boolean; inboxEdits?: boolean; editorContext?: string[];
+}
+
+/** Typed `data.code` of daemon errors. */
+export type DshErrorCode = 'invalid_params' | 'unknown_session' | 'duplicate_message_id' | 'unknown_message'
+  | 'session_busy' | 'session_unreadable' | 'shutting_down' | 'not_initialized' | 'internal_error';
+
+export function errorCode(err: unknown): string | undefined {
+  const data = (err as { data?: { code?: unknown } } | undefined)?.data;
+  return typeof data?.code === 'string' ? data.code : undefined;
+}
+
+export function textOf(content: ContentBlock[] | string | undefined, type: 'text' | 'reasoning' = 'text'): string {
+  if (content === undefined) return '';
+  if (typeof content === 'string') return type === 'text' ? content : '';
+  return content.filter((b) => b.type === type).map((b) => String((b as { text?: unknown }).text ?? '')).join('');
+}

@@ -1,0 +1,254 @@
+// DshClient + the reducer against the REAL daemon process and a fake OpenAI-compatible SSE server.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { emptyModel, queueOf, reduce, reduceAll, SessionModel, statusLabel, assistantText, type Action } from '../src/protocol/reducer';
+import type { AnyEvent, PermissionRequest } from '../src/protocol/types';
+import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
+import { startDaemon, tempState, TestDaemon } from './daemon';
+
+let fake: FakeProvider;
+let daemons: TestDaemon[] = [];
+
+beforeEach(async () => {
+  fake = new FakeProvider();
+  await fake.start();
+  daemons = [];
+});
+afterEach(async () => {
+  for (const d of daemons) await d.stop();
+  await fake.stop();
+});
+
+async function daemon(dirs = tempState()): Promise<TestDaemon> {
+  const d = await startDaemon(fake.baseUrl, dirs);
+  daemons.push(d);
+  return d;
+}
+
+/** A live model fed by the client's events, as the extension host keeps it. */
+function liveModel(d: TestDaemon, sessionId: string): { get: () => SessionModel; dispatch: (a: Action) => void } {
+  let m = emptyModel(sessionId);
+  d.client.onEvent((e) => { m = reduce(m, { kind: 'event', event: e }); });
+  return { get: () => m, dispatch: (a) => { m = reduce(m, a); } };
+}
+
+const turnEnds = (d: TestDaemon, s: string) => d.of(s, 'turn/end').map((e) => (e.data as any).reason);
+const idle = (d: TestDaemon, s: string) => ((d.of(s, 'agent/status').at(-1)?.data as any)?.status ?? 'idle') === 'idle';
+
+describe('DshClient against the real daemon', () => {
+  it('streams a reply into the model: deltas, final text, footer with usage', async () => {
+    const d = await daemon();
+    fake.script(textReply(['Hel', 'lo ', '**world**'], { delayMs: 20 }));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    const sawPartial: string[] = [];
+    d.client.onEvent(() => {
+      const a = live.get().items.find((i) => i.kind === 'assistant');
+      if (a && a.kind === 'assistant' && !a.done) sawPartial.push(assistantText(a).text);
+    });
+    const { messageId } = await d.client.followup(sessionId, 'hi there');
+    live.dispatch({ kind: 'sent', messageId, via: 'followup' });
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
+    const m = live.get();
+    expect(sawPartial).toContain('Hel');
+    const kinds = m.items.map((i) => i.kind);
+    expect(kinds).toEqual(['user', 'assistant', 'turnEnd']);
+    const a = m.items[1];
+    expect(a.kind === 'assistant' && a.done && a.text).toBe('Hello **world**');
+    const end = m.items[2];
+    expect(end.kind === 'turnEnd' && end.reason.kind).toBe('completed');
+    expect(end.kind === 'turnEnd' && end.usage?.inputTokens).toBe(12);
+    expect(m.status).toBe('idle');
+    expect(statusLabel(m)).toBe('idle');
+    expect(fake.requests[0].body.messages.at(-1)).toMatchObject({ role: 'user', content: 'hi there' });
+  });
+
+  it('queues a followup while busy, shows it as queued, then runs it as its own turn', async () => {
+    const d = await daemon();
+    const g = gate();
+    fake.script(textReply(['first'], { gate: g.promise }), textReply(['second']));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    await d.client.followup(sessionId, 'one');
+    await fake.waitRequests(1);
+    const { messageId } = await d.client.followup(sessionId, 'two');
+    live.dispatch({ kind: 'sent', messageId, via: 'followup' });
+    await d.waitFor(() => queueOf(live.get()).length === 1, 'queued item');
+    expect(queueOf(live.get())[0]).toMatchObject({ label: 'followup', text: 'two', target: 'next-turn' });
+    expect(statusLabel(live.get())).toBe('running, queued 1');
+    g.open();
+    await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'two turns');
+    const m = live.get();
+    expect(queueOf(m)).toEqual([]);
+    expect(m.items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toEqual(['first', 'second']);
+  });
+
+  it('Stop keeps the queue (cancel keepInbox), Run queue wakes it, Stop and clear discards', async () => {
+    const d = await daemon();
+    fake.script(textReply(['never'], { gate: new Promise(() => {}) }), textReply(['queued ran']), textReply(['x'], { gate: new Promise(() => {}) }));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    await d.client.followup(sessionId, 'slow');
+    await fake.waitRequests(1);
+    await d.client.followup(sessionId, 'later');
+    await d.client.cancel(sessionId, true);
+    expect(turnEnds(d, sessionId)).toEqual([{ kind: 'aborted', cause: 'user' }]);
+    await d.waitFor(() => idle(d, sessionId), 'idle');
+    expect(queueOf(live.get()).map((q) => q.text)).toEqual(['later']);
+    expect(statusLabel(live.get())).toBe('queued 1');
+    expect(await d.client.wake(sessionId)).toEqual({ started: true });
+    await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'queued turn');
+    expect(live.get().items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toContain('queued ran');
+    // Stop and clear: a queued item is discarded with the running turn.
+    await d.client.followup(sessionId, 'third');
+    await fake.waitRequests(3);
+    await d.client.followup(sessionId, 'dropped');
+    await d.waitFor(() => queueOf(live.get()).length === 1, 'queued');
+    await d.client.cancel(sessionId, false);
+    await d.waitFor(() => idle(d, sessionId), 'idle');
+    expect(queueOf(live.get())).toEqual([]);
+    expect(await d.client.wake(sessionId)).toEqual({ started: false });
+  });
+
+  it('steer enters the running turn at its next step; queue edits replace and remove', async () => {
+    const d = await daemon();
+    const g = gate();
+    fake.script(
+      { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g.promise },
+      textReply(['steered']),
+    );
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    await d.client.followup(sessionId, 'look around');
+    await fake.waitRequests(1);
+    const parked = await d.client.send(sessionId, 'parked prompt', 'next-turn', false);
+    const r = await d.client.inboxReplace(sessionId, parked.messageId, 'reworded prompt');
+    await d.waitFor(() => queueOf(live.get()).some((q) => q.text === 'reworded prompt'), 'replaced');
+    await d.client.inboxRemove(sessionId, r.messageId);
+    const s = await d.client.steer(sessionId, 'use the v2 API');
+    live.dispatch({ kind: 'sent', messageId: s.messageId, via: 'steer' });
+    await d.waitFor(() => queueOf(live.get()).some((q) => q.label === 'steer'), 'steer queued');
+    g.open();
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
+    expect(d.of(sessionId, 'turn/start')).toHaveLength(1);
+    const msgs = fake.requests[1].body.messages.map((x: any) => x.content);
+    expect(msgs).toContain('use the v2 API');
+    const m = live.get();
+    const tool = m.items.find((i) => i.kind === 'tool');
+    expect(tool).toMatchObject({ kind: 'tool', callId: 'call_ls', name: 'list_dir', status: 'ok' });
+    expect(m.items.map((i) => i.kind)).toEqual(['user', 'tool', 'user', 'assistant', 'turnEnd']);
+    expect(queueOf(m)).toEqual([]);
+  });
+
+  it('context: a selection injected just before a followup travels with that prompt', async () => {
+    const d = await daemon();
+    const file = join(d.root, 'app.py');
+    writeFileSync(file, 'import os\n\ndef main():\n    return 42\n');
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    const c = await d.client.contextAdd({
+      sessionId, uri: pathToFileURL(file).href, kind: 'selection', delivery: 'inject',
+      range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } },
+    });
+    live.dispatch({ kind: 'sent', messageId: c.messageId, via: 'context' });
+    await d.waitFor(() => queueOf(live.get()).length === 1, 'context queued');
+    expect(queueOf(live.get())[0]).toMatchObject({ label: 'context', target: 'next-step' });
+    expect(fake.requests).toHaveLength(0); // an inject never starts a turn
+    await d.client.followup(sessionId, 'explain this');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
+    const sent = fake.requests[0].body.messages.map((x: any) => x.content).join('\n');
+    expect(sent).toContain('def main():');
+    expect(sent).toContain('explain this');
+    const users = live.get().items.filter((i) => i.kind === 'user').map((i) => (i as any).message.source);
+    expect(users.some((s: any) => s.kind === 'editor' && s.contextKind === 'selection')).toBe(true);
+  });
+
+  it('permission: the request shows a diff preview; allow applies the edit through workspace/applyEdit', async () => {
+    const d = await daemon();
+    const file = join(d.root, 'notes.txt');
+    writeFileSync(file, 'alpha\nbeta\n');
+    fake.script(toolReply([{ id: 'call_ed', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('done'));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    const seen: PermissionRequest[] = [];
+    d.client.setPermissionHandler(async (req) => {
+      seen.push(req);
+      live.dispatch({ kind: 'permission', request: req });
+      expect(statusLabel(live.get())).toBe('awaiting permission');
+      live.dispatch({ kind: 'permissionDone', callId: req.callId });
+      return 'allow-once';
+    });
+    await d.client.followup(sessionId, 'fix the notes');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ tool: 'edit_file', callId: 'call_ed' });
+    expect(seen[0].preview?.diff).toContain('+gamma');
+    expect(d.applied, JSON.stringify(d.of(sessionId, 'tool/result'))).toHaveLength(1);
+    expect(JSON.stringify(d.applied[0])).toContain('gamma');
+    const tool = live.get().items.find((i) => i.kind === 'tool');
+    expect(tool).toMatchObject({ status: 'ok', name: 'edit_file' });
+    expect((tool as any).meta.diff).toContain('+gamma');
+  });
+
+  it('a rejected permission gives the model an error result and the turn goes on', async () => {
+    const d = await daemon();
+    fake.script(toolReply([{ id: 'call_rc', name: 'run_command', args: { command: 'echo hi' } }]), textReply('ok then'));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    let preview: unknown;
+    d.client.setPermissionHandler(async (req) => { preview = req.preview; return 'reject'; });
+    await d.client.followup(sessionId, 'run it');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
+    expect(preview).toMatchObject({ command: 'echo hi' });
+    const tool = live.get().items.find((i) => i.kind === 'tool');
+    expect(tool).toMatchObject({ status: 'error', name: 'run_command' });
+    expect((tool as any).error.code).toBe('REJECTED');
+  });
+
+  it('restart + reattach: the queue survives, afterSeq continues with no gap and no duplicate', async () => {
+    const dirs = tempState();
+    const d1 = await daemon(dirs);
+    fake.script(textReply('first reply'), textReply(['slow'], { gate: new Promise(() => {}) }));
+    const { sessionId } = await d1.client.newSession({ cwd: d1.root });
+    const live = liveModel(d1, sessionId);
+    await d1.client.followup(sessionId, 'one');
+    await d1.waitFor(() => turnEnds(d1, sessionId).length === 1 && idle(d1, sessionId), 'turn 1');
+    await d1.client.followup(sessionId, 'two');
+    await fake.waitRequests(2);
+    await d1.client.followup(sessionId, 'queued across restart');
+    await d1.waitFor(() => queueOf(live.get()).length === 1, 'queued');
+    await d1.stop();
+    daemons = daemons.filter((x) => x !== d1);
+    const before = live.get();
+
+    // The extension host reattaches its existing model after afterSeq.
+    const d2 = await daemon(dirs);
+    let m = before;
+    const seqs: number[] = [];
+    d2.client.onEvent((e: AnyEvent) => { if (e.seq !== undefined) seqs.push(e.seq); m = reduce(m, { kind: 'event', event: e }); });
+    const res = await d2.client.attach(sessionId, before.lastSeq);
+    m = reduce(m, { kind: 'attached', result: res });
+    expect(seqs.every((s) => s > before.lastSeq)).toBe(true);
+    expect(m.lastSeq).toBe(res.lastSeq);
+    expect(m.lastTurnEnd).toMatchObject({ kind: 'aborted', cause: 'shutdown' });
+    expect(queueOf(m).map((q) => q.text)).toEqual(['queued across restart']);
+    fake.script(textReply('after restart'));
+    expect(await d2.client.wake(sessionId)).toEqual({ started: true });
+    await d2.waitFor(() => turnEnds(d2, sessionId).length === 1 && idle(d2, sessionId), 'turn after restart');
+    // A fresh window (no model) replays everything and reaches the same transcript.
+    const d3conn = await daemon(tempState()); // unrelated daemon: proves nothing leaks across state dirs
+    await expect(d3conn.client.attach(sessionId)).rejects.toMatchObject({ data: { code: 'unknown_session' } });
+    const replayed: AnyEvent[] = [];
+    const sub = d2.client.onEvent((e) => replayed.push(e));
+    const again = await d2.client.attach(sessionId);
+    sub.dispose();
+    let fresh = reduceAll(emptyModel(sessionId), replayed.map((event) => ({ kind: 'event' as const, event })));
+    fresh = reduce(fresh, { kind: 'attached', result: again });
+    const strip = (x: SessionModel) => x.items.map((i) => ({ ...i, rev: 0 }));
+    expect(strip(fresh)).toEqual(strip(m));
+    expect(fresh.items.filter((i) => i.kind === 'assistant').map((i) => [(i as any).text, (i as any).interrupted])).toEqual([['first reply', false], ['slow', true], ['after restart', false]]);
+    expect(fresh.lastSeq).toBe(m.lastSeq);
+  });
+});

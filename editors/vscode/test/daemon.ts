@@ -1,0 +1,79 @@
+// Spawns the real Python daemon over stdio with vscode-jsonrpc framing, for integration tests.
+import { spawn, ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createMessageConnection, MessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
+import { DshClient } from '../src/protocol/client';
+import { rpcFromConnection } from '../src/protocol/connection';
+import type { AnyEvent } from '../src/protocol/types';
+
+export const REPO = resolve(__dirname, '../../..');
+export const PYTHON = process.env.DSH_PYTHON ?? join(REPO, '.venv/bin/python');
+
+export interface TestDaemon {
+  proc: ChildProcess; conn: MessageConnection; client: DshClient; events: AnyEvent[]; stderr: string[];
+  applied: any[]; state: string; root: string;
+  waitFor(pred: () => boolean, what?: string, timeoutMs?: number): Promise<void>;
+  of(sessionId: string, ...types: string[]): AnyEvent[];
+  stop(): Promise<void>;
+}
+
+export function tempState(): { state: string; root: string } {
+  const state = mkdtempSync(join(tmpdir(), 'dsh-vscode-test-'));
+  const root = join(state, 'work');
+  mkdirSync(root, { recursive: true });
+  mkdirSync(join(state, 'home'), { recursive: true });
+  return { state, root };
+}
+
+export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { applyEdit?: boolean } = {}): Promise<TestDaemon> {
+  const { state, root } = dirs;
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('DEEPSEEK_') && !k.startsWith('DSH_')) env[k] = v;
+  Object.assign(env, { DSH_HOME: state, HOME: join(state, 'home'), PYTHONPATH: process.env.DSH_DAEMON_SRC ?? REPO });
+  const proc = spawn(PYTHON, ['-m', 'dsh_daemon'], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const stderr: string[] = [];
+  proc.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()));
+  const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
+  const events: AnyEvent[] = [];
+  const applied: any[] = [];
+  conn.onRequest('workspace/applyEdit', (p: any) => { applied.push(p); return { applied: true }; });
+  const client = new DshClient(rpcFromConnection(conn));
+  client.onEvent((e) => events.push(e));
+  conn.listen();
+  await conn.sendRequest('initialize', {
+    processId: process.pid, rootUri: pathToFileURL(root).href,
+    capabilities: { workspace: { applyEdit: opts.applyEdit ?? true, workspaceEdit: { resourceOperations: ['create'] } } },
+    initializationOptions: { baseUrl, apiKey: 'sk-test-0000', thinking: false },
+  });
+  await conn.sendNotification('initialized', {});
+  const d: TestDaemon = {
+    proc, conn, client, events, stderr, applied, state, root,
+    async waitFor(pred, what = 'condition', timeoutMs = 15000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!pred()) {
+        if (Date.now() > deadline) {
+          throw new Error(`timed out waiting for ${what}; last events: ${JSON.stringify(events.slice(-8)).slice(0, 3000)}\nstderr: ${stderr.join('').slice(-2000)}`);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
+    of(sessionId, ...types) {
+      return events.filter((e) => e.sessionId === sessionId && (!types.length || types.includes(e.type)));
+    },
+    async stop() {
+      if (proc.exitCode === null) {
+        try {
+          await Promise.race([conn.sendRequest('shutdown'), new Promise((r) => setTimeout(r, 5000))]);
+          await conn.sendNotification('exit');
+        } catch { /* already gone */ }
+        await Promise.race([new Promise((r) => proc.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
+        if (proc.exitCode === null) proc.kill('SIGKILL');
+      }
+      conn.dispose();
+    },
+  };
+  return d;
+}
