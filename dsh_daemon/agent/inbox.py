@@ -187,6 +187,25 @@ class Inbox:
         removed += self.splice("next-turn", 0, len(self._lists["next-turn"]), outcome=outcome)
         return removed
 
+    def return_claimed_durably(
+        self, next_step: Sequence[UserMessage], prompt: UserMessage | None, *, discard: bool
+    ) -> None:
+        """Put input that a boundary claimed but no step entered back at the front of its lists, one
+        durable splice per list; with `discard` (a clearing cancel aborted the turn), then discard
+        exactly those. A message whose id a client has reused in the meantime stays with the newer one."""
+        pending = {m.id for m in self._all()}
+        groups: tuple[tuple[Target, Sequence[UserMessage]], ...] = (
+            ("next-step", next_step),
+            ("next-turn", () if prompt is None else (prompt,)),
+        )
+        for target, messages in groups:
+            back = [m for m in messages if m.id not in pending]
+            if not back:
+                continue
+            self.splice(target, 0, 0, back, commit=False)
+            if discard:
+                self.splice(target, 0, len(back), outcome="canceled", commit=False)
+
     def claim_next_step(self) -> list[UserMessage]:
         return self.splice("next-step", 0, len(self._lists["next-step"]), commit=False, claim=True)
 

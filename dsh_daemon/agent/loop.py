@@ -7,7 +7,10 @@ Invariants kept here (each next to the code that keeps it):
   oldest next-turn prompt; input inserted after the claim waits for a later boundary (D3).
 - A running driver keeps going while anything is pending; one followup is at most one turn.
 - `status` alternates idle/running and never repeats a value.
-- Cancel discards pending input durably unless `keep_inbox`; claimed input is never restored (D5).
+- Cancel discards pending input durably unless `keep_inbox`; input entered into a step is never
+  restored (D5). Input claimed at a boundary but not yet entered when the turn is aborted goes back to
+  the front of its list (a durable splice), and with a clearing cancel is then discarded with the rest:
+  every acknowledged message is entered, pending, or discarded by an acknowledged request.
 """
 
 from __future__ import annotations
@@ -91,6 +94,28 @@ class _Activity:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What one boundary took out of the inbox, by list, so an abort before entry can put it back."""
+
+    next_step: tuple[UserMessage, ...] = ()
+    prompt: UserMessage | None = None
+
+    @property
+    def messages(self) -> tuple[UserMessage, ...]:
+        return self.next_step if self.prompt is None else (*self.next_step, self.prompt)
+
+
+@dataclass
+class _TurnState:
+    """One turn's own state, created when it opens: nothing of it leaks into the next turn."""
+
+    number: int
+    signal: AbortSignal
+    steps: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class _StepOutcome:
     kind: Literal["completed", "tools", "max-tokens", "error"]
@@ -137,8 +162,7 @@ class Agent:
         self._derived_upto = 0
         self._header_logged = False
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._turn_usage: dict[str, int] = {}
-        self._turn_steps = 0
+        self._current: _TurnState | None = None
 
     # ---- public surface ------------------------------------------------------------------------------
 
@@ -187,6 +211,9 @@ class Agent:
         try:
             if not keep_inbox:
                 self._latch = False
+                if self._activity is not None:
+                    # Input the aborted turn claimed but has not entered is discarded with the rest.
+                    self._activity.signal.discard_unentered = True
                 self.inbox.clear()
         finally:
             # Abort even if the discard could not be written: the turn must stop either way.
@@ -266,34 +293,31 @@ class Agent:
                 self._retire(activity)
             return
         try:
-            first_batch = self._open_turn()
+            first_claim = self._open_turn()
         except BaseException:
             # All or nothing: an agent must never be left "running" without a driver.
             self._retire(activity)
             raise
-        activity.task = asyncio.get_running_loop().create_task(self._drive(activity, first_batch))
+        activity.task = asyncio.get_running_loop().create_task(self._drive(activity, first_claim))
 
-    def _open_turn(self) -> list[UserMessage]:
+    def _open_turn(self) -> Claim:
         """`turn/start`, then the first claim: all of next-step plus the oldest next-turn prompt."""
         self.turn += 1
         self.log.append(ev.TURN_START, {"turn": self.turn})
-        batch = self.inbox.claim_next_step()
-        prompt = self.inbox.claim_next_turn()
-        if prompt is not None:
-            batch.append(prompt)
-        self._announce_claims(batch, self.turn)
-        return batch
+        claim = Claim(tuple(self.inbox.claim_next_step()), self.inbox.claim_next_turn())
+        self._announce_claims(claim.messages, self.turn)
+        return claim
 
-    def _announce_claims(self, batch: list[UserMessage], turn: int) -> None:
+    def _announce_claims(self, batch: tuple[UserMessage, ...], turn: int) -> None:
         for message in batch:
             self.bus.publish(
                 Event(ev.INBOX_CLAIMED, FrozenDict({"message": message.to_json(), "turn": turn}))
             )
 
-    async def _drive(self, activity: _Activity, batch: list[UserMessage]) -> None:
+    async def _drive(self, activity: _Activity, claim: Claim) -> None:
         try:
             while True:
-                reason, stepped = await self._run_turn(self.turn, batch, activity.signal)
+                reason, stepped = await self._run_turn(self.turn, claim, activity.signal)
                 # A turn that ran no step (its first batch entered empty) retires the driver, like a
                 # blocked one: the rest stays parked until a new waking send (agent-semantics §4).
                 normal = stepped and reason["kind"] in ("completed", "max-tokens")
@@ -302,7 +326,7 @@ class Agent:
                     if activity.signal.aborted or self._disposing or not self.inbox.has_pending:
                         return
                     activity.signal = AbortSignal()  # each turn gets a fresh signal
-                    batch = self._open_turn()
+                    claim = self._open_turn()
                     continue
                 return
         except Exception:
@@ -325,14 +349,15 @@ class Agent:
 
     # ---- one turn ------------------------------------------------------------------------------------
 
-    async def _run_turn(self, turn: int, batch: list[UserMessage], signal: AbortSignal) -> FrozenDict:
+    async def _run_turn(self, turn: int, claim: Claim, signal: AbortSignal) -> tuple[FrozenDict, bool]:
+        """Run one turn to its `turn/end`; returns the reason and whether any step ran."""
         reason: dict[str, Any] = {
             "kind": "error",
             "error": {"code": UNKNOWN, "message": "turn did not finish"},
         }
-        self._turn_usage: dict[str, int] = {}
+        state = self._current = _TurnState(turn, signal)
         try:
-            reason = await self._turn_body(turn, batch, signal)
+            reason = await self._turn_body(state, claim)
         except AbortedError as exc:
             reason = {"kind": "aborted", "cause": exc.cause}
         except Exception as exc:
@@ -341,12 +366,14 @@ class Agent:
             self._publish_error(turn, None, error)
             reason = {"kind": "error", "error": error}
         finally:
-            if self._turn_usage:
-                self.log.append(ev.USAGE, {"turn": turn, "usage": self._turn_usage})
+            self._current = None
+            if state.usage:
+                self.log.append(ev.USAGE, {"turn": turn, "usage": state.usage})
             self.log.append(ev.TURN_END, {"turn": turn, "reason": reason}, commit=True)
-        return freeze_json(reason), self._turn_steps > 0
+        return freeze_json(reason), state.steps > 0
 
-    async def _turn_body(self, turn: int, claimed: list[UserMessage], signal: AbortSignal) -> dict[str, Any]:
+    async def _turn_body(self, state: _TurnState, claim: Claim) -> dict[str, Any]:
+        turn, signal = state.number, state.signal
         step = 0
         last: _StepOutcome | None = None
         max_tokens = False
@@ -355,12 +382,19 @@ class Agent:
             if not first:
                 # Check before claiming: an aborted turn must leave unclaimed input parked (D5, D6).
                 signal.check()
-                claimed = self.inbox.claim_next_step()
-                self._announce_claims(claimed, turn)
+                claim = Claim(tuple(self.inbox.claim_next_step()))
+                self._announce_claims(claim.messages, turn)
             first = False
-            signal.check()
-            decision = await self._pre_step(tuple(claimed), turn, step + 1, signal)
-            signal.check()
+            try:
+                signal.check()
+                decision = await self._pre_step(claim.messages, turn, step + 1, signal)
+                signal.check()
+            except AbortedError:
+                # Claimed but never entered: the abort must not make it vanish (docs/design.md).
+                self.inbox.return_claimed_durably(
+                    claim.next_step, claim.prompt, discard=signal.discard_unentered
+                )
+                raise
             if isinstance(decision, Reject):
                 return {"kind": "blocked"}
             messages = decision.messages
@@ -368,7 +402,7 @@ class Agent:
                 # Empty first boundary: a completed no-step turn. After a completed step: close.
                 return {"kind": "max-tokens" if max_tokens else "completed"}
             step += 1
-            self._turn_steps = step
+            state.steps = step
             self.log.append(ev.STEP_START, {"turn": turn, "step": step})
             try:
                 for message in messages:
@@ -570,9 +604,10 @@ class Agent:
         }
         if finish.usage is not None:
             data["usage"] = finish.usage
+            usage = self._current.usage if self._current is not None else {}
             for key, value in finish.usage.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    self._turn_usage[key] = self._turn_usage.get(key, 0) + value  # type: ignore[assignment]
+                    usage[key] = usage.get(key, 0) + value  # type: ignore[assignment]
         self.log.append(ev.ASSISTANT_MESSAGE, data)
         return message, finish
 

@@ -21,6 +21,8 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.cause: str | None = None
+        # Set by a clearing cancel: input claimed but not yet entered is discarded, not put back.
+        self.discard_unentered = False
 
     @property
     def aborted(self) -> bool:

@@ -13,7 +13,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,6 +130,15 @@ class Daemon:
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     """Every failure of a dsh/* handler leaves as a typed error: the DshErrors as they are, a store
     that cannot be read as `session_unreadable`, anything else as `internal_error` (no traceback)."""
+    if inspect.isgeneratorfunction(handler):
+
+        @functools.wraps(handler)
+        def generator_wrapper(*args: Any) -> Generator[Any, Any, Any]:
+            with _typed_failures():
+                return (yield from handler(*args))
+
+        return generator_wrapper
+
     if inspect.iscoroutinefunction(handler):
 
         @functools.wraps(handler)
@@ -168,6 +177,13 @@ def _typed(exc: Exception) -> errors.DshError:
         return errors.session_unreadable(str(exc))
     log.exception("dsh handler failed")
     return errors.internal_error(f"{type(exc).__name__}: {exc}")
+
+
+async def _until_settled(agent: Any) -> None:
+    """Let a cancel answer once the aborted turn has ended, so its `turn/end` precedes the reply
+    (bounded: a tool that ignores cancellation must not hold the editor's request forever)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(agent.until_retired(), CANCEL_SETTLE_S)
 
 
 def register(daemon: Daemon) -> None:
@@ -239,7 +255,10 @@ def register(daemon: Daemon) -> None:
     dsh("dsh/inject")(lambda ls, raw: _send("dsh/inject", raw, "next-step", False))
 
     @dsh("dsh/cancel")
-    async def cancel(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    def cancel(ls: LanguageServer, raw: Any) -> Generator[Any, Any, dict[str, Any]]:
+        # A generator handler: pygls runs it up to its first `yield` while it dispatches the frame, so
+        # the cancel acts on what was running when it arrived. (An `async def` would run only after the
+        # frames pipelined behind it, and abort the turn a following send had just started.)
         method = "dsh/cancel"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
@@ -247,10 +266,7 @@ def register(daemon: Daemon) -> None:
         cause = params.one_of(p, "cause", method, ("user", "hook"), "user")
         agent = daemon.hub.agent(session_id)
         agent.cancel(cause, keep_inbox=keep)
-        # Answer once the aborted turn has ended, so its `turn/end` precedes the reply (bounded: a
-        # tool that ignores cancellation must not hold the editor's request forever).
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(agent.until_retired(), CANCEL_SETTLE_S)
+        yield _until_settled, (agent,), {}
         return {}
 
     @dsh("dsh/wake")

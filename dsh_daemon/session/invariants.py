@@ -5,13 +5,15 @@
 - turns and steps open and close exactly once, properly nested, turns numbered 1, 2, ... in order;
 - execution events (steps, messages, requests, tools) only inside a turn; inbox splices anywhere;
 - at most one next-turn prompt claimed per turn, always the oldest (claim splices start at 0);
-- conservation: every inserted message id is claimed, discarded or still pending, exactly once.
+- conservation: every inserted message id is claimed, discarded or still pending, exactly once;
+- nothing vanishes into an abort or a crash: input a turn claimed but no step entered is back in the
+  inbox (pending, or discarded by the cancel) before that turn ends `aborted` or `interrupted`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.events import Event
@@ -42,6 +44,7 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
     step: int | None = None
     last_turn = 0
     turn_prompts = 0
+    unentered: set[str] = set()
     inserted: Counter[str] = Counter()
     removed: Counter[str] = Counter()
     pending: dict[str, list[str]] = {"next-turn": [], "next-step": []}
@@ -62,11 +65,16 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
                 problems.append(f"turn/end {event.data['turn']} without its turn/start (open: {turn})")
             if step is not None:
                 problems.append(f"turn/end with step {step} open")
+            reason = event.data.get("reason", {}).get("kind")
+            if unentered and reason in ("aborted", "interrupted"):
+                problems.append(f"turn {turn} ended {reason}; claimed, never entered: {sorted(unentered)}")
             turn, step = None, None
+            unentered = set()
         elif kind == ev.STEP_START:
             if step is not None:
                 problems.append(f"step/start while step {step} is open")
             step = int(event.data["step"])
+            unentered = set()
         elif kind == ev.STEP_END:
             if step is None or event.data["step"] != step:
                 problems.append(f"step/end {event.data['step']} without its step/start")
@@ -88,7 +96,10 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
                     if start != 0 or turn_prompts > 1:
                         problems.append(f"turn {turn} claimed a prompt out of FIFO order or more than one")
             removed.update(gone)
+            if claim:
+                unentered.update(gone)
             new = [str(m["id"]) for m in event.data.get("inserted", ())]
+            unentered.difference_update(new)
             inserted.update(new)
             ids[start : start + count] = new
     if turn is not None:
@@ -103,6 +114,18 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
     if pending_ids is not None and sorted(pending_ids) != sorted(still):
         problems.append(f"inbox {sorted(pending_ids)} != log projection {sorted(still)}")
     return problems
+
+
+def unaccounted(events: Sequence[Event], acknowledged: Iterable[str], pending_ids: Iterable[str]) -> set[str]:
+    """The acknowledged message ids that are neither entered (a `user/message`), nor pending, nor
+    removed by a discarding splice (cancel, remove, replace, move): empty when nothing was lost."""
+    accounted = set(pending_ids)
+    for event in events:
+        if event.type == ev.USER_MESSAGE:
+            accounted.add(str(event.data["id"]))
+        elif event.type == ev.INBOX_SPLICED and "outcome" in event.data:
+            accounted.update(str(i) for i in event.data.get("removedIds", ()))
+    return set(acknowledged) - accounted
 
 
 def requests_match_log(events: Sequence[Event], requests: Sequence[ModelRequest], skip: int = 0) -> list[str]:

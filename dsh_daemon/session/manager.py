@@ -21,7 +21,7 @@ from dsh_daemon.agent.provider import Provider
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
-from dsh_daemon.session.repair import repair_closers
+from dsh_daemon.session.repair import repair_closers, unentered_claims
 from dsh_daemon.session.store import SessionInfo, SessionStore
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class SessionManager:
             agent = self._build(session_id, events)
             if closers:
                 stamp = events[-1].time
+                next_step, prompt = unentered_claims(events)
+                agent.inbox.return_claimed_durably(next_step, prompt, discard=False)
                 for kind, data in closers:
                     agent.log.append(kind, data, time=stamp)
                 agent.log.commit()

@@ -3,6 +3,10 @@
 Per unanswered tool call of the open step's assistant message: an error `tool/result` with
 `TOOL_NOT_STARTED` when no `tool/call` was logged, else `TOOL_OUTCOME_UNKNOWN` citing the call seq;
 then `step/end` if a step is open; then `turn/end {interrupted}`. All stamped with the last event's time.
+
+Input the open turn claimed at its last boundary but no `step/start` entered (the crash came between
+the claim and the step) is returned to the front of its lists first (`unentered_claims`), so every
+acknowledged message stays entered, pending, or discarded by an acknowledged request.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 from dsh_daemon.agent.events import (
     ASSISTANT_MESSAGE,
+    INBOX_SPLICED,
     STEP_END,
     STEP_START,
     TOOL_CALL,
@@ -20,7 +25,7 @@ from dsh_daemon.agent.events import (
     TURN_START,
     Event,
 )
-from dsh_daemon.agent.messages import AssistantMessage, tool_result_message
+from dsh_daemon.agent.messages import AssistantMessage, UserMessage, tool_result_message
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -44,6 +49,32 @@ def open_turn(events: Sequence[Event]) -> int | None:
         if event.type == TURN_START:
             return int(event.data["turn"])
     return None
+
+
+def unentered_claims(events: Sequence[Event]) -> tuple[list[UserMessage], UserMessage | None]:
+    """(next-step messages, next-turn prompt) that the open tail turn claimed after its last
+    `step/start` (or since `turn/start`) and that no step entered; ([], None) when the tail is closed."""
+    if open_turn(events) is None:
+        return [], None
+    start = max(i for i, e in enumerate(events) if e.type == TURN_START)
+    last_step = max((i for i, e in enumerate(events) if e.type == STEP_START and i > start), default=start)
+    known: dict[str, UserMessage] = {}
+    next_step: list[UserMessage] = []
+    prompt: UserMessage | None = None
+    for index, event in enumerate(events):
+        if event.type != INBOX_SPLICED:
+            continue
+        for raw in event.data.get("inserted", ()):
+            known[str(raw["id"])] = UserMessage.from_json(raw)
+        is_claim = event.data.get("removedCount") and "outcome" not in event.data
+        if index <= last_step or not is_claim:
+            continue
+        claimed = [known[str(i)] for i in event.data.get("removedIds", ()) if str(i) in known]
+        if event.data["target"] == "next-turn":
+            prompt = claimed[0] if claimed else prompt
+        else:
+            next_step += claimed
+    return next_step, prompt
 
 
 def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:

@@ -128,6 +128,8 @@ async def test_43_cancel_running_turn_discards_the_tail(tmp_path: Path) -> None:
 
 
 async def test_44_followups_then_cancel_in_one_tick(tmp_path: Path) -> None:
+    # Adapted (issue 8): A was claimed but never entered, so the clearing cancel discards it too,
+    # durably and visibly, instead of letting the aborted claim swallow it.
     h = Harness(tmp_path)
     h.agent.followup(msg("A"))
     h.agent.followup(msg("B"))
@@ -136,7 +138,26 @@ async def test_44_followups_then_cancel_in_one_tick(tmp_path: Path) -> None:
     assert len(h.durable(ev.TURN_START)) == 1
     assert h.durable(ev.STEP_START) == []
     assert h.turn_ends() == [{"kind": "aborted", "cause": "user"}]
-    assert [e.data["message"]["content"][0]["text"] for e in h.live(ev.INBOX_DISCARDED)] == ["B"]
+    assert [e.data["message"]["content"][0]["text"] for e in h.live(ev.INBOX_DISCARDED)] == ["B", "A"]
+    assert len(h.agent.inbox) == 0
+    h.check()
+
+
+async def test_44b_followup_then_keep_inbox_cancel_in_one_tick_parks_the_claimed_prompt(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path)
+    h.agent.inject(msg("ctx"))
+    h.agent.followup(msg("A"))
+    h.agent.followup(msg("B"))
+    h.agent.cancel(keep_inbox=True)
+    await h.idle()
+    assert h.turn_ends() == [{"kind": "aborted", "cause": "user"}]
+    assert h.durable(ev.STEP_START) == []
+    # claimed at the boundary, never entered: back at the front of their lists, in order
+    assert [m.content[0].text for m in h.agent.inbox.next_turn] == ["A", "B"]
+    assert [m.content[0].text for m in h.agent.inbox.next_step] == ["ctx"]
+    assert h.live(ev.INBOX_DISCARDED) == []
     h.check()
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from dsh_daemon.agent import events as ev
-from dsh_daemon.session.invariants import check_log
+from dsh_daemon.session.invariants import check_log, unaccounted
 from dsh_daemon.session.manager import SessionManager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +53,8 @@ def test_sigkill_at_random_points_loses_no_acknowledged_send(tmp_path: Path) -> 
         assert problems == [], (run, problems)
         inserted = {m["id"] for e in events if e.type == ev.INBOX_SPLICED for m in e.data["inserted"]}
         assert acknowledged <= inserted, (run, acknowledged - inserted)
+        pending = [m.id for m in agent.inbox.next_turn + agent.inbox.next_step]
+        assert unaccounted(events, acknowledged, pending) == set(), run
         if open_tail:
             repaired_runs += 1
             assert events[-1].type == ev.TURN_END

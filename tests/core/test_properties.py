@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.provider import SERVER, LlmFailure, TextDelta
 from dsh_daemon.llm.scripted import Fail, Sleep, reply
-from dsh_daemon.session.invariants import check_log, requests_match_log
+from dsh_daemon.session.invariants import check_log, requests_match_log, unaccounted
 from tests.core.harness import NO_WAIT_RETRY, Harness, echo_tool, msg
 
 REPLIES = [
@@ -46,6 +46,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.tmp = Path(tempfile.mkdtemp(prefix="dsh-prop-"))
         self.counter = itertools.count()
+        self.acknowledged: set[str] = set()
         self.h = self.loop.run_until_complete(self._make())
 
     async def _make(self) -> Harness:
@@ -69,14 +70,15 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(preset=st.sampled_from(["followup", "steer", "inject"]))
     def send_preset(self, preset: str) -> None:
         async def go() -> None:
-            getattr(self.h.agent, preset)(msg(self._text()))
+            self.acknowledged.add(getattr(self.h.agent, preset)(msg(self._text())))
 
         self.loop.run_until_complete(go())
 
     @rule(where=st.sampled_from(["next-turn", "next-step"]), wakeup=st.booleans())
     def send(self, where: str, wakeup: bool) -> None:
         async def go() -> None:
-            self.h.agent.send(msg(self._text()), target=where, wakeup=wakeup)  # type: ignore[arg-type]
+            sent = self.h.agent.send(msg(self._text()), target=where, wakeup=wakeup)  # type: ignore[arg-type]
+            self.acknowledged.add(sent)
 
         self.loop.run_until_complete(go())
 
@@ -100,7 +102,9 @@ class AgentMachine(RuleBasedStateMachine):
         if action == "remove":
             self.h.agent.inbox.remove(victim.id)
         elif action == "replace":
-            self.h.agent.inbox.replace(victim.id, msg(self._text()))
+            replacement = msg(self._text())
+            self.h.agent.inbox.replace(victim.id, replacement)
+            self.acknowledged.add(replacement.id)
         else:
             target = data.draw(st.sampled_from(["next-turn", "next-step"]))
             self.h.agent.inbox.move(victim.id, target, data.draw(st.integers(0, 3)))  # type: ignore[arg-type]
@@ -127,12 +131,21 @@ class AgentMachine(RuleBasedStateMachine):
             f"status repeats at {i}" for i in range(1, len(statuses)) if statuses[i] == statuses[i - 1]
         ]
         assert self.h.agent.status == ("running" if self.h.agent.running else "idle")
+        if not self.h.agent.running:  # mid-boundary, a claimed batch is neither pending nor entered yet
+            lost = unaccounted(
+                self.h.log, self.acknowledged, [m.id for m in inbox.next_turn + inbox.next_step]
+            )
+            if lost:
+                problems.append(f"acknowledged but lost: {sorted(lost)}")
         assert problems == [], problems
 
     def teardown(self) -> None:
         try:
             self.loop.run_until_complete(asyncio.wait_for(self.h.agent.dispose(), 10))
             closed = check_log(self.h.log)
+            inbox = self.h.agent.inbox
+            pending = [m.id for m in inbox.next_turn + inbox.next_step]
+            assert unaccounted(self.h.log, self.acknowledged, pending) == set()
             assert [p for p in closed if not p.startswith("conservation")] == [], closed
             assert not any(e.type == ev.TURN_START for e in self.h.log[-1:])
             self.loop.run_until_complete(self.h.manager.close())
