@@ -342,3 +342,24 @@ async def test_closing_after_a_lost_lease_is_clean(tmp_path: Path) -> None:
         h.agent.inject(msg("x"))
     await h.agent.dispose()  # must not raise: nothing is ours to write any more
     await h.manager.close()
+
+
+async def test_a_later_turn_whose_first_batch_enters_empty_retires_the_driver(tmp_path: Path) -> None:
+    """Issue 8 item 6: the step count of turn 1 leaked into turn 2, so an empty first batch there
+    did not retire the driver (README: the rest of the queue stays parked)."""
+    hooks = Hooks()
+
+    async def drop_b(ctx: PreStepContext, inner: Any) -> Any:
+        if any(m.content[0].text == "B" for m in ctx.messages):
+            return Enter(())
+        return await inner()
+
+    hooks.pre_step.append(drop_b)
+    h = Harness(tmp_path, [reply("one"), reply("three")], hooks=hooks)
+    h.agent.followup(msg("A"))
+    h.agent.followup(msg("B"))
+    h.agent.followup(msg("C"))
+    await h.idle()
+    assert len(h.durable(ev.TURN_START)) == 2
+    assert [m.content[0].text for m in h.agent.inbox.next_turn] == ["C"]
+    h.check()
