@@ -1,0 +1,227 @@
+-- One daemon per project root: vim.lsp.start({...}, {attach = false}); buffers under the root are
+-- attached with vim.lsp.buf_attach_client so the daemon sees their unsaved text. Every request waits
+-- until the client is initialized.
+local config = require('dsh.config')
+
+local M = {}
+
+---@class dsh.Root
+---@field root string
+---@field id integer?
+---@field client vim.lsp.Client?
+---@field ready boolean
+---@field waiting fun(client: vim.lsp.Client)[]
+---@field info table? capabilities.experimental.dsh from the initialize result
+---@field stopped boolean?
+
+---@type table<string, dsh.Root>
+M.roots = {}
+
+local augroup = vim.api.nvim_create_augroup('dsh.client', { clear = true })
+
+local function normalize(path)
+  local out = vim.fs.normalize(vim.fn.fnamemodify(path, ':p')):gsub('(.)/$', '%1')
+  return out
+end
+
+--- The project root of a buffer: its chat's root, else the nearest marker ancestor, else the cwd.
+function M.root_for(buf)
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local chat_root = vim.b[buf].dsh_root
+  if chat_root then
+    return chat_root
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  if vim.bo[buf].buftype == '' and name ~= '' and not name:match('^%a[%w+.-]*://') then
+    local found = vim.fs.root(buf, config.options.root_markers)
+    if found then
+      return normalize(found)
+    end
+  end
+  return normalize(vim.fn.getcwd())
+end
+
+--- Whether a buffer is a file under `root` that the daemon should see.
+local function is_under(buf, root)
+  if not vim.api.nvim_buf_is_loaded(buf) or vim.bo[buf].buftype ~= '' then
+    return false
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == '' or name:match('^%a[%w+.-]*://') then
+    return false
+  end
+  name = normalize(name)
+  return name == root or vim.startswith(name, root .. '/')
+end
+
+local function attach_buffers(entry)
+  if not entry.id then
+    return
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if is_under(buf, entry.root) and not vim.lsp.buf_is_attached(buf, entry.id) then
+      vim.lsp.buf_attach_client(buf, entry.id)
+    end
+  end
+end
+
+local handlers_for -- set below (needs the other modules lazily)
+
+--- Start (or reuse) the daemon for `root` and call `cb(client)` once it is initialized.
+---@param root string
+---@param cb fun(client: vim.lsp.Client)?
+function M.ensure(root, cb)
+  local entry = M.roots[root]
+  if entry and not entry.stopped then
+    if cb then
+      if entry.ready then
+        cb(entry.client)
+      else
+        table.insert(entry.waiting, cb)
+      end
+    end
+    return entry
+  end
+  local opts = config.options
+  entry = { root = root, ready = false, waiting = cb and { cb } or {} }
+  M.roots[root] = entry
+  local capabilities = vim.lsp.protocol.make_client_capabilities()
+  capabilities.workspace.applyEdit = true
+  capabilities.window.workDoneProgress = true
+  local id = vim.lsp.start({
+    name = 'dsh',
+    cmd = opts.cmd,
+    cmd_env = opts.cmd_env,
+    cmd_cwd = root,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
+    init_options = opts.init_options,
+    capabilities = capabilities,
+    handlers = handlers_for(root),
+    flags = { debounce_text_changes = opts.debounce_text_changes },
+    on_init = function(client, result)
+      entry.client = client
+      entry.info = vim.tbl_get(result or {}, 'capabilities', 'experimental', 'dsh')
+      entry.ready = true
+      attach_buffers(entry)
+      local waiting = entry.waiting
+      entry.waiting = {}
+      for _, fn in ipairs(waiting) do
+        vim.schedule(function()
+          fn(client)
+        end)
+      end
+    end,
+    on_exit = function(code, signal)
+      entry.stopped = true
+      entry.ready = false
+      if M.roots[root] == entry then
+        M.roots[root] = nil
+      end
+      vim.schedule(function()
+        require('dsh').on_client_exit(root, code, signal)
+      end)
+    end,
+  }, {
+    attach = false,
+    reuse_client = function()
+      return false
+    end,
+  })
+  if not id then
+    M.roots[root] = nil
+    vim.notify('dsh: could not start ' .. table.concat(opts.cmd, ' '), vim.log.levels.ERROR)
+    return nil
+  end
+  entry.id = id
+  return entry
+end
+
+--- Send a request to the daemon of `root`; `cb(err, result)`. Errors are shown unless cb takes them.
+---@param root string
+---@param method string
+---@param params table
+---@param cb fun(err: table?, result: any)?
+function M.request(root, method, params, cb)
+  M.ensure(root, function(client)
+    client:request(method, params, function(err, result)
+      if err and not cb then
+        vim.notify(('dsh: %s failed: %s'):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      end
+      if cb then
+        cb(err, result)
+      end
+    end)
+  end)
+end
+
+--- Send a notification once the daemon is up.
+function M.notify(root, method, params)
+  M.ensure(root, function(client)
+    client:notify(method, params)
+  end)
+end
+
+--- Make sure the daemon of `root` has `buf` (didOpen, then didChange as it is edited).
+function M.attach(root, buf)
+  M.ensure(root, function()
+    local entry = M.roots[root]
+    if entry and entry.id and vim.api.nvim_buf_is_valid(buf) and not vim.lsp.buf_is_attached(buf, entry.id) then
+      vim.lsp.buf_attach_client(buf, entry.id)
+    end
+  end)
+end
+
+--- Stop every daemon (shutdown + exit) and wait up to `timeout_ms` for them to exit, so queues are
+--- parked and leases released before Neovim goes (VimLeavePre).
+function M.stop_all(timeout_ms)
+  local clients = {}
+  for _, entry in pairs(M.roots) do
+    if entry.client and not entry.client:is_stopped() then
+      clients[#clients + 1] = entry.client
+      entry.client:stop()
+    end
+  end
+  if timeout_ms and timeout_ms > 0 and #clients > 0 then
+    vim.wait(timeout_ms, function()
+      for _, c in ipairs(clients) do
+        if not c:is_stopped() then
+          return false
+        end
+      end
+      return true
+    end, 20)
+  end
+end
+
+function M.info(root)
+  local entry = M.roots[root]
+  return entry and entry.info
+end
+
+vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufEnter', 'BufFilePost' }, {
+  group = augroup,
+  callback = function(ev)
+    for root, entry in pairs(M.roots) do
+      if entry.ready and entry.id and is_under(ev.buf, root) and not vim.lsp.buf_is_attached(ev.buf, entry.id) then
+        vim.lsp.buf_attach_client(ev.buf, entry.id)
+      end
+    end
+  end,
+})
+
+handlers_for = function(root)
+  return {
+    ['dsh/event'] = function(_, params)
+      require('dsh').on_event(root, params)
+    end,
+    ['dsh/requestPermission'] = function(_, params, ctx)
+      return require('dsh.permissions').request(root, params, ctx)
+    end,
+    ['workspace/applyEdit'] = function(_, params, ctx)
+      return require('dsh.edits').apply(root, params, ctx)
+    end,
+  }
+end
+
+return M

@@ -1,0 +1,439 @@
+-- dsh.nvim: a chat with the dsh-daemon agent on Neovim's built-in LSP client.
+--   require('dsh').setup{ cmd = {'dsh-daemon'}, init_options = {...} }
+-- See editors/neovim/README.md for keys and commands.
+local api = vim.api
+local config = require('dsh.config')
+local client = require('dsh.client')
+local session = require('dsh.session')
+
+local M = {}
+
+---@type table<string, dsh.Chat> sessionId -> chat
+M.chats = {}
+---@type table<string, string> root -> sessionId of its current chat
+M.current = {}
+
+local function notify(msg, level)
+  vim.notify('dsh: ' .. msg, level or vim.log.levels.INFO)
+end
+
+-- ---- chats ---------------------------------------------------------------------------------------
+
+function M.get_chat(session_id, root)
+  local chat = M.chats[session_id]
+  if not chat or not api.nvim_buf_is_valid(chat.buf) then
+    chat = require('dsh.chat').Chat.new(root, session_id)
+    M.chats[session_id] = chat
+  end
+  return chat
+end
+
+--- The chat of a buffer: its own (chat/input/queue buffers), else the current one of its root.
+function M.chat_for(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  local sid = vim.b[buf].dsh_session
+  if sid and M.chats[sid] then
+    return M.chats[sid]
+  end
+  local current = M.current[client.root_for(buf)]
+  return current and M.chats[current]
+end
+
+--- Start a new session for `root` and show its chat.
+function M.new_session(root, cb)
+  client.request(root, 'dsh/session/new', { cwd = root }, function(err, res)
+    if err then
+      return notify('could not start a session: ' .. (err.message or ''), vim.log.levels.ERROR)
+    end
+    local chat = M.get_chat(res.sessionId, root)
+    M.current[root] = res.sessionId
+    chat:open()
+    if cb then
+      cb(chat)
+    end
+  end)
+end
+
+--- Call `cb(chat)` with the chat of the current buffer, starting a session when there is none.
+function M.with_chat(cb, buf)
+  local chat = M.chat_for(buf)
+  if chat then
+    return cb(chat)
+  end
+  M.new_session(client.root_for(buf or 0), cb)
+end
+
+-- ---- events from the daemon ----------------------------------------------------------------------
+
+function M.on_event(_root, ev)
+  local chat = M.chats[ev.sessionId]
+  if not chat then
+    return
+  end
+  chat:on_event(ev)
+  if ev.type == 'tool/result' then
+    local source = vim.tbl_get(ev, 'data', 'message', 'source') or {}
+    if source.callId then
+      require('dsh.permissions').resolved(ev.sessionId, source.callId)
+    end
+  elseif ev.type == 'turn/end' then
+    require('dsh.permissions').resolved(ev.sessionId)
+  end
+end
+
+function M.on_client_exit(root, code, signal)
+  for _, chat in pairs(M.chats) do
+    if chat.root == root and api.nvim_buf_is_valid(chat.buf) and not M.exiting then
+      chat.state.status = 'idle'
+      chat:note(('daemon exited (code %s%s); the next command starts it again'):format(
+        tostring(code),
+        (signal and signal ~= 0) and (', signal ' .. signal) or ''
+      ))
+      chat:_winbar()
+    end
+  end
+end
+
+-- ---- sending -------------------------------------------------------------------------------------
+
+--- Run requests one after another (the daemon must see them in this order).
+local function run_steps(root, steps, done)
+  local i = 0
+  local function step()
+    i = i + 1
+    local s = steps[i]
+    if not s then
+      return done and done(nil)
+    end
+    client.request(root, s.method, s.params, function(err, result)
+      if err then
+        return done and done(err, s)
+      end
+      if s.after then
+        s.after(result)
+      end
+      step()
+    end)
+  end
+  step()
+end
+
+--- The request that delivers a selection (attachment) as `delivery` ('inject' | 'steer' | 'followup').
+local function attachment_step(chat, att, delivery)
+  if att.message then
+    return { method = 'dsh/' .. delivery, params = { sessionId = chat.id, message = att.message } }
+  end
+  return {
+    method = 'dsh/context/add',
+    params = { sessionId = chat.id, uri = att.uri, kind = att.kind or 'selection', range = att.range, delivery = delivery },
+  }
+end
+
+--- Send text as 'followup' | 'steer' | 'inject'. A followup first sends the attached selections as
+--- injected context (protocol v1 has no context on a followup yet: issue 10).
+function M.send(chat, kind, text, opts)
+  opts = opts or {}
+  local steps = {}
+  if kind == 'followup' and #chat.attachments > 0 then
+    for _, att in ipairs(chat.attachments) do
+      steps[#steps + 1] = attachment_step(chat, att, 'inject')
+    end
+    chat.attachments = {}
+    chat:_place_queue()
+  end
+  steps[#steps + 1] = { method = 'dsh/' .. kind, params = { sessionId = chat.id, message = { content = text } } }
+  run_steps(chat.root, steps, function(err)
+    if err then
+      notify(kind .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      if opts.from_input then
+        chat:restore_input(text)
+      end
+    end
+  end)
+end
+
+local function send_input(kind)
+  return function()
+    local chat = M.chat_for(0)
+    if not chat then
+      return
+    end
+    local text = chat:take_input()
+    if text then
+      M.send(chat, kind, text, { from_input = true })
+    end
+  end
+end
+
+local function attachment_for(sel)
+  if sel.mode == '\22' or not vim.startswith(sel.uri, 'file:') then
+    return { label = sel.label, message = require('dsh.selection').message(sel) }
+  end
+  return { label = sel.label, uri = sel.uri, range = sel.range, kind = 'selection' }
+end
+
+--- Deliver a selection: 'steer' | 'inject' now, or 'attach' it to the next prompt.
+function M.send_selection(delivery, sel)
+  sel = sel or require('dsh.selection').current()
+  if not sel then
+    return notify('no selection', vim.log.levels.WARN)
+  end
+  local root = client.root_for(sel.buf)
+  -- The daemon builds the message from its copy of the buffer: make sure it has it (unsaved text).
+  client.attach(root, sel.buf)
+  M.with_chat(function(chat)
+    local att = attachment_for(sel)
+    if delivery == 'attach' then
+      table.insert(chat.attachments, att)
+      chat:_place_queue()
+      return notify('attached ' .. att.label .. ' to the next prompt')
+    end
+    run_steps(chat.root, { attachment_step(chat, att, delivery) }, function(err)
+      if err then
+        notify(delivery .. ' failed: ' .. (err.message or ''), vim.log.levels.ERROR)
+      end
+    end)
+  end, sel.buf)
+end
+
+-- ---- control -------------------------------------------------------------------------------------
+
+function M.stop(keep_inbox)
+  local chat = M.chat_for(0)
+  if not chat then
+    return notify('no chat here')
+  end
+  client.request(chat.root, 'dsh/cancel', { sessionId = chat.id, keepInbox = keep_inbox })
+end
+
+function M.wake()
+  local chat = M.chat_for(0)
+  if not chat then
+    return notify('no chat here')
+  end
+  client.request(chat.root, 'dsh/wake', { sessionId = chat.id }, function(err, res)
+    if not err and res and not res.started then
+      notify(session.pending(chat.state) == 0 and 'nothing queued' or 'already running')
+    end
+  end)
+end
+
+--- Reattach a session: the transcript is rendered from the replayed events, the queue from the reply.
+function M.resume(root, session_id, info)
+  local chat = M.get_chat(session_id, root)
+  chat:reset()
+  chat.title = info and info.title ~= '' and info.title or chat.title
+  M.current[root] = session_id
+  chat:open()
+  client.request(root, 'dsh/session/attach', { sessionId = session_id }, function(err, res)
+    if err then
+      return chat:note('attach failed: ' .. (err.message or ''), 'DshError')
+    end
+    session.set_inbox(chat.state, res.inbox)
+    chat.state.status = res.status or chat.state.status
+    chat.state.last_seq = math.max(chat.state.last_seq, tonumber(res.lastSeq) or -1)
+    chat.state.read_only = res.readOnly or nil
+    if res.readOnly then
+      local holder = res.holder or {}
+      chat:note(('read-only: driven by another dsh-daemon (pid %s on %s)'):format(
+        tostring(holder.holderPid or '?'),
+        tostring(holder.holderHost or '?')
+      ))
+    end
+    chat:render({ op = 'inbox' })
+    chat:_winbar()
+    require('dsh.queue').refresh(chat)
+  end)
+  return chat
+end
+
+local function list_sessions(root, cb)
+  client.request(root, 'dsh/session/list', { cwd = root }, function(err, res)
+    if err then
+      return notify('could not list sessions: ' .. (err.message or ''), vim.log.levels.ERROR)
+    end
+    cb(res.sessions or {})
+  end)
+end
+
+--- :DshResume [id]: that session, else the latest one of this project.
+function M.resume_cmd(id)
+  local root = client.root_for(0)
+  if id and id ~= '' then
+    list_sessions(root, function(sessions)
+      for _, s in ipairs(sessions) do
+        if vim.startswith(s.sessionId, id) then
+          return M.resume(root, s.sessionId, s)
+        end
+      end
+      M.resume(root, id)
+    end)
+    return
+  end
+  list_sessions(root, function(sessions)
+    if #sessions == 0 then
+      return notify('no session in ' .. root)
+    end
+    M.resume(root, sessions[1].sessionId, sessions[1])
+  end)
+end
+
+--- :DshSessions / gr: pick a session of this project and resume it.
+function M.pick_session()
+  local root = client.root_for(0)
+  list_sessions(root, function(sessions)
+    if #sessions == 0 then
+      return notify('no session in ' .. root)
+    end
+    vim.ui.select(sessions, {
+      prompt = 'dsh sessions',
+      format_item = function(s)
+        local when = os.date('%Y-%m-%d %H:%M', math.floor((s.updatedAt or 0) / 1000))
+        local pending = (s.pending or 0) > 0 and (' · ' .. s.pending .. ' queued') or ''
+        return ('%s  %s  %s%s%s'):format(
+          s.sessionId:sub(1, 8),
+          when,
+          s.title ~= '' and s.title or '(untitled)',
+          s.status == 'running' and ' · running' or '',
+          pending
+        )
+      end,
+    }, function(choice)
+      if choice then
+        M.resume(root, choice.sessionId, choice)
+      end
+    end)
+  end)
+end
+
+function M.add_file(path)
+  local buf
+  if path and path ~= '' then
+    path = vim.fn.fnamemodify(vim.fn.expand(path), ':p')
+    buf = vim.fn.bufnr(path)
+  else
+    buf = api.nvim_get_current_buf()
+    path = api.nvim_buf_get_name(buf)
+    if path == '' or vim.bo[buf].buftype ~= '' then
+      return notify('this buffer is not a file', vim.log.levels.WARN)
+    end
+  end
+  local root = client.root_for(buf > 0 and buf or 0)
+  if buf > 0 then
+    client.attach(root, buf)
+  end
+  M.with_chat(function(chat)
+    client.request(chat.root, 'dsh/context/add', {
+      sessionId = chat.id,
+      uri = vim.uri_from_fname(path),
+      kind = 'file',
+      delivery = 'inject',
+    })
+  end, buf > 0 and buf or nil)
+end
+
+-- ---- keys and commands ---------------------------------------------------------------------------
+
+--- Buffer-local keys of a chat's transcript and input buffers.
+function M.chat_keys(_chat, buf, _is_input)
+  local function map(modes, lhs, fn, desc)
+    vim.keymap.set(modes, lhs, fn, { buffer = buf, desc = 'dsh: ' .. desc, nowait = true })
+  end
+  map('n', '<CR>', send_input('followup'), 'send (queued while busy)')
+  map({ 'n', 'i' }, '<C-s>', send_input('followup'), 'send (queued while busy)')
+  map({ 'n', 'i' }, '<M-CR>', send_input('steer'), 'steer the running turn')
+  map({ 'n', 'i' }, '<C-c>', function()
+    M.stop(true)
+  end, 'stop, keep the queue')
+  map('n', 'gq', function()
+    M.with_chat(require('dsh.queue').open)
+  end, 'open the queue')
+  map('n', 'gr', M.pick_session, 'resume a session')
+end
+
+local function text_or_selection(delivery)
+  return function(o)
+    if o.args ~= '' then
+      return M.with_chat(function(chat)
+        M.send(chat, delivery, o.args)
+      end)
+    end
+    if o.range > 0 then
+      return M.send_selection(delivery, require('dsh.selection').last())
+    end
+    local chat = M.chat_for(0)
+    local text = chat and chat:take_input()
+    if not text then
+      return notify('nothing to ' .. delivery .. ': give a text, a range, or type in the chat input')
+    end
+    M.send(chat, delivery, text, { from_input = true })
+  end
+end
+
+local function commands()
+  local cmd = api.nvim_create_user_command
+  cmd('Dsh', function(o)
+    M.with_chat(function(chat)
+      chat:open()
+      if o.args ~= '' then
+        M.send(chat, 'followup', o.args)
+      end
+    end)
+  end, { nargs = '*', desc = 'dsh: open the chat, or send a prompt' })
+  cmd('DshNew', function()
+    M.new_session(client.root_for(0))
+  end, { desc = 'dsh: a new session' })
+  cmd('DshSteer', text_or_selection('steer'), { nargs = '*', range = true, desc = 'dsh: steer the running turn' })
+  cmd('DshInject', text_or_selection('inject'), { nargs = '*', range = true, desc = 'dsh: context for the next request' })
+  cmd('DshQueue', function()
+    M.with_chat(require('dsh.queue').open)
+  end, { desc = 'dsh: edit the queue' })
+  cmd('DshStop', function(o)
+    M.stop(not o.bang)
+  end, { bang = true, desc = 'dsh: stop the turn (! also clears the queue)' })
+  cmd('DshWake', M.wake, { desc = 'dsh: run what is queued' })
+  cmd('DshSessions', M.pick_session, { desc = 'dsh: pick a session' })
+  cmd('DshResume', function(o)
+    M.resume_cmd(o.args)
+  end, { nargs = '?', desc = 'dsh: reattach a session (the latest by default)' })
+  cmd('DshAddFile', function(o)
+    M.add_file(o.args)
+  end, { nargs = '?', complete = 'file', desc = 'dsh: add a file as context' })
+  cmd('DshEdits', function()
+    require('dsh.edits').quickfix()
+  end, { desc = 'dsh: files the agent edited (quickfix)' })
+end
+
+local function keys()
+  if config.options.keys == false then
+    return
+  end
+  local function map(lhs, delivery, desc)
+    vim.keymap.set('x', lhs, function()
+      M.send_selection(delivery)
+    end, { desc = 'dsh: ' .. desc })
+  end
+  map('<leader>ds', 'steer', 'steer with the selection')
+  map('<leader>di', 'inject', 'inject the selection')
+  map('<leader>da', 'attach', 'attach the selection to the next prompt')
+end
+
+function M.setup(opts)
+  config.set(opts)
+  require('dsh.chat').highlights()
+  commands()
+  keys()
+  local group = api.nvim_create_augroup('dsh', { clear = true })
+  api.nvim_create_autocmd('ColorScheme', { group = group, callback = require('dsh.chat').highlights })
+  api.nvim_create_autocmd('VimLeavePre', {
+    group = group,
+    callback = function()
+      M.exiting = true
+      client.stop_all(config.options.exit_timeout)
+    end,
+  })
+  M.did_setup = true
+  return M
+end
+
+return M

@@ -1,0 +1,169 @@
+-- The state of one session, reduced from `dsh/event` notifications. `reduce` updates the state and
+-- returns render operations for the chat; it knows nothing about buffers.
+local M = {}
+
+---@class dsh.SessionState
+---@field id string
+---@field status 'idle'|'running'
+---@field last_seq integer highest durable seq applied (-1: none)
+---@field inbox table<string, table[]> pending messages by target ('next-turn', 'next-step')
+---@field live_steps table<string, boolean> steps whose text arrived as live deltas
+---@field usage table<integer, table> turn -> usage
+---@field calls table<string, table> callId -> {name, status}
+---@field turn integer?
+---@field read_only boolean?
+
+function M.new(session_id)
+  return {
+    id = session_id,
+    status = 'idle',
+    last_seq = -1,
+    inbox = { ['next-turn'] = {}, ['next-step'] = {} },
+    live_steps = {},
+    usage = {},
+    calls = {},
+  }
+end
+
+--- The text of a message (`content` is a string or a list of blocks).
+function M.text_of(message)
+  local content = message and message.content
+  if type(content) == 'string' then
+    return content
+  end
+  local parts = {}
+  for _, block in ipairs(content or {}) do
+    if type(block) == 'table' then
+      if (block.type == 'text' or block.type == 'reasoning') and type(block.text) == 'string' then
+        parts[#parts + 1] = block.text
+      elseif block.type == 'tool-result' then
+        parts[#parts + 1] = M.text_of(block)
+      end
+    end
+  end
+  return table.concat(parts, '\n')
+end
+
+local function step_key(d)
+  return tostring(d.turn) .. ':' .. tostring(d.step)
+end
+
+--- Set the pending lists from an attach/list reply ({nextTurn, nextStep}).
+function M.set_inbox(st, inbox)
+  st.inbox = {
+    ['next-turn'] = vim.deepcopy((inbox and inbox.nextTurn) or {}),
+    ['next-step'] = vim.deepcopy((inbox and inbox.nextStep) or {}),
+  }
+end
+
+function M.pending(st)
+  return #st.inbox['next-turn'] + #st.inbox['next-step']
+end
+
+--- Find a pending message: returns target, index (1-based), message.
+function M.find(st, message_id)
+  for _, target in ipairs({ 'next-turn', 'next-step' }) do
+    for i, m in ipairs(st.inbox[target]) do
+      if m.id == message_id then
+        return target, i, m
+      end
+    end
+  end
+end
+
+local function splice(st, d)
+  local list = st.inbox[d.target]
+  if not list then
+    return
+  end
+  local start = tonumber(d.start) or 0
+  for _ = 1, tonumber(d.removedCount) or 0 do
+    table.remove(list, start + 1)
+  end
+  for i, m in ipairs(d.inserted or {}) do
+    table.insert(list, start + i, m)
+  end
+end
+
+--- Apply one event; returns a list of render operations.
+---@param st dsh.SessionState
+---@param ev {sessionId: string, seq: integer?, type: string, data: table?}
+---@return table[]
+function M.reduce(st, ev)
+  local seq = ev.seq
+  if type(seq) == 'number' then
+    if seq <= st.last_seq then
+      return {} -- already applied (a repeated attach)
+    end
+    st.last_seq = seq
+  end
+  local t, d = ev.type, ev.data or {}
+  if t == 'agent/inbox/spliced' then
+    splice(st, d)
+    return { { op = 'inbox' } }
+  elseif t == 'agent/status' then
+    st.status = d.status
+    return { { op = 'status' } }
+  elseif t == 'turn/start' then
+    st.turn = d.turn
+    return { { op = 'turn_start', turn = d.turn } }
+  elseif t == 'user/message' then
+    local source = d.source or { kind = 'user' }
+    local text = M.text_of(d)
+    if source.kind == 'user' then
+      return { { op = 'user', text = text, id = d.id } }
+    elseif source.kind == 'editor' then
+      return { { op = 'context', source = source, text = text } }
+    else
+      return { { op = 'notice', source = source, text = text } }
+    end
+  elseif t == 'assistant/delta' then
+    st.live_steps[step_key(d)] = true
+    local delta = d.delta or {}
+    if (delta.type == 'text' or delta.type == 'reasoning') and delta.text and delta.text ~= '' then
+      return { { op = delta.type, text = delta.text } }
+    end
+    return {}
+  elseif t == 'assistant/chunk' then
+    if st.live_steps[step_key(d)] then
+      return {} -- already shown from the live deltas
+    end
+    local ops = {}
+    for _, delta in ipairs(d.deltas or {}) do
+      if (delta.type == 'text' or delta.type == 'reasoning') and delta.text and delta.text ~= '' then
+        ops[#ops + 1] = { op = delta.type, text = delta.text }
+      end
+    end
+    return ops
+  elseif t == 'assistant/message' then
+    return { { op = 'assistant_end', interrupted = d.interrupted } }
+  elseif t == 'tool/call' then
+    st.calls[d.callId] = { name = d.name, status = 'running' }
+    return { { op = 'tool_call', callId = d.callId, name = d.name, arguments = d.arguments, synthetic = d.synthetic } }
+  elseif t == 'tool/output' then
+    return { { op = 'tool_output', callId = d.callId, text = d.text } }
+  elseif t == 'tool/result' then
+    local message = d.message or {}
+    local call_id = (message.source or {}).callId
+    if not call_id and type(message.content) == 'table' and message.content[1] then
+      call_id = message.content[1].toolCallId
+    end
+    local call = st.calls[call_id or ''] or {}
+    call.status = d.error and 'error' or 'ok'
+    return {
+      { op = 'tool_result', callId = call_id, name = call.name, error = d.error, meta = d.meta, text = M.text_of(message) },
+    }
+  elseif t == 'turn/usage' then
+    st.usage[d.turn] = d.usage
+    return {}
+  elseif t == 'turn/end' then
+    return { { op = 'turn_end', turn = d.turn, reason = d.reason or {}, usage = st.usage[d.turn] } }
+  elseif t == 'llm/retry' then
+    return { { op = 'retry', retry = d.retry, delayMs = d.delayMs, error = d.error or {} } }
+  elseif t == 'agent/error' then
+    return { { op = 'error', error = d.error or {} } }
+  end
+  return {}
+end
+
+return M
