@@ -241,7 +241,7 @@ class Commands:
 
     async def help(self, _: str) -> None:
         for name, text in COMMANDS.items():
-            self.chat.view.print(f"  {self.chat.paint(CYAN, name):<12} {text}")
+            self.chat.view.print(f"  {self.chat.paint(CYAN, f'{name:<10}')} {text}")
         self.chat.note(
             "  Enter sends (queued while busy) · Alt-Enter new line"
             " · Ctrl-C cancels the turn, keeps the queue"

@@ -199,6 +199,9 @@ class Chat:
         view.refresh()
         try:
             choice = (await self.answer).strip().lower()
+        except asyncio.CancelledError:
+            self.note("  → withdrawn by the daemon (the turn ended)")
+            raise
         finally:
             self.answer = None
             self.status.permission = False

@@ -26,6 +26,7 @@ class RpcPipe:
         self.on_request: Callable[[str, Any], Awaitable[Any]] | None = None
         self.on_error: Callable[[BaseException], None] = lambda exc: None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._answering: dict[Any, asyncio.Future[Any]] = {}  # server request id -> our answer
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -62,7 +63,13 @@ class RpcPipe:
                 continue
             message = json.loads(await stdout.readexactly(length))
             if "method" in message and "id" in message:
-                self.spawn(self._answer(message))
+                self._answering[message["id"]] = self.spawn(self._answer(message))
+            elif message.get("method") == "$/cancelRequest":
+                # The daemon withdrew its request (e.g. the turn was cancelled while a permission
+                # question was open): stop asking; the answer is a RequestCancelled error.
+                task = self._answering.get((message.get("params") or {}).get("id"))
+                if task is not None:
+                    task.cancel()
             elif "method" in message:
                 self.on_notification(message["method"], message.get("params"))
             else:
@@ -87,11 +94,14 @@ class RpcPipe:
             self.on_error(task.exception())  # type: ignore[arg-type]
 
     async def _answer(self, message: dict[str, Any]) -> None:
+        msg_id = message["id"]
         try:
             assert self.on_request is not None
             result = await self.on_request(message["method"], message.get("params"))
-            self._write({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            self._write({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        except asyncio.CancelledError:
+            self._write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32800, "message": "cancelled"}})
         except Exception as exc:
-            self._write(
-                {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": str(exc)}}
-            )
+            self._write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32603, "message": str(exc)}})
+        finally:
+            self._answering.pop(msg_id, None)

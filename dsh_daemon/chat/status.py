@@ -66,7 +66,7 @@ class Status:
         split = f"{_count(self.input_tokens)} in, {_count(self.output_tokens)} out"
         parts.append(f"{_count(tokens)} tokens ({split})")
         if self.cost_known:
-            parts.append(f"${self.cost_usd:.4f}")
+            parts.append(f"${self.cost_usd:.4f}" if self.cost_usd >= 0.01 else f"${self.cost_usd:.6f}")
         if self.session_id:
             parts.append(f"session {self.session_id[:8]}")
         return " · ".join(parts)
