@@ -185,7 +185,7 @@ describe('DshClient against the real daemon', () => {
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ tool: 'edit_file', callId: 'call_ed' });
     expect(seen[0].preview?.diff).toContain('+gamma');
-    expect(d.applied, JSON.stringify(d.of(sessionId, 'tool/result'))).toHaveLength(1);
+    expect(d.applied, JSON.stringify(d.of(sessionId, 'tool/result')) + d.stderr.join('')).toHaveLength(1);
     expect(JSON.stringify(d.applied[0])).toContain('gamma');
     const tool = live.get().items.find((i) => i.kind === 'tool');
     expect(tool).toMatchObject({ status: 'ok', name: 'edit_file' });

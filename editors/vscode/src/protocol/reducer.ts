@@ -34,10 +34,13 @@ export interface SessionModel {
   status: 'idle' | 'running';
   readOnly: boolean;
   items: Item[];
+  /** id -> position in items. Append-only and shared between versions of one session's model (a
+   *  version ignores positions past its own items), so an update never copies it. */
   index: Record<string, number>;
   inbox: Inbox;
   via: Record<string, Via>;
   permissions: PermissionRequest[];
+  /** Per-turn usage, written once per turn; shared between versions like `index`. */
   turnUsage: Record<number, Usage>;
   currentTurn: number;
   lastTurnEnd?: TurnEndReason;
@@ -129,7 +132,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const id = `a:${ev.data.turn}:${ev.data.step}`;
       const text = textOf(msg.content, 'text');
       const reasoning = textOf(msg.content, 'reasoning');
-      const existing = model.index[id] !== undefined;
+      const existing = indexOf(model, id) !== undefined;
       if (!existing && !text && !reasoning) return model; // a pure tool-call message: the cards show it
       return upsert(model, {
         id, kind: 'assistant', rev: 0, turn: ev.data.turn, step: ev.data.step, text, reasoning,
@@ -155,7 +158,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const result = textOf(block?.content ?? []);
       const failed = !!ev.data.error || !!block?.isError;
       const m = { ...model, permissions: model.permissions.filter((p) => p.callId !== callId) };
-      if (m.index['t:' + callId] === undefined) {
+      if (indexOf(m, 't:' + callId) === undefined) {
         return upsert(m, {
           id: 't:' + callId, kind: 'tool', rev: 0, turn: ev.data.turn, step: ev.data.step, callId, name: '?', args: {},
           status: failed ? 'error' : 'ok', output: '', result, error: ev.data.error, meta: ev.data.meta,
@@ -165,7 +168,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
         ? { ...it, status: failed ? 'error' : 'ok', result, error: ev.data.error, meta: ev.data.meta } : it);
     }
     case 'turn/usage':
-      return { ...model, turnUsage: { ...model.turnUsage, [ev.data.turn]: ev.data.usage } };
+      model.turnUsage[ev.data.turn] = ev.data.usage;
+      return model;
     case 'turn/end': {
       const turn = ev.data.turn as number;
       // Streams still open at the end of a turn are closed (their text stays as it is).
@@ -192,7 +196,7 @@ function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDe
   if (d.type !== 'text' && d.type !== 'reasoning') return model;
   const id = `a:${turn}:${step}`;
   let m = model;
-  if (m.index[id] === undefined) {
+  if (indexOf(m, id) === undefined) {
     m = upsert(m, { id, kind: 'assistant', rev: 0, turn, step, text: '', reasoning: '', liveText: '', liveReasoning: '', done: false, interrupted: false });
   }
   return updateItem(m, id, (it) => {
@@ -234,19 +238,25 @@ function closeOpen(model: SessionModel, turn: number): SessionModel {
   return m;
 }
 
+export function indexOf(model: SessionModel, id: string): number | undefined {
+  const at = model.index[id];
+  return at !== undefined && at < model.items.length && model.items[at].id === id ? at : undefined;
+}
+
 function upsert(model: SessionModel, item: Item): SessionModel {
-  const at = model.index[item.id];
+  const at = indexOf(model, item.id);
   const items = [...model.items];
   if (at === undefined) {
     items.push({ ...item, rev: model.rev });
-    return { ...model, items, index: { ...model.index, [item.id]: items.length - 1 } };
+    model.index[item.id] = items.length - 1;
+    return { ...model, items };
   }
   items[at] = { ...item, rev: model.rev };
   return { ...model, items };
 }
 
 function updateItem(model: SessionModel, id: string, f: (it: Item) => Item): SessionModel {
-  const at = model.index[id];
+  const at = indexOf(model, id);
   if (at === undefined) return model;
   const before = model.items[at];
   const after = f(before);

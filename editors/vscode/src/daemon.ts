@@ -1,0 +1,108 @@
+// Spawns dsh-daemon over stdio with vscode-languageclient (document sync, workspace/applyEdit with
+// create and $/progress come from the client library) and exposes a DshClient over it.
+import * as vscode from 'vscode';
+import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from 'vscode-languageclient/node';
+import { DshClient, Rpc } from './protocol/client';
+
+export const SECRET_KEY = 'dsh.apiKey';
+
+export class Daemon implements vscode.Disposable {
+  private lc: LanguageClient | undefined;
+  client: DshClient | undefined;
+  private readonly _onReady = new vscode.EventEmitter<DshClient>();
+  /** Fires each time a (re)started daemon is ready: the panel (re)attaches its session. */
+  readonly onReady = this._onReady.event;
+  private readonly _onState = new vscode.EventEmitter<{ state: 'starting' | 'ready' | 'stopped' | 'error'; message?: string }>();
+  readonly onState = this._onState.event;
+  private starting: Promise<DshClient> | undefined;
+
+  constructor(private readonly ctx: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
+
+  async hasKey(): Promise<boolean> {
+    return !!(await this.ctx.secrets.get(SECRET_KEY));
+  }
+
+  ensureStarted(): Promise<DshClient> {
+    if (this.client && this.lc?.state === State.Running) return Promise.resolve(this.client);
+    if (!this.starting) {
+      this.starting = this.start().finally(() => { this.starting = undefined; });
+    }
+    return this.starting;
+  }
+
+  private async start(): Promise<DshClient> {
+    this._onState.fire({ state: 'starting' });
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    const command = cfg.get<string>('serverCommand', 'dsh-daemon');
+    const args = cfg.get<string[]>('serverArgs', []);
+    const extraEnv = cfg.get<Record<string, string>>('env', {});
+    const provider = cfg.get<Record<string, unknown>>('provider', {});
+    const apiKey = await this.ctx.secrets.get(SECRET_KEY);
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const serverOptions: ServerOptions = {
+      command, args, transport: TransportKind.stdio,
+      options: { cwd, env: { ...process.env, ...extraEnv } },
+    };
+    const initializationOptions: Record<string, unknown> = { ...provider };
+    if (apiKey) initializationOptions.apiKey = apiKey;
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+      initializationOptions,
+      outputChannel: this.output,
+      // The daemon is not a language server for any language: no diagnostics UI to reveal.
+      revealOutputChannelOn: 4,
+    };
+    const lc = new LanguageClient('dsh', 'dsh daemon', serverOptions, clientOptions);
+    this.lc = lc;
+    const rpc: Rpc = {
+      request: (method, params) => lc.sendRequest(method, params),
+      notify: (method, params) => lc.sendNotification(method, params),
+      onNotification: (method, handler) => lc.onNotification(method, handler),
+      onRequest: (method, handler) => lc.onRequest(method, handler),
+    };
+    const client = new DshClient(rpc);
+    let wasRunning = false;
+    lc.onDidChangeState((e) => {
+      if (e.newState === State.Running) {
+        if (wasRunning) this._onReady.fire(client); // the library restarted a crashed daemon
+        wasRunning = true;
+        this._onState.fire({ state: 'ready' });
+      } else if (e.newState === State.Stopped) {
+        this._onState.fire({ state: 'stopped' });
+      }
+    });
+    try {
+      await lc.start();
+    } catch (err) {
+      const message = `dsh: could not start the daemon (${command} ${args.join(' ')}): ${(err as Error).message ?? err}`;
+      this._onState.fire({ state: 'error', message });
+      this.lc = undefined;
+      throw new Error(message);
+    }
+    this.client = client;
+    this._onState.fire({ state: 'ready' });
+    this._onReady.fire(client);
+    return client;
+  }
+
+  async restart(): Promise<DshClient> {
+    await this.stop();
+    return this.ensureStarted();
+  }
+
+  async stop(): Promise<void> {
+    const lc = this.lc;
+    this.lc = undefined;
+    this.client?.dispose();
+    this.client = undefined;
+    if (lc) {
+      try { await lc.stop(5000); } catch { /* already gone */ }
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+    this._onReady.dispose();
+    this._onState.dispose();
+  }
+}

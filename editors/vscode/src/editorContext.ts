@@ -1,0 +1,69 @@
+// Editor context: chips for the composer (selection, file) and the ambient, debounced
+// dsh/context/didChange notification (active file, selection, visible range, nearby diagnostics).
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Chip } from './protocol/panelMessages';
+import type { ContextDidChangeParams, Range } from './protocol/types';
+
+export function toRange(r: vscode.Range): Range {
+  return { start: { line: r.start.line, character: r.start.character }, end: { line: r.end.line, character: r.end.character } };
+}
+
+export function selectionChip(editor: vscode.TextEditor | undefined): Chip | undefined {
+  if (!editor || editor.selection.isEmpty) return undefined;
+  const s = editor.selection;
+  const endLine = s.end.character === 0 && s.end.line > s.start.line ? s.end.line : s.end.line + 1;
+  return {
+    kind: 'selection', uri: editor.document.uri.toString(), range: toRange(s),
+    label: `${path.basename(editor.document.uri.fsPath)}:${s.start.line + 1}-${endLine}`,
+  };
+}
+
+export function fileChip(uri: vscode.Uri): Chip {
+  return { kind: 'file', uri: uri.toString(), label: path.basename(uri.fsPath) };
+}
+
+export function toLspDiagnostic(d: vscode.Diagnostic): Record<string, unknown> {
+  const out: Record<string, unknown> = { range: toRange(d.range), severity: d.severity + 1, message: d.message };
+  if (d.source) out.source = d.source;
+  if (d.code !== undefined) out.code = typeof d.code === 'object' ? String(d.code.value) : d.code;
+  return out;
+}
+
+export function ambientState(editor: vscode.TextEditor | undefined): ContextDidChangeParams | undefined {
+  if (!editor || editor.document.uri.scheme !== 'file') return undefined;
+  const line = editor.selection.active.line;
+  const diagnostics = vscode.languages.getDiagnostics(editor.document.uri)
+    .filter((d) => Math.abs(d.range.start.line - line) <= 20)
+    .slice(0, 10)
+    .map(toLspDiagnostic);
+  const params: ContextDidChangeParams = { activeUri: editor.document.uri.toString(), selection: toRange(editor.selection), diagnostics };
+  if (editor.visibleRanges[0]) params.visibleRange = toRange(editor.visibleRanges[0]);
+  return params;
+}
+
+/** Watches the editor and calls `send` with the latest state, debounced. */
+export function watchAmbient(send: (p: ContextDidChangeParams) => void, delayMs = 400): vscode.Disposable {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let last = '';
+  const schedule = () => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (!vscode.workspace.getConfiguration('dsh').get<boolean>('ambientContext', true)) return;
+      const state = ambientState(vscode.window.activeTextEditor);
+      if (!state) return;
+      const key = JSON.stringify(state);
+      if (key === last) return;
+      last = key;
+      send(state);
+    }, delayMs);
+  };
+  const subs = [
+    vscode.window.onDidChangeActiveTextEditor(schedule),
+    vscode.window.onDidChangeTextEditorSelection(schedule),
+    vscode.window.onDidChangeTextEditorVisibleRanges(schedule),
+    vscode.languages.onDidChangeDiagnostics(schedule),
+  ];
+  schedule();
+  return { dispose: () => { if (timer) clearTimeout(timer); subs.forEach((s) => s.dispose()); } };
+}

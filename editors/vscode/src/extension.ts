@@ -1,0 +1,68 @@
+// Entry point: the daemon, the chat view, commands, ambient editor context.
+import * as vscode from 'vscode';
+import { Daemon, SECRET_KEY } from './daemon';
+import { fileChip, selectionChip, watchAmbient } from './editorContext';
+import { ChatPanel } from './panel';
+import { Permissions } from './permissions';
+
+let daemon: Daemon | undefined;
+
+export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon } {
+  const output = vscode.window.createOutputChannel('dsh', { log: true });
+  daemon = new Daemon(ctx, output);
+  const permissions = new Permissions(
+    (request) => p.dispatch({ kind: 'permission', request }),
+    (callId) => p.dispatch({ kind: 'permissionDone', callId }),
+  );
+  const d = daemon;
+  const p = new ChatPanel(ctx, d, permissions);
+  const cmd = (id: string, f: (...args: any[]) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
+    try { await f(...args); } catch (err) { void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`); }
+  }));
+
+  ctx.subscriptions.push(output, d, permissions, p,
+    vscode.window.registerWebviewViewProvider(ChatPanel.viewId, p, { webviewOptions: { retainContextWhenHidden: true } }));
+
+  cmd('dsh.setApiKey', async () => {
+    const key = await vscode.window.showInputBox({ prompt: 'API key for the model provider (stored in VS Code SecretStorage)', password: true, ignoreFocusOut: true });
+    if (key === undefined) return;
+    if (key) await ctx.secrets.store(SECRET_KEY, key.trim()); else await ctx.secrets.delete(SECRET_KEY);
+    await d.restart();
+    void vscode.window.showInformationMessage(key ? 'dsh: API key saved; the daemon restarted with it.' : 'dsh: API key removed.');
+  });
+  cmd('dsh.addSelection', () => p.addChip(selectionChip(vscode.window.activeTextEditor)));
+  cmd('dsh.steerSelection', async () => {
+    const chip = selectionChip(vscode.window.activeTextEditor);
+    if (!chip) { void vscode.window.showInformationMessage('dsh: select some text first'); return; }
+    await p.contextNow(chip, 'steer');
+  });
+  cmd('dsh.addFile', async (uri?: vscode.Uri) => {
+    let target = uri instanceof vscode.Uri ? uri : vscode.window.activeTextEditor?.document.uri;
+    if (!target || target.scheme !== 'file') {
+      const files = await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv}/**', 500);
+      const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), uri: f })), { placeHolder: 'Add a file to the chat' });
+      target = picked?.uri;
+    }
+    if (target) await p.addChip(fileChip(target));
+  });
+  cmd('dsh.newSession', () => p.newSession());
+  cmd('dsh.switchSession', () => p.switchSession());
+  cmd('dsh.stop', () => p.cancel(true));
+  cmd('dsh.stopAndClear', () => p.cancel(false));
+  cmd('dsh.runQueue', () => p.wake());
+  cmd('dsh.restartDaemon', () => d.restart());
+  cmd('dsh.showLog', () => output.show());
+
+  ctx.subscriptions.push(watchAmbient((state) => {
+    const client = d.client;
+    if (client && p.model.sessionId) client.contextDidChange(state);
+  }));
+
+  // Start the daemon now so a stored session is reattached (and its queue shown) as soon as the view opens.
+  void d.ensureStarted().catch((err) => output.appendLine(String(err)));
+  return { panel: p, daemon: d };
+}
+
+export async function deactivate(): Promise<void> {
+  await daemon?.stop();
+}

@@ -1,0 +1,279 @@
+// The chat panel: a webview view fed by the shared reducer. The host keeps the SessionModel, forwards
+// the reducer's actions to the webview in batches (at most every 50 ms; a snapshot only when the view
+// (re)loads), and turns the webview's messages into daemon requests.
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Daemon } from './daemon';
+import type { Permissions } from './permissions';
+import type { DshClient } from './protocol/client';
+import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from './protocol/panelMessages';
+import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
+import { errorCode, type AnyEvent } from './protocol/types';
+import { chatHtml } from './webviewHtml';
+
+const SESSION_KEY = 'dsh.sessionId';
+export const BATCH_MS = 50;
+
+export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable {
+  static readonly viewId = 'dsh.chat';
+  model: SessionModel = emptyModel();
+  private view: vscode.WebviewView | undefined;
+  private ready = false;
+  private batch: Action[] = [];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private pendingChips: Chip[] = [];
+  private connection: ConnectionState = { state: 'starting' };
+  private subscribed = new WeakSet<DshClient>();
+  private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+  private readonly status: vscode.StatusBarItem;
+
+  constructor(private readonly ctx: vscode.ExtensionContext, private readonly daemon: Daemon, private readonly permissions: Permissions) {
+    this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+    this.status.command = 'dsh.chat.focus';
+    this.status.name = 'dsh';
+    this.updateStatus();
+    this.status.show();
+    this.disposables.push(this.status);
+    this.disposables.push(daemon.onReady((client) => void this.onDaemonReady(client)));
+    this.disposables.push(daemon.onState((s) => {
+      void daemon.hasKey().then((hasKey) => {
+        this.connection = { ...s, hasKey };
+        this.post({ type: 'connection', connection: this.connection });
+        this.updateStatus();
+      });
+    }));
+  }
+
+  get sessionId(): string | undefined {
+    return this.model.sessionId ?? this.ctx.workspaceState.get<string>(SESSION_KEY);
+  }
+
+  // ---- model and batching -------------------------------------------------------------------------
+
+  dispatch(action: Action): void {
+    this.model = reduce(this.model, action);
+    this.batch.push(action);
+    this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
+    this.updateStatus();
+  }
+
+  private flush(): void {
+    this.timer = undefined;
+    const actions = this.batch.splice(0);
+    if (actions.length && this.ready) this.post({ type: 'actions', actions });
+  }
+
+  private post(msg: HostToWebview): void {
+    if (this.view && this.ready) void this.view.webview.postMessage(msg);
+  }
+
+  private sendSnapshot(): void {
+    if (this.timer) { clearTimeout(this.timer); this.timer = undefined; }
+    this.batch = [];
+    this.post({ type: 'snapshot', model: this.model, connection: this.connection });
+    for (const chip of this.pendingChips.splice(0)) this.post({ type: 'chip', chip });
+  }
+
+  private updateStatus(): void {
+    const label = this.connection.state === 'error' ? 'daemon failed' : this.connection.state === 'starting' ? 'starting' : statusLabel(this.model);
+    const icon = this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync~spin)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
+    this.status.text = `${icon} dsh: ${label}`;
+    this.status.tooltip = this.model.sessionId ? `dsh session ${this.model.sessionId}` : 'dsh: no session yet';
+  }
+
+  // ---- daemon and sessions ------------------------------------------------------------------------
+
+  private async onDaemonReady(client: DshClient): Promise<void> {
+    if (!this.subscribed.has(client)) {
+      this.subscribed.add(client);
+      client.onEvent((e) => this.onEvent(e));
+      client.setPermissionHandler(this.permissions.handle);
+    }
+    const id = this.sessionId;
+    if (!id) return;
+    // The same model after a daemon restart: continue after its last seq (no gap, no duplicate).
+    const continuing = this.model.sessionId === id && this.model.lastSeq >= 0;
+    await this.attach(client, id, !continuing);
+  }
+
+  private onEvent(e: AnyEvent): void {
+    if (e.sessionId !== this.model.sessionId) return;
+    this.dispatch({ kind: 'event', event: e });
+    const data = e.data as any;
+    if (e.type === 'tool/result' && data?.meta?.path) {
+      const p = String(data.meta.path);
+      this.permissions.edited.add(path.isAbsolute(p) ? p : path.join(vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? '', p));
+    }
+    if (e.type === 'tool/call' && data?.name === 'run_command') void this.permissions.saveEdited();
+    if (e.type === 'turn/end') this.permissions.cancelAll();
+  }
+
+  private async attach(client: DshClient, id: string, fresh: boolean): Promise<void> {
+    if (this.readOnlyRetry) { clearTimeout(this.readOnlyRetry); this.readOnlyRetry = undefined; }
+    if (fresh) this.dispatch({ kind: 'reset', sessionId: id });
+    try {
+      const res = await client.attach(id, fresh ? undefined : this.model.lastSeq);
+      this.dispatch({ kind: 'attached', result: res });
+      if (res.readOnly) {
+        // The previous daemon still holds the session: try again until this one drives it.
+        this.readOnlyRetry = setTimeout(() => void this.attach(client, id, false), 2000);
+      }
+    } catch (err) {
+      if (errorCode(err) === 'unknown_session') {
+        await this.ctx.workspaceState.update(SESSION_KEY, undefined);
+        this.dispatch({ kind: 'reset', sessionId: null });
+      } else {
+        void vscode.window.showErrorMessage(`dsh: could not attach session ${id}: ${(err as Error).message}`);
+      }
+    }
+    this.sendSnapshot();
+  }
+
+  async ensureSession(): Promise<{ client: DshClient; sessionId: string }> {
+    const client = await this.daemon.ensureStarted();
+    if (this.model.sessionId) return { client, sessionId: this.model.sessionId };
+    const stored = this.ctx.workspaceState.get<string>(SESSION_KEY);
+    if (stored) {
+      await this.attach(client, stored, true);
+      if (this.model.sessionId) return { client, sessionId: this.model.sessionId };
+    }
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const { sessionId } = await client.newSession(cwd ? { cwd } : {});
+    await this.ctx.workspaceState.update(SESSION_KEY, sessionId);
+    this.dispatch({ kind: 'reset', sessionId });
+    this.sendSnapshot();
+    return { client, sessionId };
+  }
+
+  async newSession(): Promise<void> {
+    this.model = emptyModel();
+    await this.ctx.workspaceState.update(SESSION_KEY, undefined);
+    await this.ensureSession();
+  }
+
+  async switchSession(): Promise<void> {
+    const client = await this.daemon.ensureStarted();
+    const { sessions } = await client.listSessions({});
+    const picked = await vscode.window.showQuickPick(sessions.map((s) => ({
+      label: s.title || '(untitled)',
+      description: `${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
+      detail: s.cwd, id: s.sessionId,
+    })), { placeHolder: 'Switch dsh session' });
+    if (!picked) return;
+    await this.ctx.workspaceState.update(SESSION_KEY, picked.id);
+    await this.attach(client, picked.id, true);
+  }
+
+  async addChip(chip: Chip | undefined): Promise<void> {
+    if (!chip) { void vscode.window.showInformationMessage('dsh: select some text first'); return; }
+    await vscode.commands.executeCommand('dsh.chat.focus');
+    if (this.ready) this.post({ type: 'chip', chip }); else this.pendingChips.push(chip);
+  }
+
+  async contextNow(chip: Chip, delivery: 'inject' | 'steer' | 'followup'): Promise<void> {
+    const { client, sessionId } = await this.ensureSession();
+    const r = await client.contextAdd({ sessionId, uri: chip.uri, kind: chip.kind, range: chip.range, delivery });
+    this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
+  }
+
+  async cancel(keepInbox: boolean): Promise<void> {
+    if (!this.model.sessionId || !this.daemon.client) return;
+    await this.daemon.client.cancel(this.model.sessionId, keepInbox);
+  }
+
+  async wake(): Promise<void> {
+    const { client, sessionId } = await this.ensureSession();
+    await client.wake(sessionId);
+  }
+
+  // ---- the webview ----------------------------------------------------------------------------
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    this.ready = false;
+    const dist = vscode.Uri.joinPath(this.ctx.extensionUri, 'dist');
+    view.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    view.webview.html = webviewHtml(view.webview, dist);
+    view.webview.onDidReceiveMessage((m: WebviewToHost) => void this.onMessage(m).catch((err) => {
+      void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
+    }), undefined, this.disposables);
+    view.onDidDispose(() => { if (this.view === view) { this.view = undefined; this.ready = false; } });
+  }
+
+  private async onMessage(m: WebviewToHost): Promise<void> {
+    switch (m.type) {
+      case 'ready':
+        this.ready = true;
+        this.connection = { ...this.connection, hasKey: await this.daemon.hasKey() };
+        this.sendSnapshot();
+        void this.daemon.ensureStarted().then(() => { if (this.sessionId && !this.model.sessionId) void this.ensureSession(); }).catch(() => undefined);
+        return;
+      case 'send': return this.send(m.text, m.chips, m.mode);
+      case 'cancel': return this.cancel(m.keepInbox);
+      case 'wake': return this.wake();
+      case 'continue': {
+        const { client, sessionId } = await this.ensureSession();
+        if (pendingCount(this.model)) await client.wake(sessionId);
+        else this.dispatch({ kind: 'sent', messageId: (await client.followup(sessionId, 'Continue where you left off.')).messageId, via: 'followup' });
+        return;
+      }
+      case 'newSession': return this.newSession();
+      case 'switchSession': return this.switchSession();
+      case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;
+      case 'addSelection': await vscode.commands.executeCommand('dsh.addSelection'); return;
+      case 'addFile': await vscode.commands.executeCommand('dsh.addFile'); return;
+      case 'inboxRemove': { const { client, sessionId } = await this.ensureSession(); await client.inboxRemove(sessionId, m.messageId); return; }
+      case 'inboxReplace': {
+        const { client, sessionId } = await this.ensureSession();
+        const old = [...this.model.inbox.nextTurn, ...this.model.inbox.nextStep].find((x) => x.id === m.messageId);
+        const r = await client.inboxReplace(sessionId, m.messageId, old ? { content: m.text, source: old.source } : m.text);
+        const via = this.model.via[m.messageId];
+        if (via) this.dispatch({ kind: 'sent', messageId: r.messageId, via });
+        return;
+      }
+      case 'inboxMove': { const { client, sessionId } = await this.ensureSession(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
+      case 'permission': this.permissions.answer(m.callId, m.outcome); return;
+      case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
+      case 'openFile': {
+        const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(m.uri));
+        const ed = await vscode.window.showTextDocument(doc, { preview: true });
+        if (m.range) ed.revealRange(new vscode.Range(m.range.start.line, m.range.start.character, m.range.end.line, m.range.end.character));
+        return;
+      }
+      case 'copy': await vscode.env.clipboard.writeText(m.text); return;
+      case 'insert': {
+        const ed = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
+        if (ed) await ed.edit((b) => b.replace(ed.selection, m.text));
+        return;
+      }
+    }
+  }
+
+  private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<void> {
+    const { client, sessionId } = await this.ensureSession();
+    // Today's protocol has no context on followup: the chips go in as injected context just before the
+    // prompt, so they enter the same model request (idle) or the running turn's next step (busy).
+    for (const chip of chips) {
+      const r = await client.contextAdd({ sessionId, uri: chip.uri, kind: chip.kind, range: chip.range, delivery: 'inject' });
+      this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
+    }
+    if (!text.trim()) return;
+    const r = mode === 'steer' ? await client.steer(sessionId, text) : await client.followup(sessionId, text);
+    this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
+  }
+
+  dispose(): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.readOnlyRetry) clearTimeout(this.readOnlyRetry);
+    this.disposables.forEach((d) => d.dispose());
+  }
+}
+
+export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri): string {
+  return chatHtml({
+    cspSource: webview.cspSource,
+    scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js')).toString(),
+    styleUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.css')).toString(),
+  });
+}
