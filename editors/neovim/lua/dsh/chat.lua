@@ -294,8 +294,7 @@ function M.context_label(root, source, text)
   if kind == 'snapshot' then
     return 'editor snapshot (' .. where .. ')'
   end
-  local unsaved = (text or ''):match('^[^\n]*%(unsaved editor buffer%)') and ' (unsaved)' or ''
-  return kind .. ' ' .. where .. unsaved
+  return kind .. ' ' .. where
 end
 
 --- A one-line preview of a pending message.
@@ -308,7 +307,7 @@ function M.preview(root, message, width)
   return first_line(text, width or 72)
 end
 
-local function summary(name, arguments)
+local function summary(root, arguments)
   local args = arguments
   if type(args) == 'string' then
     local ok, decoded = pcall(vim.json.decode, args)
@@ -316,8 +315,11 @@ local function summary(name, arguments)
   end
   if type(args) == 'table' then
     local main = args.path or args.command or args.pattern or args.glob or args.query
-    if main then
-      return tostring(main)
+    if type(main) == 'string' then
+      if args.path and root and vim.startswith(main, root .. '/') then
+        main = main:sub(#root + 2)
+      end
+      return first_line(main, 80)
     end
     return first_line(vim.json.encode(args), 60)
   end
@@ -355,13 +357,10 @@ function R.notice(self, op)
   self:_line('ℹ ' .. first_line(op.text, 100), 'DshNotice')
 end
 
+local assistant_header
+
 local function assistant(self, kind, text)
-  if not self.assistant_header then
-    self:_end_segment()
-    self:_blank()
-    self:_line('## dsh')
-    self.assistant_header = true
-  end
+  assistant_header(self)
   if self.seg ~= kind then
     self:_end_segment()
     self:_bol()
@@ -398,9 +397,19 @@ function R.assistant_end(self, op)
   end
 end
 
+function assistant_header(self)
+  if not self.assistant_header then
+    self:_end_segment()
+    self:_blank()
+    self:_line('## dsh')
+    self.assistant_header = true
+  end
+end
+
 function R.tool_call(self, op)
+  assistant_header(self)
   self:_end_segment()
-  local row = self:_line(('⚙ %s  %s'):format(op.name or 'tool', summary(op.name, op.arguments)), 'DshToolCard')
+  local row = self:_line(('⚙ %s  %s'):format(op.name or 'tool', summary(self.root, op.arguments)), 'DshToolCard')
   self.cards[op.callId or ''] = api.nvim_buf_set_extmark(self.buf, M.ns, row, 0, {
     virt_text = { { op.synthetic and '  not run' or '  running…', 'DshToolRunning' } },
     virt_text_pos = 'eol',

@@ -175,17 +175,21 @@ end
 --- Stop every daemon (shutdown + exit) and wait up to `timeout_ms` for them to exit, so queues are
 --- parked and leases released before Neovim goes (VimLeavePre).
 function M.stop_all(timeout_ms)
-  local clients = {}
+  local entries = {}
   for _, entry in pairs(M.roots) do
-    if entry.client and not entry.client:is_stopped() then
-      clients[#clients + 1] = entry.client
-      entry.client:stop()
+    if entry.client then
+      entries[#entries + 1] = entry
+      entry.client:stop() -- a no-op when vim.lsp's own exit handler already asked
     end
   end
-  if timeout_ms and timeout_ms > 0 and #clients > 0 then
+  if timeout_ms and timeout_ms > 0 and #entries > 0 then
+    -- client:is_stopped() is true as soon as a stop was asked: wait for the process itself.
     vim.wait(timeout_ms, function()
-      for _, c in ipairs(clients) do
-        if not c:is_stopped() then
+      for _, entry in ipairs(entries) do
+        local closing = entry.stopped or pcall(function()
+          assert(entry.client.rpc.is_closing())
+        end)
+        if not closing then
           return false
         end
       end

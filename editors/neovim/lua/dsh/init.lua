@@ -39,15 +39,19 @@ function M.chat_for(buf)
   return current and M.chats[current]
 end
 
---- Start a new session for `root` and show its chat.
-function M.new_session(root, cb)
+--- Start a new session for `root` and show its chat (`keep_focus`: stay in the current window).
+function M.new_session(root, cb, keep_focus)
   client.request(root, 'dsh/session/new', { cwd = root }, function(err, res)
     if err then
       return notify('could not start a session: ' .. (err.message or ''), vim.log.levels.ERROR)
     end
     local chat = M.get_chat(res.sessionId, root)
     M.current[root] = res.sessionId
+    local win = api.nvim_get_current_win()
     chat:open()
+    if keep_focus and api.nvim_win_is_valid(win) then
+      api.nvim_set_current_win(win)
+    end
     if cb then
       cb(chat)
     end
@@ -55,12 +59,12 @@ function M.new_session(root, cb)
 end
 
 --- Call `cb(chat)` with the chat of the current buffer, starting a session when there is none.
-function M.with_chat(cb, buf)
+function M.with_chat(cb, buf, keep_focus)
   local chat = M.chat_for(buf)
   if chat then
     return cb(chat)
   end
-  M.new_session(client.root_for(buf or 0), cb)
+  M.new_session(client.root_for(buf or 0), cb, keep_focus)
 end
 
 -- ---- events from the daemon ----------------------------------------------------------------------
@@ -165,11 +169,23 @@ local function send_input(kind)
   end
 end
 
+--- A range that ends at the start of a line (a selected line break) ends instead at the end of the
+--- line before, so the daemon's "lines A-B" label names only the selected lines.
+local function trim_eol(sel)
+  local r = sel.range
+  if r['end'].character == 0 and r['end'].line > r.start.line then
+    local line = api.nvim_buf_get_lines(sel.buf, r['end'].line - 1, r['end'].line, false)[1] or ''
+    local chars = require('dsh.selection').utf16(line, #line)
+    return { start = r.start, ['end'] = { line = r['end'].line - 1, character = chars } }
+  end
+  return r
+end
+
 local function attachment_for(sel)
   if sel.mode == '\22' or not vim.startswith(sel.uri, 'file:') then
     return { label = sel.label, message = require('dsh.selection').message(sel) }
   end
-  return { label = sel.label, uri = sel.uri, range = sel.range, kind = 'selection' }
+  return { label = sel.label, uri = sel.uri, range = trim_eol(sel), kind = 'selection' }
 end
 
 --- Deliver a selection: 'steer' | 'inject' now, or 'attach' it to the next prompt.
@@ -193,7 +209,7 @@ function M.send_selection(delivery, sel)
         notify(delivery .. ' failed: ' .. (err.message or ''), vim.log.levels.ERROR)
       end
     end)
-  end, sel.buf)
+  end, sel.buf, true)
 end
 
 -- ---- control -------------------------------------------------------------------------------------
@@ -329,7 +345,7 @@ function M.add_file(path)
       kind = 'file',
       delivery = 'inject',
     })
-  end, buf > 0 and buf or nil)
+  end, buf > 0 and buf or nil, true)
 end
 
 -- ---- keys and commands ---------------------------------------------------------------------------

@@ -1,0 +1,102 @@
+"""Permission prompts as floats, and edits landing in the buffer through workspace/applyEdit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.neovim.harness import Editor
+from tests.server.harness import text_reply, tool_call_stream
+
+
+def edit_call(path: Path, old: str, new: str, call_id: str = "call_1") -> Reply:
+    return Reply.stream(
+        tool_call_stream([(call_id, "edit_file", {"path": str(path), "old_string": old, "new_string": new})])
+    )
+
+
+def permission_float(editor: Editor) -> dict:
+    return editor.wait(lambda: next(iter(editor.floats()), None), what="the permission float")
+
+
+def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, fake: FakeDeepSeek) -> None:
+    target = editor.paths.work / "b.py"
+    target.write_text("x = 1\ny = 2\n")
+    fake.script(edit_call(target, "x = 1", "x = 2"), text_reply("Changed x."))
+    editor.cmd("edit b.py")
+    editor.cmd("Dsh set x to 2")
+    pf = permission_float(editor)
+    assert pf["filetype"] == "diff" and pf["current"]
+    assert "-x = 1" in pf["lines"] and "+x = 2" in pf["lines"]
+    assert pf["title"].startswith(" dsh: ") and "y allow once" in pf["footer"] and "a always" in pf["footer"]
+    assert editor.status() == "running"
+    editor.keys("y")  # allow once
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait_footers(1)
+    buf = editor.lua(
+        "local b = vim.fn.bufnr(...); return {lines = vim.api.nvim_buf_get_lines(b, 0, -1, false), modified = vim.bo[b].modified}",
+        str(target),
+    )
+    assert buf == {"lines": ["x = 2", "y = 2"], "modified": True}  # in the buffer, unsaved
+    assert target.read_text() == "x = 1\ny = 2\n"  # the person saves, not the agent
+    lines = editor.lines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("⚙ edit_file"))
+    (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+    assert card["text"].strip() == "✓ ok +1 −1"
+    assert "Changed x." in lines
+    assert "Workspace edit" not in editor.lua("return T.messages()")  # no print spam
+    # Changed lines flash; :DshEdits lists the touched places.
+    flashed = editor.lua(
+        "local b = vim.fn.bufnr(...); local out = {} for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, require('dsh.edits').ns, 0, -1, {details = true})) do out[#out+1] = m[2] end return out",
+        str(target),
+    )
+    assert flashed == [0]
+    editor.cmd("DshEdits")
+    qf = editor.lua("return vim.tbl_map(function(e) return {vim.api.nvim_buf_get_name(e.bufnr), e.lnum, e.text} end, vim.fn.getqflist())")
+    assert qf == [[str(target), 1, "dsh: edit b.py"]]
+
+
+def test_permission_reject_keeps_the_file_and_the_turn_goes_on(editor: Editor, fake: FakeDeepSeek) -> None:
+    target = editor.paths.work / "c.txt"
+    target.write_text("keep me\n")
+    fake.script(edit_call(target, "keep me", "gone"), text_reply("OK, leaving it."))
+    editor.cmd("Dsh change it")
+    permission_float(editor)
+    editor.keys("n")
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    (footer,) = editor.wait_footers(1)
+    assert footer.startswith("── completed")
+    lines = editor.lines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("⚙ edit_file"))
+    (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+    assert card["text"].strip() == "✗ REJECTED" and card["hl"] == "DshToolError"
+    assert "OK, leaving it." in lines
+    assert target.read_text() == "keep me\n"
+
+
+def test_the_float_closes_when_the_turn_is_stopped(editor: Editor, fake: FakeDeepSeek) -> None:
+    target = editor.paths.work / "d.txt"
+    target.write_text("one\n")
+    fake.script(edit_call(target, "one", "two"))
+    editor.cmd("Dsh edit d")
+    permission_float(editor)
+    editor.cmd("DshStop")  # from the float: the chat of this project stops; the prompt goes away
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    (footer,) = editor.wait_footers(1)
+    assert footer.startswith("── aborted (user)")
+    assert target.read_text() == "one\n"
+
+
+def test_closing_the_float_cancels_the_turn_and_keeps_the_queue(editor: Editor, fake: FakeDeepSeek) -> None:
+    target = editor.paths.work / "e.txt"
+    target.write_text("one\n")
+    fake.script(edit_call(target, "one", "two"))
+    editor.cmd("Dsh edit e")
+    permission_float(editor)
+    editor.lua("require('dsh').send(T.chat(), 'followup', 'later')")
+    editor.wait(lambda: editor.pending() == 1, what="queued")
+    editor.keys("q")  # cancel: the turn is cancelled, the queue kept
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    (footer,) = editor.wait_footers(1)
+    assert footer.startswith("── aborted")
+    assert editor.pending() == 1
