@@ -62,6 +62,16 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     rpc.on_request = chat.on_request
     rpc.on_error = lambda exc: chat.error(f"[{exc}]")
     reader = asyncio.ensure_future(rpc.read_forever())
+
+    def daemon_gone(_: object) -> None:
+        chat.closed.set()
+        chat.idle.set()
+        if not chat.leaving:
+            chat.error("[the daemon exited; see its log above]")
+            if interactive:
+                view.quit()
+
+    reader.add_done_callback(daemon_gone)
     if proc.stderr is not None:
         rpc.spawn(_forward_stderr(proc.stderr, chat))
     try:
@@ -85,6 +95,7 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
         else:
             await _plain(chat, commands, " ".join(args.prompt))
     finally:
+        chat.leaving = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(rpc.request("shutdown"), 10)
             rpc.notify("exit")
@@ -121,7 +132,7 @@ async def _interactive(chat: Chat, commands: Commands, view: Any, prompt: str) -
 
 async def _plain(chat: Chat, commands: Commands, prompt: str) -> None:
     loop = asyncio.get_running_loop()
-    quit_requested = asyncio.Event()
+    quit_requested = chat.closed  # the daemon is gone, or Ctrl-C when idle
 
     def on_sigint() -> None:
         if chat.status.state == "running":
@@ -146,6 +157,8 @@ async def _plain(chat: Chat, commands: Commands, prompt: str) -> None:
         if not line:  # EOF: finish what was asked, then leave
             await chat.idle.wait()
             break
+        if chat.give_answer(line):  # an open permission question takes the next line
+            continue
         if not await commands.handle_line(line):
             break
 

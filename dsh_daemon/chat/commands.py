@@ -52,8 +52,6 @@ class Commands:
     async def handle_line(self, line: str) -> bool:
         """Run one typed line; False to quit."""
         chat = self.chat
-        if chat.give_answer(line):
-            return True
         text = line.strip()
         if not text:
             return True
@@ -148,12 +146,13 @@ class Commands:
 
     async def clear(self, _: str) -> None:
         chat = self.chat
+        was_idle = chat.status.state == "idle"
         chat.clearing = True
         try:
             await chat.rpc.request("dsh/cancel", {"sessionId": chat.session_id, "keepInbox": False})
         finally:
             chat.clearing = False
-        if chat.status.state == "idle":
+        if was_idle:  # otherwise the turn's end says it
             chat.note("[queue cleared]")
 
     # ---- context -----------------------------------------------------------------------------------

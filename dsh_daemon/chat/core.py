@@ -51,6 +51,8 @@ class Chat:
         self.status = Status()
         self.idle = asyncio.Event()
         self.idle.set()
+        self.closed = asyncio.Event()  # the daemon is gone
+        self.leaving = False  # we are shutting it down
         self.answer: asyncio.Future[str] | None = None
         self.replaying = False
         self.clearing = False
@@ -212,10 +214,15 @@ class Chat:
         self.note(f"  → {label.get(outcome, 'cancelled (the turn stops, the queue stays)')}")
         return outcome
 
+    @property
+    def asking(self) -> bool:
+        return self.answer is not None and not self.answer.done()
+
     def give_answer(self, text: str) -> bool:
         """A line or key for an open permission question; False when none is open."""
-        if self.answer is None or self.answer.done():
+        if not self.asking:
             return False
+        assert self.answer is not None
         self.answer.set_result(text)
         return True
 

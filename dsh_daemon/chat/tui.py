@@ -25,6 +25,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat.commands import COMMANDS
+from dsh_daemon.chat.core import PERMISSION_KEYS, PERMISSION_WORDS
 from dsh_daemon.chat.render import BOLD, CYAN, DIM, RESET, YELLOW, hard_wrap, markdown_ansi
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class TuiView:
         self.question: str | None = None
         self.picker: dict[str, Any] | None = None
         self.quitting = False
+        self.ctrl_c_armed = False  # a second Ctrl-C when idle leaves
         history: Any = InMemoryHistory()
         if history_file is not None:
             try:
@@ -280,8 +282,13 @@ class TuiView:
             buffer.reset()
         elif chat is not None and chat.status.state == "running":
             chat.rpc.spawn(chat.rpc.request("dsh/cancel", {"sessionId": chat.session_id, "keepInbox": True}))
-        else:
+        elif self.ctrl_c_armed:
             self.quit()
+        else:
+            self.ctrl_c_armed = True
+            self.print(f"{DIM}[Ctrl-C again (or Ctrl-D) leaves]{RESET}")
+            return
+        self.ctrl_c_armed = False
 
     def quit(self) -> None:
         self.quitting = True
@@ -299,6 +306,10 @@ class TuiView:
                     text = await self.session.prompt_async()
                 except (EOFError, KeyboardInterrupt):
                     break
-                if self.chat is not None and self.chat.give_answer(text):
+                self.ctrl_c_armed = False
+                chat = self.chat
+                answer = text.strip().lower()
+                if chat is not None and chat.asking and answer in (*PERMISSION_KEYS, *PERMISSION_WORDS):
+                    chat.give_answer(answer)
                     continue
-                on_line(text)
+                on_line(text)  # a line typed while a question is open is a prompt like any other

@@ -187,3 +187,38 @@ def test_sessions_and_resume_with_the_picker(tmp_path: Path, fake: FakeDeepSeek,
         assert "› the first session" in tail and "Answer one" in tail
     finally:
         second.close()
+
+
+def test_a_line_typed_during_a_question_queues_ctrl_c_answers_cancel_and_clear_empties(
+    chat: Screen, fake: FakeDeepSeek, work: Path
+) -> None:
+    (work / "notes.txt").write_text("alpha\n")
+    fake.script(
+        Reply.stream(
+            tool_call_stream(
+                [("c1", "edit_file", {"path": "notes.txt", "old_string": "alpha", "new_string": "beta"})]
+            )
+        )
+    )
+    chat.type("edit it")
+    chat.keys("Enter")
+    chat.wait(lambda s: "[c]ancel turn" in s and "+beta" in s, whole=False)
+    chat.type("please also this")  # the first key is not y/a/n/c: the person is typing a prompt
+    chat.keys("Enter")
+    chat.wait("[queued] please also this")
+    assert "awaiting permission" in status_line(chat)
+    chat.keys("C-c")
+    chat.wait(lambda s: "→ cancelled" in s and "[cancelled: user; 1 queued item(s) parked" in s)
+    assert (work / "notes.txt").read_text() == "alpha\n"
+    chat.type("/clear")
+    chat.keys("Enter")
+    chat.wait("[queue cleared]")
+    chat.wait(lambda s: "idle" in status_line(chat) and "queued" not in status_line(chat))
+    chat.type("/wake")
+    chat.keys("Enter")
+    chat.wait("[nothing is queued]")
+    assert len(fake.requests) == 1
+    chat.keys("C-c")
+    chat.wait("[Ctrl-C again (or Ctrl-D) leaves]")
+    chat.keys("C-c")
+    chat.wait("[chat exited 0]")
