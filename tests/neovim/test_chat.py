@@ -59,7 +59,12 @@ def test_reasoning_is_dimmed_and_tool_calls_are_cards(editor: Editor, fake: Fake
     assert lines[row + 2] == "Hi!"  # a blank line between the reasoning and the answer
     snap = editor.snapshot()
     dim = [h for h in snap["hls"] if h["hl"] == "DshReasoning"]
-    assert dim and dim[0]["row"] == row and dim[0]["end_row"] == row and dim[0]["end_col"] == len("The user greets me.")
+    assert (
+        dim
+        and dim[0]["row"] == row
+        and dim[0]["end_row"] == row
+        and dim[0]["end_col"] == len("The user greets me.")
+    )
     editor.cmd("Dsh read my notes")
     editor.wait_footers(2)
     lines = editor.lines()
@@ -71,16 +76,16 @@ def test_reasoning_is_dimmed_and_tool_calls_are_cards(editor: Editor, fake: Fake
 
 
 def test_prompts_sent_while_busy_are_queued_and_run_in_order(editor: Editor, fake: FakeDeepSeek) -> None:
-    fake.script(slow(["working", " on", " it", " slowly", " now"], delay=0.4), slow(["B done"]), slow(["C done"]))
+    fake.script(
+        slow(["working", " on", " it", " slowly", " now"], delay=0.4), slow(["B done"]), slow(["C done"])
+    )
     editor.cmd("Dsh A")
     editor.wait(lambda: editor.status() == "running", what="running")
     editor.type_in_input("B")
     editor.keys("<CR>")  # <CR> in normal mode sends; busy, so it is queued
     editor.type_in_input("C")
     editor.keys("<C-s>")
-    snap = editor.wait(
-        lambda: (s := editor.snapshot())["pending"] == 2 and s, what="two queued prompts"
-    )
+    snap = editor.wait(lambda: (s := editor.snapshot())["pending"] == 2 and s, what="two queued prompts")
     assert snap["queue"][:2] == ["  ⧗ queued 1   B", "  ⧗ queued 2   C"]
     assert "2 queued" in snap["winbar"]
     assert snap["input"] == [""]

@@ -14,7 +14,9 @@ def grab(editor: Editor, keys: str) -> dict:
     """Make a selection with `keys`, then read it the way the plugin's mappings do."""
     editor.lua("_G.sel = nil")
     editor.keys(keys + "Q")
-    return editor.lua("local s = _G.sel; return {range = s.range, text = s.text, mode = s.mode, label = s.label}")
+    return editor.lua(
+        "local s = _G.sel; return {range = s.range, text = s.text, mode = s.mode, label = s.label}"
+    )
 
 
 def test_visual_selections_become_exact_utf16_ranges(editor: Editor) -> None:
@@ -27,7 +29,10 @@ def test_visual_selections_become_exact_utf16_ranges(editor: Editor) -> None:
     assert s["text"] == "éllo wörld\nab"
     assert s["range"] == {"start": {"line": 0, "character": 1}, "end": {"line": 1, "character": 2}}
     s = grab(editor, "2G03lv")  # one astral character: two UTF-16 units
-    assert s["text"] == "😀" and s["range"] == {"start": {"line": 1, "character": 3}, "end": {"line": 1, "character": 5}}
+    assert s["text"] == "😀" and s["range"] == {
+        "start": {"line": 1, "character": 3},
+        "end": {"line": 1, "character": 5},
+    }
     s = grab(editor, "gg0lv$")  # to the end of the line: the line break is selected too
     assert s["text"] == "éllo wörld\n" and s["range"]["end"] == {"line": 1, "character": 0}
     s = grab(editor, "ggVj")  # linewise
@@ -47,7 +52,9 @@ def _requests_text(fake: FakeDeepSeek) -> list[str]:
     return [json.dumps(r.json["messages"], ensure_ascii=False) for r in fake.requests]
 
 
-def test_steer_with_a_visual_selection_sends_the_unsaved_buffer_text(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_steer_with_a_visual_selection_sends_the_unsaved_buffer_text(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
     app = editor.paths.work / "app.py"
     app.write_text("def f():\n    return 1\n\nprint(f())\n")
     fake.script(Reply.stream(text_stream(["Looks fine."])))
@@ -61,7 +68,9 @@ def test_steer_with_a_visual_selection_sends_the_unsaved_buffer_text(editor: Edi
     (request,) = fake.requests
     messages = request.json["messages"]
     (editor_msg,) = [m for m in messages if m["role"] == "user" and "Selection in" in str(m["content"])]
-    content = editor_msg["content"] if isinstance(editor_msg["content"], str) else json.dumps(editor_msg["content"])
+    content = (
+        editor_msg["content"] if isinstance(editor_msg["content"], str) else json.dumps(editor_msg["content"])
+    )
     assert "(unsaved editor buffer), lines 1-2" in content
     assert "def f():\n    return 42\n```" in content and "print(f())" not in content
     assert app.read_text() == "def f():\n    return 1\n\nprint(f())\n"  # nothing saved
@@ -77,17 +86,27 @@ def test_block_selection_inject_and_attach_to_the_next_prompt(editor: Editor, fa
     snap = editor.snapshot()
     assert snap["status"] == "idle" and snap["queue"] == ["  ⧗ next step  📎 selection table.txt:1-3"]
     editor.keys("2GV\\da")  # <leader>da: attach line 2 to the next prompt
-    editor.wait(lambda: any("with next prompt" in q for q in editor.snapshot()["queue"]), what="attachment shown")
+    editor.wait(
+        lambda: any("with next prompt" in q for q in editor.snapshot()["queue"]), what="attachment shown"
+    )
     assert len(fake.requests) == 0
     editor.type_in_input("which names?")
     editor.keys("<CR>")
     editor.wait_footers(1)
     (request,) = fake.requests
-    texts = [m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]) for m in request.json["messages"] if m["role"] == "user"]
+    texts = [
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        for m in request.json["messages"]
+        if m["role"] == "user"
+    ]
     assert len(texts) == 3
     assert texts[0].startswith("Block selection in ") and "lines 1-3, columns 6-9" in texts[0]
     assert "\nname\nnut \nbolt\n" in texts[0]
     assert "Selection in " in texts[1] and "1  | nut  | 10\n" in texts[1]
     assert texts[2] == "which names?"
     lines = editor.lines()
-    assert lines.index("📎 selection table.txt:1-3") < lines.index("📎 selection table.txt:2") < lines.index("which names?")
+    assert (
+        lines.index("📎 selection table.txt:1-3")
+        < lines.index("📎 selection table.txt:2")
+        < lines.index("which names?")
+    )

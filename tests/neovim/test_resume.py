@@ -32,7 +32,10 @@ def test_resume_after_restarting_neovim(start_editor: Callable[[], Editor], fake
     snap = second.snapshot()
     assert snap["id"] == session_id
     lines = snap["lines"]
-    assert [lines[i + 1] for i, line in enumerate(lines) if line == "## You"] == ["first question", "second question"]
+    assert [lines[i + 1] for i, line in enumerate(lines) if line == "## You"] == [
+        "first question",
+        "second question",
+    ]
     assert "First answer." in lines and "Half an" in lines
     assert footers(lines)[0].startswith("── completed · 12 in · 3 out")
     assert footers(lines)[1].startswith("── aborted (shutdown)")
@@ -46,4 +49,11 @@ def test_resume_after_restarting_neovim(start_editor: Callable[[], Editor], fake
     second.wait_footers(3)
     third = fake.requests[2].json["messages"]
     assert [m["content"] for m in third if m["role"] == "user"][-2:] == ["a note for later", "third question"]
+    lines = second.lines()
+    assert lines[lines.index("a note for later") - 1 :][:4] == [
+        "## You",
+        "a note for later",
+        "",
+        "third question",
+    ]
     assert second.snapshot()["queue"] == []

@@ -52,7 +52,9 @@ def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, 
     )
     assert flashed == [0]
     editor.cmd("DshEdits")
-    qf = editor.lua("return vim.tbl_map(function(e) return {vim.api.nvim_buf_get_name(e.bufnr), e.lnum, e.text} end, vim.fn.getqflist())")
+    qf = editor.lua(
+        "return vim.tbl_map(function(e) return {vim.api.nvim_buf_get_name(e.bufnr), e.lnum, e.text} end, vim.fn.getqflist())"
+    )
     assert qf == [[str(target), 1, "dsh: edit b.py"]]
 
 

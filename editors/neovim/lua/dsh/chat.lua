@@ -83,6 +83,7 @@ function Chat:reset()
   self.assistant_header = false
   self.empty = true
   self.qmark = nil
+  self.last_op = nil
   if api.nvim_buf_is_valid(self.buf) then
     vim.bo[self.buf].modifiable = true
     api.nvim_buf_clear_namespace(self.buf, M.ns, 0, -1)
@@ -341,7 +342,9 @@ local R = {}
 function R.user(self, op)
   self:_end_segment()
   self:_blank()
-  self:_line('## You')
+  if self.last_op ~= 'user' then -- several prompts entering one step share a heading
+    self:_line('## You')
+  end
   self:_append(op.text)
   self:_append('\n')
   self.assistant_header = false
@@ -525,6 +528,7 @@ function Chat:render(op)
     self:_modify(function()
       R[op.op](self, op)
     end)
+    self.last_op = op.op
   end
 end
 
