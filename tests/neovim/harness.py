@@ -121,6 +121,20 @@ vim.cmd.cd({_lua_str(str(paths.work))})
     return init
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (Neovim's daemons)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
+            out.append(int(stat.parent.name))
+    return out
+
+
 def _proc_gone(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -215,7 +229,7 @@ class Editor:
 
     def quit(self, timeout: float = 20.0) -> None:
         """:qa! and wait until Neovim and its daemons are gone."""
-        daemons = self.lua("return T.daemon_pids()")
+        daemons = children(self.pid)
         self.nv.command("qa!", async_=True)
         deadline = time.monotonic() + timeout
         while not all(_proc_gone(p) for p in [self.pid, *daemons]):

@@ -118,20 +118,6 @@ function T.inbox()
   return T.request('dsh/inbox/list', { sessionId = c.id })
 end
 
---- The pids of the daemons this Neovim started.
-function T.daemon_pids()
-  local out = {}
-  for _, client in ipairs(vim.lsp.get_clients({ name = 'dsh' })) do
-    local ok, pid = pcall(function()
-      return client.rpc.transport.sysobj.pid
-    end)
-    if ok and pid then
-      out[#out + 1] = pid
-    end
-  end
-  return out
-end
-
 function T.messages()
   return api.nvim_exec2('messages', { output = true }).output
 end

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 from tests.fakes.deepseek_server import STREAM_B, FakeDeepSeek, Reply, text_stream
-from tests.neovim.harness import Editor, footers
+from tests.neovim.harness import Editor, children, footers
 from tests.server.harness import tool_call_stream
 
 
@@ -132,3 +135,17 @@ def test_stop_bang_clears_the_queue(editor: Editor, fake: FakeDeepSeek) -> None:
     editor.wait(lambda: editor.pending() == 0, what="queue cleared")
     assert footers(editor.lines())[0].startswith("── aborted (user)")
     assert editor.lua("return T.inbox()") == {"nextTurn": [], "nextStep": []}
+
+
+def test_a_daemon_that_died_is_restarted_and_the_chat_goes_on(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(slow(["before"]), slow(["after"]))
+    editor.cmd("Dsh one")
+    editor.wait_footers(1)
+    (daemon,) = children(editor.pid)
+    os.kill(daemon, signal.SIGKILL)
+    editor.wait_text("daemon exited")
+    editor.cmd("Dsh two")  # starts a daemon again, reattaches the session, sends
+    editor.wait_footers(2)
+    lines = editor.lines()
+    assert lines.index("before") < lines.index("two") < lines.index("after")
+    assert children(editor.pid) != [daemon]

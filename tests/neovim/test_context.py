@@ -110,3 +110,37 @@ def test_block_selection_inject_and_attach_to_the_next_prompt(editor: Editor, fa
         < lines.index("📎 selection table.txt:2")
         < lines.index("which names?")
     )
+
+
+def test_add_file_and_pick_a_session_with_gr(editor: Editor, fake: FakeDeepSeek) -> None:
+    notes = editor.paths.work / "notes.md"
+    notes.write_text("saved text\n")
+    fake.script(Reply.stream(text_stream(["first session"])), Reply.stream(text_stream(["read it"])))
+    editor.cmd("Dsh first")
+    editor.wait_footers(1)
+    first_id = editor.snapshot()["id"]
+    editor.cmd("DshNew")
+    editor.wait(lambda: editor.snapshot()["id"] != first_id, what="a new session")
+    assert editor.lua("return #vim.api.nvim_tabpage_list_wins(0)") == 3  # shown in the same windows
+    editor.cmd("wincmd t")  # back to the file window
+    editor.cmd("edit notes.md")
+    editor.keys("Goadded, not saved<Esc>")
+    editor.cmd("DshAddFile")  # the current buffer, unsaved text included
+    editor.wait(lambda: editor.pending() == 1, what="the file context pending")
+    assert editor.snapshot()["queue"] == ["  ⧗ next step  📎 file notes.md"]
+    editor.cmd("Dsh what is in it?")
+    editor.wait_footers(1)
+    texts = [m["content"] for m in fake.requests[1].json["messages"] if m["role"] == "user"]
+    assert texts[0].startswith("File ") and "saved text\nadded, not saved\n" in texts[0]
+    assert texts[1] == "what is in it?"
+    # gr: pick the first session (a stub vim.ui.select picks the older one) and resume it.
+    editor.lua(
+        "vim.ui.select = function(items, opts, on_choice)"
+        " _G.picked = vim.tbl_map(opts.format_item, items); on_choice(items[#items]) end"
+    )
+    editor.lua("local c = T.chat(); vim.api.nvim_set_current_win(vim.fn.win_findbuf(c.buf)[1])")
+    editor.keys("gr")
+    editor.wait(lambda: editor.snapshot()["id"] == first_id, what="the first session resumed")
+    editor.wait_text("first session")
+    picked = editor.lua("return _G.picked")
+    assert len(picked) == 2 and picked[1].startswith(first_id[:8]) and picked[1].endswith("first")

@@ -102,3 +102,23 @@ def test_closing_the_float_cancels_the_turn_and_keeps_the_queue(editor: Editor, 
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── aborted")
     assert editor.pending() == 1
+
+
+def test_command_permission_shows_the_command_and_its_cwd(editor: Editor, fake: FakeDeepSeek) -> None:
+    command = "echo hello-from-the-tool"
+    fake.script(
+        Reply.stream(tool_call_stream([("call_c", "run_command", {"command": command})])),
+        text_reply("It ran."),
+    )
+    editor.cmd("Dsh run it")
+    pf = permission_float(editor)
+    assert pf["lines"] == [f"$ {command}", "", f"cwd: {editor.paths.work}"]
+    assert "run_command" in pf["title"] or command in pf["title"]
+    editor.keys("a")  # allow always (this exact command)
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait_footers(1)
+    lines = editor.lines()
+    row = lines.index(f"⚙ run_command  {command}")
+    (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+    assert card["text"].strip() == "✓ ok"
+    assert "It ran." in lines

@@ -67,6 +67,8 @@ function Chat.new(root, session_id)
   self.attachments = {}
   self.buf = scratch('dsh://' .. self.short .. '/chat', 'markdown', root, session_id)
   self.input = scratch('dsh://' .. self.short .. '/input', 'markdown', root, session_id)
+  vim.b[self.buf].dsh_kind = 'chat'
+  vim.b[self.input].dsh_kind = 'input'
   vim.bo[self.buf].modifiable = false
   self:reset()
   require('dsh').chat_keys(self, self.buf, false)
@@ -117,6 +119,18 @@ end
 function Chat:open()
   local opts = config.options
   local win = self:windows()[1]
+  if not win then
+    -- Another chat shown in this tab: show this one in its windows instead of opening more.
+    for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+      local b = api.nvim_win_get_buf(w)
+      if vim.b[b].dsh_kind == 'chat' then
+        api.nvim_win_set_buf(w, self.buf)
+        win = w
+      elseif vim.b[b].dsh_kind == 'input' then
+        api.nvim_win_set_buf(w, self.input)
+      end
+    end
+  end
   if not win then
     if opts.layout == 'tab' then
       vim.cmd('tab sbuffer ' .. self.buf)
@@ -429,6 +443,28 @@ local function diff_counts(diff)
     end
   end
   return add, del
+end
+
+function R.tool_output(self, op)
+  local id = self.cards[op.callId or '']
+  local pos = id and api.nvim_buf_get_extmark_by_id(self.buf, M.ns, id, {}) or {}
+  if not pos[1] then
+    return
+  end
+  self.outputs = self.outputs or {}
+  local tail = ((self.outputs[op.callId] or '') .. (op.text or '')):sub(-400)
+  self.outputs[op.callId] = tail
+  local last = ''
+  for line in tail:gmatch('[^\n]+') do
+    if vim.trim(line) ~= '' then
+      last = line
+    end
+  end
+  api.nvim_buf_set_extmark(self.buf, M.ns, pos[1], pos[2], {
+    id = id,
+    virt_text = { { '  running… ', 'DshToolRunning' }, { first_line(last, 60), 'DshNotice' } },
+    virt_text_pos = 'eol',
+  })
 end
 
 function R.tool_result(self, op)

@@ -104,6 +104,7 @@ function M.ensure(root, cb)
       entry.info = vim.tbl_get(result or {}, 'capabilities', 'experimental', 'dsh')
       entry.ready = true
       attach_buffers(entry)
+      require('dsh').on_client_ready(root, client)
       local waiting = entry.waiting
       entry.waiting = {}
       for _, fn in ipairs(waiting) do

@@ -88,12 +88,32 @@ end
 function M.on_client_exit(root, code, signal)
   for _, chat in pairs(M.chats) do
     if chat.root == root and api.nvim_buf_is_valid(chat.buf) and not M.exiting then
+      chat.detached = true
       chat.state.status = 'idle'
       chat:note(('daemon exited (code %s%s); the next command starts it again'):format(
         tostring(code),
         (signal and signal ~= 0) and (', signal ' .. signal) or ''
       ))
       chat:_winbar()
+    end
+  end
+end
+
+--- A daemon (re)started for `root`: chats whose daemon went away attach their session again and
+--- receive what they missed (events after the last one shown).
+function M.on_client_ready(root, lsp_client)
+  for _, chat in pairs(M.chats) do
+    if chat.root == root and chat.detached and api.nvim_buf_is_valid(chat.buf) then
+      chat.detached = nil
+      local params = { sessionId = chat.id, afterSeq = chat.state.last_seq }
+      lsp_client:request('dsh/session/attach', params, function(err, res)
+        if err then
+          return chat:note('attach failed: ' .. (err.message or ''), 'DshError')
+        end
+        session.set_inbox(chat.state, res.inbox)
+        chat.state.status = res.status or chat.state.status
+        chat:render({ op = 'inbox' })
+      end)
     end
   end
 end
