@@ -332,12 +332,14 @@ def register(daemon: Daemon) -> None:
 
 def _check_provider_config(settings: Settings, options: Mapping[str, Any]) -> None:
     """Refuse a bad configuration at `initialize`, where the editor shows it (light import only)."""
+    from dsh_daemon.agent.system_prompt import PromptConfigError, load_prompt_config
     from dsh_daemon.llm.config import ConfigError, load_provider_config
 
-    provider_options = {k: v for k, v in options.items() if k not in ("permissionTimeoutS", "tools")}
+    provider_options = {k: v for k, v in options.items() if k not in ("permissionTimeoutS", "tools", "agent")}
     try:
         load_provider_config(settings.state_dir, settings.env, settings.flags, provider_options)
-    except ConfigError as exc:
+        load_prompt_config(settings.state_dir, options)
+    except (ConfigError, PromptConfigError) as exc:
         raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
 
 

@@ -22,6 +22,7 @@ from dsh_daemon.agent.inbox import DuplicateMessageIdError, InvalidSpliceError, 
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.provider import Provider
+from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, SystemPrompt, load_prompt_config
 from dsh_daemon.server import errors
 from dsh_daemon.server.context import AmbientState, build_context_message, snapshot_hook
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
@@ -37,7 +38,7 @@ from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 log = logging.getLogger(__name__)
 
 # initializationOptions keys the server reads itself; everything else is provider configuration.
-SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "tools"})
+SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "tools", "agent"})
 DELIVERY = {"inject": ("next-step", False), "steer": ("next-step", True), "followup": ("next-turn", True)}
 AMBIENT_KEYS = ("activeUri", "selection", "visibleRange", "diagnostics")
 
@@ -83,6 +84,7 @@ class SessionHub:
         # sessions this connection attached while another process drove them: last seq delivered
         self.read_only: dict[str, int] = {}
         provider, options = self._provider()
+        self.prompt_config = self._prompt_config()
         self.manager = SessionManager(
             config.state_dir,
             provider=provider,
@@ -135,9 +137,25 @@ class SessionHub:
         kit = self._kit(session_id).hooks
         return Hooks(
             pre_step=[snapshot_hook(self.ambient_for(session_id), self._workspace)],
+            request=[self._system_prompt(session_id).hook],
             pre_execute=list(kit.pre_execute),
             post_execute=list(kit.post_execute),
         )
+
+    def _prompt_config(self) -> PromptConfig:
+        try:
+            return load_prompt_config(self.config.state_dir, self.config.init_options)
+        except PromptConfigError as exc:
+            raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
+
+    def _system_prompt(self, session_id: str) -> SystemPrompt:
+        """The session's system prompt: sections, its environment, the project's instruction files."""
+        tools = self._kit(session_id).registry.tools
+        workspace = next((t.workspace for t in tools.values() if hasattr(t, "workspace")), None)
+        if workspace is None:  # every tool denied: the same roots the tools would have had
+            workspace = self._tool_workspace(self.manager.store.session_info(session_id).cwd)
+        shell = getattr(tools.get("run_command"), "shell", None)
+        return SystemPrompt(self.prompt_config, lambda: (workspace.cwd, workspace.roots), shell=shell)
 
     def ambient_for(self, session_id: str) -> AmbientState:
         return self.ambient.setdefault(session_id, AmbientState(dict(self.ambient_default.state)))

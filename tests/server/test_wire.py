@@ -13,7 +13,8 @@ from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
 
 
 def texts(request_json: dict) -> list[str]:
-    return [m.get("content") for m in request_json["messages"]]
+    """The conversation's message texts (the system prompt is tested in test_system_prompt.py)."""
+    return [m.get("content") for m in request_json["messages"] if m["role"] != "system"]
 
 
 async def test_followup_streams_a_turn_and_events_carry_seq_only_when_durable(daemon: Daemon) -> None:
@@ -77,7 +78,7 @@ async def test_steer_during_a_slow_stream_lands_in_the_next_step(daemon: Daemon)
     assert len(daemon.of(sid, "turn/start")) == 1
     assert [e["data"]["step"] for e in daemon.of(sid, "step/start")] == [1, 2]
     second = daemon.fake.requests[1].json["messages"]
-    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
     assert second[-1]["content"] == "focus"
 
 
