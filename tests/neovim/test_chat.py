@@ -149,3 +149,29 @@ def test_a_daemon_that_died_is_restarted_and_the_chat_goes_on(editor: Editor, fa
     lines = editor.lines()
     assert lines.index("before") < lines.index("two") < lines.index("after")
     assert children(editor.pid) != [daemon]
+
+
+def test_a_failed_turn_says_why_in_its_footer(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.fail_next(1, 401)
+    editor.cmd("Dsh hello")
+    (footer,) = editor.wait_footers(1)
+    assert footer.startswith("── error · AUTH: ") and "Authentication Fails" in footer
+    assert editor.snapshot()["hls"][-1]["hl"] == "DshFooterError"
+    assert " hello · idle" in editor.snapshot()["winbar"]  # the title is the first prompt
+
+
+def test_what_was_typed_comes_back_when_the_daemon_cannot_start(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(slow(["hi"]))
+    editor.cmd("Dsh hello")
+    editor.wait_footers(1)
+    (daemon,) = children(editor.pid)
+    os.kill(daemon, signal.SIGKILL)
+    editor.wait_text("daemon exited")
+    # The next daemon refuses its configuration at `initialize`.
+    editor.lua(
+        "local o = require('dsh.config').options; o.init_options = {bogusKey = 1}; o.start_timeout = 1500"
+    )
+    editor.type_in_input("keep me")
+    editor.keys("<CR>")
+    editor.wait(lambda: editor.snapshot()["input"] == ["keep me"], what="the input restored")
+    assert "followup failed: the daemon did not start" in editor.lua("return T.messages()")

@@ -561,6 +561,10 @@ function Chat:render(op)
     self:_winbar()
     require('dsh.queue').refresh(self)
   elseif R[op.op] then
+    if op.op == 'user' and not self.title then
+      self.title = first_line(op.text, 40)
+      self:_winbar()
+    end
     self:_modify(function()
       R[op.op](self, op)
     end)

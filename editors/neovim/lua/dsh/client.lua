@@ -10,7 +10,7 @@ local M = {}
 ---@field id integer?
 ---@field client vim.lsp.Client?
 ---@field ready boolean
----@field waiting fun(client: vim.lsp.Client)[]
+---@field waiting {ok: fun(client: vim.lsp.Client), fail: fun(msg: string)?}[]
 ---@field info table? capabilities.experimental.dsh from the initialize result
 ---@field stopped boolean?
 
@@ -67,23 +67,25 @@ end
 
 local handlers_for -- set below (needs the other modules lazily)
 
---- Start (or reuse) the daemon for `root` and call `cb(client)` once it is initialized.
+--- Start (or reuse) the daemon for `root` and call `cb(client)` once it is initialized, in call
+--- order; `fail(message)` instead when the daemon goes away before that.
 ---@param root string
 ---@param cb fun(client: vim.lsp.Client)?
-function M.ensure(root, cb)
+---@param fail fun(message: string)?
+function M.ensure(root, cb, fail)
   local entry = M.roots[root]
   if entry and not entry.stopped then
     if cb then
       if entry.ready then
         cb(entry.client)
       else
-        table.insert(entry.waiting, cb)
+        table.insert(entry.waiting, { ok = cb, fail = fail })
       end
     end
     return entry
   end
   local opts = config.options
-  entry = { root = root, ready = false, waiting = cb and { cb } or {} }
+  entry = { root = root, ready = false, waiting = cb and { { ok = cb, fail = fail } } or {} }
   M.roots[root] = entry
   local capabilities = vim.lsp.protocol.make_client_capabilities()
   capabilities.workspace.applyEdit = true
@@ -107,15 +109,27 @@ function M.ensure(root, cb)
       require('dsh').on_client_ready(root, client)
       local waiting = entry.waiting
       entry.waiting = {}
-      for _, fn in ipairs(waiting) do
-        vim.schedule(function()
-          fn(client)
-        end)
+      for _, w in ipairs(waiting) do -- in call order, before anything sent later
+        local ok, err = pcall(w.ok, client)
+        if not ok then
+          vim.schedule(function()
+            vim.notify('dsh: ' .. tostring(err), vim.log.levels.ERROR)
+          end)
+        end
       end
     end,
     on_exit = function(code, signal)
       entry.stopped = true
       entry.ready = false
+      local waiting = entry.waiting
+      entry.waiting = {}
+      for _, w in ipairs(waiting) do
+        if w.fail then
+          vim.schedule(function()
+            w.fail(('the daemon exited before it was ready (code %s)'):format(tostring(code)))
+          end)
+        end
+      end
       if M.roots[root] == entry then
         M.roots[root] = nil
       end
@@ -131,10 +145,43 @@ function M.ensure(root, cb)
   })
   if not id then
     M.roots[root] = nil
-    vim.notify('dsh: could not start ' .. table.concat(opts.cmd, ' '), vim.log.levels.ERROR)
+    local msg = 'could not start ' .. table.concat(opts.cmd, ' ')
+    vim.notify('dsh: ' .. msg, vim.log.levels.ERROR)
+    for _, w in ipairs(entry.waiting) do
+      if w.fail then
+        w.fail(msg)
+      end
+    end
     return nil
   end
   entry.id = id
+  -- Neovim leaves a client whose `initialize` was refused (e.g. a bad provider setting) half-started
+  -- (it shows the daemon's error itself): give up on it after a while and fail what was waiting, so
+  -- nothing typed is lost.
+  vim.defer_fn(function()
+    if entry.ready or entry.stopped then
+      return
+    end
+    entry.stopped = true
+    if M.roots[root] == entry then
+      M.roots[root] = nil
+    end
+    local waiting = entry.waiting
+    entry.waiting = {}
+    local msg = ('the daemon did not start within %d ms (see the message above, :checkhealth dsh, :LspLog)'):format(
+      opts.start_timeout
+    )
+    vim.notify('dsh: ' .. msg, vim.log.levels.ERROR)
+    for _, w in ipairs(waiting) do
+      if w.fail then
+        w.fail(msg)
+      end
+    end
+    local c = vim.lsp.get_client_by_id(id)
+    if c then
+      c:stop(true)
+    end
+  end, opts.start_timeout)
   return entry
 end
 
@@ -144,15 +191,21 @@ end
 ---@param params table
 ---@param cb fun(err: table?, result: any)?
 function M.request(root, method, params, cb)
+  local function done(err, result)
+    if err and not cb then
+      vim.notify(('dsh: %s failed: %s'):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+    if cb then
+      cb(err, result)
+    end
+  end
   M.ensure(root, function(client)
-    client:request(method, params, function(err, result)
-      if err and not cb then
-        vim.notify(('dsh: %s failed: %s'):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
-      end
-      if cb then
-        cb(err, result)
-      end
-    end)
+    local ok = client:request(method, params, done)
+    if not ok then
+      done({ message = 'the daemon is not running' })
+    end
+  end, function(message)
+    done({ message = message })
   end)
 end
 

@@ -20,6 +20,8 @@ M.defaults = {
   keys = true,
   -- How long changed lines flash after an edit from the agent (ms, 0: no flash).
   flash_ms = 900,
+  -- How long the daemon may take to answer `initialize` before what waits for it fails (ms).
+  start_timeout = 20000,
   -- How long Neovim waits for the daemon to shut down cleanly on exit (ms).
   exit_timeout = 3000,
   -- Debounce of didChange notifications (ms). Requests flush pending changes first anyway.
