@@ -1,5 +1,5 @@
 """Project instructions: the project's own notes for agents, found from the workspace root down to
-the session cwd and merged into the system prompt (docs/design.md, "System prompt").
+the session cwd and merged into the system prompt (docs/design.md §9).
 
 Per directory, the first of `AGENTS.md`, `CLAUDE.md`, `.github/copilot-instructions.md` that is a
 regular file counts (the later names are fallbacks for projects written for other agents). Files are

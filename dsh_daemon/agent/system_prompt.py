@@ -1,5 +1,4 @@
-"""The system prompt: named sections in a fixed order, sent in `request/header` (docs/design.md,
-"System prompt").
+"""The system prompt: named sections in a fixed order, sent in `request/header` (docs/design.md §9).
 
 Sections, in this order (empty ones are left out; sections are joined by a blank line):
 
