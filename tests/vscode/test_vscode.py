@@ -30,9 +30,7 @@ def _npm(*args: str, timeout: float) -> None:
     _require(shutil.which("npm") is not None, "npm is not installed")
     _require((EXT / "node_modules" / ".bin" / "vitest").exists(), "editors/vscode/node_modules is missing")
     env = dict(os.environ, FORCE_COLOR="0", NO_COLOR="1")
-    result = subprocess.run(
-        ["npm", *args], cwd=EXT, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    result = subprocess.run(["npm", *args], cwd=EXT, capture_output=True, text=True, timeout=timeout, env=env)
     assert result.returncode == 0, (
         f"`npm {' '.join(args)}` exited {result.returncode}\n--- stdout\n{result.stdout[-20000:]}"
         f"\n--- stderr\n{result.stderr[-8000:]}"
@@ -45,3 +43,15 @@ def test_typecheck_lint_build() -> None:
 
 def test_vitest() -> None:
     _npm("test", timeout=600)
+
+
+def test_end_to_end_in_code_server() -> None:
+    """The packaged .vsix in code-server, driven by Chromium: stream, queue, stop, run queue, edit
+    approval from the diff card, a selection chip, Reload Window. Screenshots: $DSH_E2E_SHOTS or a
+    temp dir printed in the output."""
+    _require(CODE_SERVER.exists(), "code-server is not installed")
+    _require(
+        Path("/usr/bin/chromium").exists() or shutil.which("chromium") is not None,
+        "chromium is not installed",
+    )
+    _npm("run", "e2e", timeout=600)

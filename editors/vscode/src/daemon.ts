@@ -1,7 +1,7 @@
 // Spawns dsh-daemon over stdio with vscode-languageclient (document sync, workspace/applyEdit with
 // create and $/progress come from the client library) and exposes a DshClient over it.
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from 'vscode-languageclient/node';
+import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import { DshClient, Rpc } from './protocol/client';
 
 export const SECRET_KEY = 'dsh.apiKey';
@@ -18,8 +18,12 @@ export class Daemon implements vscode.Disposable {
 
   constructor(private readonly ctx: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
 
+  /** Whether the daemon will have a key: stored in SecretStorage, or given by the environment / config. */
   async hasKey(): Promise<boolean> {
-    return !!(await this.ctx.secrets.get(SECRET_KEY));
+    if (await this.ctx.secrets.get(SECRET_KEY)) return true;
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    return !!(cfg.get<Record<string, string>>('env', {}).DEEPSEEK_API_KEY || process.env.DEEPSEEK_API_KEY
+      || cfg.get<Record<string, unknown>>('provider', {}).apiKey);
   }
 
   ensureStarted(): Promise<DshClient> {
@@ -40,7 +44,7 @@ export class Daemon implements vscode.Disposable {
     const apiKey = await this.ctx.secrets.get(SECRET_KEY);
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const serverOptions: ServerOptions = {
-      command, args, transport: TransportKind.stdio,
+      command, args, // no `transport`: TransportKind.stdio would append --stdio, which dsh-daemon refuses
       options: { cwd, env: { ...process.env, ...extraEnv } },
     };
     const initializationOptions: Record<string, unknown> = { ...provider };

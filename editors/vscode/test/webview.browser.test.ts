@@ -88,7 +88,7 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     expect(await page.locator('.tool.ok .tool-name').textContent()).toBe('run_command');
     expect(await page.locator('.tool .output').textContent()).toContain('3 passed');
     expect(await page.locator('.footer').first().textContent()).toContain('✓ completed · 10 in · 5 out tokens');
-    expect(await page.locator('details.context-chip summary').textContent()).toBe('📎 selection app.py:3-5');
+    expect(await page.locator('details.context-chip summary').textContent()).toBe('selection app.py:3-5');
     await page.locator('.codeblock button', { hasText: 'Copy' }).click();
     expect((await posted()).at(-1)).toEqual({ type: 'copy', text: 'print(1)' });
     expect((globalThis as any).__errors).toEqual([]);

@@ -65,9 +65,11 @@ input.value = (vscode.getState() as { draft?: string } | undefined)?.draft ?? ''
 const row = el('div', 'row');
 const sendBtn = button('Send', () => send('followup'), 'primary', 'Send (queued while a turn runs)');
 const steerBtn = button('Steer', () => send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
-row.append(
-  button('Add selection', () => post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection'),
-  button('Add file', () => post({ type: 'addFile' }), 'ghost', 'Attach a file'),
+const addSel = button('+ Selection', () => post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
+addSel.setAttribute('aria-label', 'Add selection');
+const addFile = button('+ File', () => post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt');
+addFile.setAttribute('aria-label', 'Add file');
+row.append(addSel, addFile,
   el('span', 'spacer'), steerBtn, sendBtn,
 );
 composer.append(chipsEl, input, row);
@@ -111,11 +113,14 @@ function scheduleRender(): void {
 }
 
 function render(): void {
+  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
   renderStatus();
   renderTranscript(false);
   renderPermissions();
   renderQueue();
   renderControls();
+  // Follow the stream when the person is at the bottom (the panels below may have changed size too).
+  if (atBottom) transcript.scrollTop = transcript.scrollHeight;
 }
 
 function renderStatus(): void {
@@ -135,7 +140,6 @@ function renderTranscript(force: boolean): void {
     list.replaceChildren();
     renderedSession = model.sessionId;
   }
-  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
   const start = Math.max(0, model.items.length - shown);
   older.hidden = start === 0;
   empty.hidden = model.items.length > 0;
@@ -157,7 +161,6 @@ function renderTranscript(force: boolean): void {
     prev = entry.node;
   }
   for (const [id, e] of nodes) if (!want.has(id)) { e.node.remove(); nodes.delete(id); }
-  if (atBottom) transcript.scrollTop = transcript.scrollHeight;
 }
 
 function renderItem(it: Item): HTMLElement {
@@ -233,7 +236,7 @@ function renderUser(msg: { content: any; source: any }): HTMLElement {
   if (src.kind === 'editor') {
     const d = el('details', `context-chip ${src.contextKind ?? ''}`);
     const sum = el('summary');
-    sum.textContent = `📎 ${contextLabel(src)}`;
+    sum.textContent = `${contextLabel(src)}`;
     sum.title = 'Editor context';
     const pre = el('pre');
     pre.textContent = text;
@@ -348,7 +351,9 @@ function renderQueue(): void {
       t.textContent = q.message.source.kind === 'editor' ? contextLabel(q.message.source as any) : q.text;
       t.title = q.text;
       const other: Target = q.target === 'next-turn' ? 'next-step' : 'next-turn';
-      li.append(t,
+      const acts = el('span', 'queue-actions');
+      li.append(t, acts);
+      acts.append(
         button('↑', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: Math.max(0, pos - 1) }), 'icon', 'Move up'),
         button('↓', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: pos + 1 }), 'icon', 'Move down'),
         button(other === 'next-step' ? '→ step' : '→ turn', () => post({ type: 'inboxMove', messageId: q.message.id, target: other }), 'icon',
@@ -379,7 +384,7 @@ function renderControls(): void {
 function renderChips(): void {
   chipsEl.replaceChildren(...chips.map((c, i) => {
     const s = el('span', 'chip');
-    const label = button(`📎 ${c.label}`, () => post({ type: 'openFile', uri: c.uri, range: c.range }), 'chip-label', c.uri);
+    const label = button(`${c.label}`, () => post({ type: 'openFile', uri: c.uri, range: c.range }), 'chip-label', c.uri);
     s.append(label, button('✕', () => { chips.splice(i, 1); renderChips(); }, 'icon', 'Remove'));
     return s;
   }));

