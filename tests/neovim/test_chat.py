@@ -80,7 +80,7 @@ def test_reasoning_is_dimmed_and_tool_calls_are_cards(editor: Editor, fake: Fake
 
 def test_prompts_sent_while_busy_are_queued_and_run_in_order(editor: Editor, fake: FakeDeepSeek) -> None:
     fake.script(
-        slow(["working", " on", " it", " slowly", " now"], delay=0.4), slow(["B done"]), slow(["C done"])
+        slow(["working", " on", " it", " slowly", " now"], delay=0.8), slow(["B done"]), slow(["C done"])
     )
     editor.cmd("Dsh A")
     editor.wait(lambda: editor.status() == "running", what="running")

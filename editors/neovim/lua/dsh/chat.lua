@@ -579,17 +579,26 @@ end
 
 -- ---- the queue as virtual lines ------------------------------------------------------------------
 
+local MAX_QUEUE_LINES = 8
+
 function Chat:queue_lines()
   local lines = {}
+  local function add(label, text)
+    lines[#lines + 1] = { { label, 'DshQueueLabel' }, { text, 'DshQueue' } }
+  end
   for _, m in ipairs(self.state.inbox['next-step']) do
-    lines[#lines + 1] = { { '  ⧗ next step  ', 'DshQueueLabel' }, { M.preview(self.root, m), 'DshQueue' } }
+    add('  ⧗ next step  ', M.preview(self.root, m))
   end
   for i, m in ipairs(self.state.inbox['next-turn']) do
-    lines[#lines + 1] =
-      { { ('  ⧗ queued %d   '):format(i), 'DshQueueLabel' }, { M.preview(self.root, m), 'DshQueue' } }
+    add(('  ⧗ queued %d   '):format(i), M.preview(self.root, m))
   end
   for _, a in ipairs(self.attachments) do
-    lines[#lines + 1] = { { '  ⧗ with next prompt  ', 'DshQueueLabel' }, { '📎 ' .. a.label, 'DshQueue' } }
+    add('  ⧗ with next prompt  ', '📎 ' .. a.label)
+  end
+  if #lines > MAX_QUEUE_LINES then
+    local more = #lines - (MAX_QUEUE_LINES - 1)
+    lines = vim.list_slice(lines, 1, MAX_QUEUE_LINES - 1)
+    add('  ⧗ ', ('… %d more (gq opens the queue)'):format(more))
   end
   return lines
 end
