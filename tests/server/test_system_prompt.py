@@ -14,7 +14,7 @@ from typing import Any
 from dsh_daemon.agent.system_prompt import Environment, PromptConfig, build_system_prompt, os_name, today
 from dsh_daemon.session.derive import rebuild_requests
 from dsh_daemon.session.store import SessionStore
-from tests.fakes.deepseek_server import FakeDeepSeek
+from tests.fakes.deepseek_server import FakeDeepSeek, RecordedRequest, Reply, text_stream
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
 from tests.server.test_robustness import spawn
 
@@ -167,3 +167,46 @@ async def test_unknown_agent_setting_is_refused_at_initialize(tmp_path: Path, fa
     finally:
         pipe.proc.kill()
         await pipe.proc.wait()
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    size = min(len(a), len(b))
+    return next((i for i in range(size) if a[i] != b[i]), size)
+
+
+class PrefixCachingFake(FakeDeepSeek):
+    """Answers like DeepSeek's context cache: the usage it reports counts as cache hits the longest
+    byte prefix this request shares with an earlier one (4 bytes a token, in 64-token units)."""
+
+    def _next_reply(self, request: RecordedRequest) -> Reply:
+        earlier = [r.body for r in self.requests if r is not request]
+        shared = max((_shared_prefix(request.body, body) for body in earlier), default=0)
+        prompt = len(request.body) // 4
+        hit = min(shared // 4 // 64 * 64, prompt)
+        usage = json.dumps(
+            {
+                "prompt_tokens": prompt,
+                "completion_tokens": 1,
+                "total_tokens": prompt + 1,
+                "prompt_cache_hit_tokens": hit,
+                "prompt_cache_miss_tokens": prompt - hit,
+            }
+        )
+        return Reply.stream(text_stream(["ok"], usage=usage))
+
+
+async def test_second_turn_hits_the_prefix_cache(tmp_path: Path) -> None:
+    work, pkg = _project(tmp_path)
+    with PrefixCachingFake() as fake:
+        d = await start_daemon(tmp_path / "state", fake, root=work)
+        try:
+            sid = await d.new_session(cwd=str(pkg))
+            await _turn(d, sid, "first", 1)
+            await _turn(d, sid, "second", 2)
+        finally:
+            await stop_daemon(d)
+    first, second = (u["data"]["usage"] for u in _durable(d, sid, "turn/usage"))
+    assert first.get("cacheReadTokens", 0) == 0
+    # Everything up to the first prompt (the whole system prompt included) is served from the cache.
+    system_tokens = len(json.dumps(_system(fake.requests[0]))) // 4
+    assert second["cacheReadTokens"] >= system_tokens // 64 * 64 > 0
