@@ -211,11 +211,26 @@ async function scenario(): Promise<void> {
     await c.getByRole('button', { name: 'Allow once' }).click();
     await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Changed beta to gamma.' }).count(), { timeout: 30000 }).toBe(1);
     expect(await c.locator('.tool.ok .tool-name').last().textContent()).toBe('edit_file');
-    await runCommand('View: Close All Editors');
-    await page.keyboard.press('Escape');
-    await openFile('notes.txt');
+    // The diff editor is the active tab: back to the file, whose buffer now holds the edit (unsaved).
+    await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
     await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('gamma');
+    expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\nbeta\n');
     await shot('buffer-edited');
+
+    // A command after an edit: the command card shows command and cwd; the edited file is saved first.
+    fake.script(toolReply([{ id: 'call_cat', name: 'run_command', args: { command: 'cat notes.txt' } }]), textReply('The file now says gamma.'));
+    await c.getByLabel('message').fill('Show me the file');
+    await c.getByLabel('message').press('Enter');
+    await c.locator('.permission').waitFor({ timeout: 30000 });
+    expect(await c.locator('.permission pre.command').textContent()).toContain('$ cat notes.txt');
+    await shot('command-permission');
+    await c.getByRole('button', { name: 'Allow once' }).click();
+    await expect.poll(() => c.locator('.msg.assistant', { hasText: 'The file now says gamma.' }).count(), { timeout: 30000 }).toBe(1);
+    const cat = c.locator('.tool', { hasText: 'run_command' }).last();
+    expect(await cat.locator('.badge').textContent()).toBe('ok');
+    expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\ngamma\n');
+    expect(await cat.textContent()).toContain('gamma');
+    await shot('command-ran-on-saved-file');
 
     // 4. The editor selection as a chip that travels with the next prompt.
     await page.locator('.monaco-editor .view-lines').first().click();
