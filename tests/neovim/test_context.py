@@ -144,3 +144,21 @@ def test_add_file_and_pick_a_session_with_gr(editor: Editor, fake: FakeDeepSeek)
     editor.wait_text("first session")
     picked = editor.lua("return _G.picked")
     assert len(picked) == 2 and picked[1].startswith(first_id[:8]) and picked[1].endswith("first")
+
+
+def test_range_command_injects_the_last_selection(editor: Editor, fake: FakeDeepSeek) -> None:
+    src = editor.paths.work / "src.txt"
+    src.write_text("alpha\nbeta\ngamma\n")
+    editor.cmd("edit src.txt")
+    editor.keys("2GvE:DshInject<CR>")  # charwise "beta" through the command line: :'<,'>DshInject
+    editor.wait(lambda: editor.pending() == 1, what="the selection injected")
+    (message,) = editor.lua("return T.inbox()")["nextStep"]
+    assert message["source"]["range"] == {
+        "start": {"line": 1, "character": 0},
+        "end": {"line": 1, "character": 4},
+    }
+    assert (
+        message["source"]["contextKind"] == "selection"
+        and "```text\nbeta\n```" in message["content"][0]["text"]
+    )
+    assert editor.status() == "idle" and fake.requests == []

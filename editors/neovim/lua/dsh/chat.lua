@@ -157,7 +157,7 @@ function Chat:open()
     api.nvim_win_set_height(iwin, opts.input_height)
     local wo = vim.wo[iwin]
     wo.winfixheight, wo.number, wo.relativenumber, wo.signcolumn = true, false, false, 'no'
-    wo.winbar = ' <CR>/<C-s> send · <M-CR> steer · <C-c> stop · gq queue · gr sessions'
+    wo.winbar = ' <CR> send · <M-CR> steer · <C-c> stop · gq queue'
   end
   self:_winbar()
   api.nvim_set_current_win(iwin)
