@@ -59,6 +59,16 @@ def test_queue_buffer_remove_replace_move_add(editor: Editor, fake: FakeDeepSeek
         "  ⧗ queued 1   three",
         "  ⧗ queued 2   one, reworded",
     ]
+    # K over the heading moves the step item into the next-turn list.
+    editor.keys("/^#3<CR>K")
+    editor.cmd("write")
+    editor.wait(
+        lambda: (
+            texts(editor.lua("return T.inbox()")) == ["three", "one, reworded", "new prompt"]
+            and texts(editor.lua("return T.inbox()"), "nextStep") == []
+        ),
+        what="moved across lists",
+    )
     assert len(fake.requests) == 1  # queue edits never wake anything
 
 

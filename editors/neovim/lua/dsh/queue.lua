@@ -1,7 +1,7 @@
 -- :DshQueue: the session's pending inbox as an editable buffer.
 --   `dd`            removes the item under the cursor at once (dsh/inbox/remove)
 --   edit a line, :w replaces that item (dsh/inbox/replace)
---   reorder lines (J/K, or :m, or dd-less cut/paste with x/p), :w moves items (dsh/inbox/move);
+--   reorder lines (J/K or :m), :w moves items (dsh/inbox/move);
 --   a line moved under the other header changes its list (next turn <-> next step)
 --   a new line, :w adds a prompt there without waking the agent (dsh/send wakeup=false)
 -- Each item line starts with `#N ` (N numbers the items of the last rendering); multi-line texts
