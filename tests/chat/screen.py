@@ -8,7 +8,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -24,11 +26,13 @@ class Screen:
     def __init__(self, tmp: Path, env: Mapping[str, str], args: list[str], *, cwd: Path,
                  width: int = 110, height: int = 36) -> None:  # fmt: skip
         assert TMUX is not None
-        self.socket = str(tmp / "tmux.sock")
+        name = uuid.uuid4().hex[:8]  # one tmux server per screen, even in one test
+        # a short path: a unix socket's path is limited to about 100 bytes
+        self.socket = str(Path(tempfile.gettempdir(), f"dsh-tmux-{name}.sock"))
         command = [sys.executable, "-m", "dsh_daemon", *args]
         env = {**env, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
         exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items() if k.isidentifier())
-        script = tmp / "run-chat.sh"
+        script = tmp / f"run-chat-{name}.sh"
         script.write_text(
             f"cd {_quote(str(cwd))}\nexport {exports}\n{' '.join(map(_quote, command))}\n"
             'echo "[chat exited $?]"\nsleep 3600\n'
@@ -79,6 +83,7 @@ class Screen:
 
     def close(self) -> None:
         self.tmux("kill-server")
+        Path(self.socket).unlink(missing_ok=True)
 
 
 def _quote(text: str) -> str:

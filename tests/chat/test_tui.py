@@ -101,6 +101,14 @@ def test_typing_while_it_streams_keeps_the_input_line_whole(chat: Screen, fake: 
     chat.type("go")
     chat.keys("Enter")
     chat.wait("streamed words keep coming", whole=False)
+    chat.keys("Up")  # history
+    chat.wait(lambda s: any(row.rstrip() == "› go" for row in s.splitlines()), whole=False)
+    chat.keys("C-u")
+    chat.type("/que")
+    chat.wait("list the queue (prompts", whole=False)  # the completion menu
+    chat.keys("Tab")  # completes the command
+    chat.wait(lambda s: "› /queue" in s, whole=False)
+    chat.keys("C-u", "Escape")
     chat.type("half typed")
     screen = chat.wait("› half typed", whole=False)
     line = next(row for row in screen.splitlines() if "half typed" in row)
@@ -136,7 +144,7 @@ def test_permission_shows_the_diff_and_is_answered_by_one_key(
     screen = chat.wait(lambda s: "[c]ancel turn" in s and "+beta" in s, whole=False)
     print(screen)
     assert "? Edit notes.txt" in screen and "-alpha" in screen
-    assert "awaiting permission" in status_line(chat)
+    chat.wait(lambda s: "awaiting permission" in status_line(chat))
     chat.keys("y")  # one key, no Enter
     chat.wait(lambda s: "→ allowed once" in s and "✓ edit_file" in s and "Done." in s)
     assert (work / "notes.txt").read_text() == "beta\n"
@@ -206,7 +214,7 @@ def test_a_line_typed_during_a_question_queues_ctrl_c_answers_cancel_and_clear_e
     chat.type("please also this")  # the first key is not y/a/n/c: the person is typing a prompt
     chat.keys("Enter")
     chat.wait("[queued] please also this")
-    assert "awaiting permission" in status_line(chat)
+    chat.wait(lambda s: "awaiting permission" in status_line(chat))
     chat.keys("C-c")
     chat.wait(lambda s: "→ cancelled" in s and "[cancelled: user; 1 queued item(s) parked" in s)
     assert (work / "notes.txt").read_text() == "alpha\n"
