@@ -37,10 +37,12 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.disposables.push(this.status);
     this.disposables.push(daemon.onReady((client) => void this.onDaemonReady(client)));
     this.disposables.push(daemon.onState((s) => {
+      this.connection = { ...s, hasKey: this.connection.hasKey };
+      this.post({ type: 'connection', connection: this.connection });
+      this.updateStatus();
       void daemon.hasKey().then((hasKey) => {
-        this.connection = { ...s, hasKey };
+        this.connection = { ...this.connection, hasKey };
         this.post({ type: 'connection', connection: this.connection });
-        this.updateStatus();
       });
     }));
   }
@@ -205,7 +207,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     switch (m.type) {
       case 'ready':
         this.ready = true;
-        this.connection = { ...this.connection, hasKey: await this.daemon.hasKey() };
+        {
+          const hasKey = await this.daemon.hasKey(); // read the state after the await: it may have moved on
+          this.connection = { ...this.connection, hasKey };
+        }
         this.sendSnapshot();
         void this.daemon.ensureStarted().then(() => { if (this.sessionId && !this.model.sessionId) void this.ensureSession(); }).catch(() => undefined);
         return;

@@ -251,4 +251,32 @@ describe('DshClient against the real daemon', () => {
     expect(fresh.items.filter((i) => i.kind === 'assistant').map((i) => [(i as any).text, (i as any).interrupted])).toEqual([['first reply', false], ['slow', true], ['after restart', false]]);
     expect(fresh.lastSeq).toBe(m.lastSeq);
   });
+
+  it('a second window attaches read-only while another daemon drives the session, then drives it once that one exits', async () => {
+    const dirs = tempState();
+    const d1 = await daemon(dirs);
+    const { sessionId } = await d1.client.newSession({ cwd: d1.root });
+    await d1.client.followup(sessionId, 'from window one');
+    await d1.waitFor(() => turnEnds(d1, sessionId).length === 1 && idle(d1, sessionId), 'turn 1');
+    const d2 = await daemon(dirs);
+    let m = emptyModel(sessionId);
+    d2.client.onEvent((e) => { m = reduce(m, { kind: 'event', event: e }); });
+    const ro = await d2.client.attach(sessionId);
+    m = reduce(m, { kind: 'attached', result: ro });
+    expect(ro.readOnly).toBe(true);
+    expect(m.readOnly).toBe(true);
+    expect(m.items.filter((i) => i.kind === 'assistant')).toHaveLength(1);
+    await expect(d2.client.followup(sessionId, 'too early')).rejects.toMatchObject({ data: { code: 'session_busy' } });
+    await d1.stop();
+    daemons = daemons.filter((x) => x !== d1);
+    // What the panel does every 2 s while read-only: attach again after its last seq.
+    const rw = await d2.client.attach(sessionId, m.lastSeq);
+    m = reduce(m, { kind: 'attached', result: rw });
+    expect(rw.readOnly ?? false).toBe(false);
+    expect(m.readOnly).toBe(false);
+    fake.script(textReply('now from window two'));
+    await d2.client.followup(sessionId, 'from window two');
+    await d2.waitFor(() => turnEnds(d2, sessionId).length === 2 && idle(d2, sessionId), 'turn 2'); // turn 1's end came with the replay
+    expect(m.items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toEqual(['Hello there!', 'now from window two']);
+  });
 });

@@ -1,0 +1,86 @@
+// The host side of the chat panel with a mocked `vscode` module and the REAL daemon: the webview gets
+// one snapshot, then batched actions at most every 50 ms, and replaying them reproduces the host model.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import * as vscode from 'vscode';
+import { ChatPanel } from '../src/panel';
+import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
+import { reduceAll, type SessionModel } from '../src/protocol/reducer';
+import { FakeProvider, textReply } from './fakeProvider';
+import { startDaemon, type TestDaemon } from './daemon';
+import { statusItems } from './vscode.mock';
+
+let fake: FakeProvider;
+let d: TestDaemon;
+
+beforeEach(async () => {
+  fake = new FakeProvider();
+  await fake.start();
+  d = await startDaemon(fake.baseUrl);
+});
+afterEach(async () => {
+  await d.stop();
+  await fake.stop();
+});
+
+function fakeHost() {
+  const state = new Map<string, unknown>();
+  const ctx = {
+    extensionUri: vscode.Uri.file('/ext'),
+    workspaceState: { get: (k: string) => state.get(k), update: async (k: string, v: unknown) => { state.set(k, v); } },
+    secrets: { get: async () => undefined },
+    subscriptions: [],
+  };
+  const onReady = new vscode.EventEmitter<any>();
+  const onState = new vscode.EventEmitter<any>();
+  const daemon = { client: d.client, ensureStarted: async () => d.client, onReady: onReady.event, onState: onState.event, hasKey: async () => true };
+  const permissions = { handle: async () => 'allow-once', answer() {}, cancelAll() {}, saveEdited: async () => {}, edited: new Set<string>(), viewDiff: async () => {} };
+  const posted: Array<{ at: number; msg: HostToWebview }> = [];
+  let receive: (m: WebviewToHost) => void = () => {};
+  const view = {
+    webview: {
+      options: {}, html: '', cspSource: 'vscode-webview://x',
+      asWebviewUri: (u: vscode.Uri) => u,
+      postMessage: async (msg: HostToWebview) => { posted.push({ at: Date.now(), msg }); return true; },
+      onDidReceiveMessage: (h: (m: WebviewToHost) => void) => { receive = h; return { dispose() {} }; },
+    },
+    onDidDispose: () => ({ dispose() {} }),
+  };
+  const panel = new ChatPanel(ctx as any, daemon as any, permissions as any);
+  onReady.fire(d.client);
+  onState.fire({ state: 'ready' });
+  panel.resolveWebviewView(view as any);
+  return { panel, view, posted, state, send: (m: WebviewToHost) => receive(m) };
+}
+
+describe('ChatPanel (host) with the real daemon', () => {
+  it('serves a CSP-locked page, a snapshot on ready, then batched actions that rebuild the host model', async () => {
+    const host = fakeHost();
+    expect(host.view.webview.html).toMatch(/Content-Security-Policy" content="default-src 'none'; style-src vscode-webview:\/\/x; script-src 'nonce-([A-Za-z0-9]{32})'/);
+    const nonce = /nonce-([A-Za-z0-9]{32})/.exec(host.view.webview.html)![1];
+    expect(host.view.webview.html).toContain(`<script nonce="${nonce}"`);
+    host.send({ type: 'ready' });
+    await d.waitFor(() => host.posted.some((p) => p.msg.type === 'snapshot'), 'snapshot');
+
+    fake.script(textReply(Array.from({ length: 40 }, (_, i) => `w${i} `), { delayMs: 5 }));
+    host.send({ type: 'send', text: 'stream please', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'turn end');
+    await new Promise((r) => setTimeout(r, 120)); // the last batch
+
+    const snapAt = host.posted.findIndex((p) => p.msg.type === 'snapshot' && (p.msg.model as SessionModel).sessionId === host.panel.model.sessionId);
+    expect(snapAt).toBeGreaterThanOrEqual(0);
+    const batches = host.posted.slice(snapAt + 1).filter((p) => p.msg.type === 'actions');
+    const actionCount = batches.reduce((n, b) => n + (b.msg as any).actions.length, 0);
+    const events = d.of(host.panel.model.sessionId!).length;
+    expect(actionCount).toBeGreaterThanOrEqual(events);
+    expect(batches.length).toBeLessThan(actionCount / 3); // batched, not one post per event
+    for (let i = 1; i < batches.length; i++) expect(batches[i].at - batches[i - 1].at).toBeGreaterThanOrEqual(45);
+    // The webview runs the same reducer: snapshot + batches = the host's model.
+    let m = (host.posted[snapAt].msg as any).model as SessionModel;
+    for (const b of batches) m = reduceAll(m, (b.msg as any).actions);
+    const strip = (x: SessionModel) => ({ ...x, rev: 0, index: {}, items: x.items.map((i) => ({ ...i, rev: 0 })) });
+    expect(strip(JSON.parse(JSON.stringify(m)))).toEqual(strip(JSON.parse(JSON.stringify(host.panel.model))));
+    expect(host.state.get('dsh.sessionId')).toBe(host.panel.model.sessionId);
+    expect(statusItems.at(-1)?.text).toContain('dsh: idle');
+    host.panel.dispose();
+  });
+});

@@ -1,0 +1,49 @@
+// The parts of the `vscode` API that the panel touches, for host-side tests in plain Node.
+type Listener<T> = (e: T) => unknown;
+
+export class EventEmitter<T> {
+  private listeners = new Set<Listener<T>>();
+  event = (l: Listener<T>) => { this.listeners.add(l); return { dispose: () => this.listeners.delete(l) }; };
+  fire(e: T): void { for (const l of [...this.listeners]) l(e); }
+  dispose(): void { this.listeners.clear(); }
+}
+
+export class Uri {
+  constructor(readonly scheme: string, readonly path: string, readonly query = '') {}
+  static file(p: string): Uri { return new Uri('file', p); }
+  static parse(s: string): Uri { const u = new URL(s); return new Uri(u.protocol.replace(':', ''), decodeURIComponent(u.pathname)); }
+  static joinPath(base: Uri, ...parts: string[]): Uri { return new Uri(base.scheme, [base.path, ...parts].join('/')); }
+  static from(c: { scheme: string; path: string; query?: string }): Uri { return new Uri(c.scheme, c.path, c.query); }
+  get fsPath(): string { return this.path; }
+  toString(): string { return `${this.scheme}://${this.path}${this.query ? `?${this.query}` : ''}`; }
+}
+
+export enum StatusBarAlignment { Left = 1, Right = 2 }
+
+export const statusItems: Array<{ text: string }> = [];
+export const errors: string[] = [];
+export const executed: Array<{ id: string; args: unknown[] }> = [];
+
+export const window = {
+  createStatusBarItem: () => { const item = { text: '', tooltip: '', command: '', name: '', show() {}, hide() {}, dispose() {} }; statusItems.push(item); return item; },
+  showErrorMessage: (m: string) => { errors.push(m); return Promise.resolve(undefined); },
+  showInformationMessage: () => Promise.resolve(undefined),
+  showQuickPick: () => Promise.resolve(undefined),
+  activeTextEditor: undefined,
+  visibleTextEditors: [],
+};
+
+export const workspace = {
+  workspaceFolders: undefined as undefined | Array<{ uri: Uri }>,
+  textDocuments: [],
+  getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
+  registerTextDocumentContentProvider: () => ({ dispose() {} }),
+};
+
+export const commands = {
+  executeCommand: (id: string, ...args: unknown[]) => { executed.push({ id, args }); return Promise.resolve(undefined); },
+  registerCommand: () => ({ dispose() {} }),
+};
+
+export const env = { clipboard: { writeText: () => Promise.resolve() } };
+export class Range { constructor(readonly a: number, readonly b: number, readonly c: number, readonly d: number) {} }
