@@ -175,3 +175,20 @@ def test_what_was_typed_comes_back_when_the_daemon_cannot_start(editor: Editor, 
     editor.keys("<CR>")
     editor.wait(lambda: editor.snapshot()["input"] == ["keep me"], what="the input restored")
     assert "followup failed: the daemon did not start" in editor.lua("return T.messages()")
+
+
+def test_meta_enter_steers_the_running_turn(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(slow(["working", " on", " it", " slowly"], delay=0.6), slow(["switched to v2"]))
+    editor.cmd("Dsh do the thing")
+    editor.wait_text("working")
+    editor.type_in_input("use the v2 API instead")
+    editor.keys("<M-CR>")  # steer: next step of the running work, never a queued prompt
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ next step  use the v2 API instead"], what="steer shown"
+    )
+    (footer,) = editor.wait_footers(1)  # the steer entered the same turn, as its next step
+    assert footer.startswith("── completed") and len(fake.requests) == 2
+    second = [m["content"] for m in fake.requests[1].json["messages"] if m["role"] == "user"]
+    assert second[-1] == "use the v2 API instead"
+    lines = editor.lines()
+    assert lines.index("use the v2 API instead") < lines.index("switched to v2")
