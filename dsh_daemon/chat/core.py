@@ -259,11 +259,12 @@ class Chat:
 
     async def send(self, method: str, text: str) -> None:
         busy = self.status.state == "running"
+        parked = self.status.queued if not busy and method == "dsh/followup" else 0
         if method == "dsh/followup" and self.attachments:
-            if busy:
+            if busy or parked:
                 self.note(
-                    "[the running turn takes the attachment at its next step: a queued prompt cannot carry"
-                    " context in this protocol]"
+                    "[the attachment enters at the next step boundary, which belongs to the running or"
+                    " parked work: a queued prompt cannot carry context in this protocol]"
                 )
             for attachment in self.attachments:
                 params = {"sessionId": self.session_id, "delivery": "inject", **attachment["params"]}
@@ -272,6 +273,8 @@ class Chat:
         await self.rpc.request(method, {"sessionId": self.session_id, "message": {"content": text}})
         if method == "dsh/followup" and busy:
             self.note(f"[queued] {clip(text, 80)}")
+        elif parked:
+            self.note(f"[queued behind {parked} parked prompt(s), which run first] {clip(text, 80)}")
         elif method == "dsh/steer":
             self.note(f"[steer] {clip(text, 80)}")
         elif method == "dsh/inject":

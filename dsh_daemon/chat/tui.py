@@ -107,8 +107,18 @@ class TuiView:
     # ---- the screen ---------------------------------------------------------------------------------
 
     @property
+    def size(self) -> tuple[int, int]:
+        """(columns, rows) of the terminal."""
+        try:
+            size = self.session.app.output.get_size()
+            return size.columns, size.rows
+        except Exception:
+            fallback = shutil.get_terminal_size((100, 30))
+            return fallback.columns, fallback.lines
+
+    @property
     def width(self) -> int:
-        return shutil.get_terminal_size((100, 30)).columns
+        return self.size[0]
 
     def invalidate(self) -> None:
         app = self.session.app
@@ -135,7 +145,7 @@ class TuiView:
                 live += hard_wrap(self.live_text, width)
             if self.live_tool:
                 live += [f"{DIM}{line}{RESET}" for line in hard_wrap(self.live_tool, width)]
-            rows = shutil.get_terminal_size((100, 30)).lines
+            rows = self.size[1]
             lines += live[-max(3, min(12, rows - 8)) :]
         if self.question:
             lines.append(f"{YELLOW}{self.question}{RESET}")
