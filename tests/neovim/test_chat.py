@@ -192,3 +192,16 @@ def test_meta_enter_steers_the_running_turn(editor: Editor, fake: FakeDeepSeek) 
     assert second[-1] == "use the v2 API instead"
     lines = editor.lines()
     assert lines.index("use the v2 API instead") < lines.index("switched to v2")
+
+
+def test_a_wiped_transcript_comes_back(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(slow(["first reply"]), slow(["second reply"]))
+    editor.cmd("Dsh one")
+    editor.wait_footers(1)
+    editor.lua(
+        "local c = T.chat(); vim.api.nvim_buf_delete(c.buf, {force = true}); vim.api.nvim_buf_delete(c.input, {force = true})"
+    )
+    editor.cmd("Dsh two")
+    editor.wait_footers(2)
+    lines = editor.lines()
+    assert lines.index("first reply") < lines.index("two") < lines.index("second reply")

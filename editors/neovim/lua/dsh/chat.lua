@@ -118,6 +118,11 @@ end
 --- Show the chat in the current tab (transcript + input) and focus the input.
 function Chat:open()
   local opts = config.options
+  if not api.nvim_buf_is_valid(self.input) then -- wiped by hand: a fresh input
+    self.input = scratch('dsh://' .. self.short .. '/input', 'markdown', self.root, self.id)
+    vim.b[self.input].dsh_kind = 'input'
+    require('dsh').chat_keys(self, self.input, true)
+  end
   local win = self:windows()[1]
   if not win then
     -- Another chat shown in this tab: show this one in its windows instead of opening more.
@@ -554,6 +559,9 @@ function Chat:on_event(ev)
 end
 
 function Chat:render(op)
+  if not api.nvim_buf_is_valid(self.buf) then
+    return
+  end
   if op.op == 'status' then
     self:_winbar()
   elseif op.op == 'inbox' then

@@ -32,11 +32,17 @@ end
 function M.chat_for(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   local sid = vim.b[buf].dsh_session
-  if sid and M.chats[sid] then
-    return M.chats[sid]
+  local chat = sid and M.chats[sid]
+  if not chat then
+    local current = M.current[client.root_for(buf)]
+    chat = current and M.chats[current]
   end
-  local current = M.current[client.root_for(buf)]
-  return current and M.chats[current]
+  if chat and not api.nvim_buf_is_valid(chat.buf) then
+    -- The transcript was wiped by hand: attach again, which renders it anew.
+    M.chats[chat.id] = nil
+    chat = M.resume(chat.root, chat.id, { title = chat.title })
+  end
+  return chat
 end
 
 --- Start a new session for `root` and show its chat (`keep_focus`: stay in the current window).
