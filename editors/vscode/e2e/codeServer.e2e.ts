@@ -271,4 +271,23 @@ async function scenario(): Promise<void> {
     await c2.getByRole('button', { name: 'Run queue' }).click();
     await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'Back after the reload.' }).count(), { timeout: 30000 }).toBe(1);
     await shot('after-reload-ran-queue');
+
+    // 6. dsh: Set API Key stores the key in SecretStorage and restarts the daemon; the panel reattaches
+    //    after its last seq: nothing missing, nothing twice.
+    const users = await c2.locator('.msg.user').count();
+    const replies = await c2.locator('.msg.assistant').count();
+    await runCommand('dsh: Set API Key');
+    const keyInput = page.locator('.quick-input-widget input[type="password"]');
+    await keyInput.waitFor({ state: 'visible' });
+    await keyInput.fill('sk-from-secret-storage');
+    await page.keyboard.press('Enter');
+    await page.locator('.notifications-toasts', { hasText: 'API key saved' }).waitFor({ timeout: 30000 });
+    fake.script(textReply('Still here after the restart.'));
+    await c2.getByLabel('message').fill('Are you there?');
+    await c2.getByLabel('message').press('Enter');
+    await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'Still here after the restart.' }).count(), { timeout: 30000 }).toBe(1);
+    expect(await c2.locator('.msg.user').count()).toBe(users + 1);
+    expect(await c2.locator('.msg.assistant').count()).toBe(replies + 1);
+    expect(fake.requests.at(-1)!.authorization).toBe('Bearer sk-from-secret-storage');
+    await shot('after-daemon-restart');
 }

@@ -50,7 +50,7 @@ export function toolReply(calls: Array<{ id: string; name: string; args: unknown
   return { chunks };
 }
 
-export interface RecordedRequest { body: any; disconnected: boolean }
+export interface RecordedRequest { body: any; disconnected: boolean; authorization?: string }
 
 export class FakeProvider {
   private server: Server;
@@ -92,7 +92,7 @@ export class FakeProvider {
     let raw = '';
     for await (const c of req) raw += c;
     if (!req.url?.endsWith('/chat/completions')) { res.writeHead(404).end(); return; }
-    const rec: RecordedRequest = { body: JSON.parse(raw || '{}'), disconnected: false };
+    const rec: RecordedRequest = { body: JSON.parse(raw || '{}'), disconnected: false, authorization: req.headers.authorization };
     this.requests.push(rec);
     for (const w of this.waiters.splice(0)) w();
     res.on('close', () => { if (!res.writableFinished) rec.disconnected = true; });

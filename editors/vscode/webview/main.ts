@@ -195,7 +195,9 @@ function renderItem(it: Item): HTMLElement {
       summary.textContent = toolSummary(it.args);
       head.append(badge, name, summary);
       d.append(head);
-      if (it.output) { const pre = el('pre', 'output'); pre.textContent = it.output.split('\n').slice(-12).join('\n'); d.append(pre); }
+      // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
+      const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
+      if (tail) { const pre = el('pre', 'output'); pre.textContent = tail.trimEnd().split('\n').slice(-12).join('\n'); d.append(pre); }
       if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
       if (it.result && it.status !== 'running') {
         const det = el('details', 'result');
