@@ -20,6 +20,7 @@ from dsh_daemon.chat.render import (
     message_reasoning,
     message_text,
     paint,
+    sanitize,
 )
 from dsh_daemon.chat.rpc import RpcPipe
 from dsh_daemon.chat.status import Status
@@ -70,10 +71,10 @@ class Chat:
 
     def note(self, text: str) -> None:
         """A dim bracketed remark from the client itself."""
-        self.view.print(self.paint(DIM, text))
+        self.view.print(self.paint(DIM, sanitize(text)))
 
     def error(self, text: str) -> None:
-        self.view.print(self.paint(RED, text))
+        self.view.print(self.paint(RED, sanitize(text)))
 
     # ---- events ------------------------------------------------------------------------------------
 
@@ -138,7 +139,7 @@ class Chat:
     def user_message(self, data: dict[str, Any]) -> None:
         source = data.get("source") or {}
         if source.get("kind") == "user":
-            self.view.print(self.paint(CYAN, "› ") + message_text(data["content"]))
+            self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
         elif source.get("kind") == "editor":
             self.note(f"  📎 {source.get('contextKind', 'context')}: {_short_uri(source.get('uri', ''))}")
 
@@ -184,14 +185,14 @@ class Chat:
     async def ask_permission(self, params: dict[str, Any]) -> str:
         view = self.view
         view.flush_stream()
-        view.print(self.paint(YELLOW, f"? {params.get('title') or params.get('tool')}"))
+        view.print(self.paint(YELLOW, f"? {sanitize(str(params.get('title') or params.get('tool')))}"))
         preview = params.get("preview") or {}
         if preview.get("diff"):
             for line in diff_lines(preview["diff"], view.color):
                 view.print("  " + line)
         elif preview.get("command"):
             where = self.paint(DIM, f"   (in {preview.get('cwd', '')})")
-            view.print("  " + self.paint(CYAN, f"$ {preview['command']}") + where)
+            view.print("  " + self.paint(CYAN, f"$ {sanitize(preview['command'])}") + where)
         else:
             view.print("  " + clip(json.dumps(params.get("arguments"), ensure_ascii=False), 300))
         self.answer = asyncio.get_running_loop().create_future()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
@@ -34,15 +35,23 @@ def message_reasoning(content: Any) -> str:
     return "".join(b.get("text", "") for b in content if b.get("type") == "reasoning")
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def sanitize(text: str) -> str:
+    """Text from the model or a tool, safe to show at a terminal: no escape or control codes."""
+    return CONTROL.sub("", text)
+
+
 def clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(sanitize(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def diff_lines(diff: str, color: bool) -> list[str]:
     """A unified diff, one coloured line each: additions green, removals red, hunks cyan."""
     lines = []
-    for line in diff.splitlines():
+    for line in sanitize(diff).splitlines():
         if line.startswith(("+++", "---")):
             lines.append(paint(color, BOLD, line))
         elif line.startswith("+"):

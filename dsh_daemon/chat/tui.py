@@ -26,7 +26,7 @@ from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat.commands import COMMANDS
 from dsh_daemon.chat.core import PERMISSION_KEYS, PERMISSION_WORDS
-from dsh_daemon.chat.render import BOLD, CYAN, DIM, RESET, YELLOW, hard_wrap, markdown_ansi
+from dsh_daemon.chat.render import BOLD, CYAN, DIM, RESET, YELLOW, hard_wrap, markdown_ansi, sanitize
 
 if TYPE_CHECKING:
     from dsh_daemon.chat.core import Chat
@@ -134,9 +134,12 @@ class TuiView:
         lines: list[str] = []
         if self.picker is not None:
             lines.append(f"{YELLOW}{self.picker['title']}{RESET}  {DIM}↑/↓ Enter Esc{RESET}")
-            for i, option in enumerate(self.picker["options"]):
-                marker = f"{BOLD}{CYAN}❯ " if i == self.picker["index"] else "  "
-                lines.append(f"{marker}{i + 1}. {option[: width - 6]}{RESET}")
+            options, index = self.picker["options"], self.picker["index"]
+            shown = max(3, self.size[1] - 8)
+            first = min(max(0, index - shown // 2), max(0, len(options) - shown))
+            for i in range(first, min(len(options), first + shown)):
+                marker = f"{BOLD}{CYAN}❯ " if i == index else "  "
+                lines.append(f"{marker}{i + 1}. {sanitize(options[i])[: width - 6]}{RESET}")
         else:
             live: list[str] = []
             if self.live_reasoning:
@@ -167,6 +170,7 @@ class TuiView:
     # ---- view protocol ------------------------------------------------------------------------------
 
     def stream(self, kind: str, text: str) -> None:
+        text = sanitize(text)
         if kind == "reasoning":
             self.live_reasoning += text
         elif kind == "text":
@@ -182,9 +186,9 @@ class TuiView:
         self.live_reasoning = self.live_text = ""
         parts = []
         if reasoning.strip():
-            parts.append(f"{DIM}{reasoning.strip()}{RESET}\n")
+            parts.append(f"{DIM}{sanitize(reasoning.strip())}{RESET}\n")
         if text.strip():
-            parts.append(markdown_ansi(text, self.width))
+            parts.append(markdown_ansi(sanitize(text), self.width))
         if interrupted:
             parts.append(f"{DIM}[interrupted]{RESET}\n")
         if parts:
