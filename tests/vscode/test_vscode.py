@@ -6,6 +6,7 @@ to end test). Without those they skip and say why, except under CI (env CI set),
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -30,7 +31,12 @@ def _npm(*args: str, timeout: float) -> None:
     _require(shutil.which("npm") is not None, "npm is not installed")
     _require((EXT / "node_modules" / ".bin" / "vitest").exists(), "editors/vscode/node_modules is missing")
     env = dict(os.environ, FORCE_COLOR="0", NO_COLOR="1")
-    result = subprocess.run(["npm", *args], cwd=EXT, capture_output=True, text=True, timeout=timeout, env=env)
+    # Each suite rebuilds dist/: under pytest-xdist the three must not run at the same time.
+    with open(EXT / ".test.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(
+            ["npm", *args], cwd=EXT, capture_output=True, text=True, timeout=timeout, env=env
+        )
     assert result.returncode == 0, (
         f"`npm {' '.join(args)}` exited {result.returncode}\n--- stdout\n{result.stdout[-20000:]}"
         f"\n--- stderr\n{result.stderr[-8000:]}"
