@@ -33,6 +33,7 @@ from pygls.uris import to_fs_path
 
 from dsh_daemon import __version__
 from dsh_daemon.server import errors, params
+from dsh_daemon.server.options import DaemonOptions, parse_options
 
 if TYPE_CHECKING:
     from dsh_daemon.server.hub import SessionHub
@@ -91,6 +92,7 @@ class Daemon:
             "dsh-daemon", __version__, protocol_cls=DshProtocol, converter_factory=converter_factory
         )
         self.init: types.InitializeParams | None = None
+        self.options: DaemonOptions | None = None  # initializationOptions, parsed at initialize
         self._hub: SessionHub | None = None
         self.shutting_down = False
         register(self)
@@ -113,6 +115,7 @@ class Daemon:
                 env=self.settings.env,
                 flags=self.settings.flags,
                 init_options=options,
+                options=self.options,
                 workspace_roots=[r for r in [*folders, root] if r],
                 client_capabilities=p.capabilities,
             )
@@ -196,9 +199,9 @@ def register(daemon: Daemon) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: LanguageServer, p: types.InitializeParams) -> None:
         options = p.initialization_options
-        if options is not None and not isinstance(options, Mapping):
-            raise errors.invalid_params("initializationOptions must be an object")
-        _check_provider_config(daemon.settings, options or {})
+        # Every option is parsed here, once: a bad one is refused in this reply, where the editor shows it.
+        settings = daemon.settings
+        daemon.options = parse_options(settings.state_dir, settings.env, settings.flags, options)
         daemon.init = p
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -215,10 +218,12 @@ def register(daemon: Daemon) -> None:
 
     @dsh("dsh/session/new")
     def session_new(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        p = params.as_object(raw, "dsh/session/new")
-        cwd = params.opt_str(p, "cwd", "dsh/session/new")
-        cwd = _absolute(ls, cwd) if cwd else _default_cwd(ls)
-        title = params.opt_str(p, "title", "dsh/session/new")
+        method = "dsh/session/new"
+        p = params.as_object(raw, method)
+        cwd = params.opt_str(p, "cwd", method)
+        cwd = _absolute(ls, params.fs_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
+        _check_inside_workspace(ls, cwd, method)
+        title = params.opt_str(p, "title", method)
         return {"sessionId": daemon.hub.new_session(cwd, title)}
 
     @dsh("dsh/session/list")
@@ -308,20 +313,17 @@ def register(daemon: Daemon) -> None:
         return {}
 
     @dsh("dsh/context/add")
-    def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    async def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        # A coroutine: a file is read in a worker thread, never on the event loop.
         method = "dsh/context/add"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         uri = params.req_str(p, "uri", method)
         kind = params.one_of(p, "kind", method, params.CONTEXT_KINDS)
         delivery = params.one_of(p, "delivery", method, params.DELIVERIES, "inject")
-        rng = p.get("range")
-        if rng is not None and not isinstance(rng, Mapping):
-            raise errors.invalid_params(f"{method}: 'range' must be an LSP Range")
-        diagnostics = p.get("diagnostics")
-        if diagnostics is not None and not isinstance(diagnostics, list):
-            raise errors.invalid_params(f"{method}: 'diagnostics' must be an array of LSP Diagnostics")
-        message_id = daemon.hub.context_add(session_id, uri, kind, rng, diagnostics, delivery)
+        rng = params.opt_range(p, "range", method)
+        diagnostics = params.opt_diagnostics(p, "diagnostics", method)
+        message_id = await daemon.hub.context_add(session_id, uri, kind, rng, diagnostics, delivery)
         return {"messageId": message_id}
 
     @dsh("dsh/context/didChange")
@@ -330,23 +332,40 @@ def register(daemon: Daemon) -> None:
             daemon.hub.context_did_change(raw)
 
 
-def _check_provider_config(settings: Settings, options: Mapping[str, Any]) -> None:
-    """Refuse a bad configuration at `initialize`, where the editor shows it (light import only)."""
-    from dsh_daemon.agent.system_prompt import PromptConfigError, load_prompt_config
-    from dsh_daemon.llm.config import ConfigError, load_provider_config
-
-    provider_options = {k: v for k, v in options.items() if k not in ("permissionTimeoutS", "tools", "agent")}
-    try:
-        load_provider_config(settings.state_dir, settings.env, settings.flags, provider_options)
-        load_prompt_config(settings.state_dir, options)
-    except (ConfigError, PromptConfigError) as exc:
-        raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
-
-
 def _absolute(ls: LanguageServer, path: str) -> str:
     """A client's path, made absolute against the workspace (not the daemon's own directory)."""
     expanded = os.path.expanduser(path)
     return os.path.normpath(os.path.join(_default_cwd(ls), expanded))
+
+
+def _workspace_roots(ls: LanguageServer) -> list[str]:
+    """The editor's workspace folders, else its root (empty: the editor named none)."""
+    try:
+        folders = list(ls.workspace.folders.values())
+        root = ls.workspace.root_uri
+    except Exception:
+        folders, root = [], None
+    paths = [to_fs_path(uri) for uri in [*(f.uri for f in folders), root] if uri]
+    return [p for p in paths if p]
+
+
+def _check_inside_workspace(ls: LanguageServer, cwd: str, method: str) -> None:
+    """A session's cwd is one of its tool roots: one outside the editor's workspace would silently
+    widen what the tools may touch. Without any workspace folder or root, any cwd is allowed."""
+    roots = _workspace_roots(ls)
+    if not roots:
+        return
+    try:
+        real = Path(os.path.realpath(cwd))
+        inside = any(real.is_relative_to(os.path.realpath(root)) for root in roots)
+    except (OSError, ValueError) as exc:
+        raise errors.invalid_params(f"{method}: 'cwd' cannot be used: {errors.shown(str(exc))}") from exc
+    if not inside:
+        raise errors.outside_workspace(
+            f"{method}: cwd {errors.shown(cwd)} is outside the workspace folders "
+            f"({errors.shown(', '.join(roots))})",
+            cwd,
+        )
 
 
 def _default_cwd(ls: LanguageServer) -> str:

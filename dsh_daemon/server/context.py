@@ -1,13 +1,15 @@
 """Editor context (D10): explicit `dsh/context/add` messages and the ambient snapshot pre-step hook.
 
 Explicit context is built from the synced text document when the editor has it open (unsaved text
-wins over disk), else from disk. Ambient state is latest-wins; the pre-step hook adds one
+wins over disk), else from disk: only inside the session's workspace roots, through the tools' one
+safe reader, off the event loop. Ambient state is latest-wins; the pre-step hook adds one
 `editor{contextKind: snapshot}` message only when the state changed since the last one entered,
 bounded in size, never re-sent unchanged.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,28 +21,83 @@ from pygls.workspace import TextDocument, Workspace
 from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision
 from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.jsonvalue import dumps
-from dsh_daemon.server.errors import invalid_params
+from dsh_daemon.server.errors import invalid_params, outside_workspace, shown
+from dsh_daemon.server.params import diagnostic_problem, is_range
+from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
+from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
 MAX_CONTEXT_CHARS = 200_000
+MAX_CONTEXT_READ_BYTES = 8 * 1024 * 1024  # a selection can lie this deep in a file; never read further
 MAX_SNAPSHOT_CHARS = 4_000
 MAX_SNAPSHOT_DIAGNOSTICS = 10
 SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 
-def document_for(workspace: Workspace | None, uri: str) -> tuple[TextDocument, bool]:
-    """The editor's document (unsaved text) if open, else the file on disk. Returns (doc, from_editor)."""
-    if workspace is not None and uri in workspace.text_documents:
-        return workspace.get_text_document(uri), True
-    path = to_fs_path(uri)
-    if path is None:
-        raise invalid_params(f"cannot read {uri}: not a file URI and not open in the editor")
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise invalid_params(f"cannot read {uri}: {exc.strerror or exc}") from exc
-    if b"\0" in raw[:8192]:
-        raise invalid_params(f"cannot add {uri} as context: it is a binary file")
-    return TextDocument(uri, raw.decode("utf-8", errors="replace")), False
+@dataclass(frozen=True)
+class ContextDocument:
+    doc: TextDocument
+    from_editor: bool  # the editor's synced text (else read from disk)
+    truncated: bool = False  # only the first MAX_CONTEXT_READ_BYTES of the file were read
+
+
+class ContextSource:
+    """Where editor context comes from: the editor's synced document (unsaved text wins), else the
+    file on disk, read through the tools' one safe reader (`tools.textfiles.read_regular`: regular
+    files only, a non-blocking open, a size cap) in a worker thread, and only inside the session's
+    workspace roots. Anything else is refused: `outside_workspace`, or `invalid_params`."""
+
+    def __init__(self, editor: Callable[[], Workspace | None], workspace: ToolWorkspace) -> None:
+        self._editor = editor
+        self.workspace = workspace
+
+    def synced(self, uri: str) -> TextDocument | None:
+        editor = self._editor()
+        if editor is not None and uri in editor.text_documents:
+            return editor.get_text_document(uri)
+        return None
+
+    def disk_path(self, uri: str) -> Path:
+        """The real path of a file URI inside the workspace roots (checked before anything opens it)."""
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if not path:
+            raise invalid_params(f"cannot read {shown(uri)}: not a file URI and not open in the editor")
+        if "\0" in path:
+            raise invalid_params(f"cannot read {shown(uri)}: the path holds a NUL character")
+        try:
+            return self.workspace.resolve(path)
+        except OutsideWorkspaceError:
+            raise outside_workspace(
+                f"cannot read {shown(uri)}: it is outside the workspace "
+                f"({', '.join(str(r) for r in self.workspace.roots)}) and not open in the editor",
+                path,
+            ) from None
+        except (ToolError, OSError, ValueError) as exc:
+            raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+
+    async def document(self, uri: str) -> ContextDocument:
+        """The document behind `uri`. Never blocks the event loop on a file."""
+        doc = self.synced(uri)
+        if doc is not None:
+            return ContextDocument(doc, from_editor=True)
+        path = self.disk_path(uri)
+        return await asyncio.to_thread(self._read_disk, uri, path)
+
+    def _read_disk(self, uri: str, path: Path) -> ContextDocument:
+        try:
+            raw = read_regular(path, str(path), MAX_CONTEXT_READ_BYTES, self.workspace)
+        except OutsideWorkspaceError:
+            raise outside_workspace(
+                f"cannot read {shown(uri)}: it leads outside the workspace", str(path)
+            ) from None
+        except ToolError as exc:
+            raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+        except OSError as exc:
+            raise invalid_params(f"cannot read {shown(uri)}: {exc.strerror or exc}") from None
+        if looks_binary(raw.data[:SNIFF_BYTES]):
+            raise invalid_params(f"cannot add {shown(uri)} as context: it is a binary file")
+        text = raw.data.decode("utf-8", errors="replace")
+        return ContextDocument(TextDocument(uri, text), from_editor=False, truncated=raw.truncated)
 
 
 def _range_text(doc: TextDocument, rng: Mapping[str, Any]) -> tuple[str, int, int]:
@@ -75,13 +132,13 @@ def format_diagnostics(diagnostics: Sequence[Mapping[str, Any]], limit: int = 50
 
 
 def build_context_message(
-    workspace: Workspace | None,
+    document: ContextDocument,
     uri: str,
     kind: str,
     rng: Mapping[str, Any] | None,
     diagnostics: Sequence[Mapping[str, Any]] | None,
 ) -> UserMessage:
-    doc, from_editor = document_for(workspace, uri)
+    doc, from_editor, truncated = document.doc, document.from_editor, document.truncated
     path = to_fs_path(uri) or uri
     language = getattr(doc, "language_id", None)
     source: dict[str, Any] = {"kind": "editor", "uri": uri, "contextKind": kind}
@@ -95,13 +152,18 @@ def build_context_message(
     if kind == "file":
         text = doc.source
         note = ""
-        if len(text) > MAX_CONTEXT_CHARS:
-            text, note = text[:MAX_CONTEXT_CHARS], f"\n[truncated: first {MAX_CONTEXT_CHARS} characters]"
+        if len(text) > MAX_CONTEXT_CHARS or truncated:
+            text = text[:MAX_CONTEXT_CHARS]
+            note = f"\n[truncated: first {len(text)} characters]"
         body = f"File {path}{state}:\n{_fence(text, language)}{note}"
     elif kind == "selection":
         if rng is None:
             raise invalid_params("dsh/context/add: a selection needs a 'range'")
         text, first, last = _range_text(doc, rng)
+        if truncated and max(first, last) >= len(doc.lines) - 1:
+            raise invalid_params(
+                f"dsh/context/add: the selection is past the first {MAX_CONTEXT_READ_BYTES} bytes of {path}"
+            )
         body = f"Selection in {path}{state}, lines {first + 1}-{last + 1}:\n{_fence(text, language)}"
     else:  # diagnostics
         if diagnostics is None:
@@ -119,7 +181,8 @@ class AmbientState:
     entered: str | None = None
 
 
-def render_snapshot(state: Mapping[str, Any], workspace: Workspace | None) -> str:
+def render_snapshot(state: Mapping[str, Any], doc: TextDocument | None) -> str:
+    """The snapshot text; `doc` is the active document (for the selected text), when it can be read."""
     parts: list[str] = ["Editor state:"]
     uri = state.get("activeUri")
     if uri:
@@ -130,12 +193,11 @@ def render_snapshot(state: Mapping[str, Any], workspace: Workspace | None) -> st
         parts.append(
             f"- cursor/selection: line {int(start.get('line', 0)) + 1} to {int(end.get('line', 0)) + 1}"
         )
-        if start != end:
+        if start != end and doc is not None:
             try:
-                doc, _ = document_for(workspace, uri)
                 text, _, _ = _range_text(doc, selection)
                 parts.append("- selected text:\n" + _fence(text[:1500], getattr(doc, "language_id", None)))
-            except Exception:  # the snapshot is best effort; the file may be gone
+            except Exception:  # the snapshot is best effort
                 pass
     visible = state.get("visibleRange")
     if visible:
@@ -150,8 +212,27 @@ def render_snapshot(state: Mapping[str, Any], workspace: Workspace | None) -> st
     return text if len(text) <= MAX_SNAPSHOT_CHARS else text[: MAX_SNAPSHOT_CHARS - 20] + "\n[truncated]"
 
 
+def ambient_problem(state: Mapping[str, Any]) -> str | None:
+    """Why a `dsh/context/didChange` state cannot be used (None: it can)."""
+    uri = state.get("activeUri")
+    if uri is not None and not isinstance(uri, str):
+        return "'activeUri' must be a string"
+    for key in ("selection", "visibleRange"):
+        if state.get(key) is not None and not is_range(state[key]):
+            return f"'{key}' must be an LSP Range"
+    diagnostics = state.get("diagnostics")
+    if diagnostics is not None:
+        if not isinstance(diagnostics, list):
+            return "'diagnostics' must be an array of LSP Diagnostics"
+        for index, item in enumerate(diagnostics):
+            problem = diagnostic_problem(item)
+            if problem is not None:
+                return f"'diagnostics[{index}]' {problem}"
+    return None
+
+
 def snapshot_hook(
-    ambient: AmbientState, workspace: Callable[[], Workspace | None]
+    ambient: AmbientState, source: Callable[[], ContextSource]
 ) -> Callable[[PreStepContext, Callable[[], Awaitable[PreStepDecision]]], Awaitable[PreStepDecision]]:
     async def hook(ctx: PreStepContext, next: Callable[[], Awaitable[PreStepDecision]]) -> PreStepDecision:
         decision = await next()
@@ -162,9 +243,17 @@ def snapshot_hook(
         digest = dumps(ambient.state)
         if digest == ambient.entered:
             return decision
-        uri = ambient.state.get("activeUri")
-        source: dict[str, Any] = {"kind": "editor", "uri": uri or "", "contextKind": "snapshot"}
-        message = UserMessage.create(render_snapshot(ambient.state, workspace()), source)
+        state = dict(ambient.state)
+        uri = state.get("activeUri")
+        doc = None
+        if uri and state.get("selection"):
+            try:
+                doc = (await source().document(uri)).doc
+            except Exception:  # outside the workspace, gone, binary: no selected text
+                doc = None
+        message = UserMessage.create(
+            render_snapshot(state, doc), {"kind": "editor", "uri": uri or "", "contextKind": "snapshot"}
+        )
         ambient.entered = digest  # set only when it enters: a rejected step re-offers it
         return Enter((message, *decision.messages))
 

@@ -7,6 +7,7 @@ edit was computed is a conflict, never overwritten.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -105,15 +106,18 @@ class WorkspaceEditApplier:
         else:
             current = self._documents.text_for(edit.path)
             if current is None:
-                try:
-                    current = edit.path.read_text(encoding="utf-8")
-                except OSError as exc:
-                    raise EditConflictError(f"{edit.path} cannot be read any more: {exc}") from exc
-            if sha256_text(current) != edit.before_sha256:
+                # The file is not open in the editor: check the disk copy (bounded, regular files only).
+                current_hash = await asyncio.to_thread(
+                    DiskEditApplier.current_hash, edit.path, len(edit.before_text.encode("utf-8"))
+                )
+            else:
+                current_hash = sha256_text(current)
+            if current_hash != edit.before_sha256:
                 raise EditConflictError(
                     f"{edit.path} changed since the edit was computed; read it again and redo the edit"
                 )
-            whole = types.Range(types.Position(0, 0), end_position(current))
+            # Same hash: the file holds exactly the text the edit was computed from.
+            whole = types.Range(types.Position(0, 0), end_position(edit.before_text))
             workspace_edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(whole, edit.after_text)]})
         result = await self._server.workspace_apply_edit_async(
             types.ApplyWorkspaceEditParams(edit=workspace_edit, label=f"dsh: edit {edit.path.name}")

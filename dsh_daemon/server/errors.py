@@ -11,6 +11,15 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700
 REQUEST_FAILED = -32803  # LSP: a syntactically correct request that failed
+SHOWN_CHARS = 200  # a client's value echoed in an error is cut to this many characters
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A client's value as an error may echo it: at most `limit` characters (never 100 KB back)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 class DshError(JsonRpcException):
@@ -22,30 +31,34 @@ def invalid_params(message: str) -> DshError:
     return DshError(message, code=INVALID_PARAMS, data_code="invalid_params")
 
 
+def outside_workspace(message: str, path: str) -> DshError:
+    return DshError(message, code=INVALID_PARAMS, data_code="outside_workspace", path=shown(path))
+
+
 def unknown_session(session_id: str) -> DshError:
     return DshError(
-        f"unknown session: {session_id}",
+        f"unknown session: {shown(session_id)}",
         code=INVALID_PARAMS,
         data_code="unknown_session",
-        sessionId=session_id,
+        sessionId=shown(session_id),
     )
 
 
 def unknown_message(message_id: str) -> DshError:
     return DshError(
-        f"no pending message with id {message_id!r}",
+        f"no pending message with id {shown(repr(message_id))}",
         code=INVALID_PARAMS,
         data_code="unknown_message",
-        messageId=message_id,
+        messageId=shown(message_id),
     )
 
 
 def duplicate_message_id(message_id: str) -> DshError:
     return DshError(
-        f"a message with id {message_id!r} is already pending",
+        f"a message with id {shown(repr(message_id))} is already pending",
         code=INVALID_PARAMS,
         data_code="duplicate_message_id",
-        messageId=message_id,
+        messageId=shown(message_id),
     )
 
 
@@ -70,8 +83,8 @@ def not_initialized() -> DshError:
 
 
 def session_unreadable(message: str) -> DshError:
-    return DshError(message, code=REQUEST_FAILED, data_code="session_unreadable")
+    return DshError(shown(message, 2000), code=REQUEST_FAILED, data_code="session_unreadable")
 
 
 def internal_error(message: str) -> DshError:
-    return DshError(message, code=INTERNAL_ERROR, data_code="internal_error")
+    return DshError(shown(message, 2000), code=INTERNAL_ERROR, data_code="internal_error")

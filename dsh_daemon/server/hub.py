@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
 
 from dsh_daemon.agent.events import Event
 from dsh_daemon.agent.hooks import Hooks
@@ -22,23 +24,30 @@ from dsh_daemon.agent.inbox import DuplicateMessageIdError, InvalidSpliceError, 
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.provider import Provider
-from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, SystemPrompt, load_prompt_config
+from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.server import errors
-from dsh_daemon.server.context import AmbientState, build_context_message, snapshot_hook
+from dsh_daemon.server.context import (
+    AmbientState,
+    ContextDocument,
+    ContextSource,
+    ambient_problem,
+    build_context_message,
+    snapshot_hook,
+)
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
+from dsh_daemon.server.options import DaemonOptions, parse_options
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.manager import SessionManager
 from dsh_daemon.session.store import UnknownSessionError
+from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.edits import DiskEditApplier
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
 log = logging.getLogger(__name__)
 
-# initializationOptions keys the server reads itself; everything else is provider configuration.
-SERVER_OPTION_KEYS = frozenset({"permissionTimeoutS", "tools", "agent"})
 DELIVERY = {"inject": ("next-step", False), "steer": ("next-step", True), "followup": ("next-turn", True)}
 AMBIENT_KEYS = ("activeUri", "selection", "visibleRange", "diagnostics")
 
@@ -51,18 +60,24 @@ class HubConfig:
     init_options: Mapping[str, Any]
     workspace_roots: list[str]
     client_capabilities: types.ClientCapabilities | None
+    options: DaemonOptions | None = None  # parsed at initialize; parsed here when not given
+
+    def __post_init__(self) -> None:
+        if self.options is None:
+            self.options = parse_options(self.state_dir, self.env, self.flags, self.init_options)
+
+    @property
+    def parsed(self) -> DaemonOptions:
+        assert self.options is not None
+        return self.options
 
     @property
     def permission_timeout_s(self) -> float:
-        value = self.init_options.get("permissionTimeoutS")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            return float(value)
-        return 300.0
+        return self.parsed.permission_timeout_s
 
     @property
-    def tool_config(self) -> Mapping[str, Any]:
-        tools = self.init_options.get("tools")
-        return tools if isinstance(tools, Mapping) else {}
+    def tool_config(self) -> ToolConfig:
+        return self.parsed.tools
 
 
 @dataclass
@@ -81,6 +96,7 @@ class SessionHub:
         self.ambient_default = AmbientState()
         self.ambient: dict[str, AmbientState] = {}
         self.kits: dict[str, ToolKit] = {}
+        self.workspaces: dict[str, ToolWorkspace] = {}  # each session's tool roots and cwd
         # sessions this connection attached while another process drove them: last seq delivered
         self.read_only: dict[str, int] = {}
         provider, options = self._provider()
@@ -98,28 +114,25 @@ class SessionHub:
     # ---- wiring --------------------------------------------------------------------------------------
 
     def _provider(self) -> tuple[Provider, Callable[[], AgentOptions]]:
-        from dsh_daemon.llm.config import ConfigError, load_provider_config
         from dsh_daemon.llm.deepseek import make_provider
 
-        options = {k: v for k, v in self.config.init_options.items() if k not in SERVER_OPTION_KEYS}
-        try:
-            provider_config = load_provider_config(
-                self.config.state_dir, self.config.env, self.config.flags, options
-            )
-        except ConfigError as exc:
-            raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
+        provider_config = self.config.parsed.provider
         return make_provider(provider_config), lambda: AgentOptions(model=provider_config.model)
 
-    def _kit(self, session_id: str) -> ToolKit:
+    def _kit(self, session_id: str, cwd: str | None = None) -> ToolKit:
+        """The session's tools (`cwd`: of a session not stored yet; else read from the store)."""
         kit = self.kits.get(session_id)
         if kit is None:
-            workspace = self._tool_workspace(self.manager.store.session_info(session_id).cwd)
+            if cwd is None:
+                cwd = self.manager.store.session_info(session_id).cwd
+            workspace = self._tool_workspace(cwd)
             documents = EditorDocuments(self.server)
             applier = WorkspaceEditApplier(
                 self.server, documents, DiskEditApplier(workspace), lambda: self.config.client_capabilities
             )
             kit = build_tool_registry(workspace, documents, applier, self.config.tool_config)
             self.kits[session_id] = kit
+            self.workspaces[session_id] = workspace
         return kit
 
     def _tool_workspace(self, cwd: str | None) -> ToolWorkspace:
@@ -136,17 +149,14 @@ class SessionHub:
     def _hooks_for(self, session_id: str) -> Hooks:
         kit = self._kit(session_id).hooks
         return Hooks(
-            pre_step=[snapshot_hook(self.ambient_for(session_id), self._workspace)],
+            pre_step=[snapshot_hook(self.ambient_for(session_id), lambda: self._context_source(session_id))],
             request=[self._system_prompt(session_id).hook],
             pre_execute=list(kit.pre_execute),
             post_execute=list(kit.post_execute),
         )
 
     def _prompt_config(self) -> PromptConfig:
-        try:
-            return load_prompt_config(self.config.state_dir, self.config.init_options)
-        except PromptConfigError as exc:
-            raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
+        return self.config.parsed.agent
 
     def _system_prompt(self, session_id: str) -> SystemPrompt:
         """The session's system prompt: sections, its environment, the project's instruction files."""
@@ -159,6 +169,11 @@ class SessionHub:
 
     def ambient_for(self, session_id: str) -> AmbientState:
         return self.ambient.setdefault(session_id, AmbientState(dict(self.ambient_default.state)))
+
+    def _context_source(self, session_id: str) -> ContextSource:
+        """Editor context of a session: synced documents, else files inside its tool roots."""
+        self._kit(session_id)
+        return ContextSource(self._workspace, self.workspaces[session_id])
 
     def _workspace(self) -> Any:
         try:
@@ -230,9 +245,34 @@ class SessionHub:
             )
 
     def new_session(self, cwd: str | None, title: str | None) -> str:
-        view = self._adopt(self.manager.create(cwd=cwd, title=title))
+        """All or nothing: what can fail is built before the session row exists, and a failure while
+        creating it removes the row and the lease again (no half-made session for a later attach)."""
+        session_id = str(uuid.uuid4())
+        try:
+            self._kit(session_id, cwd)
+            agent = self.manager.create(cwd=cwd, title=title, session_id=session_id)
+        except BaseException:
+            self._discard_new_session(session_id)
+            raise
+        view = self._adopt(agent)
         self._subscribe(view)
-        return view.agent.session_id
+        return session_id
+
+    def _discard_new_session(self, session_id: str) -> None:
+        self.kits.pop(session_id, None)
+        self.workspaces.pop(session_id, None)
+        self.manager.agents.pop(session_id, None)
+        store = self.manager.store
+        try:
+            if not store.has_session(session_id):
+                return
+            self.manager.leases.release(session_id)
+            # A session that never answered its creating request has no history: drop it whole.
+            with store.transaction() as db:
+                db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
+                db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+        except Exception:
+            log.exception("could not remove the half-created session %s", session_id)
 
     def list_sessions(self, cwd: str | None) -> list[dict[str, Any]]:
         out = []
@@ -298,7 +338,7 @@ class SessionHub:
         except InvalidSpliceError as exc:
             raise errors.invalid_params(f"dsh/inbox/move: {exc}") from exc
 
-    def context_add(
+    async def context_add(
         self,
         session_id: str,
         uri: str,
@@ -312,7 +352,13 @@ class SessionHub:
             state = self.ambient_for(session_id).state
             if state.get("activeUri") == uri:
                 diagnostics = state.get("diagnostics")
-        message = build_context_message(self._workspace(), uri, kind, rng, diagnostics)
+        source = self._context_source(session_id)
+        if kind == "diagnostics" and source.synced(uri) is None:
+            # Diagnostics are the editor's, not the file's: nothing is read from disk for them.
+            document = ContextDocument(TextDocument(uri, ""), from_editor=False)
+        else:
+            document = await source.document(uri)
+        message = build_context_message(document, uri, kind, rng, diagnostics)
         target, wakeup = DELIVERY[delivery]
         return self.send(session_id, message, target, wakeup)
 
@@ -328,6 +374,10 @@ class SessionHub:
 
     def context_did_change(self, raw: Mapping[str, Any]) -> None:
         state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS}
+        problem = ambient_problem(state)
+        if problem is not None:
+            log.warning("dsh/context/didChange dropped: %s", problem)
+            return
         session_id = raw.get("sessionId")
         if isinstance(session_id, str):
             self.ambient_for(session_id).state = state

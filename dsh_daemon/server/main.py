@@ -60,7 +60,12 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, reader.stop)
     code = 0
     try:
-        await read_loop(reader, protocol, is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)))
+        await read_loop(
+            reader,
+            protocol,
+            is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)),
+            is_initialized=lambda: daemon.init is not None,
+        )
     except SystemExit as exc:  # the `exit` notification: pygls has closed stdout already
         code = exc.code if isinstance(exc.code, int) else 0
         protocol.set_writer(_Discard())
@@ -70,6 +75,9 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     finally:
         await daemon.close()
         reader.close()
+        commands = sys.modules.get("dsh_daemon.tools.proctree")
+        if commands is not None:  # processes commands left running in the background die with us
+            commands.kill_all()
     return code
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
-from dsh_daemon.server.errors import invalid_params
+from dsh_daemon.server.errors import invalid_params, shown
 
 TARGETS = ("next-turn", "next-step")
 DELIVERIES = ("inject", "steer", "followup")
@@ -85,12 +85,81 @@ def message(params: Mapping[str, Any], method: str, key: str = "message") -> Use
     try:
         message = UserMessage.create(raw["content"], raw.get("source"), id=raw.get("id"))
     except InvalidMessageError as exc:
-        raise invalid_params(f"{method}: {exc}") from exc
+        raise invalid_params(f"{method}: {shown(str(exc), 500)}") from exc
     except (TypeError, ValueError) as exc:
-        raise invalid_params(f"{method}: invalid message: {exc}") from exc
+        raise invalid_params(f"{method}: invalid message: {shown(str(exc), 500)}") from exc
     for block in message.content:
         if block.type in MODEL_ONLY_BLOCKS:
             # Tool calls and results come from the model and the tools; a client-made one would be an
             # orphan the provider refuses, on every later request of the session.
             raise invalid_params(f"{method}: a client message cannot contain a {block.type!r} block")
     return message
+
+
+PATH_MAX_BYTES = 4096
+NAME_MAX_BYTES = 255
+
+
+def fs_path(value: str, method: str, key: str) -> str:
+    """A path a client sent: no NUL, no longer than the OS allows (checked before the OS sees it)."""
+    if "\0" in value:
+        raise invalid_params(f"{method}: '{key}' must not contain NUL characters")
+    encoded = value.encode("utf-8", "surrogateescape")
+    if len(encoded) > PATH_MAX_BYTES:
+        raise invalid_params(f"{method}: '{key}' is {len(encoded)} bytes long, over {PATH_MAX_BYTES}")
+    if any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
+        raise invalid_params(f"{method}: '{key}' has a path component over {NAME_MAX_BYTES} bytes")
+    return value
+
+
+def _position(value: Any) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    line, character = value.get("line"), value.get("character")
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (line, character))
+
+
+def is_range(value: Any) -> bool:
+    return isinstance(value, Mapping) and _position(value.get("start")) and _position(value.get("end"))
+
+
+def opt_range(params: Mapping[str, Any], key: str, method: str) -> Mapping[str, Any] | None:
+    """An LSP Range `{start: {line, character}, end: {line, character}}` (non-negative integers)."""
+    value = params.get(key)
+    if value is None:
+        return None
+    if not is_range(value):
+        raise invalid_params(
+            f"{method}: '{key}' must be an LSP Range {{start: {{line, character}}, end: {{line, character}}}}"
+        )
+    return value
+
+
+def diagnostic_problem(value: Any) -> str | None:
+    """Why `value` is not an LSP Diagnostic (None: it is one, as far as the daemon reads it)."""
+    if not isinstance(value, Mapping):
+        return "must be an object"
+    if not is_range(value.get("range")):
+        return "'range' must be an LSP Range"
+    if not isinstance(value.get("message"), str):
+        return "'message' must be a string"
+    severity = value.get("severity")
+    if severity is not None and (isinstance(severity, bool) or severity not in (1, 2, 3, 4)):
+        return "'severity' must be 1, 2, 3 or 4"
+    source = value.get("source")
+    if source is not None and not isinstance(source, str):
+        return "'source' must be a string"
+    return None
+
+
+def opt_diagnostics(params: Mapping[str, Any], key: str, method: str) -> list[Mapping[str, Any]] | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise invalid_params(f"{method}: '{key}' must be an array of LSP Diagnostics")
+    for index, item in enumerate(value):
+        problem = diagnostic_problem(item)
+        if problem is not None:
+            raise invalid_params(f"{method}: '{key}[{index}]' {problem}")
+    return value

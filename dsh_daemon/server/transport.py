@@ -8,9 +8,15 @@ pygls' own loop answers malformed input with a `window/showMessage` and nothing 
 - a body over the size cap: read and dropped, `-32600`;
 - typed LSP params that fail to structure: `-32602` with the request's id;
 - a request after `shutdown`: `-32600`.
-Headers are matched case-insensitively; a header block without a usable Content-Length is skipped
-and the loop resynchronises on the next header. stdin is read on its own thread, so busy worker
-threads can never starve the reader.
+- a message that has both a `method` and a `result`/`error`: `-32600`;
+- a request before `initialize` (any method but `initialize`): `-32002` (before its params are looked at);
+- a notification method sent as a request (with an id), e.g. `$/cancelRequest`: `-32601`.
+Headers are matched case-insensitively. The loop resynchronises after any framing mistake: a header
+block without a usable Content-Length is skipped; junk (a CR-only header, garbage without a newline,
+the tail of a body whose Content-Length was too small) is skipped up to the next `Content-Length:`;
+a body whose Content-Length was too large is cut after its JSON value and the rest is read again as
+the next frame's header. stdin is read on its own thread, so busy worker threads can never starve
+the reader.
 """
 
 from __future__ import annotations
@@ -31,16 +37,20 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_LINE = 1 << 20
-_CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
+_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
+_MARK = b"content-length:"
 
 
 class StdinReader:
     """stdin, read on a daemon thread of its own (never a pool a busy handler could fill, and never
-    one that keeps the process alive) and fed into an asyncio stream. `stop()` ends it like an EOF."""
+    one that keeps the process alive) into a buffer the frame parser can push bytes back into.
+    `stop()` ends it like an EOF."""
 
     def __init__(self, stdin: BinaryIO) -> None:
         self._loop = asyncio.get_running_loop()
-        self._stream = asyncio.StreamReader(limit=MAX_HEADER_LINE)
+        self._buf = bytearray()
+        self._eof = False
+        self._waiter: asyncio.Future[None] | None = None
         self._fd = stdin.fileno()
         threading.Thread(target=self._pump, name="dsh-stdin", daemon=True).start()
 
@@ -51,28 +61,64 @@ class StdinReader:
             except OSError:
                 chunk = b""
             if not chunk:
-                self._loop.call_soon_threadsafe(self._stream.feed_eof)
+                self._loop.call_soon_threadsafe(self.stop)
                 return
-            self._loop.call_soon_threadsafe(self._stream.feed_data, chunk)
+            self._loop.call_soon_threadsafe(self._feed, chunk)
+
+    def _feed(self, data: bytes) -> None:
+        self._buf += data
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _more(self) -> None:
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
 
     async def readline(self) -> bytes:
-        try:
-            return await self._stream.readline()
-        except ValueError:  # a "line" longer than any header: consumed, and skipped as junk
-            return b"x-overlong-line\r\n"
+        """Bytes through the next `\\n`; b"" at EOF. A run of more than MAX_HEADER_LINE bytes without
+        a newline comes back in pieces (the last few bytes stay, so a header split there survives)."""
+        searched = 0
+        while True:
+            at = self._buf.find(b"\n", searched)
+            if at >= 0:
+                return self._take(at + 1)
+            if len(self._buf) >= MAX_HEADER_LINE:
+                return self._take(len(self._buf) - len(_MARK))
+            if self._eof:
+                return self._take(len(self._buf))
+            searched = len(self._buf)
+            await self._more()
 
     async def read(self, n: int) -> bytes:
-        return await self._stream.read(n)
+        """Up to `n` bytes (fewer when that is what has arrived); b"" at EOF."""
+        while not self._buf and not self._eof:
+            await self._more()
+        return self._take(n)
 
     async def readexactly(self, n: int) -> bytes:
-        try:
-            return await self._stream.readexactly(n)
-        except asyncio.IncompleteReadError as exc:
-            return exc.partial
+        """`n` bytes, or fewer at EOF."""
+        while len(self._buf) < n and not self._eof:
+            await self._more()
+        return self._take(n)
+
+    def unread(self, data: bytes) -> None:
+        """Put bytes back in front of the stream (resynchronisation)."""
+        self._buf[:0] = data
 
     def stop(self) -> None:
-        if not self._stream.at_eof():
-            self._stream.feed_eof()
+        self._eof = True
+        self._wake()
 
     def close(self) -> None:
         self.stop()
@@ -88,7 +134,11 @@ def _error(
 
 
 async def read_loop(
-    reader: StdinReader, protocol: JsonRPCProtocol, *, is_shut_down: Callable[[], bool]
+    reader: StdinReader,
+    protocol: JsonRPCProtocol,
+    *,
+    is_shut_down: Callable[[], bool],
+    is_initialized: Callable[[], bool] = lambda: True,
 ) -> None:
     """Read frames until EOF (or until a handler raises SystemExit, i.e. `exit`)."""
     while True:
@@ -98,14 +148,25 @@ async def read_loop(
             line = await reader.readline()
             if not line:
                 return
-            if line in (b"\r\n", b"\n"):
+            stripped = line.strip()
+            if not stripped:
                 if saw_header:
                     break
                 continue  # stray blank lines between frames
-            saw_header = True
-            match = _CONTENT_LENGTH.match(line.strip())
+            match = _CONTENT_LENGTH.match(stripped)
             if match:
                 length = int(match.group(1))
+                saw_header = True
+                continue
+            resync = line.lower().rfind(_MARK)
+            if resync > 0:
+                # Junk in front of a header (a CR-only header, garbage without a newline, the tail of a
+                # body whose Content-Length was too small): drop it, parse again from the header.
+                log.warning("%d bytes of junk before a Content-Length header: skipped", resync)
+                reader.unread(line[resync:])
+                length, saw_header = None, False
+                continue
+            saw_header = True  # another header (or junk): ignored
         if length is None:
             log.warning("header block without Content-Length: skipped")
             _error(protocol, None, -32600, "Invalid Request: missing Content-Length header")
@@ -124,7 +185,26 @@ async def read_loop(
         body = await reader.readexactly(length) if length else b""
         if len(body) < length:
             return  # EOF inside a body
-        dispatch(protocol, body, is_shut_down=is_shut_down)
+        body = _cut_overrun(body, reader)
+        dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
+
+
+def _cut_overrun(body: bytes, reader: StdinReader) -> bytes:
+    """A Content-Length too large swallows the start of the next frame: when the body is not JSON as a
+    whole but starts with a complete JSON object, keep that object and put the rest back."""
+    stripped = body.rstrip()
+    if not stripped.startswith(b"{") or stripped.endswith(b"}"):
+        return body  # nothing to cut (or an ordinary parse error, reported as such)
+    text = body.decode("utf-8", "surrogateescape")
+    start = len(text) - len(text.lstrip())
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return body
+    rest = text[end:].encode("utf-8", "surrogateescape")
+    log.warning("body longer than its JSON value (%d bytes over): read again as the next frame", len(rest))
+    reader.unread(rest)
+    return text[:end].encode("utf-8", "surrogateescape")
 
 
 def _has_lone_surrogate(data: object) -> bool:
@@ -135,7 +215,21 @@ def _has_lone_surrogate(data: object) -> bool:
     return False
 
 
-def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[], bool]) -> None:
+def _notification_method(method: str) -> bool:
+    """An LSP method that is a notification by definition (`$/cancelRequest`, `initialized`, ...)."""
+    from lsprotocol.types import METHOD_TO_TYPES
+
+    entry = METHOD_TO_TYPES.get(method)
+    return entry is not None and entry[1] is None and method != "exit"
+
+
+def dispatch(
+    protocol: JsonRPCProtocol,
+    body: bytes,
+    *,
+    is_shut_down: Callable[[], bool],
+    is_initialized: Callable[[], bool] = lambda: True,
+) -> None:
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -152,20 +246,6 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
             "Invalid Request: a message must be a JSON object (batches are not supported)",
         )
         return
-    if b"\\u" in body and _has_lone_surrogate(data):
-        # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold; refuse them
-        # here once, instead of failing wherever the string would travel next.
-        if data.get("id") is not None and "method" in data:
-            _error(
-                protocol,
-                data["id"],
-                -32602,
-                "Invalid params: a string holds a lone UTF-16 surrogate",
-                "invalid_params",
-            )
-        else:
-            log.warning("message with a lone surrogate dropped")
-        return
     msg_id = data.get("id")
     if msg_id is not None and (not isinstance(msg_id, str | int) or isinstance(msg_id, bool)):
         _error(protocol, None, -32600, "Invalid Request: 'id' must be a string or an integer")
@@ -174,13 +254,25 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
         _error(protocol, msg_id, -32600, "Invalid Request: 'jsonrpc' must be \"2.0\"")
         return
     method = data.get("method")
-    is_response = "method" not in data and ("result" in data or "error" in data)
+    has_answer = "result" in data or "error" in data
+    if "method" in data and has_answer:
+        if msg_id is not None:
+            _error(protocol, msg_id, -32600, "Invalid Request: a message cannot be a request and a response")
+        else:
+            log.warning("notification with a result or error member: dropped")
+        return
+    is_response = has_answer
+    is_request = not is_response and msg_id is not None
     if not is_response:
         if not isinstance(method, str) or not method:
             _error(protocol, msg_id, -32600, "Invalid Request: 'method' must be a non-empty string")
             return
+        if is_request and not is_initialized() and method != "initialize":
+            # LSP: every request before `initialize` is refused the same way, whatever its params.
+            _error(protocol, msg_id, -32002, "the server is not initialized yet", "not_initialized")
+            return
         if "params" in data and not isinstance(data["params"], dict | list | type(None)):
-            if msg_id is not None:
+            if is_request:
                 _error(
                     protocol,
                     msg_id,
@@ -189,29 +281,69 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes, *, is_shut_down: Callable[[
                     "invalid_params",
                 )
             return
-        if msg_id is not None and is_shut_down() and method != "exit":
+        if is_request and _notification_method(method):
+            _error(
+                protocol,
+                msg_id,
+                -32601,
+                f"Method not found: {method} is a notification (send it without an id)",
+            )
+            return
+        if is_request and is_shut_down() and method != "exit":
             _error(protocol, msg_id, -32600, f"Invalid Request: {method} after shutdown")
             return
     elif msg_id is None:
         log.warning("response without an id: dropped")
+        return
+    if b"\\u" in body and _has_lone_surrogate(data):
+        # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold; refuse them
+        # here once, instead of failing wherever the string would travel next.
+        if is_request:
+            _error(
+                protocol,
+                msg_id,
+                -32602,
+                "Invalid params: a string holds a lone UTF-16 surrogate",
+                "invalid_params",
+            )
+        else:
+            log.warning("message with a lone surrogate dropped")
         return
     if method == "initialized" and data.get("params") is None:
         data["params"] = {}  # some clients leave out its (empty) params; LSP types require them
     try:
         message = protocol.structure_message(data)
     except JsonRpcInvalidParams:
-        if msg_id is not None and not is_response:
+        if is_request:
             _error(protocol, msg_id, -32602, f"Invalid params for {method}", "invalid_params")
+        else:
+            log.warning("message with invalid params dropped (%s)", method or "response")
         return
     except JsonRpcException as exc:
-        if msg_id is not None and not is_response:
+        if is_request:
             _error(protocol, msg_id, exc.code, f"{exc.message} ({method})")
+        else:
+            log.warning("message dropped: %s (%s)", exc.message, method or "response")
         return
     try:
         protocol.handle_message(message)
     except SystemExit:
         raise
-    except Exception:
+    except Exception as exc:
+        if is_response:  # e.g. a late answer to a request the daemon gave up on: the client's timing
+            log.warning("response %r dropped: %s", msg_id, exc)
+            return
         log.exception("handling %s failed", method)
-        if msg_id is not None and not is_response:
+        if is_request:
             _error(protocol, msg_id, -32603, f"Internal error while handling {method}")
+
+
+class _QuietDeserializeErrors(logging.Filter):
+    """pygls logs a full traceback for every message it cannot structure; `dispatch` answers those
+    (a client's mistake, not a fault) and logs one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable to deserialize message")
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietDeserializeErrors())

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh_daemon.agent.provider import ToolSpec
-from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.agent.tools import ToolCall, ToolContext, ToolOutcome
 from dsh_daemon.jsonvalue import freeze_json
 from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 
@@ -75,8 +75,22 @@ class ToolBase:
 
     spec: ToolSpec  # set per subclass, at class level
     parallel_safe: bool = True
+    _refusals: dict[tuple[str, int, int], ToolError] | None = None  # see `refuse`
+
+    def refuse(self, call: ToolCall, error: ToolError) -> None:
+        """The permission policy found that `call` cannot succeed: it ends with `error`, unrun."""
+        if self._refusals is None:
+            self._refusals = {}
+        self._refusals[_call_key(call)] = error
+        while len(self._refusals) > 256:  # a call another hook denied after the policy never runs
+            del self._refusals[next(iter(self._refusals))]
 
     async def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        call = getattr(ctx, "call", None)
+        if self._refusals and call is not None:
+            refused = self._refusals.pop(_call_key(call), None)
+            if refused is not None:
+                return ToolOutcome.error(f"Error: {refused}", refused.code)
         try:
             return await self.run(args, ctx)
         except ToolError as exc:
@@ -104,6 +118,10 @@ class ToolBase:
     def target_paths(self, args: Mapping[str, Any]) -> list[str]:
         """Paths the call will touch, checked against the workspace before anyone is asked."""
         return []
+
+
+def _call_key(call: ToolCall) -> tuple[str, int, int]:
+    return (call.call_id, call.turn, call.step)
 
 
 def short(text: str, limit: int = 200) -> str:

@@ -1,8 +1,9 @@
 """run_command: a shell command in the session cwd, streamed live, capped, and stopped for good.
 
-The command runs in its own session/process group (`start_new_session=True`), so a timeout or a
-cancelled turn kills every process it started (grandchildren included) with `os.killpg`, not just
-the shell.
+The command runs in its own session/process group (`start_new_session=True`), and its whole process
+tree is tracked (`proctree`: children that `setsid`/`nohup`/double-fork themselves out of the group
+included), so a timeout, a cancelled turn or the daemon's shutdown kills every process it started,
+not just the shell.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.tools import proctree
 from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
@@ -54,13 +56,22 @@ class _Output:
         return f"{self.head}\n[... {omitted} characters of output omitted ...]\n{self.tail}"
 
 
-async def _until_exit(proc: asyncio.subprocess.Process) -> int:
+async def _until_exit(proc: asyncio.subprocess.Process, tree: proctree.ProcessTree | None = None) -> int:
     """The shell's exit status as soon as it is known. Not `proc.wait()`: on Python 3.11 that also
-    waits for the output pipe to close, which a background grandchild can hold open indefinitely."""
+    waits for the output pipe to close, which a background grandchild can hold open indefinitely.
+    With `tree`, the command's processes are scanned meanwhile (~every 0.2 s), so one that detaches
+    and loses its parent is still known as the command's."""
     delay = 0.005
+    waited = 0.0
     while proc.returncode is None:
         await asyncio.sleep(delay)
+        waited += delay
         delay = min(delay * 2, 0.05)
+        if tree is not None and waited >= 0.2:
+            waited = 0.0
+            tree.scan()
+    if tree is not None:
+        tree.scan()
     return proc.returncode
 
 
@@ -107,6 +118,9 @@ class RunCommandTool(ToolBase):
         command = get_str(args, "command", allow_empty=False)
         timeout = self._timeout(args)
         ctx.signal.check()
+        proctree.become_subreaper()
+        proctree.forget_finished()
+        tree = proctree.ProcessTree(0)
         proc = await asyncio.create_subprocess_exec(
             self.shell,
             "-c",
@@ -116,11 +130,13 @@ class RunCommandTool(ToolBase):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **_ENV_DEFAULTS},
+            env={**os.environ, **_ENV_DEFAULTS, **tree.env},
         )
+        tree.started(proc.pid)
+        proctree.register(tree)
         output = _Output(self.limits.command_output_chars)
         pump = asyncio.create_task(self._pump(proc, output, ctx))
-        exited = asyncio.create_task(_until_exit(proc))
+        exited = asyncio.create_task(_until_exit(proc, tree))
         aborted = asyncio.create_task(ctx.signal.wait())
         stopped: str | None = None
         try:
@@ -129,24 +145,24 @@ class RunCommandTool(ToolBase):
             )
             if exited not in done:
                 stopped = "cancelled" if aborted in done else "timeout"
-                await self._kill_group(proc)
+                await self._kill_tree(proc, tree)
             else:
                 # The shell is gone; whatever still holds the pipe after a grace is a leftover.
                 _, still = await asyncio.wait({pump}, timeout=self.limits.command_drain_grace_s)
                 if still:
-                    await self._kill_group(proc)
+                    await self._kill_tree(proc, tree)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pump), timeout=self.limits.command_kill_grace_s)
         finally:
             # Also on task cancellation (daemon shutdown): nothing the command started survives it.
             if proc.returncode is None or not pump.done():
-                await self._kill_group(proc)
+                await self._kill_tree(proc, tree)
             leftover = not pump.done()
             for task in (pump, exited, aborted):
                 task.cancel()
             await asyncio.gather(pump, exited, aborted, return_exceptions=True)
             if leftover:
-                # Something that left the process group (setsid) still holds the pipe: stop reading.
+                # Something the tree walk could not reach still holds the pipe: stop reading.
                 transport = getattr(proc, "_transport", None)
                 if transport is not None:
                     transport.close()
@@ -173,19 +189,21 @@ class RunCommandTool(ToolBase):
             if not chunk:
                 return
 
-    async def _kill_group(self, proc: asyncio.subprocess.Process) -> None:
-        """SIGTERM the whole group, give the shell a short grace, then SIGKILL the group: grandchildren
-        that ignore SIGTERM, or outlive the shell, die too."""
-        pgid = proc.pid  # start_new_session: the shell leads its own group
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signals.SIGTERM)
+    async def _kill_tree(self, proc: asyncio.subprocess.Process, tree: proctree.ProcessTree) -> None:
+        """SIGTERM the group and the whole tree, give the shell a short grace, then SIGKILL them: children
+        that ignore SIGTERM, outlive the shell or left the group, die too."""
+        tree.signal(signals.SIGTERM)
         try:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(_until_exit(proc), timeout=self.limits.command_kill_grace_s)
-        finally:  # even when this wait is itself cancelled (shutdown), the group gets SIGKILL
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signals.SIGKILL)
+        finally:  # even when this wait is itself cancelled (shutdown), the tree gets SIGKILL
+            tree.signal(signals.SIGKILL)
         await _until_exit(proc)
+        for _ in range(20):  # collect the adopted orphans just killed (bounded: they die at once)
+            tree.reap()
+            if not tree.alive():
+                break
+            await asyncio.sleep(0.01)
 
     def _outcome(
         self, command: str, code: int | None, output: _Output, stopped: str | None, timeout: float

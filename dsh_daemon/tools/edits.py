@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from dsh_daemon.tools.errors import EditConflictError
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, sha256_text
+from dsh_daemon.tools.errors import EditConflictError, FileToolError
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular, sha256_text
 from dsh_daemon.tools.workspace import Workspace
 
 
@@ -103,7 +103,7 @@ class DiskEditApplier:
             edit.path.parent.mkdir(parents=True, exist_ok=True)
             self._create(edit.path, data)
             return
-        current = self._current_hash(edit.path)
+        current = self.current_hash(edit.path, len(edit.before_text.encode("utf-8")))
         if current != edit.before_sha256:
             raise EditConflictError(
                 f"{edit.path} changed since the edit was computed (on disk, or it has unsaved changes "
@@ -124,15 +124,18 @@ class DiskEditApplier:
             raise
 
     @staticmethod
-    def _current_hash(path: Path) -> str | None:
+    def current_hash(path: Path, before_bytes: int) -> str | None:
+        """The file's text hash now (None: not UTF-8 text, or bigger than the text the edit began from)."""
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise EditConflictError(f"{path} was deleted since the edit was computed") from None
-        if b"\0" in data[:SNIFF_BYTES]:
+            raw = read_regular(path, str(path), before_bytes)
+        except FileToolError as exc:
+            if exc.code == "NOT_FOUND":
+                raise EditConflictError(f"{path} was deleted since the edit was computed") from None
+            raise EditConflictError(f"{path} cannot be read any more: {exc}") from None
+        if raw.truncated or looks_binary(raw.data[:SNIFF_BYTES]):
             return None
         try:
-            return sha256_text(data.decode("utf-8"))
+            return sha256_text(raw.data.decode("utf-8"))
         except UnicodeDecodeError:
             return None
 

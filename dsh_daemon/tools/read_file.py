@@ -15,7 +15,7 @@ from dsh_daemon.tools.base import ToolBase, get_int, get_str, make_spec
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.errors import FileToolError
 from dsh_daemon.tools.limits import ToolLimits
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, check_file, looks_binary, open_confined
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, open_regular
 from dsh_daemon.tools.tracking import ReadTracker
 from dsh_daemon.tools.workspace import Workspace
 
@@ -120,8 +120,7 @@ class ReadFileTool(ToolBase):
         self, path: Path, shown: str, offset: int, limit: int
     ) -> tuple[str, str | None, os.stat_result, bool]:
         """(rendered text, whole text when the file was small enough to hash, stat, lossy decode)."""
-        check_file(path, shown)
-        fd = open_confined(self.workspace, path, shown)
+        fd = open_regular(path, shown, self.workspace)
         with os.fdopen(fd, "rb") as raw:
             stat = os.fstat(raw.fileno())
             head = raw.read(SNIFF_BYTES)

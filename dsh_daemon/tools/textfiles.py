@@ -25,22 +25,26 @@ def looks_binary(head: bytes) -> bool:
 
 
 def check_file(path: Path, shown: str) -> os.stat_result:
+    """Refuse anything but a regular file before it is opened: opening a device can have effects of
+    its own (a tape rewinds, a watchdog arms), and reading a FIFO or a tty can block forever."""
     try:
         info = path.stat()
     except FileNotFoundError:
         raise FileToolError(f"{shown} does not exist", "NOT_FOUND") from None
-    except OSError as exc:
-        raise FileToolError(f"cannot access {shown}: {exc.strerror}", "IO_ERROR") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = getattr(exc, "strerror", None) or exc
+        raise FileToolError(f"cannot access {shown}: {reason}", "IO_ERROR") from None
     if stat.S_ISDIR(info.st_mode):
         raise FileToolError(f"{shown} is a directory (use list_dir)", "IS_DIRECTORY")
     if not stat.S_ISREG(info.st_mode):
-        # A FIFO, socket or device would block the read (and a blocked read cannot be cancelled).
         raise FileToolError(f"{shown} is not a regular file", "NOT_A_FILE")
     return info
 
 
-def open_confined(workspace: Workspace, path: Path, shown: str) -> int:
-    """An fd for reading `path`, re-verified against the workspace after opening."""
+def open_regular(path: Path, shown: str, workspace: Workspace | None = None) -> int:
+    """THE way this daemon opens a file to read it (tools, change tracking, edits, editor context): a
+    regular file only, opened without blocking, and re-verified against `workspace` once open."""
+    check_file(path, shown)
     try:
         # O_NONBLOCK: if the path was swapped for a FIFO since it was checked, opening must not hang.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -49,11 +53,33 @@ def open_confined(workspace: Workspace, path: Path, shown: str) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise FileToolError(f"{shown} is not a regular file", "NOT_A_FILE")
-        workspace.verify_open(fd, path)
+        if workspace is not None:
+            workspace.verify_open(fd, path)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def open_confined(workspace: Workspace, path: Path, shown: str) -> int:
+    return open_regular(path, shown, workspace)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRead:
+    data: bytes  # at most the cap asked for
+    truncated: bool  # the file held more than that
+    stat: os.stat_result
+
+
+def read_regular(path: Path, shown: str, max_bytes: int, workspace: Workspace | None = None) -> RawRead:
+    """At most `max_bytes` of a regular file (`open_regular`), never reading past the cap. Blocking:
+    call it off the event loop."""
+    fd = open_regular(path, shown, workspace)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        data = handle.read(max_bytes + 1)
+    return RawRead(data[:max_bytes], len(data) > max_bytes, info)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,18 +96,31 @@ def read_whole_text(workspace: Workspace, path: Path, shown: str, max_bytes: int
         raise FileToolError(
             f"{shown} is {info.st_size} bytes, over the {max_bytes}-byte limit for editing", "TOO_LARGE"
         )
-    fd = open_confined(workspace, path, shown)
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
+    raw = read_regular(path, shown, max_bytes, workspace)
+    if raw.truncated:
         raise FileToolError(f"{shown} grew over the {max_bytes}-byte limit for editing", "TOO_LARGE")
+    data = raw.data
     if looks_binary(data[:SNIFF_BYTES]):
         raise FileToolError(f"{shown} is a binary file; only text files can be edited", "BINARY")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise FileToolError(f"{shown} is not UTF-8 text; it cannot be edited safely", "NOT_UTF8") from None
-    return DiskText(text, info.st_size, info.st_mtime_ns)
+    return DiskText(text, raw.stat.st_size, raw.stat.st_mtime_ns)
+
+
+def utf8_hash_of_file(path: Path, max_bytes: int) -> str | None:
+    """sha256 of a regular UTF-8 text file of at most `max_bytes` (None: anything else, or unreadable)."""
+    try:
+        raw = read_regular(path, str(path), max_bytes)
+    except (FileToolError, OSError):
+        return None
+    if raw.truncated or looks_binary(raw.data[:SNIFF_BYTES]):
+        return None
+    try:
+        return sha256_text(raw.data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
 
 
 def uses_crlf_only(text: str) -> bool:

@@ -4,14 +4,13 @@ underneath it (an external edit, a formatter, a `git checkout`, a run_command)."
 from __future__ import annotations
 
 import os
-import stat
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from dsh_daemon.tools.documents import DocumentSource
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, sha256_text
+from dsh_daemon.tools.textfiles import sha256_text, utf8_hash_of_file
 
 Change = Literal["changed", "deleted"]
 
@@ -81,33 +80,8 @@ class ReadTracker:
             return None
         if stat.st_size == seen.size and stat.st_mtime_ns == seen.mtime_ns:
             return None  # fast path: untouched since the record
-        on_disk = _disk_hash(path, self.max_bytes)
+        on_disk = utf8_hash_of_file(path, self.max_bytes)
         self._seen[path] = _Seen(on_disk, stat.st_size, stat.st_mtime_ns)
         if on_disk is not None and on_disk == seen.sha256:
             return None  # touched (or the editor saved what the model saw) but the same text
         return "changed"
-
-
-def _disk_hash(path: Path, max_bytes: int) -> str | None:
-    try:
-        # Never block: a file replaced by a FIFO must not freeze the event loop this runs on.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            data = handle.read(max_bytes + 1)
-    except OSError:
-        return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > max_bytes or b"\0" in data[:SNIFF_BYTES]:
-        return None
-    try:
-        return sha256_text(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None

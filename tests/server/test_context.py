@@ -65,8 +65,13 @@ async def test_selection_from_an_unsaved_buffer_mid_turn(daemon: Daemon, tmp_pat
     assert len(daemon.of(sid, "turn/start")) == 1
 
 
+def workspace_root(tmp_path: Path) -> Path:
+    """The root the `daemon` fixture's editor opened: context/add reads disk files only inside it."""
+    return tmp_path / "state" / "work"
+
+
 async def test_file_context_from_disk_inject_then_followup(daemon: Daemon, tmp_path: Path) -> None:
-    path = tmp_path / "notes.txt"
+    path = workspace_root(tmp_path) / "notes.txt"
     path.write_text("remember the milk\n")
     sid = await daemon.new_session()
     await daemon.request("dsh/context/add", {"sessionId": sid, "uri": path.as_uri(), "kind": "file"})
@@ -79,10 +84,10 @@ async def test_file_context_from_disk_inject_then_followup(daemon: Daemon, tmp_p
 
 async def test_context_add_errors(daemon: Daemon, tmp_path: Path) -> None:
     sid = await daemon.new_session()
-    binary = tmp_path / "blob.bin"
+    binary = workspace_root(tmp_path) / "blob.bin"
     binary.write_bytes(b"\x00\x01\x02")
     for params in (
-        {"sessionId": sid, "uri": (tmp_path / "missing.py").as_uri(), "kind": "file"},
+        {"sessionId": sid, "uri": (workspace_root(tmp_path) / "missing.py").as_uri(), "kind": "file"},
         {"sessionId": sid, "uri": binary.as_uri(), "kind": "file"},
         {"sessionId": sid, "uri": binary.as_uri(), "kind": "selection"},
         {"sessionId": sid, "uri": binary.as_uri(), "kind": "bogus"},
@@ -93,7 +98,7 @@ async def test_context_add_errors(daemon: Daemon, tmp_path: Path) -> None:
 
 
 async def test_ambient_snapshot_enters_only_when_changed(daemon: Daemon, tmp_path: Path) -> None:
-    path = tmp_path / "app.py"
+    path = workspace_root(tmp_path) / "app.py"
     path.write_text("import os\nprint(os.getcwd())\n")
     uri = path.as_uri()
     sid = await daemon.new_session()

@@ -139,15 +139,16 @@ async def test_inbox_edits(daemon: Daemon) -> None:
     assert missing.value.data["code"] == "unknown_message"
 
 
-async def test_session_list_and_titles_from_the_first_prompt(daemon: Daemon) -> None:
-    sid = await daemon.new_session(cwd="/some/project")
+async def test_session_list_and_titles_from_the_first_prompt(daemon: Daemon, tmp_path: Path) -> None:
+    project = str(tmp_path / "state" / "work" / "project")  # inside the workspace root
+    sid = await daemon.new_session(cwd=project)
     await daemon.request(
         "dsh/followup", {"sessionId": sid, "message": {"content": "Fix the   flaky test\nplease"}}
     )
     await daemon.wait_idle_turn(sid)
-    listing = await daemon.request("dsh/session/list", {"cwd": "/some/project"})
+    listing = await daemon.request("dsh/session/list", {"cwd": project})
     (session,) = listing["sessions"]
-    assert session["sessionId"] == sid and session["cwd"] == "/some/project"
+    assert session["sessionId"] == sid and session["cwd"] == project
     assert session["title"] == "Fix the flaky test please"
     assert session["status"] == "idle" and session["pending"] == 0
     assert set(session) >= {"createdAt", "updatedAt"}

@@ -13,7 +13,7 @@ import pytest
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Allow, Ask, Deny, PostExecuteDecision, ToolCall, ToolOutcome
 from dsh_daemon.tools import StaticDocuments, ToolKit, Workspace, build_tool_registry
-from tests.tools.conftest import run_tool
+from tests.tools.conftest import FakeContext, run_tool
 
 
 def call(name: str, args: Mapping[str, Any]) -> ToolCall:
@@ -28,8 +28,8 @@ async def decide(kit: ToolKit, name: str, args: Mapping[str, Any]) -> Any:
 async def test_defaults_reads_allow_edits_and_commands_ask(kit: ToolKit) -> None:
     for name in ("read_file", "list_dir", "find_files", "grep"):
         assert isinstance(await decide(kit, name, {"path": "x"}), Allow), name
-    assert await decide(kit, "edit_file", {"path": "src/a.py"}) == Ask("Edit src/a.py")
-    assert await decide(kit, "write_file", {"path": "n.txt"}) == Ask("Write n.txt")
+    asked = await decide(kit, "write_file", {"path": "n.txt", "content": "x"})
+    assert isinstance(asked, Ask) and asked.title == "Write n.txt"
     asked = await decide(kit, "run_command", {"command": "make test"})
     assert isinstance(asked, Ask) and asked.title == "Run: make test"
     assert asked.preview is not None and asked.preview["command"] == "make test"
@@ -71,13 +71,41 @@ def test_bad_config_is_refused(root: Path) -> None:
             build_tool_registry(ws, config=config)
 
 
-async def test_a_call_confinement_refuses_is_denied_without_asking(
+async def test_a_call_confinement_refuses_fails_without_asking_like_a_read(
     kit: ToolKit, root: Path, outside: Path
 ) -> None:
     os.symlink(outside / "secret.txt", root / "link")
     for args in ({"path": "../outside/secret.txt"}, {"path": "link"}):
-        decision = await decide(kit, "write_file", {**args, "content": "x"})
-        assert isinstance(decision, Deny) and "outside the workspace" in decision.message
+        for name in ("write_file", "edit_file", "read_file"):
+            full = (
+                {**args, "content": "x", "old_string": "a", "new_string": "b"}
+                if name != "read_file"
+                else args
+            )
+            decision = await decide(kit, name, full)
+            assert isinstance(decision, Allow), (name, decision)  # nobody is asked
+            outcome = await run_tool(kit, name, full)
+            assert outcome.is_error and outcome.error_code == "OUTSIDE_WORKSPACE", (name, outcome)
+    assert not (outside / "secret.txt").exists() or (outside / "secret.txt").read_text() != "x"
+
+
+async def test_a_write_to_a_fifo_fails_before_anyone_is_asked(kit: ToolKit, root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    for name, args in (
+        ("write_file", {"path": "pipe", "content": "x"}),
+        ("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+    ):
+        decision = await decide(kit, name, args)
+        assert isinstance(decision, Allow), (name, decision)
+        outcome = await run_tool(kit, name, args)
+        assert outcome.is_error and outcome.error_code == "NOT_A_FILE", (name, outcome)
+
+
+async def test_a_refusal_ends_only_the_call_it_was_made_for(kit: ToolKit, root: Path) -> None:
+    await decide(kit, "write_file", {"path": "../nope", "content": "x"})  # refused, call c1 turn 1 step 1
+    ctx = FakeContext(call=ToolCall("c1", "write_file", "{}", {}, 2, 1))  # same id, a later turn
+    outcome = await run_tool(kit, "write_file", {"path": "fine.txt", "content": "ok"}, ctx)
+    assert not outcome.is_error and (root / "fine.txt").read_text() == "ok"
 
 
 async def notices(kit: ToolKit) -> list[str]:
