@@ -162,3 +162,29 @@ def test_range_command_injects_the_last_selection(editor: Editor, fake: FakeDeep
         and "```text\nbeta\n```" in message["content"][0]["text"]
     )
     assert editor.status() == "idle" and fake.requests == []
+
+
+def test_ambient_editor_state_is_opt_in(editor: Editor, fake: FakeDeepSeek) -> None:
+    (editor.paths.work / "main.py").write_text("import os\n\nprint(os.getcwd())\n")
+    fake.script(Reply.stream(text_stream(["one"])), Reply.stream(text_stream(["two"])))
+    editor.cmd("Dsh first")
+    editor.wait_footers(1)
+    editor.cmd("wincmd t | edit main.py")
+    # P pushes the state now (the debounced pushes on cursor moves are slowed down for the test).
+    editor.lua(
+        "require('dsh.config').options.ambient_debounce = 600000;"
+        "vim.keymap.set('x', 'P', function() require('dsh.ambient').push() end)"
+    )
+    editor.keys("3G0wvEP<Esc>")  # a selection while ambient is off: nothing is pushed
+    editor.lua("require('dsh.config').options.ambient = true")
+    editor.keys("3G0wvEP<Esc>")  # select "os.getcwd())"
+    editor.cmd("Dsh what is selected?")
+    editor.wait_footers(2)
+    first = [m["content"] for m in fake.requests[0].json["messages"] if m["role"] == "user"]
+    second = [m["content"] for m in fake.requests[1].json["messages"] if m["role"] == "user"]
+    assert not any("Editor state:" in t for t in first)
+    (snapshot,) = [t for t in second if t.startswith("Editor state:")]
+    assert f"- active file: {editor.paths.work / 'main.py'}" in snapshot
+    assert "- cursor/selection: line 3 to 3" in snapshot and "os.getcwd())" in snapshot
+    assert second[-1] == "what is selected?"
+    assert "📎 editor snapshot (main.py)" in editor.lines()

@@ -371,6 +371,9 @@ end
 
 function R.context(self, op)
   self:_end_segment()
+  if self.last_op == 'turn_end' then
+    self:_blank()
+  end
   self:_line('📎 ' .. M.context_label(self.root, op.source, op.text), 'DshContext')
 end
 

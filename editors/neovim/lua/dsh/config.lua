@@ -20,6 +20,10 @@ M.defaults = {
   keys = true,
   -- How long changed lines flash after an edit from the agent (ms, 0: no flash).
   flash_ms = 900,
+  -- Push the editor state (active file, cursor/selection, visible lines, diagnostics near the
+  -- cursor) with dsh/context/didChange; the daemon adds a short snapshot to a request when it changed.
+  ambient = false,
+  ambient_debounce = 300,
   -- How long the daemon may take to answer `initialize` before what waits for it fails (ms).
   start_timeout = 20000,
   -- How long Neovim waits for the daemon to shut down cleanly on exit (ms).

@@ -467,6 +467,7 @@ function M.setup(opts)
   keys()
   local group = api.nvim_create_augroup('dsh', { clear = true })
   api.nvim_create_autocmd('ColorScheme', { group = group, callback = require('dsh.chat').highlights })
+  require('dsh.ambient').setup(group)
   api.nvim_create_autocmd('VimLeavePre', {
     group = group,
     callback = function()
