@@ -290,4 +290,19 @@ async function scenario(): Promise<void> {
     expect(await c2.locator('.msg.assistant').count()).toBe(replies + 1);
     expect(fake.requests.at(-1)!.authorization).toBe('Bearer sk-from-secret-storage');
     await shot('after-daemon-restart');
+
+    // 7. dsh: New Session starts an empty transcript; dsh: Switch Session brings the first one back.
+    await runCommand('dsh: New Session');
+    await expect.poll(() => c2.locator('.msg').count(), { timeout: 15000 }).toBe(0);
+    fake.script(textReply('A fresh session.'));
+    await c2.getByLabel('message').fill('Hello again');
+    await c2.getByLabel('message').press('Enter');
+    await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'A fresh session.' }).count(), { timeout: 30000 }).toBe(1);
+    await runCommand('dsh: Switch Session');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Say hello' }).first().waitFor({ timeout: 15000 });
+    expect(await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Hello again' }).count()).toBe(1);
+    await shot('switch-session');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Say hello' }).first().click();
+    await expect.poll(() => c2.locator('.msg.user').count(), { timeout: 15000 }).toBe(users + 1);
+    expect(await c2.locator('.msg.assistant', { hasText: 'Still here after the restart.' }).count()).toBe(1);
 }

@@ -159,7 +159,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const { sessions } = await client.listSessions({});
     const picked = await vscode.window.showQuickPick(sessions.map((s) => ({
       label: s.title || '(untitled)',
-      description: `${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
+      description: `${s.sessionId === this.model.sessionId ? 'current · ' : ''}${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
       detail: s.cwd, id: s.sessionId,
     })), { placeHolder: 'Switch dsh session' });
     if (!picked) return;

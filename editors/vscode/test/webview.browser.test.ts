@@ -140,6 +140,22 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     expect(await posted()).toEqual([{ type: 'wake' }]);
   });
 
+  it('offers Continue after a turn cut short by a shutdown; drag reorders the queue', async () => {
+    const cut = reduceAll(emptyModel(S), [...turnActions(1, 0, 'x').slice(0, 3), ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'shutdown' } }, 3)]);
+    await snapshot(cut);
+    await frame();
+    await clearPosted();
+    await page.getByRole('button', { name: 'Continue' }).click();
+    expect(await posted()).toEqual([{ type: 'continue' }]);
+    const queued = reduceAll(emptyModel(S), [ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [user('q1', 'one'), user('q2', 'two'), user('q3', 'three')] }, 0)]);
+    await snapshot(queued);
+    await frame();
+    expect(await page.getByRole('button', { name: 'Continue' }).isVisible()).toBe(false);
+    await clearPosted();
+    await page.locator('.queue-item').nth(2).dragTo(page.locator('.queue-item').nth(0));
+    expect(await posted()).toEqual([{ type: 'inboxMove', messageId: 'q3', target: 'next-turn', index: 0 }]);
+  });
+
   it('permission card: diff preview, View diff, Allow once', async () => {
     const m = reduceAll(emptyModel(S), [
       ev('tool/call', { turn: 1, step: 1, callId: 'e1', name: 'edit_file', arguments: '{"path":"a.txt"}' }, 0),
