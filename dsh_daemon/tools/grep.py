@@ -22,7 +22,7 @@ from dsh_daemon.tools.base import ToolBase, get_bool, get_opt_str, get_str, make
 from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import run_stoppable
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
 from dsh_daemon.tools.walk import IGNORED_DIRS, GlobMatcher, compile_glob, walk_files
 from dsh_daemon.tools.workspace import Workspace
 
@@ -167,13 +167,12 @@ class GrepTool(ToolBase):
         for path, rel in walk_files(target, stop):
             if glob is not None and not glob.match(rel):
                 continue
-            try:
-                if path.stat().st_size > self.limits.grep_file_bytes:
-                    continue
-                data = path.read_bytes()
-            except OSError:
+            try:  # the one safe reader: regular files only, non-blocking open, capped
+                raw = read_regular(path, str(path), self.limits.grep_file_bytes, self.workspace)
+            except (ToolError, OSError):
                 continue
-            if looks_binary(data[:SNIFF_BYTES]):
+            data = raw.data
+            if raw.truncated or looks_binary(data[:SNIFF_BYTES]):
                 continue
             shown = self.workspace.display(path)
             text = data.decode("utf-8", errors="replace")
