@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 MARKER_ENV = "DSH_COMMAND_ID"
 PR_SET_CHILD_SUBREAPER = 36
 
+_HAS_PROC = os.path.isdir("/proc/self")
 _subreaper: bool | None = None
 
 
@@ -48,6 +49,7 @@ class _Proc:
     ppid: int
     start: int  # clock ticks after boot: with the pid, a process's identity
     state: str
+    pgrp: int
 
 
 def _table() -> dict[int, _Proc]:
@@ -70,7 +72,7 @@ def _table_entry(pid: int) -> _Proc | None:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             raw = handle.read()
         fields = raw[raw.rindex(b")") + 2 :].split()
-        return _Proc(int(fields[1]), int(fields[19]), fields[0].decode())
+        return _Proc(int(fields[1]), int(fields[19]), fields[0].decode(), int(fields[2]))
     except (OSError, ValueError, IndexError):
         return None
 
@@ -133,10 +135,13 @@ class ProcessTree:
 
     def signal(self, sig: int) -> int:
         """Send `sig` to the root's process group and to every process of the tree; how many got it."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.root, sig)
+        found = self.scan()
+        if not _HAS_PROC or any(proc.pgrp == self.root for proc in found.values()):
+            # The group is still the command's (never a reused pid's); without /proc, trust it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.root, sig)
         sent = 0
-        for pid, proc in self.scan().items():
+        for pid, proc in found.items():
             if proc.state == "Z":
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
