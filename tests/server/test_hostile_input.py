@@ -299,3 +299,28 @@ async def test_a_commands_setsid_child_does_not_survive_the_daemon(
     await stop_daemon(d)
     for pid in pids:
         assert await gone(pid), pid  # … not the daemon
+
+
+async def test_ambient_state_never_reads_special_files_nor_breaks_a_step(daemon: Daemon) -> None:
+    sid = await daemon.new_session()
+    selection = {"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}
+    daemon.notify(
+        "dsh/context/didChange", {"sessionId": sid, "activeUri": "file:///dev/zero", "selection": selection}
+    )
+    began = time.monotonic()
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": "one"}})
+    assert await daemon.wait_idle_turn(sid) == [{"kind": "completed"}]
+    assert time.monotonic() - began < 10
+    (snapshot,) = [
+        e for e in daemon.of(sid, "user/message") if e["data"]["source"].get("contextKind") == "snapshot"
+    ]
+    assert "/dev/zero" in snapshot["data"]["content"][0]["text"]
+    assert "selected text" not in snapshot["data"]["content"][0]["text"]
+    # a state of the wrong shapes is dropped; the next step still enters its prompt
+    daemon.notify(
+        "dsh/context/didChange", {"sessionId": sid, "activeUri": 5, "visibleRange": 5, "diagnostics": [1]}
+    )
+    daemon.notify("dsh/context/didChange", {"sessionId": sid, "visibleRange": {"start": 1, "end": 2}})
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": "two"}})
+    assert await daemon.wait_idle_turn(sid, 2) == [{"kind": "completed"}, {"kind": "completed"}]
+    assert daemon.fake.requests[-1].json["messages"][-1]["content"] == "two"
