@@ -2,7 +2,7 @@
 // Debian Chromium. The extension spawns the real daemon, which talks to a fake provider on 127.0.0.1.
 // Screenshots go to $DSH_E2E_SHOTS (default: a new temp dir, printed).
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -137,6 +137,7 @@ describe('the dsh extension in code-server', () => {
     await new Promise((r) => setTimeout(r, 500));
     if (server?.pid) { try { process.kill(-server.pid, 'SIGKILL'); } catch { /* gone */ } }
     await fake?.stop();
+    if (!process.env.DSH_E2E_KEEP) rmSync(root, { recursive: true, force: true }); // screenshots stay
   });
 
   it('streams a reply, queues while busy, stops keeping the queue, runs it, approves an edit from the diff card, and survives Reload Window', async () => {

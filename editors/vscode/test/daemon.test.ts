@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { emptyModel, queueOf, reduce, reduceAll, SessionModel, statusLabel, assistantText, type Action } from '../src/protocol/reducer';
 import type { AnyEvent, PermissionRequest } from '../src/protocol/types';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
-import { startDaemon, tempState, TestDaemon } from './daemon';
+import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
 
 let fake: FakeProvider;
 let daemons: TestDaemon[] = [];
@@ -19,6 +19,7 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const d of daemons) await d.stop();
   await fake.stop();
+  removeTempStates();
 });
 
 async function daemon(dirs = tempState()): Promise<TestDaemon> {

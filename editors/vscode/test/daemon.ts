@@ -1,6 +1,6 @@
 // Spawns the real Python daemon over stdio with vscode-jsonrpc framing, for integration tests.
 import { spawn, ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -20,8 +20,17 @@ export interface TestDaemon {
   stop(): Promise<void>;
 }
 
+const created: string[] = [];
+
+/** Removes the state dirs tempState() made (after the daemons using them stopped). */
+export function removeTempStates(): void {
+  if (process.env.DSH_TEST_KEEP) return;
+  for (const dir of created.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 export function tempState(): { state: string; root: string } {
   const state = mkdtempSync(join(tmpdir(), 'dsh-vscode-test-'));
+  created.push(state);
   const root = join(state, 'work');
   mkdirSync(root, { recursive: true });
   mkdirSync(join(state, 'home'), { recursive: true });

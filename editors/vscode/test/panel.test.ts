@@ -6,7 +6,7 @@ import { ChatPanel } from '../src/panel';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
 import { reduceAll, type SessionModel } from '../src/protocol/reducer';
 import { FakeProvider, textReply } from './fakeProvider';
-import { startDaemon, type TestDaemon } from './daemon';
+import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
 import { statusItems } from './vscode.mock';
 
 let fake: FakeProvider;
@@ -20,6 +20,7 @@ beforeEach(async () => {
 afterEach(async () => {
   await d.stop();
   await fake.stop();
+  removeTempStates();
 });
 
 function fakeHost() {
