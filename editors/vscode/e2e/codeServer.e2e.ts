@@ -77,9 +77,16 @@ async function openWorkbench(): Promise<void> {
 async function openChat(): Promise<void> {
   const item = page.locator('.activitybar .action-item').filter({ has: page.locator('[aria-label^="dsh"]') }).first();
   await item.waitFor({ timeout: 60000 });
-  // A restored window may already show the view: clicking its icon again would hide it.
-  if (!((await item.getAttribute('class')) ?? '').includes('checked')) await item.click();
-  await chat().getByLabel('message').waitFor({ timeout: 60000 });
+  // A restored window may already show the view (or be about to): clicking the icon toggles it, so
+  // click only while the composer is not showing, and look again after each click.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    try {
+      await chat().getByLabel('message').waitFor({ timeout: attempt === 0 ? 5000 : 15000 });
+      return;
+    } catch { /* not showing yet */ }
+    if (!((await item.getAttribute('class')) ?? '').includes('checked')) await item.click();
+  }
+  await chat().getByLabel('message').waitFor({ timeout: 30000 });
 }
 
 describe('the dsh extension in code-server', () => {
