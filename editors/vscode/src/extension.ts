@@ -11,7 +11,17 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   const output = vscode.window.createOutputChannel('dsh', { log: true });
   daemon = new Daemon(ctx, output);
   const permissions = new Permissions(
-    (request) => p.dispatch({ kind: 'permission', request }),
+    (request) => {
+      p.dispatch({ kind: 'permission', request });
+      // The card is in the panel; when the panel is not showing, ask in a notification too.
+      if (!p.visible) {
+        void vscode.window.showWarningMessage(`dsh: ${request.title}`, 'Allow once', 'Reject', 'Show').then((choice) => {
+          if (choice === 'Allow once') permissions.answer(request.callId, 'allow-once');
+          else if (choice === 'Reject') permissions.answer(request.callId, 'reject');
+          else if (choice === 'Show') void vscode.commands.executeCommand('dsh.chat.focus');
+        });
+      }
+    },
     (callId) => p.dispatch({ kind: 'permissionDone', callId }),
   );
   const d = daemon;

@@ -47,6 +47,11 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }));
   }
 
+  /** Whether the chat view is showing (a permission card there can be seen). */
+  get visible(): boolean {
+    return !!this.view?.visible && this.ready;
+  }
+
   get sessionId(): string | undefined {
     return this.model.sessionId ?? this.ctx.workspaceState.get<string>(SESSION_KEY);
   }
