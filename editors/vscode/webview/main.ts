@@ -218,7 +218,8 @@ function renderItem(it: Item): HTMLElement {
       parts.push(r.kind === 'completed' ? '✓ completed' : r.kind === 'aborted' ? `■ stopped (${r.cause ?? 'user'})` : r.kind === 'error' ? `✗ error ${r.error?.code ?? ''}` : `• ${r.kind}`);
       if (it.usage) {
         parts.push(`${it.usage.inputTokens} in · ${it.usage.outputTokens} out tokens`);
-        if (typeof it.usage.costUsd === 'number') parts.push(`$${it.usage.costUsd.toFixed(4)}`);
+        const cost = it.usage.costUsd;
+        if (typeof cost === 'number') parts.push(cost === 0 ? '$0' : cost < 0.01 ? `$${cost.toPrecision(2)}` : `$${cost.toFixed(2)}`);
       }
       d.textContent = parts.join(' · ');
       if (r.error?.message) { const m = el('div', 'error-message'); m.textContent = r.error.message; d.append(m); }
