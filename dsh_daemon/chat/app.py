@@ -94,6 +94,12 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
             await _interactive(chat, commands, view, " ".join(args.prompt))
         else:
             await _plain(chat, commands, " ".join(args.prompt))
+        waiting = chat.status.queued + chat.status.context
+        if waiting and interactive and not chat.closed.is_set():
+            chat.note(
+                f"[{waiting} queued item(s) stay parked in session {chat.session_id[:8]}:"
+                " `dsh-daemon chat --resume` continues it]"
+            )
     finally:
         chat.leaving = True
         with contextlib.suppress(Exception):
