@@ -126,7 +126,7 @@ async def _interactive(chat: Chat, commands: Commands, view: Any, prompt: str) -
                 view.quit()
                 return
 
-    chat.note(f"session {chat.session_id} — Enter sends, Alt-Enter adds a line, /help lists commands")
+    chat.note(f"session {chat.session_id} — Enter sends, /help lists commands")
     if prompt:
         lines.put_nowait(prompt)
     task = asyncio.ensure_future(worker())
