@@ -6,11 +6,15 @@ Invariants kept here:
 - Ids are unique across both lists while pending; a duplicate is refused before anything is logged.
 - Direct inbox edits never wake the driver.
 - Conservation: every inserted message is claimed, discarded or still pending, exactly once.
+- An item is one message plus the editor context attached to it when it was sent: they are inserted,
+  claimed, moved and discarded together, and the attachments are entered just before the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from dsh_daemon.agent.events import (
@@ -47,14 +51,67 @@ class InvalidSpliceError(ValueError):
     pass
 
 
-def apply_splice(lists: dict[str, list[UserMessage]], data: FrozenDict, seq: int | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """One pending entry: a message, the editor context that travels with it, and how it was sent
+    (`verb`: followup, steer, inject, send or context; `queued_at`: ms since the epoch)."""
+
+    message: UserMessage
+    attachments: tuple[UserMessage, ...] = ()
+    wakeup: bool | None = None
+    verb: str | None = None
+    queued_at: int | None = None
+
+    @property
+    def id(self) -> MessageId:
+        return self.message.id
+
+    @property
+    def messages(self) -> tuple[UserMessage, ...]:
+        """In the order a step enters them: the attachments, then the message."""
+        return (*self.attachments, self.message)
+
+    @property
+    def ids(self) -> tuple[MessageId, ...]:
+        return tuple(m.id for m in self.messages)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored and wire form: the message's own fields plus what the item adds."""
+        out = self.message.to_json()
+        if self.attachments:
+            out["context"] = [m.to_json() for m in self.attachments]
+        if self.wakeup is not None:
+            out["wakeup"] = self.wakeup
+        if self.verb is not None:
+            out["verb"] = self.verb
+        if self.queued_at is not None:
+            out["queuedAt"] = self.queued_at
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], queued_at: int | None = None) -> InboxItem:
+        wakeup = obj.get("wakeup")
+        verb = obj.get("verb")
+        stamp = obj.get("queuedAt", queued_at)
+        return cls(
+            UserMessage.from_json(obj),
+            tuple(UserMessage.from_json(m) for m in obj.get("context", ())),
+            wakeup if isinstance(wakeup, bool) else None,
+            verb if isinstance(verb, str) else None,
+            stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None,
+        )
+
+
+def apply_splice(
+    lists: dict[str, list[InboxItem]], data: FrozenDict, seq: int | None = None, time: int | None = None
+) -> None:
     """Apply a stored splice to `lists` (used on load); an impossible splice is corruption."""
     try:
         target = data["target"]
         items = lists[target]
         start = int(data["start"])
         removed = int(data.get("removedCount", 0))
-        inserted = [UserMessage.from_json(m) for m in data.get("inserted", ())]
+        inserted = [InboxItem.from_json(m, time) for m in data.get("inserted", ())]
         if not 0 <= start <= len(items) or start + removed > len(items):
             raise InvalidSpliceError("range out of bounds")
         items[start : start + removed] = inserted
@@ -66,22 +123,30 @@ class Inbox:
     def __init__(self, log: SessionLog, bus: EventBus) -> None:
         self._log = log
         self._bus = bus
-        self._lists: dict[str, list[UserMessage]] = {"next-turn": [], "next-step": []}
+        self._lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
 
     def replay(self, events: Iterable[Event]) -> None:
         for event in events:
             if event.type == INBOX_SPLICED:
-                apply_splice(self._lists, event.data, event.seq)
+                apply_splice(self._lists, event.data, event.seq, event.time)
 
     # ---- reading -------------------------------------------------------------------------------------
 
     @property
     def next_turn(self) -> tuple[UserMessage, ...]:
-        return tuple(self._lists["next-turn"])
+        """The pending prompts (each item's own message), oldest first."""
+        return tuple(item.message for item in self._lists["next-turn"])
 
     @property
     def next_step(self) -> tuple[UserMessage, ...]:
-        return tuple(self._lists["next-step"])
+        return tuple(item.message for item in self._lists["next-step"])
+
+    def items(self, target: Target) -> tuple[InboxItem, ...]:
+        return tuple(self._lists[target])
+
+    def pending_ids(self) -> list[MessageId]:
+        """Every pending message id, attachments included."""
+        return [i for item in self._all() for i in item.ids]
 
     @property
     def has_pending(self) -> bool:
@@ -92,15 +157,15 @@ class Inbox:
 
     def find(self, message_id: MessageId) -> tuple[Target, int] | None:
         for target in TARGETS:
-            for index, message in enumerate(self._lists[target]):
-                if message.id == message_id:
+            for index, item in enumerate(self._lists[target]):
+                if item.id == message_id:
                     return target, index
         return None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "nextTurn": [m.to_json() for m in self._lists["next-turn"]],
-            "nextStep": [m.to_json() for m in self._lists["next-step"]],
+            "nextTurn": [item_wire(item, "next-turn") for item in self._lists["next-turn"]],
+            "nextStep": [item_wire(item, "next-step") for item in self._lists["next-step"]],
         }
 
     # ---- durable mutation ----------------------------------------------------------------------------
@@ -110,13 +175,13 @@ class Inbox:
         target: Target,
         start: int,
         delete_count: int,
-        inserted: Sequence[UserMessage] = (),
+        inserted: Sequence[InboxItem] = (),
         *,
         outcome: str | None = None,
         commit: bool = True,
         claim: bool = False,
-    ) -> list[UserMessage]:
-        """JS-style splice (negative start counts from the end; clamped). Returns the removed messages."""
+    ) -> list[InboxItem]:
+        """JS-style splice (negative start counts from the end; clamped). Returns the removed items."""
         if target not in self._lists:
             raise InvalidSpliceError(f"unknown inbox target {target!r}")
         items = self._lists[target]
@@ -124,18 +189,19 @@ class Inbox:
         start = max(size + start, 0) if start < 0 else min(start, size)
         delete_count = max(0, min(delete_count, size - start))
         removed = items[start : start + delete_count]
-        remaining = {m.id for m in self._all() if m not in removed}
+        remaining = {i for item in self._all() if item not in removed for i in item.ids}
         seen: set[str] = set()
-        for message in inserted:
-            if message.id in remaining or message.id in seen:
-                raise DuplicateMessageIdError(message.id)
-            seen.add(message.id)
+        for item in inserted:
+            for message_id in item.ids:
+                if message_id in remaining or message_id in seen:
+                    raise DuplicateMessageIdError(message_id)
+                seen.add(message_id)
         if not removed and not inserted:
             return []
-        data: dict[str, Any] = {"target": target, "start": start, "inserted": [m.to_json() for m in inserted]}
+        data: dict[str, Any] = {"target": target, "start": start, "inserted": [i.to_json() for i in inserted]}
         if removed:
             data["removedCount"] = len(removed)
-            data["removedIds"] = [m.id for m in removed]
+            data["removedIds"] = [i for item in removed for i in item.ids]
             if not claim:
                 data["outcome"] = outcome or "canceled"
         after = len(self) - len(removed) + len(inserted)
@@ -144,16 +210,27 @@ class Inbox:
         )
         items[start : start + delete_count] = list(inserted)
         if not claim:
-            for message in removed:
-                self._bus.publish(Event(INBOX_DISCARDED, FrozenDict({"message": message.to_json()})))
-        for message in inserted:
-            self._bus.publish(
-                Event(INBOX_INSERTED, FrozenDict({"message": message.to_json(), "target": target}))
+            for item in removed:
+                for message in item.messages:
+                    self._bus.publish(Event(INBOX_DISCARDED, FrozenDict({"message": message.to_json()})))
+        for offset, item in enumerate(inserted):
+            wire = freeze_json(
+                {"message": item_wire(item, target), "target": target, "index": start + offset}
             )
+            self._bus.publish(Event(INBOX_INSERTED, wire))
         return removed
 
-    def append(self, target: Target, message: UserMessage) -> None:
-        self.splice(target, len(self._lists[target]), 0, [message])
+    def append(
+        self,
+        target: Target,
+        message: UserMessage,
+        attachments: Sequence[UserMessage] = (),
+        *,
+        wakeup: bool | None = None,
+        verb: str | None = None,
+    ) -> None:
+        item = InboxItem(message, tuple(attachments), wakeup, verb, int(time.time() * 1000))
+        self.splice(target, len(self._lists[target]), 0, [item])
 
     def remove(self, message_id: MessageId) -> bool:
         found = self.find(message_id)
@@ -162,12 +239,18 @@ class Inbox:
         self.splice(found[0], found[1], 1)
         return True
 
-    def replace(self, message_id: MessageId, message: UserMessage) -> None:
-        """Swap a pending message in place (it may change id); live: discarded(old), inserted(new)."""
+    def replace(
+        self, message_id: MessageId, message: UserMessage, attachments: Sequence[UserMessage] | None = None
+    ) -> None:
+        """Swap a pending message in place (it may change id); its attachments stay unless new ones are
+        given; how and when it was sent stay. Live: discarded(old), inserted(new)."""
         found = self.find(message_id)
         if found is None:
             raise UnknownMessageError(message_id)
-        self.splice(found[0], found[1], 1, [message], outcome="replaced")
+        old = self._lists[found[0]][found[1]]
+        kept = old.attachments if attachments is None else tuple(attachments)
+        item = InboxItem(message, kept, old.wakeup, old.verb, old.queued_at)
+        self.splice(found[0], found[1], 1, [item], outcome="replaced")
 
     def move(self, message_id: MessageId, target: Target, index: int) -> None:
         """Move a pending message to `index` of `target` (two splices: out, then in)."""
@@ -176,42 +259,48 @@ class Inbox:
             raise UnknownMessageError(message_id)
         if target not in self._lists:
             raise InvalidSpliceError(f"unknown inbox target {target!r}")
-        message = self._lists[found[0]][found[1]]
+        item = self._lists[found[0]][found[1]]
         # Both halves land in one commit (the second commits the first), so a move never loses it.
         self.splice(found[0], found[1], 1, outcome="moved", commit=False)
-        self.splice(target, index if index >= 0 else len(self._lists[target]) + 1 + index, 0, [message])
+        self.splice(target, index if index >= 0 else len(self._lists[target]) + 1 + index, 0, [item])
 
-    def clear(self, outcome: str = "canceled") -> list[UserMessage]:
+    def clear(self, outcome: str = "canceled") -> list[InboxItem]:
         """Discard everything pending: next-step first, then next-turn."""
         removed = self.splice("next-step", 0, len(self._lists["next-step"]), outcome=outcome)
         removed += self.splice("next-turn", 0, len(self._lists["next-turn"]), outcome=outcome)
         return removed
 
     def return_claimed_durably(
-        self, next_step: Sequence[UserMessage], prompt: UserMessage | None, *, discard: bool
+        self, next_step: Sequence[InboxItem], prompt: InboxItem | None, *, discard: bool
     ) -> None:
         """Put input that a boundary claimed but no step entered back at the front of its lists, one
         durable splice per list; with `discard` (a clearing cancel aborted the turn), then discard
-        exactly those. A message whose id a client has reused in the meantime stays with the newer one."""
-        pending = {m.id for m in self._all()}
-        groups: tuple[tuple[Target, Sequence[UserMessage]], ...] = (
+        exactly those. An item whose ids a client has reused in the meantime stays with the newer one."""
+        pending = set(self.pending_ids())
+        groups: tuple[tuple[Target, Sequence[InboxItem]], ...] = (
             ("next-step", next_step),
             ("next-turn", () if prompt is None else (prompt,)),
         )
-        for target, messages in groups:
-            back = [m for m in messages if m.id not in pending]
+        for target, items in groups:
+            back = [item for item in items if not pending.intersection(item.ids)]
             if not back:
                 continue
             self.splice(target, 0, 0, back, commit=False)
             if discard:
                 self.splice(target, 0, len(back), outcome="canceled", commit=False)
 
-    def claim_next_step(self) -> list[UserMessage]:
+    def claim_next_step(self) -> list[InboxItem]:
         return self.splice("next-step", 0, len(self._lists["next-step"]), commit=False, claim=True)
 
-    def claim_next_turn(self) -> UserMessage | None:
+    def claim_next_turn(self) -> InboxItem | None:
         removed = self.splice("next-turn", 0, 1, commit=False, claim=True)
         return removed[0] if removed else None
 
-    def _all(self) -> list[UserMessage]:
+    def _all(self) -> list[InboxItem]:
         return self._lists["next-turn"] + self._lists["next-step"]
+
+
+def item_wire(item: InboxItem, target: Target) -> dict[str, Any]:
+    """A pending item as clients see it: the message, its attachments under `context`, and how, where
+    and when it was queued."""
+    return {**item.to_json(), "target": target}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,7 +38,7 @@ from dsh_daemon.agent.hooks import (
     TurnStoppingContext,
     run_waterfall,
 )
-from dsh_daemon.agent.inbox import TARGETS, Inbox, Target
+from dsh_daemon.agent.inbox import TARGETS, Inbox, InboxItem, Target
 from dsh_daemon.agent.messages import AssistantMessage, MessageId, UserMessage
 from dsh_daemon.agent.provider import (
     UNKNOWN,
@@ -47,6 +47,7 @@ from dsh_daemon.agent.provider import (
     ModelRequest,
     Provider,
     ProviderFailure,
+    ToolCallDelta,
 )
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
@@ -98,12 +99,14 @@ class _Activity:
 class Claim:
     """What one boundary took out of the inbox, by list, so an abort before entry can put it back."""
 
-    next_step: tuple[UserMessage, ...] = ()
-    prompt: UserMessage | None = None
+    next_step: tuple[InboxItem, ...] = ()
+    prompt: InboxItem | None = None
 
     @property
     def messages(self) -> tuple[UserMessage, ...]:
-        return self.next_step if self.prompt is None else (*self.next_step, self.prompt)
+        """The batch in entry order: each item's attachments just before its message, prompt last."""
+        items = self.next_step if self.prompt is None else (*self.next_step, self.prompt)
+        return tuple(m for item in items for m in item.messages)
 
 
 @dataclass
@@ -169,18 +172,29 @@ class Agent:
     def subscribe(self, subscriber: Any) -> Any:
         return self.bus.subscribe(subscriber)
 
-    def send(self, message: UserMessage, *, target: Target, wakeup: bool) -> MessageId:
-        """Insert `message` (durably, before returning) and, with `wakeup`, make the model run."""
+    def send(
+        self,
+        message: UserMessage,
+        *,
+        target: Target,
+        wakeup: bool,
+        attachments: Sequence[UserMessage] = (),
+        verb: str | None = None,
+    ) -> MessageId:
+        """Insert `message` (durably, before returning) and, with `wakeup`, make the model run.
+        `attachments` travel with it as one item and are entered just before it; `verb` says how a
+        client sent it (followup, steer, inject, send, context), for clients that list the queue."""
         if self._disposing:
             raise AgentDisposedError(f"session {self.session_id} is shut down")
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}")
-        if not isinstance(message, UserMessage):
-            raise TypeError("send takes a UserMessage")
+        if not isinstance(message, UserMessage) or not all(isinstance(m, UserMessage) for m in attachments):
+            raise TypeError("send takes UserMessages")
+        verb = verb or _preset_of(target, wakeup)
         if wakeup and self._activity is not None and self._activity.signal.aborted:
             # A waking send in the abort-to-idle window becomes a queued prompt (replayed by the latch).
             target = "next-turn"
-        self.inbox.append(target, message)
+        self.inbox.append(target, message, attachments, wakeup=wakeup, verb=verb)
         if wakeup:
             self._wake()
         return message.id
@@ -550,6 +564,11 @@ class Agent:
         chunks = self.log.open_chunks(turn, step)
         stream = self.provider.stream(request)
 
+        # Per block (text, reasoning, each tool call's arguments): how many UTF-16 code units came
+        # before this delta in this attempt, so a client joining mid-step can merge live deltas with
+        # the stored chunks.
+        offsets: dict[object, int] = {}
+
         async def consume() -> Finish:
             async for item in stream:
                 if isinstance(item, Finish):
@@ -557,10 +576,16 @@ class Agent:
                 assembler.add(item)
                 delta = item.to_json()
                 self.log.add_chunk(chunks, delta)
+                key = item.index if isinstance(item, ToolCallDelta) else delta["type"]
+                piece = item.arguments if isinstance(item, ToolCallDelta) else delta["text"]
+                offset = offsets.get(key, 0)
+                offsets[key] = offset + len(piece.encode("utf-16-le")) // 2
                 self.bus.publish(
                     Event(
                         ev.ASSISTANT_DELTA,
-                        FrozenDict({"turn": turn, "step": step, "delta": FrozenDict(delta)}),
+                        FrozenDict(
+                            {"turn": turn, "step": step, "offset": offset, "delta": FrozenDict(delta)}
+                        ),
                     )
                 )
             raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
@@ -613,6 +638,12 @@ class Agent:
 
     def _publish_error(self, turn: int, step: int | None, error: Mapping[str, Any]) -> None:
         self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))
+
+
+def _preset_of(target: Target, wakeup: bool) -> str:
+    if target == "next-turn":
+        return "followup" if wakeup else "send"
+    return "steer" if wakeup else "inject"
 
 
 async def run_serial(hooks: list[Any], ctx: Any) -> None:

@@ -322,7 +322,13 @@ def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
         (ToolResultBlock(call.call_id, outcome.content, outcome.is_error),),
         FrozenDict({"kind": "tool", "callId": call.call_id}),
     )
-    data: dict[str, Any] = {"turn": call.turn, "step": call.step, "message": message.to_json()}
+    data: dict[str, Any] = {
+        "turn": call.turn,
+        "step": call.step,
+        "callId": call.call_id,
+        "name": call.name,
+        "message": message.to_json(),
+    }
     if outcome.is_error:
         data["error"] = {"name": call.name, "code": outcome.error_code or "TOOL_ERROR"}
     if outcome.meta is not None:

@@ -47,7 +47,8 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
     unentered: set[str] = set()
     inserted: Counter[str] = Counter()
     removed: Counter[str] = Counter()
-    pending: dict[str, list[str]] = {"next-turn": [], "next-step": []}
+    # per list, each pending item's message ids (its attachments, then its own)
+    pending: dict[str, list[list[str]]] = {"next-turn": [], "next-step": []}
     for index, event in enumerate(events):
         if event.seq != index:
             problems.append(f"seq {event.seq} at position {index}")
@@ -85,8 +86,8 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
             target = str(event.data["target"])
             start = int(event.data["start"])
             count = int(event.data.get("removedCount", 0))
-            ids = pending[target]
-            gone = ids[start : start + count]
+            items = pending[target]
+            gone = [i for item in items[start : start + count] for i in item]
             claim = count and "outcome" not in event.data
             if claim:
                 if turn is None:
@@ -98,13 +99,17 @@ def check_log(events: Sequence[Event], pending_ids: Sequence[str] | None = None)
             removed.update(gone)
             if claim:
                 unentered.update(gone)
-            new = [str(m["id"]) for m in event.data.get("inserted", ())]
+            new_items = [
+                [*(str(a["id"]) for a in m.get("context", ())), str(m["id"])]
+                for m in event.data.get("inserted", ())
+            ]
+            new = [i for item in new_items for i in item]
             unentered.difference_update(new)
             inserted.update(new)
-            ids[start : start + count] = new
+            items[start : start + count] = new_items
     if turn is not None:
         problems.append(f"turn {turn} left open")
-    still = Counter(pending["next-turn"] + pending["next-step"])
+    still = Counter(i for item in pending["next-turn"] + pending["next-step"] for i in item)
     for message_id, count in inserted.items():
         if count != removed[message_id] + still[message_id]:
             problems.append(

@@ -25,7 +25,8 @@ from dsh_daemon.agent.events import (
     TURN_START,
     Event,
 )
-from dsh_daemon.agent.messages import AssistantMessage, UserMessage, tool_result_message
+from dsh_daemon.agent.inbox import InboxItem
+from dsh_daemon.agent.messages import AssistantMessage, tool_result_message
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -51,24 +52,25 @@ def open_turn(events: Sequence[Event]) -> int | None:
     return None
 
 
-def unentered_claims(events: Sequence[Event]) -> tuple[list[UserMessage], UserMessage | None]:
+def unentered_claims(events: Sequence[Event]) -> tuple[list[InboxItem], InboxItem | None]:
     """(next-step messages, next-turn prompt) that the open tail turn claimed after its last
     `step/start` (or since `turn/start`) and that no step entered; ([], None) when the tail is closed."""
     if open_turn(events) is None:
         return [], None
     start = max(i for i, e in enumerate(events) if e.type == TURN_START)
     last_step = max((i for i, e in enumerate(events) if e.type == STEP_START and i > start), default=start)
-    known: dict[str, UserMessage] = {}
-    next_step: list[UserMessage] = []
-    prompt: UserMessage | None = None
+    known: dict[str, InboxItem] = {}
+    next_step: list[InboxItem] = []
+    prompt: InboxItem | None = None
     for index, event in enumerate(events):
         if event.type != INBOX_SPLICED:
             continue
         for raw in event.data.get("inserted", ()):
-            known[str(raw["id"])] = UserMessage.from_json(raw)
+            known[str(raw["id"])] = InboxItem.from_json(raw, event.time)
         is_claim = event.data.get("removedCount") and "outcome" not in event.data
         if index <= last_step or not is_claim:
             continue
+        # removedIds lists every message of each item (attachments first); the item's own id is last
         claimed = [known[str(i)] for i in event.data.get("removedIds", ()) if str(i) in known]
         if event.data["target"] == "next-turn":
             prompt = claimed[0] if claimed else prompt
@@ -113,6 +115,8 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
                         {
                             "turn": turn,
                             "step": step,
+                            "callId": call_id,
+                            "name": name,
                             "message": message.to_json(),
                             "error": {"name": name, "code": TOOL_OUTCOME_UNKNOWN},
                             "sourceEventSeqs": [logged_calls[call_id]],
@@ -127,6 +131,8 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
                         {
                             "turn": turn,
                             "step": step,
+                            "callId": call_id,
+                            "name": name,
                             "message": message.to_json(),
                             "error": {"name": name, "code": TOOL_NOT_STARTED},
                         },

@@ -147,9 +147,7 @@ class Harness:
         return out
 
     def check(self) -> None:
-        problems = check_log(
-            self.log, [m.id for m in self.agent.inbox.next_turn + self.agent.inbox.next_step]
-        )
+        problems = check_log(self.log, self.agent.inbox.pending_ids())
         problems += requests_match_log(self.log, self.provider.requests, self.prior_requests)
         statuses = self.statuses()
         problems += [

@@ -49,11 +49,11 @@ def test_sigkill_at_random_points_loses_no_acknowledged_send(tmp_path: Path) -> 
         open_tail = any(e.type == ev.TURN_START for e in raw) and not _tail_closed(raw)
         agent = manager.open(session_id)  # takes the dead child's lease at once, repairs the tail
         events = agent.log.events
-        problems = check_log(events, [m.id for m in agent.inbox.next_turn + agent.inbox.next_step])
+        problems = check_log(events, agent.inbox.pending_ids())
         assert problems == [], (run, problems)
         inserted = {m["id"] for e in events if e.type == ev.INBOX_SPLICED for m in e.data["inserted"]}
         assert acknowledged <= inserted, (run, acknowledged - inserted)
-        pending = [m.id for m in agent.inbox.next_turn + agent.inbox.next_step]
+        pending = agent.inbox.pending_ids()
         assert unaccounted(events, acknowledged, pending) == set(), run
         if open_tail:
             repaired_runs += 1

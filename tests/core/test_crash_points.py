@@ -40,7 +40,8 @@ async def _scenario(tmp_path: Path) -> list[ev.Event]:
     harness.append(h)
     h.agent.inject(msg("parked", id="p1"))
     h.agent.followup(msg("A", id="a"))
-    h.agent.followup(msg("B", id="b"))
+    selection = msg("x = 1", {"kind": "editor", "uri": "file:///a.py", "contextKind": "selection"}, id="sel")
+    h.agent.send(msg("B", id="b"), target="next-turn", wakeup=True, attachments=[selection])
     h.agent.followup(msg("C", id="c"))
     await h.idle()
     h.agent.followup(msg("D", id="d"))
@@ -67,7 +68,7 @@ async def test_a_crash_after_any_event_loses_no_acknowledged_input(tmp_path: Pat
         manager = SessionManager(state)
         agent = manager.open("s")
         after = agent.log.events
-        pending = [m.id for m in agent.inbox.next_turn + agent.inbox.next_step]
+        pending = agent.inbox.pending_ids()
         assert check_log(after, pending) == [], cut
         acknowledged = {
             str(m["id"]) for e in events[:cut] if e.type == ev.INBOX_SPLICED for m in e.data["inserted"]

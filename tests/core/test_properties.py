@@ -122,7 +122,7 @@ class AgentMachine(RuleBasedStateMachine):
     @invariant()
     def log_is_sound(self) -> None:
         inbox = self.h.agent.inbox
-        problems = check_log(self.h.log, [m.id for m in inbox.next_turn + inbox.next_step])
+        problems = check_log(self.h.log, inbox.pending_ids())
         if self.h.agent.running:
             problems = [p for p in problems if not p.endswith("left open")]
         problems += requests_match_log(self.h.log, self.h.provider.requests)
@@ -132,9 +132,7 @@ class AgentMachine(RuleBasedStateMachine):
         ]
         assert self.h.agent.status == ("running" if self.h.agent.running else "idle")
         if not self.h.agent.running:  # mid-boundary, a claimed batch is neither pending nor entered yet
-            lost = unaccounted(
-                self.h.log, self.acknowledged, [m.id for m in inbox.next_turn + inbox.next_step]
-            )
+            lost = unaccounted(self.h.log, self.acknowledged, inbox.pending_ids())
             if lost:
                 problems.append(f"acknowledged but lost: {sorted(lost)}")
         assert problems == [], problems
@@ -144,7 +142,7 @@ class AgentMachine(RuleBasedStateMachine):
             self.loop.run_until_complete(asyncio.wait_for(self.h.agent.dispose(), 10))
             closed = check_log(self.h.log)
             inbox = self.h.agent.inbox
-            pending = [m.id for m in inbox.next_turn + inbox.next_step]
+            pending = inbox.pending_ids()
             assert unaccounted(self.h.log, self.acknowledged, pending) == set()
             assert [p for p in closed if not p.startswith("conservation")] == [], closed
             assert not any(e.type == ev.TURN_START for e in self.h.log[-1:])

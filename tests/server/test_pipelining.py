@@ -37,9 +37,7 @@ async def _close(pipe: RawPipe) -> None:
 
 def _events(pipe: RawPipe, type_: str) -> list[dict[str, Any]]:
     return [
-        m["params"]
-        for m in pipe.messages
-        if m.get("method") == "dsh/event" and m["params"]["type"] == type_
+        m["params"] for m in pipe.messages if m.get("method") == "dsh/event" and m["params"]["type"] == type_
     ]
 
 
@@ -66,7 +64,9 @@ async def test_a_cancel_pipelined_before_a_steer_does_not_abort_the_turn_the_ste
     fake.script(Reply.stream(text_stream(["steered"])))
     pipe, sid = await _open(state, fake)
     for i in (1, 2):
-        await pipe.call(f"i{i}", "dsh/inject", {"sessionId": sid, "message": {"id": f"p{i}", "content": "ctx"}})
+        await pipe.call(
+            f"i{i}", "dsh/inject", {"sessionId": sid, "message": {"id": f"p{i}", "content": "ctx"}}
+        )
     pipe.write(
         _frame("c", "dsh/cancel", {"sessionId": sid, "keepInbox": True})
         + _frame("s", "dsh/steer", {"sessionId": sid, "message": {"id": "s1", "content": "go"}})
