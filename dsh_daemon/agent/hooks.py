@@ -116,4 +116,5 @@ async def run_waterfall(
             return await innermost()
         return await hooks[index](ctx, lambda: call(index + 1))
 
-    return await call(0)
+    result: T = await call(0)
+    return result

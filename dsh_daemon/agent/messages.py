@@ -233,7 +233,7 @@ class UserMessage:
             raise InvalidMessageError("message must be an object")
         if obj.get("role", "user") != "user":
             raise InvalidMessageError("a user message must have role 'user'")
-        return cls.create(obj.get("content"), obj.get("source"), id=obj.get("id"))  # type: ignore[arg-type]
+        return cls.create(obj.get("content"), obj.get("source"), id=obj.get("id"))
 
     @classmethod
     def from_log(cls, obj: Mapping[str, Any]) -> UserMessage:

@@ -51,7 +51,8 @@ class ModelRequest:
             header["system"] = self.system
         if self.tools:
             header["tools"] = [t.to_json() for t in self.tools]
-        return freeze_json(header)
+        frozen: FrozenDict = freeze_json(header)
+        return frozen
 
     def to_json(self) -> dict[str, Any]:
         return {**self.header_json(), "messages": [m.to_json() for m in self.messages]}

@@ -30,6 +30,6 @@ class RetryPolicy:
             return None
         if failure.retry_after_ms is not None and failure.retry_after_ms / 1000 <= self.cap_s:
             return failure.retry_after_ms / 1000
-        backoff = min(self.base_s * (2**retries_so_far), self.cap_s)
-        spread = (rng or random).uniform(-self.jitter, self.jitter)
+        backoff = min(self.base_s * (2.0**retries_so_far), self.cap_s)
+        spread: float = (rng or random).uniform(-self.jitter, self.jitter)
         return max(0.0, backoff * (1 + spread))

@@ -52,12 +52,13 @@ class AbortSignal:
             if close is not None:
                 close()  # a coroutine that will never run must not warn "never awaited"
             raise AbortedError(self.cause)
-        task: asyncio.Future[Any] = asyncio.ensure_future(awaitable)
+        task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
         if task.done():
             return task.result()
         waiter = asyncio.ensure_future(self._event.wait())
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            racing: set[asyncio.Future[Any]] = {task, waiter}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             task.cancel()
             waiter.cancel()

@@ -83,7 +83,10 @@ class Commands:
         await self.chat.send(method, text)
 
     async def inbox(self) -> dict[str, list[dict[str, Any]]]:
-        return await self.chat.rpc.request("dsh/inbox/list", {"sessionId": self.chat.session_id})
+        listed: dict[str, list[dict[str, Any]]] = await self.chat.rpc.request(
+            "dsh/inbox/list", {"sessionId": self.chat.session_id}
+        )
+        return listed
 
     async def queue(self, _: str) -> None:
         chat = self.chat
@@ -191,7 +194,9 @@ class Commands:
     # ---- sessions ----------------------------------------------------------------------------------
 
     async def list_sessions(self) -> list[dict[str, Any]]:
-        sessions = (await self.chat.rpc.request("dsh/session/list", {"cwd": self.chat.cwd}))["sessions"]
+        sessions: list[dict[str, Any]] = (
+            await self.chat.rpc.request("dsh/session/list", {"cwd": self.chat.cwd})
+        )["sessions"]
         self.chat.session_list = sessions
         return sessions
 

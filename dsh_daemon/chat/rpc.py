@@ -73,7 +73,7 @@ class RpcPipe:
             elif "method" in message:
                 self.on_notification(message["method"], message.get("params"))
             else:
-                future = self._waiting.pop(message.get("id"), None)
+                future = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if future is not None and not future.done():
                     if "error" in message:
                         error = message["error"]
@@ -83,7 +83,7 @@ class RpcPipe:
                         future.set_result(message.get("result"))
 
     def spawn(self, coro: Any) -> asyncio.Future[Any]:
-        task = asyncio.ensure_future(coro)
+        task: asyncio.Future[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         return task

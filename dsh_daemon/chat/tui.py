@@ -18,7 +18,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import ANSI
+from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
@@ -155,7 +155,7 @@ class TuiView:
         lines.append(f"{CYAN}› {RESET}")
         return ANSI("\n".join(lines))
 
-    def _toolbar(self) -> list[tuple[str, str]]:
+    def _toolbar(self) -> StyleAndTextTuples:
         chat = self.chat
         if chat is None:
             return [("class:bottom-toolbar", " starting…")]

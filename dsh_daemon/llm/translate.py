@@ -95,7 +95,8 @@ class ChunkTranslator:
             index = call.get("index", position)
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
                 raise _malformed(f"a tool call delta has a bad index: {call!r}")
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            raw_function = call.get("function")
+            function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
             call_id = call.get("id")
             name = function.get("name")
             arguments = function.get("arguments")

@@ -46,7 +46,7 @@ CANCEL_SETTLE_S = 10.0
 
 
 def converter_factory() -> Any:
-    conv = default_converter()
+    conv = default_converter()  # type: ignore[no-untyped-call]  # pygls leaves it unannotated
 
     def raw(obj: Any, cls: type) -> Any:  # custom methods keep plain dicts (tooling.md §1.2)
         return cls(**obj)

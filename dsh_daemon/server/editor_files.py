@@ -40,7 +40,7 @@ class EditorDocuments:
         for uri in documents:
             fs = to_fs_path(uri)
             if fs is not None and Path(fs) == path:
-                return uri
+                return str(uri)
         return None
 
     def text_for(self, path: Path) -> str | None:

@@ -276,7 +276,7 @@ class SessionHub:
 
     def list_sessions(self, cwd: str | None) -> list[dict[str, Any]]:
         out = []
-        for info in self.manager.list(cwd):
+        for info in self.manager.list_sessions(cwd):
             row = info.to_json()
             row.pop("lastSeq", None)
             out.append(row)
@@ -286,7 +286,7 @@ class SessionHub:
         try:
             view = self.view(session_id)
         except errors.DshError as exc:
-            if exc.data.get("code") != "session_busy":
+            if (exc.data or {}).get("code") != "session_busy":
                 raise
             # Leased by another live process: history only, read from the store.
             events = self.manager.read(session_id, after_seq)

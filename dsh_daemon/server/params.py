@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
 from dsh_daemon.server.errors import invalid_params, shown
@@ -132,7 +132,7 @@ def opt_range(params: Mapping[str, Any], key: str, method: str) -> Mapping[str, 
         raise invalid_params(
             f"{method}: '{key}' must be an LSP Range {{start: {{line, character}}, end: {{line, character}}}}"
         )
-    return value
+    return cast("Mapping[str, Any]", value)
 
 
 def diagnostic_problem(value: Any) -> str | None:

@@ -93,7 +93,7 @@ class SessionManager:
     def info(self, session_id: str) -> SessionInfo:
         return self.store.session_info(session_id)
 
-    def list(self, cwd: str | None = None) -> list[SessionInfo]:
+    def list_sessions(self, cwd: str | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(cwd)
 
     def _build(self, session_id: str, events: list[Event]) -> Agent:

@@ -96,8 +96,8 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
         elif event.type == STEP_END:
             step = None
         elif event.type == ASSISTANT_MESSAGE and not event.data.get("interrupted"):
-            message = AssistantMessage.from_json(event.data["message"])
-            calls = [(c.id, c.name) for c in message.tool_calls]
+            assistant = AssistantMessage.from_json(event.data["message"])
+            calls = [(c.id, c.name) for c in assistant.tool_calls]
         elif event.type == TOOL_CALL:
             logged_calls[str(event.data["callId"])] = event.seq  # type: ignore[assignment]
         elif event.type == TOOL_RESULT:

@@ -291,7 +291,10 @@ class SessionStore:
         row = self._db.execute(
             "SELECT holder, pid, host, heartbeat FROM leases WHERE session_id=?", (session_id,)
         ).fetchone()
-        return tuple(row) if row else None  # type: ignore[return-value]
+        if not row:
+            return None
+        holder, pid, host, heartbeat = row
+        return str(holder), int(pid), str(host), int(heartbeat)
 
     def write_lease(
         self, session_id: str, holder: str, pid: int, host: str, *, replace_holder: str | None

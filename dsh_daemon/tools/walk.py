@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import cast
 
 from dsh_daemon.tools.errors import InvalidArgumentsError
 
@@ -157,7 +158,7 @@ def _token_matches(token: object, char: str) -> bool:
         return True
     if isinstance(token, str):
         return token == char
-    negated, chars, ranges = token  # type: ignore[misc]
+    negated, chars, ranges = cast("tuple[bool, frozenset[str], tuple[tuple[str, str], ...]]", token)
     inside = char in chars or any(low <= char <= high for low, high in ranges)
     return inside != negated
 

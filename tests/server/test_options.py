@@ -86,11 +86,11 @@ async def test_session_creation_is_all_or_nothing(tmp_path: Path) -> None:
         hub.manager._build = broken  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
             hub.new_session(str(work), "t")
-        assert hub.manager.list() == [] and hub.kits == {} and hub.workspaces == {}
+        assert hub.manager.list_sessions() == [] and hub.kits == {} and hub.workspaces == {}
         assert hub.manager.store._db.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)
         del hub.manager._build  # the real one again
         sid = hub.new_session(str(work), "t")
-        assert [info.session_id for info in hub.manager.list()] == [sid]
+        assert [info.session_id for info in hub.manager.list_sessions()] == [sid]
     finally:
         await hub.close()
 
