@@ -36,6 +36,7 @@ from dsh_daemon.server import errors, params
 from dsh_daemon.server.options import DaemonOptions, parse_options
 
 if TYPE_CHECKING:
+    from dsh_daemon.agent.messages import UserMessage
     from dsh_daemon.server.hub import SessionHub
 
 log = logging.getLogger(__name__)
@@ -240,19 +241,32 @@ def register(daemon: Daemon) -> None:
         after = params.opt_int(p, "afterSeq", method)
         return daemon.hub.attach(session_id, -1 if after is None else after)
 
-    def _send(method: str, raw: Any, target: str | None, wakeup: bool | None) -> dict[str, Any]:
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
+    def _client_message(p: Mapping[str, Any], method: str) -> UserMessage:
         message = params.message(p, method)
         if message.source.get("kind") in CLIENT_SOURCE_KINDS_REFUSED:
             raise errors.invalid_params(
                 f"{method}: a client message cannot have source kind {message.source['kind']!r}"
             )
+        return message
+
+    def _send(method: str, raw: Any, target: str | None, wakeup: bool | None) -> dict[str, Any]:
+        # Synchronous on purpose (context files included): each send is queued while its frame is
+        # dispatched, so pipelined sends, cancels and edits apply in arrival order.
+        p = params.as_object(raw, method)
+        session_id = params.req_str(p, "sessionId", method)
+        message = _client_message(p, method)
         if target is None:
             target = params.one_of(p, "target", method, params.TARGETS)
         if wakeup is None:
             wakeup = params.req_bool(p, "wakeup", method)
-        return {"messageId": daemon.hub.send(session_id, message, target, wakeup)}
+        specs = params.opt_context(p, "context", method) or ()
+        attachments = daemon.hub.context_messages(session_id, specs) if specs else ()
+        verb = method.removeprefix("dsh/")
+        message_id = daemon.hub.send(session_id, message, target, wakeup, attachments, verb)
+        reply: dict[str, Any] = {"messageId": message_id}
+        if attachments:
+            reply["contextIds"] = [m.id for m in attachments]
+        return reply
 
     dsh("dsh/send")(lambda ls, raw: _send("dsh/send", raw, None, None))
     dsh("dsh/followup")(lambda ls, raw: _send("dsh/followup", raw, "next-turn", True))
@@ -297,9 +311,14 @@ def register(daemon: Daemon) -> None:
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         old_id = params.req_str(p, "messageId", method)
-        message = params.message(p, method)
-        daemon.hub.inbox_replace(session_id, old_id, message)
-        return {"messageId": message.id}
+        message = _client_message(p, method)
+        specs = params.opt_context(p, "context", method)
+        attachments = None if specs is None else daemon.hub.context_messages(session_id, specs)
+        daemon.hub.inbox_replace(session_id, old_id, message, attachments)
+        reply: dict[str, Any] = {"messageId": message.id}
+        if attachments:
+            reply["contextIds"] = [m.id for m in attachments]
+        return reply
 
     @dsh("dsh/inbox/move")
     def inbox_move(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -313,18 +332,14 @@ def register(daemon: Daemon) -> None:
         return {}
 
     @dsh("dsh/context/add")
-    async def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        # A coroutine: a file is read in a worker thread, never on the event loop.
+    def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        # Synchronous like the sends: queued in arrival order (the safe reader never blocks).
         method = "dsh/context/add"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
-        uri = params.req_str(p, "uri", method)
-        kind = params.one_of(p, "kind", method, params.CONTEXT_KINDS)
+        spec = params.context_spec(p, method)
         delivery = params.one_of(p, "delivery", method, params.DELIVERIES, "inject")
-        rng = params.opt_range(p, "range", method)
-        diagnostics = params.opt_diagnostics(p, "diagnostics", method)
-        message_id = await daemon.hub.context_add(session_id, uri, kind, rng, diagnostics, delivery)
-        return {"messageId": message_id}
+        return {"messageId": daemon.hub.context_add(session_id, spec, delivery)}
 
     @dsh("dsh/context/didChange")
     def context_did_change(ls: LanguageServer, raw: Any) -> None:

@@ -2,7 +2,9 @@
 
 Explicit context is built from the synced text document when the editor has it open (unsaved text
 wins over disk), else from disk: only inside the session's workspace roots, through the tools' one
-safe reader, off the event loop. Ambient state is latest-wins; the pre-step hook adds one
+safe reader. An explicit read happens while the request is dispatched, so a context request takes
+effect in arrival order relative to the requests pipelined around it (the safe reader cannot block:
+regular files only, opened non-blocking, capped). Ambient state is latest-wins; the pre-step hook adds one
 `editor{contextKind: snapshot}` message only when the state changed since the last one entered,
 bounded in size, never re-sent unchanged.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
@@ -39,6 +42,7 @@ class ContextDocument:
     doc: TextDocument
     from_editor: bool  # the editor's synced text (else read from disk)
     truncated: bool = False  # only the first MAX_CONTEXT_READ_BYTES of the file were read
+    unsaved: bool = False  # the editor's text differs from the file on disk (or there is none)
 
 
 class ContextSource:
@@ -76,12 +80,25 @@ class ContextSource:
             raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
 
     async def document(self, uri: str) -> ContextDocument:
-        """The document behind `uri`. Never blocks the event loop on a file."""
+        """The document behind `uri`, read in a worker thread (for the ambient snapshot hook)."""
         doc = self.synced(uri)
         if doc is not None:
-            return ContextDocument(doc, from_editor=True)
+            return ContextDocument(doc, from_editor=True, unsaved=True)
         path = self.disk_path(uri)
         return await asyncio.to_thread(self._read_disk, uri, path)
+
+    def document_now(self, uri: str) -> ContextDocument:
+        """The document behind `uri`, read now: a synced document is marked `unsaved` only when its
+        text differs from the file on disk (or the file cannot be read)."""
+        doc = self.synced(uri)
+        if doc is None:
+            return self._read_disk(uri, self.disk_path(uri))
+        try:
+            on_disk = self._read_disk(uri, self.disk_path(uri))
+            unsaved = on_disk.truncated or on_disk.doc.source != doc.source
+        except JsonRpcException:  # outside the roots, missing, binary: nothing on disk to match
+            unsaved = True
+        return ContextDocument(doc, from_editor=True, unsaved=unsaved)
 
     def _read_disk(self, uri: str, path: Path) -> ContextDocument:
         try:
@@ -109,9 +126,13 @@ def _range_text(doc: TextDocument, rng: Mapping[str, Any]) -> tuple[str, int, in
         b = doc.offset_at_position(Position(int(end["line"]), int(end["character"])))
     except (KeyError, TypeError, ValueError) as exc:
         raise invalid_params(f"invalid range: {exc}") from exc
+    first, last = int(start["line"]), int(end["line"])
     if b < a:
         a, b = b, a
-    return doc.source[a:b], int(start["line"]), int(end["line"])
+        first, last = last, first
+    if last > first and doc.source[:b].endswith(("\n", "\r")):
+        last -= 1  # a selection ending at the start of a line does not include that line
+    return doc.source[a:b], first, last
 
 
 def _fence(text: str, language: str | None) -> str:
@@ -139,6 +160,7 @@ def build_context_message(
     diagnostics: Sequence[Mapping[str, Any]] | None,
 ) -> UserMessage:
     doc, from_editor, truncated = document.doc, document.from_editor, document.truncated
+    unsaved = document.unsaved
     path = to_fs_path(uri) or uri
     language = getattr(doc, "language_id", None)
     source: dict[str, Any] = {"kind": "editor", "uri": uri, "contextKind": kind}
@@ -148,7 +170,7 @@ def build_context_message(
         source["version"] = doc.version
     if rng is not None:
         source["range"] = rng
-    state = " (unsaved editor buffer)" if from_editor else ""
+    state = " (unsaved editor buffer)" if unsaved else ""
     if kind == "file":
         text = doc.source
         note = ""

@@ -9,7 +9,7 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from dsh_daemon.server.context import (
 )
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.options import DaemonOptions, parse_options
+from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
@@ -313,18 +314,38 @@ class SessionHub:
             "inbox": agent.inbox.to_json(),
         }
 
-    def send(self, session_id: str, message: UserMessage, target: str, wakeup: bool) -> str:
+    def send(
+        self,
+        session_id: str,
+        message: UserMessage,
+        target: str,
+        wakeup: bool,
+        attachments: Sequence[UserMessage] = (),
+        verb: str | None = None,
+    ) -> str:
         agent = self.agent(session_id)
         try:
-            return agent.send(message, target=target, wakeup=wakeup)  # type: ignore[arg-type]
+            return agent.send(
+                message,
+                target=target,  # type: ignore[arg-type]
+                wakeup=wakeup,
+                attachments=attachments,
+                verb=verb,
+            )
         except DuplicateMessageIdError as exc:
             raise errors.duplicate_message_id(exc.message_id) from exc
         except AgentDisposedError as exc:
             raise errors.shutting_down() from exc
 
-    def inbox_replace(self, session_id: str, message_id: str, message: UserMessage) -> None:
+    def inbox_replace(
+        self,
+        session_id: str,
+        message_id: str,
+        message: UserMessage,
+        attachments: Sequence[UserMessage] | None = None,
+    ) -> None:
         try:
-            self.agent(session_id).inbox.replace(message_id, message)
+            self.agent(session_id).inbox.replace(message_id, message, attachments)
         except UnknownMessageError as exc:
             raise errors.unknown_message(message_id) from exc
         except DuplicateMessageIdError as exc:
@@ -338,29 +359,30 @@ class SessionHub:
         except InvalidSpliceError as exc:
             raise errors.invalid_params(f"dsh/inbox/move: {exc}") from exc
 
-    async def context_add(
-        self,
-        session_id: str,
-        uri: str,
-        kind: str,
-        rng: Mapping[str, Any] | None,
-        diagnostics: list[Any] | None,
-        delivery: str,
-    ) -> str:
-        self.view(session_id)  # unknown session first, before reading any file
-        if kind == "diagnostics" and diagnostics is None:
-            state = self.ambient_for(session_id).state
-            if state.get("activeUri") == uri:
-                diagnostics = state.get("diagnostics")
-        source = self._context_source(session_id)
-        if kind == "diagnostics" and source.synced(uri) is None:
-            # Diagnostics are the editor's, not the file's: nothing is read from disk for them.
-            document = ContextDocument(TextDocument(uri, ""), from_editor=False)
-        else:
-            document = await source.document(uri)
-        message = build_context_message(document, uri, kind, rng, diagnostics)
+    def context_add(self, session_id: str, spec: ContextSpec, delivery: str) -> str:
+        (message,) = self.context_messages(session_id, (spec,))
         target, wakeup = DELIVERY[delivery]
-        return self.send(session_id, message, target, wakeup)
+        return self.send(session_id, message, target, wakeup, verb="context")
+
+    def context_messages(self, session_id: str, specs: Sequence[ContextSpec]) -> tuple[UserMessage, ...]:
+        """Editor messages for `specs`, built now: the text as it is at this moment, in the order
+        given. Any spec that cannot be read fails the whole request, before anything is queued."""
+        self.view(session_id)  # unknown session first, before reading any file
+        source = self._context_source(session_id)
+        out = []
+        for spec in specs:
+            diagnostics = spec.diagnostics
+            if spec.kind == "diagnostics" and diagnostics is None:
+                state = self.ambient_for(session_id).state
+                if state.get("activeUri") == spec.uri:
+                    diagnostics = state.get("diagnostics")
+            if spec.kind == "diagnostics" and source.synced(spec.uri) is None:
+                # Diagnostics are the editor's, not the file's: nothing is read from disk for them.
+                document = ContextDocument(TextDocument(spec.uri, ""), from_editor=False)
+            else:
+                document = source.document_now(spec.uri)
+            out.append(build_context_message(document, spec.uri, spec.kind, spec.range, diagnostics))
+        return tuple(out)
 
     def workspace_folders_changed(self, roots: list[str]) -> None:
         """Tools of every open session follow the editor's folders (each keeps its own cwd)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
@@ -12,6 +13,17 @@ TARGETS = ("next-turn", "next-step")
 DELIVERIES = ("inject", "steer", "followup")
 CONTEXT_KINDS = ("file", "selection", "diagnostics")
 MODEL_ONLY_BLOCKS = frozenset({"tool-call", "tool-result"})
+MAX_ATTACHED_CONTEXT = 20  # context items on one send
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """One piece of editor context a client asks for: what `dsh/context/add` takes, minus delivery."""
+
+    uri: str
+    kind: str
+    range: Mapping[str, Any] | None = None
+    diagnostics: list[Mapping[str, Any]] | None = None
 
 
 def as_object(params: Any, method: str) -> Mapping[str, Any]:
@@ -163,3 +175,35 @@ def opt_diagnostics(params: Mapping[str, Any], key: str, method: str) -> list[Ma
         if problem is not None:
             raise invalid_params(f"{method}: '{key}[{index}]' {problem}")
     return value
+
+
+def context_spec(params: Mapping[str, Any], method: str, where: str = "") -> ContextSpec:
+    """`{uri, kind, range?, diagnostics?}`; `where` (e.g. "context[0].") names the keys in errors."""
+    named = {f"{where}{key}": value for key, value in params.items()}
+    rng = opt_range(named, f"{where}range", method)
+    kind = one_of(named, f"{where}kind", method, CONTEXT_KINDS)
+    if kind == "selection" and rng is None:
+        raise invalid_params(f"{method}: '{where}range' is required for a selection")
+    return ContextSpec(
+        req_str(named, f"{where}uri", method),
+        kind,
+        rng,
+        opt_diagnostics(named, f"{where}diagnostics", method),
+    )
+
+
+def opt_context(params: Mapping[str, Any], key: str, method: str) -> tuple[ContextSpec, ...] | None:
+    """The `context` array of a send: editor context that travels with the message (None: absent)."""
+    value = params.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise invalid_params(f"{method}: '{key}' must be an array of {{uri, kind, range?, diagnostics?}}")
+    if len(value) > MAX_ATTACHED_CONTEXT:
+        raise invalid_params(f"{method}: '{key}' holds more than {MAX_ATTACHED_CONTEXT} items")
+    specs = []
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise invalid_params(f"{method}: '{key}[{index}]' must be an object")
+        specs.append(context_spec(item, method, f"{key}[{index}]."))
+    return tuple(specs)
