@@ -72,6 +72,9 @@ class DshProtocol(LanguageServerProtocol):
                 "sessions": True,
                 "inboxEdits": True,
                 "editorContext": ["file", "selection", "diagnostics", "snapshot"],
+                "sendContext": True,  # `context` on sends and inbox/replace (§4)
+                "inboxItems": True,  # verb, wakeup, queuedAt, target, context on pending items (§5)
+                "deltaOffsets": True,  # `offset` on assistant/delta (§7)
             }
         }
         return result
