@@ -28,8 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-thinking", action="store_true", help="disable thinking mode")
     parser.add_argument("--log-level", default=os.environ.get("DSH_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", help="log to this file instead of stderr")
+    # Language clients (vscode-languageclient with TransportKind.stdio) append `--stdio`: stdio is the
+    # only transport, so the flag is accepted and changes nothing.
+    stdio_help = "serve on stdio (the only transport; accepted for language clients)"
+    parser.add_argument("--stdio", action="store_true", help=stdio_help)
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("serve", help="serve the protocol on stdio (the default)")
+    serve = sub.add_parser("serve", help="serve the protocol on stdio (the default)")
+    serve.add_argument("--stdio", action="store_true", default=argparse.SUPPRESS, help=stdio_help)
     chat = sub.add_parser("chat", help="a terminal client: spawns the daemon like an editor would")
     chat.add_argument("prompt", nargs="*", help="first prompt (optional)")
     chat.add_argument(

@@ -89,3 +89,30 @@ def test_export_unknown_session_is_a_clear_error(tmp_path: Path) -> None:
 def test_version() -> None:
     result = subprocess.run([sys.executable, "-m", "dsh_daemon", "--version"], capture_output=True, text=True)
     assert result.stdout.startswith("dsh-daemon ")
+
+
+def _frames(*messages: dict[str, object]) -> bytes:
+    out = b""
+    for message in messages:
+        body = json.dumps(message).encode()
+        out += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return out
+
+
+def test_the_stdio_flag_that_language_clients_append_is_accepted(tmp_path: Path) -> None:
+    """vscode-languageclient starts `command args… --stdio`: with or without `serve`, it serves."""
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        (tmp_path / "state" / "home").mkdir(parents=True)
+        for args in (["--stdio"], ["serve", "--stdio"]):
+            stdin = _frames(
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
+                {"jsonrpc": "2.0", "id": 2, "method": "shutdown"},
+                {"jsonrpc": "2.0", "method": "exit"},
+            )
+            result = subprocess.run(
+                [sys.executable, "-m", "dsh_daemon", *args], input=stdin, capture_output=True, env=env,
+                timeout=60, cwd=ROOT,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr.decode()
+            assert b'"protocolVersion": 1' in result.stdout or b'"protocolVersion":1' in result.stdout

@@ -99,6 +99,7 @@ class Daemon:
         self.options: DaemonOptions | None = None  # initializationOptions, parsed at initialize
         self._hub: SessionHub | None = None
         self.shutting_down = False
+        self._closing: asyncio.Future[None] | None = None
         register(self)
 
     @property
@@ -127,8 +128,15 @@ class Daemon:
         return self._hub
 
     async def close(self) -> None:
-        """D6: running turns end aborted{shutdown}; queues stay parked for the next attach."""
+        """D6: running turns end aborted{shutdown}; queues stay parked for the next attach. Every
+        caller (shutdown, exit, EOF, SIGTERM) waits for the one close: a second caller must not close
+        the store under the first one's turns while they are still writing their `turn/end`."""
         self.shutting_down = True
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close_hub())
+        await asyncio.shield(self._closing)
+
+    async def _close_hub(self) -> None:
         if self._hub is not None:
             await self._hub.close()
             self._hub = None
@@ -217,8 +225,17 @@ def register(daemon: Daemon) -> None:
             daemon._hub.workspace_folders_changed([r for r in [*folders, root] if r])
 
     @server.feature(types.SHUTDOWN)
-    async def on_shutdown(ls: LanguageServer, *_: Any) -> None:
-        await daemon.close()
+    def on_shutdown(ls: LanguageServer, *_: Any) -> Generator[Any, Any, None]:
+        # A generator: `shutting_down` is set while the frame is dispatched, before any frame behind it.
+        daemon.shutting_down = True
+        yield daemon.close, (), {}
+
+    @server.feature(types.EXIT)
+    def on_exit(ls: LanguageServer, *_: Any) -> None:
+        # An `exit` pipelined right behind `shutdown` follows a shutdown all the same (exit code 0);
+        # `serve` then waits for that shutdown's close to finish before the process ends.
+        if daemon.shutting_down:
+            ls.protocol._shutdown = True
 
     @dsh("dsh/session/new")
     def session_new(ls: LanguageServer, raw: Any) -> dict[str, Any]:

@@ -47,13 +47,25 @@ def holder_started(holder: str) -> str:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether `pid` is a running process. A zombie (exited, not yet reaped by its parent: an editor
+    that has not waited for its old daemon yet) holds nothing and counts as gone (Linux: /proc)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return _process_state(pid) not in ("Z", "X")
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state from /proc/<pid>/stat (R, S, D, Z, …), or "" where /proc has no answer."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[0] if fields else ""
 
 
 @dataclass
