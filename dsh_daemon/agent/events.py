@@ -31,6 +31,7 @@ TOOL_RESULT = "tool/result"
 LLM_RETRY = "llm/retry"
 USAGE = "turn/usage"
 SESSION_TITLE = "session/title"
+CONTEXT_USAGE = "context/usage"
 
 DURABLE_TYPES = frozenset(
     {
@@ -49,6 +50,7 @@ DURABLE_TYPES = frozenset(
         LLM_RETRY,
         USAGE,
         SESSION_TITLE,
+        CONTEXT_USAGE,
     }
 )
 

@@ -79,6 +79,7 @@ class AgentOptions:
     config: Mapping[str, Any] = field(default_factory=dict)  # thinking, reasoningEffort, temperature...
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     tool_concurrency: int = 10
+    context_window: int | None = None  # tokens; None: the provider's `context_window(model)`
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and (
@@ -629,12 +630,40 @@ class Agent:
         }
         if finish.usage is not None:
             data["usage"] = finish.usage
-            usage = self._current.usage if self._current is not None else {}
-            for key, value in finish.usage.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    usage[key] = usage.get(key, 0) + value  # type: ignore[assignment]
+            self._add_usage(finish.usage)
         self.log.append(ev.ASSISTANT_MESSAGE, data)
+        if finish.usage is not None:
+            self._log_context_usage(turn, step, request.model, finish.usage)
         return message, finish
+
+    def _add_usage(self, usage: Mapping[str, Any]) -> None:
+        """Sum a request's usage into the open turn's `turn/usage`."""
+        summed = self._current.usage if self._current is not None else {}
+        for key, value in usage.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                summed[key] = summed.get(key, 0) + value  # type: ignore[assignment]
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """The model's context window in tokens: the options', else the provider's; None if unknown."""
+        if self.options.context_window is not None:
+            return self.options.context_window
+        lookup = getattr(self.provider, "context_window", None)
+        window = lookup(model or self.options.model) if callable(lookup) else None
+        return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+
+    def _log_context_usage(self, turn: int, step: int, model: str, usage: Mapping[str, Any]) -> None:
+        """Durable `context/usage`: the last request's input tokens (cache hits included) against the
+        window, so a client can show a meter (live, and replayed on attach)."""
+        used = sum(
+            v
+            for k in ("inputTokens", "cacheReadTokens")
+            if isinstance(v := usage.get(k), int) and not isinstance(v, bool) and v >= 0
+        )
+        self.log.append(
+            ev.CONTEXT_USAGE,
+            {"turn": turn, "step": step, "used": used, "window": self.context_window(model)},
+            ignorable=True,  # informational: a reader that does not know it loses nothing
+        )
 
     def _publish_error(self, turn: int, step: int | None, error: Mapping[str, Any]) -> None:
         self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))

@@ -160,7 +160,10 @@ class ProviderFailure(Exception):
 
 
 class Provider(Protocol):
-    """A model backend. `name` goes into `model` sources and request headers."""
+    """A model backend. `name` goes into `model` sources and request headers.
+
+    Optional, read with `getattr` by the loop: `context_window(model) -> int | None` (tokens; None
+    when unknown) and `compact_at_ratio: float | None` (when to compact; None: never by ratio)."""
 
     name: str
 

@@ -3,7 +3,7 @@
 Sources, in rising priority (a later source overrides a key an earlier one set):
 
 1. built-in defaults: DeepSeek at `https://api.deepseek.com`, model `deepseek-v4-flash`, thinking
-   enabled, `maxTokens` 256000, DeepSeek's published prices;
+   enabled, `maxTokens` 256000, DeepSeek's published prices and context windows, `compactAtRatio` 0.85;
 2. the config file `<state_dir>/config.json` (its `provider` object);
 3. the environment: `DEEPSEEK_API_KEY`, `DEEPSEEK_BASE_URL` (alias `DSH_BASE_URL`, used only when
    `DEEPSEEK_BASE_URL` is unset), `DSH_MODEL`; empty values count as unset;
@@ -28,7 +28,11 @@ the comments below only explain the keys, and every key is optional)::
         "idleTimeoutS": 300,                     // longest silence on a stream; keep-alives re-arm it
         "prices": {                              // USD per 1M tokens; merged over the shipped defaults
           "deepseek-v4-flash": {"cacheHit": 0.028, "cacheMiss": 0.14, "output": 0.28}
-        }
+        },
+        "contextWindow": {"my-local-model": 32768},  // tokens per model, merged over the defaults;
+                                                 // a bare integer sets the window of every model
+        "compactAtRatio": 0.85                   // compact when the last input reached this share of
+                                                 // the window; null: only on overflow or by hand
       }
     }
 
@@ -49,6 +53,7 @@ from typing import Any
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"
 DEFAULT_MAX_TOKENS = 256_000
+DEFAULT_COMPACT_AT_RATIO = 0.85
 CONFIG_FILE = "config.json"
 
 
@@ -81,6 +86,18 @@ DEFAULT_PRICES: Mapping[str, ModelPrice] = {
     "deepseek-reasoner": _FLASH,
 }
 
+# Context windows in tokens. Source: DeepSeek's models & pricing page
+# (https://api-docs.deepseek.com/quick_start/pricing, archived 2026-04-26; the spec pack's provider.md
+# §1.2 and §1.4): deepseek-v4-flash and deepseek-v4-pro have a 1,000,000-token context (384K maximum
+# output), and the legacy names alias V4-Flash. Configuration defaults like the prices: the file's
+# `contextWindow` overrides them; a model not listed has no known window (no automatic compaction).
+DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
+    "deepseek-v4-flash": 1_000_000,
+    "deepseek-v4-pro": 1_000_000,
+    "deepseek-chat": 1_000_000,
+    "deepseek-reasoner": 1_000_000,
+}
+
 
 @dataclass(frozen=True)
 class ProviderConfig:
@@ -94,6 +111,11 @@ class ProviderConfig:
     prices: Mapping[str, ModelPrice] = field(default_factory=lambda: dict(DEFAULT_PRICES), hash=False)
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 300.0
+    context_windows: Mapping[str, int] = field(
+        default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS), hash=False
+    )
+    context_window_all: int | None = None  # a bare-integer `contextWindow`: every model's window
+    compact_at_ratio: float | None = DEFAULT_COMPACT_AT_RATIO
 
     def __repr__(self) -> str:
         # Hand-written so the key can never leak through a repr, an f-string or a log line.
@@ -102,7 +124,9 @@ class ProviderConfig:
             f"ProviderConfig(name={self.name!r}, base_url={self.base_url!r}, api_key={key}, "
             f"model={self.model!r}, thinking={self.thinking!r}, reasoning_effort={self.reasoning_effort!r}, "
             f"max_tokens={self.max_tokens}, connect_timeout_s={self.connect_timeout_s}, "
-            f"idle_timeout_s={self.idle_timeout_s}, prices={sorted(self.prices)})"
+            f"idle_timeout_s={self.idle_timeout_s}, prices={sorted(self.prices)}, "
+            f"context_windows={dict(self.context_windows)}, context_window_all={self.context_window_all}, "
+            f"compact_at_ratio={self.compact_at_ratio})"
         )
 
     __str__ = __repr__
@@ -113,6 +137,12 @@ class ProviderConfig:
 
     def price(self, model: str) -> ModelPrice | None:
         return self.prices.get(model)
+
+    def context_window(self, model: str) -> int | None:
+        """The model's context window in tokens, None when unknown."""
+        if self.context_window_all is not None:
+            return self.context_window_all
+        return self.context_windows.get(model)
 
 
 # ---- loading ---------------------------------------------------------------------------------------
@@ -129,8 +159,10 @@ _KEYS: dict[str, str] = {
     "connectTimeoutS": "connect_timeout_s",
     "idleTimeoutS": "idle_timeout_s",
     "prices": "prices",
+    "contextWindow": "context_windows",
+    "compactAtRatio": "compact_at_ratio",
 }
-_SNAKE = {attr: attr for attr in _KEYS.values()}
+_SNAKE = {attr: attr for attr in _KEYS.values()} | {"context_window": "context_windows"}
 
 
 def load_provider_config(
@@ -191,6 +223,12 @@ def _apply(config: ProviderConfig, values: Mapping[str, Any], where: str) -> Pro
             raise ConfigError(f"{where}: unknown provider setting {key!r} (known: {', '.join(_KEYS)})")
         if attr == "prices":
             changes["prices"] = {**config.prices, **_prices(value, where)}
+        elif attr == "context_windows":
+            if isinstance(value, Mapping):
+                changes["context_windows"] = {**config.context_windows, **_windows(value, where)}
+                changes["context_window_all"] = None
+            else:
+                changes["context_window_all"] = _window(value, f"{where}: {key}")
         else:
             changes[attr] = _check(attr, value, f"{where}: {key}")
     return replace(config, **changes) if changes else config
@@ -219,6 +257,10 @@ def _check(attr: str, value: Any, where: str) -> Any:
         if value is not None and not isinstance(value, bool):
             raise ConfigError(f"{where} must be true, false or null")
         return value
+    if attr == "compact_at_ratio":
+        if value is not None and (not _is_number(value) or not 0 < value <= 1):
+            raise ConfigError(f"{where} must be a number in (0, 1], or null")
+        return None if value is None else float(value)
     if attr == "max_tokens":
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{where} must be a positive integer")
@@ -242,6 +284,16 @@ def _prices(value: Any, where: str) -> dict[str, ModelPrice]:
             float(entry["cacheHit"]), float(entry["cacheMiss"]), float(entry["output"])
         )
     return out
+
+
+def _window(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where} must be a positive integer (tokens) or an object of model -> tokens")
+    return value
+
+
+def _windows(value: Mapping[str, Any], where: str) -> dict[str, int]:
+    return {str(model): _window(tokens, f"{where}: contextWindow.{model}") for model, tokens in value.items()}
 
 
 def _is_number(value: Any) -> bool:

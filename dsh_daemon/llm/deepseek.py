@@ -71,6 +71,14 @@ class DeepSeekProvider:
             defaults["reasoningEffort"] = self.config.reasoning_effort
         return defaults
 
+    def context_window(self, model: str) -> int | None:
+        """The model's context window in tokens (configuration's `contextWindow`), None if unknown."""
+        return self.config.context_window(model or self.config.model)
+
+    @property
+    def compact_at_ratio(self) -> float | None:
+        return self.config.compact_at_ratio
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         return self._stream(request)
 

@@ -84,8 +84,17 @@ def reply(
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, script: Sequence[Script] = (), *, default: Script | None = None) -> None:
+    def __init__(
+        self,
+        script: Sequence[Script] = (),
+        *,
+        default: Script | None = None,
+        context_window: int | None = None,
+        compact_at_ratio: float | None = 0.85,
+    ) -> None:
         self.script: list[Script] = list(script)
+        self.window = context_window
+        self.compact_at_ratio = compact_at_ratio
         self.default: Script = default if default is not None else reply("ok")
         self.requests: list[ModelRequest] = []
         self.closed = 0  # streams closed (finished, failed or cancelled)
@@ -95,6 +104,9 @@ class ScriptedProvider:
 
     def default_config(self, model: str) -> Mapping[str, Any]:
         return {}
+
+    def context_window(self, model: str) -> int | None:
+        return self.window
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)

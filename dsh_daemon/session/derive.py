@@ -11,6 +11,7 @@ from typing import Any
 
 from dsh_daemon.agent.events import (
     ASSISTANT_MESSAGE,
+    CONTEXT_USAGE,
     LLM_REQUEST,
     REQUEST_HEADER,
     TOOL_RESULT,
@@ -27,6 +28,7 @@ class Derivation:
         self.messages: list[Message] = []
         self.header: FrozenDict | None = None
         self.requests: list[ModelRequest] = []
+        self.context_used: int | None = None  # the last request's input tokens (`context/usage`)
 
     def feed(self, event: Event) -> None:
         kind = event.type
@@ -42,6 +44,8 @@ class Derivation:
             self.header = event.data["header"]
         elif kind == LLM_REQUEST:
             self.requests.append(self.request())
+        elif kind == CONTEXT_USAGE:
+            self.context_used = int(event.data["used"])
 
     def request(self) -> ModelRequest:
         if self.header is None:

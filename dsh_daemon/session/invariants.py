@@ -34,6 +34,7 @@ _TURN_ENCLOSED = frozenset(
         ev.TOOL_RESULT,
         ev.LLM_RETRY,
         ev.USAGE,
+        ev.CONTEXT_USAGE,
     }
 )
 

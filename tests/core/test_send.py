@@ -47,6 +47,7 @@ async def test_02_turn_finishes_in_canonical_order(tmp_path: Path) -> None:
         ev.REQUEST_HEADER,
         ev.LLM_REQUEST,
         ev.ASSISTANT_MESSAGE,
+        ev.CONTEXT_USAGE,
         ev.STEP_END,
         ev.USAGE,
         ev.TURN_END,

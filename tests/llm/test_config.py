@@ -122,3 +122,45 @@ def test_a_pasted_key_is_stripped_and_a_malformed_one_refused_without_echoing_it
         with pytest.raises(ConfigError) as error:
             load_provider_config(tmp_path, {"DEEPSEEK_API_KEY": bad})
         assert bad not in str(error.value)
+
+
+def test_context_windows_default_and_override(tmp_path: Path) -> None:
+    from dsh_daemon.llm.config import DEFAULT_CONTEXT_WINDOWS
+    from dsh_daemon.llm.deepseek import DeepSeekProvider
+
+    config = load_provider_config(tmp_path, {})
+    assert config.context_window("deepseek-v4-flash") == 1_000_000
+    assert config.context_window("deepseek-v4-pro") == 1_000_000
+    assert config.context_window("some-local-model") is None
+    assert config.compact_at_ratio == 0.85
+    assert DeepSeekProvider(config).context_window("") == 1_000_000  # the configured model's
+    write_config(tmp_path, {"contextWindow": {"local": 32768}, "compactAtRatio": 0.5})
+    config = load_provider_config(tmp_path, {})
+    assert config.context_window("local") == 32768
+    assert config.context_window("deepseek-v4-pro") == DEFAULT_CONTEXT_WINDOWS["deepseek-v4-pro"]
+    assert config.compact_at_ratio == 0.5
+    # A bare integer is every model's window; a later object goes back to the per-model table.
+    config = load_provider_config(tmp_path, {}, flags={"contextWindow": 8192})
+    assert (config.context_window("local"), config.context_window("deepseek-v4-pro")) == (8192, 8192)
+    config = load_provider_config(
+        tmp_path, {}, flags={"contextWindow": 8192}, init_options={"contextWindow": {"x": 100}}
+    )
+    assert (config.context_window("x"), config.context_window("local")) == (100, 32768)
+    config = load_provider_config(tmp_path, {}, init_options={"compactAtRatio": None})
+    assert config.compact_at_ratio is None
+
+
+@pytest.mark.parametrize(
+    ("provider", "fragment"),
+    [
+        ({"contextWindow": 0}, "contextWindow must be a positive integer"),
+        ({"contextWindow": {"m": "big"}}, "contextWindow.m must be a positive integer"),
+        ({"compactAtRatio": 1.5}, "compactAtRatio must be a number in (0, 1]"),
+        ({"compactAtRatio": 0}, "compactAtRatio must be a number in (0, 1]"),
+    ],
+)
+def test_bad_context_settings_are_named(tmp_path: Path, provider: dict[str, object], fragment: str) -> None:
+    write_config(tmp_path, provider)
+    with pytest.raises(ConfigError) as caught:
+        load_provider_config(tmp_path, {})
+    assert fragment in str(caught.value)
