@@ -261,17 +261,13 @@ class Chat:
     async def send(self, method: str, text: str) -> None:
         busy = self.status.state == "running"
         parked = self.status.queued if not busy and method == "dsh/followup" else 0
-        if method == "dsh/followup" and self.attachments:
-            if busy or parked:
-                self.note(
-                    "[the attachment enters at the next step boundary, which belongs to the running or"
-                    " parked work: a queued prompt cannot carry context in this protocol]"
-                )
-            for attachment in self.attachments:
-                params = {"sessionId": self.session_id, "delivery": "inject", **attachment["params"]}
-                await self.rpc.request("dsh/context/add", params)
+        params: dict[str, Any] = {"sessionId": self.session_id, "message": {"content": text}}
+        if method in ("dsh/followup", "dsh/steer") and self.attachments:
+            # The context is read now and queued with this prompt as one item (protocol.md §4).
+            params["context"] = [attachment["params"] for attachment in self.attachments]
+        await self.rpc.request(method, params)
+        if "context" in params:
             self.attachments.clear()
-        await self.rpc.request(method, {"sessionId": self.session_id, "message": {"content": text}})
         if method == "dsh/followup" and busy:
             self.note(f"[queued] {clip(text, 80)}")
         elif parked:

@@ -165,6 +165,37 @@ def test_attach_sends_the_lines_with_the_next_prompt(chat: Screen, fake: FakeDee
     assert "two = 2\nthree = 3" in users[-2] and "four" not in users[-2]
 
 
+def test_an_attachment_queued_while_busy_goes_with_its_own_prompt(
+    chat: Screen, fake: FakeDeepSeek, work: Path
+) -> None:
+    """The lines attached to a prompt typed while a turn runs reach that prompt's turn, not the
+    running one, and as they were when Enter was pressed."""
+    (work / "app.py").write_text("one = 1\ntwo = 2\nthree = 3\n")
+    # The running turn goes on to a second step (after a read_file call): the attachment must not join it.
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "read_file", {"path": "app.py"})], text="Busy"), delay=1.0),
+        Reply.stream(text_stream(["First done."])),
+        Reply.stream(text_stream(["Seen."])),
+    )
+    chat.type("first")
+    chat.keys("Enter")
+    chat.wait("Busy", whole=False)
+    chat.type("/attach app.py:2")
+    chat.keys("Enter")
+    chat.wait("goes with your next prompt")
+    chat.type("and this line?")
+    chat.keys("Enter")
+    chat.wait("[queued] and this line?")
+    (work / "app.py").write_text("one = 1\nTWO = 22\nthree = 3\n")  # changed after Enter
+    chat.wait(lambda s: "Seen." in s)
+    first, step_two, second = (r.json["messages"] for r in fake.requests)
+    assert "and this line?" not in str(step_two)
+    assert all("Selection in" not in str(m.get("content")) for m in first + step_two if m["role"] == "user")
+    users = [m["content"] for m in second if m["role"] == "user"]
+    assert users[-1] == "and this line?"
+    assert "two = 2" in users[-2] and "TWO" not in users[-2]
+
+
 def test_sessions_and_resume_with_the_picker(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> None:
     env = daemon_env(tmp_path / "state", fake)
     fake.script(Reply.stream(text_stream(["Answer one"])), Reply.stream(text_stream(["Answer two"])))
