@@ -14,6 +14,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -22,8 +23,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.budget import GENERIC_HINT, elide_middle
 from dsh_daemon.agent.events import Event
-from dsh_daemon.agent.messages import ToolCallBlock, ToolResultBlock, UserMessage, mint_message_id
+from dsh_daemon.agent.messages import (
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+    mint_message_id,
+)
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.tools import (
     Allow,
@@ -271,7 +279,22 @@ async def _run_one_unguarded(
             _check_outcome(outcome)
         except Exception as exc:
             outcome = ToolOutcome.error(f"Error: {call.name} produced an invalid result: {exc}", "TOOL_ERROR")
+        hint = getattr(tool, "truncation_hint", None)
+        outcome = within_budget(outcome, agent.tools.result_max_chars, hint or GENERIC_HINT)
         return _Result(outcome, tuple(contexts), event.seq, context.concluded)
+
+
+def within_budget(outcome: ToolOutcome, cap: int, hint: str) -> ToolOutcome:
+    """The outcome with its text capped at `cap` characters: head and tail kept, the middle elided
+    with a marker (protocol.md §12), so one result cannot fill the context window."""
+    texts = [b for b in outcome.content if isinstance(b, TextBlock)]
+    if sum(len(b.text) for b in texts) <= cap:
+        return outcome
+    elided = elide_middle("".join(b.text for b in texts), cap, hint)
+    first = outcome.content.index(texts[0])
+    rest = tuple(b for b in outcome.content if not isinstance(b, TextBlock))
+    content = (*rest[:first], TextBlock(elided.text), *rest[first:])
+    return dataclasses.replace(outcome, content=content)
 
 
 def _check_outcome(outcome: ToolOutcome) -> None:

@@ -69,6 +69,8 @@ class ToolContext(Protocol):
 
 
 class Tool(Protocol):
+    """Optionally `truncation_hint: str`: how to read what the result cap elided (protocol.md §12)."""
+
     spec: ToolSpec
     parallel_safe: bool  # may run concurrently with other parallel-safe calls of the same batch
 
@@ -133,9 +135,16 @@ class PostExecuteDecision:
 PostExecuteHook = Callable[[ToolCall, ToolOutcome], Awaitable[PostExecuteDecision | None]]
 
 
+DEFAULT_RESULT_MAX_CHARS = 64_000
+
+
 @dataclass
 class ToolRegistry:
+    """The tools offered to the model. `result_max_chars` caps every tool result's text (head and
+    tail kept, the middle elided; a tool's `truncation_hint` says how to read the rest)."""
+
     tools: dict[str, Tool] = field(default_factory=dict)
+    result_max_chars: int = DEFAULT_RESULT_MAX_CHARS
 
     def add(self, tool: Tool) -> None:
         self.tools[tool.spec.name] = tool

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_daemon.agent.budget import GENERIC_HINT, SNAP, marker
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools import proctree
 from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
@@ -33,15 +34,19 @@ NO_OUTPUT = "(no output)\n"
 
 @dataclass
 class _Output:
-    """The result keeps the head and the tail (errors are usually at the end); the middle is dropped."""
+    """The result keeps the head and the tail (errors are usually at the end); the middle is elided
+    with the budget marker (agent/budget.py), which says how much and how to see it."""
 
     cap: int
+    hint: str = GENERIC_HINT
     head: str = ""
     tail: str = ""
     total: int = 0
+    lines: int = 0
 
     def add(self, text: str) -> None:
         self.total += len(text)
+        self.lines += text.count("\n")
         room = self.cap // 2 - len(self.head)
         if room > 0:
             self.head += text[:room]
@@ -49,11 +54,31 @@ class _Output:
         if text:
             self.tail = (self.tail + text)[-(self.cap - self.cap // 2) :]
 
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
     def render(self) -> str:
-        omitted = self.total - len(self.head) - len(self.tail)
-        if omitted <= 0:
+        if not self.truncated:
             return self.head + self.tail
-        return f"{self.head}\n[... {omitted} characters of output omitted ...]\n{self.tail}"
+        # Whole lines where a line break is near, as in `elide_middle`.
+        head = self.head[: len(self.head) - len(_snap(self.head, tail=False))]
+        tail = _snap(self.tail, tail=True)
+        chars = self.total - len(head) - len(tail)
+        lines = self.lines - head.count("\n") - tail.count("\n")
+        sep = "" if not head or head.endswith("\n") else "\n"
+        return f"{head}{sep}{marker(chars, lines, self.hint)}\n{tail}"
+
+
+def _snap(part: str, *, tail: bool) -> str:
+    """What to drop from the inner edge of a kept part to end (head) or start (tail) at a line break
+    near it: the head's dropped suffix, or the tail as kept."""
+    reach = int(len(part) * SNAP)
+    if tail:
+        newline = part.find("\n", 0, reach)
+        return part[newline + 1 :] if newline >= 0 else part
+    newline = part.rfind("\n", len(part) - reach)
+    return part[newline + 1 :] if newline >= 0 else ""
 
 
 async def _until_exit(proc: asyncio.subprocess.Process, tree: proctree.ProcessTree | None = None) -> int:
@@ -76,6 +101,10 @@ async def _until_exit(proc: asyncio.subprocess.Process, tree: proctree.ProcessTr
 
 
 class RunCommandTool(ToolBase):
+    truncation_hint = (
+        "re-run with a narrower command (filter with grep, head or tail, or redirect the output to a "
+        "file and read it with read_file offset and limit)"
+    )
     spec = make_spec(
         "run_command",
         "Run a shell command in the session directory (stdout and stderr combined, no input). "
@@ -134,7 +163,7 @@ class RunCommandTool(ToolBase):
         )
         tree.started(proc.pid)
         proctree.register(tree)
-        output = _Output(self.limits.command_output_chars)
+        output = _Output(self.limits.command_output_chars, self.truncation_hint)
         pump = asyncio.create_task(self._pump(proc, output, ctx))
         exited = asyncio.create_task(_until_exit(proc, tree))
         aborted = asyncio.create_task(ctx.signal.wait())
@@ -213,7 +242,7 @@ class RunCommandTool(ToolBase):
             text += "\n"
         meta: dict[str, Any] = {
             "exitCode": code,
-            "truncated": output.total > len(output.head) + len(output.tail),
+            "truncated": output.truncated,
         }
         if stopped == "cancelled":
             return ToolOutcome.error(

@@ -47,7 +47,7 @@ def build_tool_registry(
     tracker = ReadTracker(documents, max_files=limits.tracked_files, max_bytes=limits.whole_file_bytes)
     ripgrep = parsed.ripgrep
 
-    registry = ToolRegistry()
+    registry = ToolRegistry(result_max_chars=limits.result_max_chars)
     tools = [
         ReadFileTool(workspace, documents, tracker, limits),
         ListDirTool(workspace, limits),

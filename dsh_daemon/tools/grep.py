@@ -37,6 +37,7 @@ class Match:
 
 
 class GrepTool(ToolBase):
+    truncation_hint = "narrow the pattern, path or glob"
     spec = make_spec(
         "grep",
         "Search file contents in the workspace with a regular expression. Returns 'path:line:text' "

@@ -1,5 +1,10 @@
 """Size and time limits of the tools. Every cap exists so one call cannot flood the model's context,
-the client or the daemon's memory; each is overridable through the `limits` config mapping."""
+the client or the daemon's memory; each is overridable through the `limits` config mapping.
+
+The caps as the model meets them are listed in protocol.md §12: each tool's own cap first (read_file
+pages with `offset`, listings and searches say how to narrow, run_command keeps head and tail), then
+`result_max_chars` over every result (agent/budget.py: head and tail kept, the middle elided with a
+marker saying how many characters and lines and how to read more)."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ class ToolLimits:
     command_kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL
     command_drain_grace_s: float = 1.0  # after the shell exits, leftovers holding the pipe are killed
     tracked_files: int = 256  # files remembered for the "changed since you read it" notice
+    result_max_chars: int = 64_000  # any tool's result text: head and tail kept, the middle elided
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> ToolLimits:

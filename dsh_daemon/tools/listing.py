@@ -31,6 +31,7 @@ async def run_stoppable(fn: Callable[[threading.Event], T], signal: AbortSignal)
 
 
 class ListDirTool(ToolBase):
+    truncation_hint = "narrow the path or the pattern"
     spec = make_spec(
         "list_dir",
         "List a directory in the workspace: subdirectories end with '/', symlinks show their target.",
@@ -81,6 +82,7 @@ class ListDirTool(ToolBase):
 
 
 class FindFilesTool(ToolBase):
+    truncation_hint = "narrow the path or the pattern"
     spec = make_spec(
         "find_files",
         "Find files in the workspace by glob ('**/*.py', 'src/**/test_*.{ts,tsx}'; a pattern without '/' "

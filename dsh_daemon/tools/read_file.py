@@ -77,6 +77,7 @@ def render_lines(lines: Iterable[str], offset: int, limit: int, limits: ToolLimi
 
 
 class ReadFileTool(ToolBase):
+    truncation_hint = "read the part you need with read_file offset and limit"
     spec = make_spec(
         "read_file",
         "Read a text file in the workspace. Returns numbered lines ('N<TAB>text', line endings kept). "

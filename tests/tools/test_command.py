@@ -70,10 +70,16 @@ async def test_output_cap_keeps_head_and_tail(root: Path) -> None:
     outcome = await run_tool(kit, "run_command", {"command": "seq 1 1000"}, ctx)
     text = text_of(outcome)
     assert text.startswith("1\n2\n3\n") and text.endswith("999\n1000\n[exit code 0]")
-    assert re.search(r"\[\.\.\. (\d+) characters of output omitted \.\.\.\]", text)
+    found = re.search(
+        r"\n\[… ([\d,]+) characters \(([\d,]+) lines\) elided here; re-run with a narrower", text
+    )
+    assert found, text
     full = "".join(f"{i}\n" for i in range(1, 1001))
-    omitted = int(re.search(r"(\d+) characters", text).group(1))  # type: ignore[union-attr]
-    assert omitted == len(full) - 100
+    head, tail = text[: found.start() + 1], text[text.index("…]\n") + 3 : text.index("[exit code")]
+    assert full.startswith(head) and full.endswith(tail) and len(head) + len(tail) <= 100
+    chars, lines = (int(g.replace(",", "")) for g in found.groups())
+    assert chars == len(full) - len(head) - len(tail)
+    assert lines == 1000 - head.count("\n") - tail.count("\n")
     assert outcome.meta is not None and outcome.meta["truncated"] is True
     # Live output stops at its own cap, with one notice.
     assert "".join(ctx.outputs[:-1]) == full[:50]
