@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", nargs="?", const="", metavar="SESSION", help="continue a session (latest if none)"
     )
     chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    sub.add_parser("acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…")
     sub.add_parser("sessions", help="list sessions")
     export = sub.add_parser("export", help="write a session's transcript as JSONL")
     export.add_argument("session")
@@ -68,6 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         configure_logging(args.log_level, args.log_file)
         return run(Settings(state_dir=state_dir, flags=provider_flags(args)))
+    if command == "acp":
+        from dsh_daemon.acp.main import Settings as AcpSettings
+        from dsh_daemon.acp.main import configure_logging as acp_logging
+        from dsh_daemon.acp.main import run as run_acp
+
+        acp_logging(args.log_level, args.log_file)
+        return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
     if command == "sessions":
         from dsh_daemon.cli_tools import list_sessions
 

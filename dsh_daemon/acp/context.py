@@ -1,0 +1,198 @@
+"""A `session/prompt`'s content blocks as messages: the text as the person's prompt, and each
+`resource` / `resource_link` block as an `editor`-sourced message that travels with it.
+
+Zed names a selection with a fragment, `file:///p/app.py#L10:25` (lines 10 to 25, 1-based): that
+becomes `contextKind: "selection"` with the LSP range of those lines. An embedded resource carries its
+text; a `file:` resource link is read now, inside the session's workspace only, through the tools'
+one safe reader (regular files, non-blocking, capped), so a prompt's context is what the file held
+when the person pressed Enter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from dsh_daemon.acp.errors import invalid_params, outside_workspace, shown
+from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
+from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
+from dsh_daemon.tools.workspace import Workspace
+
+MAX_CONTEXT_CHARS = 200_000
+MAX_READ_BYTES = 8 * 1024 * 1024
+_LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$")
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt as the agent takes it: the message and the editor messages entered just before it."""
+
+    message: UserMessage
+    attachments: tuple[UserMessage, ...]
+
+
+@dataclass(frozen=True)
+class LineSpan:
+    first: int  # 1-based, inclusive
+    last: int
+
+    def lsp_range(self) -> dict[str, Any]:
+        """Whole lines: from the start of `first` to the start of the line after `last`."""
+        return {"start": {"line": self.first - 1, "character": 0}, "end": {"line": self.last, "character": 0}}
+
+
+def split_uri(uri: str) -> tuple[str, LineSpan | None]:
+    """`file:///p#L10:25` -> (`file:///p`, lines 10-25); a fragment that is not a line span is kept."""
+    base, _, fragment = uri.partition("#")
+    match = _LINES.match(fragment) if fragment else None
+    if match is None:
+        return uri, None
+    first = int(match.group(1))
+    last = int(match.group(2) or first)
+    if first < 1 or last < 1:
+        return uri, None
+    return base, LineSpan(min(first, last), max(first, last))
+
+
+def fs_path(uri: str) -> str | None:
+    """The local path of a `file:` URI (None for other schemes)."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    return unquote(parts.path)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
+
+
+def _lines(text: str, span: LineSpan) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[span.first - 1 : span.last])
+
+
+def editor_message(uri: str, text: str, *, span: LineSpan | None, whole_file: bool) -> UserMessage:
+    """`whole_file`: `text` is the file (a selection is cut from it), else it is the selection itself."""
+    path = fs_path(uri) or uri
+    source: dict[str, Any] = {
+        "kind": "editor",
+        "uri": uri,
+        "contextKind": "file" if span is None else "selection",
+    }
+    if span is None:
+        note = ""
+        if len(text) > MAX_CONTEXT_CHARS:
+            text = text[:MAX_CONTEXT_CHARS]
+            note = f"\n[truncated: first {MAX_CONTEXT_CHARS} characters]"
+        body = f"File {path}:\n{_fence(text)}{note}"
+    else:
+        source["range"] = span.lsp_range()
+        selected = _lines(text, span) if whole_file else text
+        body = f"Selection in {path}, lines {span.first}-{span.last}:\n{_fence(selected[:MAX_CONTEXT_CHARS])}"
+    return UserMessage.create(body, source)
+
+
+def read_file(uri: str, workspace: Workspace) -> str:
+    """A `file:` URI's text, read now, inside the workspace only."""
+    path = fs_path(uri)
+    if path is None:
+        raise invalid_params(f"cannot read {shown(uri)}: not a file URI")
+    if "\0" in path:
+        raise invalid_params(f"cannot read {shown(uri)}: the path holds a NUL character")
+    try:
+        real = workspace.resolve(path)
+        raw = read_regular(real, str(real), MAX_READ_BYTES, workspace)
+    except OutsideWorkspaceError:
+        raise outside_workspace(
+            f"cannot read {shown(uri)}: it is outside the session's workspace", path
+        ) from None
+    except ToolError as exc:
+        raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+    except OSError as exc:
+        raise invalid_params(f"cannot read {shown(uri)}: {exc.strerror or exc}") from None
+    if looks_binary(raw.data[:SNIFF_BYTES]):
+        raise invalid_params(f"cannot attach {shown(uri)}: it is a binary file")
+    return raw.data.decode("utf-8", errors="replace")
+
+
+def _block_message(block: Mapping[str, Any], index: int, workspace: Workspace) -> UserMessage:
+    kind = block.get("type")
+    if kind == "resource":
+        resource = block.get("resource")
+        if not isinstance(resource, Mapping) or not isinstance(resource.get("uri"), str):
+            raise invalid_params(f"prompt[{index}]: a resource needs 'resource.uri'")
+        text = resource.get("text")
+        if not isinstance(text, str):
+            raise invalid_params(f"prompt[{index}]: only text resources are supported (no 'blob')")
+        base, span = split_uri(resource["uri"])
+        return editor_message(base, text, span=span, whole_file=False)
+    uri = block.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise invalid_params(f"prompt[{index}]: a resource_link needs a 'uri'")
+    base, span = split_uri(uri)
+    if fs_path(base) is None:
+        name = block.get("name") if isinstance(block.get("name"), str) else base
+        return UserMessage.create(
+            f"Linked resource {name}: {base}", {"kind": "editor", "uri": base, "contextKind": "file"}
+        )
+    return editor_message(base, read_file(base, workspace), span=span, whole_file=True)
+
+
+def prompt_parts(blocks: Any, workspace: Workspace, *, field: str = "prompt") -> PromptParts:
+    """Text blocks form the message (in order); resource blocks become its attachments (in order)."""
+    if not isinstance(blocks, Sequence) or isinstance(blocks, str) or not blocks:
+        raise invalid_params(f"'{field}' must be a non-empty array of content blocks")
+    texts: list[dict[str, Any]] = []
+    attachments: list[UserMessage] = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, Mapping):
+            raise invalid_params(f"{field}[{index}] must be an object")
+        kind = block.get("type")
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise invalid_params(f"{field}[{index}]: 'text' must be a string")
+            texts.append({"type": "text", "text": block["text"]})
+        elif kind in ("resource", "resource_link"):
+            attachments.append(_block_message(block, index, workspace))
+        else:
+            raise invalid_params(
+                f"{field}[{index}]: content blocks of type {shown(repr(kind))} are not supported"
+            )
+    if not texts:
+        texts = [{"type": "text", "text": "(see the attached context)"}]
+    try:
+        message = UserMessage.create(texts)
+    except InvalidMessageError as exc:
+        raise invalid_params(f"{field}: {exc}") from exc
+    return PromptParts(message, tuple(attachments))
+
+
+def resource_block(source: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """An editor message shown back to an ACP client (session/load): an embedded text resource."""
+    uri = str(source.get("uri") or "")
+    rng = source.get("range")
+    if isinstance(rng, Mapping) and uri:
+        try:
+            first = int(rng["start"]["line"]) + 1
+            end = rng["end"]
+            last = int(end["line"]) + (0 if int(end["character"]) == 0 and int(end["line"]) >= first else 1)
+            uri = f"{uri}#L{first}:{max(first, last)}"
+        except (KeyError, TypeError, ValueError):
+            pass
+    return {
+        "type": "resource",
+        "resource": {"uri": uri or "dsh:context", "text": text, "mimeType": "text/plain"},
+    }
+
+
+def path_of(uri: str) -> Path | None:
+    path = fs_path(uri)
+    return Path(path) if path else None

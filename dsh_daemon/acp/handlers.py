@@ -1,0 +1,308 @@
+"""The ACP methods: parameters checked here, the work done by `AcpSessions`.
+
+Standard: `initialize`, `authenticate`, `session/new`, `session/load`, `session/resume`,
+`session/list`, `session/close`, `session/prompt`, and the notifications `session/cancel` and
+`$/cancel_request`. Extensions (advertised under `agentCapabilities._meta`): `_session/steering`,
+`_dsh/inject`, `_dsh/wake`, `_dsh/inbox/{list,remove,replace,move}`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon import __version__
+from dsh_daemon.acp import errors
+from dsh_daemon.acp.context import prompt_parts
+from dsh_daemon.acp.files import FsCapabilities
+from dsh_daemon.acp.options import parse_options
+from dsh_daemon.acp.rpc import Connection
+from dsh_daemon.acp.sessions import AcpSessions
+from dsh_daemon.acp.transport import RequestId
+from dsh_daemon.agent.inbox import TARGETS, Target
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+
+@dataclass
+class Settings:
+    state_dir: Path
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def capabilities() -> dict[str, Any]:
+    return {
+        "loadSession": True,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": False, "sse": False},
+        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+        "_meta": {
+            "steering": {"supported": True},  # `_session/steering`, as codex-acp and claude-agent-acp
+            "dsh": {
+                "protocolVersion": 1,
+                "version": __version__,
+                "promptQueueing": True,  # a prompt sent while busy is queued durably, answered after its turn
+                "inject": True,
+                "wake": True,
+                "inbox": True,
+            },
+        },
+    }
+
+
+# ---- params --------------------------------------------------------------------------------------------
+
+
+def _object(raw: Any, method: str) -> Mapping[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise errors.invalid_params(f"{method}: params must be an object")
+    return raw
+
+
+def _str(p: Mapping[str, Any], key: str, method: str) -> str:
+    value = p.get(key)
+    if not isinstance(value, str) or not value:
+        raise errors.invalid_params(f"{method}: '{key}' must be a non-empty string")
+    return value
+
+
+def _opt_str(p: Mapping[str, Any], key: str, method: str) -> str | None:
+    value = p.get(key)
+    if value is not None and not isinstance(value, str):
+        raise errors.invalid_params(f"{method}: '{key}' must be a string")
+    return value
+
+
+def _dirs(p: Mapping[str, Any], method: str) -> list[str]:
+    value = p.get("additionalDirectories") or []
+    if not isinstance(value, list) or not all(isinstance(d, str) and os.path.isabs(d) for d in value):
+        raise errors.invalid_params(f"{method}: 'additionalDirectories' must be absolute paths")
+    return list(value)
+
+
+def _cwd(p: Mapping[str, Any], method: str, required: bool = True) -> str | None:
+    cwd = _opt_str(p, "cwd", method)
+    if cwd is None:
+        if required:
+            raise errors.invalid_params(f"{method}: 'cwd' (an absolute path) is required")
+        return None
+    if "\0" in cwd or not os.path.isabs(cwd):
+        raise errors.invalid_params(f"{method}: 'cwd' must be an absolute path, not {errors.shown(cwd)}")
+    return os.path.normpath(cwd)
+
+
+def _mcp(p: Mapping[str, Any], method: str) -> None:
+    servers = p.get("mcpServers")
+    if servers is not None and not isinstance(servers, list):
+        raise errors.invalid_params(f"{method}: 'mcpServers' must be an array")
+    if servers:
+        log.warning("%s: %d MCP server(s) given; MCP servers are not supported yet", method, len(servers))
+
+
+# ---- registration ---------------------------------------------------------------------------------------
+
+
+class Handlers:
+    def __init__(self, connection: Connection, settings: Settings) -> None:
+        self.connection = connection
+        self.settings = settings
+        self._sessions: AcpSessions | None = None
+        self._init_result: dict[str, Any] | None = None
+        self.shutting_down = False
+        self._register()
+
+    @property
+    def sessions(self) -> AcpSessions:
+        if self.shutting_down:
+            raise errors.shutting_down()
+        if self._sessions is None:
+            raise errors.not_initialized()
+        return self._sessions
+
+    async def shutdown(self) -> None:
+        self.shutting_down = True
+        if self._sessions is not None:
+            await self._sessions.shutdown()
+
+    def _register(self) -> None:
+        c = self.connection
+        c.request("initialize")(self.initialize)
+        c.request("authenticate")(lambda raw, rid: {})
+        c.request("session/new")(self.session_new)
+        c.request("session/load")(self.session_load)
+        c.request("session/resume")(self.session_resume)
+        c.request("session/list")(self.session_list)
+        c.request("session/close")(self.session_close)
+        c.request("session/prompt")(self.session_prompt)
+        c.notification("session/cancel")(self.session_cancel)
+        c.notification("$/cancel_request")(self.cancel_request)
+        c.request("_session/steering")(self.steering)
+        c.request("_dsh/inject")(self.inject)
+        c.request("_dsh/wake")(self.wake)
+        c.request("_dsh/inbox/list")(self.inbox_list)
+        c.request("_dsh/inbox/remove")(self.inbox_remove)
+        c.request("_dsh/inbox/replace")(self.inbox_replace)
+        c.request("_dsh/inbox/move")(self.inbox_move)
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+
+    def initialize(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        p = _object(raw, "initialize")
+        version = p.get("protocolVersion")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise errors.invalid_params("initialize: 'protocolVersion' must be an integer")
+        if self._init_result is not None:
+            return self._init_result
+        meta = p.get("_meta")
+        dsh_options = meta.get("dsh") if isinstance(meta, Mapping) else None
+        settings = self.settings
+        options = parse_options(settings.state_dir, settings.env, settings.flags, dsh_options)
+        fs = FsCapabilities.parse(p.get("clientCapabilities"))
+        self._sessions = AcpSessions(self.connection, settings.state_dir, options, fs)
+        self._init_result = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": capabilities(),
+            "authMethods": [],
+            "agentInfo": {"name": "dsh-daemon", "title": "dsh", "version": __version__},
+        }
+        return self._init_result
+
+    # ---- sessions ------------------------------------------------------------------------------------
+
+    def session_new(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "session/new"
+        p = _object(raw, method)
+        cwd = _cwd(p, method)
+        assert cwd is not None
+        _mcp(p, method)
+        extra = _dirs(p, method)
+        if not Path(cwd).is_dir():
+            raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
+        return {"sessionId": self.sessions.new(cwd, extra)}
+
+    def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "session/load"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        cwd = _cwd(p, method, required=False)
+        _mcp(p, method)
+        self.sessions.load(session_id, cwd, _dirs(p, method))
+        return {}
+
+    def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "session/resume"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        cwd = _cwd(p, method, required=False)
+        _mcp(p, method)
+        self.sessions.resume(session_id, cwd, _dirs(p, method))
+        return {}
+
+    def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        p = _object(raw, "session/list")
+        cwd = _cwd(p, "session/list", required=False)
+        return {"sessions": self.sessions.list(cwd)}
+
+    async def session_close(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        p = _object(raw, "session/close")
+        await self.sessions.close(_str(p, "sessionId", "session/close"))
+        return {}
+
+    # ---- prompting -----------------------------------------------------------------------------------
+
+    def session_prompt(self, raw: Any, rid: RequestId) -> Any:
+        method = "session/prompt"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        sessions = self.sessions
+        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
+        return sessions.prompt(session_id, rid, parts)
+
+    def session_cancel(self, raw: Any) -> None:
+        p = _object(raw, "session/cancel")
+        self.sessions.cancel(_str(p, "sessionId", "session/cancel"))
+
+    def cancel_request(self, raw: Any) -> None:
+        p = _object(raw, "$/cancel_request")
+        request_id = p.get("requestId")
+        if (
+            isinstance(request_id, int | str)
+            and not isinstance(request_id, bool)
+            and self._sessions is not None
+        ):
+            self._sessions.revoke(request_id)
+
+    # ---- extensions ----------------------------------------------------------------------------------
+
+    def steering(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, prompt}` -> `{outcome: injected | startedNewTurn | failed}`: joins the running
+        turn at its next step, or starts a turn when idle."""
+        method = "_session/steering"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        sessions = self.sessions
+        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
+        running = sessions.state(session_id).agent.status == "running"
+        try:
+            sessions.send(session_id, parts, "next-step", True, "steer")
+        except errors.AcpError as exc:
+            log.info("steering failed: %s", exc.message)
+            return {"outcome": "failed"}
+        return {"outcome": "injected" if running else "startedNewTurn"}
+
+    def inject(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, prompt}` -> `{messageId}`: context for the next request; never starts a turn."""
+        method = "_dsh/inject"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        sessions = self.sessions
+        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
+        return {"messageId": sessions.send(session_id, parts, "next-step", False, "inject")}
+
+    def wake(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        p = _object(raw, "_dsh/wake")
+        return {"started": self.sessions.state(_str(p, "sessionId", "_dsh/wake")).agent.wake()}
+
+    def inbox_list(self, raw: Any, rid: RequestId) -> Any:
+        p = _object(raw, "_dsh/inbox/list")
+        return self.sessions.inbox_list(_str(p, "sessionId", "_dsh/inbox/list"))
+
+    def inbox_remove(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "_dsh/inbox/remove"
+        p = _object(raw, method)
+        agent = self.sessions.state(_str(p, "sessionId", method)).agent
+        return {"removed": agent.inbox.remove(_str(p, "messageId", method))}
+
+    def inbox_replace(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "_dsh/inbox/replace"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        message_id = _str(p, "messageId", method)
+        sessions = self.sessions
+        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
+        sessions.inbox_replace(session_id, message_id, parts)
+        return {"messageId": parts.message.id}
+
+    def inbox_move(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        method = "_dsh/inbox/move"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        message_id = _str(p, "messageId", method)
+        target = p.get("target")
+        if target not in TARGETS:
+            raise errors.invalid_params(f"{method}: 'target' must be one of {list(TARGETS)}")
+        index = p.get("index", -1)
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise errors.invalid_params(f"{method}: 'index' must be an integer")
+        chosen: Target = "next-turn" if target == "next-turn" else "next-step"
+        self.sessions.inbox_move(session_id, message_id, chosen, index)
+        return {}

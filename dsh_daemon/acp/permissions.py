@@ -1,0 +1,95 @@
+"""The tools' approver as ACP `session/request_permission`.
+
+The request shows the call as a `tool_call` (title, kind, locations, an edit's diff as `diff`
+content, a command as text) with three options: allow once, allow always, reject once. A `cancelled`
+outcome, an unknown option, no answer within the timeout or a lost client count as `cancelled`
+(which cancels the turn, keeping the queue); when the turn is aborted while the request is open,
+the client is sent `$/cancel_request` for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dsh_daemon.acp.rpc import Connection
+from dsh_daemon.acp.updates import Translator, diff_content, text_content
+from dsh_daemon.agent.signal import AbortSignal
+from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
+
+log = logging.getLogger(__name__)
+
+OPTIONS: tuple[dict[str, str], ...] = (
+    {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+)
+OUTCOMES: dict[str, PermissionOutcome] = {
+    "allow-once": "allow-once",
+    "allow-always": "allow-always",
+    "reject": "reject",
+}
+
+
+def preview_content(preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    if not preview:
+        return []
+    if isinstance(preview.get("diff"), str):
+        return [diff_content(str(preview.get("path", "")), preview["diff"])]
+    if isinstance(preview.get("command"), str):
+        cwd = preview.get("cwd")
+        return [text_content(f"$ {preview['command']}" + (f"\n(in {cwd})" if cwd else ""))]
+    return []
+
+
+class AcpApprover:
+    def __init__(
+        self,
+        connection: Connection,
+        session_id: str,
+        translator: Callable[[], Translator | None],
+        timeout_s: float,
+    ) -> None:
+        self._connection = connection
+        self._session_id = session_id
+        self._translator = translator
+        self._timeout_s = timeout_s
+
+    async def request_permission(self, request: PermissionRequest, signal: AbortSignal) -> PermissionOutcome:
+        call = request.call
+        arguments: Any = call.args if call.args is not None else call.arguments
+        content = preview_content(request.preview)
+        translator = self._translator()
+        if translator is not None:
+            tool_call = translator.announce(
+                call.call_id, call.name, arguments, status="pending", content=content
+            )
+            translator.send(tool_call)  # the client knows the call before it is asked about it
+        else:
+            tool_call = {
+                "toolCallId": call.call_id,
+                "title": request.title,
+                "status": "pending",
+                "content": content,
+            }
+        tool_call = {k: v for k, v in tool_call.items() if k != "sessionUpdate"}
+        tool_call["title"] = request.title or tool_call.get("title", call.name)
+        params = {"sessionId": self._session_id, "toolCall": tool_call, "options": list(OPTIONS)}
+        request_id, future = self._connection.send_request("session/request_permission", params)
+        try:
+            answer = await asyncio.wait_for(signal.race(asyncio.shield(future)), self._timeout_s)
+        except TimeoutError:
+            self._connection.cancel_outgoing(request_id)
+            return "cancelled"
+        except Exception as exc:
+            if signal.aborted:
+                self._connection.cancel_outgoing(request_id)
+                raise
+            log.info("permission request failed: %s", exc)
+            return "cancelled"
+        outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
+        if isinstance(outcome, Mapping) and outcome.get("outcome") == "selected":
+            return OUTCOMES.get(str(outcome.get("optionId")), "cancelled")
+        return "cancelled"

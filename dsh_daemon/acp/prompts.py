@@ -1,0 +1,116 @@
+"""Which turn answers which `session/prompt`.
+
+A prompt is a followup: queued durably, then claimed by exactly one turn (`agent/inbox/claimed`
+names the turn), and answered when that turn ends. A prompt claimed but put back (the turn was
+aborted before entering it: `agent/inbox/inserted` again) waits for a later turn. A prompt discarded
+while pending (an inbox edit, a clearing cancel, `$/cancel_request`) is answered at once: `cancelled`,
+or `-32800` when the client cancelled that very request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_daemon.acp.errors import AcpError, request_cancelled, turn_failed
+from dsh_daemon.acp.transport import RequestId
+from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.events import Event
+
+STOP_REASONS = {
+    "completed": "end_turn",
+    "max-tokens": "max_tokens",
+    "aborted": "cancelled",
+    "interrupted": "cancelled",
+    "blocked": "refusal",
+}
+
+
+def answer_for(reason: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn's end reason as a `session/prompt` result (an error turn raises its typed error)."""
+    kind = str(reason.get("kind"))
+    if kind == "error":
+        raise turn_failed(reason.get("error"))
+    return {"stopReason": STOP_REASONS.get(kind, "end_turn")}
+
+
+@dataclass
+class PendingPrompt:
+    request_id: RequestId
+    message_id: str
+    future: asyncio.Future[dict[str, Any]]
+    turn: int | None = None  # the turn that claimed it
+    revoked: bool = False  # the client sent `$/cancel_request` for it
+
+
+class PromptBook:
+    def __init__(self) -> None:
+        self._by_message: dict[str, PendingPrompt] = {}
+
+    def add(self, request_id: RequestId, message_id: str) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._by_message[message_id] = PendingPrompt(request_id, message_id, future)
+        return future
+
+    def find(self, request_id: RequestId) -> PendingPrompt | None:
+        return next((p for p in self._by_message.values() if p.request_id == request_id), None)
+
+    def rebind(self, old_id: str, new_id: str) -> None:
+        """The pending prompt follows its message when an inbox edit replaces it."""
+        prompt = self._by_message.pop(old_id, None)
+        if prompt is not None:
+            prompt.message_id = new_id
+            self._by_message[new_id] = prompt
+
+    def drop(self, message_id: str) -> None:
+        """Forget a prompt that was never queued (its send failed)."""
+        prompt = self._by_message.pop(message_id, None)
+        if prompt is not None and not prompt.future.done():
+            prompt.future.cancel()
+
+    def _settle(self, prompt: PendingPrompt, result: dict[str, Any] | AcpError) -> None:
+        self._by_message.pop(prompt.message_id, None)
+        if prompt.future.done():
+            return
+        if isinstance(result, AcpError):
+            prompt.future.set_exception(result)
+        else:
+            prompt.future.set_result(result)
+
+    def on_event(self, event: Event) -> None:
+        data = event.data
+        if event.type == ev.INBOX_CLAIMED:
+            prompt = self._by_message.get(_message_id(data))
+            if prompt is not None:
+                prompt.turn = int(data["turn"])
+        elif event.type == ev.INBOX_INSERTED:
+            prompt = self._by_message.get(_message_id(data))
+            if prompt is not None:
+                prompt.turn = None  # claimed, then put back: a later turn answers it
+        elif event.type == ev.INBOX_DISCARDED:
+            prompt = self._by_message.get(_message_id(data))
+            if prompt is not None and prompt.turn is None:
+                self._settle(prompt, request_cancelled() if prompt.revoked else {"stopReason": "cancelled"})
+        elif event.type == ev.TURN_END:
+            turn = int(data["turn"])
+            reason = data.get("reason")
+            for prompt in [p for p in self._by_message.values() if p.turn == turn]:
+                try:
+                    result: dict[str, Any] | AcpError = answer_for(
+                        reason if isinstance(reason, Mapping) else {}
+                    )
+                except AcpError as exc:
+                    result = exc
+                self._settle(prompt, result)
+
+    def close(self) -> None:
+        """The session closed: every prompt still waiting is answered `cancelled`."""
+        for prompt in list(self._by_message.values()):
+            self._settle(prompt, {"stopReason": "cancelled"})
+
+
+def _message_id(data: Mapping[str, Any]) -> str:
+    message = data.get("message")
+    return str(message.get("id")) if isinstance(message, Mapping) else ""

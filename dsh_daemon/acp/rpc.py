@@ -1,0 +1,189 @@
+"""JSON-RPC over the NDJSON transport: dispatch in arrival order, answers, outgoing requests.
+
+A request handler runs synchronously while its line is dispatched (so requests take effect in the
+order they arrived, pipelined or not) and returns either the result or an awaitable of it; an
+awaitable is finished in its own task and answered when it resolves. Every request gets exactly one
+answer: a handler's `AcpError` as that error, anything else as `-32603` (logged, no traceback on the
+wire). Malformed lines are answered `-32700` / `-32600` and reading goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dsh_daemon.acp.errors import METHOD_NOT_FOUND, AcpError, internal_error
+from dsh_daemon.acp.transport import (
+    LineReader,
+    LineWriter,
+    Malformed,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    decode,
+)
+
+log = logging.getLogger(__name__)
+
+RequestHandler = Callable[[Any, RequestId], Any]
+NotificationHandler = Callable[[Any], None]
+
+
+class ClientRequestError(Exception):
+    """The client answered one of our requests with an error."""
+
+    def __init__(self, error: Any) -> None:
+        message = error.get("message") if isinstance(error, dict) else None
+        super().__init__(str(message or error))
+        self.error = error
+
+
+class Connection:
+    def __init__(self, writer: LineWriter) -> None:
+        self._writer = writer
+        self.requests: dict[str, RequestHandler] = {}
+        self.notifications: dict[str, NotificationHandler] = {}
+        self._ids = itertools.count(1)
+        self._outgoing: dict[RequestId, asyncio.Future[Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- registration --------------------------------------------------------------------------------
+
+    def request(self, method: str) -> Callable[[RequestHandler], RequestHandler]:
+        def register(handler: RequestHandler) -> RequestHandler:
+            self.requests[method] = handler
+            return handler
+
+        return register
+
+    def notification(self, method: str) -> Callable[[NotificationHandler], NotificationHandler]:
+        def register(handler: NotificationHandler) -> NotificationHandler:
+            self.notifications[method] = handler
+            return handler
+
+        return register
+
+    # ---- outgoing ------------------------------------------------------------------------------------
+
+    def notify(self, method: str, params: Any) -> None:
+        self._writer.write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def send_request(self, method: str, params: Any) -> tuple[RequestId, asyncio.Future[Any]]:
+        """Send a request to the client; the future resolves with its result (or ClientRequestError)."""
+        request_id = f"dsh-{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._outgoing[request_id] = future
+        future.add_done_callback(lambda _f: self._outgoing.pop(request_id, None))
+        self._writer.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        if self._writer.closed and not future.done():
+            future.set_exception(ConnectionError("the client went away"))
+        return request_id, future
+
+    def cancel_outgoing(self, request_id: RequestId) -> None:
+        """Tell the client we no longer need an answer (`$/cancel_request`)."""
+        future = self._outgoing.pop(request_id, None)
+        if future is not None and not future.done():
+            future.cancel()
+        self.notify("$/cancel_request", {"requestId": request_id})
+
+    def respond(self, request_id: RequestId | None, result: Any) -> None:
+        self._writer.write({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(self, request_id: RequestId | None, error: AcpError) -> None:
+        self._writer.write({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
+
+    # ---- incoming ------------------------------------------------------------------------------------
+
+    async def serve(self, reader: LineReader) -> None:
+        """Dispatch every line until the input ends, then fail what still waits for the client."""
+        try:
+            while True:
+                line = await reader.next()
+                if line is None:
+                    return
+                self.dispatch(line)
+        finally:
+            for future in list(self._outgoing.values()):
+                if not future.done():
+                    future.set_exception(ConnectionError("the client went away"))
+
+    def dispatch(self, line: bytes) -> None:
+        message = decode(line)
+        if message is None:
+            return
+        if isinstance(message, Malformed):
+            log.info("malformed line: %s", message.message)
+            self.respond_error(message.id, AcpError(message.code, message.message))
+        elif isinstance(message, Response):
+            self._on_response(message)
+        elif isinstance(message, Notification):
+            self._on_notification(message)
+        else:
+            self._on_request(message)
+
+    def _on_response(self, message: Response) -> None:
+        future = self._outgoing.pop(message.id, None)
+        if future is None or future.done():
+            log.info("dropped a response to %r, which nothing waits for", message.id)
+            return
+        if message.error is not None:
+            future.set_exception(ClientRequestError(message.error))
+        else:
+            future.set_result(message.result)
+
+    def _on_notification(self, message: Notification) -> None:
+        handler = self.notifications.get(message.method)
+        if handler is None:
+            log.info("ignored notification %s", message.method)
+            return
+        try:
+            handler(message.params)
+        except AcpError as exc:
+            log.info("notification %s refused: %s", message.method, exc.message)
+        except Exception:
+            log.exception("notification %s failed", message.method)
+
+    def _on_request(self, message: Request) -> None:
+        handler = self.requests.get(message.method)
+        if handler is None:
+            self.respond_error(message.id, AcpError(METHOD_NOT_FOUND, f"method not found: {message.method}"))
+            return
+        try:
+            result = handler(message.params, message.id)
+        except AcpError as exc:
+            self.respond_error(message.id, exc)
+            return
+        except Exception as exc:
+            log.exception("request %s failed", message.method)
+            self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.get_running_loop().create_task(self._finish(message, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self.respond(message.id, result)
+
+    async def _finish(self, message: Request, pending: Awaitable[Any]) -> None:
+        try:
+            result = await pending
+        except AcpError as exc:
+            self.respond_error(message.id, exc)
+        except asyncio.CancelledError:
+            self.respond_error(message.id, AcpError(-32800, "request cancelled"))
+            raise
+        except Exception as exc:
+            log.exception("request %s failed", message.method)
+            self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
+        else:
+            self.respond(message.id, result)
+
+    async def drain(self) -> None:
+        """Wait for the answers still being worked on (shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,167 @@
+"""NDJSON transport: one JSON-RPC message per line, UTF-8, no embedded newlines.
+
+Reading happens in a thread (stdin may be a pipe, a file or a terminal), line by line with a cap: a
+line longer than `MAX_LINE_BYTES` is skipped whole and reported as an invalid request. Each line is
+classified into a frozen value (`Request`, `Notification`, `Response`, `Malformed`); nothing here
+knows any method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TypeAlias
+
+from dsh_daemon.acp.errors import INVALID_REQUEST, PARSE_ERROR
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+RequestId: TypeAlias = int | str
+TOO_LONG = b"\x00too-long"  # what the reader hands over for a line past the cap
+
+
+@dataclass(frozen=True)
+class Request:
+    id: RequestId
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class Notification:
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class Response:
+    id: RequestId
+    result: Any = None
+    error: Any = None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A line that is not a JSON-RPC message: answered with `code` (id null unless it had a usable one)."""
+
+    code: int
+    message: str
+    id: RequestId | None = None
+
+
+Incoming: TypeAlias = Request | Notification | Response | Malformed
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def decode(line: bytes) -> Incoming | None:
+    """One line as a message; None for a blank line."""
+    if not line.strip():
+        return None
+    if line == TOO_LONG:
+        return Malformed(INVALID_REQUEST, f"line longer than {MAX_LINE_BYTES} bytes")
+    try:
+        text = line.decode("utf-8")
+        obj = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return Malformed(PARSE_ERROR, f"parse error: {exc}")
+    if not isinstance(obj, dict):
+        return Malformed(INVALID_REQUEST, "a message must be a JSON object (batches are not supported)")
+    raw_id = obj.get("id")
+    usable_id = raw_id if _valid_id(raw_id) else None
+    if obj.get("jsonrpc") != "2.0":
+        return Malformed(INVALID_REQUEST, "'jsonrpc' must be \"2.0\"", usable_id)
+    if "id" in obj and raw_id is not None and not _valid_id(raw_id):
+        return Malformed(INVALID_REQUEST, "'id' must be a string or an integer")
+    method = obj.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            return Malformed(INVALID_REQUEST, "'method' must be a string", usable_id)
+        if "result" in obj or "error" in obj:
+            return Malformed(
+                INVALID_REQUEST, "a message cannot hold both 'method' and 'result'/'error'", usable_id
+            )
+        params = obj.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            return Malformed(INVALID_REQUEST, "'params' must be an object or an array", usable_id)
+        if "id" in obj and raw_id is not None:
+            return Request(raw_id, method, params)
+        return Notification(method, params)
+    if usable_id is not None and ("result" in obj or "error" in obj):
+        return Response(usable_id, obj.get("result"), obj.get("error"))
+    return Malformed(INVALID_REQUEST, "neither a request, a notification nor a response", usable_id)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One line. JSON escapes every newline inside strings, so the only newline is the terminator; a
+    string holding a lone surrogate is written with ASCII escapes rather than failing."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return data + b"\n"
+
+
+class LineReader:
+    """Lines of a binary stream, read in a daemon thread and handed to the event loop."""
+
+    def __init__(self, stream: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
+        self._stream = stream
+        self._max = max_line
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="acp-stdin", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: bytes | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is gone: nobody is listening any more
+            pass
+
+    def _run(self) -> None:
+        try:
+            while True:
+                line = self._stream.readline(self._max + 1)
+                if not line:
+                    break
+                if len(line) > self._max and not line.endswith(b"\n"):
+                    while True:  # skip the rest of an over-long line
+                        rest = self._stream.readline(1 << 20)
+                        if not rest or rest.endswith(b"\n"):
+                            break
+                    line = TOO_LONG
+                self._put(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._put(None)
+
+    def stop(self) -> None:
+        """End reading as if stdin had closed (SIGTERM)."""
+        self._queue.put_nowait(None)
+
+    async def next(self) -> bytes | None:
+        """The next line (newline included), or None at end of input."""
+        return await self._queue.get()
+
+
+class LineWriter:
+    """Writes whole lines to a binary stream; a lost client turns every later write into a no-op."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self.closed = False
+
+    def write(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            self._stream.write(encode(message))
+            self._stream.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self.closed = True

@@ -1,0 +1,335 @@
+"""dsh events as ACP `session/update`s.
+
+Live: `assistant/delta` -> `agent_message_chunk` / `agent_thought_chunk`; `tool/call` -> `tool_call`
+(or an update of the one a permission request announced); `tool/output` -> `tool_call_update` with
+the command's output so far; `tool/result` -> `tool_call_update` (completed / failed, an edit's diff);
+`turn/usage` -> `usage_update`; a new title -> `session_info_update`.
+Replay (`session/load`): the durable log only, with whole messages instead of deltas: user and editor
+messages as `user_message_chunk` (editor context as `resource` blocks), assistant text and reasoning,
+tool calls and their results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_daemon.acp.context import resource_block
+from dsh_daemon.agent import events as ev
+from dsh_daemon.agent.events import Event
+
+MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
+MAX_RESULT_CHARS = 64_000
+KINDS = {
+    "read_file": "read",
+    "list_dir": "read",
+    "find_files": "search",
+    "grep": "search",
+    "edit_file": "edit",
+    "write_file": "edit",
+    "run_command": "execute",
+}
+
+Send = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ToolDescription:
+    """How a call is shown: a title, an ACP tool kind and the files it touches."""
+
+    title: str
+    kind: str
+    locations: tuple[dict[str, Any], ...] = ()
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    return os.path.normpath(path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path))
+
+
+def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) -> ToolDescription:
+    args = args or {}
+    kind = KINDS.get(name, "other")
+    path = args.get("path") if isinstance(args.get("path"), str) else None
+    where = _absolute(path, cwd) if path else None
+    locations: tuple[dict[str, Any], ...] = ()
+    if where is not None:
+        location: dict[str, Any] = {"path": where}
+        offset = args.get("offset")
+        if name == "read_file" and isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
+            location["line"] = offset
+        locations = (location,)
+    elif name in ("find_files", "grep", "list_dir") and cwd is not None:
+        locations = ({"path": cwd},)
+    shown_path = path or "."
+    if name == "read_file":
+        title = f"Read {shown_path}"
+    elif name == "list_dir":
+        title = f"List {shown_path}"
+    elif name == "find_files":
+        title = f"Find {args.get('pattern', '')} in {shown_path}"
+    elif name == "grep":
+        title = f"Search {args.get('pattern', '')!s} in {shown_path}"
+    elif name == "edit_file":
+        title = f"Edit {shown_path}"
+    elif name == "write_file":
+        title = f"Write {shown_path}"
+    elif name == "run_command":
+        title = f"Run: {args.get('command', '')}"
+    else:
+        title = name
+    return ToolDescription(title[:300], kind, locations)
+
+
+def diff_texts(unified: str) -> tuple[str | None, str]:
+    """(old, new) text of a unified diff's hunks (the changed regions with their context); old is None
+    when the diff creates the file."""
+    old: list[str] = []
+    new: list[str] = []
+    created = False
+    for line in unified.splitlines(keepends=True):
+        if line.startswith("--- "):
+            created = line.strip() == "--- /dev/null"
+        elif line.startswith(("+++ ", "@@", "\\")):
+            if line.startswith("@@") and (old or new):
+                old.append("…\n")
+                new.append("…\n")
+        elif line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith(" "):
+            old.append(line[1:])
+            new.append(line[1:])
+    return (None if created else "".join(old)), "".join(new)
+
+
+def diff_content(path: str, unified: str) -> dict[str, Any]:
+    old, new = diff_texts(unified)
+    out: dict[str, Any] = {"type": "diff", "path": path, "newText": new}
+    if old is not None:
+        out["oldText"] = old
+    return out
+
+
+def text_content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _text_of(blocks: Any) -> str:
+    parts = []
+    for block in blocks or ():
+        if isinstance(block, Mapping):
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "tool-result":
+                parts.append(_text_of(block.get("content")))
+    return "".join(parts)
+
+
+def _parse_args(arguments: Any) -> Mapping[str, Any] | None:
+    if isinstance(arguments, Mapping):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+@dataclass
+class _Call:
+    description: ToolDescription
+    output: str = ""
+
+
+@dataclass
+class Translator:
+    """One session's translation state (which tool calls were announced, their output so far, the
+    title last shown, the session's cost so far)."""
+
+    send: Send
+    cwd: str | None = None
+    context_window: int | None = None
+    title: Callable[[], str | None] = lambda: None
+    _calls: dict[str, _Call] = field(default_factory=dict)
+    _shown_title: str | None = None
+    _cost: float = 0.0
+    _used: int = 0
+
+    # ---- tool calls ----------------------------------------------------------------------------------
+
+    def describe(self, call_id: str, name: str, arguments: Any) -> ToolDescription:
+        call = self._calls.get(call_id)
+        if call is None:
+            call = _Call(describe_tool(name, _parse_args(arguments), self.cwd))
+            self._calls[call_id] = call
+        return call.description
+
+    def tool_call_update(self, call_id: str, **fields: Any) -> dict[str, Any]:
+        return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, **fields}
+
+    def announce(
+        self,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        *,
+        status: str,
+        content: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The `tool_call` that first shows a call (also used by the permission request)."""
+        description = self.describe(call_id, name, arguments)
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call_id,
+            "title": description.title,
+            "kind": description.kind,
+            "status": status,
+            "locations": list(description.locations),
+            "rawInput": _parse_args(arguments) or {"arguments": arguments},
+        }
+        if content is not None:
+            update["content"] = content
+        return update
+
+    def _on_tool_call(self, data: Mapping[str, Any], replay: bool) -> None:
+        call_id = str(data["callId"])
+        known = call_id in self._calls
+        if known and not replay:
+            self.send(self.tool_call_update(call_id, status="in_progress"))
+        else:
+            status = "pending" if data.get("synthetic") else "in_progress"
+            self.send(self.announce(call_id, str(data["name"]), data.get("arguments"), status=status))
+
+    def _on_tool_output(self, data: Mapping[str, Any]) -> None:
+        call_id = str(data["callId"])
+        call = self._calls.get(call_id)
+        if call is None:
+            return
+        call.output = (call.output + str(data.get("text", "")))[-MAX_OUTPUT_CHARS:]
+        self.send(self.tool_call_update(call_id, status="in_progress", content=[text_content(call.output)]))
+
+    def _on_tool_result(self, data: Mapping[str, Any]) -> None:
+        call_id = str(data["callId"])
+        if call_id not in self._calls:
+            self.send(self.announce(call_id, str(data.get("name", "")), None, status="in_progress"))
+        message = data.get("message")
+        text = _text_of(message.get("content")) if isinstance(message, Mapping) else ""
+        if len(text) > MAX_RESULT_CHARS:
+            text = text[:MAX_RESULT_CHARS] + "\n[truncated]"
+        error = data.get("error")
+        meta = data.get("meta")
+        content: list[dict[str, Any]] = []
+        if isinstance(meta, Mapping) and isinstance(meta.get("diff"), str) and not error:
+            content.append(diff_content(str(meta.get("path", "")), meta["diff"]))
+        content.append(text_content(text))
+        fields: dict[str, Any] = {"status": "failed" if error else "completed", "content": content}
+        if error:
+            fields["rawOutput"] = {"error": dict(error) if isinstance(error, Mapping) else error}
+        self.send(self.tool_call_update(call_id, **fields))
+        self._calls.pop(call_id, None)
+
+    # ---- usage and title -----------------------------------------------------------------------------
+
+    def _on_assistant_usage(self, data: Mapping[str, Any]) -> None:
+        usage = data.get("usage")
+        if isinstance(usage, Mapping):
+            self._used = int(usage.get("inputTokens", 0) or 0) + int(usage.get("outputTokens", 0) or 0)
+
+    def _on_turn_usage(self, data: Mapping[str, Any]) -> None:
+        usage = data.get("usage")
+        if not isinstance(usage, Mapping):
+            return
+        cost = usage.get("costUsd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            self._cost += float(cost)
+        update: dict[str, Any] = {
+            "sessionUpdate": "usage_update",
+            "used": self._used,
+            "size": max(self.context_window or 0, self._used),
+        }
+        if self._cost:
+            update["cost"] = {"amount": round(self._cost, 6), "currency": "USD"}
+        self.send(update)
+
+    def title_changed(self, title: str | None = None) -> None:
+        """Show the session's title once it is known or changes."""
+        title = title if title is not None else self.title()
+        if title and title != self._shown_title:
+            self._shown_title = title
+            self.send({"sessionUpdate": "session_info_update", "title": title})
+
+    # ---- entry points --------------------------------------------------------------------------------
+
+    def live(self, event: Event) -> None:
+        data = event.data
+        kind = event.type
+        if kind == ev.ASSISTANT_DELTA:
+            delta = data.get("delta")
+            if (
+                isinstance(delta, Mapping)
+                and delta.get("type") in ("text", "reasoning")
+                and delta.get("text")
+            ):
+                chunk = "agent_message_chunk" if delta["type"] == "text" else "agent_thought_chunk"
+                self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": delta["text"]}})
+        elif kind == ev.TOOL_CALL:
+            self._on_tool_call(data, replay=False)
+        elif kind == ev.TOOL_OUTPUT:
+            self._on_tool_output(data)
+        elif kind == ev.TOOL_RESULT:
+            self._on_tool_result(data)
+        elif kind == ev.ASSISTANT_MESSAGE:
+            self._on_assistant_usage(data)
+        elif kind == ev.USAGE:
+            self._on_turn_usage(data)
+        elif kind == ev.SESSION_TITLE:
+            self.title_changed(str(data.get("title") or "") or None)
+        elif kind in (ev.INBOX_INSERTED, ev.TURN_END):
+            self.title_changed()
+
+    def replay(self, event: Event) -> None:
+        data = event.data
+        kind = event.type
+        if kind == ev.USER_MESSAGE:
+            self._replay_user(data)
+        elif kind == ev.ASSISTANT_MESSAGE:
+            self._on_assistant_usage(data)
+            message = data.get("message")
+            for block in (message.get("content") if isinstance(message, Mapping) else None) or ():
+                if not isinstance(block, Mapping) or not block.get("text"):
+                    continue
+                if block.get("type") == "text":
+                    chunk = "agent_message_chunk"
+                elif block.get("type") == "reasoning":
+                    chunk = "agent_thought_chunk"
+                else:
+                    continue
+                self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": block["text"]}})
+        elif kind == ev.TOOL_CALL:
+            self._on_tool_call(data, replay=True)
+        elif kind == ev.TOOL_RESULT:
+            self._on_tool_result(data)
+        elif kind == ev.USAGE:
+            self._on_turn_usage(data)
+        elif kind == ev.SESSION_TITLE:
+            self.title_changed(str(data.get("title") or "") or None)
+
+    def _replay_user(self, data: Mapping[str, Any]) -> None:
+        source = data.get("source")
+        source_kind = source.get("kind") if isinstance(source, Mapping) else "user"
+        text = _text_of(data.get("content"))
+        if source_kind == "user":
+            content: dict[str, Any] = {"type": "text", "text": text}
+        elif source_kind == "editor" and isinstance(source, Mapping):
+            if source.get("contextKind") == "snapshot":
+                return  # ambient editor state: not something the person said or attached
+            content = resource_block(source, text)
+        else:
+            return  # tool- and plugin-sourced context is not the person's message
+        self.send({"sessionUpdate": "user_message_chunk", "content": content})
