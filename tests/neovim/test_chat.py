@@ -89,7 +89,7 @@ def test_prompts_sent_while_busy_are_queued_and_run_in_order(editor: Editor, fak
     editor.type_in_input("C")
     editor.keys("<C-s>")
     snap = editor.wait(lambda: (s := editor.snapshot())["pending"] == 2 and s, what="two queued prompts")
-    assert snap["queue"][:2] == ["  ⧗ queued 1   B", "  ⧗ queued 2   C"]
+    assert snap["queue"][:2] == ["  ⧗ queued 1 · followup  B", "  ⧗ queued 2 · followup  C"]
     assert "2 queued" in snap["winbar"]
     assert snap["input"] == [""]
     assert editor.status() == "running"
@@ -112,7 +112,7 @@ def test_stop_keeps_the_queue_then_wake_runs_it(editor: Editor, fake: FakeDeepSe
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── aborted (user)")
     snap = editor.snapshot()
-    assert snap["pending"] == 1 and snap["queue"] == ["  ⧗ queued 1   then this"]
+    assert snap["pending"] == 1 and snap["queue"] == ["  ⧗ queued 1 · followup  then this"]
     assert len(fake.requests) == 1  # parked: nothing ran
     editor.cmd("DshWake")
     footers_ = editor.wait_footers(2)
@@ -184,7 +184,7 @@ def test_meta_enter_steers_the_running_turn(editor: Editor, fake: FakeDeepSeek) 
     editor.type_in_input("use the v2 API instead")
     editor.keys("<M-CR>")  # steer: next step of the running work, never a queued prompt
     editor.wait(
-        lambda: editor.snapshot()["queue"] == ["  ⧗ next step  use the v2 API instead"], what="steer shown"
+        lambda: editor.snapshot()["queue"] == ["  ⧗ next step · steer  use the v2 API instead"], what="steer shown"
     )
     (footer,) = editor.wait_footers(1)  # the steer entered the same turn, as its next step
     assert footer.startswith("── completed") and len(fake.requests) == 2

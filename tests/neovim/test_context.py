@@ -84,7 +84,7 @@ def test_block_selection_inject_and_attach_to_the_next_prompt(editor: Editor, fa
     editor.keys("gg05l<C-v>jjlll\\di")  # block: the name column, <leader>di: inject (parked, no turn)
     editor.wait(lambda: editor.pending() == 1, what="the injected block pending")
     snap = editor.snapshot()
-    assert snap["status"] == "idle" and snap["queue"] == ["  ⧗ next step  📎 selection table.txt:1-3"]
+    assert snap["status"] == "idle" and snap["queue"] == ["  ⧗ next step · inject  📎 selection table.txt:1-3"]
     editor.keys("2GV\\da")  # <leader>da: attach line 2 to the next prompt
     editor.wait(
         lambda: any("with next prompt" in q for q in editor.snapshot()["queue"]), what="attachment shown"
@@ -125,14 +125,18 @@ def test_add_file_and_pick_a_session_with_gr(editor: Editor, fake: FakeDeepSeek)
     editor.cmd("wincmd t")  # back to the file window
     editor.cmd("edit notes.md")
     editor.keys("Goadded, not saved<Esc>")
-    editor.cmd("DshAddFile")  # the current buffer, unsaved text included
-    editor.wait(lambda: editor.pending() == 1, what="the file context pending")
-    assert editor.snapshot()["queue"] == ["  ⧗ next step  📎 file notes.md"]
+    editor.cmd("DshAddFile")  # the current buffer, attached to the next prompt (read when it is sent)
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 file notes.md"], what="the file attached"
+    )
+    assert editor.pending() == 0
+    editor.keys("Goand this too<Esc>")  # still unsaved, typed after attaching: read at send time
     editor.cmd("Dsh what is in it?")
     editor.wait_footers(1)
     texts = [m["content"] for m in fake.requests[1].json["messages"] if m["role"] == "user"]
-    assert texts[0].startswith("File ") and "saved text\nadded, not saved\n" in texts[0]
+    assert texts[0].startswith("File ") and "saved text\nadded, not saved\nand this too\n" in texts[0]
     assert texts[1] == "what is in it?"
+    assert editor.snapshot()["queue"] == []
     # gr: pick the first session (a stub vim.ui.select picks the older one) and resume it.
     editor.lua(
         "vim.ui.select = function(items, opts, on_choice)"

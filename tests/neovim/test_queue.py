@@ -55,9 +55,9 @@ def test_queue_buffer_remove_replace_move_add(editor: Editor, fake: FakeDeepSeek
         "#3 new prompt",
     ]
     assert editor.snapshot()["queue"] == [
-        "  ⧗ next step  new prompt",
-        "  ⧗ queued 1   three",
-        "  ⧗ queued 2   one, reworded",
+        "  ⧗ next step · send  new prompt",
+        "  ⧗ queued 1 · followup  three",
+        "  ⧗ queued 2 · followup  one, reworded",
     ]
     # K over the heading moves the step item into the next-turn list.
     editor.keys("/^#3<CR>K")

@@ -41,7 +41,7 @@ def test_resume_after_restarting_neovim(start_editor: Callable[[], Editor], fake
     assert footers(lines)[1].startswith("── aborted (shutdown)")
     second.wait(lambda: second.pending() == 2, what="the queue from the attach reply")
     snap = second.snapshot()
-    assert snap["queue"] == ["  ⧗ next step  a note for later", "  ⧗ queued 1   third question"]
+    assert snap["queue"] == ["  ⧗ next step · inject  a note for later", "  ⧗ queued 1 · followup  third question"]
     assert snap["status"] == "idle" and "2 queued" in snap["winbar"] and "first question" in snap["winbar"]
     assert len(fake.requests) == 2  # nothing ran while Neovim was away
     second.cmd("DshWake")

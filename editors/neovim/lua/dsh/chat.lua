@@ -299,9 +299,9 @@ local function first_line(text, width)
 end
 M.first_line = first_line
 
---- A one-line label for an editor context message.
-function M.context_label(root, source, text)
-  local kind = source.contextKind or 'context'
+--- Where an editor context message points: `path[:lines]` (a range ending at character 0 does not
+--- count the line it ends on).
+local function context_where(root, source)
   local where = rel(root, source.uri)
   local r = source.range
   if r and r.start and r['end'] then
@@ -311,10 +311,47 @@ function M.context_label(root, source, text)
     end
     where = where .. ':' .. (l1 == l2 and tostring(l1) or (l1 .. '-' .. l2))
   end
+  return where
+end
+
+--- A one-line label for an editor context message.
+function M.context_label(root, source, _text)
+  local kind = source.contextKind or 'context'
+  local where = context_where(root, source)
   if kind == 'snapshot' then
     return 'editor snapshot (' .. where .. ')'
   end
   return kind .. ' ' .. where
+end
+
+local SHORT_KIND = { selection = 'sel', file = 'file', diagnostics = 'diag', snapshot = 'snapshot' }
+
+--- The context a queued item carries, compactly: `+ sel app.py:10-14, file notes.md` ('' for none).
+function M.context_summary(root, context)
+  if type(context) ~= 'table' or #context == 0 then
+    return ''
+  end
+  local parts = {}
+  for _, m in ipairs(context) do
+    local source = m.source or {}
+    local kind = source.contextKind or source.kind or 'context'
+    parts[#parts + 1] = (SHORT_KIND[kind] or kind) .. ' ' .. context_where(root, source)
+  end
+  return '+ ' .. table.concat(parts, ', ')
+end
+
+--- How a pending item was sent (`verb` of the inbox item; older daemons: inferred from the list).
+function M.verb_of(message, target)
+  if type(message.verb) == 'string' then
+    return message.verb, true
+  end
+  local source = message.source or {}
+  if target == 'next-turn' then
+    return 'followup', false
+  elseif source.kind == 'editor' then
+    return 'context', false
+  end
+  return message.wakeup == true and 'steer' or 'inject', false
 end
 
 --- A one-line preview of a pending message.
@@ -594,22 +631,29 @@ local MAX_QUEUE_LINES = 8
 
 function Chat:queue_lines()
   local lines = {}
-  local function add(label, text)
-    lines[#lines + 1] = { { label, 'DshQueueLabel' }, { text, 'DshQueue' } }
+  local function add(label, message)
+    local line = { { label, 'DshQueueLabel' }, { M.preview(self.root, message), 'DshQueue' } }
+    local ctx = M.context_summary(self.root, message.context)
+    if ctx ~= '' then
+      line[#line + 1] = { '  ' .. ctx, 'DshContext' }
+    end
+    lines[#lines + 1] = line
   end
   for _, m in ipairs(self.state.inbox['next-step']) do
-    add('  ⧗ next step  ', M.preview(self.root, m))
+    local verb, known = M.verb_of(m, 'next-step')
+    add(known and ('  ⧗ next step · ' .. verb .. '  ') or '  ⧗ next step  ', m)
   end
   for i, m in ipairs(self.state.inbox['next-turn']) do
-    add(('  ⧗ queued %d   '):format(i), M.preview(self.root, m))
+    local verb, known = M.verb_of(m, 'next-turn')
+    add(known and ('  ⧗ queued %d · %s  '):format(i, verb) or ('  ⧗ queued %d   '):format(i), m)
   end
   for _, a in ipairs(self.attachments) do
-    add('  ⧗ with next prompt  ', '📎 ' .. a.label)
+    lines[#lines + 1] = { { '  ⧗ with next prompt  ', 'DshQueueLabel' }, { '📎 ' .. a.label, 'DshQueue' } }
   end
   if #lines > MAX_QUEUE_LINES then
     local more = #lines - (MAX_QUEUE_LINES - 1)
     lines = vim.list_slice(lines, 1, MAX_QUEUE_LINES - 1)
-    add('  ⧗ ', ('… %d more (gq opens the queue)'):format(more))
+    lines[#lines + 1] = { { '  ⧗ ', 'DshQueueLabel' }, { ('… %d more (gq opens the queue)'):format(more), 'DshQueue' } }
   end
   return lines
 end

@@ -82,9 +82,10 @@ function M.on_event(_root, ev)
   end
   chat:on_event(ev)
   if ev.type == 'tool/result' then
-    local source = vim.tbl_get(ev, 'data', 'message', 'source') or {}
-    if source.callId then
-      require('dsh.permissions').resolved(ev.sessionId, source.callId)
+    local d = ev.data or {}
+    local call_id = d.callId or vim.tbl_get(d, 'message', 'source', 'callId')
+    if call_id then
+      require('dsh.permissions').resolved(ev.sessionId, call_id)
     end
   elseif ev.type == 'turn/end' then
     require('dsh.permissions').resolved(ev.sessionId)
@@ -126,7 +127,8 @@ end
 
 -- ---- sending -------------------------------------------------------------------------------------
 
---- Run requests one after another (the daemon must see them in this order).
+--- Run requests one after another (the daemon must see them in this order); `done(err, i)` names
+--- the step that failed (the ones after it were not sent).
 local function run_steps(root, steps, done)
   local i = 0
   local function step()
@@ -137,7 +139,7 @@ local function run_steps(root, steps, done)
     end
     client.request(root, s.method, s.params, function(err, result)
       if err then
-        return done and done(err, s)
+        return done and done(err, i)
       end
       if s.after then
         s.after(result)
@@ -148,37 +150,99 @@ local function run_steps(root, steps, done)
   step()
 end
 
---- The request that delivers a selection (attachment) as `delivery` ('inject' | 'steer' | 'followup').
+--- Whether the daemon of `root` reads `context` on a send (protocol.md §4): then a prompt's
+--- attachments are queued with it as one item instead of being injected ahead of it.
+function M.send_context(root)
+  return (client.info(root) or {}).sendContext == true
+end
+
+--- The ContextRef of an attachment the daemon reads itself (nil for a message the plugin wrote).
+local function context_ref(att)
+  if att.message then
+    return nil
+  end
+  return { uri = att.uri, kind = att.kind or 'selection', range = att.range }
+end
+
+--- The request that delivers an attachment on its own as `delivery` ('inject' | 'steer' | 'followup').
 local function attachment_step(chat, att, delivery)
   if att.message then
-    return { method = 'dsh/' .. delivery, params = { sessionId = chat.id, message = att.message } }
+    return { method = 'dsh/' .. delivery, params = { sessionId = chat.id, message = att.message }, atts = { att } }
   end
   return {
     method = 'dsh/context/add',
     params = { sessionId = chat.id, uri = att.uri, kind = att.kind or 'selection', range = att.range, delivery = delivery },
+    atts = { att },
   }
 end
 
---- Send text as 'followup' | 'steer' | 'inject'. A followup first sends the attached selections as
---- injected context (protocol v1 has no context on a followup yet: issue 10).
+--- Send text as 'followup' | 'steer' | 'inject'. A followup or steer takes the attachments waiting
+--- for the next prompt with it; `opts.context` adds attachments for this message only. With a daemon
+--- that reads `context` on a send they travel in the same request (one queued item: a prompt queued
+--- behind a running turn keeps its selection out of that turn); attachments the plugin wrote itself
+--- (blocks, buffers without a file), and all of them with an older daemon, go first as injected context.
 function M.send(chat, kind, text, opts)
   opts = opts or {}
-  local steps = {}
-  if kind == 'followup' and #chat.attachments > 0 then
+  local atts, waiting = {}, {}
+  if kind == 'followup' or kind == 'steer' then
     for _, att in ipairs(chat.attachments) do
-      steps[#steps + 1] = attachment_step(chat, att, 'inject')
+      atts[#atts + 1] = att
+      waiting[att] = true
     end
-    chat.attachments = {}
-    chat:_place_queue()
+    if #chat.attachments > 0 then
+      chat.attachments = {}
+      chat:_place_queue()
+    end
   end
-  steps[#steps + 1] = { method = 'dsh/' .. kind, params = { sessionId = chat.id, message = { content = text } } }
-  run_steps(chat.root, steps, function(err)
-    if err then
-      notify(kind .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-      if opts.from_input then
-        chat:restore_input(text)
+  vim.list_extend(atts, opts.context or {})
+  local function failed(message, unsent)
+    notify(kind .. ' failed: ' .. message, vim.log.levels.ERROR)
+    if opts.from_input then
+      chat:restore_input(text)
+    end
+    -- Attachments that were not delivered wait for the next prompt again.
+    local back = vim.tbl_filter(function(att)
+      return waiting[att] and unsent[att]
+    end, atts)
+    if #back > 0 then
+      chat.attachments = vim.list_extend(back, chat.attachments)
+      chat:_place_queue()
+    end
+  end
+  client.ensure(chat.root, function()
+    local steps, refs, carried = {}, {}, {}
+    local with_context = M.send_context(chat.root)
+    for _, att in ipairs(atts) do
+      local ref = with_context and context_ref(att)
+      if ref then
+        refs[#refs + 1] = ref
+        carried[#carried + 1] = att
+      else
+        steps[#steps + 1] = attachment_step(chat, att, 'inject')
       end
     end
+    local params = { sessionId = chat.id, message = { content = text } }
+    if #refs > 0 then
+      params.context = refs
+    end
+    steps[#steps + 1] = { method = 'dsh/' .. kind, params = params, atts = carried }
+    run_steps(chat.root, steps, function(err, at)
+      if err then
+        local unsent = {}
+        for i = at, #steps do
+          for _, att in ipairs(steps[i].atts or {}) do
+            unsent[att] = true
+          end
+        end
+        failed(err.message or vim.inspect(err), unsent)
+      end
+    end)
+  end, function(message)
+    local unsent = {}
+    for _, att in ipairs(atts) do
+      unsent[att] = true
+    end
+    failed(message, unsent)
   end)
 end
 
@@ -214,8 +278,10 @@ local function attachment_for(sel)
   return { label = sel.label, uri = sel.uri, range = trim_eol(sel), kind = 'selection' }
 end
 
---- Deliver a selection: 'steer' | 'inject' now, or 'attach' it to the next prompt.
-function M.send_selection(delivery, sel)
+--- Deliver a selection: 'steer' | 'inject' now, or 'attach' it to the next prompt. A steer takes
+--- `text` (else what is typed in the chat input) as its message, with the selection as its context
+--- in the same request; without a text the selection is sent alone (dsh/context/add).
+function M.send_selection(delivery, sel, text)
   sel = sel or require('dsh.selection').current()
   if not sel then
     return notify('no selection', vim.log.levels.WARN)
@@ -229,6 +295,14 @@ function M.send_selection(delivery, sel)
       table.insert(chat.attachments, att)
       chat:_place_queue()
       return notify('attached ' .. att.label .. ' to the next prompt')
+    end
+    local from_input = false
+    if not text and delivery == 'steer' then
+      text = chat:take_input()
+      from_input = text ~= nil
+    end
+    if text then
+      return M.send(chat, delivery, text, { context = { att }, from_input = from_input })
     end
     run_steps(chat.root, { attachment_step(chat, att, delivery) }, function(err)
       if err then
@@ -348,7 +422,10 @@ function M.pick_session()
   end)
 end
 
-function M.add_file(path)
+--- :DshAddFile [path]: attach a file (default: the current buffer) to the next prompt, read when
+--- the prompt is sent; `now` (:DshAddFile!), or a daemon without `context` on sends: add it at once
+--- as context for the next model request.
+function M.add_file(path, now)
   local buf
   if path and path ~= '' then
     path = vim.fn.fnamemodify(vim.fn.expand(path), ':p')
@@ -365,12 +442,16 @@ function M.add_file(path)
     client.attach(root, buf)
   end
   M.with_chat(function(chat)
-    client.request(chat.root, 'dsh/context/add', {
-      sessionId = chat.id,
-      uri = vim.uri_from_fname(path),
-      kind = 'file',
-      delivery = 'inject',
-    })
+    client.ensure(chat.root, function()
+      local uri = vim.uri_from_fname(path)
+      if not now and M.send_context(chat.root) then
+        local label = 'file ' .. vim.fn.fnamemodify(path, ':~:.')
+        table.insert(chat.attachments, { label = label, uri = uri, kind = 'file' })
+        chat:_place_queue()
+        return notify('attached ' .. label .. ' to the next prompt')
+      end
+      client.request(chat.root, 'dsh/context/add', { sessionId = chat.id, uri = uri, kind = 'file', delivery = 'inject' })
+    end)
   end, buf > 0 and buf or nil, true)
 end
 
@@ -395,13 +476,13 @@ end
 
 local function text_or_selection(delivery)
   return function(o)
+    if o.range > 0 then -- the selection, with the text (if any) as the message it goes with
+      return M.send_selection(delivery, require('dsh.selection').last(), o.args ~= '' and o.args or nil)
+    end
     if o.args ~= '' then
       return M.with_chat(function(chat)
         M.send(chat, delivery, o.args)
       end)
-    end
-    if o.range > 0 then
-      return M.send_selection(delivery, require('dsh.selection').last())
     end
     local chat = M.chat_for(0)
     local text = chat and chat:take_input()
@@ -439,8 +520,8 @@ local function commands()
     M.resume_cmd(o.args)
   end, { nargs = '?', desc = 'dsh: reattach a session (the latest by default)' })
   cmd('DshAddFile', function(o)
-    M.add_file(o.args)
-  end, { nargs = '?', complete = 'file', desc = 'dsh: add a file as context' })
+    M.add_file(o.args, o.bang)
+  end, { nargs = '?', bang = true, complete = 'file', desc = 'dsh: attach a file to the next prompt (! add it now)' })
   cmd('DshEdits', function()
     require('dsh.edits').quickfix()
   end, { desc = 'dsh: files the agent edited (quickfix)' })

@@ -5,12 +5,15 @@
 --   a line moved under the other header changes its list (next turn <-> next step)
 --   a new line, :w adds a prompt there without waking the agent (dsh/send wakeup=false)
 -- Each item line starts with `#N ` (N numbers the items of the last rendering); multi-line texts
--- show their line breaks as `\n` (and a backslash as `\\`).
+-- show their line breaks as `\n` (and a backslash as `\\`). How an item was sent (its verb) and the
+-- editor context it carries are shown after the line as virtual text, so they are not edited: a
+-- reworded item keeps its context.
 local api = vim.api
 local session = require('dsh.session')
 local chat_mod = require('dsh.chat')
 
 local M = {}
+M.ns = api.nvim_create_namespace('dsh.queue.labels')
 
 local HEAD_TURN = '# next turn: prompts, each its own turn, in order'
 local HEAD_STEP = '# next step: steering and context for the next model request'
@@ -49,6 +52,30 @@ local function item_line(chat, n, m)
   return ('#%d [%s]'):format(n, chat_mod.preview(chat.root, m))
 end
 
+--- Label each item line (`#N …`) with its verb and the context it carries (virtual text, so
+--- moving or editing lines keeps the labels with their items).
+function M.decorate(chat)
+  local buf = chat.queue_buf
+  if not (buf and api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
+  local items = chat.queue_items or {}
+  for i, line in ipairs(api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    local n = tonumber(line:match('^#(%d+)'))
+    local item = n and items[n]
+    if item then
+      local verb = chat_mod.verb_of(item.message, item.target)
+      local vt = { { '  ' .. verb, 'DshQueueLabel' } }
+      local ctx = chat_mod.context_summary(chat.root, item.message.context)
+      if ctx ~= '' then
+        vt[#vt + 1] = { '  ' .. ctx, 'DshContext' }
+      end
+      api.nvim_buf_set_extmark(buf, M.ns, i - 1, 0, { virt_text = vt, virt_text_pos = 'eol' })
+    end
+  end
+end
+
 --- (Re)draw the queue buffer of `chat` unless the person has unsaved edits in it.
 function M.render(chat, force)
   local buf = chat.queue_buf
@@ -76,6 +103,7 @@ function M.render(chat, force)
   end
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modified = false
+  M.decorate(chat)
   for win, cursor in pairs(view) do
     pcall(api.nvim_win_set_cursor, win, { math.min(cursor[1], #lines), cursor[2] })
   end
@@ -300,6 +328,12 @@ function M.open(chat)
       buffer = buf,
       callback = function()
         M.write(chat)
+      end,
+    })
+    api.nvim_create_autocmd({ 'TextChanged', 'TextChangedI' }, {
+      buffer = buf,
+      callback = function()
+        M.decorate(chat)
       end,
     })
     vim.keymap.set('n', 'dd', function()

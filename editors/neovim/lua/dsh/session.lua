@@ -7,7 +7,10 @@ local M = {}
 ---@field status 'idle'|'running'
 ---@field last_seq integer highest durable seq applied (-1: none)
 ---@field inbox table<string, table[]> pending messages by target ('next-turn', 'next-step')
----@field live_steps table<string, boolean> steps whose text arrived as live deltas
+---@field live_steps table<string, boolean> steps whose text arrived as live deltas without offsets
+---@field shown table<string, integer> 'turn:step:type' -> UTF-16 units of that block rendered
+---@field chunk_pos table<string, integer> 'turn:step:type' -> UTF-16 units the stored chunks covered
+---@field ahead table<string, table[]> 'turn:step:type' -> deltas past a gap, held until it is filled
 ---@field usage table<integer, table> turn -> usage
 ---@field calls table<string, table> callId -> {name, status}
 ---@field turn integer?
@@ -20,6 +23,9 @@ function M.new(session_id)
     last_seq = -1,
     inbox = { ['next-turn'] = {}, ['next-step'] = {} },
     live_steps = {},
+    shown = {},
+    chunk_pos = {},
+    ahead = {},
     usage = {},
     calls = {},
   }
@@ -71,6 +77,56 @@ function M.find(st, message_id)
   end
 end
 
+--- Length of `text` in UTF-16 code units (the unit of `assistant/delta` offsets).
+local function utf16_len(text)
+  return vim.str_utfindex(text, 'utf-16')
+end
+M.utf16_len = utf16_len
+
+--- `text` without its first `units` UTF-16 code units.
+local function drop_utf16(text, units)
+  if units <= 0 then
+    return text
+  end
+  local ok, byte = pcall(vim.str_byteindex, text, 'utf-16', units, false)
+  if not ok or not byte then
+    return ''
+  end
+  return text:sub(byte + 1)
+end
+
+--- Render the part of a block's text at `offset` (UTF-16 units within the step's block `key`) that
+--- is not shown yet: a duplicate (a delta already in a replayed chunk, a chunk already streamed) is
+--- dropped, an overlap is cut, and text past a gap is held until the text before it arrives.
+local function feed(st, key, kind, offset, text, ops)
+  local shown = st.shown[key] or 0
+  local len = utf16_len(text)
+  if offset > shown then
+    local held = st.ahead[key] or {}
+    held[#held + 1] = { offset = offset, text = text }
+    st.ahead[key] = held
+    return
+  end
+  if offset + len <= shown then
+    return
+  end
+  local tail = drop_utf16(text, shown - offset)
+  if tail ~= '' then
+    ops[#ops + 1] = { op = kind, text = tail }
+  end
+  st.shown[key] = offset + len
+  local held = st.ahead[key]
+  if held then
+    st.ahead[key] = nil
+    table.sort(held, function(a, b)
+      return a.offset < b.offset
+    end)
+    for _, h in ipairs(held) do
+      feed(st, key, kind, h.offset, h.text, ops)
+    end
+  end
+end
+
 local function splice(st, d)
   local list = st.inbox[d.target]
   if not list then
@@ -118,20 +174,28 @@ function M.reduce(st, ev)
       return { { op = 'notice', source = source, text = text } }
     end
   elseif t == 'assistant/delta' then
-    st.live_steps[step_key(d)] = true
     local delta = d.delta or {}
-    if (delta.type == 'text' or delta.type == 'reasoning') and delta.text and delta.text ~= '' then
-      return { { op = delta.type, text = delta.text } }
+    if not ((delta.type == 'text' or delta.type == 'reasoning') and type(delta.text) == 'string') then
+      return {}
     end
-    return {}
+    if type(d.offset) ~= 'number' then -- a daemon without offsets: trust the live stream alone
+      st.live_steps[step_key(d)] = true
+      return delta.text ~= '' and { { op = delta.type, text = delta.text } } or {}
+    end
+    local ops = {}
+    feed(st, step_key(d) .. ':' .. delta.type, delta.type, d.offset, delta.text, ops)
+    return ops
   elseif t == 'assistant/chunk' then
     if st.live_steps[step_key(d)] then
       return {} -- already shown from the live deltas
     end
     local ops = {}
     for _, delta in ipairs(d.deltas or {}) do
-      if (delta.type == 'text' or delta.type == 'reasoning') and delta.text and delta.text ~= '' then
-        ops[#ops + 1] = { op = delta.type, text = delta.text }
+      if (delta.type == 'text' or delta.type == 'reasoning') and type(delta.text) == 'string' then
+        local key = step_key(d) .. ':' .. delta.type
+        local pos = st.chunk_pos[key] or 0
+        st.chunk_pos[key] = pos + utf16_len(delta.text)
+        feed(st, key, delta.type, pos, delta.text, ops)
       end
     end
     return ops
@@ -144,14 +208,24 @@ function M.reduce(st, ev)
     return { { op = 'tool_output', callId = d.callId, text = d.text } }
   elseif t == 'tool/result' then
     local message = d.message or {}
-    local call_id = (message.source or {}).callId
-    if not call_id and type(message.content) == 'table' and message.content[1] then
-      call_id = message.content[1].toolCallId
+    local call_id = d.callId -- top level since the daemon's deltaOffsets/inboxItems release
+    if not call_id then
+      call_id = (message.source or {}).callId
+      if not call_id and type(message.content) == 'table' and message.content[1] then
+        call_id = message.content[1].toolCallId
+      end
     end
     local call = st.calls[call_id or ''] or {}
     call.status = d.error and 'error' or 'ok'
     return {
-      { op = 'tool_result', callId = call_id, name = call.name, error = d.error, meta = d.meta, text = M.text_of(message) },
+      {
+        op = 'tool_result',
+        callId = call_id,
+        name = d.name or call.name,
+        error = d.error,
+        meta = d.meta,
+        text = M.text_of(message),
+      },
     }
   elseif t == 'turn/usage' then
     st.usage[d.turn] = d.usage
