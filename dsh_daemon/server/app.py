@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
 CANCEL_SETTLE_S = 10.0
+LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 
 
 def converter_factory() -> Any:
@@ -75,6 +76,9 @@ class DshProtocol(LanguageServerProtocol):
                 "sendContext": True,  # `context` on sends and inbox/replace (§4)
                 "inboxItems": True,  # verb, wakeup, queuedAt, target, context on pending items (§5)
                 "deltaOffsets": True,  # `offset` on assistant/delta (§7)
+                "permissionEvents": True,  # permission/requested|resolved, dsh/permissions/* (§8)
+                "transcript": True,  # dsh/session/transcript; attach `replay: "none"` (§3)
+                "sessionManagement": True,  # rename, delete, list paging + lastPrompt, session/title (§3)
             }
         }
         return result
@@ -249,9 +253,12 @@ def register(daemon: Daemon) -> None:
 
     @dsh("dsh/session/list")
     def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        p = params.as_object(raw, "dsh/session/list")
-        cwd = params.opt_str(p, "cwd", "dsh/session/list")
-        return {"sessions": daemon.hub.list_sessions(_absolute(ls, cwd) if cwd else None)}
+        method = "dsh/session/list"
+        p = params.as_object(raw, method)
+        cwd = params.opt_str(p, "cwd", method)
+        limit = _opt_positive(p, "limit", method, LIST_MAX_LIMIT)
+        before = params.opt_int(p, "before", method)
+        return daemon.hub.list_sessions(_absolute(ls, cwd) if cwd else None, limit, before)
 
     @dsh("dsh/session/attach")
     def session_attach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -259,7 +266,36 @@ def register(daemon: Daemon) -> None:
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         after = params.opt_int(p, "afterSeq", method)
-        return daemon.hub.attach(session_id, -1 if after is None else after)
+        replay = params.one_of(p, "replay", method, ("all", "none"), "all")
+        return daemon.hub.attach(session_id, -1 if after is None else after, replay == "all")
+
+    # ---- session management (protocol.md §3): transcript, rename, delete ------------------------------
+
+    @dsh("dsh/session/transcript")
+    def session_transcript(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        from dsh_daemon.session.transcript import DEFAULT_LIMIT, MAX_LIMIT
+
+        method = "dsh/session/transcript"
+        p = params.as_object(raw, method)
+        session_id = params.req_str(p, "sessionId", method)
+        before_turn = _opt_positive(p, "beforeTurn", method, None)
+        limit = _opt_positive(p, "limit", method, MAX_LIMIT) or DEFAULT_LIMIT
+        return daemon.hub.transcript(session_id, before_turn, limit)
+
+    @dsh("dsh/session/rename")
+    def session_rename(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/session/rename"
+        p = params.as_object(raw, method)
+        session_id = params.req_str(p, "sessionId", method)
+        daemon.hub.rename_durably(session_id, params.req_str(p, "title", method))
+        return {}
+
+    @dsh("dsh/session/delete")
+    def session_delete(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/session/delete"
+        p = params.as_object(raw, method)
+        daemon.hub.delete_durably(params.req_str(p, "sessionId", method))
+        return {}
 
     def _client_message(p: Mapping[str, Any], method: str) -> UserMessage:
         message = params.message(p, method)
@@ -351,6 +387,29 @@ def register(daemon: Daemon) -> None:
         daemon.hub.inbox_move(session_id, message_id, target, -1 if index is None else index)
         return {}
 
+    @dsh("dsh/permissions/list")
+    def permissions_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/permissions/list"
+        session_id = params.req_str(params.as_object(raw, method), "sessionId", method)
+        hub = daemon.hub
+        return {"grants": hub.grants(session_id), "open": hub.approver(session_id).open_requests()}
+
+    @dsh("dsh/permissions/revoke")
+    def permissions_revoke(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/permissions/revoke"
+        p = params.as_object(raw, method)
+        session_id = params.req_str(p, "sessionId", method)
+        return {"revoked": daemon.hub.revoke_grants(session_id, params.opt_str(p, "scope", method))}
+
+    @dsh("dsh/permissions/respond")
+    def permissions_respond(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/permissions/respond"
+        p = params.as_object(raw, method)
+        session_id = params.req_str(p, "sessionId", method)
+        call_id = params.req_str(p, "callId", method)
+        outcome = params.one_of(p, "outcome", method, ("allow-once", "allow-always", "reject", "cancelled"))
+        return {"answered": daemon.hub.approver(session_id).respond(call_id, outcome)}
+
     @dsh("dsh/context/add")
     def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         # Synchronous like the sends: queued in arrival order (the safe reader never blocks).
@@ -365,6 +424,16 @@ def register(daemon: Daemon) -> None:
     def context_did_change(ls: LanguageServer, raw: Any) -> None:
         if isinstance(raw, Mapping) and daemon.init is not None and not daemon.shutting_down:
             daemon.hub.context_did_change(raw)
+
+
+def _opt_positive(p: Mapping[str, Any], key: str, method: str, cap: int | None) -> int | None:
+    """An optional integer >= 1 (`invalid_params` otherwise), lowered to `cap` when above it."""
+    value = params.opt_int(p, key, method)
+    if value is None:
+        return None
+    if value < 1:
+        raise errors.invalid_params(f"{method}: '{key}' must be a positive integer")
+    return value if cap is None else min(value, cap)
 
 
 def _absolute(ls: LanguageServer, path: str) -> str:

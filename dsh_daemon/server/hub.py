@@ -40,8 +40,9 @@ from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.session.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.session.store import UnknownSessionError
+from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.edits import DiskEditApplier
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
@@ -87,6 +88,7 @@ class SessionView:
 
     agent: Agent
     subscribed: bool = False
+    unsubscribe: Callable[[], None] | None = None
 
 
 class SessionHub:
@@ -108,7 +110,10 @@ class SessionHub:
             options=options,
             tools=lambda sid: self._kit(sid).registry,
             hooks=self._hooks_for,
-            approver=lambda sid: ClientApprover(server.protocol, sid, config.permission_timeout_s),
+            approver=lambda sid: ClientApprover(
+                server.protocol, sid, config.permission_timeout_s, self._announcer(sid)
+            ),
+            durable_auto_title=True,  # clients see a session's title change live (`session/title`)
         )
         self.manager.start_heartbeat()
 
@@ -234,7 +239,7 @@ class SessionHub:
                 payload["seq"] = event.seq
             notify("dsh/event", payload)
 
-        view.agent.subscribe(forward)
+        view.unsubscribe = view.agent.subscribe(forward)
         view.subscribed = True
 
     def _replay(self, session_id: str, events: list[Event]) -> None:
@@ -256,6 +261,8 @@ class SessionHub:
             self._discard_new_session(session_id)
             raise
         view = self._adopt(agent)
+        # What creation logged (a given title's `session/title`) goes out first: seqs start at 0.
+        self._replay(session_id, list(agent.log.events))
         self._subscribe(view)
         return session_id
 
@@ -267,33 +274,103 @@ class SessionHub:
         try:
             if not store.has_session(session_id):
                 return
-            self.manager.leases.release(session_id)
             # A session that never answered its creating request has no history: drop it whole.
-            with store.transaction() as db:
-                db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
-                db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+            store.delete_session(session_id, holder=self.manager.leases.holder)
         except Exception:
             log.exception("could not remove the half-created session %s", session_id)
 
-    def list_sessions(self, cwd: str | None) -> list[dict[str, Any]]:
+    def list_sessions(
+        self, cwd: str | None, limit: int | None = None, before: int | None = None
+    ) -> dict[str, Any]:
+        """`{sessions, hasMore?}`: most recently updated first; without `limit`, every session;
+        `hasMore` when paging (`limit` or `before` given)."""
+        page = self.manager.store.list_page(cwd, limit=limit, before=before)
         out = []
-        for info in self.manager.list_sessions(cwd):
+        for info in page.sessions:
             row = info.to_json()
             row.pop("lastSeq", None)
             out.append(row)
-        return out
+        result: dict[str, Any] = {"sessions": out}
+        if limit is not None or before is not None:
+            result["hasMore"] = page.has_more
+        return result
 
-    def attach(self, session_id: str, after_seq: int) -> dict[str, Any]:
+    def transcript(self, session_id: str, before_turn: int | None, limit: int) -> dict[str, Any]:
+        """A page of rendered turns, from memory when this process drives the session, else from the
+        store (read-only: a session another process drives, or one nobody has open)."""
+        view = self.views.get(session_id)
+        if view is not None and view.agent.log.lease_lost is None:
+            events = view.agent.log.events
+            return transcript_page(reversed(events), len(events) - 1, before_turn, limit).to_json()
+        store = self.manager.store
+        try:
+            last_seq = store.session_info(session_id).last_seq
+        except UnknownSessionError as exc:
+            raise errors.unknown_session(session_id) from exc
+        newest_first = store.iter_events_backward(session_id, last_seq)
+        try:
+            return transcript_page(newest_first, last_seq, before_turn, limit).to_json()
+        finally:
+            newest_first.close()
+
+    def rename_durably(self, session_id: str, title: str) -> None:
+        """A new title (whitespace collapsed, 1–200 characters): a durable `session/title` unless it is
+        the title already. Driving the session is required (another process's: `session_busy`)."""
+        title = collapse_title(title)
+        if not 1 <= len(title) <= MAX_TITLE_CHARS:
+            raise errors.invalid_params(
+                f"dsh/session/rename: 'title' must hold 1 to {MAX_TITLE_CHARS} characters "
+                f"after collapsing whitespace (got {len(title)})"
+            )
+        agent = self.agent(session_id)
+        if self.manager.info(session_id).title != title:
+            self.manager.write_title(agent, title)
+
+    def delete_durably(self, session_id: str) -> None:
+        """Remove the session (rows, pending items, this connection's subscription). Refused with
+        `session_busy` while a turn runs here or another live process drives it."""
+        try:
+            self.manager.delete_session(session_id)
+        except UnknownSessionError as exc:
+            raise errors.unknown_session(session_id) from exc
+        except SessionRunningError as exc:
+            raise errors.session_busy_because(
+                session_id,
+                "a turn is running in this dsh-daemon; cancel it or wait, then delete",
+                reason="running",
+            ) from exc
+        except SessionBusyError as exc:
+            raise errors.session_busy_because(
+                session_id,
+                f"it is driven by another dsh-daemon (pid {exc.pid} on {exc.host}); it can be deleted "
+                "once that process lets it go",
+                reason="leased",
+                holderPid=exc.pid,
+                holderHost=exc.host,
+            ) from exc
+        view = self.views.pop(session_id, None)
+        if view is not None and view.unsubscribe is not None:
+            view.unsubscribe()
+        for table in (self.kits, self.workspaces, self.ambient, self.read_only):
+            table.pop(session_id, None)
+
+    def attach(self, session_id: str, after_seq: int, replay: bool = True) -> dict[str, Any]:
+        """Replay (unless not `replay`) the durable events after `after_seq`, then follow live ones;
+        without replay the reply's `lastSeq` is where the live stream starts."""
         try:
             view = self.view(session_id)
         except errors.DshError as exc:
             if (exc.data or {}).get("code") != "session_busy":
                 raise
             # Leased by another live process: history only, read from the store.
-            events = self.manager.read(session_id, after_seq)
-            self._replay(session_id, events)
-            self.read_only[session_id] = events[-1].seq if events else after_seq  # type: ignore[assignment]
-            info = self.manager.info(session_id)
+            if replay:
+                events = self.manager.read(session_id, after_seq)
+                self._replay(session_id, events)
+                self.read_only[session_id] = events[-1].seq if events else after_seq  # type: ignore[assignment]
+                info = self.manager.info(session_id)
+            else:
+                info = self.manager.info(session_id)
+                self.read_only[session_id] = info.last_seq
             return {
                 "sessionId": session_id,
                 "status": info.status,
@@ -305,14 +382,50 @@ class SessionHub:
         agent = view.agent
         # Replay from memory (it includes events not yet written behind) and subscribe in the same
         # synchronous stretch: no event can fall between the two, and none is sent twice.
-        self._replay(session_id, [e for e in agent.log.events if e.seq is not None and e.seq > after_seq])
+        if replay:
+            self._replay(session_id, [e for e in agent.log.events if e.seq is not None and e.seq > after_seq])
         self._subscribe(view)
         return {
             "sessionId": session_id,
             "status": agent.status,
             "lastSeq": agent.log.next_seq - 1,
             "inbox": agent.inbox.to_json(),
+            "permissionRequests": self.approver(session_id).open_requests(),
         }
+
+    # ---- permissions ---------------------------------------------------------------------------------
+
+    def _announcer(self, session_id: str) -> Callable[[str, dict[str, Any]], None]:
+        """Live permission events for the session, sent only while this connection follows it."""
+
+        def announce(type_: str, data: dict[str, Any]) -> None:
+            view = self.views.get(session_id)
+            if view is not None and view.subscribed:
+                self.server.protocol.notify(
+                    "dsh/event", {"sessionId": session_id, "type": type_, "data": data}
+                )
+
+        return announce
+
+    def approver(self, session_id: str) -> ClientApprover:
+        approver = self.agent(session_id).approver
+        if not isinstance(approver, ClientApprover):  # every session this hub opens gets one
+            raise errors.internal_error("this session has no client approver")
+        return approver
+
+    def grants(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's "allow always" answers: a whole tool, or one exact command."""
+        out = []
+        for scope in sorted(self.agent(session_id).always_allowed):
+            tool, sep, rest = scope.partition(":")
+            out.append({"scope": scope, "tool": tool, **({"command": rest} if sep else {})})
+        return out
+
+    def revoke_grants(self, session_id: str, scope: str | None) -> int:
+        allowed = self.agent(session_id).always_allowed
+        dropped = set(allowed) if scope is None else ({scope} & allowed)
+        allowed.difference_update(dropped)
+        return len(dropped)
 
     def send(
         self,

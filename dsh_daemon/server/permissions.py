@@ -3,6 +3,11 @@
 An answer that is not one of the four outcomes, no answer within the timeout, a disconnect, or a
 cancelled turn all resolve as `cancelled`; the client is told to drop a request it no longer needs
 with `$/cancelRequest`.
+
+Each open request is also announced as a live `permission/requested` event and listed by
+`open_requests()` (the attach reply), so a client that lost its view of the request (a reloaded
+webview) can still show it and answer it with `dsh/permissions/respond`; `permission/resolved` says
+how it ended, whichever way it was answered.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from lsprotocol import types
 from pygls.protocol import JsonRPCProtocol
@@ -21,38 +27,94 @@ from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
 log = logging.getLogger(__name__)
 
 OUTCOMES: tuple[PermissionOutcome, ...] = ("allow-once", "allow-always", "reject", "cancelled")
+PERMISSION_REQUESTED = "permission/requested"
+PERMISSION_RESOLVED = "permission/resolved"
+
+Announce = Callable[[str, dict[str, Any]], None]  # (live event type, data) to the session's client
 
 
 class ClientApprover:
-    def __init__(self, protocol: JsonRPCProtocol, session_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        protocol: JsonRPCProtocol,
+        session_id: str,
+        timeout_s: float,
+        announce: Announce | None = None,
+    ) -> None:
         self._protocol = protocol
         self._session_id = session_id
         self._timeout_s = timeout_s
+        self._announce = announce or (lambda _type, _data: None)
+        self._open: dict[str, tuple[dict[str, Any], asyncio.Future[Any]]] = {}
+
+    def open_requests(self) -> list[dict[str, Any]]:
+        """The `dsh/requestPermission` params of every request still waiting for an answer."""
+        return [params for params, _ in self._open.values()]
+
+    def respond(self, call_id: str, outcome: str) -> bool:
+        """Answer an open request out of band (`dsh/permissions/respond`); False when none is open."""
+        entry = self._open.get(call_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result({"outcome": outcome})
+        return True
 
     async def request_permission(self, request: PermissionRequest, signal: AbortSignal) -> PermissionOutcome:
         msg_id = f"perm-{uuid.uuid4()}"
-        params = {
+        call_id = request.call.call_id
+        params: dict[str, Any] = {
             "sessionId": self._session_id,
-            "callId": request.call.call_id,
+            "callId": call_id,
             "tool": request.call.name,
             "title": request.title,
             "arguments": request.call.args if request.call.args is not None else request.call.arguments,
         }
         if request.preview is not None:
             params["preview"] = dict(request.preview)
+        out_of_band: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._open[call_id] = (params, out_of_band)
+        self._announce(PERMISSION_REQUESTED, {k: v for k, v in params.items() if k != "sessionId"})
+        outcome: PermissionOutcome = "cancelled"
+        try:
+            outcome = await self._ask(msg_id, params, out_of_band, signal)
+            return outcome
+        finally:
+            self._open.pop(call_id, None)
+            self._announce(PERMISSION_RESOLVED, {"callId": call_id, "outcome": outcome})
+
+    async def _ask(
+        self, msg_id: str, params: dict[str, Any], out_of_band: asyncio.Future[Any], signal: AbortSignal
+    ) -> PermissionOutcome:
         future = asyncio.wrap_future(
             self._protocol.send_request("dsh/requestPermission", params, msg_id=msg_id)
         )
+        either = asyncio.ensure_future(_first(future, out_of_band))
+        answered_by_client = False
         try:
-            answer = await asyncio.wait_for(signal.race(future), self._timeout_s)
+            answer = await asyncio.wait_for(signal.race(either), self._timeout_s)
+            answered_by_client = future.done() and not future.cancelled()
         except TimeoutError:
-            self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
             return "cancelled"
         except Exception as exc:
             if signal.aborted:
-                self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
                 raise
+            answered_by_client = future.done()  # an error reply, or a lost client
             log.info("permission request failed: %s", exc)
             return "cancelled"
+        finally:
+            out_of_band.cancel()
+            either.cancel()
+            if not future.done():
+                future.cancel()
+            if not answered_by_client:
+                # Timed out, aborted (however the abort arrived) or answered out of band: the editor's
+                # own prompt is no longer needed.
+                self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else getattr(answer, "outcome", None)
         return outcome if outcome in OUTCOMES else "cancelled"
+
+
+async def _first(*futures: asyncio.Future[Any]) -> Any:
+    """The result of whichever future completes first (its exception, if it failed)."""
+    done, _ = await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    return next(iter(done)).result()

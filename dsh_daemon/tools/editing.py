@@ -84,7 +84,7 @@ class EditFileTool(_EditToolBase):
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)
-        return {"path": str(edit.path), "diff": edit.unified_diff}
+        return edit_preview(edit)
 
     async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit, str]:
         """The edit this call makes and its summary; nothing is written."""
@@ -147,7 +147,7 @@ class WriteFileTool(_EditToolBase):
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)
-        return None if edit is None else {"path": str(edit.path), "diff": edit.unified_diff}
+        return None if edit is None else edit_preview(edit)
 
     async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit | None, str]:
         """The edit this call makes (None: the file already holds the content) and the path shown."""
@@ -173,3 +173,22 @@ def _check_approved(edit: ComputedEdit, ctx: ToolContext) -> None:
             "the file changed while the user was asked to allow this edit; nothing was written. "
             "Read the file again and redo the edit."
         )
+
+
+PREVIEW_TEXT_CHARS = 1_000_000  # each of oldText / newText in a permission preview
+
+
+def edit_preview(edit: ComputedEdit) -> dict[str, Any]:
+    """What the person is asked to approve: the diff, and the whole old and new text for a side-by-side
+    diff view (each capped; `truncated` says a cap cut one of them, and the diff is then the truth)."""
+    old, new = edit.before_text, edit.after_text
+    preview: dict[str, Any] = {
+        "path": str(edit.path),
+        "diff": edit.unified_diff,
+        "oldText": old[:PREVIEW_TEXT_CHARS],
+        "newText": new[:PREVIEW_TEXT_CHARS],
+        "created": edit.created,
+    }
+    if len(old) > PREVIEW_TEXT_CHARS or len(new) > PREVIEW_TEXT_CHARS:
+        preview["truncated"] = True
+    return preview
