@@ -74,6 +74,17 @@ def session_busy(session_id: str, pid: int, host: str) -> DshError:
     )
 
 
+def session_busy_because(session_id: str, message: str, **extra: Any) -> DshError:
+    """`session_busy` with its own message: why this request cannot act on the session now."""
+    return DshError(
+        f"session {shown(session_id)}: {message}",
+        code=REQUEST_FAILED,
+        data_code="session_busy",
+        sessionId=shown(session_id),
+        **extra,
+    )
+
+
 def shutting_down() -> DshError:
     return DshError("dsh-daemon is shutting down", code=REQUEST_FAILED, data_code="shutting_down")
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh_daemon.agent.events import Event, EventBus
+from dsh_daemon.agent.events import INBOX_INSERTED, SESSION_TITLE, STATUS, Event, EventBus
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.provider import Provider
@@ -25,6 +25,22 @@ from dsh_daemon.session.repair import repair_closers, unentered_claims
 from dsh_daemon.session.store import SessionInfo, SessionStore
 
 log = logging.getLogger(__name__)
+
+AUTO_TITLE_CHARS = 80
+MAX_TITLE_CHARS = 200
+
+
+class SessionRunningError(Exception):
+    """The session has a turn running in this process (refused for what must wait for idle)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} has a turn running in this dsh-daemon")
+        self.session_id = session_id
+
+
+def collapse_title(text: str) -> str:
+    """Whitespace runs become one space, ends trimmed."""
+    return " ".join(text.split())
 
 
 class SessionManager:
@@ -38,7 +54,11 @@ class SessionManager:
         hooks: Callable[[str], Hooks] | None = None,
         approver: Callable[[str], Approver | None] | None = None,
         write_delay: float | None = None,
+        durable_auto_title: bool = False,
     ) -> None:
+        """`durable_auto_title`: the title taken from the first prompt is also a durable `session/title`
+        event (the daemon's choice, so attached clients see it); off, it goes to the sessions row only
+        and the log holds exactly what the agent core writes."""
         self.store = SessionStore(state_dir)
         self.leases = LeaseHolder(self.store)
         self.provider = provider
@@ -47,7 +67,9 @@ class SessionManager:
         self._hooks = hooks or (lambda _sid: Hooks())
         self._approver = approver or (lambda _sid: None)
         self._write_delay = write_delay
+        self._durable_auto_title = durable_auto_title
         self.agents: dict[str, Agent] = {}
+        self._titled: set[str] = set()  # open sessions whose title is set (no automatic title any more)
         self._heartbeat: asyncio.Task[None] | None = None
 
     # ---- sessions ------------------------------------------------------------------------------------
@@ -58,7 +80,10 @@ class SessionManager:
         session_id = session_id or str(uuid.uuid4())
         self.store.create_session(session_id, title=title, cwd=cwd)
         self.leases.acquire(session_id)
-        return self._build(session_id, [])
+        agent = self._build(session_id, [])
+        if title is not None:
+            self.write_title(agent, title, commit=True)
+        return agent
 
     def open(self, session_id: str) -> Agent:
         """Open `session_id` for driving (takes the lease; raises SessionBusyError/UnknownSessionError)."""
@@ -96,6 +121,28 @@ class SessionManager:
     def list_sessions(self, cwd: str | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(cwd)
 
+    def write_title(self, agent: Agent, title: str, *, commit: bool = True) -> None:
+        """Set the title of a session this process drives: a durable `session/title` event (on disk on
+        return with `commit`) and the sessions row. Once set, no automatic title replaces it."""
+        self._titled.add(agent.session_id)
+        agent.log.append(SESSION_TITLE, {"title": title}, commit=commit)
+        self.store.update_session(agent.session_id, title=title)
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove a session and all its rows. Raises `UnknownSessionError`, `SessionRunningError` (a
+        turn runs here) or `SessionBusyError` (another live process drives it); pending items go too."""
+        agent = self.agents.get(session_id)
+        if agent is not None and agent.running:
+            raise SessionRunningError(session_id)
+        self.store.session_info(session_id)
+        if agent is None:
+            self.leases.acquire(session_id)  # nobody else may be driving it while its rows go
+        else:
+            agent.log.commit()  # nothing left to write behind into a deleted session
+        self.store.delete_session(session_id, holder=self.leases.holder)
+        self.agents.pop(session_id, None)
+        self._titled.discard(session_id)
+
     def _build(self, session_id: str, events: list[Event]) -> Agent:
         bus = EventBus()
         kwargs = {} if self._write_delay is None else {"write_delay": self._write_delay}
@@ -122,22 +169,28 @@ class SessionManager:
         return agent
 
     def _status_tracker(self, agent: Agent) -> Callable[[Event], None]:
-        """Keeps the sessions row current: status, pending count, and a title from the first prompt (D11)."""
-        titled = [self.store.session_info(agent.session_id).title is not None]
+        """Keeps the sessions row current: status, pending count, and a title from the first prompt (D11),
+        which is a durable `session/title` like any other title."""
+        session_id = agent.session_id
+        if self.store.session_info(session_id).title is not None:
+            self._titled.add(session_id)
 
         def track(event: Event) -> None:
-            if event.type == "agent/status":
+            if event.type == STATUS:
                 self.store.update_session(
-                    agent.session_id, status=str(event.data["status"]), pending=len(agent.inbox)
+                    session_id, status=str(event.data["status"]), pending=len(agent.inbox)
                 )
-            elif event.type == "agent/inbox/inserted" and not titled[0]:
+            elif event.type == INBOX_INSERTED and session_id not in self._titled:
                 message = event.data["message"]
                 if message["source"].get("kind") == "user":
                     text = " ".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
-                    title = " ".join(text.split())[:80]
-                    if title:
-                        self.store.update_session(agent.session_id, title=title)
-                        titled[0] = True
+                    title = collapse_title(text)[:AUTO_TITLE_CHARS]
+                    if title and self._durable_auto_title:
+                        # Written behind with the next batch (the splice before it is already on disk).
+                        self.write_title(agent, title, commit=False)
+                    elif title:
+                        self._titled.add(session_id)
+                        self.store.update_session(session_id, title=title)
 
         return track
 

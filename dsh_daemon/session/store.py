@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,15 @@ from dsh_daemon.jsonvalue import dumps, loads
 
 FORMAT_VERSION = 1
 DB_FILENAME = "sessions.sqlite3"
+LAST_PROMPT_CHARS = 120
+_SESSION_COLUMNS = "session_id, title, cwd, created_at, updated_at, status, last_seq, pending"
+# The latest human prompt a session entered: read backwards along the (session_id, seq) key, so it
+# costs the events after that prompt, not the whole log.
+_LAST_PROMPT = (
+    "(SELECT json_extract(e.data, '$.content') FROM events e WHERE e.session_id = p.session_id "
+    "AND e.type = 'user/message' AND json_extract(e.data, '$.source.kind') = 'user' "
+    "ORDER BY e.seq DESC LIMIT 1)"
+)
 
 
 class StoreError(Exception):
@@ -68,9 +77,10 @@ class SessionInfo:
     status: str
     last_seq: int
     pending: int
+    last_prompt: str | None = None  # filled by `list_page` only
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "sessionId": self.session_id,
             "title": self.title,
             "cwd": self.cwd,
@@ -80,6 +90,33 @@ class SessionInfo:
             "lastSeq": self.last_seq,
             "pending": self.pending,
         }
+        if self.last_prompt is not None:
+            out["lastPrompt"] = self.last_prompt
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of `list_page`: most recently updated first; `has_more` when older sessions remain."""
+
+    sessions: tuple[SessionInfo, ...]
+    has_more: bool
+
+
+def prompt_preview(content_json: str | None, limit: int = LAST_PROMPT_CHARS) -> str | None:
+    """The text blocks of a stored message's `content` (JSON text), whitespace collapsed, cut to `limit`."""
+    if content_json is None:
+        return None
+    try:
+        content = loads(content_json)
+    except ValueError:
+        return None
+    if not isinstance(content, list | tuple):
+        return None
+    text = " ".join(
+        str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text"
+    )
+    return " ".join(text.split())[:limit]
 
 
 def now_ms() -> int:
@@ -190,6 +227,66 @@ class SessionStore:
         sql += " ORDER BY updated_at DESC, session_id"
         return [SessionInfo(*row) for row in self._db.execute(sql, args)]
 
+    def list_page(
+        self, cwd: str | None = None, *, limit: int | None = None, before: int | None = None
+    ) -> SessionPage:
+        """At most `limit` (None: all) sessions updated before `before` (ms; None: from the newest),
+        most recent first, each with its `last_prompt`. Sessions sharing the page's oldest `updated_at`
+        all join the page (it may exceed `limit`), so `before = <that updatedAt>` loses none."""
+        where: list[str] = ["1=1"]
+        args: list[Any] = []
+        if cwd is not None:
+            where.append("cwd=?")
+            args.append(cwd)
+        if before is not None:
+            where.append("updated_at<?")
+            args.append(before)
+        cond = " AND ".join(where)
+        if limit is None:
+            return SessionPage(tuple(self._page_rows(cond, args, None)), False)
+        rows = self._page_rows(cond, args, limit + 1)
+        if len(rows) <= limit:
+            return SessionPage(tuple(rows), False)
+        boundary = rows[limit - 1].updated_at
+        if rows[limit].updated_at != boundary:
+            return SessionPage(tuple(rows[:limit]), True)
+        # a tie across the page boundary: the whole tied group joins this page
+        rows = self._page_rows(f"{cond} AND updated_at>=?", [*args, boundary], None)
+        more = self._db.execute(
+            f"SELECT 1 FROM sessions WHERE {cond} AND updated_at<? LIMIT 1", (*args, boundary)
+        ).fetchone()
+        return SessionPage(tuple(rows), more is not None)
+
+    def _page_rows(self, cond: str, args: list[Any], limit: int | None) -> list[SessionInfo]:
+        limit_sql = "" if limit is None else f" LIMIT {int(limit)}"
+        sql = (
+            f"SELECT p.*, {_LAST_PROMPT} FROM (SELECT {_SESSION_COLUMNS} FROM sessions WHERE {cond} "
+            f"ORDER BY updated_at DESC, session_id{limit_sql}) p ORDER BY p.updated_at DESC, p.session_id"
+        )
+        out = []
+        for sid, title, cwd, created, updated, status, last_seq, pending, prompt in self._db.execute(
+            sql, args
+        ):
+            out.append(
+                SessionInfo(
+                    sid, title, cwd, created, updated, status, last_seq, pending, prompt_preview(prompt)
+                )
+            )
+        return out
+
+    def delete_session(self, session_id: str, *, holder: str | None = None) -> bool:
+        """Remove the session's rows (events, summary, lease) in one transaction; False when there was
+        no such session. With `holder`, refuse (`LeaseLostError`) while another holder has the lease."""
+        with self.transaction() as db:
+            if holder is not None:
+                lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
+                if lease is not None and lease[0] != holder:
+                    raise LeaseLostError(session_id, lease[0])
+            db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM leases WHERE session_id=?", (session_id,))
+            deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
+        return deleted > 0
+
     def update_session(
         self,
         session_id: str,
@@ -268,19 +365,31 @@ class SessionStore:
             if seq != expected:
                 raise CorruptSessionError(f"session {session_id}: seq gap at {expected} (found {seq})")
             expected += 1
-            if kind not in DURABLE_TYPES and not ignorable:
-                raise CorruptSessionError(
-                    f"session {session_id}: unknown event type {kind!r} at seq {seq} "
-                    "(written by a newer dsh-daemon? upgrade to read it)"
-                )
-            try:
-                payload = loads(data)
-            except ValueError as exc:
-                raise CorruptSessionError(
-                    f"session {session_id}: unreadable event at seq {seq}: {exc}"
-                ) from exc
-            events.append(Event(kind, payload, seq, stamp, bool(ignorable)))
+            events.append(_decode(session_id, seq, stamp, kind, data, ignorable))
         return events
+
+    def iter_events_backward(
+        self, session_id: str, up_to_seq: int, batch: int = 512
+    ) -> Generator[Event, None, None]:
+        """The events with `seq <= up_to_seq`, newest first, read lazily (stop early to read only the
+        tail). Close the iterator (or exhaust it) to end the read."""
+        cursor = self._db.execute(
+            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq<=? "
+            "ORDER BY seq DESC",
+            (session_id, up_to_seq),
+        )
+        try:
+            expected = up_to_seq
+            while rows := cursor.fetchmany(batch):
+                for seq, stamp, kind, data, ignorable in rows:
+                    if seq != expected:
+                        raise CorruptSessionError(
+                            f"session {session_id}: seq gap at {expected} (found {seq})"
+                        )
+                    expected -= 1
+                    yield _decode(session_id, seq, stamp, kind, data, ignorable)
+        finally:
+            cursor.close()
 
     def last_seq(self, session_id: str) -> int:
         return self.session_info(session_id).last_seq
@@ -318,6 +427,19 @@ class SessionStore:
     def release_lease(self, session_id: str, holder: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
+
+
+def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorable: int) -> Event:
+    if kind not in DURABLE_TYPES and not ignorable:
+        raise CorruptSessionError(
+            f"session {session_id}: unknown event type {kind!r} at seq {seq} "
+            "(written by a newer dsh-daemon? upgrade to read it)"
+        )
+    try:
+        payload = loads(data)
+    except ValueError as exc:
+        raise CorruptSessionError(f"session {session_id}: unreadable event at seq {seq}: {exc}") from exc
+    return Event(kind, payload, seq, stamp, bool(ignorable))
 
 
 def default_state_dir() -> Path:

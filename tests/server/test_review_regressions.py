@@ -174,8 +174,11 @@ async def test_a_malformed_stored_event_is_session_unreadable(tmp_path: Path, fa
     await first.request("dsh/inject", {"sessionId": sid, "message": {"content": "x"}})
     await stop_daemon(first)
     db = sqlite3.connect(state / "sessions.sqlite3")
-    db.execute("INSERT INTO events VALUES (?, 1, 0, 'turn/start', '{\"turn\":\"not a number\"}', 0)", (sid,))
-    db.execute("UPDATE sessions SET last_seq=1 WHERE session_id=?", (sid,))
+    (seq,) = db.execute("SELECT last_seq + 1 FROM sessions WHERE session_id=?", (sid,)).fetchone()
+    db.execute(
+        "INSERT INTO events VALUES (?, ?, 0, 'turn/start', '{\"turn\":\"not a number\"}', 0)", (sid, seq)
+    )
+    db.execute("UPDATE sessions SET last_seq=? WHERE session_id=?", (seq, sid))
     db.commit()
     second = await start_daemon(state, fake)
     with pytest.raises(JsonRpcException) as error:

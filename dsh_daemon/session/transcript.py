@@ -1,0 +1,272 @@
+"""A compact transcript for UIs, rendered from the durable log (protocol.md §3 `dsh/session/transcript`).
+
+Pure functions over events: no store, no wire. `page_events` picks the events of one page of turns
+from the log read newest first (so only the tail is read); `render_turns` folds them, in log order,
+into rendered turns; `transcript_page` does both.
+
+A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?}`; `end` is the
+`turn/end` reason (absent while the turn is open). Items, in log order:
+- `{type: "message", seq, step, id, source, text}`: a `user/message` the turn entered (a person's
+  prompt, editor context, a plugin's notice); `text` is its text blocks joined;
+- `{type: "assistant", seq, step, text, reasoning?, interrupted?, finishReason?}`: an
+  `assistant/message` with text or reasoning; while a step streams and its message is not written yet,
+  the chunks so far as `{type: "assistant", seq (of its last chunk), step, text, reasoning?,
+  partial: true}`;
+- `{type: "tool", seq, step, callId, name, arguments, synthetic?, result?}`: a call of an assistant
+  message; `result = {seq, output, isError?, error?, meta?}` once its `tool/result` is logged.
+Long texts are cut to `TEXT_CAP` characters, flagged with the full length beside them: a tool
+result's `output` and a non-user message's `text` get `truncated: true` and `length`; a call's
+`arguments` and an edit's `meta.diff` get `argumentsTruncated`/`argumentsLength` and
+`diffTruncated`/`diffLength`. A person's prompt and the assistant's text and reasoning are never cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_daemon.agent.events import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USAGE,
+    USER_MESSAGE,
+    Event,
+)
+from dsh_daemon.jsonvalue import dumps, thaw
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+TEXT_CAP = 4_000
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptPage:
+    """Turns newest first; `last_seq`: the newest event the page reflects; `has_more`: older turns exist."""
+
+    turns: tuple[dict[str, Any], ...]
+    last_seq: int
+    has_more: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"turns": list(self.turns), "lastSeq": self.last_seq, "hasMore": self.has_more}
+
+
+def transcript_page(
+    events_newest_first: Iterable[Event], last_seq: int, before_turn: int | None, limit: int
+) -> TranscriptPage:
+    """The page of at most `limit` turns numbered below `before_turn` (None: the newest ones)."""
+    events, has_more = page_events(events_newest_first, before_turn, limit)
+    turns = [t for t in render_turns(events) if before_turn is None or t["turn"] < before_turn]
+    turns.reverse()
+    return TranscriptPage(tuple(turns), last_seq, has_more)
+
+
+def page_events(
+    events_newest_first: Iterable[Event], before_turn: int | None, limit: int
+) -> tuple[list[Event], bool]:
+    """The events from the `turn/start` of the page's oldest turn to the end, in log order, reading
+    newest first and stopping there; and whether an older turn exists (turns are numbered 1, 2, …)."""
+    taken: list[Event] = []
+    found = 0
+    oldest: int | None = None
+    for event in events_newest_first:
+        taken.append(event)
+        if event.type != TURN_START:
+            continue
+        turn = _int(event.data.get("turn"))
+        if before_turn is not None and turn >= before_turn:
+            continue
+        found += 1
+        oldest = turn
+        if found >= limit:
+            break
+    taken.reverse()
+    return taken, oldest is not None and oldest > 1
+
+
+def render_turns(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """Every turn the events hold (those starting with their `turn/start`), oldest first."""
+    builder = _Builder()
+    for event in events:
+        builder.feed(event)
+    return builder.turns
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.turns: list[dict[str, Any]] = []
+        self.current: dict[str, Any] | None = None
+        self.step: int | None = None
+        self.tools: dict[str, dict[str, Any]] = {}  # callId → item, in the current turn
+        self.placed: set[str] = set()  # callIds whose item is in the turn's items
+        self.partial: dict[str, Any] | None = None  # the streaming step's chunks so far
+
+    def feed(self, event: Event) -> None:
+        kind, data = event.type, event.data
+        if kind == TURN_START:
+            self.current = {
+                "turn": _int(data.get("turn")),
+                "startSeq": event.seq,
+                "startedAt": event.time,
+                "items": [],
+            }
+            self.turns.append(self.current)
+            self.step, self.tools, self.placed, self.partial = None, {}, set(), None
+            return
+        turn = self.current
+        if turn is None:
+            return  # between turns: inbox splices, titles, headers of no turn
+        items: list[dict[str, Any]] = turn["items"]
+        if kind == STEP_START:
+            self.step, self.partial = _int(data.get("step")), None
+        elif kind == STEP_END:
+            self.step, self.partial = None, None
+        elif kind == USER_MESSAGE:
+            items.append(self._message(event))
+        elif kind == ASSISTANT_CHUNK:
+            self._chunk(event, items)
+        elif kind == ASSISTANT_MESSAGE:
+            self._assistant(event, items)
+        elif kind == TOOL_CALL:
+            call_id = str(data.get("callId", ""))
+            item = self._place(event, call_id, str(data.get("name", "")), data.get("arguments"), items)
+            if data.get("synthetic"):
+                item["synthetic"] = True
+        elif kind == TOOL_RESULT:
+            call_id = str(data.get("callId") or _get(data, "message", "source", "callId") or "")
+            item = self._place(event, call_id, str(data.get("name", "")), None, items)
+            item["result"] = self._result(event)
+        elif kind == USAGE:
+            turn["usage"] = thaw(data.get("usage"))
+        elif kind == TURN_END:
+            turn["endSeq"], turn["endedAt"] = event.seq, event.time
+            turn["end"] = thaw(data.get("reason"))
+            self.current, self.step, self.partial = None, None, None
+
+    def _message(self, event: Event) -> dict[str, Any]:
+        data = event.data
+        source = thaw(data.get("source")) or {}
+        item: dict[str, Any] = {"type": "message", "seq": event.seq, "step": self.step, "id": data.get("id")}
+        item["source"] = source
+        text = _text(data.get("content"))
+        if source.get("kind") == "user":
+            item["text"] = text
+        else:
+            item.update(_capped("text", text, "truncated", "length"))
+        return item
+
+    def _chunk(self, event: Event, items: list[dict[str, Any]]) -> None:
+        if self.partial is None:
+            self.partial = {
+                "type": "assistant",
+                "seq": event.seq,
+                "step": self.step,
+                "text": "",
+                "partial": True,
+            }
+            items.append(self.partial)
+        partial = self.partial
+        partial["seq"] = event.seq
+        for delta in event.data.get("deltas", ()):
+            if not isinstance(delta, Mapping):
+                continue
+            if delta.get("type") == "text":
+                partial["text"] += str(delta.get("text", ""))
+            elif delta.get("type") == "reasoning":
+                partial["reasoning"] = partial.get("reasoning", "") + str(delta.get("text", ""))
+
+    def _assistant(self, event: Event, items: list[dict[str, Any]]) -> None:
+        data = event.data
+        if self.partial is not None:  # the finished message replaces what streamed
+            if self.partial in items:
+                items.remove(self.partial)
+            self.partial = None
+        blocks = [b for b in _get(data, "message", "content") or () if isinstance(b, Mapping)]
+        text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        reasoning = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "reasoning")
+        step = _int(data.get("step")) if data.get("step") is not None else self.step
+        if text or reasoning or data.get("interrupted"):
+            item: dict[str, Any] = {"type": "assistant", "seq": event.seq, "step": step, "text": text}
+            if reasoning:
+                item["reasoning"] = reasoning
+            if data.get("interrupted"):
+                item["interrupted"] = True
+            if data.get("finishReason") is not None:
+                item["finishReason"] = data["finishReason"]
+            items.append(item)
+        for block in blocks:
+            if block.get("type") == "tool-call":
+                call_id = str(block.get("id", ""))
+                tool = self._place(event, call_id, str(block.get("name", "")), block.get("arguments"), items)
+                tool["step"] = step
+
+    def _place(
+        self, event: Event, call_id: str, name: str, arguments: Any, items: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The call's item (made on first mention, at that point of the turn)."""
+        item = self.tools.get(call_id)
+        if item is None:
+            item = {"type": "tool", "seq": event.seq, "step": self.step, "callId": call_id, "name": name}
+            self.tools[call_id] = item
+        if call_id not in self.placed:
+            self.placed.add(call_id)
+            items.append(item)
+        if name and not item.get("name"):
+            item["name"] = name
+        if arguments is not None and "arguments" not in item:
+            raw = arguments if isinstance(arguments, str) else dumps(thaw(arguments))
+            item.update(_capped("arguments", raw))
+        return item
+
+    def _result(self, event: Event) -> dict[str, Any]:
+        data = event.data
+        blocks = [b for b in _get(data, "message", "content") or () if isinstance(b, Mapping)]
+        output = "".join(_text(b.get("content")) for b in blocks if b.get("type") == "tool-result")
+        result: dict[str, Any] = {"seq": event.seq, **_capped("output", output, "truncated", "length")}
+        if any(b.get("isError") for b in blocks):
+            result["isError"] = True
+        if data.get("error") is not None:
+            result["error"] = thaw(data["error"])
+        meta = data.get("meta")
+        if isinstance(meta, Mapping):
+            shown = thaw(meta)
+            if isinstance(shown.get("diff"), str):
+                shown.update(_capped("diff", shown.pop("diff")))
+            result["meta"] = shown
+        return result
+
+
+def _capped(key: str, text: str, flag: str | None = None, length: str | None = None) -> dict[str, Any]:
+    """`{key: text}`, or the first `TEXT_CAP` characters with a truncation flag and the full length."""
+    if len(text) <= TEXT_CAP:
+        return {key: text}
+    return {key: text[:TEXT_CAP], flag or f"{key}Truncated": True, length or f"{key}Length": len(text)}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Iterable):
+        return ""
+    return "".join(
+        str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text"
+    )
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,390 @@
+"""Compact transcript (`dsh/session/transcript`) and attach `replay: "none"`: the renderer on its own,
+then end to end over real pipes (the real daemon, a fake DeepSeek on loopback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from dsh_daemon.agent.events import Event
+from dsh_daemon.jsonvalue import freeze_json
+from dsh_daemon.session.transcript import TEXT_CAP, page_events, render_turns, transcript_page
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+
+# ---- the renderer (pure) ---------------------------------------------------------------------------
+
+
+def _log(*specs: tuple[str, dict[str, Any]]) -> list[Event]:
+    return [Event(kind, freeze_json(data), seq, 1000 + seq) for seq, (kind, data) in enumerate(specs)]
+
+
+def _user(text: str, kind: str = "user", **source: Any) -> dict[str, Any]:
+    return {
+        "id": f"m-{text[:8]}",
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": kind, **source},
+    }
+
+
+def _turn(n: int, prompt: str, answer: str) -> list[tuple[str, dict[str, Any]]]:
+    message = {
+        "id": f"a{n}",
+        "role": "assistant",
+        "content": [{"type": "text", "text": answer}],
+        "source": {},
+    }
+    return [
+        ("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [_user(prompt)]}),
+        ("turn/start", {"turn": n}),
+        ("step/start", {"turn": n, "step": 1}),
+        ("user/message", _user(prompt)),
+        ("assistant/message", {"turn": n, "step": 1, "message": message, "finishReason": "stop"}),
+        ("step/end", {"turn": n, "step": 1}),
+        ("turn/usage", {"turn": n, "usage": {"inputTokens": 3, "outputTokens": 2}}),
+        ("turn/end", {"turn": n, "reason": {"kind": "completed"}}),
+    ]
+
+
+def test_render_a_turn_with_reasoning_tools_truncation_and_an_interrupted_reply() -> None:
+    call = {"type": "tool-call", "id": "c1", "name": "read_file", "arguments": '{"path": "a"}'}
+    lost = {"type": "tool-call", "id": "c2", "name": "run_command", "arguments": "{}"}
+    big = "x" * (TEXT_CAP + 10)
+    result = {
+        "id": "r1",
+        "role": "user",
+        "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": big}]}],
+        "source": {"kind": "tool", "callId": "c1"},
+    }
+    aborted = {
+        "id": "r2",
+        "role": "user",
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": "c2",
+                "content": [{"type": "text", "text": "no"}],
+                "isError": True,
+            }
+        ],
+        "source": {"kind": "tool", "callId": "c2"},
+    }
+    first = {
+        "id": "a1",
+        "role": "assistant",
+        "content": [
+            {"type": "reasoning", "text": "think"},
+            {"type": "text", "text": "Let me look."},
+            call,
+            lost,
+        ],
+        "source": {},
+    }
+    partial = {"id": "a2", "role": "assistant", "content": [{"type": "text", "text": "Half"}], "source": {}}
+    events = _log(
+        ("session/title", {"title": "t"}),
+        ("turn/start", {"turn": 1}),
+        ("step/start", {"turn": 1, "step": 1}),
+        ("user/message", _user("sel " + big, "editor", uri="file:///a", contextKind="selection")),
+        ("user/message", _user("explain")),
+        ("assistant/chunk", {"turn": 1, "step": 1, "deltas": [{"type": "text", "text": "Let"}]}),
+        ("assistant/message", {"turn": 1, "step": 1, "message": first, "finishReason": "tool_calls"}),
+        (
+            "tool/call",
+            {"turn": 1, "step": 1, "callId": "c1", "name": "read_file", "arguments": '{"path": "a"}'},
+        ),
+        ("tool/result", {"turn": 1, "step": 1, "callId": "c1", "name": "read_file", "message": result}),
+        (
+            "tool/call",
+            {
+                "turn": 1,
+                "step": 1,
+                "callId": "c2",
+                "name": "run_command",
+                "arguments": "{}",
+                "synthetic": True,
+            },
+        ),
+        (
+            "tool/result",
+            {
+                "turn": 1,
+                "step": 1,
+                "callId": "c2",
+                "name": "run_command",
+                "message": aborted,
+                "error": {"name": "run_command", "code": "ABORTED_BEFORE_DISPATCH"},
+            },
+        ),
+        ("step/end", {"turn": 1, "step": 1}),
+        ("step/start", {"turn": 1, "step": 2}),
+        ("assistant/chunk", {"turn": 1, "step": 2, "deltas": [{"type": "reasoning", "text": "hm"}]}),
+        ("assistant/message", {"turn": 1, "step": 2, "message": partial, "interrupted": True}),
+        ("step/end", {"turn": 1, "step": 2}),
+        ("turn/end", {"turn": 1, "reason": {"kind": "aborted", "cause": "user"}}),
+    )
+    (turn,) = render_turns(events)
+    assert (turn["turn"], turn["startSeq"], turn["endSeq"], turn["end"]) == (
+        1,
+        1,
+        16,
+        {"kind": "aborted", "cause": "user"},
+    )
+    assert "usage" not in turn
+    editor, prompt, said, read, run, cut = turn["items"]
+    assert editor["source"]["kind"] == "editor" and editor["truncated"] is True
+    assert editor["length"] == len("sel " + big) and len(editor["text"]) == TEXT_CAP
+    assert prompt == {
+        "type": "message",
+        "seq": 4,
+        "step": 1,
+        "id": "m-explain",
+        "source": {"kind": "user"},
+        "text": "explain",
+    }
+    assert said == {
+        "type": "assistant",
+        "seq": 6,
+        "step": 1,
+        "text": "Let me look.",
+        "reasoning": "think",
+        "finishReason": "tool_calls",
+    }
+    assert (read["callId"], read["name"], read["arguments"]) == ("c1", "read_file", '{"path": "a"}')
+    assert read["result"]["truncated"] is True and read["result"]["length"] == len(big)
+    assert len(read["result"]["output"]) == TEXT_CAP and "isError" not in read["result"]
+    assert run["synthetic"] is True and run["result"]["isError"] is True
+    assert run["result"]["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    assert cut == {"type": "assistant", "seq": 14, "step": 2, "text": "Half", "interrupted": True}
+
+
+def test_an_open_step_shows_its_chunks_so_far() -> None:
+    events = _log(
+        ("turn/start", {"turn": 1}),
+        ("step/start", {"turn": 1, "step": 1}),
+        ("user/message", _user("go")),
+        (
+            "assistant/chunk",
+            {
+                "turn": 1,
+                "step": 1,
+                "deltas": [{"type": "reasoning", "text": "a"}, {"type": "text", "text": "He"}],
+            },
+        ),
+        ("assistant/chunk", {"turn": 1, "step": 1, "deltas": [{"type": "text", "text": "llo"}]}),
+    )
+    (turn,) = render_turns(events)
+    assert "end" not in turn
+    assert turn["items"][-1] == {
+        "type": "assistant",
+        "seq": 4,
+        "step": 1,
+        "text": "Hello",
+        "reasoning": "a",
+        "partial": True,
+    }
+
+
+def test_pages_read_only_the_tail_they_need() -> None:
+    events = _log(*[spec for n in range(1, 6) for spec in _turn(n, f"p{n}", f"a{n}")])
+    read: list[int] = []
+
+    def newest_first() -> Any:
+        for event in reversed(events):
+            read.append(event.seq or 0)
+            yield event
+
+    page = transcript_page(newest_first(), 39, None, 2)
+    assert [t["turn"] for t in page.turns] == [5, 4] and page.has_more and page.last_seq == 39
+    assert min(read) == 25  # turn 4's turn/start: nothing older was read
+    older = transcript_page(reversed(events), 39, 4, 2)
+    assert [t["turn"] for t in older.turns] == [3, 2] and older.has_more
+    oldest = transcript_page(reversed(events), 39, 2, 20)
+    assert [t["turn"] for t in oldest.turns] == [1] and not oldest.has_more
+    assert transcript_page(reversed(events), 39, 1, 20).turns == ()
+    assert page_events(iter(()), None, 5) == ([], False)
+    first = oldest.turns[0]
+    assert [i["text"] for i in first["items"]] == ["p1", "a1"]
+    assert first["usage"] == {"inputTokens": 3, "outputTokens": 2} and first["end"] == {"kind": "completed"}
+
+
+# ---- end to end --------------------------------------------------------------------------------------
+
+
+async def _turn_done(daemon: Daemon, sid: str, text: str, **extra: Any) -> None:
+    done = len(daemon.of(sid, "turn/end"))
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": text}, **extra})
+    await daemon.wait_idle_turn(sid, done + 1)
+
+
+def _seqs(daemon: Daemon, sid: str) -> list[int]:
+    return [e["seq"] for e in daemon.of(sid) if "seq" in e]
+
+
+async def test_transcript_pages_turns_newest_first_with_tools_context_and_a_truncated_output(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    big = work / "big.txt"
+    big.write_text("".join(f"line {i:05d} of a long file\n" for i in range(600)))
+    small = work / "small.py"
+    small.write_text("print('hi')\n")
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    try:
+        sid = await d.new_session(cwd=str(work))
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "read_file", {"path": str(big)})], text="Reading.")),
+            text_reply("It is long."),
+            text_reply("It prints hi."),
+        )
+        await _turn_done(d, sid, "read big.txt")
+        await d.request(
+            "dsh/context/add", {"sessionId": sid, "uri": small.as_uri(), "kind": "file", "delivery": "inject"}
+        )
+        await _turn_done(d, sid, "and   this one?")
+
+        page = await d.request("dsh/session/transcript", {"sessionId": sid})
+        assert page["lastSeq"] == _seqs(d, sid)[-1] and page["hasMore"] is False
+        second, first = page["turns"]
+        assert (second["turn"], first["turn"]) == (2, 1)
+        assert first["end"] == {"kind": "completed"} and second["end"] == {"kind": "completed"}
+        assert first["usage"]["inputTokens"] > 0 and first["startedAt"] <= first["endedAt"]
+
+        prompt, said, tool, answer = first["items"]
+        assert prompt["text"] == "read big.txt" and prompt["source"] == {"kind": "user"}
+        assert said["type"] == "assistant" and said["text"] == "Reading." and said["step"] == 1
+        assert (tool["type"], tool["callId"], tool["name"], tool["step"]) == (
+            "tool",
+            "call_1",
+            "read_file",
+            1,
+        )
+        result = tool["result"]
+        assert result["truncated"] is True and len(result["output"]) == 4000 and result["length"] > 4000
+        (logged,) = d.of(sid, "tool/result")
+        assert result["seq"] == logged["seq"]
+        assert (answer["text"], answer["step"], answer["finishReason"]) == ("It is long.", 2, "stop")
+
+        context, question, reply = second["items"]
+        assert context["source"]["kind"] == "editor" and context["source"]["uri"] == small.as_uri()
+        assert "print('hi')" in context["text"] and "truncated" not in context
+        assert question["text"] == "and   this one?"  # a person's prompt verbatim
+        assert reply["text"] == "It prints hi."
+
+        newest = await d.request("dsh/session/transcript", {"sessionId": sid, "limit": 1})
+        assert [t["turn"] for t in newest["turns"]] == [2] and newest["hasMore"] is True
+        older = await d.request("dsh/session/transcript", {"sessionId": sid, "beforeTurn": 2, "limit": 1})
+        assert older["turns"] == [first] and older["hasMore"] is False
+
+        bad = [
+            ({"sessionId": sid, "limit": 0}, "invalid_params"),
+            ({"sessionId": sid, "beforeTurn": "2"}, "invalid_params"),
+            ({"sessionId": sid, "limit": True}, "invalid_params"),
+            ({}, "invalid_params"),
+            ({"sessionId": "nope"}, "unknown_session"),
+        ]
+        for params, code in bad:
+            with pytest.raises(JsonRpcException) as error:
+                await d.request("dsh/session/transcript", params)
+            assert error.value.data["code"] == code, params
+    finally:
+        await stop_daemon(d)
+
+
+async def test_attach_with_replay_none_then_the_transcript_then_exactly_the_events_after_last_seq(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    first = await start_daemon(state, fake)
+    sid = await first.new_session()
+    await _turn_done(first, sid, "hello")
+    await first.request(
+        "dsh/send",
+        {"sessionId": sid, "message": {"content": "parked"}, "target": "next-turn", "wakeup": False},
+    )
+    stored = _seqs(first, sid)
+    await stop_daemon(first)
+
+    second = await start_daemon(state, fake)
+    try:
+        attached = await second.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+        assert second.of(sid) == []  # nothing replayed
+        assert attached["lastSeq"] == stored[-1] and attached["status"] == "idle"
+        assert [m["content"][0]["text"] for m in attached["inbox"]["nextTurn"]] == ["parked"]
+        page = await second.request("dsh/session/transcript", {"sessionId": sid})
+        assert page["lastSeq"] == attached["lastSeq"]
+        assert [t["turn"] for t in page["turns"]] == [1]
+        assert page["turns"][0]["items"][-1]["text"] == "Hello there!"
+
+        # A turn that streams, then stalls until cancelled; the transcript is taken in its middle.
+        pieces = text_stream([f"w{i} " for i in range(12)])[:-2]  # no finish: the stream stays open
+        fake.script(Reply.stream(pieces, delay=0.05, tail="stall"))
+        await second.request("dsh/wake", {"sessionId": sid})
+        await second.wait_event(sid, "assistant/delta", 3)
+        middle = await second.request("dsh/session/transcript", {"sessionId": sid})
+        await second.request("dsh/cancel", {"sessionId": sid, "keepInbox": True})
+        await second.wait_idle_turn(sid)
+        live = [e for e in second.of(sid) if "seq" in e]
+        assert [e["seq"] for e in live] == list(range(attached["lastSeq"] + 1, live[-1]["seq"] + 1))
+        after = [e for e in live if e["seq"] > middle["lastSeq"]]
+        assert after and after[0]["seq"] == middle["lastSeq"] + 1
+        running = middle["turns"][0]
+        assert running["turn"] == 2 and "end" not in running
+        # what the page showed of the streaming step, plus the chunks after it, is the whole reply
+        shown = "".join(i["text"] for i in running["items"] if i.get("partial"))
+        rest = "".join(
+            d["text"]
+            for e in after
+            if e["type"] == "assistant/chunk"
+            for d in e["data"]["deltas"]
+            if d["type"] == "text"
+        )
+        (message,) = [e for e in live if e["type"] == "assistant/message"]
+        assert message["data"]["interrupted"] is True
+        assert shown + rest == message["data"]["message"]["content"][0]["text"]
+        final = await second.request("dsh/session/transcript", {"sessionId": sid, "limit": 1})
+        last = final["turns"][0]
+        assert last["end"] == {"kind": "aborted", "cause": "user"}
+        assert last["items"][-1] == {
+            "type": "assistant",
+            "seq": message["seq"],
+            "step": 1,
+            "text": message["data"]["message"]["content"][0]["text"],
+            "interrupted": True,
+        }
+        with pytest.raises(JsonRpcException) as bad:
+            await second.request("dsh/session/attach", {"sessionId": sid, "replay": "some"})
+        assert bad.value.data["code"] == "invalid_params"
+    finally:
+        await stop_daemon(second)
+
+
+async def test_transcript_and_replay_none_of_a_session_another_daemon_drives(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    driver = await start_daemon(state, fake)
+    reader = await start_daemon(state, fake)
+    try:
+        sid = await driver.new_session()
+        await _turn_done(driver, sid, "one")
+        await _turn_done(driver, sid, "two")
+        mine = await driver.request("dsh/session/transcript", {"sessionId": sid})
+        theirs = await reader.request("dsh/session/transcript", {"sessionId": sid})
+        assert theirs["turns"] == mine["turns"] and [t["turn"] for t in theirs["turns"]] == [2, 1]
+        attached = await reader.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+        assert attached["readOnly"] is True and reader.of(sid) == []
+        assert attached["lastSeq"] == theirs["lastSeq"]
+    finally:
+        await stop_daemon(driver)
+    # The driver is gone: the reader drives it now and gets only what came after its lastSeq.
+    await reader.request("dsh/followup", {"sessionId": sid, "message": {"content": "three"}})
+    await reader.wait_idle_turn(sid)
+    seqs = _seqs(reader, sid)
+    assert seqs == list(range(attached["lastSeq"] + 1, seqs[-1] + 1))
+    await stop_daemon(reader)
