@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import { DshClient, Rpc } from './protocol/client';
+import type { InitializeDshCapabilities } from './protocol/types';
 
 export const SECRET_KEY = 'dsh.apiKey';
 
@@ -65,9 +66,12 @@ export class Daemon implements vscode.Disposable {
       onRequest: (method, handler) => lc.onRequest(method, handler),
     };
     const client = new DshClient(rpc);
+    // What this daemon supports (capabilities.experimental.dsh); read again after each (re)start.
+    const readFeatures = () => { client.features = (lc.initializeResult?.capabilities as { experimental?: { dsh?: InitializeDshCapabilities } } | undefined)?.experimental?.dsh; };
     let wasRunning = false;
     lc.onDidChangeState((e) => {
       if (e.newState === State.Running) {
+        readFeatures();
         if (wasRunning) this._onReady.fire(client); // the library restarted a crashed daemon
         wasRunning = true;
         this._onState.fire({ state: 'ready' });
@@ -83,6 +87,7 @@ export class Daemon implements vscode.Disposable {
       this.lc = undefined;
       throw new Error(message);
     }
+    readFeatures();
     this.client = client;
     this._onState.fire({ state: 'ready' });
     this._onReady.fire(client);

@@ -8,7 +8,7 @@ import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
-import { errorCode, type AnyEvent } from './protocol/types';
+import { errorCode, type AnyEvent, type ContextRef } from './protocol/types';
 import { chatHtml } from './webviewHtml';
 
 const SESSION_KEY = 'dsh.sessionId';
@@ -180,7 +180,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   async contextNow(chip: Chip, delivery: 'inject' | 'steer' | 'followup'): Promise<void> {
     const { client, sessionId } = await this.ensureSession();
-    const r = await client.contextAdd({ sessionId, uri: chip.uri, kind: chip.kind, range: chip.range, delivery });
+    const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery });
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
   }
 
@@ -262,13 +262,23 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<void> {
     const { client, sessionId } = await this.ensureSession();
-    // Today's protocol has no context on followup: the chips go in as injected context just before the
-    // prompt, so they enter the same model request (idle) or the running turn's next step (busy).
+    const hasText = !!text.trim();
+    if (hasText && chips.length && client.features?.sendContext) {
+      // The chips travel with the prompt (`context` on the send): read now, queued with it as one item
+      // and entered just before it by the turn that claims it, so a prompt queued behind a running
+      // turn does not leak its selection into that turn.
+      const context = chips.map(contextRef);
+      const r = mode === 'steer' ? await client.steer(sessionId, text, context) : await client.followup(sessionId, text, context);
+      this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
+      return;
+    }
+    // Context sent alone is injected (it joins the running turn's next step, or waits for the next
+    // prompt). A daemon without `sendContext` gets the chips this way in front of the prompt too.
     for (const chip of chips) {
-      const r = await client.contextAdd({ sessionId, uri: chip.uri, kind: chip.kind, range: chip.range, delivery: 'inject' });
+      const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery: 'inject' });
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
     }
-    if (!text.trim()) return;
+    if (!hasText) return;
     const r = mode === 'steer' ? await client.steer(sessionId, text) : await client.followup(sessionId, text);
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
   }
@@ -278,6 +288,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.readOnlyRetry) clearTimeout(this.readOnlyRetry);
     this.disposables.forEach((d) => d.dispose());
   }
+}
+
+function contextRef(chip: Chip): ContextRef {
+  return chip.range ? { uri: chip.uri, kind: chip.kind, range: chip.range } : { uri: chip.uri, kind: chip.kind };
 }
 
 export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri): string {

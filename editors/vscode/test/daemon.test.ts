@@ -44,6 +44,12 @@ describe('DshClient against the real daemon', () => {
     fake.script(textReply(['Hel', 'lo ', '**world**'], { delayMs: 20 }));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
+    // Every live delta delivered twice (as after a reattach): its offset lets the reducer drop the copy.
+    let doubled = emptyModel(sessionId);
+    d.client.onEvent((e) => {
+      doubled = reduce(doubled, { kind: 'event', event: e });
+      if (e.type === 'assistant/delta') doubled = reduce(doubled, { kind: 'event', event: e });
+    });
     const sawPartial: string[] = [];
     d.client.onEvent(() => {
       const a = live.get().items.find((i) => i.kind === 'assistant');
@@ -54,6 +60,8 @@ describe('DshClient against the real daemon', () => {
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
     const m = live.get();
     expect(sawPartial).toContain('Hel');
+    expect(d.of(sessionId, 'assistant/delta').map((e) => (e.data as any).offset)).toEqual([0, 3, 6]);
+    expect(doubled.items.map((i) => i.kind === 'assistant' ? assistantText(i).text : i.kind)).toEqual(['user', 'Hello **world**', 'turnEnd']);
     const kinds = m.items.map((i) => i.kind);
     expect(kinds).toEqual(['user', 'assistant', 'turnEnd']);
     const a = m.items[1];
@@ -139,6 +147,7 @@ describe('DshClient against the real daemon', () => {
     const m = live.get();
     const tool = m.items.find((i) => i.kind === 'tool');
     expect(tool).toMatchObject({ kind: 'tool', callId: 'call_ls', name: 'list_dir', status: 'ok' });
+    expect(d.of(sessionId, 'tool/result')[0].data).toMatchObject({ callId: 'call_ls', name: 'list_dir' });
     expect(m.items.map((i) => i.kind)).toEqual(['user', 'tool', 'user', 'assistant', 'turnEnd']);
     expect(queueOf(m)).toEqual([]);
   });
@@ -279,5 +288,72 @@ describe('DshClient against the real daemon', () => {
     await d2.client.followup(sessionId, 'from window two');
     await d2.waitFor(() => turnEnds(d2, sessionId).length === 2 && idle(d2, sessionId), 'turn 2'); // turn 1's end came with the replay
     expect(m.items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toEqual(['Hello there!', 'now from window two']);
+  });
+
+  it('a prompt queued behind a running turn carries its selection into its own turn (context on the followup), not the running one', async () => {
+    const d = await daemon();
+    expect(d.client.features?.sendContext).toBe(true);
+    const file = join(d.root, 'app.py');
+    writeFileSync(file, 'import os\n\ndef main():\n    return 42\n');
+    const g = gate();
+    fake.script(
+      { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g.promise },
+      textReply('the running turn goes on'),
+      textReply('it returns 42'),
+    );
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    await d.client.followup(sessionId, 'look around');
+    await fake.waitRequests(1);
+    const selection = { uri: pathToFileURL(file).href, kind: 'selection' as const, range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } } };
+    const r = await d.client.followup(sessionId, 'explain this', [selection]);
+    expect(r.contextIds).toHaveLength(1);
+    // The selection is read now: a later change to the file does not reach the queued prompt.
+    writeFileSync(file, 'import os\n\ndef changed():\n    return 0\n');
+    await d.waitFor(() => queueOf(live.get()).length === 1, 'queued');
+    const q = queueOf(live.get())[0]; // no 'sent' action: the label and the context come from the daemon
+    expect(q).toMatchObject({ label: 'followup', text: 'explain this', target: 'next-turn' });
+    expect(q.context.map((c) => [c.id, (c.source as any).contextKind])).toEqual([[r.contextIds![0], 'selection']]);
+    const listed = await d.client.inboxList(sessionId);
+    expect(listed.nextTurn[0]).toMatchObject({ id: r.messageId, verb: 'followup', wakeup: true, target: 'next-turn' });
+    expect(typeof listed.nextTurn[0].queuedAt).toBe('number');
+    // Editing the text keeps the attachment (it is not sent again).
+    const re = await d.client.inboxReplace(sessionId, r.messageId, 'explain this, briefly');
+    await d.waitFor(() => queueOf(live.get())[0]?.text === 'explain this, briefly', 'replaced');
+    expect(queueOf(live.get())[0].context.map((c) => c.id)).toEqual(r.contextIds);
+    expect(queueOf(live.get())[0].message.id).toBe(re.messageId);
+    g.open();
+    await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'two turns');
+    const sent = (i: number) => fake.requests[i].body.messages.map((x: any) => String(x.content));
+    expect(fake.requests).toHaveLength(3);
+    expect(sent(1).join('\n')).not.toContain('def main'); // the running turn's next step: no selection
+    const third = sent(2);
+    expect(third.at(-1)).toBe('explain this, briefly');
+    expect(third.at(-2)).toContain('def main():');
+    expect(third.join('\n')).not.toContain('def changed');
+    const users = live.get().items.filter((i) => i.kind === 'user').map((i) => (i as any).message.source.kind);
+    expect(users).toEqual(['user', 'editor', 'user']);
+    expect(queueOf(live.get())).toEqual([]);
+  });
+
+  it('queued steer and inject are labelled from the verb the daemon reports, also after a fresh attach', async () => {
+    const d = await daemon();
+    fake.script(textReply(['busy'], { gate: new Promise(() => {}) }));
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const live = liveModel(d, sessionId);
+    await d.client.followup(sessionId, 'slow');
+    await fake.waitRequests(1);
+    await d.client.steer(sessionId, 'use v2');
+    await d.client.inject(sessionId, 'a note');
+    await d.client.send(sessionId, 'parked', 'next-turn', false);
+    await d.waitFor(() => queueOf(live.get()).length === 3, 'queued');
+    const labels = (m: SessionModel) => queueOf(m).map((q) => [q.text, q.label]);
+    expect(labels(live.get())).toEqual([['use v2', 'steer'], ['a note', 'inject'], ['parked', 'send']]);
+    expect(d.of(sessionId, 'agent/inbox/inserted').map((e) => [(e.data as any).message.verb, (e.data as any).index])).toEqual([
+      ['followup', 0], ['steer', 0], ['inject', 1], ['send', 0],
+    ]);
+    const fresh = reduce(emptyModel(sessionId), { kind: 'attached', result: await d.client.attach(sessionId) });
+    expect(labels(fresh)).toEqual(labels(live.get()));
+    await d.client.cancel(sessionId, false);
   });
 });

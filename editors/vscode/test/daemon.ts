@@ -37,7 +37,9 @@ export function tempState(): { state: string; root: string } {
   return { state, root };
 }
 
-export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { applyEdit?: boolean } = {}): Promise<TestDaemon> {
+/** `legacy`: leave `client.features` unset, as a client of a daemon without the experimental.dsh flags
+ *  would (the panel falls back to its older requests). */
+export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { applyEdit?: boolean; legacy?: boolean } = {}): Promise<TestDaemon> {
   const { state, root } = dirs;
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('DEEPSEEK_') && !k.startsWith('DSH_')) env[k] = v;
@@ -52,11 +54,12 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
   const client = new DshClient(rpcFromConnection(conn));
   client.onEvent((e) => events.push(e));
   conn.listen();
-  await conn.sendRequest('initialize', {
+  const init: any = await conn.sendRequest('initialize', {
     processId: process.pid, rootUri: pathToFileURL(root).href,
     capabilities: { workspace: { applyEdit: opts.applyEdit ?? true, workspaceEdit: { resourceOperations: ['create'] } } },
     initializationOptions: { baseUrl, apiKey: 'sk-test-0000', thinking: false },
   });
+  if (!opts.legacy) client.features = init?.capabilities?.experimental?.dsh;
   await conn.sendNotification('initialized', {});
   const d: TestDaemon = {
     proc, conn, client, events, stderr, applied, state, root,

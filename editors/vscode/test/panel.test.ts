@@ -4,8 +4,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as vscode from 'vscode';
 import { ChatPanel } from '../src/panel';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
-import { reduceAll, type SessionModel } from '../src/protocol/reducer';
-import { FakeProvider, textReply } from './fakeProvider';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
+import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
 import { statusItems } from './vscode.mock';
 
@@ -82,6 +85,44 @@ describe('ChatPanel (host) with the real daemon', () => {
     expect(strip(JSON.parse(JSON.stringify(m)))).toEqual(strip(JSON.parse(JSON.stringify(host.panel.model))));
     expect(host.state.get('dsh.sessionId')).toBe(host.panel.model.sessionId);
     expect(statusItems.at(-1)?.text).toContain('dsh: idle');
+    host.panel.dispose();
+  });
+
+  it('chips on a prompt queued behind a running turn travel with it (context on the followup); an older daemon gets them injected first', async () => {
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    const file = join(d.root, 'app.py');
+    writeFileSync(file, 'import os\n\ndef main():\n    return 42\n');
+    const chip = { kind: 'selection' as const, uri: pathToFileURL(file).href, label: 'app.py:3-4', range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } } };
+    const g = gate();
+    fake.script(
+      { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g.promise },
+      textReply('the running turn goes on'),
+      textReply('it returns 42'),
+    );
+    host.send({ type: 'send', text: 'look around', chips: [], mode: 'followup' });
+    await fake.waitRequests(1);
+    host.send({ type: 'send', text: 'explain this', chips: [chip], mode: 'followup' });
+    await d.waitFor(() => queueOf(host.panel.model).length === 1, 'queued with its chip');
+    expect(queueOf(host.panel.model)[0]).toMatchObject({ label: 'followup', text: 'explain this' });
+    expect(queueOf(host.panel.model)[0].context.map((c) => (c.source as any).contextKind)).toEqual(['selection']);
+    g.open();
+    const ends = () => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length;
+    await d.waitFor(() => ends() === 2 && host.panel.model.status === 'idle', 'two turns');
+    const sent = (i: number) => fake.requests[i].body.messages.map((x: any) => String(x.content)).join('\n');
+    expect(fake.requests).toHaveLength(3);
+    expect(sent(1)).not.toContain('def main'); // the running turn's second step
+    expect(sent(2)).toContain('def main():');
+    expect(sent(2)).toContain('explain this');
+
+    // A daemon that does not advertise sendContext: the chip goes in with dsh/context/add (inject), then the prompt.
+    d.client.features = undefined;
+    fake.script(textReply('legacy path'));
+    host.send({ type: 'send', text: 'and now?', chips: [chip], mode: 'followup' });
+    await d.waitFor(() => ends() === 3 && host.panel.model.status === 'idle', 'third turn');
+    expect(sent(3)).toContain('def main():');
+    const verbs = d.of(host.panel.model.sessionId!, 'agent/inbox/inserted').map((e) => (e.data as any).message.verb);
+    expect(verbs).toEqual(['followup', 'followup', 'context', 'followup']);
     host.panel.dispose();
   });
 });

@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { emptyModel, reduceAll, assistantText, type Action } from '../src/protocol/reducer';
+import { emptyModel, queueOf, reduceAll, assistantText, type Action } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
 
 const S = 's1';
 const ev = (type: string, data: unknown, seq?: number): Action => ({ kind: 'event', event: { sessionId: S, type, data, ...(seq === undefined ? {} : { seq }) } as AnyEvent });
 const delta = (text: string) => ev('assistant/delta', { turn: 1, step: 1, delta: { type: 'text', text } });
+const at = (offset: number, text: string, type: 'text' | 'reasoning' = 'text') => ev('assistant/delta', { turn: 1, step: 1, offset, delta: { type, text } });
+const shown = (m: ReturnType<typeof emptyModel>) => { const a = m.items[0]; return a.kind === 'assistant' ? assistantText(a) : undefined; };
 const chunk = (seq: number, ...texts: string[]) => ev('assistant/chunk', { turn: 1, step: 1, deltas: texts.map((text) => ({ type: 'text', text })) }, seq);
 
 describe('reducer', () => {
@@ -40,5 +42,53 @@ describe('reducer', () => {
       ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [], removedCount: 1, removedIds: ['a'] }, 2),
     ]);
     expect(m.inbox.nextTurn.map((x) => x.id)).toEqual(['b']);
+  });
+
+  it('delta offsets: a duplicate after a reattach is dropped, an overlap appends only what is new', () => {
+    const m = reduceAll(emptyModel(S), [
+      at(0, 'ab'), at(2, 'cd'),
+      at(0, 'ab'), at(2, 'cd'), // the same deltas again (a reattach)
+      at(3, 'de'), // overlaps one unit
+      at(0, 'th', 'reasoning'), at(0, 'th', 'reasoning'), at(2, 'ink', 'reasoning'), // blocks count apart
+    ]);
+    expect(shown(m)).toEqual({ text: 'abcde', reasoning: 'think' });
+  });
+
+  it('delta offsets: deltas already covered by a replayed chunk are dropped; a gap is filled by the next chunk', () => {
+    const covered = reduceAll(emptyModel(S), [chunk(1, 'ab', 'cd'), at(2, 'cd'), at(4, 'e')]);
+    expect(shown(covered)?.text).toBe('abcde');
+    // Deltas after a gap (sent before this connection subscribed, not yet in a chunk) wait for it.
+    const gap = reduceAll(emptyModel(S), [chunk(1, 'ab'), at(4, 'ef'), at(6, 'g')]);
+    expect(shown(gap)?.text).toBe('abefg');
+    const filled = reduceAll(gap, [chunk(2, 'cd', 'e')]);
+    expect(shown(filled)?.text).toBe('abcdefg');
+    const after = reduceAll(filled, [chunk(3, 'fg'), at(7, 'h')]);
+    expect(shown(after)?.text).toBe('abcdefgh');
+    const a = after.items[0];
+    expect(a.kind === 'assistant' && [a.text, a.liveText]).toEqual(['abcdefg', 'h']);
+  });
+
+  it('offsets count UTF-16 code units, as JavaScript strings do', () => {
+    const m = reduceAll(emptyModel(S), [at(0, 'c\u{1F600}'), at(3, 'd'), at(1, '\u{1F600}d')]);
+    expect(shown(m)?.text).toBe('c\u{1F600}d');
+  });
+
+  it('tool/result names its call at top level: a card without its tool/call still gets the name', () => {
+    const result = { id: 'r1', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c9', content: [{ type: 'text', text: 'ok' }] }], source: { kind: 'tool', callId: 'c9' } };
+    const m = reduceAll(emptyModel(S), [ev('tool/result', { turn: 1, step: 1, callId: 'c9', name: 'grep', message: result }, 0)]);
+    expect(m.items[0]).toMatchObject({ kind: 'tool', callId: 'c9', name: 'grep', status: 'ok', result: 'ok' });
+  });
+
+  it('queue labels come from the item verb; attached context is listed with the item', () => {
+    const ctx = { id: 'c1', role: 'user', content: [{ type: 'text', text: 'Selection in /w/a.py, lines 1-2:' }], source: { kind: 'editor', uri: 'file:///w/a.py', contextKind: 'selection' } };
+    const item = (id: string, verb?: string, context?: unknown[]) => ({ id, role: 'user', content: [{ type: 'text', text: id }], source: { kind: 'user' }, ...(verb ? { verb } : {}), ...(context ? { context } : {}) });
+    const m = reduceAll(emptyModel(S), [
+      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [item('s', 'steer'), item('i', 'inject'), item('old')] }, 0),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [item('f', 'followup', [ctx]), item('p', 'send')] }, 1),
+      { kind: 'sent', messageId: 'i', via: 'steer' }, // what this window thought it sent loses to the verb
+    ]);
+    expect(queueOf(m).map((q) => [q.message.id, q.label, q.context.map((c) => c.id)])).toEqual([
+      ['s', 'steer', []], ['i', 'inject', []], ['old', 'steer', []], ['f', 'followup', ['c1']], ['p', 'send', []],
+    ]);
   });
 });

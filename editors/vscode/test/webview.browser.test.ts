@@ -140,6 +140,34 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     expect(await posted()).toEqual([{ type: 'wake' }]);
   });
 
+  it('queue: labels from each item verb, attached context as chips on the item', async () => {
+    const sel = user('c1', 'Selection in /w/a.py, lines 3-4:\n```\nx\n```', { kind: 'editor', uri: 'file:///w/a.py', contextKind: 'selection', range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } } });
+    const file = user('c2', 'File /w/b.py:\n```\ny\n```', { kind: 'editor', uri: 'file:///w/b.py', contextKind: 'file' });
+    const m = reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 0),
+      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [{ ...user('s1', 'use v2'), verb: 'steer' }, { ...user('i1', 'a note'), verb: 'inject' }] }, 1),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [{ ...user('f1', 'explain this'), verb: 'followup', context: [sel, file] }] }, 2),
+    ]);
+    await snapshot(m);
+    await frame();
+    await expect.poll(() => page.locator('.queue-item .badge').allTextContents()).toEqual(['steer', 'inject', 'followup']);
+    expect(await page.locator('.queue-item .queue-text').allTextContents()).toEqual(['use v2', 'a note', 'explain this']);
+    expect(await page.locator('.queue-item').nth(0).locator('.queue-context .chip').count()).toBe(0);
+    expect(await page.locator('.queue-item').nth(2).locator('.queue-context .chip').allTextContents()).toEqual(['selection a.py:3-4', 'file b.py']);
+    await clearPosted();
+    await page.locator('.queue-item').nth(2).locator('.queue-context .chip').first().click();
+    // Editing the text keeps the chips (the host replaces the message only; the daemon keeps its context).
+    await page.locator('.queue-item').nth(2).getByRole('button', { name: 'Edit' }).click();
+    expect(await page.locator('.queue-item').nth(2).locator('.queue-context .chip').count()).toBe(2);
+    await page.getByLabel('edit queued message').fill('explain this, briefly');
+    await page.getByRole('button', { name: 'Save' }).click();
+    expect(await posted()).toEqual([
+      { type: 'openFile', uri: 'file:///w/a.py', range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } } },
+      { type: 'inboxReplace', messageId: 'f1', text: 'explain this, briefly' },
+    ]);
+    if (process.env.DSH_WEBVIEW_SHOTS) await page.screenshot({ path: join(process.env.DSH_WEBVIEW_SHOTS, 'queue-verbs.png') });
+  });
+
   it('offers Continue after a turn cut short by a shutdown; drag reorders the queue', async () => {
     const cut = reduceAll(emptyModel(S), [...turnActions(1, 0, 'x').slice(0, 3), ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'shutdown' } }, 3)]);
     await snapshot(cut);

@@ -2,7 +2,7 @@
 // actions the host posts, and renders incrementally (only items whose rev changed).
 import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
 import { assistantText, emptyModel, Item, pendingCount, queueOf, reduceAll, SessionModel, statusLabel } from '../src/protocol/reducer';
-import type { PermissionRequest, Target } from '../src/protocol/types';
+import type { PermissionRequest, Range, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { button, el, renderMarkdown } from './markdown';
 
@@ -363,6 +363,18 @@ function renderQueue(): void {
           other === 'next-step' ? 'Move to the next step of the running turn' : 'Make it a prompt of its own turn'),
         button('Edit', () => { editing = q.message.id; renderQueue(); }, 'icon', 'Edit in place'),
         button('✕', () => post({ type: 'inboxRemove', messageId: q.message.id }), 'icon', 'Delete'));
+    }
+    // The editor context that travels with this item (kept when its text is edited).
+    if (q.context.length) {
+      const cs = el('div', 'queue-context');
+      cs.setAttribute('aria-label', 'attached context');
+      for (const c of q.context) {
+        const src = c.source as { uri?: string; range?: Range };
+        const chip = el('span', 'chip context');
+        chip.append(button(contextLabel(c.source as any), () => { if (src.uri) post({ type: 'openFile', uri: src.uri, range: src.range }); }, 'chip-label', textOf(c.content)));
+        cs.append(chip);
+      }
+      li.append(cs);
     }
     ul.append(li);
   }

@@ -1,8 +1,8 @@
 // A typed client of the dsh protocol over a minimal Rpc seam (vscode-jsonrpc's MessageConnection or
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
-  AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, Inbox, OutgoingMessage,
-  PermissionOutcome, PermissionRequest, SessionInfo, Target,
+  AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
+  OutgoingMessage, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -20,6 +20,9 @@ export class DshClient {
   private readonly eventHandlers = new Set<(e: AnyEvent) => void>();
   private readonly subs: Disposable[] = [];
   private permissionHandler: PermissionHandler = async () => 'cancelled';
+  /** `capabilities.experimental.dsh` of the initialize result (set by whoever ran initialize); an
+   *  absent flag means a daemon without that feature. */
+  features: InitializeDshCapabilities | undefined;
 
   constructor(readonly rpc: Rpc) {
     this.subs.push(rpc.onNotification('dsh/event', (e: AnyEvent) => {
@@ -50,17 +53,18 @@ export class DshClient {
   attach(sessionId: string, afterSeq?: number): Promise<AttachResult> {
     return this.rpc.request('dsh/session/attach', afterSeq === undefined ? { sessionId } : { sessionId, afterSeq });
   }
-  send(sessionId: string, message: OutgoingMessage | string, target: Target, wakeup: boolean): Promise<{ messageId: string }> {
-    return this.rpc.request('dsh/send', { sessionId, message: msg(message), target, wakeup });
+  /** `context` (only when the daemon advertises `sendContext`) travels with the message as one queued item. */
+  send(sessionId: string, message: OutgoingMessage | string, target: Target, wakeup: boolean, context?: ContextRef[]): Promise<SendResult> {
+    return this.rpc.request('dsh/send', withContext({ sessionId, message: msg(message), target, wakeup }, context));
   }
-  followup(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
-    return this.rpc.request('dsh/followup', { sessionId, message: msg(message) });
+  followup(sessionId: string, message: OutgoingMessage | string, context?: ContextRef[]): Promise<SendResult> {
+    return this.rpc.request('dsh/followup', withContext({ sessionId, message: msg(message) }, context));
   }
-  steer(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
-    return this.rpc.request('dsh/steer', { sessionId, message: msg(message) });
+  steer(sessionId: string, message: OutgoingMessage | string, context?: ContextRef[]): Promise<SendResult> {
+    return this.rpc.request('dsh/steer', withContext({ sessionId, message: msg(message) }, context));
   }
-  inject(sessionId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
-    return this.rpc.request('dsh/inject', { sessionId, message: msg(message) });
+  inject(sessionId: string, message: OutgoingMessage | string, context?: ContextRef[]): Promise<SendResult> {
+    return this.rpc.request('dsh/inject', withContext({ sessionId, message: msg(message) }, context));
   }
   cancel(sessionId: string, keepInbox = false, cause: 'user' | 'hook' = 'user'): Promise<Record<string, never>> {
     return this.rpc.request('dsh/cancel', { sessionId, keepInbox, cause });
@@ -72,8 +76,9 @@ export class DshClient {
   inboxRemove(sessionId: string, messageId: string): Promise<{ removed: boolean }> {
     return this.rpc.request('dsh/inbox/remove', { sessionId, messageId });
   }
-  inboxReplace(sessionId: string, messageId: string, message: OutgoingMessage | string): Promise<{ messageId: string }> {
-    return this.rpc.request('dsh/inbox/replace', { sessionId, messageId, message: msg(message) });
+  /** Without `context` the item keeps its attachments; a given `context` (even []) replaces them. */
+  inboxReplace(sessionId: string, messageId: string, message: OutgoingMessage | string, context?: ContextRef[]): Promise<SendResult> {
+    return this.rpc.request('dsh/inbox/replace', withContext({ sessionId, messageId, message: msg(message) }, context));
   }
   inboxMove(sessionId: string, messageId: string, target: Target, index?: number): Promise<Record<string, never>> {
     return this.rpc.request('dsh/inbox/move', index === undefined ? { sessionId, messageId, target } : { sessionId, messageId, target, index });
@@ -85,6 +90,10 @@ export class DshClient {
     for (const s of this.subs.splice(0)) s.dispose();
     this.eventHandlers.clear();
   }
+}
+
+function withContext<P extends object>(params: P, context: ContextRef[] | undefined): P & { context?: ContextRef[] } {
+  return context === undefined ? params : { ...params, context };
 }
 
 function msg(m: OutgoingMessage | string): OutgoingMessage {

@@ -1,7 +1,7 @@
 // A pure reducer from daemon events (and a few local actions) to the model a chat panel renders.
 // Shared by the extension host, the webview and the tests. The model is plain JSON.
 import type {
-  AnyEvent, AttachResult, EditMeta, Inbox, PermissionRequest, StreamDelta, ToolError, TurnEndReason,
+  AnyEvent, AttachResult, EditMeta, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, TurnEndReason,
   Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
@@ -15,6 +15,9 @@ export interface AssistantItem {
   text: string; reasoning: string;
   /** Streamed live deltas not yet covered by a durable chunk. */
   liveText: string; liveReasoning: string;
+  /** Where the live tail starts within its block (UTF-16 code units), when the daemon sends delta
+   *  offsets; normally the durable length (a larger value: deltas after a gap a chunk will fill). */
+  liveTextAt?: number; liveReasoningAt?: number;
   done: boolean; interrupted: boolean;
 }
 export type ToolStatus = 'pending' | 'awaiting-permission' | 'running' | 'ok' | 'error';
@@ -110,7 +113,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'turn/start':
       return { ...model, status: 'running', currentTurn: ev.data.turn };
     case 'agent/inbox/spliced': {
-      const d = ev.data as { target: string; start: number; inserted: UserMessage[]; removedCount?: number };
+      const d = ev.data as { target: string; start: number; inserted: InboxItem[]; removedCount?: number };
       const key = d.target === 'next-step' ? 'nextStep' : 'nextTurn';
       const list = [...model.inbox[key]];
       list.splice(d.start, d.removedCount ?? 0, ...d.inserted);
@@ -121,7 +124,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return upsert(model, { id: 'u:' + msg.id, kind: 'user', rev: 0, message: msg });
     }
     case 'assistant/delta':
-      return applyDelta(model, ev.data.turn, ev.data.step, ev.data.delta as StreamDelta, true);
+      return applyDelta(model, ev.data.turn, ev.data.step, ev.data.delta as StreamDelta, true,
+        typeof ev.data.offset === 'number' ? ev.data.offset : undefined);
     case 'assistant/chunk': {
       let m = model;
       for (const d of ev.data.deltas as StreamDelta[]) m = applyDelta(m, ev.data.turn, ev.data.step, d, false);
@@ -153,19 +157,20 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'tool/result': {
       const msg = ev.data.message as UserMessage;
       const block = msg.content.find((b) => b.type === 'tool-result') as { toolCallId?: string; content?: any[]; isError?: boolean } | undefined;
-      const callId = block?.toolCallId ?? (msg.source as { callId?: string }).callId;
+      const callId: string | undefined = ev.data.callId ?? block?.toolCallId ?? (msg.source as { callId?: string }).callId;
       if (!callId) return model;
+      const name: string | undefined = typeof ev.data.name === 'string' ? ev.data.name : undefined;
       const result = textOf(block?.content ?? []);
       const failed = !!ev.data.error || !!block?.isError;
       const m = { ...model, permissions: model.permissions.filter((p) => p.callId !== callId) };
       if (indexOf(m, 't:' + callId) === undefined) {
         return upsert(m, {
-          id: 't:' + callId, kind: 'tool', rev: 0, turn: ev.data.turn, step: ev.data.step, callId, name: '?', args: {},
+          id: 't:' + callId, kind: 'tool', rev: 0, turn: ev.data.turn, step: ev.data.step, callId, name: name ?? '?', args: {},
           status: failed ? 'error' : 'ok', output: '', result, error: ev.data.error, meta: ev.data.meta,
         });
       }
       return updateItem(m, 't:' + callId, (it) => it.kind === 'tool'
-        ? { ...it, status: failed ? 'error' : 'ok', result, error: ev.data.error, meta: ev.data.meta } : it);
+        ? { ...it, name: name ?? it.name, status: failed ? 'error' : 'ok', result, error: ev.data.error, meta: ev.data.meta } : it);
     }
     case 'turn/usage':
       model.turnUsage[ev.data.turn] = ev.data.usage;
@@ -192,7 +197,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
   }
 }
 
-function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDelta, live: boolean): SessionModel {
+function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDelta, live: boolean, offset?: number): SessionModel {
   if (d.type !== 'text' && d.type !== 'reasoning') return model;
   const id = `a:${turn}:${step}`;
   let m = model;
@@ -204,16 +209,43 @@ function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDe
     const isText = d.type === 'text';
     const durable = isText ? it.text : it.reasoning;
     const liveTail = isText ? it.liveText : it.liveReasoning;
-    let nd = durable, nl = liveTail;
-    if (live) {
-      nl = liveTail + d.text;
-    } else {
-      // A durable chunk covers deltas that may already be on screen: drop the overlap from the live tail.
-      nd = durable + d.text;
-      nl = dropOverlap(d.text, liveTail);
-    }
-    return isText ? { ...it, text: nd, liveText: nl } : { ...it, reasoning: nd, liveReasoning: nl };
+    const at = isText ? it.liveTextAt : it.liveReasoningAt;
+    const next = live ? liveDelta(durable, liveTail, at, d.text, offset) : durableChunk(durable, liveTail, at, d.text);
+    if (!next) return it; // a duplicate delta: already on screen
+    return isText
+      ? { ...it, text: next.durable, liveText: next.live, liveTextAt: next.at }
+      : { ...it, reasoning: next.durable, liveReasoning: next.live, liveReasoningAt: next.at };
   });
+}
+
+interface Block { durable: string; live: string; at: number | undefined }
+
+/** A live delta. With its `offset`, one whose end is not past what is rendered is a duplicate (null:
+ *  e.g. after a reattach), and only the part past the rendered end is appended. */
+function liveDelta(durable: string, live: string, at: number | undefined, text: string, offset: number | undefined): Block | null {
+  if (offset === undefined) return { durable, live: live + text, at: undefined }; // an older daemon: no offsets
+  const from = live ? at ?? durable.length : durable.length;
+  const rendered = Math.max(durable.length, from + live.length);
+  const end = offset + text.length;
+  if (end <= rendered) return null;
+  if (!live) {
+    // Normally offset <= durable.length; past it, the text between is in a chunk still to come.
+    return offset <= durable.length
+      ? { durable, live: text.slice(durable.length - offset), at: durable.length }
+      : { durable, live: text, at: offset };
+  }
+  const liveEnd = from + live.length;
+  return { durable, live: live + (offset <= liveEnd ? text.slice(liveEnd - offset) : text), at: from };
+}
+
+/** A durable chunk: it covers deltas that may already be on screen, which leave the live tail. */
+function durableChunk(durable: string, live: string, at: number | undefined, text: string): Block {
+  const nd = durable + text;
+  if (at === undefined) return { durable: nd, live: dropOverlap(text, live), at: undefined };
+  const covered = nd.length - at;
+  if (covered >= live.length) return { durable: nd, live: '', at: undefined };
+  if (covered > 0) return { durable: nd, live: live.slice(covered), at: nd.length };
+  return { durable: nd, live, at };
 }
 
 /** The live tail after a chunk `chunk` became durable: the longest prefix of `live` that ends `chunk` is removed. */
@@ -229,7 +261,7 @@ function closeOpen(model: SessionModel, turn: number): SessionModel {
   let m = model;
   for (const it of model.items) {
     if (it.kind === 'assistant' && it.turn === turn && !it.done) {
-      m = updateItem(m, it.id, (x) => x.kind === 'assistant' ? { ...x, text: x.text + x.liveText, reasoning: x.reasoning + x.liveReasoning, liveText: '', liveReasoning: '', done: true } : x);
+      m = updateItem(m, it.id, (x) => x.kind === 'assistant' ? { ...x, text: x.text + x.liveText, reasoning: x.reasoning + x.liveReasoning, liveText: '', liveReasoning: '', liveTextAt: undefined, liveReasoningAt: undefined, done: true } : x);
     }
     if (it.kind === 'tool' && it.turn === turn && (it.status === 'running' || it.status === 'pending' || it.status === 'awaiting-permission')) {
       m = updateItem(m, it.id, (x) => x.kind === 'tool' ? { ...x, status: 'error' } : x);
@@ -273,18 +305,28 @@ function parseArgs(a: unknown): unknown {
 
 // ---- derived views ---------------------------------------------------------------------------------
 
-export interface QueueEntry { message: UserMessage; target: 'next-turn' | 'next-step'; label: string; text: string }
+export interface QueueEntry {
+  message: InboxItem; target: 'next-turn' | 'next-step';
+  /** How it was sent: the daemon's `verb`; for an older daemon what this window sent, else a guess. */
+  label: string; text: string;
+  /** The editor messages attached to it (they enter just before it). */
+  context: UserMessage[];
+}
 
 export function queueOf(model: SessionModel): QueueEntry[] {
-  const label = (m: UserMessage, target: 'next-turn' | 'next-step'): string => {
+  const label = (m: InboxItem, target: 'next-turn' | 'next-step'): string => {
+    if (typeof m.verb === 'string' && m.verb) return m.verb;
     const via = model.via[m.id];
     if (via) return via;
     if (m.source.kind === 'editor') return 'context';
     return target === 'next-turn' ? 'followup' : 'steer';
   };
+  const entry = (m: InboxItem, target: 'next-turn' | 'next-step'): QueueEntry => ({
+    message: m, target, label: label(m, target), text: textOf(m.content), context: Array.isArray(m.context) ? m.context : [],
+  });
   return [
-    ...model.inbox.nextStep.map((m) => ({ message: m, target: 'next-step' as const, label: label(m, 'next-step'), text: textOf(m.content) })),
-    ...model.inbox.nextTurn.map((m) => ({ message: m, target: 'next-turn' as const, label: label(m, 'next-turn'), text: textOf(m.content) })),
+    ...model.inbox.nextStep.map((m) => entry(m, 'next-step')),
+    ...model.inbox.nextTurn.map((m) => entry(m, 'next-turn')),
   ];
 }
 

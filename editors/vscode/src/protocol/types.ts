@@ -33,7 +33,21 @@ export interface UserMessage {
 /** What a client writes when it sends a message. */
 export interface OutgoingMessage { id?: string; content: string | ContentBlock[]; source?: Source }
 
-export interface Inbox { nextTurn: UserMessage[]; nextStep: UserMessage[] }
+export type Verb = 'followup' | 'steer' | 'inject' | 'send' | 'context';
+
+/** A pending inbox entry: the message's own fields plus what the queue knows about it (all optional:
+ *  an older daemon sends bare UserMessages). `context`: the editor messages that travel with it. */
+export interface InboxItem extends UserMessage {
+  context?: UserMessage[]; wakeup?: boolean; verb?: Verb | string; queuedAt?: number; target?: Target;
+}
+
+export interface Inbox { nextTurn: InboxItem[]; nextStep: InboxItem[] }
+
+/** What `context` on a send refers to; read by the daemon at send time (protocol.md §4). */
+export interface ContextRef { uri: string; kind: 'file' | 'selection' | 'diagnostics'; range?: Range; diagnostics?: unknown[] }
+
+/** The reply of a send: the message id, plus the ids of the editor messages attached with `context`. */
+export interface SendResult { messageId: string; contextIds?: string[] }
 
 export interface SessionInfo {
   sessionId: string; title: string; cwd: string; createdAt: number; updatedAt: number;
@@ -64,7 +78,7 @@ export interface EditMeta { path: string; diff: string; beforeHash?: string; aft
 
 /** dsh/event params, by type. */
 export interface EventDataMap {
-  'agent/inbox/spliced': { target: Target; start: number; inserted: UserMessage[]; removedCount?: number; removedIds?: string[]; outcome?: 'canceled' | 'replaced' | 'moved' };
+  'agent/inbox/spliced': { target: Target; start: number; inserted: InboxItem[]; removedCount?: number; removedIds?: string[]; outcome?: 'canceled' | 'replaced' | 'moved' };
   'turn/start': { turn: number };
   'step/start': { turn: number; step: number };
   'step/end': { turn: number; step: number };
@@ -74,15 +88,16 @@ export interface EventDataMap {
   'assistant/chunk': { turn: number; step: number; deltas: StreamDelta[] };
   'assistant/message': { turn: number; step: number; message: UserMessage; finishReason?: string; usage?: unknown; interrupted?: true; sourceEventSeqs?: number[] };
   'tool/call': { turn: number; step: number; callId: string; name: string; arguments: unknown; synthetic?: true };
-  'tool/result': { turn: number; step: number; message: UserMessage; error?: ToolError; meta?: EditMeta & Record<string, unknown>; sourceEventSeqs?: number[] };
+  'tool/result': { turn: number; step: number; callId?: string; name?: string; message: UserMessage; error?: ToolError; meta?: EditMeta & Record<string, unknown>; sourceEventSeqs?: number[] };
   'llm/retry': { turn: number; step: number; retry: number; delayMs: number; error: { code: string; message: string; status?: number; retryAfterMs?: number } };
   'turn/usage': { turn: number; usage: Usage };
   'turn/end': { turn: number; reason: TurnEndReason };
   'agent/status': { status: 'idle' | 'running' };
-  'agent/inbox/inserted': { message: UserMessage; target: Target };
+  'agent/inbox/inserted': { message: InboxItem; target: Target; index?: number };
   'agent/inbox/claimed': { message: UserMessage; turn: number };
   'agent/inbox/discarded': { message: UserMessage };
-  'assistant/delta': { turn: number; step: number; delta: StreamDelta };
+  /** `offset`: where the delta's text starts in its block (UTF-16 code units); absent from older daemons. */
+  'assistant/delta': { turn: number; step: number; offset?: number; delta: StreamDelta };
   'tool/output': { turn: number; step: number; callId: string; text: string };
   'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
 }
@@ -114,6 +129,13 @@ export interface ContextDidChangeParams {
 
 export interface InitializeDshCapabilities {
   protocolVersion: number; version: string; sessions?: boolean; inboxEdits?: boolean; editorContext?: string[];
+  /** `context` on dsh/send, followup, steer, inject and inbox/replace (protocol.md §4). */
+  sendContext?: boolean;
+  /** Pending items carry verb, wakeup, queuedAt, target and context (§5). */
+  inboxItems?: boolean;
+  /** assistant/delta carries `offset` (§7). */
+  deltaOffsets?: boolean;
+  [flag: string]: unknown;
 }
 
 /** Typed `data.code` of daemon errors. */
