@@ -145,17 +145,18 @@ class DeepSeekProvider:
     async def _open(self, request: ModelRequest) -> httpx.Response:
         """Send the request; the response's headers have arrived when this returns."""
         config = self.config
-        if not config.api_key:
+        if not config.api_key and needs_api_key(config.base_url):
             raise ProviderFailure(LlmFailure(CONFIG, NO_KEY_MESSAGE))
         content = encode_body(request_body(request, default_model=config.model))
         headers = {
-            "authorization": f"Bearer {config.api_key}",
             "content-type": "application/json",
             "accept": "text/event-stream",
             # Compressing intermediaries re-batch deltas; identity keeps each event as it is sent.
             "accept-encoding": "identity",
             "user-agent": f"dsh-daemon/{__version__}",
         }
+        if config.api_key:  # local servers (llama.cpp, Ollama, vLLM, LM Studio) take none
+            headers["authorization"] = f"Bearer {config.api_key}"
         purpose = request.config.get("purpose")
         if isinstance(purpose, str) and purpose:
             headers["x-dsh-purpose"] = purpose  # D11: auxiliary calls say what they are for
@@ -258,3 +259,10 @@ def _is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def needs_api_key(base_url: str) -> bool:
+    """DeepSeek's own API refuses a request without a key, so a missing key is reported up front as a
+    `CONFIG` error; any other OpenAI-compatible endpoint may take none, so it is simply asked."""
+    host = (httpx.URL(base_url).host if "://" in base_url else "").lower()
+    return host == "deepseek.com" or host.endswith(".deepseek.com")

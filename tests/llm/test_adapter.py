@@ -315,12 +315,24 @@ async def test_request_headers_and_body(fake: FakeDeepSeek, adapter: DeepSeekPro
     }
 
 
-async def test_missing_key_fails_with_guidance_before_any_request(fake: FakeDeepSeek) -> None:
-    provider = DeepSeekProvider(make_config(fake, api_key=None))
+@pytest.mark.parametrize("base_url", ["https://api.deepseek.com", "https://api.deepseek.com/beta"])
+async def test_missing_key_for_deepseek_fails_with_guidance_before_any_request(
+    fake: FakeDeepSeek, base_url: str
+) -> None:
+    provider = DeepSeekProvider(make_config(fake, api_key=None, base_url=base_url))
     failure = (await failure_of(provider)).failure
     assert failure.code == "CONFIG"
     assert "DEEPSEEK_API_KEY" in failure.message
     assert fake.requests == []
+
+
+async def test_a_local_endpoint_needs_no_key_and_gets_no_authorization_header(fake: FakeDeepSeek) -> None:
+    """llama.cpp, Ollama, vLLM and LM Studio take no key: the request goes out without one."""
+    fake.script(Reply.stream(text_stream(["local"])))
+    provider = DeepSeekProvider(make_config(fake, api_key=None))
+    assert texts(await collect(provider)) == "local"
+    (request,) = fake.requests
+    assert "authorization" not in request.headers
 
 
 async def test_key_echoed_by_the_provider_is_redacted(fake: FakeDeepSeek, adapter: DeepSeekProvider) -> None:
