@@ -240,36 +240,57 @@ async function scenario(): Promise<void> {
     expect(await cat.textContent()).toContain('gamma');
     await shot('command-ran-on-saved-file');
 
-    // 4. The editor selection as a chip that travels with the next prompt.
+    // 4. The editor selection as a chip on a prompt queued while a turn runs: the chip travels with that
+    //    prompt (context on the followup) into its own turn, never into the running one.
+    const before = fake.requests.length;
+    const g4 = gate();
+    fake.script(
+      { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g4.promise },
+      textReply('Looked around.'),
+      textReply('That line says alpha.'),
+    );
+    await c.getByLabel('message').fill('Look around first');
+    await c.getByLabel('message').press('Enter');
+    await expect.poll(() => fake.requests.length, { timeout: 15000 }).toBe(before + 1);
+    await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
     await page.locator('.monaco-editor .view-lines').first().click();
     await page.keyboard.press('Control+Home');
     await page.keyboard.press('Shift+End');
     await runCommand('dsh: Add Selection to Chat');
     await expect.poll(() => c.locator('.chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt:1-1✕']);
-    await shot('selection-chip');
-    fake.script(textReply('That line says alpha.'));
-    const before = fake.requests.length;
     await c.getByLabel('message').fill('What does this line say?');
     await c.getByLabel('message').press('Enter');
+    await expect.poll(() => c.locator('.queue-item .queue-text').allTextContents(), { timeout: 15000 }).toEqual(['What does this line say?']);
+    expect(await c.locator('.queue-item .badge').allTextContents()).toEqual(['followup']);
+    expect(await c.locator('.queue-item .queue-context .chip').allTextContents()).toEqual(['selection notes.txt:1-1']);
+    await shot('selection-chip-queued');
+    g4.open();
     await expect.poll(() => c.locator('.msg.assistant', { hasText: 'That line says alpha.' }).count(), { timeout: 30000 }).toBe(1);
-    const sent = fake.requests[before].body.messages.map((m: any) => String(m.content)).join('\n');
-    expect(sent).toContain('alpha');
-    expect(sent).toMatch(/Selection in .*notes\.txt/);
+    const userText = (i: number) => fake.requests[before + i].body.messages.filter((m: any) => m.role !== 'system').map((m: any) => String(m.content)).join('\n');
+    expect(fake.requests.length).toBe(before + 3);
+    expect(userText(1)).not.toMatch(/Selection in .*notes\.txt/); // the running turn's second step
+    expect(userText(2)).toMatch(/Selection in .*notes\.txt/); // the queued prompt's own turn
+    expect(userText(2)).toContain('alpha');
     expect(await c.locator('details.context-chip summary').allTextContents()).toContain('selection notes.txt:1-1');
+    await shot('selection-chip-ran-with-its-prompt');
 
-    // 5. Reload Window in the middle of a turn with a queued prompt: session, transcript and queue come back.
+    // 5. Reload Window in the middle of a turn with a queued prompt and a steer: session, transcript and
+    //    queue come back, labelled from each item's verb (the reloaded host never saw them sent).
     fake.script(textReply(['Never finishes'], { gate: new Promise(() => {}) }));
     await c.getByLabel('message').fill('A turn cut short by a reload');
     await c.getByLabel('message').press('Enter');
-    await expect.poll(() => fake.requests.length, { timeout: 15000 }).toBe(before + 2);
+    await expect.poll(() => fake.requests.length, { timeout: 15000 }).toBe(before + 4);
     await c.getByLabel('message').fill('Queued before the reload');
     await c.getByLabel('message').press('Enter');
-    await expect.poll(() => c.locator('.queue-item').count(), { timeout: 15000 }).toBe(1);
+    await c.getByLabel('message').fill('Steered before the reload');
+    await c.getByLabel('message').press('Control+Enter');
+    await expect.poll(() => c.locator('.queue-item').count(), { timeout: 15000 }).toBe(2);
     await runCommand('Developer: Reload Window');
     await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
     await openChat();
     const c2 = chat();
-    await expect.poll(() => c2.locator('.queue-item .queue-text').allTextContents(), { timeout: 60000 }).toEqual(['Queued before the reload']);
+    await expect.poll(() => c2.locator('.queue-item .queue-text').allTextContents(), { timeout: 60000 }).toEqual(['Steered before the reload', 'Queued before the reload']);
+    expect(await c2.locator('.queue-item .badge').allTextContents()).toEqual(['steer', 'followup']);
     await expect.poll(() => c2.locator('.msg.user').allTextContents(), { timeout: 30000 }).toContain('Say hello');
     expect(await c2.locator('.msg.assistant', { hasText: 'The queued prompt ran.' }).count()).toBe(1);
     await expect.poll(() => c2.locator('.footer').last().textContent(), { timeout: 30000 }).toContain('stopped (shutdown)');
