@@ -1,0 +1,79 @@
+"""session/load replays a session created over the LSP wire; list, resume and close."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acp import text_block
+
+from tests.acp.harness import acp_daemon, settle
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import start_daemon, stop_daemon
+
+
+async def test_load_replays_a_session_created_over_the_lsp_wire(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    state = tmp_path / "state"
+    work = state / "work"
+    work.mkdir(parents=True)
+    (work / "app.py").write_text("a = 1\nb = 2\n")
+    lsp = await start_daemon(state, fake, root=work)
+    try:
+        sid = await lsp.new_session(cwd=str(work))
+        selection = {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0}}
+        await lsp.request(
+            "dsh/followup",
+            {
+                "sessionId": sid,
+                "message": {"content": "hello from lsp"},
+                "context": [{"uri": (work / "app.py").as_uri(), "kind": "selection", "range": selection}],
+            },
+        )
+        await lsp.wait_idle_turn(sid)
+    finally:
+        await stop_daemon(lsp)
+
+    fake.script(Reply.stream(text_stream(["second answer"])))
+    async with acp_daemon(state, fake) as d:
+        listed = await d.conn.list_sessions(cwd=str(work))
+        assert [s.session_id for s in listed.sessions] == [sid]
+        await settle(d.conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[]))
+        replayed = d.client.updates(sid)
+        kinds = [u["sessionUpdate"] for u in replayed]
+        user = [u["content"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+        assert user[0]["type"] == "resource"
+        assert user[0]["resource"]["uri"] == (work / "app.py").as_uri() + "#L2:2"
+        assert "b = 2" in user[0]["resource"]["text"]
+        assert user[1] == {"type": "text", "text": "hello from lsp"}
+        assert d.client.text(sid) == "Hello there!"  # the default reply, replayed whole
+        assert kinds.index("user_message_chunk") < kinds.index("agent_message_chunk")
+        assert "session_info_update" in kinds
+        before = len(d.client.wire)
+        # The loaded session continues: a prompt runs with the whole history.
+        response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("and now?")]))
+        assert response.stop_reason == "end_turn"
+        assert "second answer" in "".join(
+            m["params"]["update"]["content"].get("text", "")
+            for m in d.client.wire[before:]
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        )
+        contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert contents[-1] == "and now?" and "hello from lsp" in contents
+
+
+async def test_resume_does_not_replay_and_close_keeps_the_session(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as d:
+        sid = await d.new_session()
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("first")]))
+        ).stop_reason == "end_turn"
+        await settle(d.conn.close_session(session_id=sid))
+    async with acp_daemon(state, fake) as d:
+        await settle(d.conn.resume_session(cwd=str(d.work), session_id=sid))
+        assert d.client.updates(sid) == []
+        fake.script(Reply.stream(text_stream(["resumed"])))
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("more")]))
+        ).stop_reason == "end_turn"
+        assert d.client.text(sid) == "resumed"

@@ -1,0 +1,101 @@
+"""Tool calls over ACP: a permission round trip with a diff, and edits through the client's fs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acp import text_block
+
+from tests.acp.harness import acp_daemon, settle
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import tool_call_stream
+
+
+def edit_then_done(path: str, old: str, new: str) -> tuple[Reply, Reply]:
+    call = ("call_edit_1", "edit_file", {"path": path, "old_string": old, "new_string": new})
+    return Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["done"]))
+
+
+async def test_a_permission_round_trip_with_a_diff(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    fake.script(*edit_then_done("app.py", "x = 1", "x = 2"))
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        target = d.work / "app.py"
+        target.write_text("# app\nx = 1\n")
+        sid = await d.new_session()
+        response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("bump x")]))
+        assert response.stop_reason == "end_turn"
+        (request,) = d.client.permission_requests
+        assert request["sessionId"] == sid
+        assert {o["kind"] for o in request["options"]} == {"allow_once", "allow_always", "reject_once"}
+        call = request["toolCall"]
+        assert call["toolCallId"] == "call_edit_1" and call["kind"] == "edit"
+        assert call["locations"] == [{"path": str(target)}]
+        (diff,) = [c for c in call["content"] if c["type"] == "diff"]
+        assert diff["path"] == str(target)
+        assert "x = 1" in diff["oldText"] and "x = 2" in diff["newText"] and "x = 1" not in diff["newText"]
+        assert target.read_text() == "# app\nx = 2\n"  # no fs capability: written to disk
+        # The client saw the call announced, then running, then completed with the diff.
+        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_edit_1"]
+        assert updates[0]["sessionUpdate"] == "tool_call" and updates[0]["status"] == "pending"
+        assert updates[-1]["status"] == "completed"
+        assert any(c["type"] == "diff" for c in updates[-1]["content"])
+        # The model got the tool result, then answered.
+        tool_messages = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
+        assert tool_messages and tool_messages[0]["tool_call_id"] == "call_edit_1"
+
+
+async def test_a_rejected_edit_fails_the_call_and_the_turn_goes_on(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    fake.script(*edit_then_done("app.py", "x = 1", "x = 2"))
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        target = d.work / "app.py"
+        target.write_text("x = 1\n")
+        d.client.permission_answer = "reject"
+        sid = await d.new_session()
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("bump")]))
+        ).stop_reason == "end_turn"
+        assert target.read_text() == "x = 1\n"
+        last = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_edit_1"][-1]
+        assert last["status"] == "failed"
+
+
+async def test_edits_go_through_the_clients_fs_when_it_advertises_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    fake.script(*edit_then_done("app.py", "unsaved = 1", "unsaved = 2"))
+    async with acp_daemon(tmp_path / "state", fake, fs=True) as d:
+        target = d.work / "app.py"
+        target.write_text("saved = 1\n")
+        d.client.buffers[str(target)] = "unsaved = 1\n"  # the editor's buffer differs from the disk
+        sid = await d.new_session()
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("edit")]))
+        ).stop_reason == "end_turn"
+        assert d.client.writes == [(str(target), "unsaved = 2\n")]
+        assert target.read_text() == "saved = 1\n"  # the editor owns saving
+        (request,) = d.client.permission_requests
+        (diff,) = [c for c in request["toolCall"]["content"] if c["type"] == "diff"]
+        assert diff["oldText"] == "unsaved = 1\n" and diff["newText"] == "unsaved = 2\n"
+
+
+async def test_command_output_accumulates_in_the_tool_call(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    call = ("call_run_1", "run_command", {"command": "echo one; echo two"})
+    fake.script(Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran"])))
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        d.client.permission_answer = "allow-always"
+        sid = await d.new_session()
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("run")]))
+        ).stop_reason == "end_turn"
+        (request,) = d.client.permission_requests
+        assert request["toolCall"]["kind"] == "execute"
+        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_run_1"]
+        outputs = [
+            u["content"][0]["content"]["text"]
+            for u in updates
+            if u.get("status") == "in_progress" and u.get("content")
+        ]
+        assert outputs and "one\ntwo" in outputs[-1]  # each update holds everything so far
+        assert updates[-1]["status"] == "completed"
