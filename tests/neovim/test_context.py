@@ -6,6 +6,7 @@ import json
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.neovim.harness import Editor
+from tests.server.harness import text_reply, tool_call_stream
 
 SAMPLE = ["héllo wörld", "abc😀def", "xyz"]
 
@@ -192,3 +193,118 @@ def test_ambient_editor_state_is_opt_in(editor: Editor, fake: FakeDeepSeek) -> N
     assert "- cursor/selection: line 3 to 3" in snapshot and "os.getcwd())" in snapshot
     assert second[-1] == "what is selected?"
     assert "📎 editor snapshot (main.py)" in editor.lines()
+
+
+def _user_texts(request) -> list[str]:  # type: ignore[no-untyped-def]
+    return [
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        for m in request.json["messages"]
+        if m["role"] == "user"
+    ]
+
+
+def _focus_buffer(editor: Editor, name: str) -> None:
+    editor.lua(
+        "for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do"
+        " if vim.fs.basename(vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w))) == ... then"
+        " vim.api.nvim_set_current_win(w) end end",
+        name,
+    )
+
+
+def test_an_attached_selection_waits_with_its_queued_prompt(editor: Editor, fake: FakeDeepSeek) -> None:
+    app = editor.paths.work / "app.py"
+    app.write_text("import os\n\ndef main():\n    return os.getcwd()\n")
+    fake.script(
+        Reply.stream(tool_call_stream([("call_1", "run_command", {"command": "true"})])),
+        text_reply("ran it"),
+        text_reply("explained"),
+    )
+    editor.cmd("edit app.py")
+    editor.cmd("Dsh run it")
+    editor.wait(lambda: editor.floats(), what="the permission float")  # turn 1 waits at its first step
+    _focus_buffer(editor, "app.py")
+    editor.keys("3GVj\\da")  # <leader>da: lines 3-4 for the next prompt
+    editor.wait(lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 lines app.py:3-4"], what="attached")
+    editor.type_in_input("explain this")
+    editor.keys("<CR>")  # busy: queued, with the selection as its own context
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ queued 1 · followup  explain this  + sel app.py:3-4"],
+        what="the queued prompt with its context",
+    )
+    (item,) = editor.lua("return T.inbox()")["nextTurn"]
+    assert item["verb"] == "followup" and item["wakeup"] is True and isinstance(item["queuedAt"], int)
+    (ctx,) = item["context"]
+    assert ctx["source"]["contextKind"] == "selection" and "return os.getcwd()" in ctx["content"][0]["text"]
+    # :DshQueue labels the line with its verb and context; rewording it keeps the context.
+    editor.cmd("DshQueue")
+    lines = editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    assert lines[1:] == [
+        "# next turn: prompts, each its own turn, in order",
+        "#1 explain this",
+        "# next step: steering and context for the next model request",
+    ]
+    labels = editor.lua(
+        "local out = {} for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, require('dsh.queue').ns, 0, -1,"
+        " {details = true})) do out[#out + 1] = {m[2], table.concat(vim.tbl_map(function(c) return c[1] end,"
+        " m[4].virt_text))} end return out"
+    )
+    assert labels == [[2, "  followup  + sel app.py:3-4"]]
+    editor.keys("/^#1<CR>A, briefly<Esc>")
+    editor.cmd("write")
+    editor.wait(
+        lambda: [m["content"][0]["text"] for m in editor.lua("return T.inbox()")["nextTurn"]]
+        == ["explain this, briefly"],
+        what="the prompt reworded",
+    )
+    (item,) = editor.lua("return T.inbox()")["nextTurn"]
+    assert item["verb"] == "followup" and [c["id"] for c in item["context"]] == [ctx["id"]]
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ queued 1 · followup  explain this, briefly  + sel app.py:3-4"],
+        what="the reworded line",
+    )
+    # Allow the command: turn 1 goes on to its second step, which must not see the queued selection.
+    editor.lua("vim.api.nvim_set_current_win(T.floats()[1].win)")
+    editor.keys("y")
+    editor.wait_footers(2)
+    assert len(fake.requests) == 3
+    assert not any("Selection in" in t for t in _user_texts(fake.requests[1]))
+    second_turn = _user_texts(fake.requests[2])
+    assert second_turn[-1] == "explain this, briefly"
+    assert second_turn[-2].startswith("Selection in ") and "lines 3-4" in second_turn[-2]
+    assert sum("Selection in" in t for t in second_turn) == 1
+    lines = editor.lines()
+    at = lines.index("📎 selection app.py:3-4")
+    assert lines.index("ran it") < at and lines[at + 1 :][:3] == ["", "## You", "explain this, briefly"]
+
+
+def test_steer_with_a_selection_and_words_is_one_steer(editor: Editor, fake: FakeDeepSeek) -> None:
+    src = editor.paths.work / "src.txt"
+    src.write_text("alpha\nbeta\ngamma\n")
+    fake.script(text_reply("using beta"), text_reply("gamma it is"))
+    editor.cmd("Dsh")
+    editor.wait(editor.snapshot, what="the chat")
+    editor.lua(
+        "_G.inserted = {}; local d = require('dsh'); local on_event = d.on_event;"
+        " d.on_event = function(root, ev) if ev.type == 'agent/inbox/inserted' then"
+        " table.insert(_G.inserted, ev.data) end return on_event(root, ev) end"
+    )
+    editor.type_in_input("use this one")
+    editor.cmd("wincmd t | edit src.txt")
+    editor.keys("2GV\\ds")  # <leader>ds with words typed in the chat input: they go with it
+    editor.wait_footers(1)
+    assert editor.snapshot()["input"] == [""]
+    texts = _user_texts(fake.requests[0])
+    assert texts[-1] == "use this one" and texts[-2].startswith("Selection in ") and "beta" in texts[-2]
+    # :'<,'>DshSteer words: the range's selection with the words, again one request.
+    editor.keys("3GvE:DshSteer this instead<CR>")
+    editor.wait_footers(2)
+    texts = _user_texts(fake.requests[1])
+    assert texts[-1] == "this instead" and "\ngamma\n```" in texts[-2]
+    inserted = editor.lua("return _G.inserted")
+    assert [(d["message"]["verb"], len(d["message"].get("context", []))) for d in inserted] == [
+        ("steer", 1),
+        ("steer", 1),
+    ]
+    lines = editor.lines()
+    assert lines[lines.index("📎 selection src.txt:3") + 1 :][:3] == ["", "## You", "this instead"]

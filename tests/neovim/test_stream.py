@@ -1,0 +1,65 @@
+"""Streams reconcile: `assistant/delta` offsets drop duplicates and fill gaps after a reattach;
+`tool/result` names its call at the top level."""
+
+from __future__ import annotations
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.neovim.harness import Editor
+
+REDUCE = """
+local S = require('dsh.session')
+local st = S.new('x')
+local out = {}
+local function ev(t, d, seq)
+  for _, op in ipairs(S.reduce(st, { sessionId = 'x', type = t, data = d, seq = seq })) do
+    if op.op == 'tool_result' then
+      out[#out + 1] = 'tool_result:' .. op.callId .. ':' .. op.name
+    elseif op.text then
+      out[#out + 1] = op.op .. ':' .. op.text
+    end
+  end
+end
+local function delta(offset, text, kind)
+  ev('assistant/delta', { turn = 1, step = 1, offset = offset, delta = { type = kind or 'text', text = text } })
+end
+-- a replayed chunk (5 UTF-16 units: the emoji counts two), then the live deltas of a reattach
+ev('assistant/chunk', { turn = 1, step = 1, deltas = { { type = 'text', text = 'Hé😀l' } } }, 5)
+delta(0, 'Hé')     -- already shown: dropped
+delta(2, '😀lo')   -- overlaps: only 'o'
+delta(9, '!')      -- past a gap (8..9 unseen): held
+delta(6, ' w')     -- 6..8
+ev('assistant/chunk', { turn = 1, step = 1, deltas = { { type = 'text', text = 'o wX!' } } }, 6) -- fills the gap
+delta(10, '?')
+delta(0, 'hm', 'reasoning')
+ev('assistant/chunk', { turn = 1, step = 1, deltas = { { type = 'reasoning', text = 'hm' }, { type = 'text', text = '?' } } }, 7)
+ev('tool/call', { turn = 1, step = 1, callId = 'c1', name = 'grep', arguments = '{}' }, 8)
+ev('tool/result', { turn = 1, step = 1, callId = 'c1', name = 'grep', message = { content = {} } }, 9)
+ev('tool/result', { turn = 1, step = 1, callId = 'c2', name = 'list_dir', message = { content = {} } }, 10)
+return out
+"""
+
+
+def test_delta_offsets_drop_duplicates_and_wait_for_gaps(editor: Editor) -> None:
+    assert editor.lua(REDUCE) == [
+        "text:Hé😀l",
+        "text:o",
+        "text: w",
+        "text:X!",
+        "text:?",
+        "reasoning:hm",
+        "tool_result:c1:grep",
+        "tool_result:c2:list_dir",  # a call never announced still gets its name
+    ]
+
+
+def test_reattaching_mid_stream_shows_the_text_once(editor: Editor, fake: FakeDeepSeek) -> None:
+    pieces = ["one ", "two ", "three ", "four ", "five ", "six."]
+    fake.script(Reply.stream(text_stream(pieces), delay=0.4))
+    editor.cmd("Dsh count")
+    editor.wait_text("two")
+    session_id = editor.snapshot()["id"]
+    editor.cmd(f"DshResume {session_id}")  # attach again: stored chunks replayed, then live deltas
+    editor.wait_footers(1)
+    lines = editor.lines()
+    assert "one two three four five six." in lines
+    assert lines.count("## dsh") == 1 and lines.count("## You") == 1
