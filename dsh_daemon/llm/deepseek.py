@@ -59,9 +59,20 @@ class DeepSeekProvider:
         self._transport = transport  # tests and the benchmark wrap the transport; production leaves it
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._retired: list[httpx.AsyncClient] = []  # pools replaced by `reconfigure`
 
     def __repr__(self) -> str:
         return f"DeepSeekProvider({self.config!r})"
+
+    def reconfigure(self, config: ProviderConfig) -> None:
+        """Use `config` from the next request on (a request under way finishes on the old one). New
+        timeouts need a new connection pool; the old pool is closed with the provider, since a stream
+        may still be reading from it."""
+        old, self.config, self.name = self.config, config, config.name
+        timeouts = ("connect_timeout_s", "idle_timeout_s")
+        if self._client is not None and any(getattr(old, t) != getattr(config, t) for t in timeouts):
+            self._retired.append(self._client)
+            self._client = None
 
     def default_config(self, model: str) -> Mapping[str, Any]:
         defaults: dict[str, Any] = {"maxTokens": self.config.max_tokens}
@@ -85,8 +96,10 @@ class DeepSeekProvider:
     async def aclose(self) -> None:
         """Close pooled connections (call at daemon shutdown)."""
         client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        retired, self._retired = self._retired, []
+        for pool in [*retired, client]:
+            if pool is not None:
+                await pool.aclose()
 
     # ---- one attempt -------------------------------------------------------------------------------
 

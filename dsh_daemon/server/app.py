@@ -228,6 +228,27 @@ def register(daemon: Daemon) -> None:
             root = to_fs_path(ls.workspace.root_uri) if ls.workspace.root_uri else None
             daemon._hub.workspace_folders_changed([r for r in [*folders, root] if r])
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def on_configuration(ls: LanguageServer, p: types.DidChangeConfigurationParams) -> None:
+        settings = p.settings.get("dsh") if isinstance(p.settings, Mapping) else None
+        if daemon.init is None or daemon.shutting_down or not isinstance(settings, Mapping):
+            return  # not ours (another section, or pull-model clients that send null)
+        init = daemon.init.initialization_options
+        merged = merge_settings(init if isinstance(init, Mapping) else {}, settings)
+        try:
+            options = parse_options(
+                daemon.settings.state_dir, daemon.settings.env, daemon.settings.flags, merged
+            )
+        except JsonRpcException as exc:
+            # Nothing changes; the editor shows why (a notification has no reply to carry the error).
+            ls.window_show_message(
+                types.ShowMessageParams(types.MessageType.Error, f"dsh: settings not applied: {exc.message}")
+            )
+            return
+        daemon.options = options
+        if daemon._hub is not None:
+            daemon._hub.apply_options(options)
+
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: LanguageServer, *_: Any) -> Generator[Any, Any, None]:
         # A generator: `shutting_down` is set while the frame is dispatched, before any frame behind it.
@@ -434,6 +455,20 @@ def _opt_positive(p: Mapping[str, Any], key: str, method: str, cap: int | None) 
     if value < 1:
         raise errors.invalid_params(f"{method}: '{key}' must be a positive integer")
     return value if cap is None else min(value, cap)
+
+
+def merge_settings(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`initializationOptions` with the editor's `dsh` settings over them; an object value (`provider`,
+    `tools`, `agent`) is merged key by key, so a setting that names one key keeps the others (the API
+    key passed at start among them)."""
+    merged = dict(base)
+    for key, value in changes.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_settings(old, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _absolute(ls: LanguageServer, path: str) -> str:

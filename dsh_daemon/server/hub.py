@@ -5,6 +5,7 @@ wire module (app.py) answers `initialize` without importing any of it (cold star
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -46,6 +47,7 @@ from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.edits import DiskEditApplier
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
 log = logging.getLogger(__name__)
@@ -122,8 +124,29 @@ class SessionHub:
     def _provider(self) -> tuple[Provider, Callable[[], AgentOptions]]:
         from dsh_daemon.llm.deepseek import make_provider
 
-        provider_config = self.config.parsed.provider
-        return make_provider(provider_config), lambda: AgentOptions(model=provider_config.model)
+        # The model is read at each request, so a configuration change applies to the next one.
+        return make_provider(self.config.parsed.provider), lambda: AgentOptions(
+            model=self.config.parsed.provider.model
+        )
+
+    def apply_options(self, options: DaemonOptions) -> None:
+        """`workspace/didChangeConfiguration`: provider settings, tool permissions and the permission
+        timeout take effect from the next model request or tool call; a request or call under way
+        finishes on the old ones. (Tool limits, shell and the system prompt apply to sessions opened
+        from now on.)"""
+        self.config.options = options
+        reconfigure = getattr(self.manager.provider, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(options.provider)
+        for kit in self.kits.values():
+            for hook in kit.hooks.pre_execute:
+                if isinstance(hook, PermissionPolicy):
+                    hook.modes = dict(options.tools.permissions)
+        for view in self.views.values():
+            view.agent.options = dataclasses.replace(view.agent.options, model=options.provider.model)
+            approver = view.agent.approver
+            if isinstance(approver, ClientApprover):
+                approver.timeout_s = options.permission_timeout_s
 
     def _kit(self, session_id: str, cwd: str | None = None) -> ToolKit:
         """The session's tools (`cwd`: of a session not stored yet; else read from the store)."""

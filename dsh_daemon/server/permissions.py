@@ -43,7 +43,7 @@ class ClientApprover:
     ) -> None:
         self._protocol = protocol
         self._session_id = session_id
-        self._timeout_s = timeout_s
+        self.timeout_s = timeout_s
         self._announce = announce or (lambda _type, _data: None)
         self._open: dict[str, tuple[dict[str, Any], asyncio.Future[Any]]] = {}
 
@@ -91,7 +91,7 @@ class ClientApprover:
         either = asyncio.ensure_future(_first(future, out_of_band))
         answered_by_client = False
         try:
-            answer = await asyncio.wait_for(signal.race(either), self._timeout_s)
+            answer = await asyncio.wait_for(signal.race(either), self.timeout_s)
             answered_by_client = future.done() and not future.cancelled()
         except TimeoutError:
             return "cancelled"
