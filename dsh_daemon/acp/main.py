@@ -65,4 +65,5 @@ def run(settings: Settings) -> int:
     except KeyboardInterrupt:
         return 130
 
+
 __all__ = ["Settings", "configure_logging", "run", "serve"]

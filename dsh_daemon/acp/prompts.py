@@ -10,7 +10,8 @@ or `-32800` when the client cancelled that very request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,15 @@ class PendingPrompt:
 class PromptBook:
     def __init__(self) -> None:
         self._by_message: dict[str, PendingPrompt] = {}
+        self._moving: set[str] = set()  # ids an inbox move takes out and puts back: not discarded
+
+    @contextlib.contextmanager
+    def moving(self, message_id: str) -> Iterator[None]:
+        self._moving.add(message_id)
+        try:
+            yield
+        finally:
+            self._moving.discard(message_id)
 
     def add(self, request_id: RequestId, message_id: str) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -91,7 +101,7 @@ class PromptBook:
                 prompt.turn = None  # claimed, then put back: a later turn answers it
         elif event.type == ev.INBOX_DISCARDED:
             prompt = self._by_message.get(_message_id(data))
-            if prompt is not None and prompt.turn is None:
+            if prompt is not None and prompt.turn is None and prompt.message_id not in self._moving:
                 self._settle(prompt, request_cancelled() if prompt.revoked else {"stopReason": "cancelled"})
         elif event.type == ev.TURN_END:
             turn = int(data["turn"])

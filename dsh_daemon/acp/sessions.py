@@ -342,8 +342,10 @@ class AcpSessions:
             raise errors.duplicate_message_id(exc.message_id) from exc
 
     def inbox_move(self, session_id: str, message_id: str, target: Target, index: int) -> None:
+        state = self.state(session_id)
         try:
-            self.state(session_id).agent.inbox.move(message_id, target, index)
+            with state.book.moving(message_id):
+                state.agent.inbox.move(message_id, target, index)
         except UnknownMessageError as exc:
             raise errors.unknown_message(message_id) from exc
         except InvalidSpliceError as exc:

@@ -170,6 +170,7 @@ class RawAcp:
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.received: list[dict[str, Any]] = []
+        self._taken: set[int] = set()
         self._ids = 100
 
     def send_line(self, line: bytes) -> None:
@@ -193,9 +194,16 @@ class RawAcp:
         return message
 
     async def until(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first message, received before or from now on, that `predicate` accepts and no earlier
+        `until` returned."""
+        for index, message in enumerate(self.received):
+            if index not in self._taken and predicate(message):
+                self._taken.add(index)
+                return message
         while True:
             message = await self.next()
             if predicate(message):
+                self._taken.add(len(self.received) - 1)
                 return message
 
     async def response(self, request_id: int | None) -> dict[str, Any]:
