@@ -5,6 +5,7 @@ wire module (app.py) answers `initialize` without importing any of it (cold star
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -19,9 +20,16 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.agent.hooks import Hooks
-from dsh_daemon.agent.inbox import DuplicateMessageIdError, InvalidSpliceError, UnknownMessageError
+from dsh_daemon.agent.inbox import (
+    DuplicateMessageIdError,
+    InboxItem,
+    InvalidSpliceError,
+    UnknownMessageError,
+    apply_splice,
+    item_wire,
+)
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.provider import Provider
@@ -36,6 +44,7 @@ from dsh_daemon.server.context import (
     snapshot_hook,
 )
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
+from dsh_daemon.server.follow import ReadOnlyFollower
 from dsh_daemon.server.options import DaemonOptions, parse_options
 from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
@@ -91,6 +100,7 @@ class SessionView:
     agent: Agent
     subscribed: bool = False
     unsubscribe: Callable[[], None] | None = None
+    detached: bool = False  # the client detached while a turn ran: the lease goes when it is idle
 
 
 class SessionHub:
@@ -104,6 +114,7 @@ class SessionHub:
         self.workspaces: dict[str, ToolWorkspace] = {}  # each session's tool roots and cwd
         # sessions this connection attached while another process drove them: last seq delivered
         self.read_only: dict[str, int] = {}
+        self.follower = ReadOnlyFollower(self)  # tails the store for them
         provider, options = self._provider()
         self.prompt_config = self._prompt_config()
         self.manager = SessionManager(
@@ -264,6 +275,66 @@ class SessionHub:
 
         view.unsubscribe = view.agent.subscribe(forward)
         view.subscribed = True
+        view.detached = False
+
+    def notify_event(self, session_id: str, type_: str, data: dict[str, Any]) -> None:
+        """A live (seq-less) event of this hub's own, to the connection."""
+        self.server.protocol.notify("dsh/event", {"sessionId": session_id, "type": type_, "data": data})
+
+    def send_stored_events(self, session_id: str, events: list[Event]) -> None:
+        self._replay(session_id, events)
+
+    def inbox_json(self, session_id: str) -> dict[str, Any]:
+        """`dsh/inbox/list`: from the agent when driven here, else (read-only) from the stored splices."""
+        try:
+            return self.agent(session_id).inbox.to_json()
+        except errors.DshError as exc:
+            if (exc.data or {}).get("code") != "session_busy":
+                raise
+        lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
+        for event in self.manager.read(session_id):
+            if event.type == INBOX_SPLICED:
+                apply_splice(lists, event.data, event.seq, event.time)
+        return {
+            "nextTurn": [item_wire(item, "next-turn") for item in lists["next-turn"]],
+            "nextStep": [item_wire(item, "next-step") for item in lists["next-step"]],
+        }
+
+    def detach(self, session_id: str) -> None:
+        """Stop sending this session's events here; an idle session driven here is released at once
+        (its lease goes, so another window can drive it), a running one when its turn ends."""
+        if self.read_only.pop(session_id, None) is not None:
+            self.follower.forget(session_id)
+            return
+        view = self.views.get(session_id)
+        if view is None:
+            try:  # an unknown session is an error; a known one: nothing to do
+                self.manager.info(session_id)
+            except UnknownSessionError as exc:
+                raise errors.unknown_session(session_id) from exc
+            return
+        if view.unsubscribe is not None:
+            view.unsubscribe()
+        view.unsubscribe, view.subscribed, view.detached = None, False, True
+        if not self._release_if_idle(session_id):
+            unsubscribe: Callable[[], None] | None = None
+
+            def on_status(event: Event) -> None:
+                if event.type == STATUS and event.data.get("status") == "idle" and unsubscribe is not None:
+                    unsubscribe()
+                    # Not from inside the publish: releasing flushes the log.
+                    asyncio.get_running_loop().call_soon(self._release_if_idle, session_id)
+
+            unsubscribe = view.agent.subscribe(on_status)
+
+    def _release_if_idle(self, session_id: str) -> bool:
+        view = self.views.get(session_id)
+        if view is None or not view.detached:
+            return True  # re-attached meanwhile: it stays
+        if not self.manager.release_idle_session(session_id):
+            return False
+        del self.views[session_id]
+        return True
 
     def _replay(self, session_id: str, events: list[Event]) -> None:
         notify = self.server.protocol.notify
@@ -330,7 +401,11 @@ class SessionHub:
             last_seq = store.session_info(session_id).last_seq
         except UnknownSessionError as exc:
             raise errors.unknown_session(session_id) from exc
-        newest_first = store.iter_events_backward(session_id, last_seq)
+        up_to = last_seq
+        if before_turn is not None:  # a page deep in history: start reading at that turn, not at the end
+            start = store.turn_start_seq(session_id, before_turn)
+            up_to = last_seq if start is None else start - 1
+        newest_first = store.iter_events_backward(session_id, up_to)
         try:
             return transcript_page(newest_first, last_seq, before_turn, limit).to_json()
         finally:
@@ -376,6 +451,7 @@ class SessionHub:
             view.unsubscribe()
         for table in (self.kits, self.workspaces, self.ambient, self.read_only):
             table.pop(session_id, None)
+        self.follower.forget(session_id)
 
     def attach(self, session_id: str, after_seq: int, replay: bool = True) -> dict[str, Any]:
         """Replay (unless not `replay`) the durable events after `after_seq`, then follow live ones;
@@ -394,6 +470,8 @@ class SessionHub:
             else:
                 info = self.manager.info(session_id)
                 self.read_only[session_id] = info.last_seq
+            data = exc.data or {}
+            self.follower.follow(session_id, (int(data.get("holderPid", 0)), str(data.get("holderHost", ""))))
             return {
                 "sessionId": session_id,
                 "status": info.status,
@@ -547,6 +625,7 @@ class SessionHub:
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach."""
+        await self.follower.close()
         await self.manager.close()
         close_provider = getattr(self.manager.provider, "aclose", None)
         if close_provider is not None:

@@ -368,6 +368,15 @@ class SessionStore:
             events.append(_decode(session_id, seq, stamp, kind, data, ignorable))
         return events
 
+    def turn_start_seq(self, session_id: str, turn: int) -> int | None:
+        """The seq of turn `turn`'s `turn/start` (None: no such turn), found without decoding events."""
+        row = self._db.execute(
+            "SELECT seq FROM events WHERE session_id=? AND type='turn/start' "
+            "AND json_extract(data, '$.turn')=? ORDER BY seq DESC LIMIT 1",
+            (session_id, turn),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
     def iter_events_backward(
         self, session_id: str, up_to_seq: int, batch: int = 512
     ) -> Generator[Event, None, None]:

@@ -82,6 +82,7 @@ def page_events(
             continue
         turn = _int(event.data.get("turn"))
         if before_turn is not None and turn >= before_turn:
+            taken.clear()  # that turn and everything after it are not on this page
             continue
         found += 1
         oldest = turn

@@ -143,6 +143,8 @@ async def test_delete_is_refused_while_another_daemon_drives_the_session(
         pid = driver.client._server.pid  # type: ignore[union-attr]
         assert error.data["holderPid"] == pid and f"driven by another dsh-daemon (pid {pid}" in error.message
         assert [s["sessionId"] for s in (await other.request("dsh/session/list", {}))["sessions"]] == [sid]
+        renamed = await _error(other, "dsh/session/rename", {"sessionId": sid, "title": "theirs"})
+        assert renamed.data["code"] == "session_busy"
         await _turn_done(driver, sid, "still mine")  # the refused delete changed nothing
     finally:
         await stop_daemon(driver)

@@ -377,6 +377,10 @@ async def test_transcript_and_replay_none_of_a_session_another_daemon_drives(
         mine = await driver.request("dsh/session/transcript", {"sessionId": sid})
         theirs = await reader.request("dsh/session/transcript", {"sessionId": sid})
         assert theirs["turns"] == mine["turns"] and [t["turn"] for t in theirs["turns"]] == [2, 1]
+        deep = await reader.request("dsh/session/transcript", {"sessionId": sid, "beforeTurn": 2})
+        assert deep["turns"] == mine["turns"][1:] and deep["hasMore"] is False
+        beyond = await reader.request("dsh/session/transcript", {"sessionId": sid, "beforeTurn": 9})
+        assert beyond["turns"] == mine["turns"]
         attached = await reader.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
         assert attached["readOnly"] is True and reader.of(sid) == []
         assert attached["lastSeq"] == theirs["lastSeq"]
