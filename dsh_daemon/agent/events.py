@@ -32,6 +32,7 @@ LLM_RETRY = "llm/retry"
 USAGE = "turn/usage"
 SESSION_TITLE = "session/title"
 CONTEXT_USAGE = "context/usage"
+CONTEXT_COMPACTED = "context/compacted"
 
 DURABLE_TYPES = frozenset(
     {
@@ -51,6 +52,7 @@ DURABLE_TYPES = frozenset(
         USAGE,
         SESSION_TITLE,
         CONTEXT_USAGE,
+        CONTEXT_COMPACTED,
     }
 )
 

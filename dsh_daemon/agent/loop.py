@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dsh_daemon.agent import compaction
 from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.assembler import Assembler
 from dsh_daemon.agent.events import Event, EventBus
@@ -41,19 +42,22 @@ from dsh_daemon.agent.hooks import (
 from dsh_daemon.agent.inbox import TARGETS, Inbox, InboxItem, Target
 from dsh_daemon.agent.messages import AssistantMessage, MessageId, UserMessage
 from dsh_daemon.agent.provider import (
+    CONTEXT_WINDOW_EXCEEDED,
+    EMPTY_RESPONSE,
     UNKNOWN,
     Finish,
     LlmFailure,
     ModelRequest,
     Provider,
     ProviderFailure,
+    TextDelta,
     ToolCallDelta,
 )
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.toolrun import run_tool_batch
 from dsh_daemon.agent.tools import Approver, ToolRegistry
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.jsonvalue import FrozenDict, dumps, freeze_json
 from dsh_daemon.session.derive import Derivation
 from dsh_daemon.session.log import ReentrantAppendError, SessionLog
 
@@ -80,6 +84,7 @@ class AgentOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     tool_concurrency: int = 10
     context_window: int | None = None  # tokens; None: the provider's `context_window(model)`
+    compact_keep_turns: int = compaction.KEEP_TURNS  # the kept tail when compacting (docs/design.md §11)
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and (
@@ -94,6 +99,7 @@ class _Activity:
 
     signal: AbortSignal
     task: asyncio.Task[None] | None = None
+    compaction_only: bool = False  # a `compact()` turn: it claims nothing, so a waking send latches
 
 
 @dataclass(frozen=True)
@@ -118,11 +124,22 @@ class _TurnState:
     signal: AbortSignal
     steps: int = 0
     usage: dict[str, int] = field(default_factory=dict)
+    overflow: FrozenDict | None = None  # a CONTEXT_WINDOW_EXCEEDED the next boundary compacts for
+    overflow_compacted: bool = False  # compacted for an overflow, no step succeeded since
+    compacted: FrozenDict | None = None  # the `context/compacted` data this turn wrote, if any
+
+
+class CompactionError(RuntimeError):
+    """A compaction that could not finish; nothing was changed (the turn ends with `error`)."""
+
+    def __init__(self, error: Mapping[str, Any]) -> None:
+        super().__init__(str(error.get("message", "")))
+        self.error = freeze_json(error)
 
 
 @dataclass
 class _StepOutcome:
-    kind: Literal["completed", "tools", "max-tokens", "error"]
+    kind: Literal["completed", "tools", "max-tokens", "error", "overflow"]
     error: FrozenDict | None = None
     concluded: bool = False
 
@@ -167,6 +184,8 @@ class Agent:
         self._header_logged = False
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._current: _TurnState | None = None
+        self._compact_requested = False  # `compact()` while running: the next boundary compacts
+        self._last_compacted: FrozenDict | None = None  # the last turn's `context/compacted` data
 
     # ---- public surface ------------------------------------------------------------------------------
 
@@ -214,12 +233,66 @@ class Agent:
         if self.log.publishing:
             raise ReentrantAppendError("cannot wake the agent from inside a durable-event observer")
         if self._activity is not None or self._disposing or not self.inbox.has_pending:
-            if self._activity is not None and self._activity.signal.aborted and not self._disposing:
+            if self._activity is not None and self._latches() and not self._disposing:
                 self._latch = self.inbox.has_pending
                 return self._latch  # the parked work runs as soon as the cancelled turn has ended
             return False
         self._start_activity()
         return True
+
+    async def compact(self) -> dict[str, Any]:
+        """Compact the history now (`dsh/session/compact`). Idle: one turn that only compacts (it
+        claims nothing; parked input stays parked), answered when it has ended. Running: the running
+        turn compacts at its next boundary, and this answers at once with `scheduled: true`.
+        Raises `CompactionError` when the compaction failed (nothing changed)."""
+        if self._disposing:
+            raise AgentDisposedError(f"session {self.session_id} is shut down")
+        if self._activity is not None:
+            self._compact_requested = True
+            return {"compacted": False, "scheduled": True}
+        activity = _Activity(AbortSignal(), compaction_only=True)
+        self._activity = activity
+        self._set_status("running")
+        if activity.signal.aborted or self._activity is not activity:
+            if self._activity is activity:
+                self._retire(activity)
+            return {"compacted": False}
+        done: asyncio.Future[tuple[FrozenDict, FrozenDict | None]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        try:
+            self.turn += 1
+            self.log.append(ev.TURN_START, {"turn": self.turn})
+        except BaseException:
+            self._retire(activity)
+            raise
+        activity.task = asyncio.get_running_loop().create_task(self._drive_compaction(activity, done))
+        reason, compacted = await asyncio.shield(done)
+        if reason["kind"] == "error":
+            raise CompactionError(reason["error"])
+        if compacted is None:
+            return {"compacted": False, "reason": dict(reason)}
+        return {
+            "compacted": True,
+            "keptFromSeq": compacted["keptFromSeq"],
+            "tokensBefore": compacted["tokensBefore"],
+            "tokensAfter": compacted["tokensAfter"],
+        }
+
+    async def _drive_compaction(
+        self, activity: _Activity, done: asyncio.Future[tuple[FrozenDict, FrozenDict | None]]
+    ) -> None:
+        reason: FrozenDict = freeze_json({"kind": "error", "error": {"code": UNKNOWN, "message": "no turn"}})
+        compacted: FrozenDict | None = None
+        try:
+            reason, _ = await self._run_turn(self.turn, Claim(), activity.signal, compaction_only=True)
+            compacted = self._last_compacted
+        except Exception:
+            log.exception("session %s: compaction driver failed", self.session_id)
+        finally:
+            self._retire(activity)
+            if not done.done():
+                done.set_result((reason, compacted))
 
     def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
         """Abort the running turn; unless `keep_inbox`, durably discard everything pending (even idle)."""
@@ -289,9 +362,15 @@ class Agent:
         self.status = status
         self.bus.publish(Event(ev.STATUS, FrozenDict({"status": status})))
 
+    def _latches(self) -> bool:
+        """Whether a wake now must wait for the running activity to retire (it will claim nothing)."""
+        return self._activity is not None and (
+            self._activity.signal.aborted or self._activity.compaction_only
+        )
+
     def _wake(self) -> None:
         if self._activity is not None:
-            if self._activity.signal.aborted and not self._disposing:
+            if self._latches() and not self._disposing:
                 self._latch = True
             return
         if not self._disposing and self.inbox.has_pending:
@@ -364,7 +443,9 @@ class Agent:
 
     # ---- one turn ------------------------------------------------------------------------------------
 
-    async def _run_turn(self, turn: int, claim: Claim, signal: AbortSignal) -> tuple[FrozenDict, bool]:
+    async def _run_turn(
+        self, turn: int, claim: Claim, signal: AbortSignal, *, compaction_only: bool = False
+    ) -> tuple[FrozenDict, bool]:
         """Run one turn to its `turn/end`; returns the reason and whether any step ran."""
         reason: dict[str, Any] = {
             "kind": "error",
@@ -372,7 +453,10 @@ class Agent:
         }
         state = self._current = _TurnState(turn, signal)
         try:
-            reason = await self._turn_body(state, claim)
+            if compaction_only:
+                reason = await self._compaction_turn(state)
+            else:
+                reason = await self._turn_body(state, claim)
         except AbortedError as exc:
             reason = {"kind": "aborted", "cause": exc.cause}
         except Exception as exc:
@@ -397,11 +481,18 @@ class Agent:
             if not first:
                 # Check before claiming: an aborted turn must leave unclaimed input parked (D5, D6).
                 signal.check()
+                try:
+                    await self._compact_if_due(state)  # before the claim of the step it serves
+                except CompactionError as exc:
+                    self._publish_error(turn, None, exc.error)
+                    return {"kind": "error", "error": exc.error}
                 claim = Claim(tuple(self.inbox.claim_next_step()))
                 self._announce_claims(claim.messages, turn)
-            first = False
             try:
                 signal.check()
+                if first:
+                    # The first claim happened when the turn opened (inside the waking send, §2.4).
+                    await self._compact_if_due(state)
                 decision = await self._pre_step(claim.messages, turn, step + 1, signal)
                 signal.check()
             except AbortedError:
@@ -410,10 +501,17 @@ class Agent:
                     claim.next_step, claim.prompt, discard=signal.discard_unentered
                 )
                 raise
+            except CompactionError as exc:
+                # A failed compaction changes nothing: the claimed input goes back, parked.
+                self.inbox.return_claimed_durably(claim.next_step, claim.prompt, discard=False)
+                self._publish_error(turn, None, exc.error)
+                return {"kind": "error", "error": exc.error}
+            first = False
             if isinstance(decision, Reject):
                 return {"kind": "blocked"}
             messages = decision.messages
-            if not messages and (last is None or last.kind != "tools" or last.concluded):
+            resume = last is not None and last.kind == "overflow"  # the compacted step runs again
+            if not messages and not resume and (last is None or last.kind != "tools" or last.concluded):
                 # Empty first boundary: a completed no-step turn. After a completed step: close.
                 return {"kind": "max-tokens" if max_tokens else "completed"}
             step += 1
@@ -427,6 +525,14 @@ class Agent:
             finally:
                 self.log.append(ev.STEP_END, {"turn": turn, "step": step})
             signal.check()
+            if last.kind == "overflow":
+                if state.overflow_compacted:  # compacting did not make it fit: give up
+                    assert last.error is not None
+                    self._publish_error(turn, step, last.error)
+                    return {"kind": "error", "error": last.error}
+                state.overflow = last.error  # the next boundary compacts, then the step is retried
+                continue
+            state.overflow_compacted = False
             if last.kind == "error":
                 return {"kind": "error", "error": last.error}
             if last.kind == "max-tokens":
@@ -458,6 +564,176 @@ class Agent:
             return decision
         raise StepError(f"agent/pre-step returned {decision!r}; expected Enter or Reject")
 
+    # ---- compaction (docs/design.md §11) -------------------------------------------------------------
+
+    async def _compaction_turn(self, state: _TurnState) -> dict[str, Any]:
+        """The body of a `compact()` turn: compact, claim nothing, run no step."""
+        self._last_compacted = None
+        try:
+            await self._compact(state, "manual")
+        except CompactionError as exc:
+            self._publish_error(state.number, None, exc.error)
+            return {"kind": "error", "error": exc.error}
+        self._last_compacted = state.compacted
+        return {"kind": "completed"}
+
+    def _compaction_due(self, state: _TurnState) -> str | None:
+        if state.overflow is not None:
+            return "overflow"
+        if self._compact_requested:
+            return "manual"
+        derivation = self._derive()
+        used, window = derivation.context_used, self.context_window(self._model())
+        ratio = getattr(self.provider, "compact_at_ratio", compaction.DEFAULT_RATIO)
+        if used is None or window is None or not isinstance(ratio, int | float) or isinstance(ratio, bool):
+            return None
+        return "ratio" if used >= ratio * window else None
+
+    async def _compact_if_due(self, state: _TurnState) -> None:
+        reason = self._compaction_due(state)
+        if reason is not None:
+            await self._compact(state, reason)
+
+    def _model(self) -> str:
+        header = self._derive().header
+        model = header["config"].get("model") if header is not None else None
+        return model if isinstance(model, str) and model else self.options.model
+
+    async def _compact(self, state: _TurnState, reason: str) -> None:
+        """One compaction: a summarising model call, then a durable `context/compacted`. Raises
+        `CompactionError` (nothing written but the attempt's `llm/request` / `llm/retry`) when it fails;
+        returns quietly when there is nothing to compact (an overflow then ends the turn)."""
+        turn, signal, step = state.number, state.signal, state.steps + 1
+        overflow, state.overflow = state.overflow, None
+        self._compact_requested = False
+        try:
+            current = await self._build_request(turn, step, signal)  # logs a changed header first
+        except StepError as exc:
+            raise CompactionError({"code": "CONFIG", "message": f"compaction failed: {exc}"}) from None
+        derivation = self._derive()
+        assert derivation.header is not None
+        window = self.context_window(current.model)
+        chars_now = len(dumps(current.to_json()))
+        per_token = self._chars_per_token(derivation)
+        budget = window * per_token if window is not None else chars_now
+        cuts, end = list(derivation.cuts), self.log.next_seq
+        if overflow is not None and cuts:
+            end = cuts.pop()  # the step that overflowed keeps what it entered (the person's prompt)
+        kept = compaction.choose_cut(
+            derivation.entries,
+            cuts,
+            derivation.turn_starts,
+            end,
+            keep_turns=max(1, self.options.compact_keep_turns),
+            tail_chars=int(budget * compaction.TAIL_SHARE),
+            summary=derivation.summary,
+        )
+        if kept is None:
+            if overflow is not None:
+                raise CompactionError(overflow)  # nothing to compact: the overflow stands
+            return
+        max_tokens = compaction.SUMMARY_MAX_TOKENS
+        if window is not None:
+            max_tokens = max(256, min(max_tokens, window // 4))
+        data = compaction.request_data(
+            kept,
+            transcript_chars=max(10_000, int(budget * compaction.TRANSCRIPT_SHARE)),
+            max_tokens=max_tokens,
+        )
+        summary = await self._summarise(state, step, data)
+        after = [m for p, m in derivation.entries if p >= kept]
+        message = compaction.summary_message(summary, self.log.next_seq)
+        tail_request = ModelRequest(current.config, current.system, current.tools, (message, *after))
+        compacted = {
+            "turn": turn,
+            "reason": reason,
+            "summary": summary,
+            "keptFromSeq": kept,
+            "tokensBefore": round(chars_now / per_token),
+            "tokensAfter": round(len(dumps(tail_request.to_json())) / per_token),
+            "message": message.to_json(),
+        }
+        event = self.log.append(ev.CONTEXT_COMPACTED, compacted, commit=True)
+        state.compacted = event.data
+        if overflow is not None:
+            state.overflow_compacted = True
+
+    def _chars_per_token(self, derivation: Derivation) -> float:
+        """Characters per token of this session's requests, from the last step request's usage."""
+        used = derivation.context_used
+        for request in reversed(derivation.requests):
+            if request.config.get("purpose") is None:
+                if used:
+                    return min(8.0, max(1.0, len(dumps(request.to_json())) / used))
+                break
+        return compaction.CHARS_PER_TOKEN
+
+    async def _summarise(self, state: _TurnState, step: int, data: Mapping[str, Any]) -> str:
+        """The compaction call (`x-dsh-purpose: compaction`), retried like a step's request (D8)."""
+        assert self.provider is not None
+        turn, signal = state.number, state.signal
+        retries = 0
+        while True:
+            signal.check()
+            self.log.append(
+                ev.LLM_REQUEST, {"turn": turn, "step": step, "attempt": retries + 1, **data}, commit=True
+            )
+            request = self._derive().requests[-1]
+            result = await self._summary_attempt(request, signal)
+            if isinstance(result, str):
+                return result
+            delay = self.options.retry.delay(result, retries, self.rng)
+            signal.check()
+            if delay is None:
+                raise CompactionError({**result.to_json(), "message": f"compaction failed: {result.message}"})
+            retries += 1
+            self.log.append(
+                ev.LLM_RETRY,
+                {
+                    "turn": turn,
+                    "step": step,
+                    "retry": retries,
+                    "delayMs": int(delay * 1000),
+                    "error": result.to_json(),
+                    "purpose": compaction.PURPOSE,
+                },
+                commit=True,
+            )
+            await signal.sleep(delay)
+
+    async def _summary_attempt(self, request: ModelRequest, signal: AbortSignal) -> str | LlmFailure:
+        """One attempt: the reply's text (nothing is streamed to clients or logged as chunks)."""
+        assert self.provider is not None
+        stream = self.provider.stream(request)
+        parts: list[str] = []
+
+        async def consume() -> Finish:
+            async for item in stream:
+                if isinstance(item, Finish):
+                    return item
+                if isinstance(item, TextDelta):
+                    parts.append(item.text)
+            raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
+
+        try:
+            finish = await signal.race(consume())
+        except ProviderFailure as failure:
+            return failure.failure
+        except AbortedError:
+            raise
+        except Exception as exc:
+            log.exception("session %s: provider raised during compaction", self.session_id)
+            return LlmFailure(UNKNOWN, _error_chain(exc))
+        finally:
+            await _aclose(stream)
+        if finish.usage is not None:
+            self._add_usage(finish.usage)
+        summary = "".join(parts).strip()
+        if finish.reason == "max-tokens" or not summary:
+            why = "was cut at its token limit" if summary else "was empty"
+            return LlmFailure(EMPTY_RESPONSE, f"the summary {why}")
+        return summary
+
     # ---- one step ------------------------------------------------------------------------------------
 
     async def _run_step(self, turn: int, step: int, signal: AbortSignal) -> _StepOutcome:
@@ -467,6 +743,9 @@ class Agent:
             signal.check()
             self.log.append(ev.LLM_REQUEST, {"turn": turn, "step": step, "attempt": retries + 1}, commit=True)
             result = await self._stream_attempt(request, turn, step, signal)
+            if isinstance(result, LlmFailure) and result.code == CONTEXT_WINDOW_EXCEEDED:
+                # Not retried as it stands: the next boundary compacts first (docs/design.md §11).
+                return _StepOutcome("overflow", freeze_json(result.to_json()))
             if isinstance(result, LlmFailure):
                 delay = await self._recover(turn, step, result, retries, signal)
                 if delay is None:

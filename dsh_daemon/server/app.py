@@ -365,6 +365,17 @@ def register(daemon: Daemon) -> None:
         yield _until_settled, (agent,), {}
         return {}
 
+    @dsh("dsh/session/compact")
+    async def session_compact(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        from dsh_daemon.agent.loop import CompactionError
+
+        p = params.as_object(raw, "dsh/session/compact")
+        agent = daemon.hub.agent(params.req_str(p, "sessionId", "dsh/session/compact"))
+        try:
+            return await agent.compact()
+        except CompactionError as exc:  # the turn ended with this error; nothing changed
+            return {"compacted": False, "error": exc.error}
+
     @dsh("dsh/wake")
     def wake(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/wake")

@@ -35,6 +35,7 @@ _TURN_ENCLOSED = frozenset(
         ev.LLM_RETRY,
         ev.USAGE,
         ev.CONTEXT_USAGE,
+        ev.CONTEXT_COMPACTED,
     }
 )
 
