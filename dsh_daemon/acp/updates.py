@@ -201,7 +201,8 @@ class Translator:
         call_id = str(data["callId"])
         known = call_id in self._calls
         if known and not replay:
-            self.send(self.tool_call_update(call_id, status="in_progress"))
+            if not data.get("synthetic"):  # a synthetic call never runs: its result follows at once
+                self.send(self.tool_call_update(call_id, status="in_progress"))
         else:
             status = "pending" if data.get("synthetic") else "in_progress"
             self.send(self.announce(call_id, str(data["name"]), data.get("arguments"), status=status))
