@@ -99,3 +99,16 @@ async def test_command_output_accumulates_in_the_tool_call(tmp_path: Path, fake:
         ]
         assert outputs and "one\ntwo" in outputs[-1]  # each update holds everything so far
         assert updates[-1]["status"] == "completed"
+
+
+async def test_a_cancelled_permission_cancels_the_turn(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    fake.script(*edit_then_done("app.py", "x = 1", "x = 2"))
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        target = d.work / "app.py"
+        target.write_text("x = 1\n")
+        d.client.permission_answer = None
+        sid = await d.new_session()
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("bump")]))
+        ).stop_reason == "cancelled"
+        assert target.read_text() == "x = 1\n"
