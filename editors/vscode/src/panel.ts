@@ -16,6 +16,8 @@ export const BATCH_MS = 50;
 
 export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable {
   static readonly viewId = 'dsh.chat';
+  /** Turns per transcript page (a fresh attach, and each older page the webview asks for). */
+  static transcriptTurns = 20;
   model: SessionModel = emptyModel();
   private view: vscode.WebviewView | undefined;
   private ready = false;
@@ -25,6 +27,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private connection: ConnectionState = { state: 'starting' };
   private subscribed = new WeakSet<DshClient>();
   private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
+  private loadingOlder = false;
+  /** The session whose first transcript page is on its way: its events wait for the attach replay. */
+  private paging: string | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   private readonly status: vscode.StatusBarItem;
 
@@ -106,6 +111,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   private onEvent(e: AnyEvent): void {
     if (e.sessionId !== this.model.sessionId) return;
+    // Before the page is in, an event of a session this connection already follows would land in
+    // front of the page; the attach after the page replays every durable one after it.
+    if (e.sessionId === this.paging) return;
     this.dispatch({ kind: 'event', event: e });
     const data = e.data as any;
     if (e.type === 'tool/result' && data?.meta?.path) {
@@ -120,7 +128,18 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.readOnlyRetry) { clearTimeout(this.readOnlyRetry); this.readOnlyRetry = undefined; }
     if (fresh) this.dispatch({ kind: 'reset', sessionId: id });
     try {
-      const res = await client.attach(id, fresh ? undefined : this.model.lastSeq);
+      let afterSeq = fresh ? undefined : this.model.lastSeq;
+      if (fresh && client.features?.transcript) {
+        // A long session opens with its newest turns as one rendered page, then attach replays only
+        // the events after that page (older turns load on scroll). Not `replay: "none"` then the
+        // page: events between those two replies would be both live and in the page.
+        this.paging = id;
+        let page;
+        try { page = await client.transcript(id, { limit: ChatPanel.transcriptTurns }); } finally { this.paging = undefined; }
+        this.dispatch({ kind: 'transcript', page, older: false });
+        if (this.model.lastSeq >= 0) afterSeq = this.model.lastSeq;
+      }
+      const res = await client.attach(id, afterSeq);
       this.dispatch({ kind: 'attached', result: res });
       if (res.readOnly) {
         // The previous daemon still holds the session: try again until this one drives it.
@@ -170,6 +189,21 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (!picked) return;
     await this.ctx.workspaceState.update(SESSION_KEY, picked.id);
     await this.attach(client, picked.id, true);
+  }
+
+  /** The transcript page before the oldest turn shown. */
+  async loadOlder(): Promise<void> {
+    const id = this.model.sessionId;
+    const before = this.model.olderBefore;
+    const client = this.daemon.client;
+    if (!id || before === null || !client || this.loadingOlder) return;
+    this.loadingOlder = true;
+    try {
+      const page = await client.transcript(id, { beforeTurn: before, limit: ChatPanel.transcriptTurns });
+      if (this.model.sessionId === id && this.model.olderBefore === before) this.dispatch({ kind: 'transcript', page, older: true });
+    } finally {
+      this.loadingOlder = false;
+    }
   }
 
   async addChip(chip: Chip | undefined): Promise<void> {
@@ -228,6 +262,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         else this.dispatch({ kind: 'sent', messageId: (await client.followup(sessionId, 'Continue where you left off.')).messageId, via: 'followup' });
         return;
       }
+      case 'loadOlder': return this.loadOlder();
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
       case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;

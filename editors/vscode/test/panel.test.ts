@@ -26,8 +26,9 @@ afterEach(async () => {
   removeTempStates();
 });
 
-function fakeHost() {
+function fakeHost(stored?: string) {
   const state = new Map<string, unknown>();
+  if (stored) state.set('dsh.sessionId', stored);
   const ctx = {
     extensionUri: vscode.Uri.file('/ext'),
     workspaceState: { get: (k: string) => state.get(k), update: async (k: string, v: unknown) => { state.set(k, v); } },
@@ -54,6 +55,18 @@ function fakeHost() {
   onState.fire({ state: 'ready' });
   panel.resolveWebviewView(view as any);
   return { panel, view, posted, state, send: (m: WebviewToHost) => receive(m) };
+}
+
+type Host = ReturnType<typeof fakeHost>;
+const strip = (x: SessionModel) => ({ ...x, rev: 0, index: {}, items: x.items.map((i) => ({ ...i, rev: 0 })) });
+const plain = <T>(x: T): T => JSON.parse(JSON.stringify(x));
+/** The webview's model: the last snapshot of the current session plus the batches after it. */
+function webviewModel(host: Host): SessionModel {
+  let snapAt = host.posted.length - 1;
+  while (snapAt >= 0 && !(host.posted[snapAt].msg.type === 'snapshot' && ((host.posted[snapAt].msg as any).model as SessionModel).sessionId === host.panel.model.sessionId)) snapAt--;
+  let m = (host.posted[snapAt].msg as any).model as SessionModel;
+  for (const b of host.posted.slice(snapAt + 1)) if (b.msg.type === 'actions') m = reduceAll(m, b.msg.actions);
+  return m;
 }
 
 describe('ChatPanel (host) with the real daemon', () => {
@@ -124,5 +137,60 @@ describe('ChatPanel (host) with the real daemon', () => {
     const verbs = d.of(host.panel.model.sessionId!, 'agent/inbox/inserted').map((e) => (e.data as any).message.verb);
     expect(verbs).toEqual(['followup', 'followup', 'context', 'followup']);
     host.panel.dispose();
+  });
+
+  it('a reopened window starts from a transcript page plus the events after it (no gap, no duplicate mid-stream), older pages load in front', async () => {
+    expect(d.client.features?.transcript).toBe(true);
+    const one = fakeHost();
+    one.send({ type: 'ready' });
+    const file = join(d.root, 'app.py');
+    writeFileSync(file, 'def main():\n    return 42\n');
+    const chip = { kind: 'selection' as const, uri: pathToFileURL(file).href, label: 'app.py:1-2', range: { start: { line: 0, character: 0 }, end: { line: 2, character: 0 } } };
+    const ends = (h: Host) => h.panel.model.items.filter((i) => i.kind === 'turnEnd').length;
+    const turn = async (text: string, n: number, chips: typeof chip[] = []) => {
+      one.send({ type: 'send', text, chips, mode: 'followup' });
+      await d.waitFor(() => ends(one) === n && one.panel.model.status === 'idle', `turn ${n}`);
+    };
+    fake.script(toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), textReply('listed'));
+    await turn('look around', 1);
+    fake.script(textReply('it returns 42'));
+    await turn('explain this', 2, [chip]);
+    await turn('three', 3);
+    await turn('four', 4);
+    // Turn 5 streams while the second window opens; a prompt waits behind it.
+    const g = gate();
+    fake.script(textReply(Array.from({ length: 30 }, (_, i) => `p${i} `), { delayMs: 15, gate: g.promise }), textReply('six'));
+    one.send({ type: 'send', text: 'five', chips: [], mode: 'followup' });
+    const sid = one.panel.model.sessionId!;
+    await d.waitFor(() => d.of(sid, 'assistant/chunk').some((e) => (e.data as any).turn === 5), 'a durable chunk of turn 5');
+    one.send({ type: 'send', text: 'six, queued', chips: [], mode: 'followup' });
+    await d.waitFor(() => queueOf(one.panel.model).length === 1, 'queued');
+
+    ChatPanel.transcriptTurns = 2;
+    try {
+      const two = fakeHost(sid);
+      two.send({ type: 'ready' });
+      await d.waitFor(() => two.panel.model.sessionId === sid && two.panel.model.olderBefore !== null && queueOf(two.panel.model).length === 1, 'second window attached');
+      expect(two.panel.model.olderBefore).toBe(4);
+      const streaming = two.panel.model.items.find((i) => i.id === 'a:5:1');
+      expect(streaming?.kind === 'assistant' && !streaming.done && streaming.text.startsWith('p0 ')).toBe(true); // a partial step in the page
+      expect(two.panel.model.items.filter((i) => i.kind === 'user').map((i) => (i as any).message.content[0].text)).toEqual(['four', 'five']);
+      g.open();
+      await d.waitFor(() => ends(one) === 6 && two.panel.model.items.some((i) => i.id === 'e:6') && two.panel.model.status === 'idle', 'turns 5 and 6 in both windows');
+      await two.panel.loadOlder();
+      expect(two.panel.model.olderBefore).toBe(2);
+      await two.panel.loadOlder();
+      expect(two.panel.model.olderBefore).toBeNull();
+      expect(strip(plain(two.panel.model)).items).toEqual(strip(plain(one.panel.model)).items);
+      const five = two.panel.model.items.find((i) => i.id === 'a:5:1');
+      expect(five?.kind === 'assistant' && five.text).toBe(Array.from({ length: 30 }, (_, i) => `p${i} `).join(''));
+      await new Promise((r) => setTimeout(r, 120)); // the last batch
+      // The webview, fed a snapshot and batches (transcript pages included), holds the same model.
+      expect(strip(plain(webviewModel(two)))).toEqual(strip(plain(two.panel.model)));
+      two.panel.dispose();
+    } finally {
+      ChatPanel.transcriptTurns = 20;
+      one.panel.dispose();
+    }
   });
 });

@@ -200,6 +200,31 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     expect(await posted()).toEqual([{ type: 'viewDiff', callId: 'e1' }, { type: 'permission', callId: 'e1', outcome: 'allow-once' }]);
   });
 
+  it('a transcript page with older turns on the daemon: Load older asks the host, the page lands in front', async () => {
+    const pageOf = (turns: number[], hasMore: boolean) => ({
+      lastSeq: 99, hasMore,
+      turns: turns.map((t) => ({
+        turn: t, startSeq: t * 10, startedAt: 0, endSeq: t * 10 + 5, end: { kind: 'completed' }, usage: { inputTokens: 1, outputTokens: 1 },
+        items: [
+          { type: 'message', seq: t * 10 + 1, step: 1, id: `p${t}`, source: { kind: 'user' }, text: `prompt ${t}` },
+          { type: 'assistant', seq: t * 10 + 2, step: 1, text: `answer ${t}`, finishReason: 'stop' },
+        ],
+      })),
+    });
+    const m = reduceAll(emptyModel(S), [{ kind: 'transcript', page: pageOf([6, 5], true), older: false } as Action]);
+    expect(m.olderBefore).toBe(5);
+    await snapshot(m);
+    await frame();
+    await expect.poll(() => page.locator('.msg.user').allTextContents()).toEqual(['prompt 5', 'prompt 6']);
+    await clearPosted();
+    await page.getByRole('button', { name: 'Load older messages' }).click();
+    expect(await posted()).toEqual([{ type: 'loadOlder' }]);
+    await actions([{ kind: 'transcript', page: pageOf([4, 3], false), older: true } as Action]);
+    await expect.poll(() => page.locator('.msg.user').allTextContents()).toEqual(['prompt 3', 'prompt 4', 'prompt 5', 'prompt 6']);
+    expect(await page.getByRole('button', { name: 'Load older messages' }).isVisible()).toBe(false);
+    expect(await page.locator('.footer').count()).toBe(4);
+  });
+
   it('renders a 2,000-turn session and streams into it without freezing', async () => {
     const acts: Action[] = [];
     for (let t = 1; t <= 2000; t++) acts.push(...turnActions(t, (t - 1) * 5, `Answer ${t} with a list:\n- one\n- two\n\n\`\`\`js\nconsole.log(${t})\n\`\`\``));

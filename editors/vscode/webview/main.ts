@@ -37,14 +37,30 @@ header.append(statusEl, headerButtons);
 
 const transcript = el('div', 'transcript');
 transcript.setAttribute('aria-label', 'transcript');
-const older = button('Load older messages', () => { shown += PAGE; renderTranscript(true); }, 'older');
+const older = button('Load older messages', () => loadOlder(), 'older');
 const list = el('div', 'items');
 const empty = el('div', 'empty');
 empty.textContent = 'Ask dsh anything. Enter sends; while a turn runs, Enter queues and Steer redirects it.';
 transcript.append(older, empty, list);
 transcript.addEventListener('scroll', () => {
-  if (transcript.scrollTop < 40 && model.items.length > shown) { const h = transcript.scrollHeight; shown += PAGE; renderTranscript(true); transcript.scrollTop += transcript.scrollHeight - h; }
+  if (transcript.scrollTop < 40 && (model.items.length > shown || model.olderBefore !== null)) loadOlder();
 });
+
+/** Shows older items: those the model already has, else asks the host for an older transcript page
+ *  (its items appear when the batch arrives; the view keeps its place). */
+let olderAsked: number | null = null;
+function loadOlder(): void {
+  if (model.items.length > shown) {
+    const h = transcript.scrollHeight;
+    shown += PAGE;
+    renderTranscript(true);
+    transcript.scrollTop += transcript.scrollHeight - h;
+  } else if (model.olderBefore !== null && olderAsked !== model.olderBefore) {
+    olderAsked = model.olderBefore;
+    shown = model.items.length + PAGE;
+    post({ type: 'loadOlder' });
+  }
+}
 
 const permissionsEl = el('div', 'permissions');
 const queueEl = el('div', 'queue');
@@ -114,8 +130,12 @@ function scheduleRender(): void {
 
 function render(): void {
   const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
+  const firstBefore = list.firstElementChild as HTMLElement | null;
+  const topBefore = firstBefore ? firstBefore.offsetTop : 0;
   renderStatus();
   renderTranscript(false);
+  // Items put in front (an older page): keep what the person was looking at in place.
+  if (!atBottom && firstBefore?.isConnected && firstBefore !== list.firstElementChild) transcript.scrollTop += firstBefore.offsetTop - topBefore;
   renderPermissions();
   renderQueue();
   renderControls();
@@ -141,7 +161,7 @@ function renderTranscript(force: boolean): void {
     renderedSession = model.sessionId;
   }
   const start = Math.max(0, model.items.length - shown);
-  older.hidden = start === 0;
+  older.hidden = start === 0 && model.olderBefore === null;
   empty.hidden = model.items.length > 0;
   const want = new Set<string>();
   let prev: HTMLElement | null = null;

@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target,
+  OutgoingMessage, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -47,11 +47,24 @@ export class DshClient {
   newSession(p: { cwd?: string; title?: string } = {}): Promise<{ sessionId: string }> {
     return this.rpc.request('dsh/session/new', p);
   }
-  listSessions(p: { cwd?: string } = {}): Promise<{ sessions: SessionInfo[] }> {
+  listSessions(p: { cwd?: string; limit?: number; before?: number } = {}): Promise<{ sessions: SessionInfo[]; hasMore?: boolean }> {
     return this.rpc.request('dsh/session/list', p);
   }
-  attach(sessionId: string, afterSeq?: number): Promise<AttachResult> {
-    return this.rpc.request('dsh/session/attach', afterSeq === undefined ? { sessionId } : { sessionId, afterSeq });
+  attach(sessionId: string, afterSeq?: number, replay?: 'all' | 'none'): Promise<AttachResult> {
+    const p: { sessionId: string; afterSeq?: number; replay?: 'all' | 'none' } = { sessionId };
+    if (afterSeq !== undefined) p.afterSeq = afterSeq;
+    if (replay !== undefined) p.replay = replay;
+    return this.rpc.request('dsh/session/attach', p);
+  }
+  /** A page of turns rendered for a UI, newest first (daemons with `transcript`). */
+  transcript(sessionId: string, p: { beforeTurn?: number; limit?: number } = {}): Promise<TranscriptPage> {
+    return this.rpc.request('dsh/session/transcript', { sessionId, ...p });
+  }
+  renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/rename', { sessionId, title });
+  }
+  deleteSession(sessionId: string): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/delete', { sessionId });
   }
   /** `context` (only when the daemon advertises `sendContext`) travels with the message as one queued item. */
   send(sessionId: string, message: OutgoingMessage | string, target: Target, wakeup: boolean, context?: ContextRef[]): Promise<SendResult> {

@@ -19,6 +19,7 @@ export type WebviewToHost =
   | { type: 'cancel'; keepInbox: boolean }
   | { type: 'wake' }
   | { type: 'continue' }
+  | { type: 'loadOlder' }
   | { type: 'newSession' }
   | { type: 'switchSession' }
   | { type: 'setApiKey' }

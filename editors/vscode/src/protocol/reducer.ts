@@ -1,8 +1,8 @@
 // A pure reducer from daemon events (and a few local actions) to the model a chat panel renders.
 // Shared by the extension host, the webview and the tests. The model is plain JSON.
 import type {
-  AnyEvent, AttachResult, EditMeta, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, TurnEndReason,
-  Usage, UserMessage,
+  AnyEvent, AttachResult, EditMeta, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, TranscriptPage,
+  TranscriptTurn, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
 
@@ -47,6 +47,9 @@ export interface SessionModel {
   turnUsage: Record<number, Usage>;
   currentTurn: number;
   lastTurnEnd?: TurnEndReason;
+  /** When the items start at a transcript page and older turns remain on the daemon: the `beforeTurn`
+   *  of the next older page; null when the items hold the whole session. */
+  olderBefore: number | null;
   rev: number;
 }
 
@@ -54,6 +57,9 @@ export type Action =
   | { kind: 'reset'; sessionId: string | null }
   | { kind: 'event'; event: AnyEvent }
   | { kind: 'attached'; result: AttachResult }
+  /** A `dsh/session/transcript` page: the first one of a fresh model (`older: false`), or an older
+   *  page put in front of the items. */
+  | { kind: 'transcript'; page: TranscriptPage; older: boolean }
   | { kind: 'sent'; messageId: string; via: Via }
   | { kind: 'permission'; request: PermissionRequest }
   | { kind: 'permissionDone'; callId: string };
@@ -61,7 +67,7 @@ export type Action =
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
     sessionId, lastSeq: -1, status: 'idle', readOnly: false, items: [], index: {},
-    inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, rev: 0,
+    inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, olderBefore: null, rev: 0,
   };
 }
 
@@ -78,6 +84,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
       };
     }
+    case 'transcript':
+      return applyTranscript(model, action.page, action.older);
     case 'sent':
       return { ...model, via: { ...model.via, [action.messageId]: action.via }, rev: model.rev + 1 };
     case 'permission': {
@@ -195,6 +203,58 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     default:
       return model; // step/*, llm/request, request/header, live inbox events, unknown types
   }
+}
+
+/** Items of transcript turns (oldest first), with the ids the event path gives the same things, so
+ *  the live events after the page update them in place. */
+function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
+  const out: Item[] = [];
+  for (const t of turns) {
+    for (const it of t.items) {
+      if (it.type === 'message') {
+        const text = it.truncated ? `${it.text}\n… (${it.length ?? '?'} characters in all)` : it.text;
+        out.push({ id: 'u:' + it.id, kind: 'user', rev, message: { id: it.id, role: 'user', content: [{ type: 'text', text }], source: it.source } });
+      } else if (it.type === 'assistant') {
+        if (!it.text && !it.reasoning && !it.partial) continue; // a pure tool-call message: the cards show it
+        out.push({
+          id: `a:${t.turn}:${it.step}`, kind: 'assistant', rev, turn: t.turn, step: it.step, text: it.text, reasoning: it.reasoning ?? '',
+          liveText: '', liveReasoning: '', done: !it.partial, interrupted: !!it.interrupted,
+        });
+      } else if (it.type === 'tool') {
+        const r = it.result;
+        const failed = !!r && (!!r.isError || !!r.error);
+        const result = r ? (r.truncated ? `${r.output}\n… (${r.length ?? '?'} characters in all)` : r.output) : '';
+        out.push({
+          id: 't:' + it.callId, kind: 'tool', rev, turn: t.turn, step: it.step, callId: it.callId, name: it.name,
+          args: parseArgs(it.arguments), status: it.synthetic || failed ? 'error' : r ? 'ok' : 'running', output: '', result,
+          error: r?.error, meta: r?.meta, synthetic: !!it.synthetic,
+        });
+      }
+    }
+    if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage });
+  }
+  return out;
+}
+
+function applyTranscript(model: SessionModel, page: TranscriptPage, older: boolean): SessionModel {
+  const turns = [...page.turns].sort((a, b) => a.turn - b.turn);
+  const rev = model.rev + 1;
+  const olderBefore = page.hasMore && turns.length ? turns[0].turn : null;
+  const fresh = transcriptItems(turns, rev).filter((it) => indexOf(model, it.id) === undefined);
+  const items = older ? [...fresh, ...model.items] : [...model.items, ...fresh];
+  // Positions moved (or a new model starts): a new index, not shared with older versions.
+  const index: Record<string, number> = {};
+  items.forEach((it, i) => { index[it.id] = i; });
+  const turnUsage = { ...model.turnUsage };
+  for (const t of turns) if (t.usage) turnUsage[t.turn] = t.usage;
+  const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev };
+  if (older) return m;
+  const newest = turns.at(-1);
+  return {
+    ...m, lastSeq: Math.max(model.lastSeq, page.lastSeq),
+    currentTurn: Math.max(model.currentTurn, newest?.turn ?? 0),
+    lastTurnEnd: newest?.end ?? model.lastTurnEnd,
+  };
 }
 
 function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDelta, live: boolean, offset?: number): SessionModel {

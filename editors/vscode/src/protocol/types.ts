@@ -52,12 +52,30 @@ export interface SendResult { messageId: string; contextIds?: string[] }
 export interface SessionInfo {
   sessionId: string; title: string; cwd: string; createdAt: number; updatedAt: number;
   status: 'idle' | 'running'; pending: number;
+  /** The latest human prompt, cut (daemons with `sessionManagement`). */
+  lastPrompt?: string;
 }
 
 export interface AttachResult {
   sessionId: string; status: 'idle' | 'running'; lastSeq: number; inbox: Inbox;
   readOnly?: boolean; holder?: Record<string, unknown>;
 }
+
+/** A page of `dsh/session/transcript` (daemons with `transcript`): turns newest first. */
+export interface TranscriptPage { turns: TranscriptTurn[]; lastSeq: number; hasMore: boolean }
+
+export interface TranscriptTurn {
+  turn: number; startSeq: number; startedAt: number; items: TranscriptItem[];
+  endSeq?: number; endedAt?: number; end?: TurnEndReason; usage?: Usage;
+}
+
+export type TranscriptItem =
+  | { type: 'message'; seq: number; step: number; id: string; source: Source; text: string; truncated?: boolean; length?: number }
+  | { type: 'assistant'; seq: number; step: number; text: string; reasoning?: string; finishReason?: string; interrupted?: true; partial?: true }
+  | {
+    type: 'tool'; seq: number; step: number; callId: string; name: string; arguments: string; synthetic?: true;
+    result?: { seq: number; output: string; isError?: boolean; error?: ToolError; meta?: EditMeta & Record<string, unknown>; truncated?: boolean; length?: number };
+  };
 
 export interface Usage {
   inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
@@ -135,6 +153,10 @@ export interface InitializeDshCapabilities {
   inboxItems?: boolean;
   /** assistant/delta carries `offset` (§7). */
   deltaOffsets?: boolean;
+  /** dsh/session/transcript and attach `replay` (§3). */
+  transcript?: boolean;
+  /** dsh/session/rename, dsh/session/delete, list paging and `lastPrompt` (§3). */
+  sessionManagement?: boolean;
   [flag: string]: unknown;
 }
 
