@@ -57,3 +57,54 @@ def test_resume_after_restarting_neovim(start_editor: Callable[[], Editor], fake
         "third question",
     ]
     assert second.snapshot()["queue"] == []
+
+
+def test_resume_shows_a_transcript_page_then_older_turns_on_demand(
+    start_editor: Callable[[], Editor], fake: FakeDeepSeek
+) -> None:
+    fake.script(*(Reply.stream(text_stream([f"answer {n}"])) for n in ("one", "two", "three")))
+    first = start_editor()
+    for n, prompt in enumerate(("one", "two", "three"), 1):
+        first.cmd(f"Dsh {prompt}")
+        first.wait_footers(n)
+    session_id = first.snapshot()["id"]
+    full = first.lines()
+    first.quit()
+
+    second = start_editor()
+    second.lua("require('dsh.config').options.page_turns = 2")
+    second.cmd("DshResume")
+    second.wait(lambda: len(footers(second.lines())) >= 2, what="the newest page")
+    snap = second.snapshot()
+    assert snap["id"] == session_id and " one " in snap["winbar"]  # the title: the first prompt
+    lines = snap["lines"]
+    assert lines[0] == "↑ turns before 2 not shown: go (or :DshOlder) loads them"
+    assert "one" not in lines and "answer one" not in lines
+    assert lines[lines.index("two") :] == full[full.index("two") :]
+    assert second.lua("return T.chat().state.rendered_seq") >= 0  # attached without replay
+    # `go` in the transcript loads the older turn above; the page looks as it did live.
+    second.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1])")
+    second.keys("go")
+    second.wait(lambda: "one" in second.lines(), what="the older turn")
+    assert second.lines() == full
+    hls = {(h["row"], h["hl"]) for h in second.snapshot()["hls"]}
+    assert {(i, "DshFooter") for i, line in enumerate(full) if line.startswith("── ")} <= hls
+    second.cmd("DshOlder")
+    second.wait(lambda: "no older turns" in second.lua("return T.messages()"), what="nothing older")
+    # A live turn continues the page.
+    fake.script(Reply.stream(text_stream(["answer four"])))
+    second.cmd("Dsh four")
+    second.wait_footers(4)
+    lines = second.lines()
+    assert lines[: len(full)] == full and lines[len(full) :][:5] == ["## You", "four", "", "## dsh", "answer four"]
+
+
+def test_rename_the_session(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(Reply.stream(text_stream(["ok"])))
+    editor.cmd("Dsh name me")
+    editor.wait_footers(1)
+    assert "name me" in editor.snapshot()["winbar"]
+    editor.cmd("DshRename  Flaky   test, take two ")
+    editor.wait(lambda: "Flaky test, take two" in editor.snapshot()["winbar"], what="the new title")
+    (listed,) = editor.lua("return T.request('dsh/session/list', vim.empty_dict())")["sessions"]
+    assert listed["title"] == "Flaky test, take two"

@@ -58,7 +58,8 @@ def test_reattaching_mid_stream_shows_the_text_once(editor: Editor, fake: FakeDe
     editor.cmd("Dsh count")
     editor.wait_text("two")
     session_id = editor.snapshot()["id"]
-    editor.cmd(f"DshResume {session_id}")  # attach again: stored chunks replayed, then live deltas
+    editor.cmd(f"DshResume {session_id}")  # attach again: the page holds the step so far, then live deltas
+    editor.wait(lambda: editor.lua("return T.chat().state.rendered_seq") is not None, what="the page")
     editor.wait_footers(1)
     lines = editor.lines()
     assert "one two three four five six." in lines

@@ -86,6 +86,8 @@ function Chat:reset()
   self.empty = true
   self.qmark = nil
   self.last_op = nil
+  self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
+  self.loading = nil -- events held while a transcript page is on its way
   if api.nvim_buf_is_valid(self.buf) then
     vim.bo[self.buf].modifiable = true
     api.nvim_buf_clear_namespace(self.buf, M.ns, 0, -1)
@@ -590,8 +592,12 @@ function R.line(self, op)
   self:_line(op.text, op.hl)
 end
 
---- Apply one `dsh/event` to this chat.
+--- Apply one `dsh/event` to this chat (held while a transcript page is being fetched).
 function Chat:on_event(ev)
+  if self.loading then
+    table.insert(self.loading, ev)
+    return
+  end
   local ops = session.reduce(self.state, ev)
   for _, op in ipairs(ops) do
     self:render(op)
@@ -604,6 +610,11 @@ function Chat:render(op)
   end
   if op.op == 'status' then
     self:_winbar()
+  elseif op.op == 'title' then
+    if type(op.title) == 'string' and op.title ~= '' then
+      self.title = op.title
+      self:_winbar()
+    end
   elseif op.op == 'inbox' then
     self:_place_queue()
     self:_winbar()
@@ -618,6 +629,86 @@ function Chat:render(op)
     end)
     self.last_op = op.op
   end
+end
+
+-- ---- transcript pages (dsh/session/transcript) ----------------------------------------------------
+
+local function older_text(before)
+  return ('↑ turns before %d not shown: go (or :DshOlder) loads them'):format(before)
+end
+
+--- Render a page (newest turn first, as the daemon sends it) at the end of the transcript.
+function Chat:render_page(page)
+  local turns = page.turns or {}
+  for i = #turns, 1, -1 do
+    for _, op in ipairs(session.turn_ops(self.state, turns[i])) do
+      self:render(op)
+    end
+  end
+end
+
+--- Show the newest page of a session after an attach with `replay: "none"`: durable events up to
+--- the page's `lastSeq` are in it; the events held meanwhile continue it.
+function Chat:show_transcript(page)
+  local turns = page.turns or {}
+  if page.hasMore and turns[#turns] then
+    local row = 0
+    self:_modify(function()
+      row = self:_line(older_text(turns[#turns].turn), 'DshNotice')
+    end)
+    self.older = { before = turns[#turns].turn, mark = api.nvim_buf_set_extmark(self.buf, M.ns, row, 0, {}) }
+  end
+  self:render_page(page)
+  self.state.rendered_seq = tonumber(page.lastSeq)
+end
+
+--- Put an older page above what is shown: it is rendered in a scratch chat, then its lines and
+--- highlights replace the "turns before N" line at the top.
+function Chat:prepend_page(page)
+  local older = self.older
+  if not older or not api.nvim_buf_is_valid(self.buf) then
+    return
+  end
+  local tmp = setmetatable({
+    root = self.root,
+    id = self.id,
+    title = self.title or self.short,
+    short = self.short,
+    attachments = {},
+    buf = api.nvim_create_buf(false, true),
+  }, Chat)
+  tmp.cards, tmp.empty, tmp.state = {}, true, session.new(self.id)
+  local turns = page.turns or {}
+  local again = page.hasMore and turns[#turns] and turns[#turns].turn
+  if again then
+    tmp:_modify(function()
+      tmp:_line(older_text(again), 'DshNotice')
+    end)
+  end
+  tmp:render_page(page)
+  local lines = api.nvim_buf_get_lines(tmp.buf, 0, -1, false)
+  local marks = api.nvim_buf_get_extmarks(tmp.buf, M.ns, 0, -1, { details = true })
+  api.nvim_buf_delete(tmp.buf, { force = true })
+  local pos = api.nvim_buf_get_extmark_by_id(self.buf, M.ns, older.mark, {})
+  local row = pos[1] or 0
+  pcall(api.nvim_buf_clear_namespace, self.buf, M.ns, row, row + 1)
+  -- The page ends with an empty line: it replaces the empty line after the marker too.
+  local after = api.nvim_buf_get_lines(self.buf, row + 1, row + 2, false)[1]
+  vim.bo[self.buf].modifiable = true
+  api.nvim_buf_set_lines(self.buf, row, (after == '' and lines[#lines] == '') and row + 2 or row + 1, false, lines)
+  for _, m in ipairs(marks) do
+    local d = m[4]
+    api.nvim_buf_set_extmark(self.buf, M.ns, row + m[2], m[3], {
+      end_row = d.end_row and (row + d.end_row) or nil,
+      end_col = d.end_col,
+      hl_group = d.hl_group,
+      priority = d.priority,
+      virt_text = d.virt_text,
+      virt_text_pos = d.virt_text_pos,
+    })
+  end
+  vim.bo[self.buf].modifiable = false
+  self.older = again and { before = again, mark = api.nvim_buf_set_extmark(self.buf, M.ns, row, 0, {}) } or nil
 end
 
 --- A plain line in the transcript (notes from the plugin itself).

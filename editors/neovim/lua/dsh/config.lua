@@ -24,6 +24,8 @@ M.defaults = {
   -- cursor) with dsh/context/didChange; the daemon adds a short snapshot to a request when it changed.
   ambient = false,
   ambient_debounce = 300,
+  -- Turns per transcript page when a session is resumed (older ones load on demand: `go`, :DshOlder).
+  page_turns = 20,
   -- How long the daemon may take to answer `initialize` before what waits for it fails (ms).
   start_timeout = 20000,
   -- How long Neovim waits for the daemon to shut down cleanly on exit (ms).

@@ -334,33 +334,115 @@ function M.wake()
   end)
 end
 
---- Reattach a session: the transcript is rendered from the replayed events, the queue from the reply.
+--- What an attach reply says about the session: its queue, status and whether it is read-only.
+local function apply_attach(chat, res)
+  session.set_inbox(chat.state, res.inbox)
+  chat.state.status = res.status or chat.state.status
+  chat.state.last_seq = math.max(chat.state.last_seq, tonumber(res.lastSeq) or -1)
+  chat.state.read_only = res.readOnly or nil
+  if res.readOnly then
+    local holder = res.holder or {}
+    chat:note(('read-only: driven by another dsh-daemon (pid %s on %s)'):format(
+      tostring(holder.holderPid or '?'),
+      tostring(holder.holderHost or '?')
+    ))
+  end
+  chat:render({ op = 'inbox' })
+  chat:_winbar()
+  require('dsh.queue').refresh(chat)
+end
+
+--- Reattach a session. With a daemon that renders transcripts: attach without replay, then show
+--- the newest page of turns (older pages on demand) and continue with the live events after it;
+--- otherwise the whole history is replayed as events. The queue comes from the attach reply.
 function M.resume(root, session_id, info)
   local chat = M.get_chat(session_id, root)
   chat:reset()
   chat.title = info and info.title ~= '' and info.title or chat.title
   M.current[root] = session_id
   chat:open()
-  client.request(root, 'dsh/session/attach', { sessionId = session_id }, function(err, res)
-    if err then
-      return chat:note('attach failed: ' .. (err.message or ''), 'DshError')
+  client.ensure(root, function()
+    if not (client.info(root) or {}).transcript then
+      return client.request(root, 'dsh/session/attach', { sessionId = session_id }, function(err, res)
+        if err then
+          return chat:note('attach failed: ' .. (err.message or ''), 'DshError')
+        end
+        apply_attach(chat, res)
+      end)
     end
-    session.set_inbox(chat.state, res.inbox)
-    chat.state.status = res.status or chat.state.status
-    chat.state.last_seq = math.max(chat.state.last_seq, tonumber(res.lastSeq) or -1)
-    chat.state.read_only = res.readOnly or nil
-    if res.readOnly then
-      local holder = res.holder or {}
-      chat:note(('read-only: driven by another dsh-daemon (pid %s on %s)'):format(
-        tostring(holder.holderPid or '?'),
-        tostring(holder.holderHost or '?')
-      ))
-    end
-    chat:render({ op = 'inbox' })
-    chat:_winbar()
-    require('dsh.queue').refresh(chat)
+    chat.loading = {} -- live events wait for the page they continue
+    client.request(root, 'dsh/session/attach', { sessionId = session_id, replay = 'none' }, function(err, res)
+      if err then
+        chat.loading = nil
+        return chat:note('attach failed: ' .. (err.message or ''), 'DshError')
+      end
+      local params = { sessionId = session_id, limit = config.options.page_turns }
+      client.request(root, 'dsh/session/transcript', params, function(terr, page)
+        local held = chat.loading or {}
+        chat.loading = nil
+        if terr then
+          chat:note('transcript failed: ' .. (terr.message or ''), 'DshError')
+        else
+          chat:show_transcript(page)
+        end
+        apply_attach(chat, res)
+        for _, ev in ipairs(held) do
+          chat:on_event(ev)
+        end
+      end)
+    end)
   end)
   return chat
+end
+
+--- `go` / :DshOlder: load the turns before the oldest one shown.
+function M.older()
+  local chat = M.chat_for(0)
+  if not chat then
+    return notify('no chat here')
+  end
+  local older = chat.older
+  if not older then
+    return notify('no older turns')
+  end
+  if older.loading then
+    return
+  end
+  older.loading = true
+  local params = { sessionId = chat.id, beforeTurn = older.before, limit = config.options.page_turns }
+  client.request(chat.root, 'dsh/session/transcript', params, function(err, page)
+    older.loading = nil
+    if err then
+      return notify('could not load older turns: ' .. (err.message or ''), vim.log.levels.ERROR)
+    end
+    if chat.older == older then
+      chat:prepend_page(page)
+    end
+  end)
+end
+
+--- :DshRename [title]: rename the chat's session (asks for the title when none is given).
+function M.rename(title)
+  local chat = M.chat_for(0)
+  if not chat then
+    return notify('no chat here')
+  end
+  local function apply(t)
+    if not t or vim.trim(t) == '' then
+      return
+    end
+    client.request(chat.root, 'dsh/session/rename', { sessionId = chat.id, title = t }, function(err)
+      if err then
+        return notify('rename failed: ' .. (err.message or ''), vim.log.levels.ERROR)
+      end
+      chat.title = vim.trim((t:gsub('%s+', ' ')))
+      chat:_winbar()
+    end)
+  end
+  if title and title ~= '' then
+    return apply(title)
+  end
+  vim.ui.input({ prompt = 'dsh: rename session: ', default = chat.title or '' }, apply)
 end
 
 local function list_sessions(root, cb)
@@ -406,6 +488,9 @@ function M.pick_session()
       format_item = function(s)
         local when = os.date('%Y-%m-%d %H:%M', math.floor((s.updatedAt or 0) / 1000))
         local pending = (s.pending or 0) > 0 and (' · ' .. s.pending .. ' queued') or ''
+        if type(s.lastPrompt) == 'string' and s.lastPrompt ~= '' and s.lastPrompt ~= s.title then
+          pending = pending .. ' · last: ' .. require('dsh.chat').first_line(s.lastPrompt, 40)
+        end
         return ('%s  %s  %s%s%s'):format(
           s.sessionId:sub(1, 8),
           when,
@@ -472,6 +557,7 @@ function M.chat_keys(_chat, buf, _is_input)
     M.with_chat(require('dsh.queue').open)
   end, 'open the queue')
   map('n', 'gr', M.pick_session, 'resume a session')
+  map('n', 'go', M.older, 'load older turns')
 end
 
 local function text_or_selection(delivery)
@@ -519,6 +605,10 @@ local function commands()
   cmd('DshResume', function(o)
     M.resume_cmd(o.args)
   end, { nargs = '?', desc = 'dsh: reattach a session (the latest by default)' })
+  cmd('DshOlder', M.older, { desc = 'dsh: load the turns before the oldest one shown' })
+  cmd('DshRename', function(o)
+    M.rename(o.args)
+  end, { nargs = '*', desc = 'dsh: rename the session' })
   cmd('DshAddFile', function(o)
     M.add_file(o.args, o.bang)
   end, { nargs = '?', bang = true, complete = 'file', desc = 'dsh: attach a file to the next prompt (! add it now)' })

@@ -15,6 +15,7 @@ local M = {}
 ---@field calls table<string, table> callId -> {name, status}
 ---@field turn integer?
 ---@field read_only boolean?
+---@field rendered_seq integer? durable events up to this seq are shown from a transcript page
 
 function M.new(session_id)
   return {
@@ -147,13 +148,24 @@ end
 ---@return table[]
 function M.reduce(st, ev)
   local seq = ev.seq
+  local t, d = ev.type, ev.data or {}
   if type(seq) == 'number' then
     if seq <= st.last_seq then
       return {} -- already applied (a repeated attach)
     end
     st.last_seq = seq
+    if st.rendered_seq and seq <= st.rendered_seq and t ~= 'agent/inbox/spliced' then
+      -- Already in the transcript page shown (the inbox came from the attach reply, older than it).
+      if t == 'turn/usage' then
+        st.usage[d.turn] = d.usage
+      elseif t == 'tool/call' then
+        st.calls[d.callId] = st.calls[d.callId] or { name = d.name, status = 'running' }
+      elseif t == 'session/title' then
+        return { { op = 'title', title = d.title } }
+      end
+      return {}
+    end
   end
-  local t, d = ev.type, ev.data or {}
   if t == 'agent/inbox/spliced' then
     splice(st, d)
     return { { op = 'inbox' } }
@@ -236,8 +248,63 @@ function M.reduce(st, ev)
     return { { op = 'retry', retry = d.retry, delayMs = d.delayMs, error = d.error or {} } }
   elseif t == 'agent/error' then
     return { { op = 'error', error = d.error or {} } }
+  elseif t == 'session/title' then
+    return { { op = 'title', title = d.title } }
   end
   return {}
+end
+
+--- Render operations for one turn of a `dsh/session/transcript` page; the state learns what live
+--- events continue (tool calls, usage, how much of a streaming step is shown).
+function M.turn_ops(st, turn)
+  local ops = {}
+  local n = turn.turn
+  ops[#ops + 1] = { op = 'turn_start', turn = n }
+  for _, item in ipairs(turn.items or {}) do
+    if item.type == 'message' then
+      local source = item.source or { kind = 'user' }
+      local text = item.text or ''
+      if source.kind == 'user' then
+        ops[#ops + 1] = { op = 'user', text = text, id = item.id }
+      elseif source.kind == 'editor' then
+        ops[#ops + 1] = { op = 'context', source = source, text = text }
+      else
+        ops[#ops + 1] = { op = 'notice', source = source, text = text }
+      end
+    elseif item.type == 'assistant' then
+      for _, kind in ipairs({ 'reasoning', 'text' }) do
+        local text = item[kind]
+        if type(text) == 'string' and text ~= '' then
+          ops[#ops + 1] = { op = kind, text = text }
+        end
+        if item.partial then -- the streaming step: its live deltas and chunks continue from here
+          local key = tostring(n) .. ':' .. tostring(item.step) .. ':' .. kind
+          local len = type(text) == 'string' and utf16_len(text) or 0
+          st.shown[key], st.chunk_pos[key] = len, len
+        end
+      end
+      if item.interrupted then
+        ops[#ops + 1] = { op = 'assistant_end', interrupted = true }
+      end
+    elseif item.type == 'tool' then
+      local r = item.result
+      local err = r and (r.error or (r.isError and { code = 'error' }) or nil)
+      st.calls[item.callId or ''] = { name = item.name, status = r and (err and 'error' or 'ok') or 'running' }
+      ops[#ops + 1] =
+        { op = 'tool_call', callId = item.callId, name = item.name, arguments = item.arguments, synthetic = item.synthetic }
+      if r then
+        ops[#ops + 1] =
+          { op = 'tool_result', callId = item.callId, name = item.name, error = err, meta = r.meta, text = r.output or '' }
+      end
+    end
+  end
+  if turn['end'] then
+    st.usage[n] = turn.usage
+    ops[#ops + 1] = { op = 'turn_end', turn = n, reason = turn['end'], usage = turn.usage }
+  else
+    st.turn = n
+  end
+  return ops
 end
 
 return M
