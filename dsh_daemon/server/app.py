@@ -79,6 +79,9 @@ class DshProtocol(LanguageServerProtocol):
                 "permissionEvents": True,  # permission/requested|resolved, dsh/permissions/* (§8)
                 "transcript": True,  # dsh/session/transcript; attach `replay: "none"` (§3)
                 "sessionManagement": True,  # rename, delete, list paging + lastPrompt, session/title (§3)
+                "detach": True,  # dsh/session/detach (§3)
+                "liveReadOnly": True,  # a read-only attach follows the store; session/lease (§3)
+                "configurationChange": True,  # workspace/didChangeConfiguration (§1)
             }
         }
         return result
@@ -318,6 +321,12 @@ def register(daemon: Daemon) -> None:
         daemon.hub.delete_durably(params.req_str(p, "sessionId", method))
         return {}
 
+    @dsh("dsh/session/detach")
+    def session_detach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+        method = "dsh/session/detach"
+        daemon.hub.detach(params.req_str(params.as_object(raw, method), "sessionId", method))
+        return {}
+
     def _client_message(p: Mapping[str, Any], method: str) -> UserMessage:
         message = params.message(p, method)
         if message.source.get("kind") in CLIENT_SOURCE_KINDS_REFUSED:
@@ -384,7 +393,7 @@ def register(daemon: Daemon) -> None:
     @dsh("dsh/inbox/list")
     def inbox_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/inbox/list")
-        return daemon.hub.agent(params.req_str(p, "sessionId", "dsh/inbox/list")).inbox.to_json()
+        return daemon.hub.inbox_json(params.req_str(p, "sessionId", "dsh/inbox/list"))
 
     @dsh("dsh/inbox/remove")
     def inbox_remove(ls: LanguageServer, raw: Any) -> dict[str, Any]:

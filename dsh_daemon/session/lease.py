@@ -88,23 +88,30 @@ class LeaseHolder:
         current = self.store.read_lease(session_id)
         replace: str | None = None
         if current is not None:
-            holder, pid, host, heartbeat = current
+            holder, pid, host, _ = current
             if holder != self.holder:
-                same_host = host == self.host
-                recorded = holder_started(holder)
-                # A pid that lives but started later than the holder did is a reused pid: the holder died.
-                reused = bool(recorded) and same_host and process_start(pid) not in ("", recorded)
-                dead = same_host and (not pid_alive(pid) or reused)
-                # A silent heartbeat only counts across hosts: here a live pid is proof of life (a
-                # suspended laptop or a busy loop must not hand the session to a second driver).
-                stale = not same_host and now_ms() - heartbeat > STALE_AFTER_MS
-                if not (dead or stale):
+                if self.other_holder_lives(current):
                     raise SessionBusyError(session_id, holder, pid, host)
                 replace = holder
         if not self.store.write_lease(session_id, self.holder, self.pid, self.host, replace_holder=replace):
             current = self.store.read_lease(session_id)
             assert current is not None
             raise SessionBusyError(session_id, current[0], current[1], current[2])
+
+    def other_holder_lives(self, lease: tuple[str, int, str, int]) -> bool:
+        """Whether the holder of `lease` (`read_lease`'s row) still drives its session."""
+        holder, pid, host, heartbeat = lease
+        if holder == self.holder:
+            return False
+        same_host = host == self.host
+        recorded = holder_started(holder)
+        # A pid that lives but started later than the holder did is a reused pid: the holder died.
+        reused = bool(recorded) and same_host and process_start(pid) not in ("", recorded)
+        dead = same_host and (not pid_alive(pid) or reused)
+        # A silent heartbeat only counts across hosts: here a live pid is proof of life (a suspended
+        # laptop or a busy loop must not hand the session to a second driver).
+        stale = not same_host and now_ms() - heartbeat > STALE_AFTER_MS
+        return not (dead or stale)
 
     def holds(self, session_id: str) -> bool:
         current = self.store.read_lease(session_id)

@@ -66,6 +66,7 @@ class SessionManager:
         self._tools = tools or (lambda _sid: ToolRegistry())
         self._hooks = hooks or (lambda _sid: Hooks())
         self._approver = approver or (lambda _sid: None)
+        self._disposals: set[asyncio.Future[None]] = set()
         self._write_delay = write_delay
         self._durable_auto_title = durable_auto_title
         self.agents: dict[str, Agent] = {}
@@ -207,6 +208,23 @@ class SessionManager:
 
         if self._heartbeat is None:
             self._heartbeat = asyncio.get_running_loop().create_task(beat())
+
+    def release_idle_session(self, session_id: str) -> bool:
+        """Stop driving an idle session here: its log is flushed and its lease released at once, so
+        another process can take it; False (nothing changes) while a turn runs. Pending items stay
+        parked in the store; a later `open` builds a new agent from it."""
+        agent = self.agents.get(session_id)
+        if agent is None:
+            return True
+        if agent.running:
+            return False
+        del self.agents[session_id]
+        agent.log.commit()
+        self.leases.release(session_id)
+        disposal = asyncio.ensure_future(agent.dispose("detached"))  # idle: only marks it disposed
+        self._disposals.add(disposal)
+        disposal.add_done_callback(self._disposals.discard)
+        return True
 
     async def close_session(self, session_id: str, cause: str = "shutdown") -> None:
         agent = self.agents.pop(session_id, None)

@@ -1,0 +1,88 @@
+"""Live read-only attach: follow sessions another process drives, by tailing the shared store.
+
+A connection that attached a session leased by another live process gets that session's durable
+events as the other process writes them (polled every `POLL_S`), a live `session/lease` event when
+the lease changes hands, and, once the holder has released the lease or died, the session itself:
+this process takes the lease and the connection drives it from then on, with no gap and no duplicate
+in the stream and no second attach (the hub's `view` continues from the last seq delivered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dsh_daemon.server import errors
+
+if TYPE_CHECKING:
+    from dsh_daemon.server.hub import SessionHub
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2  # lag of a read-only view behind its driver (the issue allows 250 ms)
+SESSION_LEASE = "session/lease"  # live: {holder: {pid, host} | null, readOnly}
+
+Notify = Callable[[str, dict[str, Any]], None]
+
+
+class ReadOnlyFollower:
+    def __init__(self, hub: SessionHub) -> None:
+        self._hub = hub
+        self._holders: dict[str, tuple[int, str] | None] = {}  # last holder announced per session
+        self._task: asyncio.Task[None] | None = None
+
+    def follow(self, session_id: str, holder: tuple[int, str]) -> None:
+        """Start following `session_id` (the hub has put it in `read_only`)."""
+        self._holders[session_id] = holder
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def forget(self, session_id: str) -> None:
+        self._holders.pop(session_id, None)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while self._hub.read_only:
+            await asyncio.sleep(POLL_S)
+            for session_id in list(self._hub.read_only):
+                try:
+                    self.poll_once(session_id)
+                except Exception:  # one unreadable session must not stop following the others
+                    log.exception("following session %s failed", session_id)
+
+    def poll_once(self, session_id: str) -> None:
+        hub = self._hub
+        delivered = hub.read_only.get(session_id)
+        if delivered is None:
+            return
+        events = hub.manager.read(session_id, delivered)
+        if events:
+            hub.send_stored_events(session_id, events)
+            hub.read_only[session_id] = events[-1].seq or delivered
+        lease = hub.manager.store.read_lease(session_id)
+        lives = lease is not None and hub.manager.leases.other_holder_lives(lease)
+        holder = (lease[1], lease[2]) if lease is not None and lives else None
+        if holder is not None:
+            self._announce(session_id, holder, read_only=True)
+            return
+        try:
+            hub.view(session_id)  # takes the lease; continues the stream from `delivered`
+        except errors.DshError as exc:
+            if (exc.data or {}).get("code") != "session_busy":
+                raise
+            return  # another process was quicker: it is announced at the next poll
+        self.forget(session_id)
+        hub.notify_event(session_id, SESSION_LEASE, {"holder": None, "readOnly": False})
+
+    def _announce(self, session_id: str, holder: tuple[int, str], *, read_only: bool) -> None:
+        if self._holders.get(session_id) == holder:
+            return
+        self._holders[session_id] = holder
+        data = {"holder": {"pid": holder[0], "host": holder[1]}, "readOnly": read_only}
+        self._hub.notify_event(session_id, SESSION_LEASE, data)

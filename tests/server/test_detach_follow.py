@@ -1,0 +1,105 @@
+"""Detach (issue 10 item 2) and live read-only attach (item 3): two daemons on one state directory,
+as two editor windows are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
+
+
+def durable_seqs(daemon: Daemon, sid: str) -> list[int]:
+    return [e["seq"] for e in daemon.of(sid) if "seq" in e]
+
+
+async def test_detaching_an_idle_session_lets_another_window_drive_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(text_reply("one"), text_reply("two"))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "hi"}})
+        await first.wait_idle_turn(sid)
+        assert await first.request("dsh/session/detach", {"sessionId": sid}) == {}
+        seen = len(first.of(sid))
+
+        attached = await second.request("dsh/session/attach", {"sessionId": sid})
+        assert "readOnly" not in attached  # the lease was released: this window drives it
+        await second.request("dsh/followup", {"sessionId": sid, "message": {"content": "from two"}})
+        await second.wait_idle_turn(sid, 2)
+        assert len(first.of(sid)) == seen  # the detached window gets nothing more
+        with pytest.raises(JsonRpcException) as busy:  # and the first window now reads, not drives
+            await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "me"}})
+        assert busy.value.data["code"] == "session_busy"
+        with pytest.raises(JsonRpcException) as unknown:
+            await first.request("dsh/session/detach", {"sessionId": "no-such-session"})
+        assert unknown.value.data["code"] == "unknown_session"
+    finally:
+        await stop_daemon(first)
+        await stop_daemon(second)
+
+
+async def test_a_read_only_window_follows_live_and_becomes_the_driver_when_the_holder_lets_go(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(Reply.stream(text_stream(["w"] * 40), delay=0.03), text_reply("queued one"))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "long"}})
+        await first.wait_event(sid, "assistant/delta")
+        await first.request(
+            "dsh/send",
+            {"sessionId": sid, "message": {"id": "parked", "content": "later"}, "target": "next-turn",
+             "wakeup": False},
+        )  # fmt: skip
+        attached = await second.request("dsh/session/attach", {"sessionId": sid})
+        assert attached["readOnly"] is True
+        listed = await second.request("dsh/inbox/list", {"sessionId": sid})  # works read-only
+        assert [item["id"] for item in listed["nextTurn"]] == ["parked"]
+
+        # The turn the first window runs reaches the second live, without another attach.
+        await second.wait_for(lambda: bool(second.of(sid, "turn/end")), timeout=20)
+        await first.wait_idle_turn(sid)
+        await second.wait_for(lambda: durable_seqs(second, sid) == durable_seqs(first, sid), timeout=10)
+
+        # The first window detaches (idle): the second takes the session over by itself.
+        await first.request("dsh/session/detach", {"sessionId": sid})
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=10)
+        (lease,) = second.of(sid, "session/lease")
+        assert lease["data"] == {"holder": None, "readOnly": False} and "seq" not in lease
+        await second.request("dsh/wake", {"sessionId": sid})
+        await second.wait_for(lambda: len(second.of(sid, "turn/end")) >= 2)
+        seqs = durable_seqs(second, sid)
+        assert seqs == list(range(len(seqs)))  # followed, then driven: no gap, no duplicate
+    finally:
+        await stop_daemon(first)
+        await stop_daemon(second)
+
+
+async def test_detaching_a_running_session_releases_it_when_the_turn_ends(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(Reply.stream(text_stream(["w"] * 30), delay=0.03))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "long"}})
+        await first.wait_event(sid, "assistant/delta")
+        await first.request("dsh/session/detach", {"sessionId": sid})
+        attached = await second.request("dsh/session/attach", {"sessionId": sid})
+        assert attached["readOnly"] is True  # still running in the first window
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=20)
+        assert second.of(sid, "turn/end")[0]["data"]["reason"] == {"kind": "completed"}
+        assert first.of(sid, "turn/end") == []  # detached: the first window was told nothing more
+    finally:
+        await stop_daemon(first)
+        await stop_daemon(second)
