@@ -334,4 +334,25 @@ async function scenario(): Promise<void> {
     await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Say hello' }).first().click();
     await expect.poll(() => c2.locator('.msg.user').count(), { timeout: 15000 }).toBe(users + 1);
     expect(await c2.locator('.msg.assistant', { hasText: 'Still here after the restart.' }).count()).toBe(1);
+
+    // 8. The Switch Session picker deletes (after a modal confirmation) and renames; it comes back after each.
+    const row = (text: string) => page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first();
+    await runCommand('dsh: Switch Session');
+    await row('Hello again').waitFor({ timeout: 15000 });
+    await row('Hello again').hover();
+    await row('Hello again').getByRole('button', { name: 'Delete' }).click();
+    await page.locator('.monaco-dialog-box').getByRole('button', { name: 'Delete' }).click();
+    await row('Say hello').waitFor({ timeout: 15000 });
+    expect(await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Hello again' }).count()).toBe(0);
+    await row('Say hello').hover();
+    await row('Say hello').getByRole('button', { name: 'Rename' }).click();
+    const titleInput = page.locator('.quick-input-widget input');
+    await expect.poll(() => titleInput.inputValue(), { timeout: 15000 }).toBe('Say hello');
+    await titleInput.fill('Renamed from the picker');
+    await page.keyboard.press('Enter');
+    await row('Renamed from the picker').waitFor({ timeout: 15000 });
+    expect(await row('Renamed from the picker').textContent()).toContain('current');
+    await shot('session-renamed');
+    await page.keyboard.press('Escape');
+    expect(await c2.locator('.msg.assistant', { hasText: 'Still here after the restart.' }).count()).toBe(1);
 }

@@ -8,7 +8,7 @@ import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
-import { errorCode, type AnyEvent, type ContextRef } from './protocol/types';
+import { errorCode, type AnyEvent, type ContextRef, type SessionInfo } from './protocol/types';
 import { chatHtml } from './webviewHtml';
 
 const SESSION_KEY = 'dsh.sessionId';
@@ -178,17 +178,74 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     await this.ensureSession();
   }
 
+  /** The Switch Session picker; with a daemon that has `sessionManagement`, each row also has Rename
+   *  and Delete buttons (the picker comes back after either). */
   async switchSession(): Promise<void> {
     const client = await this.daemon.ensureStarted();
-    const { sessions } = await client.listSessions({});
-    const picked = await vscode.window.showQuickPick(sessions.map((s) => ({
-      label: s.title || '(untitled)',
-      description: `${s.sessionId === this.model.sessionId ? 'current · ' : ''}${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
-      detail: s.cwd, id: s.sessionId,
-    })), { placeHolder: 'Switch dsh session' });
-    if (!picked) return;
-    await this.ctx.workspaceState.update(SESSION_KEY, picked.id);
-    await this.attach(client, picked.id, true);
+    for (;;) {
+      const choice = await this.pickSession(client);
+      if (!choice) return;
+      const { action, session } = choice;
+      if (action === 'switch') {
+        await this.ctx.workspaceState.update(SESSION_KEY, session.sessionId);
+        await this.attach(client, session.sessionId, true);
+        return;
+      }
+      try {
+        if (action === 'rename') {
+          const title = await vscode.window.showInputBox({ prompt: 'Rename the dsh session', value: session.title, ignoreFocusOut: true,
+            validateInput: (v) => v.trim() ? undefined : 'A title needs some text' });
+          if (title?.trim()) await client.renameSession(session.sessionId, title);
+        } else {
+          const yes = await vscode.window.showWarningMessage(`Delete the dsh session "${session.title || '(untitled)'}"?`,
+            { modal: true, detail: 'Its transcript and queued prompts are removed for good.' }, 'Delete');
+          if (yes === 'Delete') {
+            await client.deleteSession(session.sessionId);
+            if (session.sessionId === this.sessionId) {
+              // The session on screen is gone: the panel starts empty, the next prompt makes a new one.
+              await this.ctx.workspaceState.update(SESSION_KEY, undefined);
+              this.dispatch({ kind: 'reset', sessionId: null });
+              this.sendSnapshot();
+            }
+          }
+        }
+      } catch (err) {
+        void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
+      }
+    }
+  }
+
+  private async pickSession(client: DshClient): Promise<{ action: 'switch' | 'rename' | 'delete'; session: SessionInfo } | undefined> {
+    const manage = !!client.features?.sessionManagement;
+    const renameButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('edit'), tooltip: 'Rename' };
+    const deleteButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('trash'), tooltip: 'Delete' };
+    type Pick = vscode.QuickPickItem & { session: SessionInfo };
+    const qp = vscode.window.createQuickPick<Pick>();
+    qp.placeholder = manage ? 'Switch dsh session (or rename / delete one with its buttons)' : 'Switch dsh session';
+    qp.matchOnDescription = true;
+    qp.matchOnDetail = true;
+    qp.busy = true;
+    const current = this.sessionId;
+    try {
+      return await new Promise((resolve, reject) => {
+        qp.onDidAccept(() => { const it = qp.selectedItems[0]; if (it) resolve({ action: 'switch', session: it.session }); });
+        qp.onDidTriggerItemButton((e) => resolve({ action: e.button === renameButton ? 'rename' : 'delete', session: e.item.session }));
+        qp.onDidHide(() => resolve(undefined));
+        qp.show();
+        client.listSessions({}).then(({ sessions }) => {
+          qp.items = sessions.map((s) => ({
+            label: s.title || '(untitled)',
+            description: `${s.sessionId === current ? 'current · ' : ''}${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
+            detail: s.lastPrompt ? `${s.lastPrompt} — ${s.cwd}` : s.cwd,
+            buttons: manage ? [renameButton, deleteButton] : [],
+            session: s,
+          }));
+          qp.busy = false;
+        }, reject);
+      });
+    } finally {
+      qp.dispose();
+    }
   }
 
   /** The transcript page before the oldest turn shown. */
