@@ -13,8 +13,13 @@ from tests.acp.harness import acp_daemon, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 
 
-def reply(*pieces: str, delay: float = 0.0, tail: str = "end") -> Reply:
-    return Reply.stream(text_stream(list(pieces)), delay=delay, tail=tail)  # type: ignore[arg-type]
+def reply(*pieces: str, delay: float = 0.0) -> Reply:
+    return Reply.stream(text_stream(list(pieces)), delay=delay)
+
+
+def stalled(text: str) -> Reply:
+    """A reply that streams `text` and then hangs before its finish: the turn runs until cancelled."""
+    return Reply.stream(text_stream([text])[:2], tail="stall")
 
 
 def position(wire: list[dict], predicate) -> int:  # type: ignore[no-untyped-def]
@@ -80,7 +85,7 @@ async def test_prompts_sent_while_busy_are_answered_in_order_after_their_own_tur
 
 
 async def test_cancel_answers_cancelled_and_the_queue_runs(tmp_path: Path, fake: FakeDeepSeek) -> None:
-    fake.script(reply("partial", tail="stall"), reply("after"))
+    fake.script(stalled("partial"), reply("after"))
     async with acp_daemon(tmp_path / "state", fake) as d:
         sid = await d.new_session()
         first = asyncio.ensure_future(d.conn.prompt(session_id=sid, prompt=[text_block("long job")]))

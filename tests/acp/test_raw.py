@@ -20,6 +20,11 @@ async def start(raw: RawAcp, cwd: Path) -> str:
     return str(new["result"]["sessionId"])
 
 
+def stalled(text: str) -> Reply:
+    """A reply that streams `text` and then hangs before its finish: the turn runs until cancelled."""
+    return Reply.stream(text_stream([text])[:2], tail="stall")
+
+
 def prompt(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}]
 
@@ -72,9 +77,7 @@ async def test_malformed_lines_are_answered_and_the_daemon_keeps_going(
 
 
 async def test_cancel_request_removes_a_queued_prompt(tmp_path: Path, fake: FakeDeepSeek) -> None:
-    fake.script(
-        Reply.stream(text_stream(["working"]), tail="stall"), Reply.stream(text_stream(["third done"]))
-    )
+    fake.script(stalled("working"), Reply.stream(text_stream(["third done"])))
     async with raw_acp(tmp_path / "state", fake) as raw:
         sid = await start(raw, tmp_path / "state" / "work")
         first = raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("first")})
@@ -94,7 +97,7 @@ async def test_cancel_request_removes_a_queued_prompt(tmp_path: Path, fake: Fake
 
 async def test_steering_inject_wake_and_inbox_edits(tmp_path: Path, fake: FakeDeepSeek) -> None:
     fake.script(
-        Reply.stream(text_stream(["step one"]), tail="stall"),
+        stalled("step one"),
         Reply.stream(text_stream(["steered"])),
         Reply.stream(text_stream(["woken"])),
         Reply.stream(text_stream(["edited"])),
