@@ -108,3 +108,24 @@ def test_rename_the_session(editor: Editor, fake: FakeDeepSeek) -> None:
     editor.wait(lambda: "Flaky test, take two" in editor.snapshot()["winbar"], what="the new title")
     (listed,) = editor.lua("return T.request('dsh/session/list', vim.empty_dict())")["sessions"]
     assert listed["title"] == "Flaky test, take two"
+
+
+def test_switching_sessions_detaches_the_one_left(start_editor: Callable[[], Editor], fake: FakeDeepSeek) -> None:
+    fake.script(Reply.stream(text_stream(["first"])), Reply.stream(text_stream(["second window"])))
+    first = start_editor()
+    first.cmd("Dsh one")
+    first.wait_footers(1)
+    left = first.snapshot()["id"]
+    first.cmd("DshNew")  # the session shown before is detached: no longer leased to this window
+    first.wait(lambda: first.snapshot()["id"] != left, what="a new session")
+    second = start_editor()  # another Neovim (its own daemon) on the same state
+    second.cmd(f"DshResume {left}")
+    second.wait_text("first")
+    assert "read-only" not in second.snapshot()["winbar"]
+    second.cmd("Dsh two")  # it drives the session
+    second.wait_text("second window")
+    second.wait_footers(2)
+    # Back in the first window, the session is driven by the other one: it opens read-only.
+    first.cmd(f"DshResume {left}")
+    first.wait(lambda: "read-only" in first.snapshot()["winbar"], what="read-only")
+    first.wait_text("second window")

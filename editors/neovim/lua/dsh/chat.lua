@@ -88,6 +88,7 @@ function Chat:reset()
   self.last_op = nil
   self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
   self.loading = nil -- events held while a transcript page is on its way
+  self.left = nil -- detached when another session was shown instead (attach again to use it)
   if api.nvim_buf_is_valid(self.buf) then
     vim.bo[self.buf].modifiable = true
     api.nvim_buf_clear_namespace(self.buf, M.ns, 0, -1)
@@ -609,6 +610,11 @@ function Chat:render(op)
     return
   end
   if op.op == 'status' then
+    self:_winbar()
+  elseif op.op == 'lease' then
+    if op.was and not self.state.read_only then
+      self:note('the other dsh-daemon let go: this window drives the session now')
+    end
     self:_winbar()
   elseif op.op == 'title' then
     if type(op.title) == 'string' and op.title ~= '' then

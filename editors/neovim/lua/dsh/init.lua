@@ -41,8 +41,30 @@ function M.chat_for(buf)
     -- The transcript was wiped by hand: attach again, which renders it anew.
     M.chats[chat.id] = nil
     chat = M.resume(chat.root, chat.id, { title = chat.title })
+  elseif chat and chat.left then
+    -- Detached when another session was shown: attach again before using it.
+    chat = M.resume(chat.root, chat.id, { title = chat.title })
   end
   return chat
+end
+
+--- Another session is shown for `root` instead of its current one: detach that one, so this
+--- window neither follows it nor keeps it leased (another window may drive it); it is attached
+--- again when used.
+local function leave_current(root, next_id)
+  local prev = M.current[root]
+  if not prev or prev == next_id or not (client.info(root) or {}).detach then
+    return
+  end
+  client.request(root, 'dsh/session/detach', { sessionId = prev }, function(err)
+    if err then
+      notify('detach failed: ' .. (err.message or ''), vim.log.levels.WARN)
+    end
+  end)
+  local chat = M.chats[prev]
+  if chat then
+    chat.left = true
+  end
 end
 
 --- Start a new session for `root` and show its chat (`keep_focus`: stay in the current window).
@@ -51,6 +73,7 @@ function M.new_session(root, cb, keep_focus)
     if err then
       return notify('could not start a session: ' .. (err.message or ''), vim.log.levels.ERROR)
     end
+    leave_current(root, res.sessionId)
     local chat = M.get_chat(res.sessionId, root)
     M.current[root] = res.sessionId
     local win = api.nvim_get_current_win()
@@ -110,7 +133,7 @@ end
 --- receive what they missed (events after the last one shown).
 function M.on_client_ready(root, lsp_client)
   for _, chat in pairs(M.chats) do
-    if chat.root == root and chat.detached and api.nvim_buf_is_valid(chat.buf) then
+    if chat.root == root and chat.detached and not chat.left and api.nvim_buf_is_valid(chat.buf) then
       chat.detached = nil
       local params = { sessionId = chat.id, afterSeq = chat.state.last_seq }
       lsp_client:request('dsh/session/attach', params, function(err, res)
@@ -356,8 +379,10 @@ end
 --- the newest page of turns (older pages on demand) and continue with the live events after it;
 --- otherwise the whole history is replayed as events. The queue comes from the attach reply.
 function M.resume(root, session_id, info)
+  leave_current(root, session_id)
   local chat = M.get_chat(session_id, root)
   chat:reset()
+  chat.detached = nil
   chat.title = info and info.title ~= '' and info.title or chat.title
   M.current[root] = session_id
   chat:open()

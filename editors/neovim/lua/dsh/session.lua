@@ -250,6 +250,10 @@ function M.reduce(st, ev)
     return { { op = 'error', error = d.error or {} } }
   elseif t == 'session/title' then
     return { { op = 'title', title = d.title } }
+  elseif t == 'session/lease' then -- a read-only attach: who drives the session now
+    local was = st.read_only
+    st.read_only = d.readOnly and true or nil
+    return { { op = 'lease', was = was, holder = d.holder } }
   end
   return {}
 end
