@@ -308,3 +308,28 @@ def test_steer_with_a_selection_and_words_is_one_steer(editor: Editor, fake: Fak
     ]
     lines = editor.lines()
     assert lines[lines.index("📎 selection src.txt:3") + 1 :][:3] == ["", "## You", "this instead"]
+
+
+def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(editor: Editor, fake: FakeDeepSeek) -> None:
+    (editor.paths.work / "a.txt").write_text("alpha\nbeta\n")
+    fake.script(text_reply("seen"))
+    editor.cmd("edit a.txt")
+    editor.cmd("Dsh")
+    editor.wait(editor.snapshot, what="the chat")
+    # As if the daemon advertised none of the protocol additions (sendContext, transcript, detach).
+    editor.lua("for _, e in pairs(require('dsh.client').roots) do e.info = {protocolVersion = 1} end")
+    editor.cmd("wincmd t")
+    editor.keys("2GV\\da")
+    editor.cmd("DshAddFile")  # no context on sends: added at once
+    editor.wait(lambda: editor.pending() == 1, what="the file injected")
+    editor.cmd("Dsh what now?")
+    editor.wait_footers(1)
+    texts = _user_texts(fake.requests[0])
+    assert texts[-3].startswith("File ") and texts[-2].startswith("Selection in ") and texts[-1] == "what now?"
+    editor.lua("T.chat():note('shown before the resume')")
+    editor.cmd("DshResume")  # the whole history replayed as events
+    editor.wait(lambda: "shown before the resume" not in editor.lines(), what="the chat reset")
+    editor.wait_footers(1)
+    assert editor.lua("return T.chat().state.rendered_seq") is None
+    lines = editor.lines()
+    assert lines.index("📎 file a.txt") < lines.index("📎 selection a.txt:2") < lines.index("what now?")
