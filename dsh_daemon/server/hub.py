@@ -44,6 +44,7 @@ from dsh_daemon.server.context import (
     snapshot_hook,
 )
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
+from dsh_daemon.server.eventwire import send_event
 from dsh_daemon.server.follow import ReadOnlyFollower
 from dsh_daemon.server.options import DaemonOptions, parse_options
 from dsh_daemon.server.params import ContextSpec
@@ -265,13 +266,13 @@ class SessionHub:
         if view.subscribed:
             return
         session_id = view.agent.session_id
-        notify = self.server.protocol.notify
+        protocol = self.server.protocol
 
         def forward(event: Event) -> None:
             payload: dict[str, Any] = {"sessionId": session_id, "type": event.type, "data": event.data}
             if event.seq is not None:
                 payload["seq"] = event.seq
-            notify("dsh/event", payload)
+            send_event(protocol, payload)
 
         view.unsubscribe = view.agent.subscribe(forward)
         view.subscribed = True
@@ -279,7 +280,7 @@ class SessionHub:
 
     def notify_event(self, session_id: str, type_: str, data: dict[str, Any]) -> None:
         """A live (seq-less) event of this hub's own, to the connection."""
-        self.server.protocol.notify("dsh/event", {"sessionId": session_id, "type": type_, "data": data})
+        send_event(self.server.protocol, {"sessionId": session_id, "type": type_, "data": data})
 
     def send_stored_events(self, session_id: str, events: list[Event]) -> None:
         self._replay(session_id, events)
@@ -337,12 +338,10 @@ class SessionHub:
         return True
 
     def _replay(self, session_id: str, events: list[Event]) -> None:
-        notify = self.server.protocol.notify
+        protocol = self.server.protocol
         for event in events:
-            notify(
-                "dsh/event",
-                {"sessionId": session_id, "seq": event.seq, "type": event.type, "data": event.data},
-            )
+            payload = {"sessionId": session_id, "seq": event.seq, "type": event.type, "data": event.data}
+            send_event(protocol, payload)
 
     def new_session(self, cwd: str | None, title: str | None) -> str:
         """All or nothing: what can fail is built before the session row exists, and a failure while
@@ -502,9 +501,7 @@ class SessionHub:
         def announce(type_: str, data: dict[str, Any]) -> None:
             view = self.views.get(session_id)
             if view is not None and view.subscribed:
-                self.server.protocol.notify(
-                    "dsh/event", {"sessionId": session_id, "type": type_, "data": data}
-                )
+                self.notify_event(session_id, type_, data)
 
         return announce
 
