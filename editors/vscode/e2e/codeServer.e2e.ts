@@ -337,15 +337,19 @@ async function scenario(): Promise<void> {
 
     // 8. The Switch Session picker deletes (after a modal confirmation) and renames; it comes back after each.
     const row = (text: string) => page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first();
+    /** Filters the picker down to one session (its row is then focused and shows its buttons). */
+    const only = async (text: string) => {
+      await row(text).waitFor({ timeout: 15000 });
+      await page.locator('.quick-input-widget input').fill(text);
+      await expect.poll(() => page.locator('.quick-input-list .monaco-list-row').count()).toBe(1);
+      return row(text);
+    };
     await runCommand('dsh: Switch Session');
-    await row('Hello again').waitFor({ timeout: 15000 });
-    await row('Hello again').hover();
-    await row('Hello again').getByRole('button', { name: 'Delete' }).click();
+    await (await only('Hello again')).getByRole('button', { name: 'Delete' }).click();
     await page.locator('.monaco-dialog-box').getByRole('button', { name: 'Delete' }).click();
     await row('Say hello').waitFor({ timeout: 15000 });
     expect(await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Hello again' }).count()).toBe(0);
-    await row('Say hello').hover();
-    await row('Say hello').getByRole('button', { name: 'Rename' }).click();
+    await (await only('Say hello')).getByRole('button', { name: 'Rename' }).click();
     const titleInput = page.locator('.quick-input-widget input');
     await expect.poll(() => titleInput.inputValue(), { timeout: 15000 }).toBe('Say hello');
     await titleInput.fill('Renamed from the picker');

@@ -28,6 +28,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private subscribed = new WeakSet<DshClient>();
   private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
   private loadingOlder = false;
+  private inboxTimer: ReturnType<typeof setTimeout> | undefined;
   /** The session whose first transcript page is on its way: its events wait for the attach replay. */
   private paging: string | undefined;
   private readonly disposables: vscode.Disposable[] = [];
@@ -122,6 +123,28 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
     if (e.type === 'tool/call' && data?.name === 'run_command') void this.permissions.saveEdited();
     if (e.type === 'turn/end') this.permissions.cancelAll();
+    if (e.type === 'session/lease' && !data?.readOnly) {
+      // The other window let go and this daemon drives the session now: the queue as it stands.
+      if (this.readOnlyRetry) { clearTimeout(this.readOnlyRetry); this.readOnlyRetry = undefined; }
+      this.refreshInbox();
+    }
+    // A read-only view's attach reply has no queue, so its splices have no base: list it instead.
+    if (e.type === 'agent/inbox/spliced' && this.model.readOnly) this.refreshInbox();
+  }
+
+  private refreshInbox(): void {
+    this.inboxTimer ??= setTimeout(() => {
+      this.inboxTimer = undefined;
+      const id = this.model.sessionId;
+      const client = this.daemon.client;
+      if (!id || !client) return;
+      client.inboxList(id).then((inbox) => { if (this.model.sessionId === id) this.dispatch({ kind: 'inbox', inbox }); }, () => undefined);
+    }, 50);
+  }
+
+  /** Lets the daemon release a session this window leaves (daemons with `detach`). */
+  private detach(client: DshClient, id: string | null | undefined): void {
+    if (id && client.features?.detach) void client.detach(id).catch(() => undefined);
   }
 
   private async attach(client: DshClient, id: string, fresh: boolean): Promise<void> {
@@ -141,8 +164,12 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       }
       const res = await client.attach(id, afterSeq);
       this.dispatch({ kind: 'attached', result: res });
-      if (res.readOnly) {
-        // The previous daemon still holds the session: try again until this one drives it.
+      if (res.readOnly && client.features?.liveReadOnly) {
+        // Another process drives it: its events follow live, and `session/lease` says when this
+        // daemon drives it (a reloaded window's old daemon exiting).
+        this.refreshInbox();
+      } else if (res.readOnly) {
+        // An older daemon: attach again until this one drives it.
         this.readOnlyRetry = setTimeout(() => void this.attach(client, id, false), 2000);
       }
     } catch (err) {
@@ -173,6 +200,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   async newSession(): Promise<void> {
+    if (this.daemon.client) this.detach(this.daemon.client, this.model.sessionId);
     this.model = emptyModel();
     await this.ctx.workspaceState.update(SESSION_KEY, undefined);
     await this.ensureSession();
@@ -187,6 +215,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       if (!choice) return;
       const { action, session } = choice;
       if (action === 'switch') {
+        if (session.sessionId !== this.model.sessionId) this.detach(client, this.model.sessionId);
         await this.ctx.workspaceState.update(SESSION_KEY, session.sessionId);
         await this.attach(client, session.sessionId, true);
         return;
@@ -378,6 +407,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);
     if (this.readOnlyRetry) clearTimeout(this.readOnlyRetry);
+    if (this.inboxTimer) clearTimeout(this.inboxTimer);
     this.disposables.forEach((d) => d.dispose());
   }
 }

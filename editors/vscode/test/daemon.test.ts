@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { emptyModel, queueOf, reduce, reduceAll, SessionModel, statusLabel, assistantText, type Action } from '../src/protocol/reducer';
-import type { AnyEvent, PermissionRequest } from '../src/protocol/types';
+import { textOf, type AnyEvent, type PermissionRequest } from '../src/protocol/types';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
 
@@ -355,5 +355,35 @@ describe('DshClient against the real daemon', () => {
     const fresh = reduce(emptyModel(sessionId), { kind: 'attached', result: await d.client.attach(sessionId) });
     expect(labels(fresh)).toEqual(labels(live.get()));
     await d.client.cancel(sessionId, false);
+  });
+
+  it('a read-only attach follows the driver live and turns writable (session/lease) when it detaches', async () => {
+    const dirs = tempState();
+    const d1 = await daemon(dirs);
+    const { sessionId } = await d1.client.newSession({ cwd: d1.root });
+    const d2 = await daemon(dirs);
+    expect(d2.client.features?.liveReadOnly).toBe(true);
+    let m = emptyModel(sessionId);
+    d2.client.onEvent((e) => { m = reduce(m, { kind: 'event', event: e }); });
+    const ro = await d2.client.attach(sessionId);
+    m = reduce(m, { kind: 'attached', result: ro });
+    expect(m.readOnly).toBe(true);
+    fake.script(textReply('driven by window one'));
+    await d1.client.followup(sessionId, 'from window one');
+    await d2.waitFor(() => m.items.some((i) => i.kind === 'turnEnd'), 'the turn, live in the read-only window');
+    await d1.waitFor(() => idle(d1, sessionId), 'window one idle');
+    await d1.client.send(sessionId, 'parked in window one', 'next-turn', false);
+    await d2.waitFor(() => m.inbox.nextTurn.length === 1, 'the parked item, live');
+    expect(m.items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toEqual(['driven by window one']);
+    const listed = await d2.client.inboxList(sessionId); // works read-only
+    expect(listed.nextTurn.map((x) => [textOf(x.content), x.verb])).toEqual([['parked in window one', 'send']]);
+    await d1.client.detach(sessionId);
+    await d2.waitFor(() => !m.readOnly, 'session/lease: writable');
+    expect(d2.of(sessionId, 'session/lease').at(-1)?.data).toMatchObject({ holder: null, readOnly: false });
+    // Window two drives it now: its prompt wakes the session, which runs the parked item first.
+    await d2.client.followup(sessionId, 'from window two');
+    await d2.waitFor(() => m.items.filter((i) => i.kind === 'turnEnd').length === 3 && idle(d2, sessionId), 'turns 2 and 3 from window two');
+    expect(m.items.filter((i) => i.kind === 'user').map((i) => textOf((i as any).message.content))).toEqual(['from window one', 'parked in window one', 'from window two']);
+    expect(queueOf(m)).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { statusItems } from './vscode.mock';
+import { quickPicks, statusItems } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -192,5 +192,38 @@ describe('ChatPanel (host) with the real daemon', () => {
       ChatPanel.transcriptTurns = 20;
       one.panel.dispose();
     }
+  });
+
+  it('New Session and Switch Session detach the session they leave, so another window can drive it', async () => {
+    expect(d.client.features?.detach).toBe(true);
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    const ends = () => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length;
+    host.send({ type: 'send', text: 'in session A', chips: [], mode: 'followup' });
+    await d.waitFor(() => ends() === 1 && host.panel.model.status === 'idle', 'turn in A');
+    const a = host.panel.model.sessionId!;
+    await host.panel.newSession();
+    const b = host.panel.model.sessionId!;
+    expect(b).not.toBe(a);
+    host.send({ type: 'send', text: 'in session B', chips: [], mode: 'followup' });
+    await d.waitFor(() => ends() === 1 && host.panel.model.status === 'idle' && host.panel.model.sessionId === b, 'turn in B');
+    const switching = host.panel.switchSession();
+    await d.waitFor(() => quickPicks.at(-1)?.items.length === 2, 'the picker lists both sessions');
+    quickPicks.at(-1)!.accept('in session A');
+    await switching;
+    expect(host.panel.model.sessionId).toBe(a);
+    expect(host.panel.model.items.filter((i) => i.kind === 'user').map((i) => (i as any).message.content[0].text)).toEqual(['in session A']);
+    // A second daemon on the same state: B was released (detached while idle); A is driven here.
+    const other = await startDaemon(fake.baseUrl, { state: d.state, root: d.root });
+    try {
+      expect((await other.client.attach(a)).readOnly).toBe(true);
+      expect((await other.client.attach(b)).readOnly ?? false).toBe(false);
+      fake.script(textReply('B from the other window'));
+      await other.client.followup(b, 'B from the other window');
+      await other.waitFor(() => other.of(b, 'turn/end').length >= 1, 'B driven by the other daemon');
+    } finally {
+      await other.stop();
+    }
+    host.panel.dispose();
   });
 });

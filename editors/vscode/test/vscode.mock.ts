@@ -24,7 +24,27 @@ export const statusItems: Array<{ text: string }> = [];
 export const errors: string[] = [];
 export const executed: Array<{ id: string; args: unknown[] }> = [];
 
+export class ThemeIcon { constructor(readonly id: string) {} }
+
+/** Quick picks the code under test created; `accept(label)` picks a row as a person would. */
+export const quickPicks: Array<{ items: any[]; accept(label: string): void; hide(): void }> = [];
+
+function createQuickPick() {
+  const on = { accept: [] as Array<() => void>, button: [] as Array<(e: unknown) => void>, hide: [] as Array<() => void> };
+  const sub = <T>(list: T[]) => (h: T) => { list.push(h); return { dispose() {} }; };
+  const qp = {
+    items: [] as any[], selectedItems: [] as any[], busy: false, placeholder: '', matchOnDescription: false, matchOnDetail: false,
+    onDidAccept: sub(on.accept), onDidTriggerItemButton: sub(on.button), onDidHide: sub(on.hide),
+    show() {}, dispose() {},
+    hide() { on.hide.forEach((h) => h()); },
+    accept(label: string) { qp.selectedItems = qp.items.filter((i) => i.label === label); on.accept.forEach((h) => h()); },
+  };
+  quickPicks.push(qp);
+  return qp;
+}
+
 export const window = {
+  createQuickPick,
   createStatusBarItem: () => { const item = { text: '', tooltip: '', command: '', name: '', show() {}, hide() {}, dispose() {} }; statusItems.push(item); return item; },
   showErrorMessage: (m: string) => { errors.push(m); return Promise.resolve(undefined); },
   showInformationMessage: () => Promise.resolve(undefined),

@@ -60,6 +60,10 @@ export class DshClient {
   transcript(sessionId: string, p: { beforeTurn?: number; limit?: number } = {}): Promise<TranscriptPage> {
     return this.rpc.request('dsh/session/transcript', { sessionId, ...p });
   }
+  /** Stops this connection's events of the session; the daemon releases it when idle (daemons with `detach`). */
+  detach(sessionId: string): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/detach', { sessionId });
+  }
   renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/rename', { sessionId, title });
   }

@@ -61,6 +61,8 @@ export type Action =
    *  page put in front of the items. */
   | { kind: 'transcript'; page: TranscriptPage; older: boolean }
   | { kind: 'sent'; messageId: string; via: Via }
+  /** The pending items as `dsh/inbox/list` gave them (a read-only view, or one that just became writable). */
+  | { kind: 'inbox'; inbox: Inbox }
   | { kind: 'permission'; request: PermissionRequest }
   | { kind: 'permissionDone'; callId: string };
 
@@ -86,6 +88,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
     }
     case 'transcript':
       return applyTranscript(model, action.page, action.older);
+    case 'inbox':
+      return { ...model, inbox: action.inbox, rev: model.rev + 1 };
     case 'sent':
       return { ...model, via: { ...model.via, [action.messageId]: action.via }, rev: model.rev + 1 };
     case 'permission': {
@@ -120,6 +124,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, status: ev.data.status };
     case 'turn/start':
       return { ...model, status: 'running', currentTurn: ev.data.turn };
+    case 'session/lease':
+      return { ...model, readOnly: !!ev.data.readOnly };
     case 'agent/inbox/spliced': {
       const d = ev.data as { target: string; start: number; inserted: InboxItem[]; removedCount?: number };
       const key = d.target === 'next-step' ? 'nextStep' : 'nextTurn';

@@ -118,6 +118,9 @@ export interface EventDataMap {
   'assistant/delta': { turn: number; step: number; offset?: number; delta: StreamDelta };
   'tool/output': { turn: number; step: number; callId: string; text: string };
   'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
+  /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
+  'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
+  'session/title': { title: string };
 }
 export type EventType = keyof EventDataMap;
 
@@ -157,6 +160,10 @@ export interface InitializeDshCapabilities {
   transcript?: boolean;
   /** dsh/session/rename, dsh/session/delete, list paging and `lastPrompt` (§3). */
   sessionManagement?: boolean;
+  /** dsh/session/detach (§3). */
+  detach?: boolean;
+  /** A read-only attach follows the store live and turns writable by itself (`session/lease`, §3). */
+  liveReadOnly?: boolean;
   [flag: string]: unknown;
 }
 
