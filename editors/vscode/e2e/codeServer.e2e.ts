@@ -350,8 +350,9 @@ async function scenario(): Promise<void> {
     await row('Say hello').waitFor({ timeout: 15000 });
     expect(await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Hello again' }).count()).toBe(0);
     await (await only('Say hello')).getByRole('button', { name: 'Rename' }).click();
+    await page.locator('.quick-input-widget', { hasText: 'Rename the dsh session' }).waitFor({ timeout: 15000 });
     const titleInput = page.locator('.quick-input-widget input');
-    await expect.poll(() => titleInput.inputValue(), { timeout: 15000 }).toBe('Say hello');
+    expect(await titleInput.inputValue()).toBe('Say hello');
     await titleInput.fill('Renamed from the picker');
     await page.keyboard.press('Enter');
     await row('Renamed from the picker').waitFor({ timeout: 15000 });
