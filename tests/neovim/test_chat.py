@@ -184,7 +184,8 @@ def test_meta_enter_steers_the_running_turn(editor: Editor, fake: FakeDeepSeek) 
     editor.type_in_input("use the v2 API instead")
     editor.keys("<M-CR>")  # steer: next step of the running work, never a queued prompt
     editor.wait(
-        lambda: editor.snapshot()["queue"] == ["  ⧗ next step · steer  use the v2 API instead"], what="steer shown"
+        lambda: editor.snapshot()["queue"] == ["  ⧗ next step · steer  use the v2 API instead"],
+        what="steer shown",
     )
     (footer,) = editor.wait_footers(1)  # the steer entered the same turn, as its next step
     assert footer.startswith("── completed") and len(fake.requests) == 2

@@ -85,7 +85,9 @@ def test_block_selection_inject_and_attach_to_the_next_prompt(editor: Editor, fa
     editor.keys("gg05l<C-v>jjlll\\di")  # block: the name column, <leader>di: inject (parked, no turn)
     editor.wait(lambda: editor.pending() == 1, what="the injected block pending")
     snap = editor.snapshot()
-    assert snap["status"] == "idle" and snap["queue"] == ["  ⧗ next step · inject  📎 selection table.txt:1-3"]
+    assert snap["status"] == "idle" and snap["queue"] == [
+        "  ⧗ next step · inject  📎 selection table.txt:1-3"
+    ]
     editor.keys("2GV\\da")  # <leader>da: attach line 2 to the next prompt
     editor.wait(
         lambda: any("with next prompt" in q for q in editor.snapshot()["queue"]), what="attachment shown"
@@ -128,7 +130,8 @@ def test_add_file_and_pick_a_session_with_gr(editor: Editor, fake: FakeDeepSeek)
     editor.keys("Goadded, not saved<Esc>")
     editor.cmd("DshAddFile")  # the current buffer, attached to the next prompt (read when it is sent)
     editor.wait(
-        lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 file notes.md"], what="the file attached"
+        lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 file notes.md"],
+        what="the file attached",
     )
     assert editor.pending() == 0
     editor.keys("Goand this too<Esc>")  # still unsaved, typed after attaching: read at send time
@@ -225,7 +228,9 @@ def test_an_attached_selection_waits_with_its_queued_prompt(editor: Editor, fake
     editor.wait(lambda: editor.floats(), what="the permission float")  # turn 1 waits at its first step
     _focus_buffer(editor, "app.py")
     editor.keys("3GVj\\da")  # <leader>da: lines 3-4 for the next prompt
-    editor.wait(lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 lines app.py:3-4"], what="attached")
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 lines app.py:3-4"], what="attached"
+    )
     editor.type_in_input("explain this")
     editor.keys("<CR>")  # busy: queued, with the selection as its own context
     editor.wait(
@@ -253,14 +258,18 @@ def test_an_attached_selection_waits_with_its_queued_prompt(editor: Editor, fake
     editor.keys("/^#1<CR>A, briefly<Esc>")
     editor.cmd("write")
     editor.wait(
-        lambda: [m["content"][0]["text"] for m in editor.lua("return T.inbox()")["nextTurn"]]
-        == ["explain this, briefly"],
+        lambda: (
+            [m["content"][0]["text"] for m in editor.lua("return T.inbox()")["nextTurn"]]
+            == ["explain this, briefly"]
+        ),
         what="the prompt reworded",
     )
     (item,) = editor.lua("return T.inbox()")["nextTurn"]
     assert item["verb"] == "followup" and [c["id"] for c in item["context"]] == [ctx["id"]]
     editor.wait(
-        lambda: editor.snapshot()["queue"] == ["  ⧗ queued 1 · followup  explain this, briefly  + sel app.py:3-4"],
+        lambda: (
+            editor.snapshot()["queue"] == ["  ⧗ queued 1 · followup  explain this, briefly  + sel app.py:3-4"]
+        ),
         what="the reworded line",
     )
     # Allow the command: turn 1 goes on to its second step, which must not see the queued selection.
@@ -310,7 +319,9 @@ def test_steer_with_a_selection_and_words_is_one_steer(editor: Editor, fake: Fak
     assert lines[lines.index("📎 selection src.txt:3") + 1 :][:3] == ["", "## You", "this instead"]
 
 
-def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
     (editor.paths.work / "a.txt").write_text("alpha\nbeta\n")
     fake.script(text_reply("seen"))
     editor.cmd("edit a.txt")
@@ -325,7 +336,9 @@ def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(editor: E
     editor.cmd("Dsh what now?")
     editor.wait_footers(1)
     texts = _user_texts(fake.requests[0])
-    assert texts[-3].startswith("File ") and texts[-2].startswith("Selection in ") and texts[-1] == "what now?"
+    assert (
+        texts[-3].startswith("File ") and texts[-2].startswith("Selection in ") and texts[-1] == "what now?"
+    )
     editor.lua("T.chat():note('shown before the resume')")
     editor.cmd("DshResume")  # the whole history replayed as events
     editor.wait(lambda: "shown before the resume" not in editor.lines(), what="the chat reset")

@@ -41,7 +41,10 @@ def test_resume_after_restarting_neovim(start_editor: Callable[[], Editor], fake
     assert footers(lines)[1].startswith("── aborted (shutdown)")
     second.wait(lambda: second.pending() == 2, what="the queue from the attach reply")
     snap = second.snapshot()
-    assert snap["queue"] == ["  ⧗ next step · inject  a note for later", "  ⧗ queued 1 · followup  third question"]
+    assert snap["queue"] == [
+        "  ⧗ next step · inject  a note for later",
+        "  ⧗ queued 1 · followup  third question",
+    ]
     assert snap["status"] == "idle" and "2 queued" in snap["winbar"] and "first question" in snap["winbar"]
     assert len(fake.requests) == 2  # nothing ran while Neovim was away
     second.cmd("DshWake")
@@ -96,7 +99,13 @@ def test_resume_shows_a_transcript_page_then_older_turns_on_demand(
     second.cmd("Dsh four")
     second.wait_footers(4)
     lines = second.lines()
-    assert lines[: len(full)] == full and lines[len(full) :][:5] == ["## You", "four", "", "## dsh", "answer four"]
+    assert lines[: len(full)] == full and lines[len(full) :][:5] == [
+        "## You",
+        "four",
+        "",
+        "## dsh",
+        "answer four",
+    ]
 
 
 def test_rename_the_session(editor: Editor, fake: FakeDeepSeek) -> None:
@@ -110,7 +119,9 @@ def test_rename_the_session(editor: Editor, fake: FakeDeepSeek) -> None:
     assert listed["title"] == "Flaky test, take two"
 
 
-def test_switching_sessions_detaches_the_one_left(start_editor: Callable[[], Editor], fake: FakeDeepSeek) -> None:
+def test_switching_sessions_detaches_the_one_left(
+    start_editor: Callable[[], Editor], fake: FakeDeepSeek
+) -> None:
     fake.script(Reply.stream(text_stream(["first"])), Reply.stream(text_stream(["second window"])))
     first = start_editor()
     first.cmd("Dsh one")
