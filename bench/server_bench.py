@@ -7,7 +7,9 @@
    bytes read raw from the socket in this process;
 3. end-to-end deltas/s at full speed vs a bare pygls server notifying the same number of messages;
 4. wire bytes per output byte for a command printing 1 MB (goal <= 1.3);
-5. idle RSS after initialize (+ one session) vs the bare pygls server.
+5. idle RSS after initialize (+ one session) vs the bare pygls server;
+6. resume of a 100,000-event session over the wire: `dsh/session/attach {replay: "none"}` plus the
+   first `dsh/session/transcript` page (goal < 100 ms) vs a `dsh/session/list` round trip.
 """
 
 from __future__ import annotations
@@ -345,12 +347,43 @@ async def main_async(args: argparse.Namespace) -> None:
     await peer.close()
 
 
+async def resume_big_session(tmp: Path, events: int, runs: int) -> None:
+    from bench.core_bench import build_big_session
+
+    state = tmp / "big-state"
+    sid = build_big_session(state, events)
+    times, base = [], []
+    for _ in range(runs):
+        peer = await Peer.spawn(daemon_argv(), base_env(state))
+        await peer.call("initialize", {**INIT, "initializationOptions": {"thinking": False}})
+        peer.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        await peer.call("dsh/session/list", {"limit": 1})  # the first request builds the session hub
+        start = time.perf_counter()
+        await peer.call("dsh/session/list", {"limit": 1})
+        base.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        attached = await peer.call("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+        page = await peer.call("dsh/session/transcript", {"sessionId": sid})
+        times.append(time.perf_counter() - start)
+        assert attached["lastSeq"] == events + 1 and len(page["turns"]) == 20, (attached, len(page["turns"]))
+        await peer.close()
+    ours, theirs = statistics.median(times), statistics.median(base)
+    print(
+        f"resume {events:,}-event session (attach replay none + first transcript page): {ours * 1e3:.0f} ms "
+        f"(goal < 100 ms)   dsh/session/list round trip: {theirs * 1e3:.1f} ms   ratio {ours / theirs:.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=20000)
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    asyncio.run(main_async(args))
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        asyncio.run(resume_big_session(Path(tmp), args.events, min(args.runs, 3)))
 
 
 if __name__ == "__main__":

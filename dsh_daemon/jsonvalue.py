@@ -100,7 +100,12 @@ def dumps(value: object) -> str:
 
 
 def _tuples(value: Any) -> Any:
-    return tuple(_tuples(v) for v in value) if type(value) is list else value
+    if type(value) is not list:
+        return value
+    for item in value:
+        if type(item) is list:  # rare: arrays of arrays
+            return tuple([_tuples(v) for v in value])
+    return tuple(value)
 
 
 def _frozen_object(obj: dict[str, Any]) -> FrozenDict:

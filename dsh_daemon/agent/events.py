@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.jsonvalue import FrozenDict, loads
+
+_UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +67,91 @@ TOOL_OUTPUT = "tool/output"
 AGENT_ERROR = "agent/error"
 
 
-@dataclass(frozen=True, slots=True)
+class UnreadableEventError(ValueError):
+    """A stored event whose JSON cannot be read (found when its data is first used)."""
+
+
 class Event:
+    """`type`, `data` (a frozen JSON object), and for durable events `seq`, `time`, `ignorable`.
+
+    An event loaded from the store may keep its data as the stored JSON text until `data` is first
+    read (`Event.stored`): opening a long session parses only what derivation, the inbox and repair
+    look at (not, say, every streamed chunk), which is most of the cost of a resume."""
+
+    __slots__ = ("_data", "_raw", "ignorable", "seq", "time", "type")
+
     type: str
-    data: FrozenDict
-    seq: int | None = None
-    time: int | None = None
-    ignorable: bool = False
+    seq: int | None
+    time: int | None
+    ignorable: bool
+    _data: FrozenDict
+    _raw: str | None
+
+    def __init__(
+        self,
+        type: str,
+        data: FrozenDict,
+        seq: int | None = None,
+        time: int | None = None,
+        ignorable: bool = False,
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "type", type)
+        _set(self, "_data", data)
+        _set(self, "_raw", None)
+        _set(self, "seq", seq)
+        _set(self, "time", time)
+        _set(self, "ignorable", ignorable)
+
+    @classmethod
+    def stored(cls, type: str, raw: str, seq: int, time: int, ignorable: bool = False) -> Event:
+        """An event read from the store whose data is parsed from `raw` on first use."""
+        event = _new_event(cls)
+        _SET_TYPE(event, type)
+        _SET_DATA(event, _UNPARSED)
+        _SET_RAW(event, raw)
+        _SET_SEQ(event, seq)
+        _SET_TIME(event, time)
+        _SET_IGNORABLE(event, ignorable)
+        return event
+
+    @property
+    def data(self) -> FrozenDict:
+        if self._data is _UNPARSED:
+            where = f"stored event {self.type!r} at seq {self.seq}"
+            try:
+                parsed = loads(self._raw or "")
+            except ValueError as exc:
+                raise UnreadableEventError(f"unreadable {where}: {exc}") from None
+            if not isinstance(parsed, FrozenDict):
+                raise UnreadableEventError(f"{where} is not a JSON object")
+            object.__setattr__(self, "_data", parsed)
+            object.__setattr__(self, "_raw", None)
+        return self._data
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Event is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Event is immutable (cannot delete {name!r})")
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.type, self.data, self.seq, self.time, self.ignorable)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Event:
+            return NotImplemented
+        assert isinstance(other, Event)
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"Event(type={self.type!r}, data={self.data!r}, seq={self.seq!r}, time={self.time!r}, "
+            f"ignorable={self.ignorable!r})"
+        )
 
     @property
     def durable(self) -> bool:
@@ -85,6 +164,17 @@ class Event:
             out["time"] = self.time
         return out
 
+
+# The slots' own setters: how `Event.stored` fills a new event without going through `__setattr__`
+# (which refuses) or `__init__` (a resume builds one event per stored row).
+_new_event = object.__new__
+_SLOTS: dict[str, Any] = {name: vars(Event)[name] for name in Event.__slots__}
+_SET_TYPE = _SLOTS["type"].__set__
+_SET_DATA = _SLOTS["_data"].__set__
+_SET_RAW = _SLOTS["_raw"].__set__
+_SET_SEQ = _SLOTS["seq"].__set__
+_SET_TIME = _SLOTS["time"].__set__
+_SET_IGNORABLE = _SLOTS["ignorable"].__set__
 
 Subscriber = Callable[[Event], None]
 

@@ -172,8 +172,10 @@ class Agent:
         session_log.pending_count = lambda: len(self.inbox)
         session_log.on_lease_lost = self._lease_lost
         self.status: Status = "idle"
-        self.turn = max(
-            (int(e.data["turn"]) for e in session_log.events if e.type == ev.TURN_START), default=0
+        # Turn numbers only grow, so the last turn/start has the highest (parsing every one would
+        # cost a long session's resume more than the rest of opening it).
+        self.turn = next(
+            (int(e.data["turn"]) for e in reversed(session_log.events) if e.type == ev.TURN_START), 0
         )
         self._activity: _Activity | None = None
         self._latch = False

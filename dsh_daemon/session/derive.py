@@ -6,8 +6,8 @@ checker can rebuild every request from scratch with the same code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, overload
 
 from dsh_daemon.agent import compaction
 from dsh_daemon.agent.events import (
@@ -35,7 +35,7 @@ class Derivation:
     def __init__(self) -> None:
         self.entries: list[tuple[int, Message]] = []
         self.header: FrozenDict | None = None
-        self.requests: list[ModelRequest] = []
+        self.requests = LoggedRequests()
         self.context_used: int | None = None  # the last request's input tokens (`context/usage`)
         self.cuts: list[int] = []  # seqs of turn/start and step/start after the last kept tail began
         self.turn_starts: list[int] = []
@@ -59,10 +59,15 @@ class Derivation:
         elif kind == REQUEST_HEADER:
             self.header = event.data["header"]
         elif kind == LLM_REQUEST:
+            # Built when asked for: a resume derives thousands of requests and looks at one or two.
+            header, entries, count = self.header, self.entries, len(self.entries)
+            if header is None:
+                raise ValueError("no request/header logged before the request")
             if event.data.get("purpose") == compaction.PURPOSE:
-                self.requests.append(self.compaction_request(event.data))
+                data = event.data
+                self.requests.add(lambda: _compaction_request(header, entries, data))
             else:
-                self.requests.append(self.request())
+                self.requests.add(lambda: request_from_header(header, tuple(m for _, m in entries[:count])))
         elif kind == CONTEXT_USAGE:
             self.context_used = int(event.data["used"])
         elif kind in (TURN_START, STEP_START):
@@ -85,9 +90,45 @@ class Derivation:
     def compaction_request(self, data: FrozenDict) -> ModelRequest:
         if self.header is None:
             raise ValueError("no request/header logged before the compaction request")
-        kept = int(data["keptFromSeq"])
-        before = [m for p, m in self.entries if p < kept]
-        return compaction.compaction_request(self.header, before, data)
+        return _compaction_request(self.header, self.entries, data)
+
+
+def _compaction_request(
+    header: FrozenDict, entries: list[tuple[int, Message]], data: FrozenDict
+) -> ModelRequest:
+    kept = int(data["keptFromSeq"])
+    return compaction.compaction_request(header, [m for p, m in entries if p < kept], data)
+
+
+class LoggedRequests(Sequence[ModelRequest]):
+    """The requests the log says were sent, each rebuilt on first access. A request is the history as
+    it stood at its `llm/request`: the entries list is only appended to (compaction starts a new
+    one), so a (list, length) pair is that history for good."""
+
+    def __init__(self) -> None:
+        self._makers: list[Callable[[], ModelRequest]] = []
+        self._built: dict[int, ModelRequest] = {}
+
+    def add(self, maker: Callable[[], ModelRequest]) -> None:
+        self._makers.append(maker)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+    @overload
+    def __getitem__(self, index: int) -> ModelRequest: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ModelRequest]: ...
+    def __getitem__(self, index: int | slice) -> ModelRequest | list[ModelRequest]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self._makers))[index]]
+        position = index + len(self._makers) if index < 0 else index
+        if not 0 <= position < len(self._makers):
+            raise IndexError(index)
+        built = self._built.get(position)
+        if built is None:
+            built = self._built[position] = self._makers[position]()
+        return built
 
 
 def request_from_header(header: FrozenDict, messages: tuple[Message, ...]) -> ModelRequest:
@@ -112,4 +153,4 @@ def rebuild_requests(events: Iterable[Event]) -> list[ModelRequest]:
     derivation = Derivation()
     for event in events:
         derivation.feed(event)
-    return derivation.requests
+    return list(derivation.requests)
