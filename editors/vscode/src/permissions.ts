@@ -1,5 +1,6 @@
 // Permission requests from the daemon: a card in the panel answers them; "View diff" opens VS Code's
-// diff editor over a read-only content provider built from the request's arguments.
+// diff editor over a read-only content provider: the preview's oldText/newText when the daemon sends
+// them, else rebuilt from the file and the request's arguments.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { PermissionOutcome, PermissionRequest } from './protocol/types';
@@ -51,6 +52,12 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     const rel = String(p.req.preview?.path ?? args.path ?? 'file');
     const abs = path.isAbsolute(rel) ? rel : path.join(cwd ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? '/', rel);
     const fileUri = vscode.Uri.file(abs);
+    const preview = p.req.preview;
+    const title = `dsh: ${path.basename(abs)} (proposed edit${preview?.truncated ? ', cut to 1 MB' : ''})`;
+    if (typeof preview?.oldText === 'string' && typeof preview.newText === 'string') {
+      // The daemon's own before/after texts: exactly what the edit would do.
+      return this.showDiff(callId, abs, preview.oldText, preview.newText, title);
+    }
     let before = '';
     try {
       const open = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === abs);
@@ -63,12 +70,16 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     } else {
       after = p.req.preview?.diff ?? JSON.stringify(p.req.arguments, null, 2);
     }
+    return this.showDiff(callId, abs, before, after, title);
+  }
+
+  private async showDiff(callId: string, abs: string, before: string, after: string, title: string): Promise<void> {
     const base = `/${callId}/${path.basename(abs)}`;
     const left = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'before' });
     const right = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'after' });
     this.contents.set(left.toString(), before);
     this.contents.set(right.toString(), after);
-    await vscode.commands.executeCommand('vscode.diff', left, right, `dsh: ${path.basename(abs)} (proposed edit)`, { preview: true });
+    await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
   }
 
   provideTextDocumentContent(uri: vscode.Uri): string {

@@ -133,7 +133,11 @@ export interface UnknownEvent { sessionId: string; seq?: number; type: string; d
 export type AnyEvent = DshEvent | UnknownEvent;
 
 export type PermissionOutcome = 'allow-once' | 'allow-always' | 'reject' | 'cancelled';
-export interface PermissionPreview { path?: string; diff?: string; command?: string; cwd?: string }
+export interface PermissionPreview {
+  path?: string; diff?: string; command?: string; cwd?: string;
+  /** The whole text before and after an edit (newer daemons; capped, `truncated` says so). */
+  oldText?: string; newText?: string; created?: boolean; truncated?: boolean;
+}
 export interface PermissionRequest {
   sessionId: string; callId: string; tool: string; title: string; arguments: Record<string, unknown>;
   preview?: PermissionPreview;
