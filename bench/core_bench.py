@@ -19,13 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.derive import derive_messages
 from dsh_daemon.agent.loop import AgentOptions
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import ScriptedProvider, reply
-from dsh_daemon.session.derive import derive_messages
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.session.store import SessionStore
 
 

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dsh_daemon.agent.messages import UserMessage  # noqa: E402
-from dsh_daemon.agent.provider import Finish, ModelRequest  # noqa: E402
-from dsh_daemon.jsonvalue import freeze_json  # noqa: E402
 from dsh_daemon.llm.config import ProviderConfig  # noqa: E402
 from dsh_daemon.llm.deepseek import DeepSeekProvider  # noqa: E402
+from dsh_daemon.model.jsonvalue import freeze_json  # noqa: E402
+from dsh_daemon.model.messages import UserMessage  # noqa: E402
+from dsh_daemon.model.provider import Finish, ModelRequest  # noqa: E402
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream, wire  # noqa: E402
 
 KEY = "sk-bench-not-a-real-key"

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
+from dsh_daemon.model import events as ev
 from dsh_daemon.session.store import SessionStore, UnknownSessionError
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dsh_daemon.acp.errors import invalid_params, outside_workspace, shown
-from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
+from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
 from dsh_daemon.tools.workspace import Workspace

@@ -17,8 +17,8 @@ from typing import Any
 
 from dsh_daemon.acp.errors import AcpError, request_cancelled, turn_failed
 from dsh_daemon.acp.transport import RequestId
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
 
 STOP_REASONS = {
     "completed": "end_turn",

@@ -29,7 +29,6 @@ from dsh_daemon.acp.prompts import PromptBook
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator
-from dsh_daemon.agent.events import Event
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.inbox import (
     DuplicateMessageIdError,
@@ -40,8 +39,9 @@ from dsh_daemon.agent.inbox import (
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.system_prompt import SystemPrompt
 from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.model.events import Event
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.manager import SessionManager
 from dsh_daemon.session.store import StoreError, UnknownSessionError
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace

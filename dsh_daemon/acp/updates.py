@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_daemon.acp.context import resource_block
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
 
 MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
 MAX_RESULT_CHARS = 64_000

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dsh_daemon.agent.messages import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
-from dsh_daemon.agent.provider import Delta, ReasoningDelta, TextDelta, ToolCallDelta
+from dsh_daemon.model.messages import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from dsh_daemon.model.provider import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 
 
 @dataclass

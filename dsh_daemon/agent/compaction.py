@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsh_daemon.agent.budget import elide_middle
-from dsh_daemon.agent.messages import (
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import (
     AssistantMessage,
     Message,
     MessageId,
@@ -30,8 +31,7 @@ from dsh_daemon.agent.messages import (
     ToolResultBlock,
     UserMessage,
 )
-from dsh_daemon.agent.provider import ModelRequest
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.provider import ModelRequest
 
 PURPOSE = "compaction"
 SOURCE: FrozenDict = FrozenDict({"kind": "plugin", "plugin": "compaction"})

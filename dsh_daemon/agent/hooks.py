@@ -11,19 +11,60 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import LlmFailure, ToolSpec
 from dsh_daemon.agent.tools import PostExecuteHook, PreExecuteHook
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.model.inbox import Target
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.messages import MessageId, UserMessage
+from dsh_daemon.model.provider import LlmFailure, ToolSpec
 
 if TYPE_CHECKING:
-    from dsh_daemon.agent.loop import Agent
     from dsh_daemon.agent.signal import AbortSignal
 
 T = TypeVar("T")
 C = TypeVar("C")
+
+
+class PendingView(Protocol):
+    """The inbox as a hook sees it: what is pending, read-only."""
+
+    @property
+    def next_turn(self) -> tuple[UserMessage, ...]: ...
+
+    @property
+    def next_step(self) -> tuple[UserMessage, ...]: ...
+
+
+class AgentControl(Protocol):
+    """What a hook may do with the agent it runs in (the `Agent` is one): send, cancel, wake, and read
+    what is pending. Hooks get this, not the agent, so they cannot reach into the turn they run in."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def inbox(self) -> PendingView: ...
+
+    def send(
+        self,
+        message: UserMessage,
+        *,
+        target: Target,
+        wakeup: bool,
+        attachments: Sequence[UserMessage] = (),
+        verb: str | None = None,
+    ) -> MessageId: ...
+
+    def followup(self, message: UserMessage) -> MessageId: ...
+
+    def steer(self, message: UserMessage) -> MessageId: ...
+
+    def inject(self, message: UserMessage) -> MessageId: ...
+
+    def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None: ...
+
+    def wake(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +83,7 @@ PreStepDecision: TypeAlias = Enter | Reject
 
 @dataclass(frozen=True, slots=True)
 class PreStepContext:
-    agent: Agent
+    agent: AgentControl
     messages: tuple[UserMessage, ...]
     turn: int
     step: int
@@ -58,7 +99,7 @@ class RequestConfig:
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    agent: Agent
+    agent: AgentControl
     turn: int
     step: int
     signal: AbortSignal
@@ -72,7 +113,7 @@ class Retry:
 
 @dataclass(frozen=True, slots=True)
 class RequestErrorContext:
-    agent: Agent
+    agent: AgentControl
     turn: int
     step: int
     failure: LlmFailure
@@ -82,7 +123,7 @@ class RequestErrorContext:
 
 @dataclass(frozen=True, slots=True)
 class TurnStoppingContext:
-    agent: Agent
+    agent: AgentControl
     turn: int
     signal: AbortSignal
 

@@ -13,23 +13,27 @@ Invariants kept here:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from dsh_daemon.agent.events import (
+from dsh_daemon.model.events import (
     INBOX_DISCARDED,
     INBOX_INSERTED,
     INBOX_SPLICED,
     Event,
     EventBus,
 )
-from dsh_daemon.agent.messages import MessageId, UserMessage
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.inbox import (
+    TARGETS,
+    InboxItem,
+    InvalidSpliceError,
+    Target,
+    apply_splice,
+    item_wire,
+)
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import MessageId, UserMessage
 from dsh_daemon.session.log import SessionLog
-
-Target: TypeAlias = Literal["next-turn", "next-step"]
-TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
 
 
 class DuplicateMessageIdError(ValueError):
@@ -45,78 +49,6 @@ class UnknownMessageError(KeyError):
 
     def __str__(self) -> str:
         return f"no pending message with id {self.message_id!r}"
-
-
-class InvalidSpliceError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class InboxItem:
-    """One pending entry: a message, the editor context that travels with it, and how it was sent
-    (`verb`: followup, steer, inject, send or context; `queued_at`: ms since the epoch)."""
-
-    message: UserMessage
-    attachments: tuple[UserMessage, ...] = ()
-    wakeup: bool | None = None
-    verb: str | None = None
-    queued_at: int | None = None
-
-    @property
-    def id(self) -> MessageId:
-        return self.message.id
-
-    @property
-    def messages(self) -> tuple[UserMessage, ...]:
-        """In the order a step enters them: the attachments, then the message."""
-        return (*self.attachments, self.message)
-
-    @property
-    def ids(self) -> tuple[MessageId, ...]:
-        return tuple(m.id for m in self.messages)
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored and wire form: the message's own fields plus what the item adds."""
-        out = self.message.to_json()
-        if self.attachments:
-            out["context"] = [m.to_json() for m in self.attachments]
-        if self.wakeup is not None:
-            out["wakeup"] = self.wakeup
-        if self.verb is not None:
-            out["verb"] = self.verb
-        if self.queued_at is not None:
-            out["queuedAt"] = self.queued_at
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any], queued_at: int | None = None) -> InboxItem:
-        wakeup = obj.get("wakeup")
-        verb = obj.get("verb")
-        stamp = obj.get("queuedAt", queued_at)
-        return cls(
-            UserMessage.from_json(obj),
-            tuple(UserMessage.from_json(m) for m in obj.get("context", ())),
-            wakeup if isinstance(wakeup, bool) else None,
-            verb if isinstance(verb, str) else None,
-            stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None,
-        )
-
-
-def apply_splice(
-    lists: dict[str, list[InboxItem]], data: FrozenDict, seq: int | None = None, time: int | None = None
-) -> None:
-    """Apply a stored splice to `lists` (used on load); an impossible splice is corruption."""
-    try:
-        target = data["target"]
-        items = lists[target]
-        start = int(data["start"])
-        removed = int(data.get("removedCount", 0))
-        inserted = [InboxItem.from_json(m, time) for m in data.get("inserted", ())]
-        if not 0 <= start <= len(items) or start + removed > len(items):
-            raise InvalidSpliceError("range out of bounds")
-        items[start : start + removed] = inserted
-    except (KeyError, ValueError, TypeError) as exc:
-        raise InvalidSpliceError(f"invalid persisted inbox splice at session seq {seq}: {exc}") from exc
 
 
 class Inbox:
@@ -300,7 +232,14 @@ class Inbox:
         return self._lists["next-turn"] + self._lists["next-step"]
 
 
-def item_wire(item: InboxItem, target: Target) -> dict[str, Any]:
-    """A pending item as clients see it: the message, its attachments under `context`, and how, where
-    and when it was queued."""
-    return {**item.to_json(), "target": target}
+__all__ = [
+    "TARGETS",
+    "DuplicateMessageIdError",
+    "Inbox",
+    "InboxItem",
+    "InvalidSpliceError",
+    "Target",
+    "UnknownMessageError",
+    "apply_splice",
+    "item_wire",
+]

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dsh_daemon.agent import compaction
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.assembler import Assembler
-from dsh_daemon.agent.events import Event, EventBus
+from dsh_daemon.agent.derive import Derivation
 from dsh_daemon.agent.hooks import (
     Enter,
     Hooks,
@@ -40,8 +39,15 @@ from dsh_daemon.agent.hooks import (
     run_waterfall,
 )
 from dsh_daemon.agent.inbox import TARGETS, Inbox, InboxItem, Target
-from dsh_daemon.agent.messages import AssistantMessage, MessageId, UserMessage
-from dsh_daemon.agent.provider import (
+from dsh_daemon.agent.retry import RetryPolicy
+from dsh_daemon.agent.signal import AbortedError, AbortSignal
+from dsh_daemon.agent.toolrun import run_tool_batch
+from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event, EventBus
+from dsh_daemon.model.jsonvalue import FrozenDict, dumps, freeze_json
+from dsh_daemon.model.messages import AssistantMessage, MessageId, UserMessage
+from dsh_daemon.model.provider import (
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,
     UNKNOWN,
@@ -53,12 +59,6 @@ from dsh_daemon.agent.provider import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh_daemon.agent.retry import RetryPolicy
-from dsh_daemon.agent.signal import AbortedError, AbortSignal
-from dsh_daemon.agent.toolrun import run_tool_batch
-from dsh_daemon.agent.tools import Approver, ToolRegistry
-from dsh_daemon.jsonvalue import FrozenDict, dumps, freeze_json
-from dsh_daemon.session.derive import Derivation
 from dsh_daemon.session.log import ReentrantAppendError, SessionLog
 
 log = logging.getLogger(__name__)
@@ -169,8 +169,6 @@ class Agent:
         self.rng = rng or random.Random()
         self.inbox = Inbox(session_log, self.bus)
         self.inbox.replay(session_log.events)
-        session_log.pending_count = lambda: len(self.inbox)
-        session_log.on_lease_lost = self._lease_lost
         self.status: Status = "idle"
         # Turn numbers only grow, so the last turn/start has the highest (parsing every one would
         # cost a long session's resume more than the rest of opening it).
@@ -321,7 +319,7 @@ class Agent:
             self._idle_waiters.append(waiter)
             await waiter
 
-    def _lease_lost(self, exc: Exception) -> None:
+    def stop_for_lost_lease(self, exc: Exception) -> None:
         """Another process drives this session now: stop, refuse further sends, and say why (live)."""
         self._disposing = True
         self._latch = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from dsh_daemon.agent.provider import RETRYABLE_CODES, LlmFailure
+from dsh_daemon.model.provider import RETRYABLE_CODES, LlmFailure
 
 
 @dataclass(frozen=True)

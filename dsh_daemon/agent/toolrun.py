@@ -22,16 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.budget import GENERIC_HINT, elide_middle
-from dsh_daemon.agent.events import Event
-from dsh_daemon.agent.messages import (
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    UserMessage,
-    mint_message_id,
-)
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.tools import (
     Allow,
@@ -43,7 +34,16 @@ from dsh_daemon.agent.tools import (
     ToolCall,
     ToolOutcome,
 )
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import (
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+    mint_message_id,
+)
 
 if TYPE_CHECKING:
     from dsh_daemon.agent.loop import Agent

@@ -10,12 +10,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-from dsh_daemon.agent.messages import ContentBlock, TextBlock, UserMessage
-from dsh_daemon.agent.provider import ToolSpec
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.messages import ContentBlock, TextBlock, UserMessage
+from dsh_daemon.model.provider import ToolSpec
 
 if TYPE_CHECKING:
-    from dsh_daemon.agent.loop import Agent
     from dsh_daemon.agent.signal import AbortSignal
 
 
@@ -55,7 +54,6 @@ class ToolContext(Protocol):
 
     call: ToolCall
     signal: AbortSignal
-    agent: Agent
     approved_preview: Mapping[str, Any] | None  # what the person saw and allowed, if they were asked
 
     def emit_output(self, text: str) -> None:

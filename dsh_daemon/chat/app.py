@@ -27,14 +27,12 @@ async def _forward_stderr(stream: asyncio.StreamReader, chat: Chat) -> None:
 
 
 async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
-    from dsh_daemon.cli import provider_flags
-
     interactive = sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
     command = [sys.executable, "-m", "dsh_daemon", "--state-dir", str(state_dir)]
-    flags = provider_flags(args)
-    for key, flag in (("model", "--model"), ("baseUrl", "--base-url")):
-        if key in flags:
-            command += [flag, flags[key]]
+    # The daemon gets the same provider flags the person gave `dsh-daemon chat`.
+    for value, flag in ((args.model, "--model"), (args.base_url, "--base-url")):
+        if value:
+            command += [flag, value]
     if args.no_thinking:
         command.append("--no-thinking")
     # Its own session: Ctrl-C in the terminal reaches this client (which cancels the turn), never the

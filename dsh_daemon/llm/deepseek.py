@@ -22,7 +22,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from dsh_daemon import __version__
-from dsh_daemon.agent.provider import (
+from dsh_daemon.llm.config import ProviderConfig
+from dsh_daemon.llm.errors import classify_http, classify_stream_error, redact, request_id
+from dsh_daemon.llm.serialize import encode_body, request_body
+from dsh_daemon.llm.sse import SseParser
+from dsh_daemon.llm.translate import ChunkTranslator
+from dsh_daemon.model.provider import (
     CONFIG,
     MALFORMED_RESPONSE,
     STREAM_CLOSED,
@@ -34,11 +39,6 @@ from dsh_daemon.agent.provider import (
     ProviderFailure,
     StreamEvent,
 )
-from dsh_daemon.llm.config import ProviderConfig
-from dsh_daemon.llm.errors import classify_http, classify_stream_error, redact, request_id
-from dsh_daemon.llm.serialize import encode_body, request_body
-from dsh_daemon.llm.sse import SseParser
-from dsh_daemon.llm.translate import ChunkTranslator
 
 log = logging.getLogger(__name__)
 

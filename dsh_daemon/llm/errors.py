@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dsh_daemon.agent.provider import (
+from dsh_daemon.model.provider import (
     AUTH,
     CONTEXT_WINDOW_EXCEEDED,
     INVALID_REQUEST,

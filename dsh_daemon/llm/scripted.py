@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from dsh_daemon.agent.provider import (
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.provider import (
     Finish,
     FinishReason,
     LlmFailure,
@@ -23,7 +24,6 @@ from dsh_daemon.agent.provider import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh_daemon.jsonvalue import FrozenDict
 
 
 @dataclass(frozen=True)

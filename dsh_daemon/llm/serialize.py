@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dsh_daemon.agent.messages import (
+from dsh_daemon.model.messages import (
     AssistantMessage,
     Message,
     ReasoningBlock,
@@ -25,7 +25,7 @@ from dsh_daemon.agent.messages import (
     ToolResultBlock,
     UserMessage,
 )
-from dsh_daemon.agent.provider import ModelRequest
+from dsh_daemon.model.provider import ModelRequest
 
 NO_OUTPUT = "(no output)"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsh_daemon.agent.provider import MALFORMED_RESPONSE, LlmFailure, ProviderFailure
+from dsh_daemon.model.provider import MALFORMED_RESPONSE, LlmFailure, ProviderFailure
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_EVENT_BYTES = 16 * 1024 * 1024

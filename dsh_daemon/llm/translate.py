@@ -14,7 +14,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dsh_daemon.agent.provider import (
+from dsh_daemon.llm.config import ModelPrice
+from dsh_daemon.llm.errors import classify_stream_error
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.provider import (
     EMPTY_RESPONSE,
     MALFORMED_RESPONSE,
     Delta,
@@ -26,9 +29,6 @@ from dsh_daemon.agent.provider import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh_daemon.jsonvalue import FrozenDict
-from dsh_daemon.llm.config import ModelPrice
-from dsh_daemon.llm.errors import classify_stream_error
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",

@@ -36,7 +36,7 @@ from dsh_daemon.server import errors, params
 from dsh_daemon.server.options import DaemonOptions, parse_options
 
 if TYPE_CHECKING:
-    from dsh_daemon.agent.messages import UserMessage
+    from dsh_daemon.model.messages import UserMessage
     from dsh_daemon.server.hub import SessionHub
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def _typed_failures() -> Iterator[None]:
 
 
 def _typed(exc: Exception) -> errors.DshError:
-    from dsh_daemon.agent.events import UnreadableEventError
+    from dsh_daemon.model.events import UnreadableEventError
     from dsh_daemon.session.store import LeaseLostError, StoreError
 
     if isinstance(exc, LeaseLostError):

@@ -22,8 +22,8 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.jsonvalue import dumps
+from dsh_daemon.model.jsonvalue import dumps
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.server.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.server.params import diagnostic_problem, is_range
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError

@@ -20,7 +20,6 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from dsh_daemon.agent.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.inbox import (
     DuplicateMessageIdError,
@@ -31,9 +30,11 @@ from dsh_daemon.agent.inbox import (
     item_wire,
 )
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import Provider
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
+from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.provider import Provider
 from dsh_daemon.server import errors
 from dsh_daemon.server.context import (
     AmbientState,
@@ -51,7 +52,6 @@ from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.session.store import UnknownSessionError
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
+from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 from dsh_daemon.server.errors import invalid_params, shown
 
 TARGETS = ("next-turn", "next-step")

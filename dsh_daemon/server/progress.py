@@ -11,8 +11,8 @@ from collections.abc import Callable
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
 
 log = logging.getLogger(__name__)
 

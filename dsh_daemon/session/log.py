@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_daemon.agent.events import ASSISTANT_CHUNK, Event, EventBus
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.events import ASSISTANT_CHUNK, Event, EventBus
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
 
 log = logging.getLogger(__name__)
@@ -52,16 +52,22 @@ class SessionLog:
         bus: EventBus,
         *,
         write_delay: float = WRITE_DELAY_S,
+        pending_count: Callable[[], int] = lambda: 0,
+        on_lease_lost: Callable[[LeaseLostError], None] | None = None,
+        lease_holder: str | None = None,
     ) -> None:
+        """`pending_count` feeds the sessions row; `on_lease_lost` hears that another process took the
+        session over (a write found the lease gone); `lease_holder`, when set, is checked at every
+        write."""
         self.store = store
         self.session_id = session_id
         self.events = events
         self.bus = bus
         self.write_delay = write_delay
-        self.pending_count: Callable[[], int] = lambda: 0
-        self.lease_holder: str | None = None  # checked at every write when set
+        self.pending_count = pending_count
+        self.lease_holder = lease_holder
         self.lease_lost: LeaseLostError | None = None
-        self.on_lease_lost: Callable[[LeaseLostError], None] | None = None
+        self.on_lease_lost = on_lease_lost
         self._unwritten: list[Event] = []
         self._chunks: ChunkStream | None = None
         self._publishing = False

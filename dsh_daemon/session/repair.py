@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dsh_daemon.agent.events import (
+from dsh_daemon.model.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
     STEP_END,
@@ -25,8 +25,8 @@ from dsh_daemon.agent.events import (
     TURN_START,
     Event,
 )
-from dsh_daemon.agent.inbox import InboxItem
-from dsh_daemon.agent.messages import AssistantMessage, tool_result_message
+from dsh_daemon.model.inbox import InboxItem
+from dsh_daemon.model.messages import AssistantMessage, tool_result_message
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"

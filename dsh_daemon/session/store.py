@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent.events import DURABLE_TYPES, Event
-from dsh_daemon.jsonvalue import dumps, loads
+from dsh_daemon.model.events import DURABLE_TYPES, Event
+from dsh_daemon.model.jsonvalue import dumps, loads
 
 FORMAT_VERSION = 1
 DB_FILENAME = "sessions.sqlite3"

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_daemon.agent.events import (
+from dsh_daemon.model.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     STEP_END,
@@ -39,7 +39,7 @@ from dsh_daemon.agent.events import (
     USER_MESSAGE,
     Event,
 )
-from dsh_daemon.jsonvalue import dumps, thaw
+from dsh_daemon.model.jsonvalue import dumps, thaw
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

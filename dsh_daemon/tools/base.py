@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from dsh_daemon.agent.provider import ToolSpec
 from dsh_daemon.agent.tools import ToolCall, ToolContext, ToolOutcome
-from dsh_daemon.jsonvalue import freeze_json
+from dsh_daemon.model.jsonvalue import freeze_json
+from dsh_daemon.model.provider import ToolSpec
 from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 
 

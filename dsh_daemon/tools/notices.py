@@ -3,8 +3,8 @@ changed since (one `plugin` notice message, entered after the whole tool batch, 
 
 from __future__ import annotations
 
-from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.tools import PostExecuteDecision, ToolCall, ToolOutcome
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.tools.tracking import ReadTracker
 from dsh_daemon.tools.workspace import Workspace
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.loop import AgentOptions
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import Finish, TextDelta
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome, ToolRegistry
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import ScriptedProvider, Sleep, reply
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.provider import Finish, TextDelta
 from tests.core.harness import FnTool
 
 SLOW = [

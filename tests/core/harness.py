@@ -7,19 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.derive import rebuild_requests
 from dsh_daemon.agent.hooks import Hooks
+from dsh_daemon.agent.invariants import check_log, requests_match_log
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import ToolSpec
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.tools import Approver, ToolContext, ToolOutcome, ToolRegistry
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import Script, ScriptedProvider
-from dsh_daemon.session.derive import rebuild_requests
-from dsh_daemon.session.invariants import check_log, requests_match_log
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.provider import ToolSpec
 
 FAST_RETRY = RetryPolicy(base_s=0.001, cap_s=0.01)
 # No wall-clock wait at all: a retry's sleep costs a few loop ticks, so how far the driver gets in N ticks

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.llm.scripted import Hang, reply
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.messages import UserMessage
 from tests.core.harness import Harness, msg
 from tests.core.test_cancel import started
 

@@ -7,8 +7,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
 from dsh_daemon.agent.hooks import (
     Hooks,
     PreStepContext,
@@ -17,9 +15,11 @@ from dsh_daemon.agent.hooks import (
     RequestContext,
     TurnStoppingContext,
 )
-from dsh_daemon.agent.provider import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh_daemon.agent.tools import PostExecuteDecision, ToolCall, ToolContext, ToolOutcome
 from dsh_daemon.llm.scripted import Call, Hang, Sleep, reply, usage
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.provider import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from tests.core.harness import FnTool, Harness, echo_tool, msg
 
 
@@ -467,8 +467,8 @@ async def test_61_throwing_status_listeners_do_not_stop_transitions(tmp_path: Pa
 
 
 async def test_cancel_during_retry_backoff_wins(tmp_path: Path) -> None:
-    from dsh_daemon.agent.provider import SERVER, LlmFailure
     from dsh_daemon.llm.scripted import Fail
+    from dsh_daemon.model.provider import SERVER, LlmFailure
 
     h = Harness(tmp_path, [[Fail(LlmFailure(SERVER, "down", retry_after_ms=5000))]])
     h.agent.options.retry = type(h.agent.options.retry)(cap_s=10.0)

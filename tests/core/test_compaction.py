@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.compaction import PURPOSE, SUMMARY_HEADING
+from dsh_daemon.agent.derive import rebuild_requests
 from dsh_daemon.agent.loop import CompactionError
-from dsh_daemon.agent.provider import LlmFailure
 from dsh_daemon.llm.scripted import Fail, reply, usage
-from dsh_daemon.session.derive import rebuild_requests
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.provider import LlmFailure
 from tests.core.harness import Harness, echo_tool, msg
 
 OVERFLOW = LlmFailure("CONTEXT_WINDOW_EXCEEDED", "maximum context length exceeded", status=400)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.agent.derive import Derivation
 from dsh_daemon.llm.scripted import reply, usage
-from dsh_daemon.session.derive import Derivation
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.jsonvalue import FrozenDict
 from tests.core.harness import Harness, echo_tool, msg
 
 
@@ -54,7 +54,7 @@ async def test_unknown_window_is_null_and_options_override(tmp_path: Path) -> No
 
 
 async def test_no_usage_no_event(tmp_path: Path) -> None:
-    from dsh_daemon.agent.provider import Finish, TextDelta
+    from dsh_daemon.model.provider import Finish, TextDelta
 
     h = Harness(tmp_path, [[TextDelta("hi"), Finish("stop")]])
     h.agent.followup(msg("go"))

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.session.invariants import check_log, unaccounted
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.agent.invariants import check_log, unaccounted
+from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.model import events as ev
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 20
@@ -79,8 +79,8 @@ def _tail_closed(events: list) -> bool:
 
 async def test_resumed_session_continues_with_the_next_turn_number(tmp_path: Path) -> None:
     from dsh_daemon.agent.loop import AgentOptions
-    from dsh_daemon.agent.messages import UserMessage
     from dsh_daemon.llm.scripted import ScriptedProvider
+    from dsh_daemon.model.messages import UserMessage
 
     state = tmp_path / "state"
     _run_child(state, "s", "x", 0.3)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.hooks import Enter, Hooks, PreStepContext, PreStepDecision
+from dsh_daemon.agent.invariants import check_log, unaccounted
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import reply
-from dsh_daemon.session.invariants import check_log, unaccounted
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model import events as ev
 from dsh_daemon.session.store import SessionStore
 from tests.core.harness import Harness, echo_tool, msg
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.instructions import ProjectInstructions, instruction_dirs, render
 from dsh_daemon.agent.system_prompt import (
@@ -22,6 +21,7 @@ from dsh_daemon.agent.system_prompt import (
     prompt_sections,
 )
 from dsh_daemon.llm.scripted import reply
+from dsh_daemon.model import events as ev
 from tests.core.harness import Harness, echo_tool, msg
 
 ENV = Environment(

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event, EventBus
-from dsh_daemon.jsonvalue import FrozenDict, NotJsonError, dumps, freeze_json
+from dsh_daemon.agent.derive import derive_messages
 from dsh_daemon.llm.scripted import Hang, reply
-from dsh_daemon.session.derive import derive_messages
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event, EventBus
+from dsh_daemon.model.jsonvalue import FrozenDict, NotJsonError, dumps, freeze_json
 from dsh_daemon.session.lease import LeaseHolder, SessionBusyError
 from dsh_daemon.session.log import SessionLog
 from dsh_daemon.session.repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, repair_closers
@@ -256,7 +256,7 @@ def test_lease_blocks_a_live_holder_and_frees_a_dead_one(tmp_path: Path) -> None
 
 
 async def test_second_manager_gets_session_busy(tmp_path: Path) -> None:
-    from dsh_daemon.session.manager import SessionManager
+    from dsh_daemon.host.manager import SessionManager
 
     h = Harness(tmp_path)
     # same pid, but a different holder identity: a second "process" on this host that is alive
@@ -282,7 +282,7 @@ def test_lossless_json_validation() -> None:
 
 
 def test_message_sources_are_validated() -> None:
-    from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
+    from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 
     assert UserMessage.create("x").source == {"kind": "user"}
     with pytest.raises(InvalidMessageError, match="contextKind"):

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.provider import SERVER, LlmFailure, TextDelta
+from dsh_daemon.agent.invariants import check_log, requests_match_log, unaccounted
 from dsh_daemon.llm.scripted import Fail, Sleep, reply
-from dsh_daemon.session.invariants import check_log, requests_match_log, unaccounted
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.provider import SERVER, LlmFailure, TextDelta
 from tests.core.harness import NO_WAIT_RETRY, Harness, echo_tool, msg
 
 REPLIES = [

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.derive import derive_messages
 from dsh_daemon.agent.hooks import Enter, Hooks, PreStepContext
-from dsh_daemon.agent.provider import RATE_LIMIT, Finish, LlmFailure, ModelRequest, StreamEvent, TextDelta
+from dsh_daemon.agent.invariants import check_log
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.tools import PostExecuteDecision, ToolCall, ToolContext, ToolOutcome
 from dsh_daemon.llm.scripted import Call, Hang, ScriptedProvider, Sleep, reply, usage
-from dsh_daemon.session.derive import derive_messages
-from dsh_daemon.session.invariants import check_log
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.provider import RATE_LIMIT, Finish, LlmFailure, ModelRequest, StreamEvent, TextDelta
 from dsh_daemon.session.lease import LeaseHolder, SessionBusyError
 from dsh_daemon.session.log import ReentrantAppendError
 from dsh_daemon.session.store import SessionStore

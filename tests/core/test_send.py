@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.inbox import DuplicateMessageIdError
-from dsh_daemon.agent.messages import InvalidMessageError, UserMessage
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.llm.scripted import Call, Hang, Sleep, reply
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 from dsh_daemon.session.log import ReentrantAppendError
 from tests.core.harness import FnTool, Harness, msg
 

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.hooks import (
     Enter,
     Hooks,
@@ -20,11 +19,12 @@ from dsh_daemon.agent.hooks import (
     Retry,
     TurnStoppingContext,
 )
-from dsh_daemon.agent.provider import RATE_LIMIT, SERVER, LlmFailure, TextDelta, ToolCallDelta
-from dsh_daemon.agent.provider import Finish as FinishEv
 from dsh_daemon.agent.tools import Deny, ToolCall, ToolContext, ToolOutcome
-from dsh_daemon.jsonvalue import FrozenDict
 from dsh_daemon.llm.scripted import Fail, reply
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.provider import RATE_LIMIT, SERVER, LlmFailure, TextDelta, ToolCallDelta
+from dsh_daemon.model.provider import Finish as FinishEv
 from tests.core.harness import FnTool, Harness, echo_tool, msg, plugin_msg
 
 Next = Callable[[], Awaitable[PreStepDecision]]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.provider import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh_daemon.llm.scripted import reply, usage
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.provider import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from tests.core.harness import Harness, echo_tool, msg
 
 

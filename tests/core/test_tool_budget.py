@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent import events as ev
 from dsh_daemon.agent.budget import GENERIC_HINT, elide_middle
-from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.llm.scripted import reply
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.tools.factory import build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 from tests.core.harness import FnTool, Harness, msg

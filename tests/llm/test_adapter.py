@@ -8,8 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import (
+from dsh_daemon.llm.deepseek import DeepSeekProvider
+from dsh_daemon.model.jsonvalue import freeze_json
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.provider import (
     Finish,
     ModelRequest,
     ProviderFailure,
@@ -18,8 +20,6 @@ from dsh_daemon.agent.provider import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh_daemon.jsonvalue import freeze_json
-from dsh_daemon.llm.deepseek import DeepSeekProvider
 from tests.fakes.deepseek_server import (
     REASONING_MISSING_400,
     STREAM_A,

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.agent.events import Event
+from dsh_daemon.agent.derive import rebuild_requests
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.messages import UserMessage
-from dsh_daemon.agent.provider import ToolSpec
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome, ToolRegistry
-from dsh_daemon.jsonvalue import FrozenDict, thaw
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.deepseek import DeepSeekProvider
 from dsh_daemon.llm.serialize import encode_body, request_body
-from dsh_daemon.session.derive import rebuild_requests
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import FrozenDict, thaw
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.provider import ToolSpec
 from tests.fakes.deepseek_server import (
     STREAM_A,
     STREAM_B,

@@ -16,13 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dsh_daemon.agent.events import Event
 from dsh_daemon.agent.loop import AgentOptions
-from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.retry import RetryPolicy
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.config import ProviderConfig
 from dsh_daemon.llm.deepseek import DeepSeekProvider
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.messages import UserMessage
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_daemon.agent.messages import (
+from dsh_daemon.llm.serialize import request_body
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import (
     AssistantMessage,
     OtherBlock,
     ReasoningBlock,
@@ -13,9 +15,7 @@ from dsh_daemon.agent.messages import (
     UserMessage,
     tool_result_message,
 )
-from dsh_daemon.agent.provider import ModelRequest, ToolSpec
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
-from dsh_daemon.llm.serialize import request_body
+from dsh_daemon.model.provider import ModelRequest, ToolSpec
 
 
 def request(config: dict[str, Any], messages: tuple[Any, ...] = (), **kw: Any) -> ModelRequest:
@@ -140,10 +140,10 @@ def test_thinking_mode_gives_every_tool_call_reply_a_reasoning_content() -> None
     """A tool-call reply logged without reasoning (the session began without thinking, or the model
     skipped it) must still carry `reasoning_content` in thinking mode, or DeepSeek refuses every later
     request with a 400."""
-    from dsh_daemon.agent.messages import AssistantMessage, ToolCallBlock, UserMessage
-    from dsh_daemon.agent.provider import ModelRequest
-    from dsh_daemon.jsonvalue import FrozenDict
     from dsh_daemon.llm.serialize import request_body
+    from dsh_daemon.model.jsonvalue import FrozenDict
+    from dsh_daemon.model.messages import AssistantMessage, ToolCallBlock, UserMessage
+    from dsh_daemon.model.provider import ModelRequest
 
     reply = AssistantMessage.create([ToolCallBlock("c1", "run_command", "{}")], provider="p", model="m")
     messages = (UserMessage.create("go"), reply)
@@ -156,8 +156,8 @@ def test_thinking_mode_gives_every_tool_call_reply_a_reasoning_content() -> None
 
 
 def test_a_user_message_without_text_names_what_it_held() -> None:
-    from dsh_daemon.agent.messages import UserMessage
     from dsh_daemon.llm.serialize import messages_json
+    from dsh_daemon.model.messages import UserMessage
 
     only_image = UserMessage.create([{"type": "image", "ref": "r1"}])
     assert messages_json(None, (only_image,)) == [{"role": "user", "content": "[image content omitted]"}]

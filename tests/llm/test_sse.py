@@ -91,8 +91,8 @@ def test_done_without_blank_line_is_still_pending() -> None:
 
 
 def test_a_line_that_never_ends_is_a_malformed_response_not_unbounded_memory() -> None:
-    from dsh_daemon.agent.provider import MALFORMED_RESPONSE, ProviderFailure
     from dsh_daemon.llm.sse import MAX_LINE_BYTES, SseParser
+    from dsh_daemon.model.provider import MALFORMED_RESPONSE, ProviderFailure
 
     parser = SseParser()
     chunk = b"data: " + b"x" * 65536

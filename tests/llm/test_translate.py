@@ -7,8 +7,10 @@ import json
 import pytest
 
 from dsh_daemon.agent.assembler import Assembler
-from dsh_daemon.agent.messages import ReasoningBlock, TextBlock, ToolCallBlock
-from dsh_daemon.agent.provider import (
+from dsh_daemon.llm.config import DEFAULT_PRICES, ModelPrice
+from dsh_daemon.llm.translate import ChunkTranslator, map_usage
+from dsh_daemon.model.messages import ReasoningBlock, TextBlock, ToolCallBlock
+from dsh_daemon.model.provider import (
     EMPTY_RESPONSE,
     MALFORMED_RESPONSE,
     QUOTA,
@@ -19,8 +21,6 @@ from dsh_daemon.agent.provider import (
     ReasoningDelta,
     TextDelta,
 )
-from dsh_daemon.llm.config import DEFAULT_PRICES, ModelPrice
-from dsh_daemon.llm.translate import ChunkTranslator, map_usage
 from tests.fakes.deepseek_server import STREAM_A, STREAM_B, STREAM_C, STREAM_D, STREAM_EMPTY, stream_e
 
 

@@ -10,8 +10,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.session.invariants import check_log, unaccounted
+from dsh_daemon.agent.invariants import check_log, unaccounted
+from dsh_daemon.model import events as ev
 from dsh_daemon.session.store import SessionStore
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import Daemon, text_reply

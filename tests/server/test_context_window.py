@@ -38,9 +38,9 @@ async def test_context_usage_is_durable_and_replayed_on_attach(tmp_path: Path, f
 async def test_compaction_over_the_wire(tmp_path: Path, fake: FakeDeepSeek) -> None:
     """Manual compact, then an overflow that compacts and retries: each summarising call carries
     `x-dsh-purpose: compaction`, and every request rebuilds from the log."""
-    from dsh_daemon.agent.provider import ModelRequest
+    from dsh_daemon.agent.derive import rebuild_requests
     from dsh_daemon.llm.serialize import encode_body, request_body
-    from dsh_daemon.session.derive import rebuild_requests
+    from dsh_daemon.model.provider import ModelRequest
     from dsh_daemon.session.store import SessionStore
 
     fake.script(text_reply("one"), text_reply("SUMMARY by hand"), text_reply("two"))

@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.session.invariants import check_log, unaccounted
+from dsh_daemon.agent.invariants import check_log, unaccounted
+from dsh_daemon.model import events as ev
 from dsh_daemon.session.store import SessionStore
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.test_robustness import RawPipe, spawn

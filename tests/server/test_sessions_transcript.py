@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from dsh_daemon.agent.events import Event
-from dsh_daemon.jsonvalue import freeze_json
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.session.transcript import TEXT_CAP, page_events, render_turns, transcript_page
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream

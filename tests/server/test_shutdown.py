@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.session.invariants import check_log
+from dsh_daemon.agent.invariants import check_log
+from dsh_daemon.model import events as ev
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.test_pipelining import _frame, _stored, _until
 from tests.server.test_robustness import spawn

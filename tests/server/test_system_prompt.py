@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.agent.derive import rebuild_requests
 from dsh_daemon.agent.system_prompt import Environment, PromptConfig, build_system_prompt, os_name, today
-from dsh_daemon.session.derive import rebuild_requests
 from dsh_daemon.session.store import SessionStore
 from tests.fakes.deepseek_server import FakeDeepSeek, RecordedRequest, Reply, text_stream
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply

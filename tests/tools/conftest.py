@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.agent.messages import UserMessage
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import ToolCall, ToolOutcome
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
 
 

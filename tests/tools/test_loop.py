@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.messages import ToolResultBlock, UserMessage
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
+from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import Script, ScriptedProvider, reply
-from dsh_daemon.session.manager import SessionManager
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.messages import ToolResultBlock, UserMessage
 from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
 from tests.tools.conftest import gone, pid_in
 

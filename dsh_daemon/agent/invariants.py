@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from dsh_daemon.agent import events as ev
-from dsh_daemon.agent.events import Event
-from dsh_daemon.agent.provider import ModelRequest
-from dsh_daemon.jsonvalue import dumps
-from dsh_daemon.session.derive import rebuild_requests
+from dsh_daemon.agent.derive import rebuild_requests
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import dumps
+from dsh_daemon.model.provider import ModelRequest
 
 _TURN_ENCLOSED = frozenset(
     {

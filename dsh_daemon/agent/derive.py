@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
 from dsh_daemon.agent import compaction
-from dsh_daemon.agent.events import (
+from dsh_daemon.model.events import (
     ASSISTANT_MESSAGE,
     CONTEXT_COMPACTED,
     CONTEXT_USAGE,
@@ -22,9 +22,9 @@ from dsh_daemon.agent.events import (
     USER_MESSAGE,
     Event,
 )
-from dsh_daemon.agent.messages import AssistantMessage, Message, UserMessage
-from dsh_daemon.agent.provider import ModelRequest, ToolSpec
-from dsh_daemon.jsonvalue import FrozenDict
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.messages import AssistantMessage, Message, UserMessage
+from dsh_daemon.model.provider import ModelRequest, ToolSpec
 
 
 class Derivation:

@@ -14,11 +14,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh_daemon.agent.events import INBOX_INSERTED, SESSION_TITLE, STATUS, Event, EventBus
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.provider import Provider
 from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.model.events import INBOX_INSERTED, SESSION_TITLE, STATUS, Event, EventBus
+from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
 from dsh_daemon.session.repair import repair_closers, unentered_claims
@@ -147,8 +147,23 @@ class SessionManager:
     def _build(self, session_id: str, events: list[Event]) -> Agent:
         bus = EventBus()
         kwargs = {} if self._write_delay is None else {"write_delay": self._write_delay}
-        session_log = SessionLog(self.store, session_id, events, bus, **kwargs)
-        session_log.lease_holder = self.leases.holder
+
+        def forget(exc: Exception) -> None:
+            agent.stop_for_lost_lease(exc)
+            if self.agents.get(session_id) is agent:
+                del self.agents[session_id]  # a later open asks the store again (and hears session_busy)
+
+        # The log's callbacks reach the agent built just below (it needs the log first).
+        session_log = SessionLog(
+            self.store,
+            session_id,
+            events,
+            bus,
+            pending_count=lambda: len(agent.inbox),
+            on_lease_lost=forget,
+            lease_holder=self.leases.holder,
+            **kwargs,
+        )
         agent = Agent(
             session_log,
             self.provider,
@@ -160,13 +175,6 @@ class SessionManager:
         )
         bus.subscribe(self._status_tracker(agent))
         self.agents[session_id] = agent
-
-        def forget(exc: Exception) -> None:
-            agent._lease_lost(exc)
-            if self.agents.get(session_id) is agent:
-                del self.agents[session_id]  # a later open asks the store again (and hears session_busy)
-
-        session_log.on_lease_lost = forget
         return agent
 
     def _status_tracker(self, agent: Agent) -> Callable[[Event], None]:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from dsh_daemon.jsonvalue import FrozenDict, loads
+from dsh_daemon.model.jsonvalue import FrozenDict, loads
 
 _UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
 

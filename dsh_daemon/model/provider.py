@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
-from dsh_daemon.agent.messages import Message
-from dsh_daemon.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import Message
 
 
 @dataclass(frozen=True, slots=True)

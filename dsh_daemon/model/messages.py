@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from dsh_daemon.jsonvalue import FrozenDict, NotJsonError, freeze_json
+from dsh_daemon.model.jsonvalue import FrozenDict, NotJsonError, freeze_json
 
 MessageId: TypeAlias = str
 Source: TypeAlias = FrozenDict
