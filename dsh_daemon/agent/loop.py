@@ -45,6 +45,7 @@ from dsh_daemon.agent.toolrun import run_tool_batch
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event, EventBus
+from dsh_daemon.model.inbox import preset_of
 from dsh_daemon.model.jsonvalue import FrozenDict, dumps, freeze_json
 from dsh_daemon.model.messages import AssistantMessage, MessageId, UserMessage
 from dsh_daemon.model.provider import (
@@ -61,7 +62,7 @@ from dsh_daemon.model.provider import (
 )
 from dsh_daemon.session.log import ReentrantAppendError, SessionLog
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Status = Literal["idle", "running"]
 CANCEL_CAUSES = frozenset({"user", "shutdown", "disposed", "hook"})
@@ -210,7 +211,7 @@ class Agent:
             raise ValueError(f"target must be one of {TARGETS}")
         if not isinstance(message, UserMessage) or not all(isinstance(m, UserMessage) for m in attachments):
             raise TypeError("send takes UserMessages")
-        verb = verb or _preset_of(target, wakeup)
+        verb = verb or preset_of(target, wakeup)
         if wakeup and self._activity is not None and self._activity.signal.aborted:
             # A waking send in the abort-to-idle window becomes a queued prompt (replayed by the latch).
             target = "next-turn"
@@ -288,7 +289,7 @@ class Agent:
             reason, _ = await self._run_turn(self.turn, Claim(), activity.signal, compaction_only=True)
             compacted = self._last_compacted
         except Exception:
-            log.exception("session %s: compaction driver failed", self.session_id)
+            logger.exception("session %s: compaction driver failed", self.session_id)
         finally:
             self._retire(activity)
             if not done.done():
@@ -424,7 +425,7 @@ class Agent:
                     continue
                 return
         except Exception:
-            log.exception("session %s: driver failed", self.session_id)
+            logger.exception("session %s: driver failed", self.session_id)
         finally:
             self._retire(activity)
 
@@ -460,7 +461,7 @@ class Agent:
         except AbortedError as exc:
             reason = {"kind": "aborted", "cause": exc.cause}
         except Exception as exc:
-            log.exception("session %s: turn %d failed", self.session_id, turn)
+            logger.exception("session %s: turn %d failed", self.session_id, turn)
             error = {"code": UNKNOWN, "message": _error_chain(exc)}
             self._publish_error(turn, None, error)
             reason = {"kind": "error", "error": error}
@@ -722,7 +723,7 @@ class Agent:
         except AbortedError:
             raise
         except Exception as exc:
-            log.exception("session %s: provider raised during compaction", self.session_id)
+            logger.exception("session %s: provider raised during compaction", self.session_id)
             return LlmFailure(UNKNOWN, _error_chain(exc))
         finally:
             await _aclose(stream)
@@ -788,7 +789,7 @@ class Agent:
         except AbortedError:
             raise
         except Exception:
-            log.exception("session %s: request-error hook failed", self.session_id)
+            logger.exception("session %s: request-error hook failed", self.session_id)
             return None
         signal.check()  # cancellation beats retry
         return decision.delay_s if isinstance(decision, Retry) else None
@@ -893,7 +894,7 @@ class Agent:
             return failure.failure
         except Exception as exc:  # an adapter bug is still a failed attempt, classified UNKNOWN
             self.log.close_chunks(chunks)
-            log.exception("session %s: provider raised", self.session_id)
+            logger.exception("session %s: provider raised", self.session_id)
             return LlmFailure(UNKNOWN, _error_chain(exc))
         finally:
             await _aclose(stream)
@@ -948,12 +949,6 @@ class Agent:
         self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))
 
 
-def _preset_of(target: Target, wakeup: bool) -> str:
-    if target == "next-turn":
-        return "followup" if wakeup else "send"
-    return "steer" if wakeup else "inject"
-
-
 async def run_serial(hooks: list[Any], ctx: Any) -> None:
     for hook in hooks:
         await hook(ctx)
@@ -965,7 +960,7 @@ async def _aclose(stream: Any) -> None:
         try:
             await close()
         except Exception:
-            log.debug("provider stream aclose failed", exc_info=True)
+            logger.debug("provider stream aclose failed", exc_info=True)
 
 
 def _error_chain(exc: BaseException) -> str:

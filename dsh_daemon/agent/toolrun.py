@@ -48,7 +48,7 @@ from dsh_daemon.model.messages import (
 if TYPE_CHECKING:
     from dsh_daemon.agent.loop import Agent
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
 
@@ -162,7 +162,7 @@ async def _drain(task: asyncio.Task[_Result]) -> _Result:
             return _Result(ToolOutcome.error("Error: tool call was cancelled", "CANCELLED"))
         raise
     except Exception as exc:  # _run_one turns failures into results; this is the last line of defence
-        log.exception("tool call task failed")
+        logger.exception("tool call task failed")
         text = f"Error: tool call failed: {type(exc).__name__}: {exc}"
         return _Result(ToolOutcome.error(text, "TOOL_ERROR"))
 
@@ -199,12 +199,12 @@ async def _run_one(
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        log.exception("tool call %s failed outside its body", call.call_id)
+        logger.exception("tool call %s failed outside its body", call.call_id)
         if not logged:
             try:
                 logged.append(agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True)).seq or 0)
             except Exception:
-                log.exception("could not log the synthetic tool/call")
+                logger.exception("could not log the synthetic tool/call")
         code = "CHECKPOINT_FAILED" if isinstance(exc, OSError | sqlite3.Error) else "HOOK_ERROR"
         outcome = ToolOutcome.error(f"Error: {call.name} could not run: {type(exc).__name__}: {exc}", code)
         return _Result(outcome, call_seq=logged[0] if logged else None)
@@ -261,14 +261,14 @@ async def _run_one_unguarded(
         except asyncio.CancelledError:
             outcome = ToolOutcome.error("Error: tool call was cancelled", "CANCELLED")
         except Exception as exc:
-            log.info("tool %s failed: %s", call.name, exc, exc_info=True)
+            logger.info("tool %s failed: %s", call.name, exc, exc_info=True)
             outcome = ToolOutcome.error(f"Error: {type(exc).__name__}: {exc}", "TOOL_ERROR")
         contexts = list(context.deferred)
         for hook in agent.hooks.post_execute:
             try:
                 decision = await hook(call, outcome)
             except Exception as exc:
-                log.exception("post-execute hook failed")
+                logger.exception("post-execute hook failed")
                 outcome = ToolOutcome.error(f"Error: post-execute hook failed: {exc}", "HOOK_ERROR")
                 continue
             if isinstance(decision, PostExecuteDecision):
@@ -363,4 +363,4 @@ def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
         try:
             agent.inbox.append("next-step", context)
         except Exception:  # e.g. the same context twice: the result stands, the duplicate is dropped
-            log.warning("tool context %s for %s not queued", context.id, call.call_id, exc_info=True)
+            logger.warning("tool context %s for %s not queued", context.id, call.call_id, exc_info=True)

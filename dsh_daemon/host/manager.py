@@ -24,7 +24,7 @@ from dsh_daemon.session.log import SessionLog
 from dsh_daemon.session.repair import repair_closers, unentered_claims
 from dsh_daemon.session.store import SessionInfo, SessionStore
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 AUTO_TITLE_CHARS = 80
 MAX_TITLE_CHARS = 200
@@ -104,7 +104,7 @@ class SessionManager:
                 for kind, data in closers:
                     agent.log.append(kind, data, time=stamp)
                 agent.log.commit()
-                log.info("session %s: repaired an interrupted turn (%d closers)", session_id, len(closers))
+                logger.info("session %s: repaired an interrupted turn (%d closers)", session_id, len(closers))
             self.store.update_session(session_id, status="idle", pending=len(agent.inbox))
         except BaseException:
             self.agents.pop(session_id, None)
@@ -212,7 +212,7 @@ class SessionManager:
                 try:
                     self.leases.heartbeat()
                 except Exception:
-                    log.exception("lease heartbeat failed")
+                    logger.exception("lease heartbeat failed")
 
         if self._heartbeat is None:
             self._heartbeat = asyncio.get_running_loop().create_task(beat())

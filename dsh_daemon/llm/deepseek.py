@@ -40,7 +40,7 @@ from dsh_daemon.model.provider import (
     StreamEvent,
 )
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DRAIN_AFTER_DONE_S = 0.05
 MAX_ERROR_BODY = 64 * 1024  # an error page is read only this far; the message is clipped anyway
@@ -201,7 +201,7 @@ class DeepSeekProvider:
                 if len(body) >= MAX_ERROR_BODY:
                     break
         except httpx.HTTPError as exc:  # the status alone still classifies
-            log.debug("error body unreadable: %s", _describe(exc))
+            logger.debug("error body unreadable: %s", _describe(exc))
         secrets = (self.config.api_key,) if self.config.api_key else ()
         return classify_http(response.status_code, body[:MAX_ERROR_BODY], response.headers, secrets=secrets)
 

@@ -14,7 +14,7 @@ from dsh_daemon.model.jsonvalue import FrozenDict, loads
 
 _UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # durable
 INBOX_SPLICED = "agent/inbox/spliced"
@@ -200,4 +200,4 @@ class EventBus:
             try:
                 subscriber(event)
             except Exception:
-                log.exception("event subscriber failed on %s", event.type)
+                logger.exception("event subscriber failed on %s", event.type)

@@ -16,6 +16,21 @@ from dsh_daemon.model.messages import MessageId, UserMessage
 Target: TypeAlias = Literal["next-turn", "next-step"]
 TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
 
+# The presets of `send(target × wakeup)` (D1): the one place they are spelled out.
+PRESETS: dict[str, tuple[Target, bool]] = {
+    "followup": ("next-turn", True),
+    "steer": ("next-step", True),
+    "inject": ("next-step", False),
+}
+
+
+def preset_of(target: Target, wakeup: bool) -> str:
+    """The name of the preset that sends this way (`send` for a parked next-turn prompt)."""
+    for name, (preset_target, preset_wakeup) in PRESETS.items():
+        if (preset_target, preset_wakeup) == (target, wakeup):
+            return name
+    return "send"
+
 
 class InvalidSpliceError(ValueError):
     pass

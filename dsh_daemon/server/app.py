@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from dsh_daemon.model.messages import UserMessage
     from dsh_daemon.server.hub import SessionHub
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
@@ -198,7 +198,7 @@ def _typed(exc: Exception) -> errors.DshError:
         return errors.session_busy(exc.session_id, int(pid) if pid.isdigit() else 0, host)
     if isinstance(exc, StoreError | UnreadableEventError):
         return errors.session_unreadable(str(exc))
-    log.exception("dsh handler failed")
+    logger.exception("dsh handler failed")
     return errors.internal_error(f"{type(exc).__name__}: {exc}")
 
 

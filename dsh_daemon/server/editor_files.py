@@ -22,7 +22,7 @@ from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier
 from dsh_daemon.tools.errors import EditConflictError
 from dsh_daemon.tools.textfiles import sha256_text
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 

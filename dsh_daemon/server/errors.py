@@ -10,6 +10,8 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700
+METHOD_NOT_FOUND = -32601
+SERVER_NOT_INITIALIZED = -32002
 REQUEST_FAILED = -32803  # LSP: a syntactically correct request that failed
 SHOWN_CHARS = 200  # a client's value echoed in an error is cut to this many characters
 
@@ -90,7 +92,9 @@ def shutting_down() -> DshError:
 
 
 def not_initialized() -> DshError:
-    return DshError("the server is not initialized yet", code=-32002, data_code="not_initialized")
+    return DshError(
+        "the server is not initialized yet", code=SERVER_NOT_INITIALIZED, data_code="not_initialized"
+    )
 
 
 def session_unreadable(message: str) -> DshError:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pygls.protocol import JsonRPCProtocol
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

@@ -19,7 +19,7 @@ from dsh_daemon.server import errors
 if TYPE_CHECKING:
     from dsh_daemon.server.hub import SessionHub
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 POLL_S = 0.2  # lag of a read-only view behind its driver (the issue allows 250 ms)
 SESSION_LEASE = "session/lease"  # live: {holder: {pid, host} | null, readOnly}
@@ -54,7 +54,7 @@ class ReadOnlyFollower:
                 try:
                     self.poll_once(session_id)
                 except Exception:  # one unreadable session must not stop following the others
-                    log.exception("following session %s failed", session_id)
+                    logger.exception("following session %s failed", session_id)
 
     def poll_once(self, session_id: str) -> None:
         hub = self._hub

@@ -33,6 +33,7 @@ from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
+from dsh_daemon.model.inbox import PRESETS
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.server import errors
@@ -60,9 +61,8 @@ from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
-DELIVERY = {"inject": ("next-step", False), "steer": ("next-step", True), "followup": ("next-turn", True)}
 AMBIENT_KEYS = ("activeUri", "selection", "visibleRange", "diagnostics")
 
 
@@ -370,7 +370,7 @@ class SessionHub:
             # A session that never answered its creating request has no history: drop it whole.
             store.delete_session(session_id, holder=self.manager.leases.holder)
         except Exception:
-            log.exception("could not remove the half-created session %s", session_id)
+            logger.exception("could not remove the half-created session %s", session_id)
 
     def list_sessions(
         self, cwd: str | None, limit: int | None = None, before: int | None = None
@@ -572,7 +572,7 @@ class SessionHub:
 
     def context_add(self, session_id: str, spec: ContextSpec, delivery: str) -> str:
         (message,) = self.context_messages(session_id, (spec,))
-        target, wakeup = DELIVERY[delivery]
+        target, wakeup = PRESETS[delivery]
         return self.send(session_id, message, target, wakeup, verb="context")
 
     def context_messages(self, session_id: str, specs: Sequence[ContextSpec]) -> tuple[UserMessage, ...]:
@@ -609,7 +609,7 @@ class SessionHub:
         state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS}
         problem = ambient_problem(state)
         if problem is not None:
-            log.warning("dsh/context/didChange dropped: %s", problem)
+            logger.warning("dsh/context/didChange dropped: %s", problem)
             return
         session_id = raw.get("sessionId")
         if isinstance(session_id, str):

@@ -19,7 +19,7 @@ from pygls.io_ import StdoutWriter
 from dsh_daemon.server.app import Daemon, Settings
 from dsh_daemon.server.transport import StdinReader, read_loop
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def protect_stdout() -> BinaryIO:
@@ -70,7 +70,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         code = exc.code if isinstance(exc.code, int) else 0
         protocol.set_writer(_Discard())
     except BrokenPipeError:
-        log.info("client went away")
+        logger.info("client went away")
         protocol.set_writer(_Discard())
     finally:
         await daemon.close()

@@ -6,12 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from dsh_daemon.model.messages import InvalidMessageError, UserMessage
+from dsh_daemon.model.inbox import PRESETS
+from dsh_daemon.model.inbox import TARGETS as MODEL_TARGETS
+from dsh_daemon.model.messages import EDITOR_CONTEXT_KINDS, InvalidMessageError, UserMessage
 from dsh_daemon.server.errors import invalid_params, shown
 
-TARGETS = ("next-turn", "next-step")
-DELIVERIES = ("inject", "steer", "followup")
-CONTEXT_KINDS = ("file", "selection", "diagnostics")
+TARGETS: tuple[str, ...] = MODEL_TARGETS
+DELIVERIES = tuple(PRESETS)  # how dsh/context/add delivers: one of the send presets
+# What a client may ask for (the ambient `snapshot` kind is the daemon's own).
+CONTEXT_KINDS = tuple(sorted(EDITOR_CONTEXT_KINDS - {"snapshot"}))
 MODEL_ONLY_BLOCKS = frozenset({"tool-call", "tool-result"})
 MAX_ATTACHED_CONTEXT = 20  # context items on one send
 

@@ -24,7 +24,7 @@ from pygls.protocol import JsonRPCProtocol
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 OUTCOMES: tuple[PermissionOutcome, ...] = ("allow-once", "allow-always", "reject", "cancelled")
 PERMISSION_REQUESTED = "permission/requested"
@@ -99,7 +99,7 @@ class ClientApprover:
             if signal.aborted:
                 raise
             answered_by_client = future.done()  # an error reply, or a lost client
-            log.info("permission request failed: %s", exc)
+            logger.info("permission request failed: %s", exc)
             return "cancelled"
         finally:
             out_of_band.cancel()

@@ -14,7 +14,7 @@ from pygls.lsp.server import LanguageServer
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 REPORT_EVERY_S = 0.25
 
@@ -59,7 +59,7 @@ class TurnProgress:
             try:
                 await self._server.work_done_progress.create_async(token)
             except Exception as exc:
-                log.debug("progress create failed: %s", exc)
+                logger.debug("progress create failed: %s", exc)
                 ready.set_result(False)
                 return
             self._server.work_done_progress.begin(

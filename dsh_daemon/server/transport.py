@@ -33,7 +33,9 @@ from typing import Any, BinaryIO
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
-log = logging.getLogger(__name__)
+from dsh_daemon.server import errors
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_LINE = 1 << 20
@@ -162,14 +164,14 @@ async def read_loop(
             if resync > 0:
                 # Junk in front of a header (a CR-only header, garbage without a newline, the tail of a
                 # body whose Content-Length was too small): drop it, parse again from the header.
-                log.warning("%d bytes of junk before a Content-Length header: skipped", resync)
+                logger.warning("%d bytes of junk before a Content-Length header: skipped", resync)
                 reader.unread(line[resync:])
                 length, saw_header = None, False
                 continue
             saw_header = True  # another header (or junk): ignored
         if length is None:
-            log.warning("header block without Content-Length: skipped")
-            _error(protocol, None, -32600, "Invalid Request: missing Content-Length header")
+            logger.warning("header block without Content-Length: skipped")
+            _error(protocol, None, errors.INVALID_REQUEST, "Invalid Request: missing Content-Length header")
             continue
         if length > MAX_BODY_BYTES:
             remaining = length
@@ -179,7 +181,10 @@ async def read_loop(
                     return
                 remaining -= len(chunk)
             _error(
-                protocol, None, -32600, f"Invalid Request: body of {length} bytes exceeds {MAX_BODY_BYTES}"
+                protocol,
+                None,
+                errors.INVALID_REQUEST,
+                f"Invalid Request: body of {length} bytes exceeds {MAX_BODY_BYTES}",
             )
             continue
         body = await reader.readexactly(length) if length else b""
@@ -202,7 +207,7 @@ def _cut_overrun(body: bytes, reader: StdinReader) -> bytes:
     except (ValueError, RecursionError):
         return body
     rest = text[end:].encode("utf-8", "surrogateescape")
-    log.warning("body longer than its JSON value (%d bytes over): read again as the next frame", len(rest))
+    logger.warning("body longer than its JSON value (%d bytes over): read again as the next frame", len(rest))
     reader.unread(rest)
     return text[:end].encode("utf-8", "surrogateescape")
 
@@ -233,50 +238,66 @@ def dispatch(
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        _error(protocol, None, -32700, f"Parse error: {exc}")
+        _error(protocol, None, errors.PARSE_ERROR, f"Parse error: {exc}")
         return
     except RecursionError:
-        _error(protocol, None, -32700, "Parse error: JSON nested too deeply")
+        _error(protocol, None, errors.PARSE_ERROR, "Parse error: JSON nested too deeply")
         return
     if not isinstance(data, dict):
         _error(
             protocol,
             None,
-            -32600,
+            errors.INVALID_REQUEST,
             "Invalid Request: a message must be a JSON object (batches are not supported)",
         )
         return
     msg_id = data.get("id")
     if msg_id is not None and (not isinstance(msg_id, str | int) or isinstance(msg_id, bool)):
-        _error(protocol, None, -32600, "Invalid Request: 'id' must be a string or an integer")
+        _error(protocol, None, errors.INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer")
         return
     if data.get("jsonrpc") != "2.0":
-        _error(protocol, msg_id, -32600, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+        _error(protocol, msg_id, errors.INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
         return
     method = data.get("method")
     has_answer = "result" in data or "error" in data
     if "method" in data and has_answer:
         if msg_id is not None:
-            _error(protocol, msg_id, -32600, "Invalid Request: a message cannot be a request and a response")
+            _error(
+                protocol,
+                msg_id,
+                errors.INVALID_REQUEST,
+                "Invalid Request: a message cannot be a request and a response",
+            )
         else:
-            log.warning("notification with a result or error member: dropped")
+            logger.warning("notification with a result or error member: dropped")
         return
     is_response = has_answer
     is_request = not is_response and msg_id is not None
     if not is_response:
         if not isinstance(method, str) or not method:
-            _error(protocol, msg_id, -32600, "Invalid Request: 'method' must be a non-empty string")
+            _error(
+                protocol,
+                msg_id,
+                errors.INVALID_REQUEST,
+                "Invalid Request: 'method' must be a non-empty string",
+            )
             return
         if is_request and not is_initialized() and method != "initialize":
             # LSP: every request before `initialize` is refused the same way, whatever its params.
-            _error(protocol, msg_id, -32002, "the server is not initialized yet", "not_initialized")
+            _error(
+                protocol,
+                msg_id,
+                errors.SERVER_NOT_INITIALIZED,
+                "the server is not initialized yet",
+                "not_initialized",
+            )
             return
         if "params" in data and not isinstance(data["params"], dict | list | type(None)):
             if is_request:
                 _error(
                     protocol,
                     msg_id,
-                    -32602,
+                    errors.INVALID_PARAMS,
                     "Invalid params: 'params' must be an object or an array",
                     "invalid_params",
                 )
@@ -285,15 +306,15 @@ def dispatch(
             _error(
                 protocol,
                 msg_id,
-                -32601,
+                errors.METHOD_NOT_FOUND,
                 f"Method not found: {method} is a notification (send it without an id)",
             )
             return
         if is_request and is_shut_down() and method != "exit":
-            _error(protocol, msg_id, -32600, f"Invalid Request: {method} after shutdown")
+            _error(protocol, msg_id, errors.INVALID_REQUEST, f"Invalid Request: {method} after shutdown")
             return
     elif msg_id is None:
-        log.warning("response without an id: dropped")
+        logger.warning("response without an id: dropped")
         return
     if b"\\u" in body and _has_lone_surrogate(data):
         # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold; refuse them
@@ -302,12 +323,12 @@ def dispatch(
             _error(
                 protocol,
                 msg_id,
-                -32602,
+                errors.INVALID_PARAMS,
                 "Invalid params: a string holds a lone UTF-16 surrogate",
                 "invalid_params",
             )
         else:
-            log.warning("message with a lone surrogate dropped")
+            logger.warning("message with a lone surrogate dropped")
         return
     if method == "initialized" and data.get("params") is None:
         data["params"] = {}  # some clients leave out its (empty) params; LSP types require them
@@ -315,15 +336,15 @@ def dispatch(
         message = protocol.structure_message(data)
     except JsonRpcInvalidParams:
         if is_request:
-            _error(protocol, msg_id, -32602, f"Invalid params for {method}", "invalid_params")
+            _error(protocol, msg_id, errors.INVALID_PARAMS, f"Invalid params for {method}", "invalid_params")
         else:
-            log.warning("message with invalid params dropped (%s)", method or "response")
+            logger.warning("message with invalid params dropped (%s)", method or "response")
         return
     except JsonRpcException as exc:
         if is_request:
             _error(protocol, msg_id, exc.code, f"{exc.message} ({method})")
         else:
-            log.warning("message dropped: %s (%s)", exc.message, method or "response")
+            logger.warning("message dropped: %s (%s)", exc.message, method or "response")
         return
     try:
         protocol.handle_message(message)
@@ -331,11 +352,11 @@ def dispatch(
         raise
     except Exception as exc:
         if is_response:  # e.g. a late answer to a request the daemon gave up on: the client's timing
-            log.warning("response %r dropped: %s", msg_id, exc)
+            logger.warning("response %r dropped: %s", msg_id, exc)
             return
-        log.exception("handling %s failed", method)
+        logger.exception("handling %s failed", method)
         if is_request:
-            _error(protocol, msg_id, -32603, f"Internal error while handling {method}")
+            _error(protocol, msg_id, errors.INTERNAL_ERROR, f"Internal error while handling {method}")
 
 
 class _QuietDeserializeErrors(logging.Filter):

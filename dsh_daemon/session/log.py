@@ -23,7 +23,7 @@ from dsh_daemon.model.events import ASSISTANT_CHUNK, Event, EventBus
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 WRITE_DELAY_S = 0.1
 RETRY_WRITE_S = 1.0  # after a failed write (disk full, database locked by another process...)
@@ -205,7 +205,7 @@ class SessionLog:
         if self.lease_lost is not None:
             return
         self.lease_lost = exc
-        log.warning("session %s: %s; this process stops driving it", self.session_id, exc)
+        logger.warning("session %s: %s; this process stops driving it", self.session_id, exc)
         if self.on_lease_lost is not None:
             self.on_lease_lost(exc)
 
@@ -220,7 +220,7 @@ class SessionLog:
         except Exception:
             # Kept ahead of newer events, in order; retried until it succeeds.
             self.write_failures += 1
-            log.exception("session %s: write-behind batch failed; retrying", self.session_id)
+            logger.exception("session %s: write-behind batch failed; retrying", self.session_id)
             self._schedule_write(RETRY_WRITE_S)
 
     def close(self) -> None:

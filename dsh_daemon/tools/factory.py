@@ -31,13 +31,15 @@ def build_tool_registry(
     documents: DocumentSource | None = None,
     applier: EditApplier | None = None,
     config: ToolConfig | Mapping[str, Any] | None = None,
+    registry: ToolRegistry | None = None,
 ) -> ToolKit:
     """The coding tools of one session.
 
     config keys: `permissions` {tool: "allow"|"ask"|"deny"} over the defaults (reads allow, edits and
     commands ask; denied tools are not offered to the model at all), `limits` (`ToolLimits` fields),
     `shell` (path; default bash, else /bin/sh), `ripgrep` (False forces the Python grep, a string is
-    rg's path).
+    rg's path). `registry`: the one to fill (a subclass may offer tools that come and go, as MCP
+    servers' do); by default a new `ToolRegistry`.
     """
     parsed = config if isinstance(config, ToolConfig) else ToolConfig.parse(config)
     limits = parsed.limits
@@ -47,7 +49,8 @@ def build_tool_registry(
     tracker = ReadTracker(documents, max_files=limits.tracked_files, max_bytes=limits.whole_file_bytes)
     ripgrep = parsed.ripgrep
 
-    registry = ToolRegistry(result_max_chars=limits.result_max_chars)
+    registry = registry if registry is not None else ToolRegistry()
+    registry.result_max_chars = limits.result_max_chars
     tools = [
         ReadFileTool(workspace, documents, tracker, limits),
         ListDirTool(workspace, limits),
