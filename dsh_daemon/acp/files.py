@@ -24,7 +24,7 @@ from dsh_daemon.tools.errors import EditConflictError, ToolError
 from dsh_daemon.tools.textfiles import sha256_text
 from dsh_daemon.tools.workspace import Workspace
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 FS_TIMEOUT_S = 30.0
 FILE_TOOLS = frozenset({"read_file", "edit_file", "write_file"})
@@ -72,7 +72,7 @@ class ClientFiles:
             self._connection.cancel_outgoing(request_id)
             return None
         except Exception as exc:
-            log.info("fs/read_text_file %s: %s", path, exc)
+            logger.info("fs/read_text_file %s: %s", path, exc)
             return None
         content = result.get("content") if isinstance(result, Mapping) else None
         return content if isinstance(content, str) else None

@@ -25,7 +25,7 @@ from dsh_daemon.acp.sessions import AcpSessions
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.agent.inbox import TARGETS, Target
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 
@@ -105,7 +105,7 @@ def _mcp(p: Mapping[str, Any], method: str) -> None:
     if servers is not None and not isinstance(servers, list):
         raise errors.invalid_params(f"{method}: 'mcpServers' must be an array")
     if servers:
-        log.warning("%s: %d MCP server(s) given; MCP servers are not supported yet", method, len(servers))
+        logger.warning("%s: %d MCP server(s) given; MCP servers are not supported yet", method, len(servers))
 
 
 # ---- registration ---------------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ class Handlers:
         try:
             sessions.send(session_id, parts, "next-step", True, "steer")
         except errors.AcpError as exc:
-            log.info("steering failed: %s", exc.message)
+            logger.info("steering failed: %s", exc.message)
             return {"outcome": "failed"}
         return {"outcome": "injected" if running else "startedNewTurn"}
 

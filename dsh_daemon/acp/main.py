@@ -18,7 +18,7 @@ from dsh_daemon.acp.handlers import Handlers, Settings
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import LineReader, LineWriter
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def protect_stdout() -> BinaryIO:

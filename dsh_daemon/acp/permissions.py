@@ -19,7 +19,7 @@ from dsh_daemon.acp.updates import Translator, diff_content, text_content
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 OPTIONS: tuple[dict[str, str], ...] = (
     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
@@ -87,7 +87,7 @@ class AcpApprover:
             if signal.aborted:
                 self._connection.cancel_outgoing(request_id)
                 raise
-            log.info("permission request failed: %s", exc)
+            logger.info("permission request failed: %s", exc)
             return "cancelled"
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
         if isinstance(outcome, Mapping) and outcome.get("outcome") == "selected":

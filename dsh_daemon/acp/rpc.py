@@ -28,7 +28,7 @@ from dsh_daemon.acp.transport import (
     decode,
 )
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 RequestHandler = Callable[[Any, RequestId], Any]
 NotificationHandler = Callable[[Any], None]
@@ -117,7 +117,7 @@ class Connection:
         if message is None:
             return
         if isinstance(message, Malformed):
-            log.info("malformed line: %s", message.message)
+            logger.info("malformed line: %s", message.message)
             self.respond_error(message.id, AcpError(message.code, message.message))
         elif isinstance(message, Response):
             self._on_response(message)
@@ -129,7 +129,7 @@ class Connection:
     def _on_response(self, message: Response) -> None:
         future = self._outgoing.pop(message.id, None)
         if future is None or future.done():
-            log.info("dropped a response to %r, which nothing waits for", message.id)
+            logger.info("dropped a response to %r, which nothing waits for", message.id)
             return
         if message.error is not None:
             future.set_exception(ClientRequestError(message.error))
@@ -139,14 +139,14 @@ class Connection:
     def _on_notification(self, message: Notification) -> None:
         handler = self.notifications.get(message.method)
         if handler is None:
-            log.info("ignored notification %s", message.method)
+            logger.info("ignored notification %s", message.method)
             return
         try:
             handler(message.params)
         except AcpError as exc:
-            log.info("notification %s refused: %s", message.method, exc.message)
+            logger.info("notification %s refused: %s", message.method, exc.message)
         except Exception:
-            log.exception("notification %s failed", message.method)
+            logger.exception("notification %s failed", message.method)
 
     def _on_request(self, message: Request) -> None:
         handler = self.requests.get(message.method)
@@ -159,7 +159,7 @@ class Connection:
             self.respond_error(message.id, exc)
             return
         except Exception as exc:
-            log.exception("request %s failed", message.method)
+            logger.exception("request %s failed", message.method)
             self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
             return
         if inspect.isawaitable(result):
@@ -178,7 +178,7 @@ class Connection:
             self.respond_error(message.id, AcpError(-32800, "request cancelled"))
             raise
         except Exception as exc:
-            log.exception("request %s failed", message.method)
+            logger.exception("request %s failed", message.method)
             self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
         else:
             self.respond(message.id, result)

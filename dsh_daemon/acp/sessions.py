@@ -46,7 +46,7 @@ from dsh_daemon.session.store import StoreError, UnknownSessionError
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CANCEL_SETTLE_S = 10.0
 
@@ -310,7 +310,7 @@ class AcpSessions:
             if not state.agent.inbox.remove(prompt.message_id):
                 prompt.revoked = False
                 return False
-            log.info("session %s: queued prompt %s removed by $/cancel_request", session_id, request_id)
+            logger.info("session %s: queued prompt %s removed by $/cancel_request", session_id, request_id)
             return True
         return False
 
