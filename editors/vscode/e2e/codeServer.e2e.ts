@@ -109,6 +109,11 @@ describe('the dsh extension in code-server', () => {
       'workbench.secondarySideBar.defaultVisibility': 'hidden',
       'chat.disableAIFeatures': true,
       'window.commandCenter': false,
+      // Step 9 types settings.json as a whole: nothing may be added to what is typed.
+      'editor.autoClosingBrackets': 'never',
+      'editor.autoClosingQuotes': 'never',
+      'editor.autoIndent': 'none',
+      'editor.autoSurround': 'never',
     };
     mkdirSync(join(root, 'user/User'), { recursive: true });
     writeFileSync(join(root, 'user/User/settings.json'), JSON.stringify(settings, null, 2));
@@ -360,4 +365,35 @@ async function scenario(): Promise<void> {
     await shot('session-renamed');
     await page.keyboard.press('Escape');
     expect(await c2.locator('.msg.assistant', { hasText: 'Still here after the restart.' }).count()).toBe(1);
+
+    // 9. A changed dsh.provider setting reaches the running daemon without a restart (the key stays).
+    //    Edited as a person would, in the settings.json editor (code-server does not notice the file
+    //    changing under it).
+    const settingsFile = join(root, 'user/User/settings.json');
+    const settings = JSON.parse(readFileSync(settingsFile, 'utf8'));
+    settings['dsh.provider'] = { ...settings['dsh.provider'], model: 'model-from-settings' };
+    await runCommand('Preferences: Open User Settings (JSON)');
+    const settingsEditor = page.locator('.monaco-editor .view-lines', { hasText: 'dsh.provider' }).first();
+    await settingsEditor.waitFor({ timeout: 15000 });
+    await settingsEditor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.insertText(JSON.stringify(settings, null, 2));
+    await page.keyboard.press('Control+S');
+    await expect.poll(() => JSON.parse(readFileSync(settingsFile, 'utf8'))['dsh.provider']?.model, { timeout: 15000 }).toBe('model-from-settings');
+    await runCommand('View: Close Editor');
+    await settingsEditor.waitFor({ state: 'hidden', timeout: 15000 });
+    const daemonRequests = fake.requests.length;
+    for (let attempt = 0; fake.requests.at(-1)?.body.model !== 'model-from-settings'; attempt++) {
+      // Allow the change a moment to reach the daemon before each prompt.
+      expect(attempt).toBeLessThan(5);
+      await new Promise((r) => setTimeout(r, 500));
+      fake.script(textReply(`Reply ${attempt} after the settings change.`));
+      await c2.getByLabel('message').fill(`After the settings change, ${attempt}`);
+      await c2.getByLabel('message').press('Enter');
+      await expect.poll(() => c2.locator('.msg.assistant', { hasText: `Reply ${attempt} after the settings change.` }).count(), { timeout: 30000 }).toBe(1);
+    }
+    await shot('settings-applied-without-restart');
+    expect(fake.requests.length).toBeGreaterThan(daemonRequests);
+    expect(fake.requests.at(-1)!.authorization).toBe('Bearer sk-from-secret-storage');
+    expect(await page.locator('.notifications-toasts', { hasText: 'after a restart' }).count()).toBe(0);
 }

@@ -94,6 +94,26 @@ export class Daemon implements vscode.Disposable {
     return client;
   }
 
+  /** Settings changed: provider settings go to a running daemon that takes them live; a changed
+   *  command, arguments or environment (or an older daemon) needs a restart, which is offered. */
+  onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    const spawn = ['dsh.serverCommand', 'dsh.serverArgs', 'dsh.env'].some((k) => e.affectsConfiguration(k));
+    const provider = e.affectsConfiguration('dsh.provider');
+    if (provider || spawn) this.output.info(`settings changed: ${[provider && 'dsh.provider', spawn && 'the daemon command or environment'].filter(Boolean).join(', ')}`);
+    if (!this.client || this.lc?.state !== State.Running) return;
+    if (provider && !spawn && this.client.features?.configurationChange) {
+      // Flat, as initializationOptions were sent: the daemon merges key by key over them (a nested
+      // `provider` object would shadow the flat keys given at start, the API key among them).
+      this.client.changeConfiguration({ ...vscode.workspace.getConfiguration('dsh').get<Record<string, unknown>>('provider', {}) });
+      return;
+    }
+    if (provider || spawn) {
+      void vscode.window.showInformationMessage('dsh: the daemon uses the new settings after a restart.', 'Restart Daemon').then((c) => {
+        if (c) void this.restart();
+      });
+    }
+  }
+
   async restart(): Promise<DshClient> {
     await this.stop();
     return this.ensureStarted();

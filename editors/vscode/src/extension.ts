@@ -63,6 +63,8 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   cmd('dsh.restartDaemon', () => d.restart());
   cmd('dsh.showLog', () => output.show());
 
+  ctx.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => d.onConfigurationChanged(e)));
+
   ctx.subscriptions.push(watchAmbient((state) => {
     const client = d.client;
     if (client && p.model.sessionId) client.contextDidChange(state);

@@ -386,4 +386,19 @@ describe('DshClient against the real daemon', () => {
     expect(m.items.filter((i) => i.kind === 'user').map((i) => textOf((i as any).message.content))).toEqual(['from window one', 'parked in window one', 'from window two']);
     expect(queueOf(m)).toEqual([]);
   });
+
+  it('changed provider settings apply to the next model request without a restart, keeping the key', async () => {
+    const d = await daemon();
+    expect(d.client.features?.configurationChange).toBe(true);
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    await d.client.followup(sessionId, 'before');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn 1');
+    // Flat keys, as the extension sends them (like its initializationOptions).
+    d.client.changeConfiguration({ model: 'changed-model', baseUrl: fake.baseUrl, thinking: false });
+    await d.client.followup(sessionId, 'after');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'turn 2');
+    expect(fake.requests.map((r) => r.body.model)).toEqual([fake.requests[0].body.model, 'changed-model']);
+    expect(fake.requests[0].body.model).not.toBe('changed-model');
+    expect(fake.requests[1].authorization).toBe('Bearer sk-test-0000');
+  });
 });

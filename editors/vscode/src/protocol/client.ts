@@ -101,6 +101,11 @@ export class DshClient {
     return this.rpc.request('dsh/inbox/move', index === undefined ? { sessionId, messageId, target } : { sessionId, messageId, target, index });
   }
   contextAdd(p: ContextAddParams): Promise<{ messageId: string }> { return this.rpc.request('dsh/context/add', p); }
+  /** New settings (the keys of initializationOptions, merged over them) for the next model request
+   *  (daemons with `configurationChange`). */
+  changeConfiguration(dsh: Record<string, unknown>): void {
+    void this.rpc.notify('workspace/didChangeConfiguration', { settings: { dsh } });
+  }
   contextDidChange(p: ContextDidChangeParams): void { void this.rpc.notify('dsh/context/didChange', p); }
 
   dispose(): void {

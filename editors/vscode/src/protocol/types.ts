@@ -168,6 +168,8 @@ export interface InitializeDshCapabilities {
   detach?: boolean;
   /** A read-only attach follows the store live and turns writable by itself (`session/lease`, §3). */
   liveReadOnly?: boolean;
+  /** workspace/didChangeConfiguration {settings: {dsh: {...}}} applies without a restart (§1). */
+  configurationChange?: boolean;
   [flag: string]: unknown;
 }
 
