@@ -48,15 +48,15 @@ transcript.addEventListener('scroll', () => {
 
 /** Shows older items: those the model already has, else asks the host for an older transcript page
  *  (its items appear when the batch arrives; the view keeps its place). */
-let olderAsked: number | null = null;
+let olderAsked: { before: number; at: number } | null = null;
 function loadOlder(): void {
   if (model.items.length > shown) {
     const h = transcript.scrollHeight;
     shown += PAGE;
     renderTranscript(true);
     transcript.scrollTop += transcript.scrollHeight - h;
-  } else if (model.olderBefore !== null && olderAsked !== model.olderBefore) {
-    olderAsked = model.olderBefore;
+  } else if (model.olderBefore !== null && (olderAsked?.before !== model.olderBefore || Date.now() - olderAsked.at > 3000)) {
+    olderAsked = { before: model.olderBefore, at: Date.now() }; // once per page (again if no page came)
     shown = model.items.length + PAGE;
     post({ type: 'loadOlder' });
   }
@@ -114,7 +114,7 @@ function send(mode: 'followup' | 'steer'): void {
 window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
   const m = ev.data;
   switch (m.type) {
-    case 'snapshot': model = m.model; connection = m.connection; break;
+    case 'snapshot': model = m.model; connection = m.connection; olderAsked = null; break;
     case 'actions': model = reduceAll(model, m.actions); break;
     case 'connection': connection = m.connection; break;
     case 'chip': chips.push(m.chip); renderChips(); input.focus(); return;
