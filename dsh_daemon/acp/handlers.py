@@ -24,6 +24,7 @@ from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.sessions import AcpSessions
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.agent.inbox import TARGETS, Target
+from dsh_daemon.mcp.config import McpConfigError, ServerConfig, parse_acp_servers
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def capabilities() -> dict[str, Any]:
     return {
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-        "mcpCapabilities": {"http": False, "sse": False},
+        "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         "_meta": {
             "steering": {"supported": True},  # `_session/steering`, as codex-acp and claude-agent-acp
@@ -100,12 +101,12 @@ def _cwd(p: Mapping[str, Any], method: str, required: bool = True) -> str | None
     return os.path.normpath(cwd)
 
 
-def _mcp(p: Mapping[str, Any], method: str) -> None:
-    servers = p.get("mcpServers")
-    if servers is not None and not isinstance(servers, list):
-        raise errors.invalid_params(f"{method}: 'mcpServers' must be an array")
-    if servers:
-        logger.warning("%s: %d MCP server(s) given; MCP servers are not supported yet", method, len(servers))
+def _mcp(p: Mapping[str, Any], method: str) -> dict[str, ServerConfig]:
+    """The session's MCP servers (stdio and http; over those of `$DSH_HOME/config.json`)."""
+    try:
+        return parse_acp_servers(p.get("mcpServers"), f"{method}: mcpServers")
+    except McpConfigError as exc:
+        raise errors.invalid_params(str(exc)) from exc
 
 
 # ---- registration ---------------------------------------------------------------------------------------
@@ -183,19 +184,19 @@ class Handlers:
         p = _object(raw, method)
         cwd = _cwd(p, method)
         assert cwd is not None
-        _mcp(p, method)
+        servers = _mcp(p, method)
         extra = _dirs(p, method)
         if not Path(cwd).is_dir():
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
-        return {"sessionId": self.sessions.new(cwd, extra)}
+        return {"sessionId": self.sessions.new(cwd, extra, servers)}
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/load"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         cwd = _cwd(p, method, required=False)
-        _mcp(p, method)
-        self.sessions.load(session_id, cwd, _dirs(p, method))
+        servers = _mcp(p, method)
+        self.sessions.load(session_id, cwd, _dirs(p, method), servers)
         return {}
 
     def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -203,8 +204,8 @@ class Handlers:
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         cwd = _cwd(p, method, required=False)
-        _mcp(p, method)
-        self.sessions.resume(session_id, cwd, _dirs(p, method))
+        servers = _mcp(p, method)
+        self.sessions.resume(session_id, cwd, _dirs(p, method), servers)
         return {}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """ACP mode's configuration, parsed once at `initialize` into frozen values.
 
 ACP has no `initializationOptions`; the same keys (provider keys flat or under `provider`,
-`permissionTimeoutS`, `tools`, `agent`) may come in `initialize`'s `_meta.dsh`, over
+`permissionTimeoutS`, `tools`, `agent`, `mcpServers`) may come in `initialize`'s `_meta.dsh`, over
 `$DSH_HOME/config.json`, the environment and the command-line flags.
 """
 
@@ -16,10 +16,11 @@ from typing import Any
 from dsh_daemon.acp.errors import invalid_params, shown
 from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
+from dsh_daemon.mcp.config import McpConfigError, ServerConfig, load_file_servers, merge, parse_servers
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError
 
 DEFAULT_PERMISSION_TIMEOUT_S = 300.0
-NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent"})
+NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers"})
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class AcpOptions:
     permission_timeout_s: float = DEFAULT_PERMISSION_TIMEOUT_S
     tools: ToolConfig = field(default_factory=ToolConfig)
     agent: PromptConfig = field(default_factory=PromptConfig)
+    mcp_servers: Mapping[str, ServerConfig] = field(default_factory=dict)  # before session/new's own
 
 
 def parse_options(state_dir: Path, env: Mapping[str, str], flags: Mapping[str, Any], raw: Any) -> AcpOptions:
@@ -41,7 +43,8 @@ def parse_options(state_dir: Path, env: Mapping[str, str], flags: Mapping[str, A
         provider = load_provider_config(state_dir, env, flags, provider_raw)
         tools = ToolConfig.parse(raw.get("tools"))
         agent = load_prompt_config(state_dir, raw)
-    except (ConfigError, ToolConfigError, PromptConfigError) as exc:
+        mcp_servers = merge(load_file_servers(state_dir), parse_servers(raw.get("mcpServers")))
+    except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError) as exc:
         raise invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
     timeout = raw.get("permissionTimeoutS", DEFAULT_PERMISSION_TIMEOUT_S)
     if (
@@ -54,4 +57,4 @@ def parse_options(state_dir: Path, env: Mapping[str, str], flags: Mapping[str, A
             f"invalid dsh-daemon configuration: permissionTimeoutS must be a positive number, "
             f"not {shown(repr(timeout), 80)}"
         )
-    return AcpOptions(provider, float(timeout), tools, agent)
+    return AcpOptions(provider, float(timeout), tools, agent, mcp_servers)

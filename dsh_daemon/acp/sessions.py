@@ -40,6 +40,10 @@ from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.system_prompt import SystemPrompt
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.mcp.client import McpTools
+from dsh_daemon.mcp.client import attach as attach_mcp
+from dsh_daemon.mcp.config import ServerSource, merge
+from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.model.events import Event
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError, UnknownSessionError
@@ -59,6 +63,7 @@ class Wiring:
     files: ClientFiles
     kit: ToolKit
     translator: Translator
+    mcp: McpTools | None = None  # the session's MCP servers
 
 
 @dataclass
@@ -104,14 +109,20 @@ class AcpSessions:
 
     # ---- wiring --------------------------------------------------------------------------------------
 
-    def _wire(self, session_id: str, cwd: str, extra_roots: Sequence[str] = ()) -> Wiring:
+    def _wire(
+        self,
+        session_id: str,
+        cwd: str,
+        extra_roots: Sequence[str] = (),
+        mcp_servers: ServerSource | None = None,
+    ) -> Wiring:
         wiring = self.wirings.get(session_id)
         if wiring is not None:
             return wiring
         roots = [cwd, *(r for r in extra_roots if Path(r).is_dir())]
         workspace = Workspace(roots, cwd=cwd)
         files = ClientFiles(self.connection, session_id, workspace, self.fs)
-        kit = build_tool_registry(workspace, files, files, self.options.tools)
+        kit = build_tool_registry(workspace, files, files, self.options.tools, McpToolRegistry())
         translator = Translator(
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
@@ -120,9 +131,24 @@ class AcpSessions:
             context_window=context_window(self.options),
             title=lambda: self._title(session_id),
         )
-        wiring = Wiring(workspace, files, kit, translator)
+        servers = merge(self.options.mcp_servers, mcp_servers or {})
+        mcp = attach_mcp(
+            kit,
+            servers,
+            lambda data: self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data}),
+            str(workspace.cwd),
+        )
+        wiring = Wiring(workspace, files, kit, translator, mcp)
         self.wirings[session_id] = wiring
         return wiring
+
+    def _unwire(self, session_id: str) -> None:
+        """Forget the session's wiring; its MCP servers stop (in the background)."""
+        wiring = self.wirings.pop(session_id, None)
+        if wiring is not None and wiring.mcp is not None:
+            task = asyncio.get_running_loop().create_task(wiring.mcp.aclose())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _title(self, session_id: str) -> str | None:
         try:
@@ -140,6 +166,7 @@ class AcpSessions:
         workspace = wiring.workspace
         prompt = SystemPrompt(self.options.agent, lambda: (workspace.cwd, workspace.roots), shell=shell)
         return Hooks(
+            pre_step=list(wiring.kit.hooks.pre_step),  # MCP servers started before the step's request
             request=[prompt.hook],
             pre_execute=[wiring.files.prefetch, *wiring.kit.hooks.pre_execute],
             post_execute=list(wiring.kit.hooks.post_execute),
@@ -153,21 +180,27 @@ class AcpSessions:
 
     # ---- opening -------------------------------------------------------------------------------------
 
-    def new(self, cwd: str, extra_roots: Sequence[str]) -> str:
+    def new(self, cwd: str, extra_roots: Sequence[str], mcp_servers: ServerSource | None = None) -> str:
         session_id = str(uuid.uuid4())
         try:
-            self._wire(session_id, cwd, extra_roots)
+            self._wire(session_id, cwd, extra_roots, mcp_servers)
             agent = self.manager.create(cwd=cwd, session_id=session_id)
         except ValueError as exc:
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
             raise errors.invalid_params(f"session/new: {exc}") from exc
         except BaseException:
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
             raise
         self._subscribe(agent)
         return session_id
 
-    def _open(self, session_id: str, cwd: str | None, extra_roots: Sequence[str] = ()) -> Agent:
+    def _open(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str] = (),
+        mcp_servers: ServerSource | None = None,
+    ) -> Agent:
         """The session, driven by this process (opened and wired if needed)."""
         state = self.sessions.get(session_id)
         if state is not None and state.agent.log.lease_lost is None:
@@ -177,16 +210,16 @@ class AcpSessions:
         try:
             stored = self.manager.info(session_id).cwd
             where = stored if stored and Path(stored).is_dir() else (cwd or os.getcwd())
-            self._wire(session_id, where, extra_roots)
+            self._wire(session_id, where, extra_roots, mcp_servers)
             return self.manager.open(session_id)
         except UnknownSessionError as exc:
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
             raise errors.unknown_session(session_id) from exc
         except SessionBusyError as exc:
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
             raise errors.session_busy(session_id, exc.pid, exc.host) from exc
         except (KeyError, TypeError, ValueError, StoreError, sqlite3.DatabaseError) as exc:
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
             raise errors.session_unreadable(f"session {session_id} cannot be loaded: {exc}") from exc
 
     def _subscribe(self, agent: Agent) -> OpenSession:
@@ -205,18 +238,30 @@ class AcpSessions:
         self.sessions[session_id] = state
         return state
 
-    def load(self, session_id: str, cwd: str | None, extra_roots: Sequence[str]) -> None:
+    def load(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None = None,
+    ) -> None:
         """Replay the durable log as updates, then continue live: replay and subscription happen in one
         synchronous stretch, so no event falls between them and none is sent twice."""
-        agent = self._open(session_id, cwd, extra_roots)
+        agent = self._open(session_id, cwd, extra_roots, mcp_servers)
         translator = self.wirings[session_id].translator
         for event in [e for e in agent.log.events if e.seq is not None]:
             translator.replay(event)
         translator.title_changed()
         self._subscribe(agent)
 
-    def resume(self, session_id: str, cwd: str | None, extra_roots: Sequence[str]) -> None:
-        self._subscribe(self._open(session_id, cwd, extra_roots))
+    def resume(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None = None,
+    ) -> None:
+        self._subscribe(self._open(session_id, cwd, extra_roots, mcp_servers))
 
     def state(self, session_id: str) -> OpenSession:
         """A session this connection opened (new, load or resume)."""
@@ -240,7 +285,7 @@ class AcpSessions:
 
     def _forget(self, session_id: str) -> None:
         state = self.sessions.pop(session_id, None)
-        self.wirings.pop(session_id, None)
+        self._unwire(session_id)
         if state is not None:
             if state.unsubscribe is not None:
                 state.unsubscribe()
@@ -256,7 +301,7 @@ class AcpSessions:
             await self.manager.close_session(session_id)
         finally:
             state.book.close()
-            self.wirings.pop(session_id, None)
+            self._unwire(session_id)
 
     def list(self, cwd: str | None) -> list[dict[str, Any]]:
         out = []
@@ -363,6 +408,10 @@ class AcpSessions:
             state.book.close()
         self.sessions.clear()
         await self.manager.close()
+        for session_id in list(self.wirings):
+            self._unwire(session_id)  # MCP servers end with their sessions
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         close_provider = getattr(self.manager.provider, "aclose", None)
         if close_provider is not None:
             await close_provider()

@@ -82,6 +82,7 @@ class DshProtocol(LanguageServerProtocol):
                 "detach": True,  # dsh/session/detach (§3)
                 "liveReadOnly": True,  # a read-only attach follows the store; session/lease (§3)
                 "configurationChange": True,  # workspace/didChangeConfiguration (§1)
+                "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
             }
         }
         return result
@@ -274,7 +275,13 @@ def register(daemon: Daemon) -> None:
         cwd = _absolute(ls, params.fs_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
         _check_inside_workspace(ls, cwd, method)
         title = params.opt_str(p, "title", method)
-        return {"sessionId": daemon.hub.new_session(cwd, title)}
+        from dsh_daemon.mcp.config import McpConfigError, parse_servers
+
+        try:
+            servers = parse_servers(p.get("mcpServers"), f"{method}: mcpServers")
+        except McpConfigError as exc:
+            raise errors.invalid_params(str(exc)) from exc
+        return {"sessionId": daemon.hub.new_session(cwd, title, servers)}
 
     @dsh("dsh/session/list")
     def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:

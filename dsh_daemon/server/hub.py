@@ -32,6 +32,10 @@ from dsh_daemon.agent.inbox import (
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.mcp.client import McpTools
+from dsh_daemon.mcp.client import attach as attach_mcp
+from dsh_daemon.mcp.config import ServerSource, merge
+from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.model.inbox import PRESETS
 from dsh_daemon.model.messages import UserMessage
@@ -112,6 +116,8 @@ class SessionHub:
         self.ambient_default = AmbientState()
         self.ambient: dict[str, AmbientState] = {}
         self.kits: dict[str, ToolKit] = {}
+        self.mcp: dict[str, McpTools] = {}  # each session's MCP servers (stopped with the hub)
+        self._mcp_closing: set[asyncio.Task[None]] = set()
         self.workspaces: dict[str, ToolWorkspace] = {}  # each session's tool roots and cwd
         # sessions this connection attached while another process drove them: last seq delivered
         self.read_only: dict[str, int] = {}
@@ -160,8 +166,11 @@ class SessionHub:
             if isinstance(approver, ClientApprover):
                 approver.timeout_s = options.permission_timeout_s
 
-    def _kit(self, session_id: str, cwd: str | None = None) -> ToolKit:
-        """The session's tools (`cwd`: of a session not stored yet; else read from the store)."""
+    def _kit(
+        self, session_id: str, cwd: str | None = None, mcp_servers: ServerSource | None = None
+    ) -> ToolKit:
+        """The session's tools (`cwd`: of a session not stored yet; else read from the store), its MCP
+        servers' included (the configured ones, and `mcp_servers` given at `dsh/session/new`)."""
         kit = self.kits.get(session_id)
         if kit is None:
             if cwd is None:
@@ -171,10 +180,24 @@ class SessionHub:
             applier = WorkspaceEditApplier(
                 self.server, documents, DiskEditApplier(workspace), lambda: self.config.client_capabilities
             )
-            kit = build_tool_registry(workspace, documents, applier, self.config.tool_config)
+            registry = McpToolRegistry()
+            kit = build_tool_registry(workspace, documents, applier, self.config.tool_config, registry)
+            servers = merge(self.config.parsed.mcp_servers, mcp_servers or {})
+            announce = self._announcer(session_id)
+            mcp = attach_mcp(kit, servers, lambda data: announce("mcp/status", data), str(workspace.cwd))
+            if mcp is not None:
+                self.mcp[session_id] = mcp
             self.kits[session_id] = kit
             self.workspaces[session_id] = workspace
         return kit
+
+    def _close_mcp(self, session_id: str) -> None:
+        """Stop the session's MCP servers (their process trees killed), in the background."""
+        mcp = self.mcp.pop(session_id, None)
+        if mcp is not None:
+            task = asyncio.get_running_loop().create_task(mcp.aclose())
+            self._mcp_closing.add(task)
+            task.add_done_callback(self._mcp_closing.discard)
 
     def _tool_workspace(self, cwd: str | None) -> ToolWorkspace:
         """Roots: the editor's workspace folders plus the session cwd (when it is a directory)."""
@@ -190,7 +213,10 @@ class SessionHub:
     def _hooks_for(self, session_id: str) -> Hooks:
         kit = self._kit(session_id).hooks
         return Hooks(
-            pre_step=[snapshot_hook(self.ambient_for(session_id), lambda: self._context_source(session_id))],
+            pre_step=[
+                *kit.pre_step,  # MCP servers started before the step's request
+                snapshot_hook(self.ambient_for(session_id), lambda: self._context_source(session_id)),
+            ],
             request=[self._system_prompt(session_id).hook],
             pre_execute=list(kit.pre_execute),
             post_execute=list(kit.post_execute),
@@ -343,12 +369,12 @@ class SessionHub:
             payload = {"sessionId": session_id, "seq": event.seq, "type": event.type, "data": event.data}
             send_event(protocol, payload)
 
-    def new_session(self, cwd: str | None, title: str | None) -> str:
+    def new_session(self, cwd: str | None, title: str | None, mcp_servers: ServerSource | None = None) -> str:
         """All or nothing: what can fail is built before the session row exists, and a failure while
         creating it removes the row and the lease again (no half-made session for a later attach)."""
         session_id = str(uuid.uuid4())
         try:
-            self._kit(session_id, cwd)
+            self._kit(session_id, cwd, mcp_servers)
             agent = self.manager.create(cwd=cwd, title=title, session_id=session_id)
         except BaseException:
             self._discard_new_session(session_id)
@@ -361,6 +387,7 @@ class SessionHub:
 
     def _discard_new_session(self, session_id: str) -> None:
         self.kits.pop(session_id, None)
+        self._close_mcp(session_id)
         self.workspaces.pop(session_id, None)
         self.manager.agents.pop(session_id, None)
         store = self.manager.store
@@ -450,6 +477,7 @@ class SessionHub:
             view.unsubscribe()
         for table in (self.kits, self.workspaces, self.ambient, self.read_only):
             table.pop(session_id, None)
+        self._close_mcp(session_id)
         self.follower.forget(session_id)
 
     def attach(self, session_id: str, after_seq: int, replay: bool = True) -> dict[str, Any]:
@@ -624,6 +652,10 @@ class SessionHub:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach."""
         await self.follower.close()
         await self.manager.close()
+        for session_id in list(self.mcp):
+            self._close_mcp(session_id)
+        if self._mcp_closing:  # MCP servers end with their sessions: after the turns' tool calls
+            await asyncio.gather(*self._mcp_closing, return_exceptions=True)
         close_provider = getattr(self.manager.provider, "aclose", None)
         if close_provider is not None:
             await close_provider()  # pooled provider connections

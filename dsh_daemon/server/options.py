@@ -15,12 +15,13 @@ from typing import Any
 
 from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
+from dsh_daemon.mcp.config import McpConfigError, ServerConfig, load_file_servers, merge, parse_servers
 from dsh_daemon.server import errors
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError
 
 DEFAULT_PERMISSION_TIMEOUT_S = 300.0
 # Keys that are not provider configuration (which is everything else, flat or inside `provider`).
-SERVER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent"})
+SERVER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers"})
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class DaemonOptions:
     permission_timeout_s: float = DEFAULT_PERMISSION_TIMEOUT_S
     tools: ToolConfig = field(default_factory=ToolConfig)
     agent: PromptConfig = field(default_factory=PromptConfig)  # the system prompt (`agent`)
+    # MCP servers every session starts: `$DSH_HOME/config.json` `mcpServers`, then `mcpServers` here
+    mcp_servers: Mapping[str, ServerConfig] = field(default_factory=dict)
 
 
 def parse_options(
@@ -44,7 +47,8 @@ def parse_options(
         provider = load_provider_config(state_dir, env, flags, provider_raw)
         tools = ToolConfig.parse(raw.get("tools"))
         agent = load_prompt_config(state_dir, raw)
-    except (ConfigError, ToolConfigError, PromptConfigError) as exc:
+        mcp_servers = merge(load_file_servers(state_dir), parse_servers(raw.get("mcpServers")))
+    except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError) as exc:
         raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
     timeout = raw.get("permissionTimeoutS")
     if timeout is None:
@@ -58,4 +62,4 @@ def parse_options(
         raise errors.invalid_params(
             f"invalid dsh-daemon configuration: permissionTimeoutS must be positive, not {timeout}"
         )
-    return DaemonOptions(provider, float(timeout), tools, agent)
+    return DaemonOptions(provider, float(timeout), tools, agent, mcp_servers)

@@ -1,0 +1,405 @@
+"""One session's MCP servers: started with the session, stopped with it, their tools in its registry.
+
+Each server runs in a task of its own that holds the SDK's transport and `ClientSession` (their
+context managers must be entered and left by one task); tool calls from the agent go through that
+session. A server that fails to start or exits is reported (`on_status`, and the log), and its tools
+stop being offered; a call to one fails with `MCP_UNAVAILABLE`. Nothing fails the session or the turn.
+
+stdio servers carry `proctree`'s marker in their environment, so closing a server kills whatever it
+left behind (grandchildren that ignored the end of stdin included), and so does the daemon's exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal as signals
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
+
+from dsh_daemon.agent.hooks import PreStepContext, PreStepDecision
+from dsh_daemon.agent.tools import Allow, Ask, Deny, PreExecuteDecision, ToolCall, ToolRegistry
+from dsh_daemon.mcp.config import HttpServer, ServerConfig, StdioServer
+from dsh_daemon.mcp.tools import PREFIX, McpCallError, McpTool, ServerGoneError, make_spec, tool_name
+from dsh_daemon.tools import proctree
+from dsh_daemon.tools.factory import ToolKit
+from dsh_daemon.tools.policy import PermissionPolicy
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.types import CallToolResult, Tool
+
+    from dsh_daemon.agent.signal import AbortSignal
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "ready", "failed", "exited", "stopped"]
+StatusSink = Callable[[dict[str, Any]], None]
+STOP_TIMEOUT_S = 6.0  # the SDK gives a stdio server 2 s after stdin closes, then 2 s after SIGTERM
+STDERR_TAIL = 2_000
+
+
+class ServerConnection:
+    """One MCP server: its task, state and tools."""
+
+    def __init__(self, config: ServerConfig, cwd: str | None, changed: Callable[[ServerConnection], None]):
+        self.config = config
+        self.name = config.name
+        self.cwd = cwd
+        self.state: State = "starting"
+        self.error: str | None = None
+        self.tools: list[Tool] = []
+        self._changed = changed
+        self._session: ClientSession | None = None
+        self._settled = asyncio.Event()  # the start is over: ready or failed
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._tree: proctree.ProcessTree | None = None
+        self._stderr: IO[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "ready"
+
+    def unavailable_reason(self) -> str:
+        what = {
+            "starting": "has not started yet",
+            "failed": "failed to start",
+            "exited": "exited",
+            "stopped": "was stopped",
+            "ready": "is running",
+        }[self.state]
+        detail = f": {self.error}" if self.error else ""
+        return f"MCP server {self.name!r} {what}{detail}; its tools are not available"
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp server {self.name}")
+
+    async def settled(self) -> None:
+        self.start()
+        await self._settled.wait()
+
+    async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
+        from mcp.shared.exceptions import McpError
+        from mcp.types import CONNECTION_CLOSED
+
+        session = self._session
+        if session is None or not self.running:
+            raise ServerGoneError(self.unavailable_reason())
+        try:
+            return await session.call_tool(tool, dict(arguments))
+        except McpError as exc:
+            if exc.error.code == CONNECTION_CLOSED or not self.running:
+                self._gone("exited", "the connection closed during the call")
+                raise ServerGoneError(f"{self.unavailable_reason()} (during the call)") from exc
+            raise McpCallError(exc.error.message) from exc
+        except Exception as exc:
+            if not self.running:
+                raise ServerGoneError(f"{self.unavailable_reason()} (during the call)") from exc
+            raise McpCallError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def stop(self) -> None:
+        """Close the connection and end the server (its whole process tree)."""
+        self._stop.set()
+        task = self._task
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            except BaseException:
+                log.debug("MCP server %s: stop", self.name, exc_info=True)
+        if self.state in ("starting", "ready"):
+            self.state = "stopped"
+        self._settled.set()
+        self._kill_tree()
+
+    # ---- the server's task ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._serve()
+        except asyncio.CancelledError:
+            self._gone("stopped", None)
+            raise
+        except BaseException as exc:
+            if self.state == "starting":
+                self._gone("failed", self._describe(exc))
+            elif self.state == "ready":
+                self._gone("exited", self._describe(exc))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._session = None
+            self._settled.set()
+            self._kill_tree()
+            if self._stderr is not None:
+                self._stderr.close()
+
+    async def _serve(self) -> None:
+        import anyio
+        from mcp import ClientSession
+        from mcp.shared.message import SessionMessage
+
+        async with contextlib.AsyncExitStack() as stack:
+            streams = await self._open_transport(stack)
+            read, write = streams[0], streams[1]
+            proxy_send, proxy_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            group = await stack.enter_async_context(anyio.create_task_group())
+            group.start_soon(self._pump, read, proxy_send)
+            session = await stack.enter_async_context(ClientSession(proxy_read, write))
+            with anyio.fail_after(self.config.startup_timeout_s):
+                await session.initialize()
+                self.tools = await self._list_tools(session)
+            if self.state != "starting":  # the transport closed meanwhile
+                raise ConnectionError("the server closed the connection")
+            self._session = session
+            self.state = "ready"
+            self._settled.set()
+            self._changed(self)
+            await self._stop.wait()
+            group.cancel_scope.cancel()
+
+    async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, ...]:
+        config = self.config
+        if isinstance(config, StdioServer):
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            proctree.become_subreaper()  # orphans of the server are re-parented to us, then found
+            self._tree = tree = proctree.ProcessTree(0)
+            self._stderr = tempfile.TemporaryFile()
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env={**dict(config.env), **tree.env},
+                cwd=config.cwd or self.cwd,
+            )
+            try:
+                streams: tuple[Any, ...] = await stack.enter_async_context(
+                    stdio_client(params, cast("TextIO", self._stderr))  # only its fd is used
+                )
+            except OSError as exc:
+                raise ConnectionError(f"cannot start {config.command!r}: {exc.strerror or exc}") from exc
+            me = os.getpid()
+            roots = [pid for pid, proc in tree.scan().items() if proc.ppid == me]
+            if roots:
+                tree.started(min(roots))
+            proctree.register(tree)
+            return streams
+        assert isinstance(config, HttpServer)
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = await stack.enter_async_context(create_mcp_http_client(headers=dict(config.headers)))
+        http_streams: tuple[Any, ...] = await stack.enter_async_context(
+            streamable_http_client(config.url, http_client=client)
+        )
+        return http_streams
+
+    async def _pump(self, source: Any, sink: Any) -> None:
+        """Messages from the transport to the session; their end is the server's end."""
+        try:
+            async with sink:
+                async for item in source:
+                    await sink.send(item)
+        finally:
+            if not self._stop.is_set() and self.state == "ready":
+                self._gone("exited", "the server closed its connection")
+
+    async def _list_tools(self, session: ClientSession) -> list[Tool]:
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server paging forever is not followed forever
+            page = await session.list_tools(cursor)
+            tools.extend(page.tools)
+            cursor = page.nextCursor
+            if not cursor:
+                break
+        return tools
+
+    def _gone(self, state: State, error: str | None) -> None:
+        if self.state in ("failed", "exited", "stopped"):
+            return
+        self.state = state
+        if error is not None:
+            tail = self._stderr_tail()
+            self.error = f"{error}; stderr: {tail}" if tail else error
+        self._settled.set()
+        if state != "stopped":
+            self._changed(self)
+
+    def _describe(self, exc: BaseException) -> str:
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        if isinstance(exc, TimeoutError):
+            return f"no answer to initialize within {self.config.startup_timeout_s:g} s"
+        from mcp.types import CONNECTION_CLOSED
+
+        if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
+            return "the server closed the connection (it exited)"
+        text = str(exc) or type(exc).__name__
+        return text if isinstance(exc, ConnectionError) else f"{type(exc).__name__}: {text}"
+
+    def _stderr_tail(self) -> str:
+        handle = self._stderr
+        if handle is None or handle.closed:
+            return ""
+        try:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - STDERR_TAIL))
+            text = handle.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+        tail = " | ".join(lines[-3:])
+        return tail if len(tail) <= 500 else "…" + tail[-499:]
+
+    def _kill_tree(self) -> None:
+        tree = self._tree
+        if tree is None or tree.root <= 0:  # root 0 would be our own process group
+            return
+        with contextlib.suppress(OSError):
+            tree.signal(signals.SIGKILL)
+        proctree.forget_finished()
+
+    def status(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"server": self.name, "state": self.state, "transport": self.config.transport}
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+class McpTools:
+    """The MCP servers of one session, wired into its tool registry and hooks.
+
+    `modes()` gives the current `tools.permissions`: a tool named there exactly is the permission
+    policy's to decide; otherwise `mcp__{server}` sets the mode of all of a server's tools, and the
+    default is `ask`. A `deny` tool is not offered at all.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        registry: ToolRegistry,
+        modes: Callable[[], Mapping[str, str]],
+        on_status: StatusSink,
+        cwd: str | None = None,
+    ) -> None:
+        self.registry = registry
+        self.modes = modes
+        self.on_status = on_status
+        self.connections = {k: ServerConnection(config, cwd, self._changed) for k, config in servers.items()}
+        self._mine: dict[str, McpTool] = {}
+        self._closed = False
+
+    def start(self) -> None:
+        """Start every server (needs a running event loop; else the first step starts them)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for connection in self.connections.values():
+            connection.start()
+
+    async def wait_ready(self) -> None:
+        """Every server has started or failed (each bounded by its `startupTimeoutS`)."""
+        if not self._closed:
+            await asyncio.gather(*(c.settled() for c in self.connections.values()))
+
+    def status(self) -> list[dict[str, Any]]:
+        return [c.status() | {"tools": self._tool_names(c)} for c in self.connections.values()]
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+
+    # ---- hooks ---------------------------------------------------------------------------------------------
+
+    async def pre_step(
+        self, ctx: PreStepContext, proceed: Callable[[], Awaitable[PreStepDecision]]
+    ) -> PreStepDecision:
+        """A step's request is built once every server has started or failed: the tools it offers do
+        not depend on how fast a server came up."""
+        await ctx.signal.race(self.wait_ready())
+        return await proceed()
+
+    async def pre_execute(self, call: ToolCall, signal: AbortSignal) -> PreExecuteDecision | None:
+        tool = self._mine.get(call.name)
+        if tool is None or self.registry.get(call.name) is not tool:
+            return None
+        if not tool.server.running:
+            return Allow()  # it fails at once (MCP_UNAVAILABLE): nobody is asked about it
+        modes = self.modes()
+        if call.name in modes:
+            return None  # named exactly: the permission policy decides
+        mode = modes.get(f"{PREFIX}{tool.server.name}", "ask")
+        if mode == "allow":
+            return Allow()
+        if mode == "deny":
+            return Deny(f"{call.name} is disabled by the permission policy")
+        return Ask(
+            f"Run {tool.mcp_name} (MCP server {tool.server.name})",
+            {"server": tool.server.name, "tool": tool.mcp_name},
+        )
+
+    # ---- state changes -------------------------------------------------------------------------------------
+
+    def _changed(self, connection: ServerConnection) -> None:
+        if connection.state == "ready":
+            self._register(connection)
+            log.info("MCP server %s ready: %d tools", connection.name, len(self._tool_names(connection)))
+        else:
+            log.warning("MCP server %s %s: %s", connection.name, connection.state, connection.error)
+        if not self._closed:
+            data = connection.status()
+            if connection.state == "ready":
+                data["tools"] = self._tool_names(connection)
+            try:
+                self.on_status(data)
+            except Exception:
+                log.exception("MCP status could not be sent")
+
+    def _register(self, connection: ServerConnection) -> None:
+        modes = self.modes()
+        server_mode = modes.get(f"{PREFIX}{connection.name}")
+        for tool in connection.tools:
+            name = tool_name(connection.name, tool.name)
+            if modes.get(name, server_mode) == "deny":
+                continue  # a tool that can never run only costs the model tokens
+            if name in self.registry.tools:
+                log.warning("MCP server %s: tool %s skipped (the name is taken)", connection.name, name)
+                continue
+            try:
+                spec = make_spec(name, tool)
+            except (TypeError, ValueError) as exc:
+                log.warning("MCP server %s: tool %s skipped: %s", connection.name, tool.name, exc)
+                continue
+            adapter = McpTool(spec, connection, tool.name)
+            self._mine[name] = adapter
+            self.registry.add(adapter)
+
+    def _tool_names(self, connection: ServerConnection) -> list[str]:
+        return [name for name, tool in self._mine.items() if tool.server is connection]
+
+
+def attach(
+    kit: ToolKit, servers: Mapping[str, ServerConfig], on_status: StatusSink, cwd: str | None
+) -> McpTools | None:
+    """Wire a session's servers into its tool kit (its registry, `pre_step` and `pre_execute` hooks;
+    the modes are the kit's permission policy's, which `workspace/didChangeConfiguration` updates) and
+    start them. None when there are none."""
+    if not servers:
+        return None
+    policy = next((h for h in kit.hooks.pre_execute if isinstance(h, PermissionPolicy)), None)
+    modes: Callable[[], Mapping[str, str]] = (lambda: policy.modes) if policy is not None else dict
+    tools = McpTools(servers, kit.registry, modes, on_status, cwd)
+    kit.hooks.pre_step.append(tools.pre_step)
+    kit.hooks.pre_execute.append(tools.pre_execute)
+    tools.start()
+    return tools
