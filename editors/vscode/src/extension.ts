@@ -13,12 +13,17 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   const permissions = new Permissions(
     (request) => {
       p.dispatch({ kind: 'permission', request });
-      // The card is in the panel; when the panel is not showing, ask in a notification too.
-      if (!p.visible) {
-        void vscode.window.showWarningMessage(`dsh: ${request.title}`, 'Allow once', 'Reject', 'Show').then((choice) => {
+      // The card is in the panel; when the panel is not showing, or shows another session (the card
+      // appears when that session is shown again), ask in a notification too.
+      const elsewhere = request.sessionId !== p.model.sessionId;
+      if (!p.visible || elsewhere) {
+        void vscode.window.showWarningMessage(`dsh: ${request.title}${elsewhere ? ' (in another session)' : ''}`, 'Allow once', 'Reject', 'Show').then((choice) => {
           if (choice === 'Allow once') permissions.answer(request.callId, 'allow-once');
           else if (choice === 'Reject') permissions.answer(request.callId, 'reject');
-          else if (choice === 'Show') void vscode.commands.executeCommand('dsh.chat.focus');
+          else if (choice === 'Show') {
+            void vscode.commands.executeCommand('dsh.chat.focus');
+            if (request.sessionId !== p.model.sessionId) void p.openSession(request.sessionId);
+          }
         });
       }
     },

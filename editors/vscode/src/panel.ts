@@ -122,7 +122,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       this.permissions.edited.add(path.isAbsolute(p) ? p : path.join(vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? '', p));
     }
     if (e.type === 'tool/call' && data?.name === 'run_command') void this.permissions.saveEdited();
-    if (e.type === 'turn/end') this.permissions.cancelAll();
+    if (e.type === 'turn/end') this.permissions.cancelAll(e.sessionId);
     if (e.type === 'session/lease' && !data?.readOnly) {
       // The other window let go and this daemon drives the session now: the queue as it stands.
       if (this.readOnlyRetry) { clearTimeout(this.readOnlyRetry); this.readOnlyRetry = undefined; }
@@ -164,6 +164,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       }
       const res = await client.attach(id, afterSeq);
       this.dispatch({ kind: 'attached', result: res });
+      // Requests this window still holds for the session (it asked while another session was shown).
+      for (const request of this.permissions.openFor(id)) this.dispatch({ kind: 'permission', request });
       if (res.readOnly && client.features?.liveReadOnly) {
         // Another process drives it: its events follow live, and `session/lease` says when this
         // daemon drives it (a reloaded window's old daemon exiting).
@@ -214,12 +216,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       const choice = await this.pickSession(client);
       if (!choice) return;
       const { action, session } = choice;
-      if (action === 'switch') {
-        if (session.sessionId !== this.model.sessionId) this.detach(client, this.model.sessionId);
-        await this.ctx.workspaceState.update(SESSION_KEY, session.sessionId);
-        await this.attach(client, session.sessionId, true);
-        return;
-      }
+      if (action === 'switch') return this.openSession(session.sessionId);
       try {
         if (action === 'rename') {
           const title = await vscode.window.showInputBox({ prompt: 'Rename the dsh session', value: session.title, ignoreFocusOut: true,
@@ -242,6 +239,14 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
       }
     }
+  }
+
+  /** Shows session `id` (leaving the one shown, which is detached). */
+  async openSession(id: string): Promise<void> {
+    const client = await this.daemon.ensureStarted();
+    if (id !== this.model.sessionId) this.detach(client, this.model.sessionId);
+    await this.ctx.workspaceState.update(SESSION_KEY, id);
+    await this.attach(client, id, true);
   }
 
   private async pickSession(client: DshClient): Promise<{ action: 'switch' | 'rename' | 'delete'; session: SessionInfo } | undefined> {

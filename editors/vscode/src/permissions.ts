@@ -30,13 +30,18 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     return outcome;
   };
 
+  /** The requests of `sessionId` still waiting for an answer here. */
+  openFor(sessionId: string): PermissionRequest[] {
+    return [...this.pending.values()].filter((p) => p.req.sessionId === sessionId).map((p) => p.req);
+  }
+
   answer(callId: string, outcome: PermissionOutcome): void {
     this.pending.get(callId)?.resolve(outcome);
   }
 
-  /** A turn ended: requests still open are moot. */
-  cancelAll(): void {
-    for (const p of [...this.pending.values()]) p.resolve('cancelled');
+  /** A turn of `sessionId` ended (or everything goes away): its requests still open are moot. */
+  cancelAll(sessionId?: string): void {
+    for (const p of [...this.pending.values()]) if (sessionId === undefined || p.req.sessionId === sessionId) p.resolve('cancelled');
   }
 
   async saveEdited(): Promise<void> {

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as vscode from 'vscode';
 import { ChatPanel } from '../src/panel';
+import { Permissions } from '../src/permissions';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +27,7 @@ afterEach(async () => {
   removeTempStates();
 });
 
-function fakeHost(stored?: string) {
+function fakeHost(stored?: string, realPermissions = false) {
   const state = new Map<string, unknown>();
   if (stored) state.set('dsh.sessionId', stored);
   const ctx = {
@@ -38,7 +39,10 @@ function fakeHost(stored?: string) {
   const onReady = new vscode.EventEmitter<any>();
   const onState = new vscode.EventEmitter<any>();
   const daemon = { client: d.client, ensureStarted: async () => d.client, onReady: onReady.event, onState: onState.event, hasKey: async () => true };
-  const permissions = { handle: async () => 'allow-once', answer() {}, cancelAll() {}, saveEdited: async () => {}, edited: new Set<string>(), viewDiff: async () => {} };
+  let panelRef: ChatPanel | undefined;
+  const permissions = realPermissions
+    ? new Permissions((request) => panelRef?.dispatch({ kind: 'permission', request }), (callId) => panelRef?.dispatch({ kind: 'permissionDone', callId }))
+    : { handle: async () => 'allow-once', answer() {}, cancelAll() {}, openFor: () => [], saveEdited: async () => {}, edited: new Set<string>(), viewDiff: async () => {} };
   const posted: Array<{ at: number; msg: HostToWebview }> = [];
   let receive: (m: WebviewToHost) => void = () => {};
   const view = {
@@ -51,10 +55,11 @@ function fakeHost(stored?: string) {
     onDidDispose: () => ({ dispose() {} }),
   };
   const panel = new ChatPanel(ctx as any, daemon as any, permissions as any);
+  panelRef = panel;
   onReady.fire(d.client);
   onState.fire({ state: 'ready' });
   panel.resolveWebviewView(view as any);
-  return { panel, view, posted, state, send: (m: WebviewToHost) => receive(m) };
+  return { panel, view, posted, state, permissions, send: (m: WebviewToHost) => receive(m) };
 }
 
 type Host = ReturnType<typeof fakeHost>;
@@ -224,6 +229,33 @@ describe('ChatPanel (host) with the real daemon', () => {
     } finally {
       await other.stop();
     }
+    host.panel.dispose();
+  });
+
+  it('a permission request of a session left waiting survives the other session\'s turns; its card comes back when it is shown again', async () => {
+    const host = fakeHost(undefined, true);
+    const permissions = host.permissions as Permissions;
+    host.send({ type: 'ready' });
+    writeFileSync(join(d.root, 'notes.txt'), 'alpha\nbeta\n');
+    fake.script(toolReply([{ id: 'call_ed', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('edited'));
+    host.send({ type: 'send', text: 'edit the notes', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.permissions.length === 1, 'the permission card');
+    const a = host.panel.model.sessionId!;
+    await host.panel.newSession(); // leaves A running, waiting for the answer
+    const b = host.panel.model.sessionId!;
+    fake.script(textReply('hello from B'));
+    host.send({ type: 'send', text: 'meanwhile in B', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd'), 'a turn in B');
+    expect(host.panel.model.sessionId).toBe(b);
+    expect(host.panel.model.permissions).toEqual([]);
+    expect(permissions.openFor(a).map((r) => r.callId)).toEqual(['call_ed']); // B's turn end did not cancel it
+    await host.panel.openSession(a);
+    expect(host.panel.model.permissions.map((r) => r.callId)).toEqual(['call_ed']);
+    permissions.answer('call_ed', 'allow-once');
+    await d.waitFor(() => host.panel.model.items.some((i) => i.id === 'e:1') && host.panel.model.status === 'idle', 'A finished');
+    expect(host.panel.model.permissions).toEqual([]);
+    expect(JSON.stringify(d.applied)).toContain('gamma');
+    permissions.dispose();
     host.panel.dispose();
   });
 });

@@ -91,4 +91,11 @@ describe('reducer', () => {
       ['s', 'steer', []], ['i', 'inject', []], ['old', 'steer', []], ['f', 'followup', ['c1']], ['p', 'send', []],
     ]);
   });
+
+  it("a permission request of another session does not become a card in this one", () => {
+    const req = (sessionId: string) => ({ sessionId, callId: 'c1', tool: 'edit_file', title: 'Edit', arguments: {} });
+    const m = reduceAll(emptyModel(S), [{ kind: 'permission', request: req('other') }]);
+    expect(m.permissions).toEqual([]);
+    expect(reduceAll(m, [{ kind: 'permission', request: req(S) }]).permissions.map((p) => p.callId)).toEqual(['c1']);
+  });
 });

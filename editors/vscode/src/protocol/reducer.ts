@@ -93,6 +93,7 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
     case 'sent':
       return { ...model, via: { ...model.via, [action.messageId]: action.via }, rev: model.rev + 1 };
     case 'permission': {
+      if (model.sessionId !== null && action.request.sessionId !== model.sessionId) return model; // another session's
       const m = { ...model, permissions: [...model.permissions.filter((p) => p.callId !== action.request.callId), action.request], rev: model.rev + 1 };
       return updateItem(m, 't:' + action.request.callId, (it) => it.kind === 'tool' && (it.status === 'pending' || it.status === 'running') ? { ...it, status: 'awaiting-permission' } : it);
     }

@@ -59,6 +59,8 @@ export interface SessionInfo {
 export interface AttachResult {
   sessionId: string; status: 'idle' | 'running'; lastSeq: number; inbox: Inbox;
   readOnly?: boolean; holder?: Record<string, unknown>;
+  /** The session's open permission requests (daemons with `permissionEvents`). */
+  permissionRequests?: PermissionRequest[];
 }
 
 /** A page of `dsh/session/transcript` (daemons with `transcript`): turns newest first. */
