@@ -2,7 +2,8 @@
 
 Environment: `FIXTURE_PIDS` (a path): at start, spawn a grandchild that outlives this server unless
 its tree is killed, and write "<server pid> <grandchild pid>" there. `FIXTURE_FAIL_START` (a message):
-print it on stderr and exit 2 before serving.
+print it on stderr and exit 2 before serving. `FIXTURE_HTTP_PORT`: serve streamable HTTP on
+127.0.0.1:<port>/mcp instead of stdio.
 """
 
 from __future__ import annotations
@@ -67,7 +68,13 @@ def main() -> None:
         )
         with open(pids, "w") as handle:
             handle.write(f"{os.getpid()} {child.pid}")
-    server.run("stdio")
+    port = os.environ.get("FIXTURE_HTTP_PORT")
+    if port:
+        server.settings.host = "127.0.0.1"
+        server.settings.port = int(port)
+        server.run("streamable-http")
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":
