@@ -39,9 +39,9 @@ function fakeHost(stored?: string, realPermissions = false) {
   const onReady = new vscode.EventEmitter<any>();
   const onState = new vscode.EventEmitter<any>();
   const daemon = { client: d.client, ensureStarted: async () => d.client, onReady: onReady.event, onState: onState.event, hasKey: async () => true };
-  let panelRef: ChatPanel | undefined;
+  const ref: { panel?: ChatPanel } = {};
   const permissions = realPermissions
-    ? new Permissions((request) => panelRef?.dispatch({ kind: 'permission', request }), (callId) => panelRef?.dispatch({ kind: 'permissionDone', callId }))
+    ? new Permissions((request) => ref.panel?.dispatch({ kind: 'permission', request }), (callId) => ref.panel?.dispatch({ kind: 'permissionDone', callId }))
     : { handle: async () => 'allow-once', answer() {}, cancelAll() {}, openFor: () => [], saveEdited: async () => {}, edited: new Set<string>(), viewDiff: async () => {} };
   const posted: Array<{ at: number; msg: HostToWebview }> = [];
   let receive: (m: WebviewToHost) => void = () => {};
@@ -55,7 +55,7 @@ function fakeHost(stored?: string, realPermissions = false) {
     onDidDispose: () => ({ dispose() {} }),
   };
   const panel = new ChatPanel(ctx as any, daemon as any, permissions as any);
-  panelRef = panel;
+  ref.panel = panel;
   onReady.fire(d.client);
   onState.fire({ state: 'ready' });
   panel.resolveWebviewView(view as any);
