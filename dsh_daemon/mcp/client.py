@@ -106,6 +106,8 @@ class ServerConnection:
         """Close the connection and end the server (its whole process tree)."""
         self._stop.set()
         task = self._task
+        if task is not None and not task.done() and self.state == "starting":
+            task.cancel()  # a start under way is abandoned, not waited for
         if task is not None and not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
