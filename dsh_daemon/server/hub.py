@@ -513,13 +513,17 @@ class SessionHub:
         if replay:
             self._replay(session_id, [e for e in agent.log.events if e.seq is not None and e.seq > after_seq])
         self._subscribe(view)
-        return {
+        result = {
             "sessionId": session_id,
             "status": agent.status,
             "lastSeq": agent.log.next_seq - 1,
             "inbox": agent.inbox.to_json(),
             "permissionRequests": self.approver(session_id).open_requests(),
         }
+        mcp = self.mcp.get(session_id)
+        if mcp is not None:  # the `mcp/status` a client attaching now has missed
+            result["mcpServers"] = mcp.status()
+        return result
 
     # ---- permissions ---------------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ async def test_tool_offered_called_and_its_result_in_the_next_request(
     (status,) = d.of(sid, "mcp/status")
     assert status["data"]["server"] == "fix" and status["data"]["state"] == "ready"
     assert "mcp__fix__echo" in status["data"]["tools"]
+    attached = await d.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+    assert [(m["server"], m["state"]) for m in attached["mcpServers"]] == [("fix", "ready")]
     assert d.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "completed"}
     await stop_daemon(d)
 
