@@ -55,7 +55,9 @@ class ServerConnection:
         self._changed = changed
         self._session: ClientSession | None = None
         self._settled = asyncio.Event()  # the start is over: ready or failed
-        self._stop = asyncio.Event()
+        self._stop = asyncio.Event()  # asked to stop, or gone: the task unwinds the connection
+        self._ended = asyncio.Event()  # not running any more (calls under way fail at once)
+        self._calls: set[asyncio.Future[CallToolResult]] = set()
         self._task: asyncio.Task[None] | None = None
         self._tree: proctree.ProcessTree | None = None
         self._stderr: IO[bytes] | None = None
@@ -90,8 +92,20 @@ class ServerConnection:
         session = self._session
         if session is None or not self.running:
             raise ServerGoneError(self.unavailable_reason())
+        ended = asyncio.ensure_future(self._ended.wait())
+        answer = asyncio.ensure_future(session.call_tool(tool, dict(arguments)))
+        self._calls.add(answer)  # held until it is over, cancelled or not
+        answer.add_done_callback(self._calls.discard)
         try:
-            return await session.call_tool(tool, dict(arguments))
+            await asyncio.wait({answer, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+            if not answer.done():
+                answer.cancel()
+        if not answer.done() or answer.cancelled():
+            raise ServerGoneError(f"{self.unavailable_reason()} (during the call)")
+        try:
+            return answer.result()
         except McpError as exc:
             if exc.error.code == CONNECTION_CLOSED or not self.running:
                 self._gone("exited", "the connection closed during the call")
@@ -140,6 +154,7 @@ class ServerConnection:
         finally:
             self._session = None
             self._settled.set()
+            self._ended.set()
             self._kill_tree()
             if self._stderr is not None:
                 self._stderr.close()
@@ -233,6 +248,8 @@ class ServerConnection:
             tail = self._stderr_tail()
             self.error = f"{error}; stderr: {tail}" if tail else error
         self._settled.set()
+        self._ended.set()
+        self._stop.set()
         if state != "stopped":
             self._changed(self)
 
