@@ -62,6 +62,7 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   });
   cmd('dsh.newSession', () => p.newSession());
   cmd('dsh.switchSession', () => p.switchSession());
+  cmd('dsh.revokePermissions', () => p.revokeGrants());
   cmd('dsh.stop', () => p.cancel(true));
   cmd('dsh.stopAndClear', () => p.cancel(false));
   cmd('dsh.runQueue', () => p.wake());

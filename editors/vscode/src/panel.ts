@@ -111,6 +111,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   private onEvent(e: AnyEvent): void {
+    if (e.type === 'permission/resolved') this.permissions.settled((e.data as { callId: string }).callId); // any session
     if (e.sessionId !== this.model.sessionId) return;
     // Before the page is in, an event of a session this connection already follows would land in
     // front of the page; the attach after the page replays every durable one after it.
@@ -239,6 +240,29 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
       }
     }
+  }
+
+  /** "Allow always" answers of the session shown, to take back (daemons with `permissionEvents`). */
+  async revokeGrants(): Promise<void> {
+    const { client, sessionId } = await this.ensureSession();
+    if (!client.features?.permissionEvents) {
+      void vscode.window.showInformationMessage('dsh: this daemon cannot list or revoke "Allow always" answers; a new session starts without them.');
+      return;
+    }
+    const { grants } = await client.permissionsList(sessionId);
+    if (!grants.length) {
+      void vscode.window.showInformationMessage('dsh: no "Allow always" answers in this session.');
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(grants.map((g) => ({
+      label: g.command !== undefined ? `$ ${g.command}` : g.tool,
+      description: g.command !== undefined ? `${g.tool}: this exact command` : 'every call of this tool',
+      picked: true, grant: g,
+    })), { canPickMany: true, placeHolder: 'Revoke "Allow always": the next such call asks again' });
+    if (!picked?.length) return;
+    let revoked = 0;
+    for (const p of picked) revoked += (await client.permissionsRevoke(sessionId, p.grant.scope)).revoked;
+    void vscode.window.showInformationMessage(`dsh: ${revoked} "Allow always" answer${revoked === 1 ? '' : 's'} revoked.`);
   }
 
   /** Shows session `id` (leaving the one shown, which is detached). */

@@ -30,6 +30,12 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     return outcome;
   };
 
+  /** The daemon settled `callId` some other way (a timeout, a cancel, another client): the answer
+   *  this window would send is no longer waited for, and its card goes. */
+  settled(callId: string): void {
+    this.pending.get(callId)?.resolve('cancelled');
+  }
+
   /** The requests of `sessionId` still waiting for an answer here. */
   openFor(sessionId: string): PermissionRequest[] {
     return [...this.pending.values()].filter((p) => p.req.sessionId === sessionId).map((p) => p.req);

@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { quickPicks, statusItems } from './vscode.mock';
+import { infos, pick, quickPicks, statusItems } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -255,6 +255,48 @@ describe('ChatPanel (host) with the real daemon', () => {
     await d.waitFor(() => host.panel.model.items.some((i) => i.id === 'e:1') && host.panel.model.status === 'idle', 'A finished');
     expect(host.panel.model.permissions).toEqual([]);
     expect(JSON.stringify(d.applied)).toContain('gamma');
+    permissions.dispose();
+    host.panel.dispose();
+  });
+
+  it('an answer given elsewhere (permission/resolved) takes the card away; "Allow always" answers can be revoked', async () => {
+    expect(d.client.features?.permissionEvents).toBe(true);
+    const host = fakeHost(undefined, true);
+    const permissions = host.permissions as Permissions;
+    host.send({ type: 'ready' });
+    writeFileSync(join(d.root, 'notes.txt'), 'one\n');
+    const edit = (id: string, from: string, to: string) => toolReply([{ id, name: 'edit_file', args: { path: 'notes.txt', old_string: from, new_string: to } }]);
+    const ends = () => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length;
+    // 1. Answered by another client (dsh/permissions/respond): the card goes, the local request settles.
+    fake.script(edit('call_1', 'one', 'two'), textReply('rejected elsewhere'));
+    host.send({ type: 'send', text: 'edit 1', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.permissions.length === 1, 'card 1');
+    const sessionId = host.panel.model.sessionId!;
+    expect(await d.client.rpc.request('dsh/permissions/respond', { sessionId, callId: 'call_1', outcome: 'reject' })).toEqual({ answered: true });
+    await d.waitFor(() => host.panel.model.permissions.length === 0 && permissions.openFor(sessionId).length === 0, 'card 1 gone');
+    await d.waitFor(() => ends() === 1 && host.panel.model.status === 'idle', 'turn 1');
+    // 2. Allow always: the next edit does not ask; revoked, the one after asks again. (The test client
+    //    applies edits without writing them, so every edit finds 'one' on disk.)
+    const asked: string[] = [];
+    d.client.setPermissionHandler(async (req) => { asked.push(req.callId); return 'allow-always'; });
+    fake.script(edit('call_2', 'one', 'two'), textReply('ok'), edit('call_3', 'one', 'two'), textReply('ok'));
+    host.send({ type: 'send', text: 'edit 2', chips: [], mode: 'followup' });
+    await d.waitFor(() => ends() === 2 && host.panel.model.status === 'idle', 'turn 2');
+    host.send({ type: 'send', text: 'edit 3', chips: [], mode: 'followup' });
+    await d.waitFor(() => ends() === 3 && host.panel.model.status === 'idle', 'turn 3');
+    expect(asked).toEqual(['call_2']);
+    let offered: string[] = [];
+    pick.next = (items) => { offered = items.map((i) => `${i.label} | ${i.description}`); return items; };
+    await host.panel.revokeGrants();
+    expect(offered).toEqual(['edit_file | every call of this tool']);
+    expect(infos.at(-1)).toBe('dsh: 1 "Allow always" answer revoked.');
+    fake.script(edit('call_4', 'one', 'two'), textReply('ok'));
+    host.send({ type: 'send', text: 'edit 4', chips: [], mode: 'followup' });
+    await d.waitFor(() => ends() === 4 && host.panel.model.status === 'idle', 'turn 4');
+    expect(asked).toEqual(['call_2', 'call_4']);
+    pick.next = () => []; // nothing picked: nothing revoked
+    await host.panel.revokeGrants();
+    expect((await d.client.permissionsList(sessionId)).grants).toEqual([{ scope: 'edit_file', tool: 'edit_file' }]);
     permissions.dispose();
     host.panel.dispose();
   });

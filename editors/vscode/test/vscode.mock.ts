@@ -23,6 +23,8 @@ export enum StatusBarAlignment { Left = 1, Right = 2 }
 export const statusItems: Array<{ text: string }> = [];
 export const errors: string[] = [];
 export const executed: Array<{ id: string; args: unknown[] }> = [];
+export const infos: string[] = [];
+export const pick: { next?: (items: any[], options: unknown) => unknown } = {};
 
 export class ThemeIcon { constructor(readonly id: string) {} }
 
@@ -47,8 +49,13 @@ export const window = {
   createQuickPick,
   createStatusBarItem: () => { const item = { text: '', tooltip: '', command: '', name: '', show() {}, hide() {}, dispose() {} }; statusItems.push(item); return item; },
   showErrorMessage: (m: string) => { errors.push(m); return Promise.resolve(undefined); },
-  showInformationMessage: () => Promise.resolve(undefined),
-  showQuickPick: () => Promise.resolve(undefined),
+  showInformationMessage: (m: string) => { infos.push(m); return Promise.resolve(undefined); },
+  /** A test sets `pick.next` to choose from the items (else nothing is picked). */
+  showQuickPick: async (items: unknown, options?: unknown) => {
+    const choose = pick.next;
+    pick.next = undefined;
+    return choose ? choose(await (items as Promise<any[]> | any[]), options) : undefined;
+  },
   activeTextEditor: undefined,
   visibleTextEditors: [],
 };

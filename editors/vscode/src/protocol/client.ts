@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target, TranscriptPage,
+  OutgoingMessage, PermissionGrant, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -101,6 +101,14 @@ export class DshClient {
     return this.rpc.request('dsh/inbox/move', index === undefined ? { sessionId, messageId, target } : { sessionId, messageId, target, index });
   }
   contextAdd(p: ContextAddParams): Promise<{ messageId: string }> { return this.rpc.request('dsh/context/add', p); }
+  /** The session's "allow always" answers and its open requests (daemons with `permissionEvents`). */
+  permissionsList(sessionId: string): Promise<{ grants: PermissionGrant[]; open: PermissionRequest[] }> {
+    return this.rpc.request('dsh/permissions/list', { sessionId });
+  }
+  /** Forgets one grant (its scope), or all of them. */
+  permissionsRevoke(sessionId: string, scope?: string): Promise<{ revoked: number }> {
+    return this.rpc.request('dsh/permissions/revoke', scope === undefined ? { sessionId } : { sessionId, scope });
+  }
   /** New settings (the keys of initializationOptions, merged over them) for the next model request
    *  (daemons with `configurationChange`). */
   changeConfiguration(dsh: Record<string, unknown>): void {

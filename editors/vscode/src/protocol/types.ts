@@ -123,6 +123,8 @@ export interface EventDataMap {
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
   'session/title': { title: string };
+  'permission/requested': Omit<PermissionRequest, 'sessionId'>;
+  'permission/resolved': { callId: string; outcome: PermissionOutcome };
 }
 export type EventType = keyof EventDataMap;
 
@@ -133,6 +135,9 @@ export type DshEvent = {
 /** An event whose type this client does not know: kept, never interpreted. */
 export interface UnknownEvent { sessionId: string; seq?: number; type: string; data: unknown }
 export type AnyEvent = DshEvent | UnknownEvent;
+
+/** An "allow always" answer: a whole tool, or one exact command (`scope` names it for revoke). */
+export interface PermissionGrant { scope: string; tool: string; command?: string }
 
 export type PermissionOutcome = 'allow-once' | 'allow-always' | 'reject' | 'cancelled';
 export interface PermissionPreview {
@@ -170,6 +175,8 @@ export interface InitializeDshCapabilities {
   detach?: boolean;
   /** A read-only attach follows the store live and turns writable by itself (`session/lease`, §3). */
   liveReadOnly?: boolean;
+  /** permission/requested and /resolved events, open requests on attach, dsh/permissions/* (§8). */
+  permissionEvents?: boolean;
   /** workspace/didChangeConfiguration {settings: {dsh: {...}}} applies without a restart (§1). */
   configurationChange?: boolean;
   [flag: string]: unknown;
