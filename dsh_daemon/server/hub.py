@@ -361,6 +361,10 @@ class SessionHub:
         if not self.manager.release_idle_session(session_id):
             return False
         del self.views[session_id]
+        # Its tools go with it (MCP servers stop); a later open builds them again.
+        self._close_mcp(session_id)
+        self.kits.pop(session_id, None)
+        self.workspaces.pop(session_id, None)
         return True
 
     def _replay(self, session_id: str, events: list[Event]) -> None:

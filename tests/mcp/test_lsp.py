@@ -195,6 +195,29 @@ async def test_deleting_a_session_stops_its_servers(tmp_path: Path, fake: FakeDe
     await stop_daemon(d)
 
 
+async def test_detaching_an_idle_session_stops_its_servers_and_reopening_starts_them(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    pids = tmp_path / "pids"
+    (state / "config.json").write_text(
+        json.dumps({"mcpServers": {"fix": fixture_server(FIXTURE_PIDS=str(pids))}})
+    )
+    d = await start_daemon(state, fake)
+    fake.script(text_reply("one"), text_reply("two"))
+    sid = await d.new_session()
+    await run_turn(d, sid)
+    server, grandchild = read_pids(pids)
+    await d.request("dsh/session/detach", {"sessionId": sid})
+    await d.wait_for(lambda: not alive(server) and not alive(grandchild))
+    pids.unlink()
+    await d.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+    await run_turn(d, sid)
+    assert "mcp__fix__echo" in offered(fake, 1)  # the configured server runs again for the new turn
+    await stop_daemon(d)
+
+
 async def test_bad_mcp_servers_are_refused_naming_the_key(tmp_path: Path, fake: FakeDeepSeek) -> None:
     d = await start_daemon(tmp_path / "state", fake)
     try:
