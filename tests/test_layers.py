@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent": {"model", "session"},
     "llm": {"model"},
     "tools": {"model", "agent"},
-    "host": {"model", "session", "agent"},
+    "host": {"model", "session", "agent", "llm", "tools", "mcp"},
     "mcp": {"model", "agent", "tools"},
     "server": {"model", "session", "agent", "llm", "tools", "host", "mcp"},
     "acp": {"model", "session", "agent", "llm", "tools", "host", "mcp"},

@@ -1,65 +1,24 @@
-"""`initializationOptions`, parsed once at `initialize` into frozen, typed values.
-
-A bad value is refused in the `initialize` reply (`-32602`, naming the key), where the editor shows
-it; nothing later re-reads the raw mapping, so nothing can fail on it after a session exists.
-Light imports only: `initialize` must stay as fast as a bare pygls server's.
-"""
+"""`initializationOptions` (and `workspace/didChangeConfiguration` settings) for the LSP server: the
+shared parser (`host/options.py`), its errors as `-32602` in the reply, where the editor shows them."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
-from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
-from dsh_daemon.mcp.config import McpConfigError, ServerConfig, load_file_servers, merge, parse_servers
+from dsh_daemon.host.options import DaemonOptions, OptionsError
+from dsh_daemon.host.options import parse_options as parse_any
 from dsh_daemon.server import errors
-from dsh_daemon.tools.config import ToolConfig, ToolConfigError
-
-DEFAULT_PERMISSION_TIMEOUT_S = 300.0
-# Keys that are not provider configuration (which is everything else, flat or inside `provider`).
-SERVER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers"})
-
-
-@dataclass(frozen=True)
-class DaemonOptions:
-    provider: ProviderConfig = field(default_factory=ProviderConfig)
-    permission_timeout_s: float = DEFAULT_PERMISSION_TIMEOUT_S
-    tools: ToolConfig = field(default_factory=ToolConfig)
-    agent: PromptConfig = field(default_factory=PromptConfig)  # the system prompt (`agent`)
-    # MCP servers every session starts: `$DSH_HOME/config.json` `mcpServers`, then `mcpServers` here
-    mcp_servers: Mapping[str, ServerConfig] = field(default_factory=dict)
 
 
 def parse_options(
     state_dir: Path, env: Mapping[str, str], flags: Mapping[str, Any], raw: Any
 ) -> DaemonOptions:
-    """Every source of configuration merged and checked; `errors.invalid_params` names what is wrong."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise errors.invalid_params("initializationOptions must be an object")
-    provider_raw = {k: v for k, v in raw.items() if k not in SERVER_KEYS}
     try:
-        provider = load_provider_config(state_dir, env, flags, provider_raw)
-        tools = ToolConfig.parse(raw.get("tools"))
-        agent = load_prompt_config(state_dir, raw)
-        mcp_servers = merge(load_file_servers(state_dir), parse_servers(raw.get("mcpServers")))
-    except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError) as exc:
-        raise errors.invalid_params(f"invalid dsh-daemon configuration: {exc}") from exc
-    timeout = raw.get("permissionTimeoutS")
-    if timeout is None:
-        timeout = DEFAULT_PERMISSION_TIMEOUT_S
-    elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout):
-        raise errors.invalid_params(
-            "invalid dsh-daemon configuration: permissionTimeoutS must be a positive number of seconds, "
-            f"not {errors.shown(repr(timeout), 80)}"
-        )
-    elif timeout <= 0:
-        raise errors.invalid_params(
-            f"invalid dsh-daemon configuration: permissionTimeoutS must be positive, not {timeout}"
-        )
-    return DaemonOptions(provider, float(timeout), tools, agent, mcp_servers)
+        return parse_any(state_dir, env, flags, raw, what="initializationOptions")
+    except OptionsError as exc:
+        raise errors.invalid_params(str(exc)) from exc
+
+
+__all__ = ["DaemonOptions", "parse_options"]
