@@ -145,13 +145,15 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     const file = user('c2', 'File /w/b.py:\n```\ny\n```', { kind: 'editor', uri: 'file:///w/b.py', contextKind: 'file' });
     const m = reduceAll(emptyModel(S), [
       ev('turn/start', { turn: 1 }, 0),
-      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [{ ...user('s1', 'use v2'), verb: 'steer' }, { ...user('i1', 'a note'), verb: 'inject' }] }, 1),
+      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [{ ...user('s1', 'use v2'), verb: 'steer', wakeup: true }, { ...user('i1', 'a note'), verb: 'inject', wakeup: false, queuedAt: Date.UTC(2026, 0, 1, 12) }] }, 1),
       ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [{ ...user('f1', 'explain this'), verb: 'followup', context: [sel, file] }] }, 2),
     ]);
     await snapshot(m);
     await frame();
     await expect.poll(() => page.locator('.queue-item .badge').allTextContents()).toEqual(['steer', 'inject', 'followup']);
     expect(await page.locator('.queue-item .queue-text').allTextContents()).toEqual(['use v2', 'a note', 'explain this']);
+    expect(await page.locator('.queue-item').nth(0).locator('.badge').getAttribute('title')).toBe('');
+    expect(await page.locator('.queue-item').nth(1).locator('.badge').getAttribute('title')).toMatch(/^queued at .+ · waits for Run queue or the next prompt$/);
     expect(await page.locator('.queue-item').nth(0).locator('.queue-context .chip').count()).toBe(0);
     expect(await page.locator('.queue-item').nth(2).locator('.queue-context .chip').allTextContents()).toEqual(['selection a.py:3-4', 'file b.py']);
     await clearPosted();

@@ -359,6 +359,7 @@ function renderQueue(): void {
     });
     const badge = el('span', 'badge');
     badge.textContent = q.label;
+    badge.title = queueTooltip(q.message);
     li.append(badge);
     if (editing === q.message.id) {
       const ta = el('textarea') as HTMLTextAreaElement;
@@ -399,6 +400,14 @@ function renderQueue(): void {
     ul.append(li);
   }
   queueEl.replaceChildren(head, ul);
+}
+
+/** When an item was queued, and whether it waits for Run queue (a non-waking send). */
+function queueTooltip(m: { queuedAt?: number; wakeup?: boolean; target?: string }): string {
+  const parts: string[] = [];
+  if (typeof m.queuedAt === 'number') parts.push(`queued at ${new Date(m.queuedAt).toLocaleTimeString()}`);
+  if (m.wakeup === false) parts.push('waits for Run queue or the next prompt');
+  return parts.join(' · ');
 }
 
 function renderControls(): void {
