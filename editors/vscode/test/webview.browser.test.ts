@@ -225,6 +225,9 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     await expect.poll(() => page.locator('.msg.user').allTextContents()).toEqual(['prompt 3', 'prompt 4', 'prompt 5', 'prompt 6']);
     expect(await page.getByRole('button', { name: 'Load older messages' }).isVisible()).toBe(false);
     expect(await page.locator('.footer').count()).toBe(4);
+    // The context meter: the last step's input tokens of the model's window.
+    await actions([ev('context/usage', { turn: 6, step: 1, used: 12345, window: 1000000 }, 100)]);
+    await expect.poll(() => page.locator('.status').textContent()).toBe('idle · context 12.3k of 1M');
   });
 
   it('renders a 2,000-turn session and streams into it without freezing', async () => {

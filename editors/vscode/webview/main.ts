@@ -149,7 +149,14 @@ function renderStatus(): void {
   statusEl.textContent = label;
   statusEl.className = `status ${model.status}${model.permissions.length ? ' awaiting' : ''}${connection.state === 'error' ? ' error' : ''}`;
   keyButton.hidden = connection.hasKey !== false;
+  if (model.context && connection.state === 'ready') statusEl.textContent += ` · context ${tokens(model.context.used)}${model.context.window ? ` of ${tokens(model.context.window)}` : ''}`;
   if (model.readOnly) statusEl.textContent += ' (read-only: another window drives this session)';
+}
+
+function tokens(n: number): string {
+  if (n >= 1e6) return `${Math.round(n / 1e5) / 10}M`;
+  if (n >= 1e3) return `${Math.round(n / 100) / 10}k`;
+  return String(n);
 }
 
 // ---- transcript -----------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ export interface SessionModel {
   /** When the items start at a transcript page and older turns remain on the daemon: the `beforeTurn`
    *  of the next older page; null when the items hold the whole session. */
   olderBefore: number | null;
+  /** The last step's input tokens and the model's context window (`context/usage`). */
+  context?: { used: number; window: number | null };
   rev: number;
 }
 
@@ -125,6 +127,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, status: ev.data.status };
     case 'turn/start':
       return { ...model, status: 'running', currentTurn: ev.data.turn };
+    case 'context/usage':
+      return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
     case 'session/lease':
       return { ...model, readOnly: !!ev.data.readOnly };
     case 'agent/inbox/spliced': {

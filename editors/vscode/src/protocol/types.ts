@@ -123,6 +123,7 @@ export interface EventDataMap {
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
   'session/title': { title: string };
+  'context/usage': { turn: number; step: number; used: number; window: number | null };
   'permission/requested': Omit<PermissionRequest, 'sessionId'>;
   'permission/resolved': { callId: string; outcome: PermissionOutcome };
 }
