@@ -37,17 +37,13 @@ from dsh_daemon.agent.inbox import (
     UnknownMessageError,
 )
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
-from dsh_daemon.agent.system_prompt import SystemPrompt
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.manager import SessionManager
-from dsh_daemon.mcp.client import McpTools
-from dsh_daemon.mcp.client import attach as attach_mcp
-from dsh_daemon.mcp.config import ServerSource, merge
-from dsh_daemon.mcp.tools import McpToolRegistry
+from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
+from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.events import Event
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError, UnknownSessionError
-from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -59,11 +55,13 @@ CANCEL_SETTLE_S = 10.0
 class Wiring:
     """What a session's agent is built from (made before the agent exists)."""
 
-    workspace: Workspace
     files: ClientFiles
-    kit: ToolKit
+    tools: SessionTools  # the coding tools, their workspace, the session's MCP servers
     translator: Translator
-    mcp: McpTools | None = None  # the session's MCP servers
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.tools.workspace
 
 
 @dataclass
@@ -122,7 +120,14 @@ class AcpSessions:
         roots = [cwd, *(r for r in extra_roots if Path(r).is_dir())]
         workspace = Workspace(roots, cwd=cwd)
         files = ClientFiles(self.connection, session_id, workspace, self.fs)
-        kit = build_tool_registry(workspace, files, files, self.options.tools, McpToolRegistry())
+        tools = wire_session_tools(
+            workspace,
+            files,
+            files,
+            self.options,
+            mcp_servers,
+            lambda data: self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data}),
+        )
         translator = Translator(
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
@@ -131,24 +136,15 @@ class AcpSessions:
             context_window=context_window(self.options),
             title=lambda: self._title(session_id),
         )
-        servers = merge(self.options.mcp_servers, mcp_servers or {})
-        mcp = attach_mcp(
-            kit,
-            servers,
-            lambda data: self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data}),
-            str(workspace.cwd),
-        )
-        wiring = Wiring(workspace, files, kit, translator, mcp)
+        wiring = Wiring(files, tools, translator)
         self.wirings[session_id] = wiring
         return wiring
 
     def _unwire(self, session_id: str) -> None:
         """Forget the session's wiring; its MCP servers stop (in the background)."""
         wiring = self.wirings.pop(session_id, None)
-        if wiring is not None and wiring.mcp is not None:
-            task = asyncio.get_running_loop().create_task(wiring.mcp.aclose())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if wiring is not None:
+            wiring.tools.close_in_background(self._tasks)
 
     def _title(self, session_id: str) -> str | None:
         try:
@@ -157,20 +153,12 @@ class AcpSessions:
             return None
 
     def _tools(self, session_id: str) -> ToolRegistry:
-        return self.wirings[session_id].kit.registry
+        return self.wirings[session_id].tools.kit.registry
 
     def _hooks(self, session_id: str) -> Hooks:
         wiring = self.wirings[session_id]
-        tools = wiring.kit.registry.tools
-        shell = getattr(tools.get("run_command"), "shell", None)
-        workspace = wiring.workspace
-        prompt = SystemPrompt(self.options.agent, lambda: (workspace.cwd, workspace.roots), shell=shell)
-        return Hooks(
-            pre_step=list(wiring.kit.hooks.pre_step),  # MCP servers started before the step's request
-            request=[prompt.hook],
-            pre_execute=[wiring.files.prefetch, *wiring.kit.hooks.pre_execute],
-            post_execute=list(wiring.kit.hooks.post_execute),
-        )
+        # The editor's buffers are fetched before the permission policy, so a preview shows their text.
+        return session_hooks(wiring.tools, self.options.agent, pre_execute=[wiring.files.prefetch])
 
     def _approver(self, session_id: str) -> Approver:
         wiring = self.wirings[session_id]

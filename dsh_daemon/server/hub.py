@@ -30,12 +30,11 @@ from dsh_daemon.agent.inbox import (
     item_wire,
 )
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
-from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
+from dsh_daemon.agent.system_prompt import PromptConfig
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.client import McpTools
-from dsh_daemon.mcp.client import attach as attach_mcp
-from dsh_daemon.mcp.config import ServerSource, merge
-from dsh_daemon.mcp.tools import McpToolRegistry
+from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.model.inbox import PRESETS
 from dsh_daemon.model.messages import UserMessage
@@ -61,7 +60,7 @@ from dsh_daemon.session.store import UnknownSessionError
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.edits import DiskEditApplier
-from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
@@ -180,14 +179,18 @@ class SessionHub:
             applier = WorkspaceEditApplier(
                 self.server, documents, DiskEditApplier(workspace), lambda: self.config.client_capabilities
             )
-            registry = McpToolRegistry()
-            kit = build_tool_registry(workspace, documents, applier, self.config.tool_config, registry)
-            servers = merge(self.config.parsed.mcp_servers, mcp_servers or {})
             announce = self._announcer(session_id)
-            mcp = attach_mcp(kit, servers, lambda data: announce("mcp/status", data), str(workspace.cwd))
-            if mcp is not None:
-                self.mcp[session_id] = mcp
-            self.kits[session_id] = kit
+            tools = wire_session_tools(
+                workspace,
+                documents,
+                applier,
+                self.config.parsed,
+                mcp_servers,
+                lambda data: announce("mcp/status", dict(data)),
+            )
+            if tools.mcp is not None:
+                self.mcp[session_id] = tools.mcp
+            kit = self.kits[session_id] = tools.kit
             self.workspaces[session_id] = workspace
         return kit
 
@@ -211,28 +214,13 @@ class SessionHub:
         return ToolWorkspace(roots, cwd=cwd)
 
     def _hooks_for(self, session_id: str) -> Hooks:
-        kit = self._kit(session_id).hooks
-        return Hooks(
-            pre_step=[
-                *kit.pre_step,  # MCP servers started before the step's request
-                snapshot_hook(self.ambient_for(session_id), lambda: self._context_source(session_id)),
-            ],
-            request=[self._system_prompt(session_id).hook],
-            pre_execute=list(kit.pre_execute),
-            post_execute=list(kit.post_execute),
-        )
+        kit = self._kit(session_id)
+        tools = SessionTools(kit, self.workspaces[session_id], self.mcp.get(session_id))
+        snapshot = snapshot_hook(self.ambient_for(session_id), lambda: self._context_source(session_id))
+        return session_hooks(tools, self.prompt_config, pre_step=[snapshot])
 
     def _prompt_config(self) -> PromptConfig:
         return self.config.parsed.agent
-
-    def _system_prompt(self, session_id: str) -> SystemPrompt:
-        """The session's system prompt: sections, its environment, the project's instruction files."""
-        tools = self._kit(session_id).registry.tools
-        workspace = next((t.workspace for t in tools.values() if hasattr(t, "workspace")), None)
-        if workspace is None:  # every tool denied: the same roots the tools would have had
-            workspace = self._tool_workspace(self.manager.store.session_info(session_id).cwd)
-        shell = getattr(tools.get("run_command"), "shell", None)
-        return SystemPrompt(self.prompt_config, lambda: (workspace.cwd, workspace.roots), shell=shell)
 
     def ambient_for(self, session_id: str) -> AmbientState:
         return self.ambient.setdefault(session_id, AmbientState(dict(self.ambient_default.state)))

@@ -1,0 +1,81 @@
+"""A session's tools and hooks, built the same way for every front end.
+
+A front end supplies what only it knows: where documents come from and where edits go (the editor's
+synced buffers and `workspace/applyEdit`, or ACP's `fs/*`), where MCP status goes, and any hooks of
+its own (the LSP server's ambient editor snapshot, ACP's buffer prefetch). Everything else — the
+coding tools, their permission policy, MCP servers, the system prompt with the project's
+instructions — is wired here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_daemon.agent.hooks import Hooks, PreStepHook
+from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
+from dsh_daemon.agent.tools import PreExecuteHook
+from dsh_daemon.host.options import DaemonOptions
+from dsh_daemon.mcp.client import McpTools
+from dsh_daemon.mcp.client import attach as attach_mcp
+from dsh_daemon.mcp.config import ServerSource, merge
+from dsh_daemon.mcp.tools import McpToolRegistry
+from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.edits import EditApplier
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
+
+
+@dataclass
+class SessionTools:
+    """One session's tools: the kit (registry + tool hooks), its workspace and its MCP servers."""
+
+    kit: ToolKit
+    workspace: Workspace
+    mcp: McpTools | None
+
+    def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
+        """Stop the MCP servers (their process trees killed) without waiting; the task joins `tasks`."""
+        if self.mcp is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.mcp.aclose())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+def wire_session_tools(
+    workspace: Workspace,
+    documents: DocumentSource,
+    applier: EditApplier,
+    options: DaemonOptions,
+    session_servers: ServerSource | None,
+    on_mcp_status: Callable[[Mapping[str, Any]], None],
+) -> SessionTools:
+    """The coding tools over `workspace`, plus the configured MCP servers and the session's own."""
+    kit = build_tool_registry(workspace, documents, applier, options.tools, McpToolRegistry())
+    servers = merge(options.mcp_servers, session_servers or {})
+    mcp = attach_mcp(kit, servers, on_mcp_status, str(workspace.cwd))
+    return SessionTools(kit, workspace, mcp)
+
+
+def session_hooks(
+    tools: SessionTools,
+    prompt: PromptConfig,
+    *,
+    pre_step: Sequence[PreStepHook] = (),
+    pre_execute: Sequence[PreExecuteHook] = (),
+) -> Hooks:
+    """The session's hooks: the tools' own (MCP servers started before a step's request, the
+    permission policy, changed-file notices), then the front end's, and the system prompt."""
+    registry = tools.kit.registry.tools
+    shell = getattr(registry.get("run_command"), "shell", None)
+    workspace = tools.workspace
+    system = SystemPrompt(prompt, lambda: (workspace.cwd, workspace.roots), shell=shell)
+    return Hooks(
+        pre_step=[*tools.kit.hooks.pre_step, *pre_step],
+        request=[system.hook],
+        pre_execute=[*pre_execute, *tools.kit.hooks.pre_execute],
+        post_execute=list(tools.kit.hooks.post_execute),
+    )
