@@ -18,13 +18,18 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dsh_daemon.acp.errors import invalid_params, outside_workspace, shown
+from dsh_daemon.host.editor_context import (
+    MAX_CONTEXT_READ_BYTES,
+    editor_source,
+    file_message,
+    selection_message,
+)
 from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
 from dsh_daemon.tools.workspace import Workspace
 
-MAX_CONTEXT_CHARS = 200_000
-MAX_READ_BYTES = 8 * 1024 * 1024
+MAX_READ_BYTES = MAX_CONTEXT_READ_BYTES
 _LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$")
 
 
@@ -67,37 +72,20 @@ def fs_path(uri: str) -> str | None:
     return unquote(parts.path)
 
 
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
-
-
 def _lines(text: str, span: LineSpan) -> str:
     lines = text.splitlines(keepends=True)
     return "".join(lines[span.first - 1 : span.last])
 
 
 def editor_message(uri: str, text: str, *, span: LineSpan | None, whole_file: bool) -> UserMessage:
-    """`whole_file`: `text` is the file (a selection is cut from it), else it is the selection itself."""
+    """`whole_file`: `text` is the file (a selection is cut from it), else it is the selection itself.
+    Worded as the LSP server words editor context (host/editor_context.py)."""
     path = fs_path(uri) or uri
-    source: dict[str, Any] = {
-        "kind": "editor",
-        "uri": uri,
-        "contextKind": "file" if span is None else "selection",
-    }
     if span is None:
-        note = ""
-        if len(text) > MAX_CONTEXT_CHARS:
-            text = text[:MAX_CONTEXT_CHARS]
-            note = f"\n[truncated: first {MAX_CONTEXT_CHARS} characters]"
-        body = f"File {path}:\n{_fence(text)}{note}"
-    else:
-        source["range"] = span.lsp_range()
-        selected = _lines(text, span) if whole_file else text
-        body = f"Selection in {path}, lines {span.first}-{span.last}:\n{_fence(selected[:MAX_CONTEXT_CHARS])}"
-    return UserMessage.create(body, source)
+        return file_message(uri, path, text, editor_source(uri, "file"))
+    source = editor_source(uri, "selection", rng=span.lsp_range())
+    selected = _lines(text, span) if whole_file else text
+    return selection_message(path, selected, span.first, span.last, source)
 
 
 def read_file(uri: str, workspace: Workspace) -> str:

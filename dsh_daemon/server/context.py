@@ -22,6 +22,15 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision
+from dsh_daemon.host.editor_context import (
+    MAX_CONTEXT_READ_BYTES,
+    diagnostics_message,
+    editor_source,
+    fence,
+    file_message,
+    format_diagnostics,
+    selection_message,
+)
 from dsh_daemon.model.jsonvalue import dumps
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.server.errors import invalid_params, outside_workspace, shown
@@ -30,11 +39,8 @@ from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
-MAX_CONTEXT_CHARS = 200_000
-MAX_CONTEXT_READ_BYTES = 8 * 1024 * 1024  # a selection can lie this deep in a file; never read further
 MAX_SNAPSHOT_CHARS = 4_000
 MAX_SNAPSHOT_DIAGNOSTICS = 10
-SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 
 @dataclass(frozen=True)
@@ -135,23 +141,6 @@ def _range_text(doc: TextDocument, rng: Mapping[str, Any]) -> tuple[str, int, in
     return doc.source[a:b], first, last
 
 
-def _fence(text: str, language: str | None) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}{language or ''}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
-
-
-def format_diagnostics(diagnostics: Sequence[Mapping[str, Any]], limit: int = 50) -> list[str]:
-    lines = []
-    for diag in list(diagnostics)[:limit]:
-        rng = diag.get("range", {}).get("start", {})
-        severity = SEVERITY.get(diag.get("severity", 1), "error")
-        source = f" [{diag['source']}]" if diag.get("source") else ""
-        lines.append(f"- line {int(rng.get('line', 0)) + 1}: {severity}{source}: {diag.get('message', '')}")
-    return lines
-
-
 def build_context_message(
     document: ContextDocument,
     uri: str,
@@ -159,40 +148,26 @@ def build_context_message(
     rng: Mapping[str, Any] | None,
     diagnostics: Sequence[Mapping[str, Any]] | None,
 ) -> UserMessage:
-    doc, from_editor, truncated = document.doc, document.from_editor, document.truncated
-    unsaved = document.unsaved
+    doc, from_editor = document.doc, document.from_editor
     path = to_fs_path(uri) or uri
-    language = getattr(doc, "language_id", None)
-    source: dict[str, Any] = {"kind": "editor", "uri": uri, "contextKind": kind}
-    if language:
-        source["languageId"] = language
-    if from_editor and doc.version is not None:
-        source["version"] = doc.version
-    if rng is not None:
-        source["range"] = rng
-    state = " (unsaved editor buffer)" if unsaved else ""
+    version = doc.version if from_editor else None
+    source = editor_source(uri, kind, rng=rng, language=getattr(doc, "language_id", None), version=version)
     if kind == "file":
-        text = doc.source
-        note = ""
-        if len(text) > MAX_CONTEXT_CHARS or truncated:
-            text = text[:MAX_CONTEXT_CHARS]
-            note = f"\n[truncated: first {len(text)} characters]"
-        body = f"File {path}{state}:\n{_fence(text, language)}{note}"
-    elif kind == "selection":
+        return file_message(
+            uri, path, doc.source, source, unsaved=document.unsaved, truncated=document.truncated
+        )
+    if kind == "selection":
         if rng is None:
             raise invalid_params("dsh/context/add: a selection needs a 'range'")
         text, first, last = _range_text(doc, rng)
-        if truncated and max(first, last) >= len(doc.lines) - 1:
+        if document.truncated and max(first, last) >= len(doc.lines) - 1:
             raise invalid_params(
                 f"dsh/context/add: the selection is past the first {MAX_CONTEXT_READ_BYTES} bytes of {path}"
             )
-        body = f"Selection in {path}{state}, lines {first + 1}-{last + 1}:\n{_fence(text, language)}"
-    else:  # diagnostics
-        if diagnostics is None:
-            raise invalid_params("dsh/context/add: kind 'diagnostics' needs 'diagnostics' (LSP Diagnostic[])")
-        lines = format_diagnostics(diagnostics)
-        body = f"Diagnostics in {path}:\n" + ("\n".join(lines) if lines else "(none)")
-    return UserMessage.create(body, source)
+        return selection_message(path, text, first + 1, last + 1, source, unsaved=document.unsaved)
+    if diagnostics is None:
+        raise invalid_params("dsh/context/add: kind 'diagnostics' needs 'diagnostics' (LSP Diagnostic[])")
+    return diagnostics_message(path, diagnostics, source)
 
 
 @dataclass
@@ -218,7 +193,7 @@ def render_snapshot(state: Mapping[str, Any], doc: TextDocument | None) -> str:
         if start != end and doc is not None:
             try:
                 text, _, _ = _range_text(doc, selection)
-                parts.append("- selected text:\n" + _fence(text[:1500], getattr(doc, "language_id", None)))
+                parts.append("- selected text:\n" + fence(text[:1500], getattr(doc, "language_id", None)))
             except Exception:  # the snapshot is best effort
                 pass
     visible = state.get("visibleRange")
