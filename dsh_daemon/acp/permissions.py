@@ -79,7 +79,8 @@ class AcpApprover:
         params = {"sessionId": self._session_id, "toolCall": tool_call, "options": list(OPTIONS)}
         request_id, future = self._connection.send_request("session/request_permission", params)
         try:
-            answer = await asyncio.wait_for(signal.race(asyncio.shield(future)), self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):  # no extra task (see server/permissions.py)
+                answer = await signal.race(asyncio.shield(future))
         except TimeoutError:
             self._connection.cancel_outgoing(request_id)
             return "cancelled"

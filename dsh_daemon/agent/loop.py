@@ -185,6 +185,8 @@ class Agent:
         if self._activity is not None:
             self.compact_requested = True
             return {"compacted": False, "scheduled": True}
+        if not self.derive().entries:
+            return {"compacted": False}  # no history at all: no turn is opened for nothing
         activity = _Activity(AbortSignal(), compaction_only=True)
         self._activity = activity
         self._set_status("running")
@@ -206,7 +208,7 @@ class Agent:
         if reason["kind"] == "error":
             raise CompactionError(reason["error"])
         if compacted is None:
-            return {"compacted": False, "reason": dict(reason)}
+            return {"compacted": False}
         return {
             "compacted": True,
             "keptFromSeq": compacted["keptFromSeq"],

@@ -32,6 +32,7 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from dsh_daemon import __version__
+from dsh_daemon.host.options import NON_PROVIDER_KEYS
 from dsh_daemon.server import errors, params
 from dsh_daemon.server.options import DaemonOptions, parse_options
 
@@ -275,6 +276,16 @@ def register(daemon: Daemon) -> None:
         cwd = _absolute(ls, params.fs_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
         _check_inside_workspace(ls, cwd, method)
         title = params.opt_str(p, "title", method)
+        if title is not None:
+            from dsh_daemon.host.manager import MAX_TITLE_CHARS, collapse_title
+
+            # The same rule as a rename: whitespace collapsed, at most 200 characters; "" = no title.
+            title = collapse_title(title) or None
+            if title is not None and len(title) > MAX_TITLE_CHARS:
+                raise errors.invalid_params(
+                    f"{method}: 'title' must hold at most {MAX_TITLE_CHARS} characters after collapsing "
+                    f"whitespace (got {len(title)})"
+                )
         from dsh_daemon.mcp.config import McpConfigError, parse_servers
 
         try:
@@ -488,15 +499,31 @@ def _opt_positive(p: Mapping[str, Any], key: str, method: str, cap: int | None) 
 def merge_settings(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     """`initializationOptions` with the editor's `dsh` settings over them; an object value (`provider`,
     `tools`, `agent`) is merged key by key, so a setting that names one key keeps the others (the API
-    key passed at start among them)."""
+    key passed at start among them). Provider keys given flat on either side count as `provider`'s."""
+    return _merge(_provider_nested(base), _provider_nested(changes))
+
+
+def _merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in changes.items():
         old = merged.get(key)
         if isinstance(old, Mapping) and isinstance(value, Mapping):
-            merged[key] = merge_settings(old, value)
+            merged[key] = _merge(old, value)
         else:
             merged[key] = value
     return merged
+
+
+def _provider_nested(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat provider keys moved under `provider` (where they are merged with the nested ones)."""
+    flat = {k: v for k, v in raw.items() if k not in NON_PROVIDER_KEYS and k != "provider"}
+    out = {k: v for k, v in raw.items() if k in NON_PROVIDER_KEYS}
+    nested = raw.get("provider")
+    if nested is not None and not isinstance(nested, Mapping):
+        out["provider"] = nested  # not an object: the parser says so
+    elif flat or nested is not None:
+        out["provider"] = {**flat, **(nested or {})}
+    return out
 
 
 def _absolute(ls: LanguageServer, path: str) -> str:

@@ -306,6 +306,10 @@ class SessionHub:
         except errors.DshError as exc:
             if (exc.data or {}).get("code") != "session_busy":
                 raise
+        return self._stored_inbox(session_id)
+
+    def _stored_inbox(self, session_id: str) -> dict[str, Any]:
+        """The pending items as the stored splices leave them (a session another process drives)."""
         lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
         for event in self.manager.read(session_id):
             if event.type == INBOX_SPLICED:
@@ -495,9 +499,10 @@ class SessionHub:
                 "sessionId": session_id,
                 "status": info.status,
                 "lastSeq": info.last_seq,
-                "inbox": {"nextTurn": [], "nextStep": []},
+                "inbox": self._stored_inbox(session_id),
                 "readOnly": True,
-                "holder": exc.data,
+                # {pid, host} as in `session/lease`, beside the session_busy data it used to be alone
+                "holder": {"pid": data.get("holderPid"), "host": data.get("holderHost"), **data},
             }
         agent = view.agent
         # Replay from memory (it includes events not yet written behind) and subscribe in the same

@@ -91,7 +91,9 @@ class ClientApprover:
         either = asyncio.ensure_future(_first(future, out_of_band))
         answered_by_client = False
         try:
-            answer = await asyncio.wait_for(signal.race(either), self.timeout_s)
+            # asyncio.timeout, not wait_for: no extra task whose AbortedError nobody would retrieve.
+            async with asyncio.timeout(self.timeout_s):
+                answer = await signal.race(either)
             answered_by_client = future.done() and not future.cancelled()
         except TimeoutError:
             return "cancelled"

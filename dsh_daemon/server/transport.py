@@ -220,12 +220,19 @@ def _has_lone_surrogate(data: object) -> bool:
     return False
 
 
+DSH_NOTIFICATIONS = frozenset({"dsh/context/didChange"})
+MESSAGE_MEMBERS = ("jsonrpc", "id", "method", "params", "result", "error")
+
+
 def _notification_method(method: str) -> bool:
-    """An LSP method that is a notification by definition (`$/cancelRequest`, `initialized`, ...)."""
+    """A method that is a notification by definition (`$/cancelRequest`, `initialized`, `exit`, ...,
+    and the daemon's own `dsh/context/didChange`)."""
     from lsprotocol.types import METHOD_TO_TYPES
 
+    if method in DSH_NOTIFICATIONS:
+        return True
     entry = METHOD_TO_TYPES.get(method)
-    return entry is not None and entry[1] is None and method != "exit"
+    return entry is not None and entry[1] is None
 
 
 def dispatch(
@@ -255,6 +262,12 @@ def dispatch(
     if msg_id is not None and (not isinstance(msg_id, str | int) or isinstance(msg_id, bool)):
         _error(protocol, None, errors.INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer")
         return
+    if "id" in data and msg_id is None and "method" in data:
+        _error(protocol, None, errors.INVALID_REQUEST, "Invalid Request: a request's 'id' cannot be null")
+        return
+    if any(key not in MESSAGE_MEMBERS for key in data):
+        # Members JSON-RPC does not define are ignored (pygls would fail on them as an internal error).
+        data = {key: data[key] for key in MESSAGE_MEMBERS if key in data}
     if data.get("jsonrpc") != "2.0":
         _error(protocol, msg_id, errors.INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
         return
@@ -280,6 +293,11 @@ def dispatch(
                 msg_id,
                 errors.INVALID_REQUEST,
                 "Invalid Request: 'method' must be a non-empty string",
+            )
+            return
+        if is_request and method == "initialize" and is_initialized():
+            _error(
+                protocol, msg_id, errors.INVALID_REQUEST, "Invalid Request: the server is already initialized"
             )
             return
         if is_request and not is_initialized() and method != "initialize":

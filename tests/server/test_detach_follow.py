@@ -62,6 +62,8 @@ async def test_a_read_only_window_follows_live_and_becomes_the_driver_when_the_h
         )  # fmt: skip
         attached = await second.request("dsh/session/attach", {"sessionId": sid})
         assert attached["readOnly"] is True
+        assert attached["holder"]["pid"] == first.client._server.pid  # type: ignore[union-attr]
+        assert [item["id"] for item in attached["inbox"]["nextTurn"]] == ["parked"]
         listed = await second.request("dsh/inbox/list", {"sessionId": sid})  # works read-only
         assert [item["id"] for item in listed["nextTurn"]] == ["parked"]
 
