@@ -21,7 +21,8 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text)} characters)"
+    suffix = f"… ({len(text)} characters)"
+    return text[: max(0, limit - len(suffix))] + suffix
 
 
 class DshError(JsonRpcException):
@@ -70,7 +71,7 @@ def session_busy(session_id: str, pid: int, host: str) -> DshError:
         "it can be read, not driven",
         code=REQUEST_FAILED,
         data_code="session_busy",
-        sessionId=session_id,
+        sessionId=shown(session_id),
         holderPid=pid,
         holderHost=host,
     )

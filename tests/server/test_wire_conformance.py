@@ -100,3 +100,12 @@ async def test_a_settings_change_keeps_a_flat_api_key_given_at_start(
     assert request.headers["authorization"] == "Bearer sk-from-initialize"
     assert "sk-from-initialize" not in json.dumps(d.events)
     await stop_daemon(d)
+
+
+async def test_an_echoed_client_value_is_cut_to_200_characters(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    pipe = await _initialized(tmp_path / "state", fake)
+    reply = await pipe.call(1, "dsh/inbox/list", {"sessionId": "s" * 1000})
+    data = reply["error"]["data"]
+    assert data["code"] == "unknown_session" and len(data["sessionId"]) <= 200
+    assert data["sessionId"].endswith("(1000 characters)")
+    await _close(pipe)
