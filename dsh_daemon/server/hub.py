@@ -498,6 +498,7 @@ class SessionHub:
             return {
                 "sessionId": session_id,
                 "status": info.status,
+                "title": info.title,
                 "lastSeq": info.last_seq,
                 "inbox": self._stored_inbox(session_id),
                 "readOnly": True,
@@ -513,6 +514,7 @@ class SessionHub:
         result = {
             "sessionId": session_id,
             "status": agent.status,
+            "title": self.manager.info(session_id).title,
             "lastSeq": agent.log.next_seq - 1,
             "inbox": agent.inbox.to_json(),
             "permissionRequests": self.approver(session_id).open_requests(),

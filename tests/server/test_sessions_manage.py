@@ -60,6 +60,8 @@ async def test_titles_are_durable_events_from_the_first_prompt_and_from_rename(d
     await _turn_done(daemon, sid, "Fix the   flaky\ntest")
     ((seq, title),) = _titles(daemon, sid)
     assert title == "Fix the flaky test" and (await _listed(daemon, sid))["title"] == title
+    attached = await daemon.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+    assert attached["title"] == title  # a client that reattaches needs no session list for it
     (splice,) = [e for e in daemon.of(sid, "agent/inbox/spliced")][:1]
     assert seq == splice["seq"] + 1  # right after the prompt's insertion
 
