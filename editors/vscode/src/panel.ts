@@ -92,7 +92,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const label = this.connection.state === 'error' ? 'daemon failed' : this.connection.state === 'starting' ? 'starting' : statusLabel(this.model);
     const icon = this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync~spin)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
     this.status.text = `${icon} dsh: ${label}`;
-    this.status.tooltip = this.model.sessionId ? `dsh session ${this.model.sessionId}` : 'dsh: no session yet';
+    this.status.tooltip = this.model.sessionId
+      ? `dsh session ${this.model.title ? `"${this.model.title}" (${this.model.sessionId})` : this.model.sessionId}` : 'dsh: no session yet';
   }
 
   // ---- daemon and sessions ------------------------------------------------------------------------

@@ -199,6 +199,29 @@ describe('ChatPanel (host) with the real daemon', () => {
     }
   });
 
+  it('the title: taken from the first prompt live, renamed live, and in the attach reply of a reopened window', async () => {
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    expect(host.panel.model.title).toBeUndefined();
+    host.send({ type: 'send', text: 'explain   the\nparser', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'turn end');
+    expect(host.panel.model.title).toBe('explain the parser');
+    const id = host.panel.model.sessionId!;
+    await d.client.renameSession(id, 'The parser');
+    await d.waitFor(() => host.panel.model.title === 'The parser', 'the renamed title');
+    await new Promise((r) => setTimeout(r, 120)); // the last batch
+    expect(webviewModel(host).title).toBe('The parser');
+    host.panel.dispose();
+    // A reloaded window: a transcript page plus the events after it hold no session/title; the
+    // attach reply does.
+    const again = fakeHost(id);
+    again.send({ type: 'ready' });
+    await d.waitFor(() => again.panel.model.sessionId === id && again.panel.model.title !== undefined, 'reattached');
+    expect(again.panel.model.title).toBe('The parser');
+    await d.waitFor(() => webviewModel(again).title === 'The parser', 'the webview has it');
+    again.panel.dispose();
+  });
+
   it('New Session and Switch Session detach the session they leave, so another window can drive it', async () => {
     expect(d.client.features?.detach).toBe(true);
     const host = fakeHost();

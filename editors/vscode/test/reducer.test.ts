@@ -92,6 +92,18 @@ describe('reducer', () => {
     ]);
   });
 
+  it('the title: from the attach reply, then live from session/title; an older daemon has none', () => {
+    const attached = (title?: string): Action => ({ kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 4, inbox: { nextTurn: [], nextStep: [] }, ...(title === undefined ? {} : { title }) } });
+    const m = reduceAll(emptyModel(S), [attached('Fix the flaky test')]);
+    expect(m.title).toBe('Fix the flaky test');
+    expect(reduceAll(m, [ev('session/title', { title: 'Flaky test, take two' }, 5)]).title).toBe('Flaky test, take two');
+    expect(reduceAll(m, [ev('session/title', { title: 'replayed, older' }, 3)]).title).toBe('Fix the flaky test'); // seq ≤ lastSeq
+    expect(reduceAll(emptyModel(S), [attached()]).title).toBeUndefined(); // older daemon: nothing to show
+    expect(reduceAll(emptyModel(S), [attached('')]).title).toBeUndefined(); // no title yet
+    expect(reduceAll(emptyModel(S), [attached(''), ev('session/title', { title: 'first prompt' }, 5)]).title).toBe('first prompt');
+    expect(reduceAll(m, [{ kind: 'reset', sessionId: 'other' }]).title).toBeUndefined();
+  });
+
   it("a permission request of another session does not become a card in this one", () => {
     const req = (sessionId: string) => ({ sessionId, callId: 'c1', tool: 'edit_file', title: 'Edit', arguments: {} });
     const m = reduceAll(emptyModel(S), [{ kind: 'permission', request: req('other') }]);

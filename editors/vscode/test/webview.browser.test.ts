@@ -202,6 +202,22 @@ describe.skipIf(!have)('chat webview in Chromium', () => {
     expect(await posted()).toEqual([{ type: 'viewDiff', callId: 'e1' }, { type: 'permission', callId: 'e1', outcome: 'allow-once' }]);
   });
 
+  it('the header shows the session title, updated live; none without one', async () => {
+    const title = page.getByLabel('session title');
+    await snapshot(emptyModel(S));
+    await frame();
+    expect(await title.isVisible()).toBe(false);
+    await actions([{ kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 3, inbox: { nextTurn: [], nextStep: [] }, title: 'Fix the flaky test' } } as Action]);
+    await expect.poll(() => title.textContent()).toBe('Fix the flaky test');
+    expect(await title.isVisible()).toBe(true);
+    expect(await title.getAttribute('title')).toBe('Fix the flaky test');
+    await actions([ev('session/title', { title: 'Flaky test, take two' }, 4)]);
+    await expect.poll(() => title.textContent()).toBe('Flaky test, take two');
+    // Another session from an older daemon (no title in its attach reply): nothing shown.
+    await snapshot(reduceAll(emptyModel('sess-2'), [{ kind: 'attached', result: { sessionId: 'sess-2', status: 'idle', lastSeq: 0, inbox: { nextTurn: [], nextStep: [] } } } as Action]));
+    await expect.poll(() => title.isVisible()).toBe(false);
+  });
+
   it('a transcript page with older turns on the daemon: Load older asks the host, the page lands in front', async () => {
     const pageOf = (turns: number[], hasMore: boolean) => ({
       lastSeq: 99, hasMore,

@@ -24,6 +24,9 @@ const codeActions = { copy: (text: string) => post({ type: 'copy', text }), inse
 
 const app = document.getElementById('app')!;
 const header = el('div', 'header');
+const titleEl = el('span', 'session-title');
+titleEl.setAttribute('aria-label', 'session title');
+titleEl.hidden = true;
 const statusEl = el('span', 'status');
 statusEl.setAttribute('role', 'status');
 const headerButtons = el('span', 'header-buttons');
@@ -33,7 +36,7 @@ headerButtons.append(
 );
 const keyButton = button('Set API key', () => post({ type: 'setApiKey' }), 'ghost warn', 'Store the provider API key in SecretStorage');
 headerButtons.append(keyButton);
-header.append(statusEl, headerButtons);
+header.append(titleEl, statusEl, headerButtons);
 
 const transcript = el('div', 'transcript');
 transcript.setAttribute('aria-label', 'transcript');
@@ -144,6 +147,10 @@ function render(): void {
 }
 
 function renderStatus(): void {
+  // The session's title (none from an older daemon, or before the first prompt names the session).
+  const title = model.title ?? '';
+  if (titleEl.textContent !== title) { titleEl.textContent = title; titleEl.title = title; }
+  titleEl.hidden = !title;
   const label = connection.state === 'error' ? `daemon failed: ${connection.message ?? ''}`
     : connection.state === 'starting' ? 'starting daemon…' : connection.state === 'stopped' ? 'daemon stopped' : statusLabel(model);
   statusEl.textContent = label;

@@ -36,6 +36,9 @@ export interface SessionModel {
   lastSeq: number;
   status: 'idle' | 'running';
   readOnly: boolean;
+  /** The session's title: from the attach reply (newer daemons) and `session/title` events; absent
+   *  (nothing shown) while the session has none or the daemon does not say. */
+  title?: string;
   items: Item[];
   /** id -> position in items. Append-only and shared between versions of one session's model (a
    *  version ignores positions past its own items), so an update never copies it. */
@@ -85,6 +88,7 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       const r = action.result;
       return {
         ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
+        title: typeof r.title === 'string' ? r.title || undefined : model.title,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
       };
     }
@@ -131,6 +135,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
     case 'session/lease':
       return { ...model, readOnly: !!ev.data.readOnly };
+    case 'session/title':
+      return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
     case 'agent/inbox/spliced': {
       const d = ev.data as { target: string; start: number; inserted: InboxItem[]; removedCount?: number };
       const key = d.target === 'next-step' ? 'nextStep' : 'nextTurn';

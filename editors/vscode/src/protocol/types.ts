@@ -58,6 +58,8 @@ export interface SessionInfo {
 
 export interface AttachResult {
   sessionId: string; status: 'idle' | 'running'; lastSeq: number; inbox: Inbox;
+  /** The session's title ("" when it has none yet); absent from older daemons. */
+  title?: string;
   readOnly?: boolean; holder?: Record<string, unknown>;
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
