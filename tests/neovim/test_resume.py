@@ -140,3 +140,58 @@ def test_switching_sessions_detaches_the_one_left(
     first.cmd(f"DshResume {left}")
     first.wait(lambda: "read-only" in first.snapshot()["winbar"], what="read-only")
     first.wait_text("second window")
+
+
+def test_delete_a_session(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(
+        Reply.stream(text_stream(["first"])),
+        Reply.stream(text_stream(["Half an"])[:2], tail="stall"),
+        Reply.stream(text_stream(["a fresh start"])),
+    )
+    # vim.fn.confirm answers what _G.answer says (1 Delete, 2 Cancel) and records the question.
+    editor.lua(
+        "_G.asked, _G.answer = {}, 2;"
+        " vim.fn.confirm = function(msg) table.insert(_G.asked, msg); return _G.answer end"
+    )
+
+    def listed() -> list[str]:
+        sessions = editor.lua("return T.request('dsh/session/list', vim.empty_dict())")["sessions"]
+        return [s["sessionId"] for s in sessions]
+
+    editor.cmd("Dsh delete me later")
+    editor.wait_footers(1)
+    session_id = editor.snapshot()["id"]
+    # A turn is running: refused, and the notification says why.
+    editor.cmd("Dsh second")
+    editor.wait_text("Half an")
+    editor.cmd("DshDelete!")
+    editor.wait(lambda: "cannot delete the session" in editor.lua("return T.messages()"), what="the refusal")
+    assert "a turn is running" in editor.lua("return T.messages()")
+    assert editor.lua("return _G.asked") == []  # ! does not ask
+    editor.cmd("DshStop")
+    editor.wait_footers(2)
+    # Asked first; "Cancel" keeps it.
+    editor.cmd("DshDelete")
+    editor.wait(lambda: editor.lua("return #_G.asked") == 1, what="the confirmation")
+    question = editor.lua("return _G.asked[1]")
+    assert session_id[:8] in question and '"delete me later"' in question
+    assert session_id in listed()
+    editor.lua("_G.answer = 1")
+    editor.cmd("DshDelete")
+    editor.wait_text("✗ this session was deleted; the next prompt starts a new session")
+    assert session_id not in listed()
+    assert "deleted" in editor.snapshot()["winbar"]
+    assert "deleted session " + session_id[:8] in editor.lua("return T.messages()")
+    # The next prompt, typed in the same chat, starts a new session shown in its place.
+    editor.type_in_input("again")
+    editor.keys("<CR>")
+    editor.wait(lambda: (editor.snapshot() or {}).get("id") not in (None, session_id), what="a new session")
+    editor.wait_footers(1)
+    lines = editor.lines()
+    assert lines[:2] == ["## You", "again"] and "a fresh start" in lines
+    assert listed() == [editor.snapshot()["id"]]
+    # :DshDelete! <prefix> deletes another session of the project; the chat shown stays.
+    other = editor.lua("return T.request('dsh/session/new', vim.empty_dict())")["sessionId"]
+    editor.cmd(f"DshDelete! {other[:8]}")
+    editor.wait(lambda: other not in listed(), what="the other session deleted")
+    assert "deleted" not in editor.snapshot()["winbar"]

@@ -122,3 +122,90 @@ def test_command_permission_shows_the_command_and_its_cwd(editor: Editor, fake: 
     (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
     assert card["text"].strip() == "✓ ok"
     assert "It ran." in lines
+
+
+LOSE_THE_PROMPT = """
+_G.lost = {}
+require('dsh.permissions').request = function(_, params)
+  table.insert(_G.lost, params.callId)
+  coroutine.yield() -- never answered, nothing shown
+end
+"""
+
+
+def test_a_request_still_open_when_the_chat_reattaches_is_shown_again(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    """The chat buffer closed and reopened while the daemon waits for an answer that this Neovim no
+    longer shows: the attach reply's request opens the float again; its answer is
+    dsh/permissions/respond."""
+    target = editor.paths.work / "f.txt"
+    target.write_text("one\n")
+    fake.script(edit_call(target, "one", "two", call_id="call_f"), text_reply("Done."))
+    editor.lua(LOSE_THE_PROMPT)
+    editor.cmd("Dsh edit f")
+    editor.wait(lambda: editor.lua("return #_G.lost") == 1, what="the request reached Neovim")
+    assert editor.floats() == []
+    session_id = editor.snapshot()["id"]
+    editor.lua("vim.api.nvim_buf_delete(T.chat().buf, {force = true})")  # the transcript wiped by hand
+    editor.cmd("Dsh")  # reopens the chat: attached again
+    pf = permission_float(editor)
+    assert "-one" in pf["lines"] and "+two" in pf["lines"] and pf["current"]
+    assert editor.snapshot()["id"] == session_id
+    editor.keys("y")
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait_footers(1)
+    assert "Done." in editor.lines()
+    buf = editor.lua(
+        "local b = vim.fn.bufnr(...); return vim.api.nvim_buf_get_lines(b, 0, -1, false)", str(target)
+    )
+    assert buf == ["two"]  # allowed: the edit landed in the buffer
+    assert "no longer open" not in editor.lua("return T.messages()")
+
+
+def test_resume_shows_an_open_request_once_and_it_closes_when_answered_elsewhere(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    target = editor.paths.work / "g.txt"
+    target.write_text("one\n")
+    fake.script(edit_call(target, "one", "two", call_id="call_g"), text_reply("Left it."))
+    editor.lua(LOSE_THE_PROMPT)
+    editor.cmd("Dsh edit g")
+    editor.wait(lambda: editor.lua("return #_G.lost") == 1, what="the request reached Neovim")
+    session_id = editor.snapshot()["id"]
+    editor.cmd("DshNew")  # leaves the session waiting for the answer (detached, its turn goes on)
+    editor.wait(lambda: editor.snapshot()["id"] != session_id, what="a new session")
+    assert editor.floats() == []
+    editor.cmd(f"DshResume {session_id}")
+    permission_float(editor)
+    editor.cmd(f"DshResume {session_id}")  # attached again: still one float, not two
+    editor.wait(lambda: editor.lua("return T.chat().state.rendered_seq") is not None, what="reattached")
+    editor.wait(lambda: editor.lua("return T.chat().loading") is None, what="the page")
+    assert len(editor.floats()) == 1
+    # Answered by another client: permission/resolved closes the float (which answered nothing).
+    answer = {"sessionId": session_id, "callId": "call_g", "outcome": "reject"}
+    assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait_footers(1)
+    assert "Left it." in editor.lines()
+    assert target.read_text() == "one\n"
+    messages = editor.lua("return T.messages()")
+    assert "no longer open" not in messages and "could not answer" not in messages
+
+
+def test_the_float_closes_when_the_request_is_answered_elsewhere(editor: Editor, fake: FakeDeepSeek) -> None:
+    """The float of the daemon's own request closes on permission/resolved (Neovim ignores the
+    $/cancelRequest the daemon sends for it)."""
+    target = editor.paths.work / "h.txt"
+    target.write_text("one\n")
+    fake.script(edit_call(target, "one", "two", call_id="call_h"))
+    editor.cmd("Dsh edit h")
+    permission_float(editor)
+    session_id = editor.snapshot()["id"]
+    answer = {"sessionId": session_id, "callId": "call_h", "outcome": "cancelled"}
+    assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
+    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    settled = "return require('dsh.permissions').settled[...] == true"
+    assert editor.wait(lambda: editor.lua(settled, session_id + "\0call_h"), what="permission/resolved")
+    (footer,) = editor.wait_footers(1)
+    assert footer.startswith("── aborted")

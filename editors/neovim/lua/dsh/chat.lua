@@ -174,7 +174,7 @@ end
 function Chat:_winbar()
   local st = self.state
   local parts = { 'dsh', self.title or self.short }
-  parts[#parts + 1] = st.status == 'running' and 'running…' or 'idle'
+  parts[#parts + 1] = self.deleted and 'deleted' or st.status == 'running' and 'running…' or 'idle'
   local pending = session.pending(st)
   if pending > 0 then
     parts[#parts + 1] = pending .. ' queued'

@@ -33,6 +33,9 @@ function M.chat_for(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   local sid = vim.b[buf].dsh_session
   local chat = sid and M.chats[sid]
+  if chat and chat.deleted then
+    chat = nil -- its session is gone: the current one of the root (none: the next prompt makes one)
+  end
   if not chat then
     local current = M.current[client.root_for(buf)]
     chat = current and M.chats[current]
@@ -78,6 +81,7 @@ function M.new_session(root, cb, keep_focus)
     M.current[root] = res.sessionId
     local win = api.nvim_get_current_win()
     chat:open()
+    M.forget_deleted(root)
     if keep_focus and api.nvim_win_is_valid(win) then
       api.nvim_set_current_win(win)
     end
@@ -110,8 +114,27 @@ function M.on_event(_root, ev)
     if call_id then
       require('dsh.permissions').resolved(ev.sessionId, call_id)
     end
+  elseif ev.type == 'permission/resolved' then -- answered here, elsewhere, timed out or cancelled
+    local call_id = (ev.data or {}).callId
+    if call_id then
+      require('dsh.permissions').resolved(ev.sessionId, call_id, true)
+    end
   elseif ev.type == 'turn/end' then
     require('dsh.permissions').resolved(ev.sessionId)
+  end
+end
+
+--- Permission requests the daemon still has open for a chat that attached again (daemons with
+--- `permissionEvents`): shown unless this Neovim shows them already.
+local function reopen_permissions(chat, res)
+  if not (client.info(chat.root) or {}).permissionEvents or res.readOnly then
+    return
+  end
+  for _, params in ipairs(res.permissionRequests or {}) do
+    if type(params) == 'table' and params.callId then
+      params.sessionId = params.sessionId or chat.id
+      require('dsh.permissions').reopen(chat.root, params)
+    end
   end
 end
 
@@ -133,7 +156,7 @@ end
 --- receive what they missed (events after the last one shown).
 function M.on_client_ready(root, lsp_client)
   for _, chat in pairs(M.chats) do
-    if chat.root == root and chat.detached and not chat.left and api.nvim_buf_is_valid(chat.buf) then
+    if chat.root == root and chat.detached and not chat.left and not chat.deleted and api.nvim_buf_is_valid(chat.buf) then
       chat.detached = nil
       local params = { sessionId = chat.id, afterSeq = chat.state.last_seq }
       lsp_client:request('dsh/session/attach', params, function(err, res)
@@ -143,6 +166,7 @@ function M.on_client_ready(root, lsp_client)
         session.set_inbox(chat.state, res.inbox)
         chat.state.status = res.status or chat.state.status
         chat:render({ op = 'inbox' })
+        reopen_permissions(chat, res)
       end)
     end
   end
@@ -271,6 +295,19 @@ end
 
 local function send_input(kind)
   return function()
+    local gone = M.chats[vim.b.dsh_session or '']
+    if gone and gone.deleted then
+      -- The chat's session was deleted: what is typed in its input starts a new session (with the
+      -- attachments that were waiting for it).
+      local text = gone:take_input()
+      if not text then
+        return
+      end
+      return M.new_session(gone.root, function(chat)
+        chat.attachments = vim.list_extend(gone.attachments or {}, chat.attachments)
+        M.send(chat, kind, text, { from_input = true })
+      end)
+    end
     local chat = M.chat_for(0)
     if not chat then
       return
@@ -373,6 +410,7 @@ local function apply_attach(chat, res)
   chat:render({ op = 'inbox' })
   chat:_winbar()
   require('dsh.queue').refresh(chat)
+  reopen_permissions(chat, res)
 end
 
 --- Reattach a session. With a daemon that renders transcripts: attach without replay, then show
@@ -468,6 +506,109 @@ function M.rename(title)
     return apply(title)
   end
   vim.ui.input({ prompt = 'dsh: rename session: ', default = chat.title or '' }, apply)
+end
+
+--- Chats whose session was deleted, once another chat is shown for `root`: forgotten, and their
+--- buffers wiped unless a window still shows them.
+function M.forget_deleted(root)
+  for sid, chat in pairs(M.chats) do
+    if chat.deleted and chat.root == root then
+      M.chats[sid] = nil
+      for _, buf in ipairs({ chat.buf, chat.input }) do
+        if api.nvim_buf_is_valid(buf) and #vim.fn.win_findbuf(buf) == 0 then
+          pcall(api.nvim_buf_delete, buf, { force = true })
+        end
+      end
+    end
+  end
+end
+
+--- The session of the chat shown in (or for) the current buffer, without attaching it again.
+local function current_session()
+  local buf = api.nvim_get_current_buf()
+  local sid = vim.b[buf].dsh_session
+  local chat = sid and M.chats[sid]
+  if chat and not chat.deleted then
+    return chat.root, sid, chat.title
+  end
+  local root = client.root_for(buf)
+  sid = M.current[root]
+  chat = sid and M.chats[sid]
+  if chat and not chat.deleted then
+    return root, sid, chat.title
+  end
+end
+
+--- A session was deleted: its chat says so, and the next prompt (there, or :Dsh) starts a new one.
+local function deleted(root, session_id)
+  if M.current[root] == session_id then
+    M.current[root] = nil
+  end
+  local chat = M.chats[session_id]
+  if not chat then
+    return
+  end
+  chat.deleted = true
+  chat.loading = nil
+  session.set_inbox(chat.state, nil)
+  chat.state.status = 'idle'
+  if api.nvim_buf_is_valid(chat.buf) then
+    chat:note('✗ this session was deleted; the next prompt starts a new session', 'DshError')
+    chat:render({ op = 'inbox' })
+  end
+end
+
+--- :DshDelete [id] (a prefix of one of this project's sessions; default: the chat's session),
+--- after a confirmation unless `force` (:DshDelete!). A session a turn is running in, or that
+--- another dsh-daemon drives, is refused (`session_busy`): the notification says which.
+function M.delete(id, force)
+  local function go(root, session_id, title)
+    if not force then
+      local label = session_id:sub(1, 8) .. ((title and title ~= '') and (' "' .. title .. '"') or '')
+      local answer = vim.fn.confirm(
+        ('Delete the dsh session %s? Its transcript and queue are removed for good.'):format(label),
+        '&Delete\n&Cancel',
+        2
+      )
+      if answer ~= 1 then
+        return
+      end
+    end
+    client.request(root, 'dsh/session/delete', { sessionId = session_id }, function(err)
+      if err then
+        local busy = vim.tbl_get(err, 'data', 'code') == 'session_busy'
+        return notify(
+          ('%s %s: %s'):format(busy and 'cannot delete the session' or 'delete failed:', session_id:sub(1, 8), err.message or ''),
+          busy and vim.log.levels.WARN or vim.log.levels.ERROR
+        )
+      end
+      deleted(root, session_id)
+      notify('deleted session ' .. session_id:sub(1, 8) .. ((title and title ~= '') and (' (' .. title .. ')') or ''))
+    end)
+  end
+  if id and id ~= '' then
+    local root = client.root_for(0)
+    return client.request(root, 'dsh/session/list', vim.empty_dict(), function(err, res)
+      if err then
+        return notify('could not list sessions: ' .. (err.message or ''), vim.log.levels.ERROR)
+      end
+      local found = {}
+      for _, s in ipairs(res.sessions or {}) do
+        if vim.startswith(s.sessionId, id) then
+          found[#found + 1] = s
+        end
+      end
+      if #found > 1 then
+        return notify(('%d sessions start with %s: give more of the id'):format(#found, id), vim.log.levels.WARN)
+      end
+      go(root, found[1] and found[1].sessionId or id, found[1] and found[1].title)
+    end)
+  end
+  local root, session_id, title = current_session()
+  if not session_id then
+    return notify('no session here to delete')
+  end
+  go(root, session_id, title)
 end
 
 local function list_sessions(root, cb)
@@ -634,6 +775,9 @@ local function commands()
   cmd('DshRename', function(o)
     M.rename(o.args)
   end, { nargs = '*', desc = 'dsh: rename the session' })
+  cmd('DshDelete', function(o)
+    M.delete(o.args, o.bang)
+  end, { nargs = '?', bang = true, desc = "dsh: delete a session (the chat's by default; ! without asking)" })
   cmd('DshAddFile', function(o)
     M.add_file(o.args, o.bang)
   end, { nargs = '?', bang = true, complete = 'file', desc = 'dsh: attach a file to the next prompt (! add it now)' })

@@ -1,13 +1,17 @@
 -- dsh/requestPermission: a float with the preview (a diff, or the command and its cwd) and keys for
 -- allow once / allow always / reject / cancel. Neovim runs server-request handlers in a coroutine, so
 -- the handler yields until the person answers; the float closes when the request is resolved, or when
--- the daemon no longer needs it (the call got its result, or the turn ended).
+-- the daemon no longer needs it (`permission/resolved`, the call got its result, or the turn ended).
+-- A request still open when a chat attaches again (the attach reply's `permissionRequests`) and not
+-- shown here is shown the same way and answered with `dsh/permissions/respond`.
 local api = vim.api
 
 local M = {}
 
 ---@type table<string, table> key (sessionId .. '\0' .. callId) -> open request
 M.open = {}
+---@type table<string, boolean> keys of requests the daemon said were resolved (`permission/resolved`)
+M.settled = {}
 
 M.keys = {
   { lhs = { 'y', '<CR>' }, outcome = 'allow-once', label = 'y allow once' },
@@ -107,7 +111,7 @@ function M.request(root, params, _ctx)
   local k = key(params.sessionId, params.callId)
   local co, is_main = coroutine.running()
   local req = { params = params, root = root, done = false }
-  req.finish = function(outcome)
+  req.finish = function(outcome) -- the reply to the daemon's request, whatever closed the float
     if req.done then
       return
     end
@@ -124,8 +128,9 @@ function M.request(root, params, _ctx)
     end)
   end
   if M.open[k] then
-    M.open[k].finish('cancelled')
+    M.open[k].finish('cancelled', true)
   end
+  M.settled[k] = nil
   M.open[k] = req
   show(req)
   local outcome
@@ -140,12 +145,51 @@ function M.request(root, params, _ctx)
   return { outcome = outcome or 'cancelled' }
 end
 
---- Close the prompt of a call that got its result, or every prompt of a session whose turn ended.
-function M.resolved(session_id, call_id)
+--- Show again a request the daemon still has open (from an attach reply), unless it is shown
+--- already; the answer goes back as `dsh/permissions/respond`.
+function M.reopen(root, params)
+  local k = key(params.sessionId, params.callId)
+  if M.open[k] or M.settled[k] then
+    return
+  end
+  local req = { params = params, root = root, done = false, reopened = true }
+  req.finish = function(outcome, quiet) -- quiet: the daemon no longer needs an answer
+    if req.done then
+      return
+    end
+    req.done = true
+    if M.open[k] == req then
+      M.open[k] = nil
+    end
+    vim.schedule(function()
+      close(req)
+    end)
+    if quiet then
+      return
+    end
+    local answer = { sessionId = params.sessionId, callId = params.callId, outcome = outcome }
+    require('dsh.client').request(root, 'dsh/permissions/respond', answer, function(err, res)
+      if err then
+        vim.notify('dsh: could not answer the permission request: ' .. (err.message or ''), vim.log.levels.ERROR)
+      elseif res and res.answered == false then
+        vim.notify('dsh: that permission request was no longer open', vim.log.levels.WARN)
+      end
+    end)
+  end
+  M.open[k] = req
+  show(req)
+end
+
+--- Close the prompt of a call that got its result or was answered elsewhere (`permission/resolved`,
+--- `settled`), or every prompt of a session whose turn ended.
+function M.resolved(session_id, call_id, settled)
+  if settled and call_id then
+    M.settled[key(session_id, call_id)] = true
+  end
   for k, req in pairs(M.open) do
     if req.params.sessionId == session_id and (call_id == nil or req.params.callId == call_id) then
       M.open[k] = nil
-      req.finish('cancelled')
+      req.finish('cancelled', true)
     end
   end
 end
