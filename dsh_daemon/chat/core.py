@@ -25,6 +25,7 @@ from dsh_daemon.chat.render import (
 from dsh_daemon.chat.rpc import RpcPipe
 from dsh_daemon.chat.status import Status
 
+RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
 PERMISSION_KEYS = {"y": "allow-once", "a": "allow-always", "n": "reject", "c": "cancelled"}
 PERMISSION_WORDS = {"yes": "allow-once", "always": "allow-always", "no": "reject", "cancel": "cancelled"}
 
@@ -102,6 +103,35 @@ class Chat:
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
+
+    def history_turn(self, turn: dict[str, Any]) -> None:
+        """One turn of a transcript page, drawn as the live events would have drawn it."""
+        for item in turn.get("items", ()):
+            kind = item.get("type")
+            if kind == "message":
+                source = item.get("source") or {}
+                if source.get("kind") == "user":
+                    self.view.print(self.paint(CYAN, "› ") + sanitize(item.get("text", "")))
+                elif source.get("kind") == "editor":
+                    uri = _short_uri(source.get("uri", ""))
+                    self.note(f"  📎 {source.get('contextKind', 'context')}: {uri}")
+            elif kind == "assistant":
+                self.view.message_done(
+                    item.get("reasoning") or "",
+                    item.get("text") or "",
+                    streamed=False,
+                    interrupted=bool(item.get("interrupted")),
+                )
+            elif kind == "tool":
+                self.tool_names[item["callId"]] = item["name"]
+                self.view.print(self.paint(CYAN, f"  ⚙ {item['name']} {clip(item.get('arguments', ''), 90)}"))
+                result = item.get("result")
+                if result is not None:
+                    mark = self.paint(RED, "  ✗") if result.get("isError") else "  ✓"
+                    self.view.print(f"{mark} {item['name']}: {clip(result.get('output', ''), 100)}")
+        end = turn.get("end") or {}
+        if end.get("kind") in ("error", "aborted", "interrupted"):
+            self.view.print(self.paint(DIM, f"[turn {turn['turn']} ended: {end['kind']}]"))
 
     def live_event(self, kind: str, data: Any) -> None:
         view = self.view
@@ -235,12 +265,22 @@ class Chat:
         self.view.refresh()
 
     async def attach(self, session_id: str) -> None:
-        """Show the session's history, then follow it live."""
+        """Show the session's last turns (a transcript page), then follow it live from there: the
+        events after the page's `lastSeq` are replayed, so nothing is missed or shown twice."""
         self.status = Status(session_id=session_id)
         self.tool_names.clear()
+        page = await self.rpc.request(
+            "dsh/session/transcript", {"sessionId": session_id, "limit": RESUME_PAGE_TURNS}
+        )
+        if page.get("hasMore"):
+            self.note(f"[earlier turns not shown: `dsh-daemon export {session_id}` has them all]")
+        for turn in reversed(page["turns"]):
+            self.history_turn(turn)
         self.replaying = True
         try:
-            attached = await self.rpc.request("dsh/session/attach", {"sessionId": session_id})
+            attached = await self.rpc.request(
+                "dsh/session/attach", {"sessionId": session_id, "afterSeq": page["lastSeq"]}
+            )
         finally:
             self.replaying = False
         self.status.state = attached.get("status", "idle")

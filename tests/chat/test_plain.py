@@ -33,3 +33,21 @@ def test_piped_commands_answer_in_plain_text(tmp_path: Path) -> None:
         result = run_cli(["--no-thinking", "chat", "show me"], env, cwd=work)
         assert "› show me" in result.stdout
         assert "# Heading\n\nplain *markdown*" in result.stdout  # streamed verbatim, not rendered
+
+
+def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeDeepSeek() as fake:
+        fake.script(*[Reply.stream(text_stream([f"answer {n}"])) for n in range(1, 13)])
+        env = daemon_env(tmp_path / "state", fake)
+        prompts = "\n".join(f"question {n}" for n in range(1, 13)) + "\n"
+        first = run_cli(["--no-thinking", "chat"], env, stdin=prompts, cwd=work)
+        assert first.returncode == 0, first.stderr
+        assert "answer 12" in first.stdout
+        resumed = run_cli(["--no-thinking", "chat", "--resume"], env, stdin="", cwd=work)
+        assert resumed.returncode == 0, resumed.stderr
+        out = resumed.stdout
+        assert "earlier turns not shown" in out and "dsh-daemon export" in out
+        assert "› question 12" in out and "answer 12" in out and "› question 3\n" in out
+        assert "› question 2\n" not in out and "answer 2\n" not in out  # only the last 10 turns
