@@ -13,7 +13,6 @@ import contextlib
 import datetime
 import logging
 import os
-import sqlite3
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,7 +205,7 @@ class AcpSessions:
         except SessionBusyError as exc:
             self._unwire(session_id)
             raise errors.session_busy(session_id, exc.pid, exc.host) from exc
-        except (KeyError, TypeError, ValueError, StoreError, sqlite3.DatabaseError) as exc:
+        except StoreError as exc:  # the stored log cannot be read (host/manager.py says why)
             self._unwire(session_id)
             raise errors.session_unreadable(f"session {session_id} cannot be loaded: {exc}") from exc
 

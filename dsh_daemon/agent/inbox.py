@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from dsh_daemon.agent.errors import AgentError
 from dsh_daemon.model.events import (
     INBOX_DISCARDED,
     INBOX_INSERTED,
@@ -36,13 +37,13 @@ from dsh_daemon.model.messages import MessageId, UserMessage
 from dsh_daemon.session.log import SessionLog
 
 
-class DuplicateMessageIdError(ValueError):
+class DuplicateMessageIdError(AgentError, ValueError):
     def __init__(self, message_id: str) -> None:
         super().__init__(f"a message with id {message_id!r} is already pending")
         self.message_id = message_id
 
 
-class UnknownMessageError(KeyError):
+class UnknownMessageError(AgentError, KeyError):
     def __init__(self, message_id: str) -> None:
         super().__init__(message_id)
         self.message_id = message_id

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from dsh_daemon.agent import compaction
 from dsh_daemon.agent.derive import Derivation
+from dsh_daemon.agent.errors import AgentError
 from dsh_daemon.agent.hooks import (
     Hooks,
 )
@@ -50,7 +51,7 @@ Status = Literal["idle", "running"]
 CANCEL_CAUSES = frozenset({"user", "shutdown", "disposed", "hook"})
 
 
-class AgentDisposedError(RuntimeError):
+class AgentDisposedError(AgentError, RuntimeError):
     pass
 
 

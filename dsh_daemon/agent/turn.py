@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from dsh_daemon.agent import compaction
 from dsh_daemon.agent.assembler import Assembler
 from dsh_daemon.agent.derive import Derivation
+from dsh_daemon.agent.errors import AgentError
 from dsh_daemon.agent.hooks import (
     Enter,
     PreStepContext,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class StepError(RuntimeError):
+class StepError(AgentError, RuntimeError):
     """A step that cannot run as configured (no model, no provider, a hook returning nonsense)."""
 
 
@@ -89,7 +90,7 @@ class TurnState:
     compacted: FrozenDict | None = None  # the `context/compacted` data this turn wrote, if any
 
 
-class CompactionError(RuntimeError):
+class CompactionError(AgentError, RuntimeError):
     """A compaction that could not finish; nothing was changed (the turn ends with `error`)."""
 
     def __init__(self, error: Mapping[str, Any]) -> None:

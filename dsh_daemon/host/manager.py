@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +18,13 @@ from pathlib import Path
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.host.errors import HostError
 from dsh_daemon.model.events import INBOX_INSERTED, SESSION_TITLE, STATUS, Event, EventBus
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
 from dsh_daemon.session.repair import repair_closers, unentered_claims
-from dsh_daemon.session.store import SessionInfo, SessionStore
+from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ AUTO_TITLE_CHARS = 80
 MAX_TITLE_CHARS = 200
 
 
-class SessionRunningError(Exception):
+class SessionRunningError(HostError):
     """The session has a turn running in this process (refused for what must wait for idle)."""
 
     def __init__(self, session_id: str) -> None:
@@ -94,9 +96,14 @@ class SessionManager:
         self.store.session_info(session_id)
         self.leases.acquire(session_id)
         try:
-            events = self.store.load_events(session_id)
-            closers = repair_closers(events)
-            agent = self._build(session_id, events)
+            try:
+                events = self.store.load_events(session_id)
+                closers = repair_closers(events)
+                agent = self._build(session_id, events)
+            except (KeyError, TypeError, ValueError, sqlite3.DatabaseError) as exc:
+                # A stored event of the wrong shape (or a file that is not a database): the log cannot
+                # be read; not a daemon bug, and said once, here, where the stored data is read.
+                raise CorruptSessionError(f"session {session_id} cannot be loaded: {exc}") from exc
             if closers:
                 stamp = events[-1].time
                 next_step, prompt = unentered_claims(events)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
+from dsh_daemon.host.errors import HostError
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
 from dsh_daemon.mcp.config import McpConfigError, ServerConfig, load_file_servers, merge, parse_servers
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError
@@ -26,7 +27,7 @@ DEFAULT_PERMISSION_TIMEOUT_S = 300.0
 NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers"})
 
 
-class OptionsError(ValueError):
+class OptionsError(HostError, ValueError):
     """A configuration value of the wrong type or range; the message names the key."""
 
 

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.jsonvalue import FrozenDict, loads
 
 _UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
@@ -67,7 +68,7 @@ TOOL_OUTPUT = "tool/output"
 AGENT_ERROR = "agent/error"
 
 
-class UnreadableEventError(ValueError):
+class UnreadableEventError(ModelError):
     """A stored event whose JSON cannot be read (found when its data is first used)."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.jsonvalue import FrozenDict
 from dsh_daemon.model.messages import MessageId, UserMessage
 
@@ -32,7 +33,7 @@ def preset_of(target: Target, wakeup: bool) -> str:
     return "send"
 
 
-class InvalidSpliceError(ValueError):
+class InvalidSpliceError(ModelError):
     pass
 
 

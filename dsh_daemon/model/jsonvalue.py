@@ -15,10 +15,12 @@ import math
 from collections.abc import Mapping
 from typing import Any, NoReturn, TypeAlias
 
+from dsh_daemon.model.errors import ModelError
+
 JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | FrozenDict | None"
 
 
-class NotJsonError(ValueError):
+class NotJsonError(ModelError):
     """A value that is not lossless JSON."""
 
 

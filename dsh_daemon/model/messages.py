@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.jsonvalue import FrozenDict, NotJsonError, freeze_json
 
 MessageId: TypeAlias = str
@@ -24,7 +25,7 @@ MAX_ID_LENGTH = 200
 EDITOR_CONTEXT_KINDS = frozenset({"file", "selection", "diagnostics", "snapshot"})
 
 
-class InvalidMessageError(ValueError):
+class InvalidMessageError(ModelError):
     """A message, block or source that does not satisfy the message model."""
 
 

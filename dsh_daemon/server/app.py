@@ -191,15 +191,9 @@ def _typed_failures() -> Iterator[None]:
 
 
 def _typed(exc: Exception) -> errors.DshError:
-    from dsh_daemon.model.events import UnreadableEventError
-    from dsh_daemon.session.store import LeaseLostError, StoreError
-
-    if isinstance(exc, LeaseLostError):
-        host, _, rest = exc.holder.partition(":")
-        pid = rest.split(":", 1)[0]
-        return errors.session_busy(exc.session_id, int(pid) if pid.isdigit() else 0, host)
-    if isinstance(exc, StoreError | UnreadableEventError):
-        return errors.session_unreadable(str(exc))
+    typed = errors.wire_error(exc)
+    if typed is not None:
+        return typed
     logger.exception("dsh handler failed")
     return errors.internal_error(f"{type(exc).__name__}: {exc}")
 

@@ -104,3 +104,49 @@ def session_unreadable(message: str) -> DshError:
 
 def internal_error(message: str) -> DshError:
     return DshError(shown(message, 2000), code=INTERNAL_ERROR, data_code="internal_error")
+
+
+def wire_error(exc: BaseException) -> DshError | None:
+    """The one mapping from the layers' exceptions to typed wire errors (§11); None for anything that
+    is not a known family (the caller reports it as `internal_error`, logged: a daemon bug). Imports
+    stay inside: this module is loaded before `initialize` and must stay light."""
+    from dsh_daemon.agent.errors import AgentError
+    from dsh_daemon.agent.inbox import DuplicateMessageIdError, UnknownMessageError
+    from dsh_daemon.agent.loop import AgentDisposedError
+    from dsh_daemon.host.errors import HostError
+    from dsh_daemon.host.manager import SessionRunningError
+    from dsh_daemon.model.errors import ModelError
+    from dsh_daemon.model.events import UnreadableEventError
+    from dsh_daemon.session.lease import SessionBusyError
+    from dsh_daemon.session.store import LeaseLostError, StoreError, UnknownSessionError
+
+    if isinstance(exc, DshError):
+        return exc
+    # the session layer: which session, who drives it, whether its log can be read
+    if isinstance(exc, UnknownSessionError):
+        return unknown_session(exc.session_id)
+    if isinstance(exc, SessionBusyError):
+        return session_busy(exc.session_id, exc.pid, exc.host)
+    if isinstance(exc, LeaseLostError):
+        host, _, rest = exc.holder.partition(":")
+        pid = rest.split(":", 1)[0]
+        return session_busy(exc.session_id, int(pid) if pid.isdigit() else 0, host)
+    if isinstance(exc, StoreError | UnreadableEventError):
+        return session_unreadable(str(exc))
+    # the agent core: refused sends and edits
+    if isinstance(exc, DuplicateMessageIdError):
+        return duplicate_message_id(exc.message_id)
+    if isinstance(exc, UnknownMessageError):
+        return unknown_message(exc.message_id)
+    if isinstance(exc, AgentDisposedError):
+        return shutting_down()
+    if isinstance(exc, SessionRunningError):
+        return session_busy_because(
+            exc.session_id,
+            "a turn is running in this dsh-daemon; cancel it or wait, then try again",
+            reason="running",
+        )
+    # a value or a setting the client gave that is not what it must be
+    if isinstance(exc, ModelError | HostError | AgentError):
+        return invalid_params(str(exc))
+    return None

@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import sqlite3
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,14 +21,11 @@ from pygls.workspace import TextDocument
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.inbox import (
-    DuplicateMessageIdError,
     InboxItem,
-    InvalidSpliceError,
-    UnknownMessageError,
     apply_splice,
     item_wire,
 )
-from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
+from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.system_prompt import PromptConfig
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
@@ -56,7 +52,7 @@ from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.store import UnknownSessionError
+from dsh_daemon.session.store import StoreError, UnknownSessionError
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.edits import DiskEditApplier
@@ -250,13 +246,10 @@ class SessionHub:
             del self.views[session_id]
         try:
             agent = self.manager.open(session_id)
-        except UnknownSessionError as exc:
-            raise errors.unknown_session(session_id) from exc
-        except SessionBusyError as exc:
-            raise errors.session_busy(session_id, exc.pid, exc.host) from exc
-        except (KeyError, TypeError, ValueError, sqlite3.DatabaseError) as exc:
-            # A stored event of the wrong shape, or a file that is not a database: never a daemon bug.
-            raise errors.session_unreadable(f"session {session_id} cannot be loaded: {exc}") from exc
+        except StoreError as exc:  # unknown, driven elsewhere, or unreadable (host/manager.py says which)
+            typed = errors.wire_error(exc)
+            assert typed is not None
+            raise typed from exc
         view = self._adopt(agent)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
@@ -565,19 +558,14 @@ class SessionHub:
         attachments: Sequence[UserMessage] = (),
         verb: str | None = None,
     ) -> str:
-        agent = self.agent(session_id)
-        try:
-            return agent.send(
-                message,
-                target=target,  # type: ignore[arg-type]
-                wakeup=wakeup,
-                attachments=attachments,
-                verb=verb,
-            )
-        except DuplicateMessageIdError as exc:
-            raise errors.duplicate_message_id(exc.message_id) from exc
-        except AgentDisposedError as exc:
-            raise errors.shutting_down() from exc
+        # A refused send (duplicate id, shut down) leaves as its typed error (errors.wire_error).
+        return self.agent(session_id).send(
+            message,
+            target=target,  # type: ignore[arg-type]
+            wakeup=wakeup,
+            attachments=attachments,
+            verb=verb,
+        )
 
     def inbox_replace(
         self,
@@ -586,20 +574,10 @@ class SessionHub:
         message: UserMessage,
         attachments: Sequence[UserMessage] | None = None,
     ) -> None:
-        try:
-            self.agent(session_id).inbox.replace(message_id, message, attachments)
-        except UnknownMessageError as exc:
-            raise errors.unknown_message(message_id) from exc
-        except DuplicateMessageIdError as exc:
-            raise errors.duplicate_message_id(exc.message_id) from exc
+        self.agent(session_id).inbox.replace(message_id, message, attachments)
 
     def inbox_move(self, session_id: str, message_id: str, target: str, index: int) -> None:
-        try:
-            self.agent(session_id).inbox.move(message_id, target, index)  # type: ignore[arg-type]
-        except UnknownMessageError as exc:
-            raise errors.unknown_message(message_id) from exc
-        except InvalidSpliceError as exc:
-            raise errors.invalid_params(f"dsh/inbox/move: {exc}") from exc
+        self.agent(session_id).inbox.move(message_id, target, index)  # type: ignore[arg-type]
 
     def context_add(self, session_id: str, spec: ContextSpec, delivery: str) -> str:
         (message,) = self.context_messages(session_id, (spec,))

@@ -13,13 +13,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsh_daemon.session.store import SessionStore, now_ms
+from dsh_daemon.session.store import SessionStore, StoreError, now_ms
 
 STALE_AFTER_MS = 30_000
 HEARTBEAT_EVERY_S = 5.0
 
 
-class SessionBusyError(Exception):
+class SessionBusyError(StoreError):
     """The session is driven by another live process."""
 
     def __init__(self, session_id: str, holder: str, pid: int, host: str) -> None:

@@ -1,0 +1,7 @@
+"""The base of the agent core's errors (a refused send or edit, a turn that cannot run)."""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Something the agent core refuses or cannot do; subclasses say what."""
