@@ -352,7 +352,7 @@ class Agent:
             while True:
                 reason, stepped = await Turn(self).run(self.turn, claim, activity.signal)
                 # A turn that ran no step (its first batch entered empty) retires the driver, like a
-                # blocked one: the rest stays parked until a new waking send (agent-semantics §4).
+                # blocked one: the rest stays parked until a new waking send (docs/design.md §2.4).
                 normal = stepped and reason["kind"] in ("completed", "max-tokens")
                 if normal and self.inbox.has_pending and not activity.signal.aborted and not self._disposing:
                     await asyncio.sleep(0)  # let the editor's requests in between turns

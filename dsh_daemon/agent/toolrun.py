@@ -1,4 +1,4 @@
-"""Runs one assistant message's tool calls (agent-semantics §4, §2.6).
+"""Runs one assistant message's tool calls (docs/design.md §2.3–2.5).
 
 Invariants kept here:
 - Parallel-safe neighbours run concurrently (pool cap); any other call is an exclusive barrier.

@@ -1,4 +1,4 @@
-"""Classifies HTTP and transport failures into the seam's typed codes (provider.md §1.8).
+"""Classifies HTTP and transport failures into the seam's typed codes (DeepSeek's documented status codes).
 
 The body parse is best effort: a JSON `{"error": {...}}` body gives the provider's readable message and
 the code/type used for the quota test; anything else still gets a code from the status alone. Whether a

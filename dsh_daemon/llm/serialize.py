@@ -1,4 +1,4 @@
-"""Builds the `/chat/completions` request body from a `ModelRequest` (provider.md §1.2, D11).
+"""Builds the `/chat/completions` request body from a `ModelRequest` (DeepSeek's request format, D11).
 
 Rules kept here:
 - Unset settings are omitted, never sent as null.

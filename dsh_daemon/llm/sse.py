@@ -1,4 +1,4 @@
-"""An incremental Server-Sent Events parser (WHATWG event-stream rules, as provider.md §1.6 needs them).
+"""An incremental Server-Sent Events parser (WHATWG event-stream rules).
 
 Feed it bytes exactly as they arrive; it returns the events completed by those bytes. It handles splits
 anywhere (in a line ending, in a UTF-8 sequence), LF / CRLF / CR line endings, a leading BOM, multi-line

@@ -1,4 +1,4 @@
-"""Turns OpenAI-style `chat.completion.chunk` payloads into seam deltas (provider.md §1.7).
+"""Turns OpenAI-style `chat.completion.chunk` payloads into seam deltas (DeepSeek's streamed chunk format).
 
 - `reasoning_content` / `content` deltas become reasoning / text deltas; empty ones (DeepSeek's first
   thinking chunk carries `reasoning_content: ""`) produce nothing, so they open no block.
@@ -132,7 +132,7 @@ def _malformed(message: str) -> ProviderFailure:
 
 
 def map_usage(raw: Mapping[str, Any], price: ModelPrice | None) -> FrozenDict:
-    """Disjoint counts (provider.md §1.4): `prompt_tokens` includes cache hits, so input = prompt - hit.
+    """Disjoint counts (DeepSeek's usage fields): `prompt_tokens` includes cache hits, so input = prompt - hit.
     `costUsd` is present only when the model has a configured price."""
     prompt = _int(raw.get("prompt_tokens"))
     hit = raw.get("prompt_cache_hit_tokens")  # DeepSeek's field; OpenAI spells it in the details

@@ -51,7 +51,7 @@ LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 def converter_factory() -> Any:
     conv = default_converter()  # type: ignore[no-untyped-call]  # pygls leaves it unannotated
 
-    def raw(obj: Any, cls: type) -> Any:  # custom methods keep plain dicts (tooling.md §1.2)
+    def raw(obj: Any, cls: type) -> Any:  # custom methods keep plain dicts (pygls would build objects)
         return cls(**obj)
 
     def raw_with_params(obj: Any, cls: type) -> Any:  # `params` may be left out entirely

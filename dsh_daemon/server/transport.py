@@ -1,7 +1,7 @@
 """The stdio read loop: LSP base-protocol framing that never leaves a request unanswered.
 
-pygls' own loop answers malformed input with a `window/showMessage` and nothing else (tooling.md
-§1.3). This loop answers instead:
+pygls' own loop answers malformed input with a `window/showMessage` and nothing else (the client
+waits forever). This loop answers instead:
 - a body that is not JSON: `-32700` (id null);
 - JSON that is not a request/notification/response object, or a `jsonrpc` other than "2.0": `-32600`
   (with the id when there is one);

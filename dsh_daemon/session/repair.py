@@ -1,4 +1,4 @@
-"""Deterministic closers for a turn left open by a crash (D6, agent-semantics §5).
+"""Deterministic closers for a turn left open by a crash (D6, docs/design.md §7).
 
 Per unanswered tool call of the open step's assistant message: an error `tool/result` with
 `TOOL_NOT_STARTED` when no `tool/call` was logged, else `TOOL_OUTCOME_UNKNOWN` citing the call seq;
