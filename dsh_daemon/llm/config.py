@@ -87,7 +87,8 @@ DEFAULT_PRICES: Mapping[str, ModelPrice] = {
 }
 
 # Context windows in tokens. Source: DeepSeek's models & pricing page
-# (https://api-docs.deepseek.com/quick_start/pricing, archived 2026-04-26): deepseek-v4-flash and deepseek-v4-pro have a 1,000,000-token context (384K maximum
+# (https://api-docs.deepseek.com/quick_start/pricing, archived 2026-04-26):
+# deepseek-v4-flash and deepseek-v4-pro have a 1,000,000-token context (384K maximum
 # output), and the legacy names alias V4-Flash. Configuration defaults like the prices: the file's
 # `contextWindow` overrides them; a model not listed has no known window (no automatic compaction).
 DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {

@@ -1,4 +1,4 @@
-"""The DeepSeek / OpenAI-compatible streaming provider over HTTP (DeepSeek's `/chat/completions` with `stream: true`).
+"""The DeepSeek / OpenAI-compatible streaming provider over HTTP (`/chat/completions`, `stream: true`).
 
 One `stream()` call is one `POST {base_url}/chat/completions` attempt: no retries here (the loop owns
 them, D8). Timeouts: a connect timeout, and an idle-read timeout that any received bytes re-arm —

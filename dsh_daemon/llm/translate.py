@@ -132,7 +132,7 @@ def _malformed(message: str) -> ProviderFailure:
 
 
 def map_usage(raw: Mapping[str, Any], price: ModelPrice | None) -> FrozenDict:
-    """Disjoint counts (DeepSeek's usage fields): `prompt_tokens` includes cache hits, so input = prompt - hit.
+    """Disjoint counts from DeepSeek's usage: `prompt_tokens` includes cache hits, so input = prompt - hit.
     `costUsd` is present only when the model has a configured price."""
     prompt = _int(raw.get("prompt_tokens"))
     hit = raw.get("prompt_cache_hit_tokens")  # DeepSeek's field; OpenAI spells it in the details
