@@ -74,6 +74,7 @@ def test_steer_with_a_visual_selection_sends_the_unsaved_buffer_text(
     )
     assert "(unsaved editor buffer), lines 1-2" in content
     assert "def f():\n    return 42\n```" in content and "print(f())" not in content
+    assert "```python\n" in content  # the buffer was attached after its filetype was known
     assert app.read_text() == "def f():\n    return 1\n\nprint(f())\n"  # nothing saved
 
 
@@ -346,3 +347,18 @@ def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(
     assert editor.lua("return T.chat().state.rendered_seq") is None
     lines = editor.lines()
     assert lines.index("📎 file a.txt") < lines.index("📎 selection a.txt:2") < lines.index("what now?")
+
+
+def test_a_file_opened_after_the_daemon_started_keeps_its_language(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    fake.script(Reply.stream(text_stream(["hi"])))
+    editor.cmd("Dsh hello")  # the daemon is up before the file is read
+    editor.wait_footers(1)
+    (editor.paths.work / "late.py").write_text("x = 1\ny = 2\n")
+    editor.cmd("edit late.py")
+    editor.keys("ggVj\\di")  # <leader>di: inject lines 1-2
+    editor.wait(lambda: editor.pending() == 1, what="the selection injected")
+    (message,) = editor.lua("return T.inbox()")["nextStep"]
+    assert message["source"].get("languageId") == "python"
+    assert "```python\nx = 1\ny = 2\n```" in message["content"][0]["text"]

@@ -260,11 +260,18 @@ end
 vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufEnter', 'BufFilePost' }, {
   group = augroup,
   callback = function(ev)
-    for root, entry in pairs(M.roots) do
-      if entry.ready and entry.id and is_under(ev.buf, root) and not vim.lsp.buf_is_attached(ev.buf, entry.id) then
-        vim.lsp.buf_attach_client(ev.buf, entry.id)
+    -- Deferred: on BufReadPost the filetype is not detected yet, and didOpen sends it as languageId
+    -- (the language tag of a selection's code fence).
+    vim.schedule(function()
+      if not vim.api.nvim_buf_is_valid(ev.buf) then
+        return
       end
-    end
+      for root, entry in pairs(M.roots) do
+        if entry.ready and entry.id and is_under(ev.buf, root) and not vim.lsp.buf_is_attached(ev.buf, entry.id) then
+          vim.lsp.buf_attach_client(ev.buf, entry.id)
+        end
+      end
+    end)
   end,
 })
 
