@@ -43,6 +43,8 @@ from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.events import Event
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError, UnknownSessionError
+from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.edits import EditApplier
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class AcpSessions:
         self.options = options
         self.fs = fs
         self.wirings: dict[str, Wiring] = {}
+        self._files: dict[str, ClientFiles] = {}  # between `document_source` and `_wire`
         self.sessions: dict[str, OpenSession] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         model = options.provider.model
@@ -100,7 +103,7 @@ class AcpSessions:
             options=lambda: AgentOptions(model=model),
             tools=self._tools,
             hooks=self._hooks,
-            approver=self._approver,
+            approver=self.new_approver,
         )
         self.manager.start_heartbeat()
 
@@ -118,15 +121,8 @@ class AcpSessions:
             return wiring
         roots = [cwd, *(r for r in extra_roots if Path(r).is_dir())]
         workspace = Workspace(roots, cwd=cwd)
-        files = ClientFiles(self.connection, session_id, workspace, self.fs)
-        tools = wire_session_tools(
-            workspace,
-            files,
-            files,
-            self.options,
-            mcp_servers,
-            lambda data: self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data}),
-        )
+        tools = wire_session_tools(self, session_id, workspace, self.options, mcp_servers)
+        files = self._files.pop(session_id)  # made by `document_source` for these tools
         translator = Translator(
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
@@ -159,11 +155,24 @@ class AcpSessions:
         # The editor's buffers are fetched before the permission policy, so a preview shows their text.
         return session_hooks(wiring.tools, self.options.agent, pre_execute=[wiring.files.prefetch])
 
-    def _approver(self, session_id: str) -> Approver:
+    # ---- the front-end port (host/port.py) ---------------------------------------------------------------
+
+    def document_source(self, session_id: str, workspace: Workspace) -> DocumentSource:
+        # One ClientFiles per session is both its document source and its edit applier.
+        files = self._files[session_id] = ClientFiles(self.connection, session_id, workspace, self.fs)
+        return files
+
+    def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
+        return self._files[session_id]
+
+    def new_approver(self, session_id: str) -> Approver:
         wiring = self.wirings[session_id]
         return AcpApprover(
             self.connection, session_id, lambda: wiring.translator, self.options.permission_timeout_s
         )
+
+    def report_mcp_status(self, session_id: str, data: Mapping[str, Any]) -> None:
+        self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data})
 
     # ---- opening -------------------------------------------------------------------------------------
 

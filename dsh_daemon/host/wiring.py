@@ -1,29 +1,28 @@
 """A session's tools and hooks, built the same way for every front end.
 
-A front end supplies what only it knows: where documents come from and where edits go (the editor's
-synced buffers and `workspace/applyEdit`, or ACP's `fs/*`), where MCP status goes, and any hooks of
-its own (the LSP server's ambient editor snapshot, ACP's buffer prefetch). Everything else — the
-coding tools, their permission policy, MCP servers, the system prompt with the project's
-instructions — is wired here, once.
+A front end supplies what only it knows through its port (`host/port.py`): where documents come
+from and where edits go (the editor's synced buffers and `workspace/applyEdit`, or ACP's `fs/*`),
+who answers permission questions, where MCP status goes; and any hooks of its own (the LSP
+server's ambient editor snapshot, ACP's buffer prefetch). Everything else (the coding tools, their
+permission policy, MCP servers, the system prompt with the project's instructions) is wired here,
+once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks, PreStepHook
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.agent.tools import PreExecuteHook
 from dsh_daemon.host.options import DaemonOptions
+from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
 from dsh_daemon.mcp.config import ServerSource, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
-from dsh_daemon.tools.documents import DocumentSource
-from dsh_daemon.tools.edits import EditApplier
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
@@ -46,17 +45,21 @@ class SessionTools:
 
 
 def wire_session_tools(
+    front_end: FrontEnd,
+    session_id: str,
     workspace: Workspace,
-    documents: DocumentSource,
-    applier: EditApplier,
     options: DaemonOptions,
     session_servers: ServerSource | None,
-    on_mcp_status: Callable[[Mapping[str, Any]], None],
 ) -> SessionTools:
-    """The coding tools over `workspace`, plus the configured MCP servers and the session's own."""
+    """The coding tools over `workspace` (reading and editing through the front end), plus the
+    configured MCP servers and the session's own."""
+    documents = front_end.document_source(session_id, workspace)
+    applier = front_end.edit_applier(session_id, workspace)
     kit = build_tool_registry(workspace, documents, applier, options.tools, McpToolRegistry())
     servers = merge(options.mcp_servers, session_servers or {})
-    mcp = attach_mcp(kit, servers, on_mcp_status, str(workspace.cwd))
+    mcp = attach_mcp(
+        kit, servers, lambda data: front_end.report_mcp_status(session_id, data), str(workspace.cwd)
+    )
     return SessionTools(kit, workspace, mcp)
 
 

@@ -27,6 +27,7 @@ from dsh_daemon.agent.inbox import (
 )
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.system_prompt import PromptConfig
+from dsh_daemon.agent.tools import Approver
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.client import McpTools
@@ -55,7 +56,8 @@ from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError, UnknownSessionError
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
-from dsh_daemon.tools.edits import DiskEditApplier
+from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.edits import DiskEditApplier, EditApplier
 from dsh_daemon.tools.factory import ToolKit
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
@@ -125,9 +127,7 @@ class SessionHub:
             options=options,
             tools=lambda sid: self._kit(sid).registry,
             hooks=self._hooks_for,
-            approver=lambda sid: ClientApprover(
-                server.protocol, sid, config.permission_timeout_s, self._announcer(sid)
-            ),
+            approver=self.new_approver,
             durable_auto_title=True,  # clients see a session's title change live (`session/title`)
         )
         self.manager.start_heartbeat()
@@ -171,24 +171,29 @@ class SessionHub:
             if cwd is None:
                 cwd = self.manager.store.session_info(session_id).cwd
             workspace = self._tool_workspace(cwd)
-            documents = EditorDocuments(self.server)
-            applier = WorkspaceEditApplier(
-                self.server, documents, DiskEditApplier(workspace), lambda: self.config.client_capabilities
-            )
-            announce = self._announcer(session_id)
-            tools = wire_session_tools(
-                workspace,
-                documents,
-                applier,
-                self.config.parsed,
-                mcp_servers,
-                lambda data: announce("mcp/status", dict(data)),
-            )
+            tools = wire_session_tools(self, session_id, workspace, self.config.parsed, mcp_servers)
             if tools.mcp is not None:
                 self.mcp[session_id] = tools.mcp
             kit = self.kits[session_id] = tools.kit
             self.workspaces[session_id] = workspace
         return kit
+
+    # ---- the front-end port (host/port.py) ---------------------------------------------------------------
+
+    def document_source(self, session_id: str, workspace: ToolWorkspace) -> DocumentSource:
+        return EditorDocuments(self.server)
+
+    def edit_applier(self, session_id: str, workspace: ToolWorkspace) -> EditApplier:
+        documents = EditorDocuments(self.server)
+        disk = DiskEditApplier(workspace)
+        return WorkspaceEditApplier(self.server, documents, disk, lambda: self.config.client_capabilities)
+
+    def new_approver(self, session_id: str) -> Approver:
+        timeout = self.config.permission_timeout_s
+        return ClientApprover(self.server.protocol, session_id, timeout, self._announcer(session_id))
+
+    def report_mcp_status(self, session_id: str, data: Mapping[str, Any]) -> None:
+        self._announcer(session_id)("mcp/status", dict(data))
 
     def _close_mcp(self, session_id: str) -> None:
         """Stop the session's MCP servers (their process trees killed), in the background."""
