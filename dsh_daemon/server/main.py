@@ -14,9 +14,8 @@ import signal
 import sys
 from typing import BinaryIO
 
-from pygls.io_ import StdoutWriter
-
 from dsh_daemon.server.app import Daemon, Settings
+from dsh_daemon.server.stdout import CoalescingWriter
 from dsh_daemon.server.transport import StdinReader, read_loop
 
 logger = logging.getLogger(__name__)
@@ -53,7 +52,8 @@ def _drop_typed_client_errors(record: logging.LogRecord) -> bool:
 async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     daemon = Daemon(settings)
     protocol = daemon.server.protocol
-    protocol.set_writer(StdoutWriter(stdout))
+    writer = CoalescingWriter(stdout)
+    protocol.set_writer(writer)
     reader = StdinReader(stdin)
     # SIGTERM (an editor giving up on a graceful exit) shuts down like EOF: turns end aborted{shutdown}.
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -74,6 +74,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         protocol.set_writer(_Discard())
     finally:
         await daemon.close()
+        writer.flush()  # the shutdown's last events, before the process ends
         reader.close()
         commands = sys.modules.get("dsh_daemon.tools.proctree")
         if commands is not None:  # processes commands left running in the background die with us
