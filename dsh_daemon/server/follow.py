@@ -31,16 +31,23 @@ class ReadOnlyFollower:
     def __init__(self, hub: SessionHub) -> None:
         self._hub = hub
         self._holders: dict[str, tuple[int, str] | None] = {}  # last holder announced per session
+        self._quiet: set[str] = set()  # taken over without a `session/lease` (see `follow`)
         self._task: asyncio.Task[None] | None = None
 
-    def follow(self, session_id: str, holder: tuple[int, str]) -> None:
-        """Start following `session_id` (the hub has put it in `read_only`)."""
+    def follow(
+        self, session_id: str, holder: tuple[int, str] | None, *, announce_takeover: bool = True
+    ) -> None:
+        """Start following `session_id` (the hub has put it in `read_only`). Without
+        `announce_takeover`, taking it over sends no `session/lease` (the client never saw it read-only)."""
         self._holders[session_id] = holder
+        if not announce_takeover:
+            self._quiet.add(session_id)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def forget(self, session_id: str) -> None:
         self._holders.pop(session_id, None)
+        self._quiet.discard(session_id)
 
     async def close(self) -> None:
         if self._task is not None:
@@ -77,8 +84,10 @@ class ReadOnlyFollower:
             if (exc.data or {}).get("code") != "session_busy":
                 raise
             return  # another process was quicker: it is announced at the next poll
+        quiet = session_id in self._quiet
         self.forget(session_id)
-        hub.notify_event(session_id, SESSION_LEASE, {"holder": None, "readOnly": False})
+        if not quiet:
+            hub.notify_event(session_id, SESSION_LEASE, {"holder": None, "readOnly": False})
 
     def _announce(self, session_id: str, holder: tuple[int, str], *, read_only: bool) -> None:
         if self._holders.get(session_id) == holder:

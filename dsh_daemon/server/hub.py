@@ -309,9 +309,8 @@ class SessionHub:
     def _stored_inbox(self, session_id: str) -> dict[str, Any]:
         """The pending items as the stored splices leave them (a session another process drives)."""
         lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
-        for event in self.manager.read(session_id):
-            if event.type == INBOX_SPLICED:
-                apply_splice(lists, event.data, event.seq, event.time)
+        for event in self.manager.store.load_events_of_type(session_id, INBOX_SPLICED):
+            apply_splice(lists, event.data, event.seq, event.time)
         return {
             "nextTurn": [item_wire(item, "next-turn") for item in lists["next-turn"]],
             "nextStep": [item_wire(item, "next-step") for item in lists["next-step"]],
@@ -477,6 +476,8 @@ class SessionHub:
     def attach(self, session_id: str, after_seq: int, replay: bool = True) -> dict[str, Any]:
         """Replay (unless not `replay`) the durable events after `after_seq`, then follow live ones;
         without replay the reply's `lastSeq` is where the live stream starts."""
+        if not replay and session_id not in self.views and self._nobody_drives(session_id):
+            return self._attach_from_store(session_id)
         try:
             view = self.view(session_id)
         except errors.DshError as exc:
@@ -521,6 +522,27 @@ class SessionHub:
         if mcp is not None:  # the `mcp/status` a client attaching now has missed
             result["mcpServers"] = mcp.status()
         return result
+
+    def _nobody_drives(self, session_id: str) -> bool:
+        lease = self.manager.store.read_lease(session_id)
+        return lease is None or not self.manager.leases.other_holder_lives(lease)
+
+    def _attach_from_store(self, session_id: str) -> dict[str, Any]:
+        """`replay: "none"` on a session nobody drives: answered from the store alone (its row and its
+        inbox splices), so reattaching a long session costs no full load. The session is opened for
+        driving right after, by the follower or by the first request that needs it, and the events
+        from `lastSeq` on reach this connection as they would have: no gap, no duplicate."""
+        info = self.manager.info(session_id)
+        self.read_only[session_id] = info.last_seq
+        self.follower.follow(session_id, None, announce_takeover=False)
+        return {
+            "sessionId": session_id,
+            "status": info.status,
+            "title": info.title,
+            "lastSeq": info.last_seq,
+            "inbox": self._stored_inbox(session_id),
+            "permissionRequests": [],  # nothing is open: nobody drives the session
+        }
 
     # ---- permissions ---------------------------------------------------------------------------------
 

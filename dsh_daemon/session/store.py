@@ -377,6 +377,19 @@ class SessionStore:
             append(stored(kind, data, seq, stamp, bool(ignorable)))
         return events
 
+    def load_events_of_type(self, session_id: str, kind: str) -> list[Event]:
+        """The session's durable events of one type, in order (e.g. the inbox splices alone, which
+        rebuild the pending items without reading a long session's whole log)."""
+        if not self.has_session(session_id):
+            raise UnknownSessionError(session_id)
+        rows = self._db.execute(
+            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND type=? ORDER BY seq",
+            (session_id, kind),
+        )
+        return [
+            _decode(session_id, seq, stamp, k, data, ignorable) for seq, stamp, k, data, ignorable in rows
+        ]
+
     def turn_start_seq(self, session_id: str, turn: int) -> int | None:
         """The seq of turn `turn`'s `turn/start` (None: no such turn), found without decoding events."""
         row = self._db.execute(
