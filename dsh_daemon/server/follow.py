@@ -81,9 +81,13 @@ class ReadOnlyFollower:
         try:
             hub.view(session_id)  # takes the lease; continues the stream from `delivered`
         except errors.DshError as exc:
-            if (exc.data or {}).get("code") != "session_busy":
-                raise
-            return  # another process was quicker: it is announced at the next poll
+            if (exc.data or {}).get("code") == "session_busy":
+                return  # another process was quicker: it is announced at the next poll
+            # It cannot be opened (an unreadable log, a deleted session): stop following it, once;
+            # the client's next request on it gets the same typed error.
+            hub.read_only.pop(session_id, None)
+            self.forget(session_id)
+            logger.warning("stopped following session %s: %s", session_id, exc.message)
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:

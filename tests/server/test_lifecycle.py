@@ -111,3 +111,37 @@ async def test_a_malformed_stored_event_is_session_unreadable(tmp_path: Path, fa
         await second.request("dsh/session/attach", {"sessionId": sid})
     assert (error.value.code, error.value.data["code"]) == (-32803, "session_unreadable")
     await stop_daemon(second)
+
+
+async def test_an_unreadable_session_reattached_without_replay_is_not_retried_forever(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    import sqlite3
+
+    state = tmp_path / "state"
+    first = await start_daemon(state, fake)
+    sid = await first.new_session()
+    await first.request("dsh/inject", {"sessionId": sid, "message": {"content": "x"}})
+    await stop_daemon(first)
+    db = sqlite3.connect(state / "sessions.sqlite3")
+    (seq,) = db.execute("SELECT last_seq + 1 FROM sessions WHERE session_id=?", (sid,)).fetchone()
+    db.execute(
+        "INSERT INTO events VALUES (?, ?, 0, 'turn/start', '{\"turn\":\"not a number\"}', 0)", (sid, seq)
+    )
+    db.execute("UPDATE sessions SET last_seq=? WHERE session_id=?", (seq, sid))
+    db.commit()
+    pipe = await spawn(state, fake, keep_stderr=True)
+    await pipe.call(0, "initialize", {"capabilities": {}, "initializationOptions": {"thinking": False}})
+    pipe.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    attached = await pipe.call(1, "dsh/session/attach", {"sessionId": sid, "replay": "none"})
+    assert attached["result"]["lastSeq"] == seq  # answered from the store
+    await asyncio.sleep(1.0)  # five follower polls
+    woke = await pipe.call(2, "dsh/wake", {"sessionId": sid})
+    assert woke["error"]["data"]["code"] == "session_unreadable"  # typed, when a request needs it
+    await pipe.call(3, "shutdown")
+    pipe.frame({"jsonrpc": "2.0", "method": "exit"})
+    await pipe.proc.wait()
+    assert pipe.proc.stderr is not None
+    stderr = (await pipe.proc.stderr.read()).decode()
+    assert stderr.count("stopped following session") == 1, stderr[-2000:]  # tried once, not every poll
+    assert "Traceback" not in stderr, stderr[-2000:]
