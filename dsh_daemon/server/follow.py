@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.server import errors
+from dsh_daemon.session.store import StoreError
 
 if TYPE_CHECKING:
     from dsh_daemon.server.hub import SessionHub
@@ -60,8 +61,16 @@ class ReadOnlyFollower:
             for session_id in list(self._hub.read_only):
                 try:
                     self.poll_once(session_id)
-                except Exception:  # one unreadable session must not stop following the others
+                except StoreError as exc:  # deleted or unreadable meanwhile: stop following it, once
+                    self._stop(session_id, str(exc))
+                except Exception:  # a bug; one session must not stop following the others
                     logger.exception("following session %s failed", session_id)
+                    self._stop(session_id, "internal error")
+
+    def _stop(self, session_id: str, why: str) -> None:
+        self._hub.read_only.pop(session_id, None)
+        self.forget(session_id)
+        logger.warning("stopped following session %s: %s", session_id, why)
 
     def poll_once(self, session_id: str) -> None:
         hub = self._hub
@@ -85,9 +94,7 @@ class ReadOnlyFollower:
                 return  # another process was quicker: it is announced at the next poll
             # It cannot be opened (an unreadable log, a deleted session): stop following it, once;
             # the client's next request on it gets the same typed error.
-            hub.read_only.pop(session_id, None)
-            self.forget(session_id)
-            logger.warning("stopped following session %s: %s", session_id, exc.message)
+            self._stop(session_id, exc.message)
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:
