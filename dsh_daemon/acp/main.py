@@ -1,15 +1,10 @@
-"""Serve ACP on stdio: stdout carries protocol lines only, logs go to stderr (or a file).
-
-fd 1 is moved to a private descriptor for the protocol and stderr takes its place, so a stray print,
-a C extension or a child process can never write into the stream.
-"""
+"""Serve ACP on stdio (stdout protocol lines only: `host/stdio.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from typing import BinaryIO
@@ -17,26 +12,14 @@ from typing import BinaryIO
 from dsh_daemon.acp.handlers import Handlers, Settings
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import LineReader, LineWriter
+from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
+from dsh_daemon.host.stdio import protect_stdout
 
 logger = logging.getLogger(__name__)
 
 
-def protect_stdout() -> BinaryIO:
-    sys.stdout.flush()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(proto_fd, "wb", buffering=0)
-
-
 def configure_logging(level: str, log_file: str | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    configure_stdio_logging(level, log_file)
 
 
 async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:

@@ -23,6 +23,7 @@ from dsh_daemon.model.events import Event
 
 MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
 MAX_RESULT_CHARS = 64_000
+TEXT_CHUNKS = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
 KINDS = {
     "read_file": "read",
     "list_dir": "read",
@@ -272,13 +273,8 @@ class Translator:
         kind = event.type
         if kind == ev.ASSISTANT_DELTA:
             delta = data.get("delta")
-            if (
-                isinstance(delta, Mapping)
-                and delta.get("type") in ("text", "reasoning")
-                and delta.get("text")
-            ):
-                chunk = "agent_message_chunk" if delta["type"] == "text" else "agent_thought_chunk"
-                self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": delta["text"]}})
+            if isinstance(delta, Mapping):
+                self._send_text(delta)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(data, replay=False)
         elif kind == ev.TOOL_OUTPUT:
@@ -303,15 +299,8 @@ class Translator:
             self._on_assistant_usage(data)
             message = data.get("message")
             for block in (message.get("content") if isinstance(message, Mapping) else None) or ():
-                if not isinstance(block, Mapping) or not block.get("text"):
-                    continue
-                if block.get("type") == "text":
-                    chunk = "agent_message_chunk"
-                elif block.get("type") == "reasoning":
-                    chunk = "agent_thought_chunk"
-                else:
-                    continue
-                self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": block["text"]}})
+                if isinstance(block, Mapping):
+                    self._send_text(block)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(data, replay=True)
         elif kind == ev.TOOL_RESULT:
@@ -320,6 +309,13 @@ class Translator:
             self._on_turn_usage(data)
         elif kind == ev.SESSION_TITLE:
             self.title_changed(str(data.get("title") or "") or None)
+
+    def _send_text(self, part: Mapping[str, Any]) -> None:
+        """A live delta or a stored content block of text or reasoning, as its message chunk."""
+        chunk = TEXT_CHUNKS.get(str(part.get("type")))
+        text = part.get("text")
+        if chunk is not None and isinstance(text, str) and text:
+            self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": text}})
 
     def _replay_user(self, data: Mapping[str, Any]) -> None:
         source = data.get("source")

@@ -29,7 +29,6 @@ tools, an instruction file, configuration), so the loop logs a new `request/head
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -38,12 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.agent.instructions import DEFAULT_MAX_CHARS, ProjectInstructions
+from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
 
 if TYPE_CHECKING:
     from dsh_daemon.agent.hooks import RequestConfig, RequestContext
 
 SECTION_ORDER: tuple[str, ...] = ("identity", "environment", "tools", "editor", "instructions", "append")
-CONFIG_FILE = "config.json"
 
 IDENTITY = """\
 You are dsh, a coding agent working inside the person's code editor. You help with software \
@@ -111,13 +110,10 @@ def load_prompt_config(state_dir: str | os.PathLike[str], init_options: Mapping[
     config = PromptConfig()
     path = Path(state_dir) / CONFIG_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        data = {}
-    except (OSError, ValueError) as exc:
-        raise PromptConfigError(f"{path}: cannot read: {exc}") from exc
-    if isinstance(data, Mapping):
-        config = _apply(config, data.get("agent"), f"{path}: agent")
+        data = read_config_file(state_dir)
+    except ConfigFileError as exc:
+        raise PromptConfigError(str(exc)) from exc
+    config = _apply(config, data.get("agent"), f"{path}: agent")
     return _apply(config, init_options.get("agent"), "initializationOptions: agent")
 
 

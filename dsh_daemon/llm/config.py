@@ -43,18 +43,18 @@ a `CONFIG` failure that says how to set one.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
+
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"
 DEFAULT_MAX_TOKENS = 256_000
 DEFAULT_COMPACT_AT_RATIO = 0.85
-CONFIG_FILE = "config.json"
 
 
 class ConfigError(ValueError):
@@ -173,25 +173,18 @@ def load_provider_config(
 ) -> ProviderConfig:
     """The effective provider configuration (see the module docstring for sources and format)."""
     config = ProviderConfig()
-    config = _apply(config, _read_file(Path(state_dir) / CONFIG_FILE), "config.json")
+    config = _apply(config, _read_file(Path(state_dir)), "config.json")
     config = _apply(config, _from_env(env), "environment")
     config = _apply(config, _section(flags or {}), "flags")
     return _apply(config, _section(init_options or {}), "initializationOptions")
 
 
-def _read_file(path: Path) -> Mapping[str, Any]:
+def _read_file(state_dir: Path) -> Mapping[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: must hold a JSON object")
+        data = read_config_file(state_dir)
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    path = state_dir / CONFIG_FILE
     section = data.get("provider", {})
     if not isinstance(section, Mapping):
         raise ConfigError(f"{path}: 'provider' must be an object")

@@ -19,7 +19,6 @@ the later source winning.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -27,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-CONFIG_FILE = "config.json"
+from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
+
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 MAX_SERVER_KEY = 30
 STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "startupTimeoutS"})
@@ -173,17 +173,9 @@ def load_file_servers(state_dir: str | Path) -> dict[str, ServerConfig | None]:
     """`mcpServers` of `<state_dir>/config.json` (nothing when the file or the key is absent)."""
     path = Path(state_dir) / CONFIG_FILE
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise McpConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise McpConfigError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, Mapping):
-        return {}
+        data = read_config_file(state_dir)
+    except ConfigFileError as exc:
+        raise McpConfigError(str(exc)) from exc
     return parse_servers(data.get("mcpServers"), f"{path}: mcpServers")
 
 

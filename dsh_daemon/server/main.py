@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from typing import BinaryIO
 
+from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
+from dsh_daemon.host.stdio import protect_stdout
 from dsh_daemon.server.app import Daemon, Settings
 from dsh_daemon.server.stdout import CoalescingWriter
 from dsh_daemon.server.transport import StdinReader, read_loop
@@ -21,23 +22,8 @@ from dsh_daemon.server.transport import StdinReader, read_loop
 logger = logging.getLogger(__name__)
 
 
-def protect_stdout() -> BinaryIO:
-    """Return a private binary stream for the protocol; fd 1 and sys.stdout become stderr."""
-    sys.stdout.flush()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(proto_fd, "wb", buffering=0)
-
-
 def configure_logging(level: str, log_file: str | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    handler = configure_stdio_logging(level, log_file)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs message bodies at INFO
     handler.addFilter(_drop_typed_client_errors)
 

@@ -6,45 +6,16 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dsh_daemon.llm.scripted import Hang, ScriptedProvider
+from dsh_daemon.llm.scripted import Hang
 from dsh_daemon.model import events as ev
-from dsh_daemon.model.provider import ModelRequest, StreamEvent, TextDelta
+from dsh_daemon.model.provider import TextDelta
 from dsh_daemon.session.lease import LeaseHolder, SessionBusyError
 from dsh_daemon.session.store import SessionStore
 from tests.core.harness import Harness, msg
-
-
-class SlowCloseProvider:
-    """Like the DeepSeek adapter after [DONE]: closing the stream is a real suspension."""
-
-    def __init__(self, inner: ScriptedProvider) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def default_config(self, model: str) -> Mapping[str, Any]:
-        return {}
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        generator = self.inner.stream(request)
-
-        class Slow:
-            def __aiter__(self) -> Slow:
-                return self
-
-            async def __anext__(self) -> StreamEvent:
-                return await generator.__anext__()
-
-            async def aclose(self) -> None:
-                await asyncio.sleep(0.05)
-                await generator.aclose()  # type: ignore[attr-defined]
-
-        return Slow()
 
 
 def test_a_live_holder_on_this_host_keeps_its_lease_despite_a_stale_heartbeat(tmp_path: Path) -> None:

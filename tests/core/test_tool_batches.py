@@ -4,16 +4,15 @@ its fix."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.derive import derive_messages
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.tools import PostExecuteDecision, ToolCall, ToolContext, ToolOutcome
-from dsh_daemon.llm.scripted import ScriptedProvider, reply
+from dsh_daemon.llm.scripted import reply
 from dsh_daemon.model import events as ev
-from dsh_daemon.model.provider import ModelRequest, StreamEvent
 from tests.core.harness import FnTool, Harness, echo_tool, msg
 
 
@@ -26,33 +25,6 @@ def dangling_calls(h: Harness) -> set[str]:
             if block.type == "tool-result":
                 results.add(block.tool_call_id)  # type: ignore[union-attr]
     return calls - results
-
-
-class SlowCloseProvider:
-    """Like the DeepSeek adapter after [DONE]: closing the stream is a real suspension."""
-
-    def __init__(self, inner: ScriptedProvider) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def default_config(self, model: str) -> Mapping[str, Any]:
-        return {}
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        generator = self.inner.stream(request)
-
-        class Slow:
-            def __aiter__(self) -> Slow:
-                return self
-
-            async def __anext__(self) -> StreamEvent:
-                return await generator.__anext__()
-
-            async def aclose(self) -> None:
-                await asyncio.sleep(0.05)
-                await generator.aclose()  # type: ignore[attr-defined]
-
-        return Slow()
 
 
 async def test_a_pre_execute_hook_that_throws_still_gives_every_call_a_result(tmp_path: Path) -> None:

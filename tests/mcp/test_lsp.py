@@ -12,7 +12,8 @@ from typing import Any
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.mcp.support import FIXTURE, alive, fixture_server, read_pids
-from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.test_tools_e2e import run_turn, tool_results
 
 
 def call(name: str, args: dict[str, Any], call_id: str = "call_1") -> Reply:
@@ -23,16 +24,6 @@ def offered(fake: FakeDeepSeek, index: int) -> dict[str, Any]:
     """The tools of the model request `index`, by name."""
     tools = fake.requests[index].json.get("tools") or []
     return {t["function"]["name"]: t["function"] for t in tools}
-
-
-def tool_results(daemon: Daemon, sid: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in daemon.of(sid, "tool/result")]
-
-
-async def run_turn(daemon: Daemon, sid: str, text: str = "do it") -> None:
-    done = len(daemon.of(sid, "turn/end"))
-    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": text}})
-    await daemon.wait_idle_turn(sid, done + 1)
 
 
 async def test_tool_offered_called_and_its_result_in_the_next_request(
