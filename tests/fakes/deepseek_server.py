@@ -204,6 +204,14 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """Send nothing more until the test opens the gate (`FakeDeepSeek.open_gate(name)`), so a test
+    can hold a reply mid-stream for as long as it needs, however loaded the machine is."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Reset:
     """Abort the connection with a TCP RST."""
 
@@ -213,7 +221,7 @@ class Close:
     """Close the connection (FIN) without the chunked terminator: a body cut mid-message."""
 
 
-Action: TypeAlias = Write | Sleep | Stall | Reset | Close
+Action: TypeAlias = Write | Sleep | Stall | Gate | Reset | Close
 Tail: TypeAlias = Literal["end", "close", "reset", "stall"]
 SSE_HEADERS: tuple[tuple[str, str], ...] = (
     ("content-type", "text/event-stream; charset=utf-8"),
@@ -239,10 +247,12 @@ class Reply:
         keepalives: int = 0,
         keepalive_every: float = 0.0,
         request_id: str | None = None,
+        gate_after: tuple[int, str] | None = None,
     ) -> Reply:
         """An SSE reply. One write per event, or `split`-byte writes (which cut UTF-8 sequences);
         `delay` seconds between writes (a slow drip); `keepalives` comments first, `keepalive_every`
-        seconds apart; then `tail`: "end" (chunked terminator), "close", "reset" or "stall"."""
+        seconds apart; `gate_after=(n, name)` holds the reply after its first `n` pieces until the gate
+        `name` is opened; then `tail`: "end" (chunked terminator), "close", "reset" or "stall"."""
         actions: list[Action] = []
         for _ in range(keepalives):
             actions.append(Write(wire([KEEP_ALIVE])))
@@ -256,6 +266,8 @@ class Reply:
             raw = b"".join(pieces)
             pieces = [raw[i : i + split] for i in range(0, len(raw), split)]
         for i, piece in enumerate(pieces):
+            if gate_after is not None and i == gate_after[0]:
+                actions.append(Gate(gate_after[1]))
             if delay and i:
                 actions.append(Sleep(delay))
             actions.append(Write(piece))
@@ -368,6 +380,7 @@ class FakeDeepSeek:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gates: dict[str, threading.Event] = {}
         self.port = 0
 
     # ---- control (any thread) -----------------------------------------------------------------------
@@ -387,6 +400,14 @@ class FakeDeepSeek:
         """The next `n` requests get this error (DeepSeek's body for `status` by default)."""
         with self._lock:
             self._failures.extend(Reply.error(status, body, retry_after=retry_after) for _ in range(n))
+
+    def _gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Let every reply held at gate `name` go on (now and later)."""
+        self._gate(name).set()
 
     @property
     def pending(self) -> int:
@@ -438,6 +459,9 @@ class FakeDeepSeek:
         self._thread = None
 
     async def _shutdown(self) -> None:
+        with self._lock:  # a reply still held at a gate must not keep its waiting thread alive
+            for gate in self._gates.values():
+                gate.set()
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks):
@@ -565,6 +589,9 @@ class FakeDeepSeek:
                 await asyncio.sleep(action.seconds)
             elif isinstance(action, Stall):
                 await asyncio.Event().wait()  # until the watcher sees the client leave
+            elif isinstance(action, Gate):
+                # The gate is a threading.Event opened from the test's thread: wait for it off-loop.
+                await asyncio.to_thread(self._gate(action.name).wait)
             elif isinstance(action, Reset):
                 sock = writer.get_extra_info("socket")
                 # SO_LINGER with a zero timeout turns close() into a RST.

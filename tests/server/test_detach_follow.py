@@ -51,7 +51,9 @@ async def test_a_read_only_window_follows_live_and_becomes_the_driver_when_the_h
     state = tmp_path / "state"
     first, second = await start_daemon(state, fake), await start_daemon(state, fake)
     try:
-        fake.script(Reply.stream(text_stream(["w"] * 40), delay=0.03), text_reply("queued one"))
+        # The first turn is held mid-stream until the read-only checks are done, so "parked" is still
+        # pending when they look, however slow the machine.
+        fake.script(Reply.stream(text_stream(["w"] * 40), gate_after=(3, "long")), text_reply("queued one"))
         sid = await first.new_session()
         await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "long"}})
         await first.wait_event(sid, "assistant/delta")
@@ -66,6 +68,7 @@ async def test_a_read_only_window_follows_live_and_becomes_the_driver_when_the_h
         assert [item["id"] for item in attached["inbox"]["nextTurn"]] == ["parked"]
         listed = await second.request("dsh/inbox/list", {"sessionId": sid})  # works read-only
         assert [item["id"] for item in listed["nextTurn"]] == ["parked"]
+        fake.open_gate("long")
 
         # The turn the first window runs reaches the second live, without another attach.
         await second.wait_for(lambda: bool(second.of(sid, "turn/end")), timeout=20)
