@@ -37,10 +37,27 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", default=argparse.SUPPRESS, help=stdio_help)
     chat = sub.add_parser("chat", help="a terminal client: spawns the daemon like an editor would")
     chat.add_argument("prompt", nargs="*", help="first prompt (optional)")
-    chat.add_argument(
-        "--resume", nargs="?", const="", metavar="SESSION", help="continue a session (latest if none)"
+    which = chat.add_mutually_exclusive_group()
+    which.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="SESSION",
+        help="continue a session: an id, its first characters or a title (without: the latest here)",
     )
+    which.add_argument(
+        "-c", "--continue", dest="continue_session", action="store_true",
+        help="continue the latest session of this directory",
+    )  # fmt: skip
     chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    chat.add_argument(
+        "--allow", action="append", metavar="TOOL", help="allow this tool's calls without asking (repeatable)"
+    )
+    chat.add_argument(
+        "--json",
+        action="store_true",
+        help="print the session's events as JSON lines on stdout (no terminal UI)",
+    )
     sub.add_parser("acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…")
     sub.add_parser("sessions", help="list sessions")
     export = sub.add_parser("export", help="write a session's transcript as JSONL")

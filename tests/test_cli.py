@@ -34,8 +34,9 @@ def test_chat_streams_the_reply_queues_piped_lines_and_exits(tmp_path: Path) -> 
             ["--no-thinking", "chat", "first question"], env, stdin="second question\n", cwd=work
         )
         assert result.returncode == 0, result.stderr
-        assert "Hello there" in result.stdout and "Second answer" in result.stdout
-        assert "[queued]" in result.stdout
+        # the answers on stdout, the rest (prompts, notes) on stderr
+        assert result.stdout == "Hello there\nSecond answer\n"
+        assert "[queued #2] second question" in result.stderr
         assert [r.json["messages"][-1]["content"] for r in fake.requests] == [
             "first question",
             "second question",
@@ -54,8 +55,8 @@ def test_chat_streams_the_reply_queues_piped_lines_and_exits(tmp_path: Path) -> 
 
         fake.script(Reply.stream(text_stream(["resumed fine"])))
         resumed = run_cli(["--no-thinking", "chat", "--resume", session_id, "third"], env, cwd=work)
-        assert "first question" in resumed.stdout  # history replayed
-        assert "resumed fine" in resumed.stdout
+        assert "› first question" in resumed.stderr  # history replayed
+        assert resumed.stdout == "resumed fine\n"
         # the two earlier exchanges and the new prompt (a system prompt, if any, aside)
         assert len([m for m in fake.requests[-1].json["messages"] if m["role"] != "system"]) == 5
 
@@ -76,7 +77,8 @@ def test_chat_shows_tool_cards_and_auto_allows_with_yes(tmp_path: Path) -> None:
         env = daemon_env(tmp_path / "state", fake)
         result = run_cli(["--no-thinking", "chat", "--yes", "edit it"], env, cwd=work)
         assert result.returncode == 0, result.stderr
-        assert "⚙ edit_file" in result.stdout and "✓ edit_file" in result.stdout
+        assert "⚙ edit_file notes.txt (+1 −1)" in result.stderr and "✓ edit_file" in result.stderr
+        assert result.stdout == "Done.\n"
         assert (work / "notes.txt").read_text() == "beta\n"
 
 

@@ -1,11 +1,13 @@
 """`dsh-daemon chat`: a terminal client that talks to the daemon exactly like an editor does.
 
 It spawns `python -m dsh_daemon` over stdio and speaks the dsh/* protocol (`rpc`). `core` turns the
-session's events into what a person reads and asks permission questions; `commands` runs typed lines
-and slash commands (the queue: /wake /drop /edit /clear; /attach; /sessions /resume); `status` is the
-status line. At a terminal the view is `tui` (prompt_toolkit: a fixed input line below the scrolling
-output, markdown by rich once a message completes); piped, it is `plain` (text as it streams). With a
-prompt argument and no terminal it runs that prompt (plus any piped lines) and exits when idle.
+session's events into what a person reads (the reducer: `Chat.on_notification`) and asks permission
+questions (`permission`: the menu and the rules that keep typed text from answering it); `status`
+keeps the status line and the totals, `queue` the numbered queue, `cards` the tool cards; `commands`
+runs typed lines and slash commands (`sessions` names sessions, `shell` runs `!cmd`). At a terminal
+the view is `tui` (prompt_toolkit: a fixed input line below the scrolling output, markdown by rich
+once a message completes, code blocks left exact); piped, it is `plain` (answers on stdout, the rest
+on stderr). `render` holds the text helpers.
 """
 
 from dsh_daemon.chat.app import run_chat

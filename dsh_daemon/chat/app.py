@@ -1,13 +1,19 @@
-"""Start the daemon like an editor would, pick a view, and run the chat until the person leaves."""
+"""Start the daemon like an editor would, pick a view, and run the chat until the person leaves.
+
+Exit status: 0; 1 when something failed (a turn ended in error, a permission question no one could
+answer, the daemon exited, a session that `--resume` could not find); 130 after Ctrl-C at startup.
+Errors are one line on stderr, never a traceback (`DSH_CHAT_DEBUG=1` shows it)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +21,12 @@ from dsh_daemon.chat.commands import Commands
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.plain import PlainView
 from dsh_daemon.chat.render import RED, paint
-from dsh_daemon.chat.rpc import RpcPipe
+from dsh_daemon.chat.rpc import RpcError, RpcPipe
+from dsh_daemon.chat.sessions import NoSuchSession, find_session
 
-HELP = "commands: /queue /wake /drop N /edit N TEXT /steer /inject /attach /clear /sessions /resume /help"
+
+class ChatError(RuntimeError):
+    """A reason to stop that the person can act on, said in one line."""
 
 
 async def _forward_stderr(stream: asyncio.StreamReader, chat: Chat) -> None:
@@ -26,8 +35,25 @@ async def _forward_stderr(stream: asyncio.StreamReader, chat: Chat) -> None:
         chat.note(line.decode(errors="replace").rstrip())
 
 
+async def _session_to_open(rpc: RpcPipe, args: argparse.Namespace, cwd: str) -> str | None:
+    """The session `--resume X` / `--continue` names (None: a new one, made on the first prompt)."""
+    if args.continue_session or args.resume == "":
+        sessions = (await rpc.request("dsh/session/list", {"cwd": cwd}))["sessions"]
+        if not sessions:
+            raise ChatError("no session to continue in this directory (`dsh-daemon sessions` lists them all)")
+        return str(sessions[0]["sessionId"])
+    if args.resume:
+        every = (await rpc.request("dsh/session/list", {}))["sessions"]
+        try:
+            return str(find_session(every, args.resume)["sessionId"])
+        except NoSuchSession as exc:
+            raise ChatError(str(exc)) from None
+    return None
+
+
 async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
-    interactive = sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+    stdin_tty = sys.stdin.isatty()
+    interactive = stdin_tty and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" and not args.json
     command = [sys.executable, "-m", "dsh_daemon", "--state-dir", str(state_dir)]
     # The daemon gets the same provider flags the person gave `dsh-daemon chat`.
     for value, flag in ((args.model, "--model"), (args.base_url, "--base-url")):
@@ -51,12 +77,33 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
 
         view = TuiView(state_dir / "chat-history")
     else:
-        view = PlainView(sys.stdout, color=sys.stdout.isatty())
-    chat = Chat(rpc, view, cwd=os.getcwd(), auto_allow=args.yes)
+        # Piped: the answers on stdout, everything else on stderr, so the chat composes in pipelines.
+        color = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        view = PlainView(
+            sys.stdout, sys.stderr, color=color, stream_answers=sys.stdout.isatty(), answers_off=args.json
+        )
+    chat = Chat(
+        rpc,
+        view,
+        cwd=os.getcwd(),
+        auto_allow=args.yes,
+        allow_tools=frozenset(args.allow or ()),
+        answers=interactive or stdin_tty,
+    )
     if interactive:
         view.chat = chat
-    commands = Commands(chat)
-    rpc.on_notification = chat.on_notification
+    commands = Commands(chat, state_dir=state_dir)
+    if interactive:
+        view.pull_last = commands.pull_last
+
+    def on_notification(method: str, params: Any) -> None:
+        if args.json and method == "dsh/event" and isinstance(params, dict):
+            if chat.session_id and params.get("sessionId") == chat.session_id:
+                sys.stdout.write(json.dumps(params, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+        chat.on_notification(method, params)
+
+    rpc.on_notification = on_notification
     rpc.on_request = chat.on_request
     rpc.on_error = lambda exc: chat.error(f"[{exc}]")
     reader = asyncio.ensure_future(rpc.read_forever())
@@ -65,6 +112,7 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
         chat.closed.set()
         chat.idle.set()
         if not chat.leaving:
+            chat.failed = True
             chat.error("[the daemon exited; see its log above]")
             if interactive:
                 view.quit()
@@ -73,30 +121,24 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     if proc.stderr is not None:
         rpc.spawn(_forward_stderr(proc.stderr, chat))
     try:
-        await rpc.request(
+        initialized = await rpc.request(
             "initialize", {"processId": os.getpid(), "rootUri": Path(chat.cwd).as_uri(), "capabilities": {}}
         )
+        capabilities = ((initialized or {}).get("capabilities") or {}).get("experimental") or {}
+        chat.capabilities = dict(capabilities.get("dsh") or {})
         rpc.notify("initialized", {})
-        if args.resume is not None:
-            session_id = args.resume
-            if not session_id:
-                sessions = (await rpc.request("dsh/session/list", {"cwd": chat.cwd}))["sessions"]
-                if not sessions:
-                    print("dsh-daemon chat: no session to resume in this directory", file=sys.stderr)
-                    return 1
-                session_id = sessions[0]["sessionId"]
+        session_id = await _session_to_open(rpc, args, chat.cwd)
+        if session_id is not None:
             await chat.attach(session_id)
-        else:
-            await chat.new_session()
         if interactive:
             await _interactive(chat, commands, view, " ".join(args.prompt))
         else:
-            await _plain(chat, commands, " ".join(args.prompt))
+            await _plain(chat, commands, " ".join(args.prompt), stdin_tty)
         waiting = chat.status.queued + chat.status.context
-        if waiting and interactive and not chat.closed.is_set():
+        if waiting and not chat.closed.is_set():
             chat.note(
                 f"[{waiting} queued item(s) stay parked in session {chat.session_id[:8]}:"
-                " `dsh-daemon chat --resume` continues it]"
+                f" `dsh-daemon chat --resume {chat.session_id[:8]}` continues it]"
             )
     finally:
         chat.leaving = True
@@ -106,17 +148,23 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 10)
         reader.cancel()
-    return 0
+    return 1 if chat.failed and not interactive else 0
 
 
 async def _interactive(chat: Chat, commands: Commands, view: Any, prompt: str) -> None:
-    lines: asyncio.Queue[str] = asyncio.Queue()
+    from dsh_daemon.chat.tui import Edit
+
+    lines: asyncio.Queue[str | Edit] = asyncio.Queue()
 
     async def worker() -> None:
         while True:
             line = await lines.get()
             try:
-                keep_going = await commands.handle_line(line)
+                if isinstance(line, Edit):
+                    keep_going = True
+                    await commands.guard(commands.save_edit(line.number, line.text))
+                else:
+                    keep_going = await commands.handle_line(line)
             except Exception as exc:  # a broken command must not end the chat
                 chat.error(f"[{type(exc).__name__}: {exc}]")
                 keep_going = True
@@ -124,7 +172,8 @@ async def _interactive(chat: Chat, commands: Commands, view: Any, prompt: str) -
                 view.quit()
                 return
 
-    chat.note(f"session {chat.session_id} — Enter sends, /help lists commands")
+    where = f"session {chat.session_id[:8]}" if chat.session_id else "new session"
+    chat.note(f"{where} — Enter sends, /help lists commands")
     if prompt:
         lines.put_nowait(prompt)
     task = asyncio.ensure_future(worker())
@@ -134,7 +183,7 @@ async def _interactive(chat: Chat, commands: Commands, view: Any, prompt: str) -
         task.cancel()
 
 
-async def _plain(chat: Chat, commands: Commands, prompt: str) -> None:
+async def _plain(chat: Chat, commands: Commands, prompt: str, stdin_tty: bool) -> None:
     loop = asyncio.get_running_loop()
     quit_requested = chat.closed  # the daemon is gone, or Ctrl-C when idle
 
@@ -148,8 +197,8 @@ async def _plain(chat: Chat, commands: Commands, prompt: str) -> None:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     if prompt:
         await commands.handle_line(prompt)
-    if sys.stdin.isatty():
-        chat.note(f"session {chat.session_id} — {HELP}")
+    if stdin_tty:
+        chat.note("Enter sends; /help lists commands; a question takes a line (1-4, yes, always, no, cancel)")
     while not quit_requested.is_set():
         line_task = loop.run_in_executor(None, sys.stdin.readline)
         quit_task = asyncio.ensure_future(quit_requested.wait())
@@ -158,13 +207,18 @@ async def _plain(chat: Chat, commands: Commands, prompt: str) -> None:
         if line_task not in done:
             break
         line = line_task.result()
-        if not line:  # EOF: finish what was asked, then leave
+        if not line:  # EOF: no more answers; finish what was asked, then leave
+            chat.input_ended()
             await chat.idle.wait()
             break
-        if chat.give_answer(line):  # an open permission question takes the next line
+        if chat.answer_line(line):  # a whole line that answers the open question
             continue
         if not await commands.handle_line(line):
             break
+
+
+def _say(message: str) -> None:
+    print(paint(sys.stderr.isatty(), RED, f"dsh-daemon chat: {message}"), file=sys.stderr)
 
 
 def run_chat(args: argparse.Namespace, state_dir: Path) -> int:
@@ -172,7 +226,12 @@ def run_chat(args: argparse.Namespace, state_dir: Path) -> int:
         return asyncio.run(_chat(args, state_dir))
     except KeyboardInterrupt:
         return 130
-    except ConnectionError as exc:
-        color = sys.stderr.isatty()
-        print(paint(color, RED, f"dsh-daemon chat: {exc}"), file=sys.stderr)
-        return 1
+    except (ChatError, ConnectionError) as exc:
+        _say(str(exc))
+    except RpcError as exc:
+        _say(f"{exc.code or 'error'}: {exc}")
+    except Exception as exc:  # one line, never a traceback (unless asked for)
+        if os.environ.get("DSH_CHAT_DEBUG"):
+            traceback.print_exc()
+        _say(f"unexpected {type(exc).__name__}: {exc} (DSH_CHAT_DEBUG=1 shows where)")
+    return 1

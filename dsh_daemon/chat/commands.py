@@ -2,38 +2,118 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from dsh_daemon.chat.core import Chat
-from dsh_daemon.chat.render import CYAN, DIM, clip, message_text
+from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
+from dsh_daemon.chat.render import CYAN, DIM, clip, diff_lines
 from dsh_daemon.chat.rpc import RpcError
+from dsh_daemon.chat.sessions import NoSuchSession, describe, find_session
+from dsh_daemon.chat.shell import cap, run_shell
+from dsh_daemon.chat.status import count
 
+# One line each, in the order /help shows them. A command that needs a daemon feature names the
+# `experimental.dsh` capability flag in NEEDS and is listed (and completed) only when the daemon
+# advertises it: `/undo` (rewinding a turn's file edits) joins here once the daemon has a rewind method.
 COMMANDS: dict[str, str] = {
-    "/queue": "list the queue (prompts waiting for their turn, context waiting for the next step)",
+    "/queue": "the queue by number (#N); it also shows above the input",
+    "/edit": "/edit N [TEXT] — reword queued prompt #N (alone: load it into the input)",
+    "/drop": "/drop N — remove queued prompt #N",
     "/wake": "run the parked queue now (after a cancel)",
-    "/drop": "/drop N — remove queued prompt N",
-    "/edit": "/edit N TEXT — reword queued prompt N",
     "/steer": "/steer TEXT — redirect the running turn at its next step",
     "/inject": "/inject TEXT — context for the next request; starts nothing",
-    "/attach": "/attach PATH[:L1-L2] — a file or lines travel with your next prompt",
-    "/cancel": "cancel the running turn, keep the queue (Ctrl-C)",
+    "/attach": "/attach PATH[:L1-L2] — a file or lines go with your next prompt (or @PATH in it)",
+    "/cancel": "cancel the running turn, keep the queue (Esc, Ctrl-C)",
     "/clear": "cancel the running turn and discard the whole queue",
-    "/sessions": "list the sessions in this directory",
-    "/resume": "/resume [N|ID] — switch to a session (a picker without argument)",
+    "/show": "/show [N] — the diff or whole output of tool call N (the last without N)",
+    "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
+    "/model": "/model [NAME] — list the models, or switch (from the next request)",
+    "/context": "how full the context window is, and with what",
+    "/compact": "summarise older turns now to free the context window",
+    "/cost": "this session's tokens and cost",
+    "/sessions": "the sessions in this directory",
+    "/resume": "/resume [N|ID|TITLE] — switch to a session (a picker without argument)",
     "/help": "this list",
     "/quit": "leave (Ctrl-D)",
 }
+NEEDS: dict[str, str] = {}  # command -> the experimental.dsh flag it needs
+INPUT_HELP = (
+    ("@PATH[:L1-L2]", "in a prompt: that file (or those lines) goes with it; Tab completes paths"),
+    ("!CMD", "run a shell command here; its output goes with your next prompt"),
+    ("//TEXT", "send a line that starts with /"),
+    ("Enter", "send (while a turn runs: queued behind it); Alt-Enter adds a line"),
+    ("Alt-Up", "pull the last queued prompt back into the input"),
+    ("Esc", "cancel the running turn, keep the queue (also Ctrl-C; twice Ctrl-C when idle leaves)"),
+    ("Tab", "complete a command, a path after @ or /attach, a #number after /edit or /drop"),
+)
+# Model ids DeepSeek serves (README "Model provider"); `/model` lists them with any the configuration
+# names. The daemon has no request that lists models, so the chat cannot ask it.
+KNOWN_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+SHELL_SHOWN_LINES = 40
 
 ATTACH_RE = re.compile(r"^(?P<path>.+?)(?::(?P<l1>\d+)(?:-(?P<l2>\d+))?)?$")
+MENTION_RE = re.compile(r"(?<!\S)@(\S+)")
+
+
+def available_commands(capabilities: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: text for name, text in COMMANDS.items() if name not in NEEDS or capabilities.get(NEEDS[name])
+    }
+
+
+def file_attachment(cwd: str, spec: str) -> dict[str, Any] | str:
+    """`PATH[:L1-L2]` as an attachment (`{params, label}`), or why it cannot be one."""
+    match = ATTACH_RE.match(spec)
+    if match is None:
+        return f"not a path: {spec}"
+    path = Path(cwd, match["path"]).expanduser().resolve()
+    if not path.is_file():
+        return f"no such file: {match['path']}"
+    params: dict[str, Any] = {"uri": path.as_uri(), "kind": "file"}
+    label = match["path"]
+    if match["l1"]:
+        first = int(match["l1"])
+        last = int(match["l2"] or first)
+        if first < 1 or last < first:
+            return "lines count from 1: PATH:L1-L2 with L1 ≤ L2"
+        params["kind"] = "selection"
+        params["range"] = {
+            "start": {"line": first - 1, "character": 0},
+            "end": {"line": last, "character": 0},
+        }
+        label += f" lines {first}-{last}"
+    return {"params": params, "label": label}
+
+
+def mentions(cwd: str, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The `@path[:L1-L2]` mentions in a prompt that name files: (attachments, problems)."""
+    found: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for match in MENTION_RE.finditer(text):
+        spec = match[1].rstrip(",.;!?)\"'")
+        attachment = file_attachment(cwd, spec)
+        if isinstance(attachment, dict):
+            if all(a["params"] != attachment["params"] for a in found):
+                found.append(attachment)
+        elif "/" in spec or "." in spec:  # it looked like a path: say why it is not attached
+            problems.append(f"@{spec}: {attachment}; sent as text")
+    return found, problems
+
+
+def _number(arg: str) -> tuple[int | None, str]:
+    head, _, rest = arg.strip().partition(" ")
+    head = head.removeprefix("#")
+    return (int(head) if head.isdigit() else None), rest.strip()
 
 
 class Commands:
-    def __init__(self, chat: Chat) -> None:
+    def __init__(self, chat: Chat, *, state_dir: Path | None = None) -> None:
         self.chat = chat
+        self.state_dir = state_dir
         self.table: dict[str, Callable[[str], Awaitable[None]]] = {
             "/queue": self.queue,
             "/wake": self.wake,
@@ -44,6 +124,12 @@ class Commands:
             "/attach": self.attach,
             "/cancel": self.cancel,
             "/clear": self.clear,
+            "/show": self.show,
+            "/copy": self.copy,
+            "/model": self.model,
+            "/context": self.context,
+            "/compact": self.compact,
+            "/cost": self.cost,
             "/sessions": self.sessions,
             "/resume": self.resume,
             "/help": self.help,
@@ -55,14 +141,17 @@ class Commands:
         text = line.strip()
         if not text:
             return True
+        if text.startswith("!") and len(text) > 1:
+            await self.guard(self.shell(text[1:].strip()))
+            return True
         if not text.startswith("/") or text.startswith("//"):
-            await self.guard(chat.send("dsh/followup", text[1:] if text.startswith("//") else text))
+            await self.guard(self.prompt("dsh/followup", text[1:] if text.startswith("//") else text))
             return True
         name, _, arg = text.partition(" ")
         if name in ("/quit", "/exit"):
             return False
         handler = self.table.get(name)
-        if handler is None:
+        if handler is None or name not in available_commands(chat.capabilities):
             chat.error(f"[unknown command {name}; /help lists them, // sends a line starting with /]")
             return True
         await self.guard(handler(arg.strip()))
@@ -74,81 +163,159 @@ class Commands:
         except RpcError as exc:
             self.chat.error(f"[{exc.code or 'error'}: {exc}]")
 
-    # ---- the queue ---------------------------------------------------------------------------------
+    # ---- prompts -----------------------------------------------------------------------------------
+
+    async def prompt(self, method: str, text: str) -> None:
+        """A prompt, with the files its `@path` mentions name attached."""
+        found, problems = mentions(self.chat.cwd, text)
+        for problem in problems:
+            self.chat.note(f"[{problem}]")
+        for attachment in found:
+            self.chat.note(f"[📎 {attachment['label']}]")
+        await self.chat.send(method, text, found)
 
     async def send(self, method: str, text: str) -> None:
         if not text:
             self.chat.error(f"[{method.removeprefix('dsh/')} needs a text]")
             return
-        await self.chat.send(method, text)
+        if method == "dsh/steer":
+            await self.prompt(method, text)
+        else:
+            await self.chat.send(method, text)
 
-    async def inbox(self) -> dict[str, list[dict[str, Any]]]:
-        listed: dict[str, list[dict[str, Any]]] = await self.chat.rpc.request(
-            "dsh/inbox/list", {"sessionId": self.chat.session_id}
-        )
-        return listed
+    # ---- the queue ---------------------------------------------------------------------------------
 
     async def queue(self, _: str) -> None:
         chat = self.chat
-        listing = await self.inbox()
-        if not listing["nextTurn"] and not listing["nextStep"]:
+        book = chat.status.queue
+        if not book.count(NEXT_TURN) and not book.count(NEXT_STEP):
             chat.note("[the queue is empty]")
             return
-        for number, item in enumerate(listing["nextTurn"], 1):
-            chat.view.print(f"  {chat.paint(CYAN, str(number))}. {clip(message_text(item['content']), 100)}")
-        for item in listing["nextStep"]:
-            source = item.get("source") or {}
-            what = source.get("uri") or message_text(item["content"])
-            chat.view.print(chat.paint(DIM, f"  +  {source.get('kind', 'user')}: {clip(what, 96)}"))
+        for item in book.pending(NEXT_TURN):
+            chat.view.print(f"  {chat.paint(CYAN, item.label)} {clip(item.text, 100)}{self._extras(item)}")
+        for item in book.pending(NEXT_STEP):
+            what = item.source.get("uri") or item.text
+            kind = item.verb or item.source.get("kind", "context")
+            chat.view.print(chat.paint(DIM, f"  {item.label} ({kind}, next step) {clip(what, 90)}"))
         if chat.status.state == "idle":
             chat.note("[parked: /wake runs them]")
 
-    async def numbered(self, arg: str) -> tuple[dict[str, Any], str] | None:
+    @staticmethod
+    def _extras(item: QueueItem) -> str:
+        return f"  📎{len(item.context)}" if item.context else ""
+
+    def queued_item(self, arg: str, usage: str) -> tuple[QueueItem, str] | None:
+        """The pending item `#N` names (with the rest of the argument), or None after saying why not."""
         chat = self.chat
-        number, _, rest = arg.partition(" ")
-        if not number.isdigit():
-            chat.error("[give the queue number shown by /queue]")
+        number, rest = _number(arg)
+        if number is None:
+            chat.error(f"[{usage}: N is the #number /queue shows]")
             return None
-        items = (await self.inbox())["nextTurn"]
-        index = int(number) - 1
-        if not 0 <= index < len(items):
-            chat.error(f"[no queued prompt {number}; {len(items)} queued]")
+        item = chat.status.queue.find(number)
+        if item is None:
+            chat.error(f"[no queued item #{number}; /queue lists them]")
             return None
-        return items[index], rest.strip()
+        if item.state != "pending":
+            chat.error(f"[{item.why_not_pending()}]")
+            return None
+        return item, rest
 
     async def drop(self, arg: str) -> None:
-        found = await self.numbered(arg)
+        found = self.queued_item(arg, "/drop N")
         if found is None:
             return
         item, _ = found
-        params = {"sessionId": self.chat.session_id, "messageId": item["id"]}
+        params = {"sessionId": self.chat.session_id, "messageId": item.id}
         removed = (await self.chat.rpc.request("dsh/inbox/remove", params))["removed"]
-        text = clip(message_text(item["content"]), 80)
-        self.chat.note(f"[dropped: {text}]" if removed else "[already taken by a turn]")
+        if removed:
+            self.chat.note(f"[dropped {item.label}: {clip(item.text, 80)}]")
+        else:
+            self.chat.error(f"[{item.label} is no longer queued: a turn took it just now]")
 
     async def edit(self, arg: str) -> None:
-        found = await self.numbered(arg)
+        chat = self.chat
+        found = self.queued_item(arg, "/edit N [TEXT]")
         if found is None:
             return
         item, text = found
         if not text:
-            self.chat.error("[/edit N TEXT]")
+            if chat.view.load_input(item.text, item.number):
+                chat.note(f"[editing {item.label}: Enter saves it in place, Esc leaves it as it was]")
+            else:
+                chat.view.print(f"  {chat.paint(CYAN, item.label)} {item.text}")
+                chat.note(f"[/edit {item.number} TEXT rewords it]")
             return
-        params = {"sessionId": self.chat.session_id, "messageId": item["id"], "message": {"content": text}}
-        await self.chat.rpc.request("dsh/inbox/replace", params)
-        self.chat.note(f"[edited: {clip(text, 80)}]")
+        await self.reword(item, text)
+
+    async def reword(self, item: QueueItem, text: str) -> bool:
+        """Replace queued `item`'s text; refused with a clear line (False) if a turn took it meanwhile."""
+        chat = self.chat
+        if item.state != "pending":
+            chat.error(f"[{item.why_not_pending()}; not edited]")
+            return False
+        try:
+            await chat.reword(item, text)
+        except RpcError as exc:
+            if exc.code != "unknown_message":
+                raise
+            chat.error(f"[{item.label} is no longer queued: a turn took it just now; not edited]")
+            return False
+        chat.note(f"[edited {item.label}: {clip(text, 80)}]")
+        return True
+
+    async def save_edit(self, number: int, text: str) -> None:
+        """The input line, edited after `/edit N`, goes back in place of #N. If a turn took #N
+        meanwhile, the text comes back into the input, where Enter sends it as a new prompt."""
+        chat = self.chat
+        item = chat.status.queue.find(number)
+        if not text.strip():
+            chat.note(f"[edit #{number} left as it was (/drop {number} removes it)]")
+            return
+        if item is None or not await self.reword(item, text):
+            if chat.view.load_input(text, None):
+                chat.note("[your text is back in the input: Enter sends it as a new prompt]")
+
+    async def pull_last(self) -> str | None:
+        """Alt-Up: take the last queued prompt out of the queue, for the input line (its attachments
+        come back as pending attachments, read again when it is sent)."""
+        chat = self.chat
+        items = chat.status.queue.pending(NEXT_TURN)
+        if not items:
+            chat.note("[nothing queued to pull back]")
+            return None
+        item = items[-1]
+        params = {"sessionId": chat.session_id, "messageId": item.id}
+        if not (await chat.rpc.request("dsh/inbox/remove", params))["removed"]:
+            chat.error(f"[{item.label} is no longer queued: a turn took it just now]")
+            return None
+        for message in item.context:
+            source = message.get("source") or {}
+            if source.get("uri") and source.get("contextKind") in ("file", "selection"):
+                ref: dict[str, Any] = {"uri": source["uri"], "kind": source["contextKind"]}
+                if source.get("range"):
+                    ref["range"] = source["range"]
+                chat.attachments.append({"params": ref, "label": chat.context_label(source)})
+        chat.note(f"[pulled {item.label} back into the input: Enter queues it again]")
+        return item.text
 
     async def wake(self, _: str) -> None:
+        if not self.chat.session_id:
+            self.chat.note("[nothing is queued]")
+            return
         result = await self.chat.rpc.request("dsh/wake", {"sessionId": self.chat.session_id})
         if not result.get("started"):
             busy = self.chat.status.state == "running"
             self.chat.note("[a turn is already running]" if busy else "[nothing is queued]")
 
     async def cancel(self, _: str) -> None:
-        await self.chat.rpc.request("dsh/cancel", {"sessionId": self.chat.session_id, "keepInbox": True})
+        if self.chat.session_id:
+            await self.chat.rpc.request("dsh/cancel", {"sessionId": self.chat.session_id, "keepInbox": True})
 
     async def clear(self, _: str) -> None:
         chat = self.chat
+        if not chat.session_id:
+            chat.note("[queue cleared]")
+            return
         was_idle = chat.status.state == "idle"
         chat.clearing = True
         try:
@@ -168,28 +335,187 @@ class Commands:
             for attachment in chat.attachments:
                 chat.note(f"  📎 {attachment['label']}")
             return
-        match = ATTACH_RE.match(arg)
-        assert match is not None
-        path = Path(chat.cwd, match["path"]).expanduser().resolve()  # noqa: ASYNC240 (a local stat)
-        if not path.is_file():
-            chat.error(f"[no such file: {match['path']}]")
+        made = file_attachment(chat.cwd, arg)
+        if isinstance(made, str):
+            chat.error(f"[{made}]")
             return
-        params: dict[str, Any] = {"uri": path.as_uri(), "kind": "file"}
-        label = match["path"]
-        if match["l1"]:
-            first = int(match["l1"])
-            last = int(match["l2"] or first)
-            if first < 1 or last < first:
-                chat.error("[lines count from 1: PATH:L1-L2 with L1 ≤ L2]")
-                return
-            params["kind"] = "selection"
-            params["range"] = {
-                "start": {"line": first - 1, "character": 0},
-                "end": {"line": last, "character": 0},
-            }
-            label += f" lines {first}-{last}"
-        chat.attachments.append({"params": params, "label": label})
+        chat.attachments.append(made)
+        chat.note(f"[📎 {made['label']}: goes with your next prompt]")
+
+    async def shell(self, command: str) -> None:
+        """`!cmd`: run it here, show its output, attach the output to the next prompt."""
+        chat = self.chat
+        chat.view.print(chat.paint(CYAN, f"$ {command}"))
+        shown = [0]
+
+        def show(text: str) -> None:
+            lines = text.splitlines()
+            room = max(0, SHELL_SHOWN_LINES - shown[0])
+            for line in lines[:room]:
+                chat.view.print(chat.paint(DIM, f"  │ {line}"))
+            shown[0] += len(lines)
+
+        task = asyncio.ensure_future(run_shell(command, chat.cwd, show))
+        chat.shell = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            chat.shell = None
+        if task.cancelled():
+            chat.note("[stopped; nothing attached]")
+            return
+        try:
+            output, status = task.result()
+        except OSError as exc:
+            chat.error(f"[cannot run it: {exc}]")
+            return
+        lines = output.count("\n") + (0 if output.endswith("\n") or not output else 1)
+        if lines > SHELL_SHOWN_LINES:
+            chat.note(f"  … {lines - SHELL_SHOWN_LINES} more lines")
+        label = f"$ {clip(command, 60)} (exit {status}, {lines} line{'s' if lines != 1 else ''})"
+        body = f"$ {command}\n{cap(output)}{'' if output.endswith(chr(10)) or not output else chr(10)}"
+        chat.attach_text(label, f"{body}[exit status {status}; run by the person in {chat.cwd}]\n")
         chat.note(f"[📎 {label}: goes with your next prompt]")
+
+    # ---- what was shown ----------------------------------------------------------------------------
+
+    async def show(self, arg: str) -> None:
+        chat = self.chat
+        number, _ = _number(arg)
+        card = chat.cards.get(number) if number is not None else chat.cards.last()
+        if card is None:
+            chat.error(f"[no tool call {arg}]" if arg else "[no tool call yet]")
+            return
+        chat.view.print(chat.paint(CYAN, f"── /show {card.number}: {card.summary}"))
+        if card.diff is not None:
+            for line in diff_lines(card.diff, chat.view.color):
+                chat.view.print(line)
+        else:
+            chat.view.print(card.details().rstrip("\n"))
+        if card.truncated:
+            chat.note(f"[only the first part is kept here; `dsh-daemon export {chat.session_id}` has it all]")
+
+    async def copy(self, arg: str) -> None:
+        chat = self.chat
+        number, _ = _number(arg)
+        blocks = chat.blocks
+        if not blocks:
+            chat.error("[no code block yet]")
+            return
+        index = (number or len(blocks)) - 1
+        if not 0 <= index < len(blocks):
+            chat.error(f"[no code block {number}; there are {len(blocks)}]")
+            return
+        block = blocks[index]
+        how = chat.view.copy(block.code)
+        lines = block.code.count("\n")
+        chat.note(f"[code block {index + 1} ({block.language or 'code'}, {lines} lines) {how}]")
+
+    # ---- model and context -------------------------------------------------------------------------
+
+    def known_models(self) -> list[str]:
+        names = list(KNOWN_MODELS)
+        if self.state_dir is not None:
+            from dsh_daemon.model.configfile import ConfigFileError, read_config_file
+
+            try:
+                provider = read_config_file(self.state_dir).get("provider") or {}
+            except ConfigFileError:
+                provider = {}
+            for key in ("prices", "contextWindow"):
+                table = provider.get(key) if isinstance(provider, dict) else None
+                names += list(table) if isinstance(table, dict) else []
+            if isinstance(provider, dict) and isinstance(provider.get("model"), str):
+                names.append(provider["model"])
+        if self.chat.status.model:
+            names.append(self.chat.status.model)
+        return list(dict.fromkeys(names))
+
+    async def model(self, arg: str) -> None:
+        chat = self.chat
+        current = chat.status.model
+        if not arg:
+            names = self.known_models()
+            now = current or "not known until the first request (the daemon's configuration picks it)"
+            if chat.view.interactive:
+                options = [f"{name}{'  (current)' if name == current else ''}" for name in names]
+                choice = await chat.view.pick(f"model — now {now}", options)
+                if choice is None:
+                    return
+                arg = names[choice]
+            else:
+                chat.note(f"[model: {now}]")
+                for name in names:
+                    mark = chat.paint(CYAN, "❯") if name == current else " "
+                    chat.view.print(f"  {mark} {name}")
+                chat.note("[/model NAME switches, from the next request; any id the endpoint serves works]")
+                return
+        if arg == current:
+            chat.note(f"[already {arg}]")
+            return
+        await chat.configure({"provider": {"model": arg}})
+        chat.status.model = arg
+        chat.view.refresh()
+        chat.note(f"[model: {arg}, from the next request]")
+
+    async def context(self, _: str) -> None:
+        chat = self.chat
+        status = chat.status
+        if status.context_used is None:
+            chat.note("[no reply yet in this session: nothing in the context window]")
+            return
+        used, window = status.context_used, status.context_window
+        share = f" ({100 * used / window:.0f}%)" if window else ""
+        of = f" of {count(window)}" if window else " (window size not known for this model)"
+        chat.view.print(f"  context: {count(used)}{of} tokens{share}, as of the last request")
+        header = status.header
+        if header:
+            system = len(str(header.get("system") or "")) // 4
+            tools = len(str(header.get("tools") or "")) // 4
+            rest = max(0, used - system - tools)
+            chat.view.print(
+                f"  about {count(system)} system prompt · {count(tools)} tool definitions"
+                f" · {count(rest)} conversation"
+            )
+            chat.note("  (the split is estimated at 4 characters a token)")
+        if status.compactions:
+            last = status.compactions[-1]
+            chat.view.print(
+                f"  compacted {len(status.compactions)} time(s); last: about"
+                f" {count(last.get('tokensBefore', 0))} → {count(last.get('tokensAfter', 0))} tokens"
+                f" ({last.get('reason', '')})"
+            )
+        chat.note("  [/compact summarises older turns now; it also happens on its own near the window's end]")
+
+    async def compact(self, _: str) -> None:
+        chat = self.chat
+        if not chat.session_id:
+            chat.note("[nothing to compact yet]")
+            return
+        chat.note("[compacting: one model call summarises the older turns…]")
+        result = await chat.rpc.request("dsh/session/compact", {"sessionId": chat.session_id})
+        if result.get("compacted"):
+            return  # the `context/compacted` event has said it
+        if result.get("scheduled"):
+            chat.note("[a turn is running: it compacts at its next step]")
+        elif result.get("error"):
+            error = result["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            chat.error(f"[compaction failed: {message}]")
+        else:
+            chat.note("[nothing to compact yet]")
+
+    async def cost(self, _: str) -> None:
+        chat = self.chat
+        status = chat.status
+        cached = f" ({count(status.cache_read_tokens)} read from cache)" if status.cache_read_tokens else ""
+        reasoning = f" ({count(status.reasoning_tokens)} reasoning)" if status.reasoning_tokens else ""
+        money = status.cost() if status.cost_known else "cost not known for this model"
+        name = f"session {chat.session_id[:8]}" if chat.session_id else "this chat"
+        chat.view.print(
+            f"  {name}: {status.turns} turn(s) · {count(status.input_tokens)} tokens in{cached}"
+            f" · {count(status.output_tokens)} out{reasoning} · {money}"
+        )
 
     # ---- sessions ----------------------------------------------------------------------------------
 
@@ -200,43 +526,59 @@ class Commands:
         self.chat.session_list = sessions
         return sessions
 
-    def describe(self, session: dict[str, Any]) -> str:
-        current = " (this one)" if session["sessionId"] == self.chat.session_id else ""
-        pending = f", {session['pending']} queued" if session.get("pending") else ""
-        title = clip(session.get("title") or "(untitled)", 60)
-        return f"{session['sessionId'][:8]}  {title}  — {_ago(session['updatedAt'])}{pending}{current}"
-
     async def sessions(self, _: str) -> None:
         chat = self.chat
         sessions = await self.list_sessions()
         if not sessions:
             chat.note("[no sessions in this directory]")
         for number, session in enumerate(sessions, 1):
-            chat.view.print(f"  {chat.paint(CYAN, str(number))}. {self.describe(session)}")
+            chat.view.print(f"  {chat.paint(CYAN, str(number))}. {describe(session, chat.session_id)}")
+
+    async def last_exchange(self, session_id: str) -> str:
+        """The session's last prompt and answer, for the /resume picker's preview."""
+        page = await self.chat.rpc.request("dsh/session/transcript", {"sessionId": session_id, "limit": 1})
+        if not page["turns"]:
+            return "(no turns yet)"
+        prompt, answer = "", ""
+        for item in page["turns"][0].get("items", ()):
+            if item.get("type") == "message" and (item.get("source") or {}).get("kind") == "user":
+                prompt = item.get("text", "")
+            elif item.get("type") == "assistant" and (item.get("text") or "").strip():
+                answer = item["text"]
+        return f"› {prompt}\n{answer}"
 
     async def resume(self, arg: str) -> None:
         chat = self.chat
         if chat.status.state == "running":
-            chat.error("[a turn is running: Ctrl-C (or /cancel) first]")
+            chat.error("[a turn is running: Esc (or /cancel) first]")
             return
         sessions = await self.list_sessions()
         if not arg:
             if not sessions:
                 chat.note("[no sessions in this directory]")
                 return
-            choice = await chat.view.pick("resume which session?", [self.describe(s) for s in sessions])
+
+            async def preview(index: int) -> str:
+                return await self.last_exchange(sessions[index]["sessionId"])
+
+            titles = [describe(s, chat.session_id) for s in sessions]
+            choice = await chat.view.pick("resume which session? (type to filter)", titles, preview)
             if choice is None:
                 if not chat.view.interactive:
                     for number, session in enumerate(sessions, 1):
-                        chat.view.print(f"  {number}. {self.describe(session)}")
-                    chat.note("[/resume N picks one]")
+                        chat.view.print(f"  {number}. {describe(session, chat.session_id)}")
+                    chat.note("[/resume N, an id or a title picks one]")
                 return
             session_id = sessions[choice]["sessionId"]
         elif arg.isdigit() and 1 <= int(arg) <= len(sessions):
             session_id = sessions[int(arg) - 1]["sessionId"]
         else:
-            matches = [s["sessionId"] for s in sessions if s["sessionId"].startswith(arg)]
-            session_id = matches[0] if len(matches) == 1 else arg
+            every = (await chat.rpc.request("dsh/session/list", {}))["sessions"]
+            try:
+                session_id = find_session(every, arg)["sessionId"]
+            except NoSuchSession as exc:
+                chat.error(f"[{exc}]")
+                return
         if session_id == chat.session_id:
             chat.note("[already in this session]")
             return
@@ -244,17 +586,8 @@ class Commands:
         await chat.attach(session_id)
 
     async def help(self, _: str) -> None:
-        for name, text in COMMANDS.items():
-            self.chat.view.print(f"  {self.chat.paint(CYAN, f'{name:<10}')} {text}")
-        self.chat.note(
-            "  Enter sends (queued while busy) · Alt-Enter new line"
-            " · Ctrl-C cancels the turn, keeps the queue"
-        )
-
-
-def _ago(ms: int) -> str:
-    seconds = max(0, time.time() - ms / 1000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return "just now"
+        chat = self.chat
+        for name, text in available_commands(chat.capabilities).items():
+            chat.view.print(f"  {chat.paint(CYAN, f'{name:<10}')} {text}")
+        for name, text in INPUT_HELP:
+            chat.view.print(f"  {chat.paint(CYAN, f'{name:<10}')} {text}")

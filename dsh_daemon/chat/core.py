@@ -1,21 +1,32 @@
 """The chat's model of one session: daemon events in, lines for a view out; permission answers.
 
 A view (plain text for pipes, or the prompt_toolkit terminal UI) decides how things look; this module
-decides what is said."""
+decides what is said. The reducer is `Chat.on_notification(method, params)`: every `dsh/event` goes
+through it, live (`live_event`) or replayed on attach (`history_event`); a transcript page is drawn by
+`history_turn`. What it keeps besides the screen: the status (`Status`: state, numbered queue, tokens,
+context), the tool cards (`/show N`), the code blocks (`/copy N`) and the open permission question."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
 
+from dsh_daemon.chat.cards import CardBook
+from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
+from dsh_daemon.chat.queue import QueueItem
 from dsh_daemon.chat.render import (
     CYAN,
     DIM,
     RED,
     YELLOW,
+    CodeBlock,
     clip,
+    code_blocks,
     diff_lines,
     message_reasoning,
     message_text,
@@ -23,45 +34,70 @@ from dsh_daemon.chat.render import (
     sanitize,
 )
 from dsh_daemon.chat.rpc import RpcPipe
-from dsh_daemon.chat.status import Status
+from dsh_daemon.chat.status import Status, count
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
-PERMISSION_KEYS = {"y": "allow-once", "a": "allow-always", "n": "reject", "c": "cancelled"}
-PERMISSION_WORDS = {"yes": "allow-once", "always": "allow-always", "no": "reject", "cancel": "cancelled"}
+TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
 
 
 class View(Protocol):
     color: bool
-    interactive: bool  # a person at a terminal (pickers, keys)
+    interactive: bool  # a person at a terminal (pickers, menus, keys)
 
     def print(self, text: str) -> None: ...  # whole lines into the scrollback (ANSI allowed)
     def stream(self, kind: str, text: str) -> None: ...  # a streamed delta: reasoning | text | tool
-    def message_done(self, reasoning: str, text: str, *, streamed: bool, interrupted: bool) -> None: ...
+    def message_done(
+        self, reasoning: str, text: str, *, streamed: bool, interrupted: bool, final: bool, first_block: int
+    ) -> None: ...  # `final`: this turn's answer (piped: stdout); code blocks numbered from first_block
     def discard_stream(self) -> None: ...  # a retried request: what streamed so far is void
     def flush_stream(self) -> None: ...  # whatever is still live goes to the scrollback
     def refresh(self) -> None: ...  # the status line may have changed
-    def show_permission(self, question: str | None) -> None: ...  # None: the question is gone
-    async def pick(self, title: str, options: list[str]) -> int | None: ...
+    def show_permission(self, question: Question | None) -> None: ...  # None: the question is gone
+    async def pick(
+        self, title: str, options: list[str], preview: Callable[[int], Awaitable[str]] | None = None
+    ) -> int | None: ...
+    def copy(self, text: str) -> str: ...  # onto the clipboard; says how
+    def load_input(self, text: str, editing: int | None) -> bool: ...  # False: no input line to load
 
 
 class Chat:
-    def __init__(self, rpc: RpcPipe, view: View, *, cwd: str, auto_allow: bool) -> None:
+    def __init__(
+        self,
+        rpc: RpcPipe,
+        view: View,
+        *,
+        cwd: str,
+        auto_allow: bool,
+        allow_tools: frozenset[str] = frozenset(),
+        answers: bool = True,
+    ) -> None:
         self.rpc = rpc
         self.view = view
         self.cwd = cwd
-        self.auto_allow = auto_allow
+        self.auto_allow = auto_allow  # --yes
+        self.allow_tools = allow_tools  # --allow TOOL
+        self.answers = answers  # someone can answer questions (False: stdin is not a terminal)
         self.status = Status()
         self.idle = asyncio.Event()
         self.idle.set()
         self.closed = asyncio.Event()  # the daemon is gone
         self.leaving = False  # we are shutting it down
-        self.answer: asyncio.Future[str] | None = None
+        self.question: Question | None = None
         self.replaying = False
+        self.shown_seq = -1  # events up to this seq are already drawn (a transcript page)
         self.clearing = False
-        self.tool_names: dict[str, str] = {}
+        self.failed = False  # a turn ended in error or a question had no answer (exit status)
+        self.cards = CardBook()
+        self.blocks: list[CodeBlock] = []  # every code block shown, for /copy N
         self.attachments: list[dict[str, Any]] = []  # travel with the next prompt
+        self.uri_labels: dict[str, str] = {}  # what to call an attachment's uri when it is entered
         self.session_list: list[dict[str, Any]] = []  # the last /sessions listing
+        self.settings: dict[str, Any] = {}  # what /model changed (sent whole each time)
+        self.capabilities: dict[str, Any] = {}  # the daemon's experimental.dsh flags
         self._permission_lock = asyncio.Lock()
+        self._session_lock = asyncio.Lock()
+        self._shell_docs = 0
+        self.shell: asyncio.Future[Any] | None = None  # a `!cmd` running (Esc / Ctrl-C stops it)
 
     @property
     def session_id(self) -> str:
@@ -80,11 +116,23 @@ class Chat:
     # ---- events ------------------------------------------------------------------------------------
 
     def on_notification(self, method: str, params: Any) -> None:
+        if method == "window/showMessage" and isinstance(params, dict):
+            # /model's settings go through workspace/didChangeConfiguration; a refusal comes back here.
+            text = f"[daemon: {params.get('message', '')}]"
+            self.error(text) if params.get("type") == 1 else self.note(text)
+            return
         if method != "dsh/event" or not isinstance(params, dict):
             return
-        if params.get("sessionId") != self.session_id:
+        if not self.session_id or params.get("sessionId") != self.session_id:
             return
         kind, data = params["type"], params["data"]
+        seq = params.get("seq")
+        if self.replaying and seq is not None and seq <= self.shown_seq:
+            # Already on screen from the transcript page (and its usage already counted): only what the
+            # page does not carry is taken from it (the context gauge, the model).
+            if kind in ("context/usage", "context/compacted", "request/header"):
+                self.status.on_event(kind, data)
+            return
         if self.status.on_event(kind, data):
             if kind == "agent/status":
                 (self.idle.set if data["status"] == "idle" else self.idle.clear)()
@@ -98,8 +146,8 @@ class Chat:
         if kind == "user/message":
             self.user_message(data)
         elif kind == "assistant/message":
-            self.assistant_message(data, streamed=False)
-        elif kind in ("tool/call", "tool/result"):
+            self.assistant_message(data, streamed=False, live=False)
+        elif kind in ("tool/call", "tool/result", "context/compacted"):
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
@@ -113,22 +161,27 @@ class Chat:
                 if source.get("kind") == "user":
                     self.view.print(self.paint(CYAN, "› ") + sanitize(item.get("text", "")))
                 elif source.get("kind") == "editor":
-                    uri = _short_uri(source.get("uri", ""))
-                    self.note(f"  📎 {source.get('contextKind', 'context')}: {uri}")
+                    self.note(f"  📎 {self.context_label(source)}")
             elif kind == "assistant":
-                self.view.message_done(
+                self.show_message(
                     item.get("reasoning") or "",
                     item.get("text") or "",
                     streamed=False,
                     interrupted=bool(item.get("interrupted")),
+                    final=False,
                 )
             elif kind == "tool":
-                self.tool_names[item["callId"]] = item["name"]
-                self.view.print(self.paint(CYAN, f"  ⚙ {item['name']} {clip(item.get('arguments', ''), 90)}"))
+                self.tool_call(item["callId"], item["name"], item.get("arguments", ""))
                 result = item.get("result")
                 if result is not None:
-                    mark = self.paint(RED, "  ✗") if result.get("isError") else "  ✓"
-                    self.view.print(f"{mark} {item['name']}: {clip(result.get('output', ''), 100)}")
+                    self.tool_result(
+                        item["callId"],
+                        item["name"],
+                        result.get("output", ""),
+                        error=bool(result.get("isError")),
+                        meta=result.get("meta"),
+                        truncated=bool(result.get("truncated")),
+                    )
         end = turn.get("end") or {}
         if end.get("kind") in ("error", "aborted", "interrupted"):
             self.view.print(self.paint(DIM, f"[turn {turn['turn']} ended: {end['kind']}]"))
@@ -142,20 +195,26 @@ class Chat:
         elif kind == "user/message":
             self.user_message(data)
         elif kind == "assistant/message":
-            self.assistant_message(data, streamed=True)
+            self.assistant_message(data, streamed=True, live=True)
         elif kind == "tool/call":
-            self.tool_names[data["callId"]] = data["name"]
-            view.print(self.paint(CYAN, f"  ⚙ {data['name']} {clip(data['arguments'], 90)}"))
+            self.tool_call(data["callId"], data["name"], data["arguments"])
         elif kind == "tool/output":
             view.stream("tool", data["text"])
         elif kind == "tool/result":
             view.flush_stream()
-            call_id = data["message"]["source"]["callId"]
-            name = self.tool_names.get(call_id, "tool")
-            blocks = data["message"]["content"][0].get("content", []) if data["message"]["content"] else []
-            text = "".join(b.get("text", "") for b in blocks)
-            mark = self.paint(RED, "  ✗") if data.get("error") else "  ✓"
-            view.print(f"{mark} {name}: {clip(text, 100)}")
+            message = data["message"]
+            blocks = message["content"][0].get("content", []) if message["content"] else []
+            self.tool_result(
+                message["source"]["callId"],
+                data.get("name") or "tool",
+                "".join(b.get("text", "") for b in blocks),
+                error=bool(data.get("error")),
+                meta=data.get("meta"),
+            )
+        elif kind == "context/compacted":
+            before, after = data.get("tokensBefore"), data.get("tokensAfter")
+            sizes = f": about {count(before)} → {count(after)} tokens" if before and after else ""
+            self.note(f"[context compacted ({data.get('reason', '')}){sizes}]")
         elif kind == "llm/retry":
             view.discard_stream()
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")
@@ -166,25 +225,63 @@ class Chat:
             view.flush_stream()
             self.turn_end(data["reason"])
 
+    def tool_call(self, call_id: str, name: str, arguments: Any) -> None:
+        card = self.cards.call(call_id, name, arguments)
+        self.view.print(self.paint(CYAN, f"  ⚙ {card.summary}"))
+
+    def tool_result(
+        self, call_id: str, name: str, output: str, *, error: bool, meta: Any, truncated: bool = False
+    ) -> None:
+        card = self.cards.result(
+            call_id,
+            name,
+            output,
+            error=error,
+            meta=meta if isinstance(meta, dict) else None,
+            truncated=truncated,
+        )
+        mark = self.paint(RED, "  ✗") if card.failed else "  ✓"
+        more = card.diff is not None or (card.output or "").strip().count("\n") > 0 or card.failed
+        hint = self.paint(DIM, f" · /show {card.number}") if more else ""
+        self.view.print(f"{mark} {card.result_line()}{hint}")
+
+    def context_label(self, source: dict[str, Any]) -> str:
+        uri = str(source.get("uri", ""))
+        if uri in self.uri_labels:
+            return self.uri_labels[uri]
+        return f"{source.get('contextKind', 'context')}: {_short_uri(uri, self.cwd)}"
+
     def user_message(self, data: dict[str, Any]) -> None:
         source = data.get("source") or {}
         if source.get("kind") == "user":
             self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
         elif source.get("kind") == "editor":
-            self.note(f"  📎 {source.get('contextKind', 'context')}: {_short_uri(source.get('uri', ''))}")
+            self.note(f"  📎 {self.context_label(source)}")
 
-    def assistant_message(self, data: dict[str, Any], *, streamed: bool) -> None:
+    def assistant_message(self, data: dict[str, Any], *, streamed: bool, live: bool) -> None:
         content = data["message"]["content"]
-        self.view.message_done(
+        self.show_message(
             message_reasoning(content),
             message_text(content),
             streamed=streamed,
             interrupted=bool(data.get("interrupted")),
+            final=live and data.get("finishReason") != "tool-calls",
+        )
+
+    def show_message(
+        self, reasoning: str, text: str, *, streamed: bool, interrupted: bool, final: bool
+    ) -> None:
+        blocks = code_blocks(text) if text.strip() else []
+        first = len(self.blocks) + 1 if blocks else 0
+        self.blocks.extend(blocks)
+        self.view.message_done(
+            reasoning, text, streamed=streamed, interrupted=interrupted, final=final, first_block=first
         )
 
     def turn_end(self, reason: dict[str, Any]) -> None:
         kind = reason["kind"]
         if kind == "error":
+            self.failed = True
             error = reason.get("error") or {}
             self.error(f"[error {error.get('code')}: {error.get('message')}]")
         elif kind == "aborted":
@@ -207,7 +304,11 @@ class Chat:
     async def on_request(self, method: str, params: Any) -> Any:
         if method != "dsh/requestPermission":
             raise RuntimeError(f"unsupported request {method}")
-        if self.auto_allow:
+        tool = str(params.get("tool") or "")
+        if self.auto_allow or tool in self.allow_tools:
+            self.view.flush_stream()
+            by = "--yes" if self.auto_allow else f"--allow {tool}"
+            self.note(f"  → {clip(str(params.get('title') or tool), 80)}: allowed by {by}")
             return {"outcome": "allow-once"}
         async with self._permission_lock:
             return {"outcome": await self.ask_permission(params)}
@@ -225,50 +326,81 @@ class Chat:
             view.print("  " + self.paint(CYAN, f"$ {sanitize(preview['command'])}") + where)
         else:
             view.print("  " + clip(json.dumps(params.get("arguments"), ensure_ascii=False), 300))
-        self.answer = asyncio.get_running_loop().create_future()
+        if not self.answers:
+            return self.unanswerable(params)
+        loop = asyncio.get_running_loop()
+        self.question = Question(params, loop.create_future(), loop.time())
         self.status.permission = True
-        tool = params.get("tool", "this")
-        view.show_permission(f"allow {tool}? [y]es once / [a]lways / [n]o / [c]ancel turn")
+        view.show_permission(self.question)
         view.refresh()
         try:
-            choice = (await self.answer).strip().lower()
+            outcome = await self.question.answer
         except asyncio.CancelledError:
             self.note("  → withdrawn by the daemon (the turn ended)")
             raise
         finally:
-            self.answer = None
+            self.question = None
             self.status.permission = False
             view.show_permission(None)
             view.refresh()
-        outcome = PERMISSION_KEYS.get(choice) or PERMISSION_WORDS.get(choice) or "cancelled"
-        label = {"allow-once": "allowed once", "allow-always": "allowed always", "reject": "rejected"}
-        self.note(f"  → {label.get(outcome, 'cancelled (the turn stops, the queue stays)')}")
+        if outcome == CANCELLED and not self.answers:
+            return self.unanswerable(params)
+        self.note(f"  → {SAID.get(outcome, SAID[CANCELLED])}")
         return outcome
+
+    def unanswerable(self, params: dict[str, Any]) -> str:
+        """Nobody can answer (piped input, or it ended): `cancelled`, and how to allow it next time."""
+        self.failed = True
+        tool = str(params.get("tool") or "TOOL")
+        self.error(
+            f"  → cancelled: no one can answer this question (the input is not a terminal, or it ended);"
+            f" allow it with --allow {tool} (or every tool with --yes)"
+        )
+        return CANCELLED
 
     @property
     def asking(self) -> bool:
-        return self.answer is not None and not self.answer.done()
+        return self.question is not None and not self.question.answer.done()
 
-    def give_answer(self, text: str) -> bool:
-        """A line or key for an open permission question; False when none is open."""
-        if not self.asking:
-            return False
-        assert self.answer is not None
-        self.answer.set_result(text)
-        return True
+    def answer(self, outcome: str) -> bool:
+        """Resolve the open question; False when none is open."""
+        return self.question is not None and self.question.resolve(outcome)
+
+    def answer_line(self, line: str) -> bool:
+        """A whole typed line that answers the open question (the plain view); False when no question is
+        open or the line is not an answer (it is then a prompt like any other)."""
+        outcome = LINE_ANSWERS.get(line.strip().lower())
+        return outcome is not None and self.asking and self.answer(outcome)
+
+    def input_ended(self) -> None:
+        """The person's input is gone (stdin at EOF): an open question, and any later one, is answered
+        `cancelled` with a line saying how to allow it."""
+        self.answers = False
+        if self.question is not None:
+            self.question.resolve(CANCELLED)
 
     # ---- sessions ----------------------------------------------------------------------------------
 
-    async def new_session(self) -> None:
-        result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
-        self.status = Status(session_id=result["sessionId"])
-        self.view.refresh()
+    async def ensure_session(self) -> str:
+        """The session, created on the first prompt (a chat left without one keeps no empty session)."""
+        async with self._session_lock:
+            if not self.session_id:
+                result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
+                self.status.session_id = result["sessionId"]
+                self.view.refresh()
+        return self.session_id
 
     async def attach(self, session_id: str) -> None:
         """Show the session's last turns (a transcript page), then follow it live from there: the
-        events after the page's `lastSeq` are replayed, so nothing is missed or shown twice."""
-        self.status = Status(session_id=session_id)
-        self.tool_names.clear()
+        events after the page's `lastSeq` are replayed, so nothing is missed or shown twice. The
+        newest turn's events are replayed too, without drawing them, for the context gauge."""
+        previous = self.session_id
+        if previous and previous != session_id:
+            # A switcher lets go of the session it leaves (protocol.md §3, detach).
+            await self.rpc.request("dsh/session/detach", {"sessionId": previous})
+        queue = self.status.queue
+        queue.forget()
+        self.status = Status(session_id=session_id, queue=queue, model=self.status.model)
         page = await self.rpc.request(
             "dsh/session/transcript", {"sessionId": session_id, "limit": RESUME_PAGE_TURNS}
         )
@@ -276,11 +408,17 @@ class Chat:
             self.note(f"[earlier turns not shown: `dsh-daemon export {session_id}` has them all]")
         for turn in reversed(page["turns"]):
             self.history_turn(turn)
+        await self.count_usage(session_id, page)
+        self.shown_seq = page["lastSeq"]
+        after = page["lastSeq"]
+        if page["turns"]:
+            after = min(after, int(page["turns"][0]["startSeq"]) - 1)
         self.replaying = True
         try:
-            attached = await self.rpc.request(
-                "dsh/session/attach", {"sessionId": session_id, "afterSeq": page["lastSeq"]}
-            )
+            params: dict[str, Any] = {"sessionId": session_id}
+            if after >= 0:
+                params["afterSeq"] = after
+            attached = await self.rpc.request("dsh/session/attach", params)
         finally:
             self.replaying = False
         self.status.state = attached.get("status", "idle")
@@ -296,35 +434,114 @@ class Chat:
                 self.paint(YELLOW, f"[{waiting} queued item(s) parked — /wake runs them, /queue lists them]")
             )
 
+    async def count_usage(self, session_id: str, first: dict[str, Any]) -> None:
+        """The session's token and cost totals, from every turn's usage (pages of the transcript)."""
+        page = first
+        if page.get("hasMore"):
+            page = await self.rpc.request(
+                "dsh/session/transcript", {"sessionId": session_id, "limit": TOTALS_PAGE_TURNS}
+            )
+        while True:
+            for turn in page["turns"]:
+                if turn.get("usage"):
+                    self.status.add_usage(turn["usage"])
+            if not page.get("hasMore") or not page["turns"]:
+                break
+            page = await self.rpc.request(
+                "dsh/session/transcript",
+                {
+                    "sessionId": session_id,
+                    "limit": TOTALS_PAGE_TURNS,
+                    "beforeTurn": page["turns"][-1]["turn"],
+                },
+            )
+
     # ---- sending -----------------------------------------------------------------------------------
 
-    async def send(self, method: str, text: str) -> None:
+    async def send(self, method: str, text: str, extra: list[dict[str, Any]] | None = None) -> str | None:
+        """Send a prompt (followup / steer / inject) with the pending attachments and `extra` ones (the
+        `@path` mentions in it); the new message's id."""
+        session_id = await self.ensure_session()
         busy = self.status.state == "running"
         parked = self.status.queued if not busy and method == "dsh/followup" else 0
-        params: dict[str, Any] = {"sessionId": self.session_id, "message": {"content": text}}
-        if method in ("dsh/followup", "dsh/steer") and self.attachments:
+        params: dict[str, Any] = {"sessionId": session_id, "message": {"content": text}}
+        attachments = [*self.attachments, *(extra or [])]
+        if method in ("dsh/followup", "dsh/steer") and attachments:
             # The context is read now and queued with this prompt as one item (protocol.md §4).
-            params["context"] = [attachment["params"] for attachment in self.attachments]
-        await self.rpc.request(method, params)
+            params["context"] = [attachment["params"] for attachment in attachments]
+            self.open_documents(attachments)
+        try:
+            result = await self.rpc.request(method, params)
+        finally:
+            self.close_documents(attachments if "context" in params else [])
         if "context" in params:
             self.attachments.clear()
+        message_id = str((result or {}).get("messageId", ""))
+        item = self.status.queue.items.get(message_id)
+        number = f" {item.label}" if item is not None and item.state == "pending" else ""
         if method == "dsh/followup" and busy:
-            self.note(f"[queued] {clip(text, 80)}")
+            self.note(f"[queued{number}] {clip(text, 80)}")
         elif parked:
-            self.note(f"[queued behind {parked} parked prompt(s), which run first] {clip(text, 80)}")
+            self.note(f"[queued{number} behind {parked} parked prompt(s), which run first] {clip(text, 80)}")
         elif method == "dsh/steer":
             self.note(f"[steer] {clip(text, 80)}")
         elif method == "dsh/inject":
             self.note(f"[injected, for the next request] {clip(text, 80)}")
+        return message_id
+
+    def open_documents(self, attachments: list[dict[str, Any]]) -> None:
+        """Attachments with their own text (a `!cmd`'s output) are documents this client opens for the
+        daemon, like an editor's unsaved buffer, so they are read as editor context."""
+        for attachment in attachments:
+            document = attachment.get("document")
+            if document is not None:
+                self.rpc.notify("textDocument/didOpen", {"textDocument": document})
+
+    def close_documents(self, attachments: list[dict[str, Any]]) -> None:
+        for attachment in attachments:
+            document = attachment.get("document")
+            if document is not None:
+                self.rpc.notify("textDocument/didClose", {"textDocument": {"uri": document["uri"]}})
+
+    def attach_text(self, label: str, text: str) -> None:
+        """Attach `text` (a shell command's output) to the next prompt, as an editor document."""
+        self._shell_docs += 1
+        uri = f"untitled:dsh-chat-shell-{self._shell_docs}-{uuid.uuid4().hex[:8]}.txt"
+        self.uri_labels[uri] = label
+        self.attachments.append(
+            {
+                "params": {"uri": uri, "kind": "file"},
+                "label": label,
+                "document": {"uri": uri, "languageId": "text", "version": 1, "text": text},
+            }
+        )
+
+    async def reword(self, item: QueueItem, text: str) -> None:
+        """Replace queued `item`'s text; it keeps its number (the new id is reserved for it)."""
+        new_id = uuid.uuid4().hex
+        self.status.queue.reserve(new_id, item)
+        params = {
+            "sessionId": self.session_id,
+            "messageId": item.id,
+            "message": {"id": new_id, "content": text},
+        }
+        await self.rpc.request("dsh/inbox/replace", params)
+
+    async def configure(self, settings: dict[str, Any]) -> None:
+        """Change the daemon's settings the way an editor does (`workspace/didChangeConfiguration`)."""
+        for key, value in settings.items():
+            if isinstance(value, dict) and isinstance(self.settings.get(key), dict):
+                self.settings[key] = {**self.settings[key], **value}
+            else:
+                self.settings[key] = value
+        self.rpc.notify("workspace/didChangeConfiguration", {"settings": {"dsh": self.settings}})
 
 
-def _short_uri(uri: str) -> str:
+def _short_uri(uri: str, cwd: str) -> str:
     if uri.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
         path = Path(unquote(urlparse(uri).path))
         try:
-            return str(path.relative_to(Path.cwd()))
+            return str(path.relative_to(cwd))
         except ValueError:
             return str(path)
     return uri

@@ -1,9 +1,12 @@
-"""Text helpers: ANSI colours, message text, clipped one-liners, coloured diffs, markdown via rich."""
+"""Text helpers: ANSI colours, message text, clipped one-liners, coloured diffs, word wrapping, markdown
+via rich with code blocks left exactly as written, and the OSC 52 clipboard sequence."""
 
 from __future__ import annotations
 
+import base64
 import io
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
@@ -17,6 +20,7 @@ DIM, BOLD, RED, GREEN, YELLOW, CYAN, RESET = (
     "\x1b[36m",
     "\x1b[0m",
 )
+REVERSE = "\x1b[7m"
 
 
 def paint(color: bool, code: str, text: str) -> str:
@@ -36,6 +40,7 @@ def message_reasoning(content: Any) -> str:
 
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def sanitize(text: str) -> str:
@@ -46,6 +51,16 @@ def sanitize(text: str) -> str:
 def clip(text: str, limit: int) -> str:
     text = " ".join(sanitize(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cells(text: str) -> int:
+    """How many terminal cells `text` takes (colour codes take none)."""
+    return sum(get_cwidth(ch) for ch in ANSI_CODE.sub("", text))
+
+
+def rows(text: str, width: int) -> int:
+    """How many rows the line `text` takes in a terminal `width` cells wide (which wraps it)."""
+    return max(1, -(-cells(text) // max(width, 1)))
 
 
 def diff_lines(diff: str, color: bool) -> list[str]:
@@ -65,31 +80,150 @@ def diff_lines(diff: str, color: bool) -> list[str]:
     return lines
 
 
+def diff_stat(diff: str) -> tuple[int, int]:
+    """(lines added, lines removed) of a unified diff."""
+    added = removed = 0
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
 def hard_wrap(text: str, width: int) -> list[str]:
-    """Plain text cut into lines no wider than `width` cells (for the live area, which does not wrap)."""
+    """Plain text cut into lines no wider than `width` cells, wherever the edge falls."""
     width = max(width, 10)
     out: list[str] = []
     for raw in text.split("\n"):
-        line, cells = "", 0
+        line, used = "", 0
         for ch in raw.replace("\t", "    "):
             w = get_cwidth(ch)
-            if cells + w > width:
+            if used + w > width:
                 out.append(line)
-                line, cells = "", 0
+                line, used = "", 0
             line += ch
-            cells += w
+            used += w
         out.append(line)
     return out
 
 
-def markdown_ansi(text: str, width: int) -> str:
-    """`text` rendered as markdown (headings, lists, highlighted code blocks) into ANSI text."""
+WORD = re.compile(r"\s+|\S+")
+
+
+def word_wrap(text: str, width: int) -> list[str]:
+    """Plain text in lines no wider than `width` cells, broken between words (a word longer than a
+    whole line is cut); the spaces at a break are dropped, so no line starts with one it did not have."""
+    width = max(width, 10)
+    out: list[str] = []
+    for raw in text.replace("\t", "    ").split("\n"):
+        line, used = "", 0
+        for piece in WORD.findall(raw):
+            w = cells(piece)
+            if piece.isspace():
+                if used + w <= width:
+                    line, used = line + piece, used + w
+                else:  # the break falls in these spaces
+                    out.append(line.rstrip(" "))
+                    line, used = "", 0
+                continue
+            if used + w > width and line.strip():
+                out.append(line.rstrip(" "))
+                line, used = "", 0
+            while w > width:  # a word wider than the line: cut it
+                for cut in range(len(piece), 0, -1):
+                    if used + cells(piece[:cut]) <= width:
+                        break
+                out.append(line + piece[:cut])
+                piece, line, used = piece[cut:], "", 0
+                w = cells(piece)
+            line, used = line + piece, used + w
+        out.append(line.rstrip(" ") if line.strip() else line)
+    return out
+
+
+# ---- markdown with exact code blocks -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    code: str  # exactly as the model wrote it, ending with a newline
+    language: str
+
+
+def markdown_parts(text: str) -> list[str | CodeBlock]:
+    """`text` split into markdown prose and its top-level code blocks (fenced or indented), in order."""
+    from markdown_it import MarkdownIt
+
+    lines = text.splitlines(keepends=True)
+    parts: list[str | CodeBlock] = []
+    done = 0
+    for token in MarkdownIt().enable("strikethrough").enable("table").parse(text):
+        if token.type not in ("fence", "code_block") or token.level != 0 or token.map is None:
+            continue
+        first, end = token.map
+        if first > done:
+            parts.append("".join(lines[done:first]))
+        language = token.info.split()[0] if token.info.strip() else ""
+        parts.append(CodeBlock(token.content, language))
+        done = end
+    if done < len(lines):
+        parts.append("".join(lines[done:]))
+    return [part for part in parts if not isinstance(part, str) or part.strip()]
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    return [part for part in markdown_parts(text) if isinstance(part, CodeBlock)]
+
+
+def highlight_code(block: CodeBlock) -> str:
+    """The block's code with ANSI colours (foreground only: no background, no padding, no wrapping);
+    as it is when its language is unknown."""
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    code = sanitize(block.code)
+    code = code if code.endswith("\n") else code + "\n"
+    syntax = Syntax(code, block.language or "text", theme="ansi_dark", background_color="default")
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, color_system="256", width=10_000, soft_wrap=True)
+    console.print(syntax.highlight(code), end="")
+    return buffer.getvalue()
+
+
+def markdown_ansi(text: str, width: int, first_block: int = 0) -> str:
+    """`text` rendered as markdown (headings, lists, tables) into ANSI text. Code blocks are not
+    rendered by rich: each is a dim label line (`python · /copy N`, N counting from `first_block`)
+    then the code at column 0, without padding or hard wraps, so copying it from the terminal gives
+    the exact code (the terminal soft-wraps long lines). With `first_block` 0 blocks are unnumbered."""
     from rich.console import Console
     from rich.markdown import Markdown
 
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer, force_terminal=True, color_system="256", width=max(width, 20), soft_wrap=False
-    )
-    console.print(Markdown(text, code_theme="monokai"))
-    return buffer.getvalue().rstrip("\n") + "\n"
+    out: list[str] = []
+    number = first_block
+    for part in markdown_parts(text):
+        if isinstance(part, CodeBlock):
+            label = part.language or "code"
+            if number:
+                label += f" · /copy {number}"
+                number += 1
+            out.append(f"{DIM}╶─ {label}{RESET}\n{highlight_code(part)}")
+            continue
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer, force_terminal=True, color_system="256", width=max(width, 20), soft_wrap=False
+        )
+        console.print(Markdown(part, code_theme="monokai"))
+        # rich pads every line to the width: trailing blanks would wrap (and copy) after a resize
+        lines = [TRAILING_BLANKS.sub(r"\1", line) for line in buffer.getvalue().split("\n")]
+        out.append("\n".join(lines).strip("\n") + "\n")
+    return "\n".join(out) if out else "\n"
+
+
+TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+
+
+def osc52(text: str) -> str:
+    """The terminal sequence that puts `text` on the system clipboard (OSC 52; tmux and most terminal
+    emulators pass it on)."""
+    return f"\x1b]52;c;{base64.b64encode(text.encode()).decode()}\x07"

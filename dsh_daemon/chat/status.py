@@ -1,51 +1,75 @@
-"""What the status line shows: idle / running / awaiting permission, the queue, tokens and cost."""
+"""What the status line shows: idle / running / awaiting permission, the queue, context, tokens and
+cost; and the session's running totals behind `/cost` and `/context`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueBook
+
 
 @dataclass
 class Status:
-    session_id: str = ""
+    session_id: str = ""  # "" until the first prompt creates the session
     state: str = "idle"  # the daemon's agent/status: idle | running
     permission: bool = False  # a permission request is waiting for the person
-    pending: dict[str, str] = field(default_factory=dict)  # inbox message id -> target
+    queue: QueueBook = field(default_factory=QueueBook)
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    reasoning_tokens: int = 0
+    turns: int = 0  # turns whose usage is counted
     cost_usd: float = 0.0
     cost_known: bool = False
+    context_used: int | None = None  # the last request's input tokens (`context/usage`)
+    context_window: int | None = None
+    model: str = ""  # from the last `request/header`, or what /model set
+    header: dict[str, Any] = field(default_factory=dict)  # the last `request/header`'s header
+    compactions: list[dict[str, Any]] = field(default_factory=list)  # `context/compacted` data
 
     @property
     def queued(self) -> int:
-        return sum(1 for target in self.pending.values() if target == "next-turn")
+        return self.queue.count(NEXT_TURN)
 
     @property
     def context(self) -> int:
-        return sum(1 for target in self.pending.values() if target == "next-step")
+        return self.queue.count(NEXT_STEP)
 
     def reset_inbox(self, inbox: dict[str, Any]) -> None:
-        self.pending = {m["id"]: "next-turn" for m in inbox.get("nextTurn", [])}
-        self.pending.update({m["id"]: "next-step" for m in inbox.get("nextStep", [])})
+        self.queue.reset(inbox)
 
     def on_event(self, kind: str, data: Any) -> bool:
         """Track one event; True when what the status line shows may have changed."""
         if kind == "agent/status":
             self.state = data["status"]
         elif kind == "agent/inbox/inserted":
-            self.pending[data["message"]["id"]] = data["target"]
-        elif kind in ("agent/inbox/claimed", "agent/inbox/discarded"):
-            self.pending.pop(data["message"]["id"], None)
+            self.queue.inserted(data["message"], data["target"], data.get("index"))
+        elif kind == "agent/inbox/claimed":
+            self.queue.claimed(data["message"], data.get("turn"))
+        elif kind == "agent/inbox/discarded":
+            self.queue.discarded(data["message"])
         elif kind == "turn/usage":
             self.add_usage(data["usage"])
+        elif kind == "context/usage":
+            self.context_used = data.get("used")
+            self.context_window = data.get("window")
+        elif kind == "context/compacted":
+            self.compactions.append(dict(data))
+            self.context_used = data.get("tokensAfter", self.context_used)
+        elif kind == "request/header":
+            self.header = dict(data.get("header") or {})
+            self.model = str((self.header.get("config") or {}).get("model") or self.model)
         else:
             return False
         return True
 
     def add_usage(self, usage: dict[str, Any]) -> None:
+        self.turns += 1
         self.input_tokens += int(usage.get("inputTokens") or 0)
         self.output_tokens += int(usage.get("outputTokens") or 0)
+        self.cache_read_tokens += int(usage.get("cacheReadTokens") or 0)
+        self.reasoning_tokens += int(usage.get("reasoningTokens") or 0)
         if usage.get("costUsd") is not None:
             self.cost_usd += float(usage["costUsd"])
             self.cost_known = True
@@ -56,6 +80,18 @@ class Status:
             return "awaiting permission"
         return self.state
 
+    def cost(self) -> str:
+        return f"${self.cost_usd:.4f}" if self.cost_usd >= 0.01 else f"${self.cost_usd:.6f}"
+
+    def context_gauge(self) -> str:
+        """`ctx 12k/1.0M (1%)`, or "" before the first reply reported it."""
+        if self.context_used is None:
+            return ""
+        if not self.context_window:
+            return f"ctx {count(self.context_used)}"
+        share = 100 * self.context_used / self.context_window
+        return f"ctx {count(self.context_used)}/{count(self.context_window)} ({share:.0f}%)"
+
     def line(self) -> str:
         parts = [self.label]
         if self.queued:
@@ -63,16 +99,37 @@ class Status:
         if self.context:
             parts.append(f"context {self.context}")
         tokens = self.input_tokens + self.output_tokens
-        split = f"{_count(self.input_tokens)} in, {_count(self.output_tokens)} out"
-        parts.append(f"{_count(tokens)} tokens ({split})")
+        split = f"{count(self.input_tokens)} in, {count(self.output_tokens)} out"
+        parts.append(f"{count(tokens)} tokens ({split})")
         if self.cost_known:
-            parts.append(f"${self.cost_usd:.4f}" if self.cost_usd >= 0.01 else f"${self.cost_usd:.6f}")
-        if self.session_id:
-            parts.append(f"session {self.session_id[:8]}")
+            parts.append(self.cost())
+        gauge = self.context_gauge()
+        if gauge:
+            parts.append(gauge)
+        if self.model:
+            parts.append(self.model)
+        parts.append(f"session {self.session_id[:8]}" if self.session_id else "new session")
+        return " · ".join(parts)
+
+    def toolbar(self) -> str:
+        """The status line without the state, short enough for a narrow terminal."""
+        parts = []
+        if self.queued:
+            parts.append(f"queued {self.queued}")
+        if self.context:
+            parts.append(f"context {self.context}")
+        parts.append(f"{count(self.input_tokens + self.output_tokens)} tokens")
+        if self.cost_known:
+            parts.append(self.cost())
+        if self.context_used is not None and self.context_window:
+            parts.append(f"ctx {100 * self.context_used / self.context_window:.0f}%")
+        if self.model:
+            parts.append(self.model)
+        parts.append(self.session_id[:8] if self.session_id else "new session")
         return " · ".join(parts)
 
 
-def _count(n: int) -> str:
+def count(n: int) -> str:
     if n >= 1_000_000:
         return f"{n / 1_000_000:.1f}M"
     if n >= 10_000:

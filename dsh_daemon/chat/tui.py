@@ -1,35 +1,56 @@
 """The terminal view (prompt_toolkit): scrolling output above a fixed input line and a status line.
 
 Finished lines go to the scrollback through `patch_stdout`, so they never tear what is being typed.
-What is still streaming (the reply being written, tool output) lives in a small area just above the
-input line; once a message completes it is printed to the scrollback, rendered as markdown by rich.
-Permission questions take single keys (y/a/n/c); `/resume` opens a picker (↑/↓, Enter, Esc)."""
+Between the scrollback and the input line live, in this order: what is still streaming (word-wrapped,
+its newest lines, "… N more lines" above them when clipped), the queue (one line per item, by
+number), and an open permission question (a menu: see `permission` for the rules that keep typed
+text from answering it). On a resize the visible screen is painted again from what was printed,
+wrapped for the new width, so no fragment of the old layout stays. `/resume` and `/model` open a
+picker (type to filter, ↑/↓, Enter, Esc) with a preview of the highlighted entry."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import sys
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
-from dsh_daemon.chat.commands import COMMANDS
-from dsh_daemon.chat.core import PERMISSION_KEYS, PERMISSION_WORDS
-from dsh_daemon.chat.render import BOLD, CYAN, DIM, RESET, YELLOW, hard_wrap, markdown_ansi, sanitize
+from dsh_daemon.chat.commands import MENTION_RE, available_commands
+from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
+from dsh_daemon.chat.render import (
+    BOLD,
+    CYAN,
+    DIM,
+    RESET,
+    REVERSE,
+    YELLOW,
+    clip,
+    markdown_ansi,
+    osc52,
+    rows,
+    sanitize,
+    word_wrap,
+)
 
 if TYPE_CHECKING:
     from dsh_daemon.chat.core import Chat
+    from dsh_daemon.chat.permission import Question
 
 STYLE = Style.from_dict(
     {
@@ -39,10 +60,51 @@ STYLE = Style.from_dict(
         "bottom-toolbar.permission": "noreverse bg:#262626 #d75fd7 bold",
     }
 )
+LIVE_MAX_ROWS = 12  # the streaming area's height at most (the rest is "… N more lines")
+QUEUE_MAX_ROWS = 4
+TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show N has the rest)
+TOOL_KEEP_CHARS = 20_000
+PREVIEW_ROWS = 6
+SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
+RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
 
-class SlashCompleter(Completer):
-    """Slash commands at the start of the line; session ids after /resume; paths after /attach."""
+@dataclass(frozen=True)
+class Edit:
+    """A line typed while editing queued prompt #number in the input (`/edit N` alone)."""
+
+    number: int
+    text: str
+
+
+class Scrollback:
+    """The last blocks printed, each able to render itself for a width (markdown again, other text as
+    it was: the terminal wraps it)."""
+
+    def __init__(self) -> None:
+        self.blocks: deque[str | Callable[[int], str]] = deque(maxlen=SCROLLBACK_BLOCKS)
+
+    def add(self, block: str | Callable[[int], str]) -> None:
+        self.blocks.append(block)
+
+    def tail(self, width: int, room: int) -> list[str]:
+        """The last lines, as printed at `width`, that fill at most `room` rows."""
+        out: list[str] = []
+        used = 0
+        for block in reversed(self.blocks):
+            text = block(width) if callable(block) else block
+            for line in reversed(text.rstrip("\n").split("\n")):
+                need = rows(line, width)
+                if used + need > room:
+                    return out[::-1]
+                out.append(line)
+                used += need
+        return out[::-1]
+
+
+class ChatCompleter(Completer):
+    """Slash commands at the start of the line; `@path` anywhere; paths after /attach; queue numbers
+    after /edit and /drop; session ids after /resume; model ids after /model."""
 
     def __init__(self, chat: Callable[[], Chat | None]) -> None:
         self.chat = chat
@@ -50,16 +112,22 @@ class SlashCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
+        chat = self.chat()
+        word = document.get_word_before_cursor(WORD=True)
+        if word.startswith("@") and MENTION_RE.search(word):
+            yield from self._paths(word[1:], complete_event, prefix="@")
+            return
         if not text.startswith("/") or "\n" in text:
             return
         if " " not in text:
-            for name, meta in COMMANDS.items():
+            for name, meta in available_commands(chat.capabilities if chat else {}).items():
                 if name.startswith(text):
                     yield Completion(name, start_position=-len(text), display_meta=meta)
             return
         name, _, arg = text.partition(" ")
-        chat = self.chat()
-        if name == "/resume" and chat is not None:
+        if chat is None:
+            return
+        if name == "/resume":
             for session in chat.session_list:
                 if session["sessionId"].startswith(arg):
                     yield Completion(
@@ -68,8 +136,26 @@ class SlashCompleter(Completer):
                         display=session["sessionId"][:8],
                         display_meta=session.get("title") or "",
                     )
+        elif name in ("/edit", "/drop") and " " not in arg:
+            for item in [*chat.status.queue.pending(NEXT_TURN), *chat.status.queue.pending(NEXT_STEP)]:
+                if str(item.number).startswith(arg.removeprefix("#")):
+                    yield Completion(
+                        str(item.number),
+                        start_position=-len(arg),
+                        display=item.label,
+                        display_meta=clip(item.text, 40),
+                    )
         elif name == "/attach":
-            yield from self.paths.get_completions(Document(arg, len(arg)), complete_event)
+            yield from self._paths(arg, complete_event)
+
+    def _paths(self, partial: str, event: CompleteEvent, prefix: str = "") -> Iterable[Completion]:
+        for completion in self.paths.get_completions(Document(partial, len(partial)), event):
+            yield Completion(
+                completion.text,
+                start_position=completion.start_position,
+                display=completion.display,
+                display_meta=completion.display_meta,
+            )
 
 
 class TuiView:
@@ -78,13 +164,18 @@ class TuiView:
 
     def __init__(self, history_file: Path | None = None) -> None:
         self.chat: Chat | None = None
+        self.pull_last: Callable[[], Awaitable[str | None]] | None = None  # Alt-Up
         self.live_reasoning = ""
         self.live_text = ""
-        self.live_tool = ""
-        self.question: str | None = None
+        self.live_tool = ""  # the running tool's output (its last TOOL_KEEP_CHARS)
+        self.tool_lines = 0  # lines of it so far
+        self.question: Question | None = None
         self.picker: dict[str, Any] | None = None
+        self.editing: int | None = None  # the queued prompt the input line is rewording
         self.quitting = False
         self.ctrl_c_armed = False  # a second Ctrl-C when idle leaves
+        self.scrollback = Scrollback()
+        self._resize_handle: asyncio.TimerHandle | None = None
         history: Any = InMemoryHistory()
         if history_file is not None:
             try:
@@ -97,12 +188,15 @@ class TuiView:
             bottom_toolbar=self._toolbar,
             style=STYLE,
             history=history,
-            completer=SlashCompleter(lambda: self.chat),
+            completer=ChatCompleter(lambda: self.chat),
             complete_while_typing=True,
             key_bindings=self._bindings(),
             erase_when_done=True,
             prompt_continuation=lambda width, line, wrap: "  ",
         )
+        self.session.default_buffer.on_text_changed += self._on_typing
+        # A resize paints the whole visible screen again (see `_repaint`), not just the input area.
+        self.session.app._on_resize = self._on_resize  # type: ignore[method-assign]
 
     # ---- the screen ---------------------------------------------------------------------------------
 
@@ -120,39 +214,117 @@ class TuiView:
     def width(self) -> int:
         return self.size[0]
 
+    @property
+    def buffer_text(self) -> str:
+        return self.session.default_buffer.text
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
     def invalidate(self) -> None:
         app = self.session.app
         if app.is_running:
             app.invalidate()
 
     def print(self, text: str) -> None:
+        self.scrollback.add(text)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
+    def _live_lines(self, width: int, room: int) -> list[str]:
+        live: list[str] = []
+        if self.live_reasoning:
+            live += [f"{DIM}{line}{RESET}" for line in word_wrap(self.live_reasoning, width)]
+        if self.live_text:
+            live += word_wrap(self.live_text, width)
+        if self.live_tool:
+            tail = "\n".join(self.live_tool.rstrip("\n").split("\n")[-room:])
+            live += [f"{DIM}  │ {line}{RESET}" for line in word_wrap(tail, width - 4)]
+        if len(live) > room:
+            hidden = len(live) - room + 1
+            live = [f"{DIM}… {hidden} more line{'s' if hidden != 1 else ''}{RESET}", *live[-(room - 1) :]]
+        return live
+
+    def _queue_lines(self, width: int) -> list[str]:
+        chat = self.chat
+        if chat is None:
+            return []
+        items = [*chat.status.queue.pending(NEXT_TURN), *chat.status.queue.pending(NEXT_STEP)]
+        lines = []
+        for item in items[:QUEUE_MAX_ROWS]:
+            mark = "⋯" if item.target == NEXT_TURN else "⤷"
+            extra = f" 📎{len(item.context)}" if item.context else ""
+            verb = f"{item.verb}: " if item.target == NEXT_STEP and item.verb else ""
+            text = clip(verb + item.text, max(10, width - 12 - len(extra)))
+            lines.append(f"{DIM}{mark} {RESET}{CYAN}{item.label}{RESET} {DIM}{text}{extra}{RESET}")
+        if len(items) > QUEUE_MAX_ROWS:
+            lines.append(f"{DIM}  … {len(items) - QUEUE_MAX_ROWS} more (/queue){RESET}")
+        return lines
+
+    def _question_lines(self, question: Question, width: int) -> list[str]:
+        count = len(question.options)
+        tool = sanitize(str(question.params.get("tool") or "this"))
+        lines = [
+            f"{YELLOW}? allow {tool}?{RESET}  {DIM}↑/↓ or 1-{count}, then Enter · Esc cancels the turn{RESET}"
+        ]
+        for index, option in enumerate(question.options):
+            label = clip(f"{index + 1}. {option.label}", width - 4)
+            if index == question.selected:
+                lines.append(f"{BOLD}{CYAN}❯ {REVERSE}{label}{RESET}")
+            else:
+                lines.append(f"  {label}")
+        if self.buffer_text:
+            lines.append(
+                f"{DIM}  (the input line is not empty: Enter sends it as a prompt; empty it to answer){RESET}"
+            )
+        elif question.hint:
+            lines.append(f"{YELLOW}  {question.hint}{RESET}")
+        return lines
+
+    def _picker_lines(self, width: int, height: int) -> list[str]:
+        picker = self.picker
+        assert picker is not None
+        typed = picker["filter"]
+        lines = [
+            f"{YELLOW}{picker['title']}{RESET}  {CYAN}{typed}▏{RESET}"
+            f"  {DIM}type to filter · ↑/↓ Enter Esc{RESET}"
+        ]
+        shown: list[int] = picker["shown"]
+        if not shown:
+            lines.append(f"{DIM}  (nothing matches){RESET}")
+        index = picker["index"]
+        room = max(3, height - 10 - PREVIEW_ROWS)
+        first = min(max(0, index - room // 2), max(0, len(shown) - room))
+        for position in range(first, min(len(shown), first + room)):
+            option = sanitize(picker["options"][shown[position]])[: width - 4]
+            marker = f"{BOLD}{CYAN}❯ " if position == index else "  "
+            lines.append(f"{marker}{option}{RESET}")
+        if shown and picker["preview"] is not None:
+            chosen = shown[index]
+            text = picker["previews"].get(chosen)
+            if text is None:
+                self._load_preview(chosen)
+                text = "…"
+            preview = word_wrap(sanitize(text), width - 4)
+            if len(preview) > PREVIEW_ROWS:
+                preview = [*preview[: PREVIEW_ROWS - 1], "…"]
+            lines += [f"{DIM}  │ {line}{RESET}" for line in preview]
+        return lines
+
     def _message(self) -> ANSI:
-        width = self.width - 1
+        width, height = self.size
+        width -= 1
         lines: list[str] = []
         if self.picker is not None:
-            lines.append(f"{YELLOW}{self.picker['title']}{RESET}  {DIM}↑/↓ Enter Esc{RESET}")
-            options, index = self.picker["options"], self.picker["index"]
-            shown = max(3, self.size[1] - 8)
-            first = min(max(0, index - shown // 2), max(0, len(options) - shown))
-            for i in range(first, min(len(options), first + shown)):
-                marker = f"{BOLD}{CYAN}❯ " if i == index else "  "
-                lines.append(f"{marker}{i + 1}. {sanitize(options[i])[: width - 6]}{RESET}")
+            lines += self._picker_lines(width, height)
         else:
-            live: list[str] = []
-            if self.live_reasoning:
-                live += [f"{DIM}{line}{RESET}" for line in hard_wrap(self.live_reasoning, width)]
-            if self.live_text:
-                live += hard_wrap(self.live_text, width)
-            if self.live_tool:
-                live += [f"{DIM}{line}{RESET}" for line in hard_wrap(self.live_tool, width)]
-            rows = self.size[1]
-            lines += live[-max(3, min(12, rows - 8)) :]
-        if self.question:
-            lines.append(f"{YELLOW}{self.question}{RESET}")
-        lines.append(f"{CYAN}› {RESET}")
+            extra = self._queue_lines(width)
+            menu = self._question_lines(self.question, width) if self.question else []
+            room = max(3, min(LIVE_MAX_ROWS, height - 8 - len(extra) - len(menu)))
+            lines += self._live_lines(width, room)
+            lines += extra + menu
+        prompt = f"{YELLOW}edit #{self.editing} ›{RESET} " if self.editing is not None else f"{CYAN}› {RESET}"
+        lines.append(prompt)
         return ANSI("\n".join(lines))
 
     def _toolbar(self) -> StyleAndTextTuples:
@@ -161,11 +333,43 @@ class TuiView:
             return [("class:bottom-toolbar", " starting…")]
         status = chat.status
         state = {"awaiting permission": "permission"}.get(status.label, status.label)
-        rest = status.line().split(" · ", 1)[1] if " · " in status.line() else ""
         return [
             (f"class:bottom-toolbar.{state}", f" ● {status.label} "),
-            ("class:bottom-toolbar", f" {rest}   /help · Ctrl-C cancels"),
+            ("class:bottom-toolbar", f" {status.toolbar()}   /help · Esc cancels"),
         ]
+
+    # ---- a resize -----------------------------------------------------------------------------------
+
+    def _on_resize(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._resize_handle is not None:
+            self._resize_handle.cancel()
+        self._resize_handle = loop.call_later(RESIZE_SETTLE_S, self._repaint)
+
+    def _repaint(self) -> None:
+        """Paint the visible screen again for the new size: the terminal has reflowed (or cut) what it
+        showed, so the old input area cannot be erased by counting lines. The screen is cleared from its
+        top (what scrolled off it stays in the terminal's history, untouched), the last printed lines
+        are written again wrapped for the new width, and the input area is drawn below them."""
+        self._resize_handle = None
+        app = self.session.app
+        if not app.is_running:
+            return
+        columns, lines = self.size
+        needed = app.layout.container.preferred_height(columns, lines).preferred
+        tail = self.scrollback.tail(columns, max(0, lines - needed))
+
+        def paint() -> None:
+            output = app.output
+            # Row by row: clearing the whole screen at once makes some terminals (tmux's default
+            # scroll-on-clear) push the old screen into their history, a copy on every resize.
+            output.write_raw("\x1b[H" + "\x1b[2K\x1b[B" * lines + "\x1b[H")
+            if tail:
+                output.write_raw("\r\n".join(tail) + "\r\n")
+            output.flush()
+            app.renderer.reset(leave_alternate_screen=False)
+
+        run_in_terminal(paint)
 
     # ---- view protocol ------------------------------------------------------------------------------
 
@@ -176,27 +380,40 @@ class TuiView:
         elif kind == "text":
             self.live_text += text
         else:
-            done, _, partial = (self.live_tool + text).rpartition("\n")
-            if done:
-                self.print("\n".join(f"{DIM}  │ {line}{RESET}" for line in done.split("\n")))
-            self.live_tool = partial
+            # A tool's output runs in the live area (its tail); the scrollback keeps its last lines, and
+            # `/show N` has all of it.
+            self.live_tool += text
+            self.tool_lines += text.count("\n")
+            if len(self.live_tool) > TOOL_KEEP_CHARS:
+                self.live_tool = self.live_tool[-TOOL_KEEP_CHARS // 2 :]
         self.invalidate()
 
-    def message_done(self, reasoning: str, text: str, *, streamed: bool, interrupted: bool) -> None:
+    def message_done(
+        self, reasoning: str, text: str, *, streamed: bool, interrupted: bool, final: bool, first_block: int
+    ) -> None:
         self.live_reasoning = self.live_text = ""
-        parts = []
-        if reasoning.strip():
-            parts.append(f"{DIM}{sanitize(reasoning.strip())}{RESET}\n")
-        if text.strip():
-            parts.append(markdown_ansi(sanitize(text), self.width))
-        if interrupted:
-            parts.append(f"{DIM}[interrupted]{RESET}\n")
-        if parts:
-            self.print("".join(parts))
+        reasoning, text = sanitize(reasoning.strip()), sanitize(text)
+
+        def render(width: int) -> str:
+            parts = []
+            if reasoning:
+                parts.append(f"{DIM}{reasoning}{RESET}\n")
+            if text.strip():
+                parts.append(markdown_ansi(text, width, first_block))
+            if interrupted:
+                parts.append(f"{DIM}[interrupted]{RESET}\n")
+            return "".join(parts)
+
+        shown = render(self.width)
+        if shown:
+            self.scrollback.add(render)
+            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+            sys.stdout.flush()
         self.invalidate()
 
     def discard_stream(self) -> None:
         self.live_reasoning = self.live_text = self.live_tool = ""
+        self.tool_lines = 0
         self.invalidate()
 
     def flush_stream(self) -> None:
@@ -206,8 +423,13 @@ class TuiView:
         if self.live_text:
             leftover.append(self.live_text)
         if self.live_tool:
-            leftover.append(f"{DIM}  │ {self.live_tool}{RESET}")
+            lines = self.live_tool.rstrip("\n").split("\n")
+            total = self.tool_lines + (0 if self.live_tool.endswith("\n") else 1)
+            if total > TOOL_TAIL_LINES:
+                leftover.append(f"{DIM}  │ … {total - TOOL_TAIL_LINES} more lines above{RESET}")
+            leftover += [f"{DIM}  │ {line}{RESET}" for line in lines[-TOOL_TAIL_LINES:]]
         self.live_reasoning = self.live_text = self.live_tool = ""
+        self.tool_lines = 0
         if leftover:
             self.print("\n".join(leftover))
         self.invalidate()
@@ -215,13 +437,25 @@ class TuiView:
     def refresh(self) -> None:
         self.invalidate()
 
-    def show_permission(self, question: str | None) -> None:
+    def show_permission(self, question: Question | None) -> None:
         self.question = question
         self.invalidate()
 
-    async def pick(self, title: str, options: list[str]) -> int | None:
+    async def pick(
+        self, title: str, options: list[str], preview: Callable[[int], Awaitable[str]] | None = None
+    ) -> int | None:
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self.picker = {"title": title, "options": options, "index": 0, "future": future}
+        self.picker = {
+            "title": title,
+            "options": options,
+            "shown": list(range(len(options))),
+            "index": 0,
+            "filter": "",
+            "future": future,
+            "preview": preview,
+            "previews": {},
+            "loading": set(),
+        }
         self.invalidate()
         try:
             return await future
@@ -229,11 +463,82 @@ class TuiView:
             self.picker = None
             self.invalidate()
 
+    def copy(self, text: str) -> str:
+        # Straight to the terminal (not through the scrollback): it is a control sequence, not text.
+        self.session.app.output.write_raw(osc52(text))
+        self.session.app.output.flush()
+        return "copied to the clipboard (OSC 52)"
+
+    def load_input(self, text: str, editing: int | None) -> bool:
+        self.editing = editing
+        self.session.default_buffer.document = Document(text, len(text))
+        self.invalidate()
+        return True
+
+    # ---- the picker ---------------------------------------------------------------------------------
+
+    def _load_preview(self, index: int) -> None:
+        picker = self.picker
+        if picker is None or index in picker["loading"]:
+            return
+        picker["loading"].add(index)
+
+        async def load() -> None:
+            try:
+                text = await picker["preview"](index)
+            except Exception as exc:  # a preview is a courtesy
+                text = f"(no preview: {exc})"
+            picker["previews"][index] = text
+            self.invalidate()
+
+        if self.chat is not None:
+            self.chat.rpc.spawn(load())
+
+    def _filter(self, typed: str) -> None:
+        picker = self.picker
+        if picker is None:
+            return
+        picker["filter"] = typed
+        words = typed.lower().split()
+        picker["shown"] = [
+            i for i, option in enumerate(picker["options"]) if all(w in option.lower() for w in words)
+        ]
+        picker["index"] = 0
+        self.invalidate()
+
+    def _move(self, step: int) -> None:
+        if self.picker and self.picker["shown"]:
+            self.picker["index"] = (self.picker["index"] + step) % len(self.picker["shown"])
+            self.invalidate()
+
+    def _choose(self, index: int | None) -> None:
+        if self.picker and not self.picker["future"].done():
+            self.picker["future"].set_result(index)
+
     # ---- keys ---------------------------------------------------------------------------------------
+
+    def _on_typing(self, _: object) -> None:
+        if self.question is not None:
+            self.question.typed(self.now())
+            self.invalidate()  # the "input line is not empty" remark
+
+    def _menu_open(self) -> bool:
+        """The question menu takes keys: a question is open, the input line is empty and the person
+        has stopped typing (`permission.SETTLE_S`)."""
+        question = self.question
+        return (
+            question is not None
+            and self.picker is None
+            and not self.buffer_text
+            and question.settled(self.now())
+        )
 
     def _bindings(self) -> KeyBindings:
         kb = KeyBindings()
-        asking = Condition(lambda: self.question is not None and not self.session.default_buffer.text)
+        menu = Condition(self._menu_open)
+        after_digit = Condition(
+            lambda: self.question is not None and bool(self.question.from_digit) and not self.buffer_text
+        )
         picking = Condition(lambda: self.picker is not None)
 
         @kb.add("escape", "enter")
@@ -242,14 +547,63 @@ class TuiView:
 
         @kb.add("c-c")
         def _(event: KeyPressEvent) -> None:
-            self.on_ctrl_c(event)
+            self.interrupt(event, ctrl_c=True)
 
-        for key in ("y", "a", "n", "c"):
+        @kb.add("escape")
+        def _(event: KeyPressEvent) -> None:
+            self.interrupt(event, ctrl_c=False)
 
-            @kb.add(key, filter=asking, eager=True)
-            def _(event: KeyPressEvent, key: str = key) -> None:
-                if self.chat is not None:
-                    self.chat.give_answer(key)
+        @kb.add("escape", "up", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            self.pull_back()
+
+        # -- the permission menu (only on an empty input line, once the person stopped typing) --
+
+        @kb.add("up", filter=menu & ~picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.question:
+                self.question.move(-1)
+                self.invalidate()
+
+        @kb.add("down", filter=menu & ~picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.question:
+                self.question.move(1)
+                self.invalidate()
+
+        @kb.add("enter", filter=menu & ~picking)
+        def _(event: KeyPressEvent) -> None:
+            question = self.question
+            if question is None:
+                return
+            outcome = question.confirm()
+            if outcome is not None:
+                question.resolve(outcome)
+            self.invalidate()
+
+        for digit in "0123456789":
+
+            @kb.add(digit, filter=(menu | after_digit) & ~picking)
+            def _(event: KeyPressEvent, digit: str = digit) -> None:
+                question = self.question
+                if question is None:
+                    return
+                if question.from_digit:  # a second digit: a number being typed, not a choice
+                    event.current_buffer.insert_text(question.take_back_digit() + digit)
+                elif not question.digit(digit):
+                    event.current_buffer.insert_text(digit)
+                self.invalidate()
+
+        @kb.add(Keys.Any, filter=after_digit & ~picking)
+        def _(event: KeyPressEvent) -> None:
+            # Text after the digit: the digit began a prompt. It goes back into the input with this key.
+            question = self.question
+            if question is not None:
+                typed = event.data if event.data.isprintable() else ""
+                event.current_buffer.insert_text(question.take_back_digit() + typed)
+            self.invalidate()
+
+        # -- the picker --
 
         @kb.add("up", filter=picking, eager=True)
         def _(event: KeyPressEvent) -> None:
@@ -261,41 +615,47 @@ class TuiView:
 
         @kb.add("enter", filter=picking, eager=True)
         def _(event: KeyPressEvent) -> None:
-            self._choose(self.picker["index"] if self.picker else None)
+            picker = self.picker
+            if picker and picker["shown"]:
+                self._choose(picker["shown"][picker["index"]])
 
-        @kb.add("escape", filter=picking, eager=True)
+        @kb.add("backspace", filter=picking, eager=True)
         def _(event: KeyPressEvent) -> None:
-            self._choose(None)
+            if self.picker:
+                self._filter(self.picker["filter"][:-1])
 
-        for digit in "123456789":
-
-            @kb.add(digit, filter=picking, eager=True)
-            def _(event: KeyPressEvent, digit: str = digit) -> None:
-                if self.picker and int(digit) <= len(self.picker["options"]):
-                    self._choose(int(digit) - 1)
+        @kb.add(Keys.Any, filter=picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.picker and event.data.isprintable():
+                self._filter(self.picker["filter"] + event.data)
 
         return kb
 
-    def _move(self, step: int) -> None:
-        if self.picker:
-            self.picker["index"] = (self.picker["index"] + step) % len(self.picker["options"])
-            self.invalidate()
-
-    def _choose(self, index: int | None) -> None:
-        if self.picker and not self.picker["future"].done():
-            self.picker["future"].set_result(index)
-
-    def on_ctrl_c(self, event: KeyPressEvent) -> None:
+    def interrupt(self, event: KeyPressEvent, *, ctrl_c: bool) -> None:
+        """Esc and Ctrl-C: close what is open (picker, question, shell command, an edit), else cancel
+        the running turn keeping the queue; Ctrl-C also clears a typed line, and twice when idle leaves."""
         chat = self.chat
         buffer = event.current_buffer
+        if not ctrl_c and buffer.complete_state is not None:
+            buffer.cancel_completion()
+            return
         if self.picker is not None:
             self._choose(None)
-        elif chat is not None and chat.give_answer("c"):
-            pass
-        elif buffer.text:
+        elif chat is not None and chat.asking:
+            chat.answer("cancelled")
+        elif chat is not None and chat.shell is not None:
+            chat.shell.cancel()
+        elif self.editing is not None:
+            if chat is not None:
+                chat.note(f"[edit #{self.editing} left as it was]")
+            self.editing = None
+            buffer.reset()
+        elif ctrl_c and buffer.text:
             buffer.reset()
         elif chat is not None and chat.status.state == "running":
             chat.rpc.spawn(chat.rpc.request("dsh/cancel", {"sessionId": chat.session_id, "keepInbox": True}))
+        elif not ctrl_c:
+            return
         elif self.ctrl_c_armed:
             self.quit()
         else:
@@ -303,6 +663,25 @@ class TuiView:
             self.print(f"{DIM}[Ctrl-C again (or Ctrl-D) leaves]{RESET}")
             return
         self.ctrl_c_armed = False
+
+    def pull_back(self) -> None:
+        """Alt-Up: the last queued prompt comes back into the (empty) input line."""
+        chat = self.chat
+        if chat is None or self.pull_last is None:
+            return
+        if self.buffer_text.strip():
+            chat.note(
+                "[the input line is not empty: send or clear it first (Alt-Up pulls into an empty line)]"
+            )
+            return
+        pull = self.pull_last
+
+        async def pull_into_input() -> None:
+            text = await pull()
+            if text is not None:
+                self.load_input(text, None)
+
+        chat.rpc.spawn(pull_into_input())
 
     def quit(self) -> None:
         self.quitting = True
@@ -312,8 +691,9 @@ class TuiView:
 
     # ---- the input loop -----------------------------------------------------------------------------
 
-    async def run(self, on_line: Callable[[str], None]) -> None:
-        """Read lines until Ctrl-D, /quit or Ctrl-C when idle; hand each to `on_line`."""
+    async def run(self, on_line: Callable[[str | Edit], None]) -> None:
+        """Read lines until Ctrl-D, /quit or Ctrl-C when idle; hand each to `on_line` (a line typed while
+        editing a queued prompt as an `Edit`). A line typed while a question is open is a prompt."""
         with patch_stdout(raw=True):
             while not self.quitting:
                 try:
@@ -321,9 +701,10 @@ class TuiView:
                 except (EOFError, KeyboardInterrupt):
                     break
                 self.ctrl_c_armed = False
-                chat = self.chat
-                answer = text.strip().lower()
-                if chat is not None and chat.asking and answer in (*PERMISSION_KEYS, *PERMISSION_WORDS):
-                    chat.give_answer(answer)
+                if self.question is not None:
+                    self.question.typed(self.now())
+                if self.editing is not None:
+                    number, self.editing = self.editing, None
+                    on_line(Edit(number, text))
                     continue
-                on_line(text)  # a line typed while a question is open is a prompt like any other
+                on_line(text)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import ROOT
 
 TMUX = shutil.which("tmux")
@@ -88,3 +89,19 @@ class Screen:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def endless(pieces: list[str]) -> Reply:
+    """A reply that streams `pieces` and then never finishes (until the client goes away)."""
+    return Reply.stream(text_stream(pieces)[:-2], tail="stall")
+
+
+def prompts(fake: FakeDeepSeek) -> list[str]:
+    """The last user message of each model request."""
+    return [
+        next(m["content"] for m in reversed(r.json["messages"]) if m["role"] == "user") for r in fake.requests
+    ]
+
+
+def status_line(screen: Screen) -> str:
+    return next(line for line in reversed(screen.screen().splitlines()) if line.strip())

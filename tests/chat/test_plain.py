@@ -1,11 +1,14 @@
-"""Piped (no terminal): `dsh-daemon chat` prints plain text and reads one line per prompt or command."""
+"""Piped (no terminal): `dsh-daemon chat` reads one line per prompt or command, writes the answers on
+stdout and everything else on stderr, never waits on a question no one can answer, and names
+sessions the way it shows them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
-from tests.server.harness import daemon_env
+from tests.server.harness import daemon_env, tool_call_stream
 from tests.test_cli import run_cli
 
 
@@ -14,25 +17,114 @@ def test_piped_commands_answer_in_plain_text(tmp_path: Path) -> None:
     work.mkdir()
     (work / "app.py").write_text("one = 1\ntwo = 2\n")
     with FakeDeepSeek() as fake:
-        fake.script(Reply.stream(text_stream(["# Heading\n\nplain *markdown*"])))
         env = daemon_env(tmp_path / "state", fake)
         lines = ["/queue", "/wake", "/attach app.py:2", "/attach", "/bogus", "/drop 1", "/help", "/sessions"]
         result = run_cli(["--no-thinking", "chat"], env, stdin="\n".join(lines) + "\n", cwd=work)
         assert result.returncode == 0, result.stderr
-        out = result.stdout
+        assert result.stdout == ""  # no answer: nothing on stdout
+        out = result.stderr
         assert "\x1b[" not in out  # no colour, no cursor codes when piped
         assert "[the queue is empty]" in out and "[nothing is queued]" in out
         assert "[📎 app.py lines 2-2: goes with your next prompt]" in out and "  📎 app.py lines 2-2" in out
         assert "[unknown command /bogus; /help lists them" in out
-        assert "[no queued prompt 1; 0 queued]" in out
+        assert "[no queued item #1; /queue lists them]" in out
         assert "/wake" in out and "/attach" in out  # the help
-        assert "[no sessions in this directory]" in out or "(untitled)" in out
+        assert "[no sessions in this directory]" in out
         assert fake.requests == []  # nothing ran the model
 
         fake.script(Reply.stream(text_stream(["# Heading\n\nplain *markdown*"])))
         result = run_cli(["--no-thinking", "chat", "show me"], env, cwd=work)
-        assert "› show me" in result.stdout
-        assert "# Heading\n\nplain *markdown*" in result.stdout  # streamed verbatim, not rendered
+        assert "› show me" in result.stderr
+        assert result.stdout == "# Heading\n\nplain *markdown*\n"  # the answer, verbatim, and only it
+
+
+def test_a_chat_without_a_prompt_keeps_no_session(tmp_path: Path) -> None:
+    """Issue 23 item 7: the session is made by the first prompt, so trying the chat and leaving keeps
+    nothing behind."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        result = run_cli(["--no-thinking", "chat"], env, stdin="/help\n/queue\n/cost\n", cwd=work)
+        assert result.returncode == 0, result.stderr
+        assert run_cli(["sessions"], env).stdout.strip() == ""
+        fake.script(Reply.stream(text_stream(["hi"])))
+        run_cli(["--no-thinking", "chat", "hello"], env, cwd=work)
+        assert len(run_cli(["sessions"], env).stdout.strip().splitlines()) == 1
+
+
+def test_piped_mode_never_waits_on_a_question_and_composes_in_a_pipeline(tmp_path: Path) -> None:
+    """Issue 23 item 3: piped, no one can answer a permission question: it is answered `cancelled` at
+    once, a line says how to allow the tool, and the exit status is 1. `--allow TOOL` allows it; the
+    final answer alone is on stdout; `--json` writes the events as JSON lines."""
+    work = tmp_path / "work"
+    work.mkdir()
+    touch = [("c1", "run_command", {"command": "touch ran.txt"})]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(tool_call_stream(touch, text="Let me run it.")))
+        asked = run_cli(["--no-thinking", "chat"], env, stdin="run touch ran.txt\n", cwd=work)
+        assert asked.returncode == 1
+        assert asked.stdout == ""
+        assert "$ touch ran.txt" in asked.stderr
+        assert "allow it with --allow run_command (or every tool with --yes)" in asked.stderr
+        assert "Traceback" not in asked.stderr
+        assert not (work / "ran.txt").exists()
+
+        fake.script(
+            Reply.stream(tool_call_stream(touch, text="Let me run it.")),
+            Reply.stream(text_stream(["Ran it."])),
+        )
+        allowed = run_cli(
+            ["--no-thinking", "chat", "--allow", "run_command"], env, stdin="run touch ran.txt\n", cwd=work
+        )
+        assert allowed.returncode == 0, allowed.stderr
+        assert allowed.stdout == "Ran it.\n"  # the commentary before the tool call is not the answer
+        assert "Let me run it." in allowed.stderr and "allowed by --allow run_command" in allowed.stderr
+        assert "⚙ run_command touch ran.txt" in allowed.stderr
+        assert (work / "ran.txt").exists()
+
+        fake.script(Reply.stream(text_stream(["As JSON."])))
+        as_json = run_cli(["--no-thinking", "chat", "--json", "events please"], env, cwd=work)
+        assert as_json.returncode == 0, as_json.stderr
+        events = [json.loads(line) for line in as_json.stdout.splitlines()]
+        kinds = [event["type"] for event in events]
+        assert "user/message" in kinds and "assistant/message" in kinds and kinds[-1] == "agent/status"
+        answer = next(e for e in events if e["type"] == "assistant/message")
+        assert answer["data"]["message"]["content"][0]["text"] == "As JSON."
+        assert len({event["sessionId"] for event in events}) == 1
+
+
+def test_resume_takes_the_id_shown_a_title_or_continue_and_errors_are_one_line(tmp_path: Path) -> None:
+    """Issue 23 item 4: `--resume` takes the 8-character id the chat shows (any unique prefix) or a
+    title; `-c` continues this directory's latest session; a miss is one line, never a traceback."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(text_stream(["about alpha"])), Reply.stream(text_stream(["about beta"])))
+        run_cli(["--no-thinking", "chat", "the alpha question"], env, cwd=work)
+        run_cli(["--no-thinking", "chat", "the beta question"], env, cwd=work)
+        listing = run_cli(["sessions"], env).stdout
+        alpha = next(line.split()[0] for line in listing.splitlines() if "alpha" in line)
+
+        continued = run_cli(["--no-thinking", "chat", "-c"], env, cwd=work)
+        assert continued.returncode == 0 and "› the beta question" in continued.stderr
+        for wanted, seen in ((alpha[:8], "alpha"), ("The Beta Question", "beta"), ("alpha", "alpha")):
+            resumed = run_cli(["--no-thinking", "chat", "--resume", wanted], env, cwd=work)
+            assert resumed.returncode == 0, resumed.stderr
+            assert f"› the {seen} question" in resumed.stderr and f"about {seen}" in resumed.stderr
+
+        for args, cwd, said in (
+            (["--resume", "nope"], work, "no session matches 'nope' (`dsh-daemon sessions` lists them)"),
+            (["--resume", "question"], work, "'question' matches 2 sessions"),
+            (["--continue"], elsewhere, "no session to continue in this directory"),
+        ):
+            failed = run_cli(["--no-thinking", "chat", *args], env, cwd=cwd)
+            assert failed.returncode == 1
+            assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+            assert failed.stderr.startswith("dsh-daemon chat: ") and said in failed.stderr
 
 
 def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) -> None:
@@ -45,9 +137,10 @@ def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) 
         first = run_cli(["--no-thinking", "chat"], env, stdin=prompts, cwd=work)
         assert first.returncode == 0, first.stderr
         assert "answer 12" in first.stdout
-        resumed = run_cli(["--no-thinking", "chat", "--resume"], env, stdin="", cwd=work)
+        resumed = run_cli(["--no-thinking", "chat", "--resume"], env, stdin="/cost\n", cwd=work)
         assert resumed.returncode == 0, resumed.stderr
-        out = resumed.stdout
+        out = resumed.stderr
         assert "earlier turns not shown" in out and "dsh-daemon export" in out
         assert "› question 12" in out and "answer 12" in out and "› question 3\n" in out
         assert "› question 2\n" not in out and "answer 2\n" not in out  # only the last 10 turns
+        assert "12 turn(s) · 144 tokens in · 36 out" in out  # the totals count every turn

@@ -3,55 +3,14 @@ back. The daemon talks to the fake DeepSeek server on 127.0.0.1; state and HOME 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
 from pathlib import Path
 
-import pytest
-
-from tests.chat.screen import Screen, needs_tmux
+from tests.chat.screen import Screen, endless, needs_tmux, prompts, status_line
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
 
 pytestmark = needs_tmux
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeDeepSeek]:
-    with FakeDeepSeek() as server:
-        yield server
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def chat(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> Iterator[Screen]:
-    screen = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["--no-thinking", "chat"], cwd=work)
-    try:
-        screen.wait("Enter sends")
-        yield screen
-    finally:
-        screen.close()
-
-
-def endless(pieces: list[str]) -> Reply:
-    """A reply that streams `pieces` and then never finishes (until the client goes away)."""
-    return Reply.stream(text_stream(pieces)[:-2], tail="stall")
-
-
-def prompts(fake: FakeDeepSeek) -> list[str]:
-    """The last user message of each model request."""
-    return [
-        next(m["content"] for m in reversed(r.json["messages"]) if m["role"] == "user") for r in fake.requests
-    ]
-
-
-def status_line(screen: Screen) -> str:
-    return next(line for line in reversed(screen.screen().splitlines()) if line.strip())
 
 
 def test_queue_while_busy_cancel_keeps_it_wake_runs_it_drop_and_edit(
@@ -69,8 +28,13 @@ def test_queue_while_busy_cancel_keeps_it_wake_runs_it_drop_and_edit(
     chat.keys("Enter")
     chat.type("third")
     chat.keys("Enter")
-    chat.wait(lambda s: "[queued] second" in s and "[queued] third" in s)
+    chat.wait(lambda s: "[queued #2] second" in s and "[queued #3] third" in s)
     chat.wait(lambda s: "queued 2" in status_line(chat))
+    # the queue stays in view above the input, by number
+    screen = chat.wait(lambda s: "⋯ #2 second" in s and "⋯ #3 third" in s, whole=False)
+    rows = screen.splitlines()
+    assert rows.index("⋯ #3 third") == rows.index("⋯ #2 second") + 1
+    assert rows[rows.index("⋯ #3 third") + 1].startswith("›")
 
     chat.keys("C-c")
     screen = chat.wait("queued item(s) parked")
@@ -80,14 +44,14 @@ def test_queue_while_busy_cancel_keeps_it_wake_runs_it_drop_and_edit(
 
     chat.type("/queue")
     chat.keys("Enter")
-    chat.wait(lambda s: "1. second" in s and "2. third" in s)
-    chat.type("/drop 1")
+    chat.wait(lambda s: "  #2 second" in s and "  #3 third" in s)
+    chat.type("/drop 2")
     chat.keys("Enter")
-    chat.wait("[dropped: second]")
+    chat.wait("[dropped #2: second]")
     chat.wait(lambda s: "queued 1" in status_line(chat))
-    chat.type("/edit 1 third, reworded")
+    chat.type("/edit 3 third, reworded")
     chat.keys("Enter")
-    chat.wait("[edited: third, reworded]")
+    chat.wait("[edited #3: third, reworded]")
 
     chat.type("/wake")
     chat.keys("Enter")
@@ -105,10 +69,10 @@ def test_typing_while_it_streams_keeps_the_input_line_whole(chat: Screen, fake: 
     chat.wait(lambda s: any(row.rstrip() == "› go" for row in s.splitlines()), whole=False)
     chat.keys("C-u")
     chat.type("/que")
-    chat.wait("list the queue (prompts", whole=False)  # the completion menu
+    chat.wait("the queue by number", whole=False)  # the completion menu
     chat.keys("Tab")  # completes the command
     chat.wait(lambda s: "› /queue" in s, whole=False)
-    chat.keys("C-u", "Escape")
+    chat.keys("C-u")
     chat.type("half typed")
     screen = chat.wait("› half typed", whole=False)
     line = next(row for row in screen.splitlines() if "half typed" in row)
@@ -117,7 +81,7 @@ def test_typing_while_it_streams_keeps_the_input_line_whole(chat: Screen, fake: 
     chat.keys("Escape", "Enter")
     chat.type("second line")
     chat.keys("Enter")
-    chat.wait("[queued] half typed second line")
+    chat.wait("[queued #2] half typed second line")
     chat.keys("C-c")
     chat.wait("queued item(s) parked")
     fake.script(Reply.stream(text_stream(["ok"])))
@@ -127,9 +91,13 @@ def test_typing_while_it_streams_keeps_the_input_line_whole(chat: Screen, fake: 
     assert prompts(fake)[-1] == "half typed\nsecond line"
 
 
-def test_permission_shows_the_diff_and_is_answered_by_one_key(
-    chat: Screen, fake: FakeDeepSeek, work: Path
-) -> None:
+def menu_row(screen: str, start: str) -> str:
+    return next(row for row in screen.splitlines() if row.lstrip("❯ ").startswith(start))
+
+
+def test_permission_is_a_menu_typed_text_never_answers(chat: Screen, fake: FakeDeepSeek, work: Path) -> None:
+    """Issue 23 item 1: text typed while a question opens stays in the input (`add a test too` used to
+    answer "allow always" with its `a`); an answer takes a choice (↑/↓ or a digit) and then Enter."""
     (work / "notes.txt").write_text("alpha\n")
     fake.script(
         Reply.stream(
@@ -138,16 +106,41 @@ def test_permission_shows_the_diff_and_is_answered_by_one_key(
             )
         ),
         Reply.stream(text_stream(["Done."])),
+        Reply.stream(text_stream(["Queued one answered."])),
     )
     chat.type("edit it")
     chat.keys("Enter")
-    screen = chat.wait(lambda s: "[c]ancel turn" in s and "+beta" in s, whole=False)
+    screen = chat.wait(lambda s: "? allow edit_file?" in s and "+beta" in s, whole=False)
     print(screen)
     assert "? Edit notes.txt" in screen and "-alpha" in screen
-    chat.wait(lambda s: "awaiting permission" in status_line(chat))
-    chat.keys("y")  # one key, no Enter
-    chat.wait(lambda s: "→ allowed once" in s and "✓ edit_file" in s and "Done." in s)
+    assert "2. Yes, and always allow edit_file in this session" in screen
+    assert "❯" not in screen  # nothing is chosen to begin with
+    chat.type("add a test too")  # typed as the question opens: a prompt, every letter of it
+    screen = chat.wait(lambda s: "› add a test too" in s, whole=False)
+    assert "awaiting permission" in status_line(chat) and "❯" not in screen
+    chat.keys("Enter")  # sends the line (queued behind the turn); the question stays
+    chat.wait("[queued #2] add a test too")
+    time.sleep(1)  # the person stopped typing: the menu takes keys now
+    chat.type("y")  # a letter is text, never an answer
+    chat.wait(lambda s: any(row.rstrip() == "› y" for row in s.splitlines()), whole=False)
+    chat.keys("C-u")
+    chat.type("1 more")  # a digit followed by text was the start of a prompt
+    chat.wait(lambda s: any(row.rstrip() == "› 1 more" for row in s.splitlines()), whole=False)
+    chat.keys("C-u")
+    time.sleep(1)
+    chat.keys("Enter")  # Enter alone answers nothing
+    chat.wait("choose with ↑/↓ or 1-4 first, then Enter", whole=False)
+    chat.type("2")  # chooses "always" but does not answer
+    screen = chat.wait(lambda s: menu_row(s, "2.").startswith("❯"), whole=False)
+    assert "awaiting permission" in status_line(chat)
+    chat.keys("Up")
+    chat.wait(lambda s: menu_row(s, "1.").startswith("❯"), whole=False)
+    assert (work / "notes.txt").read_text() == "alpha\n"
+    chat.keys("Enter")
+    chat.wait(lambda s: "→ allowed once" in s and "✓ edit_file notes.txt (+1 −1)" in s and "Done." in s)
+    chat.wait("Queued one answered.")
     assert (work / "notes.txt").read_text() == "beta\n"
+    assert prompts(fake)[-1] == "add a test too"
 
 
 def test_attach_sends_the_lines_with_the_next_prompt(chat: Screen, fake: FakeDeepSeek, work: Path) -> None:
@@ -185,7 +178,7 @@ def test_an_attachment_queued_while_busy_goes_with_its_own_prompt(
     chat.wait("goes with your next prompt")
     chat.type("and this line?")
     chat.keys("Enter")
-    chat.wait("[queued] and this line?")
+    chat.wait("[queued #2] and this line?")
     (work / "app.py").write_text("one = 1\nTWO = 22\nthree = 3\n")  # changed after Enter
     chat.wait(lambda s: "Seen." in s)
     first, step_two, second = (r.json["messages"] for r in fake.requests)
@@ -197,11 +190,21 @@ def test_an_attachment_queued_while_busy_goes_with_its_own_prompt(
 
 
 def test_sessions_and_resume_with_the_picker(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> None:
+    """Issue 23 item 7: the /resume picker filters as you type and previews the highlighted session's
+    last exchange; a resumed session shows its token totals (not 0)."""
     env = daemon_env(tmp_path / "state", fake)
-    fake.script(Reply.stream(text_stream(["Answer one"])), Reply.stream(text_stream(["Answer two"])))
+    fake.script(
+        Reply.stream(text_stream(["Answer one"])),
+        Reply.stream(text_stream(["Answer one, again"])),
+        Reply.stream(text_stream(["Answer two"])),
+    )
     first = Screen(tmp_path, env, ["--no-thinking", "chat", "the first session"], cwd=work)
     try:
         first.wait("Answer one")
+        first.type("and more of it")
+        first.keys("Enter")
+        first.wait("Answer one, again")
+        first.wait(lambda s: "30 tokens" in status_line(first))  # two turns of 15
         first.keys("C-d")
         first.wait("[chat exited 0]")
     finally:
@@ -209,21 +212,28 @@ def test_sessions_and_resume_with_the_picker(tmp_path: Path, fake: FakeDeepSeek,
     second = Screen(tmp_path, env, ["--no-thinking", "chat", "the second session"], cwd=work)
     try:
         second.wait("Answer two")
+        second.wait(lambda s: "15 tokens" in status_line(second))
         second.type("/sessions")
         second.keys("Enter")
         second.wait("the first session")
         second.type("/resume")
         second.keys("Enter")
-        second.wait("resume which session?", whole=False)
-        second.keys("Down")
-        second.wait(
-            lambda s: "❯ 2." in s and "the first session" in s.split("❯ 2.")[1].splitlines()[0], whole=False
-        )
+        screen = second.wait("type to filter", whole=False)
+        picker = screen.split("resume which session?")[1]
+        assert "the second session" in picker and "the first session" in picker
+        second.type("first")
+        screen = second.wait(lambda s: "│ Answer one, again" in s, whole=False)
+        print(screen)
+        picker = screen.split("resume which session?")[1]
+        assert "the second session" not in picker  # filtered out
+        assert "the first session" in next(row for row in picker.splitlines() if row.startswith("❯"))
+        assert "│ › and more of it" in picker  # the preview: the last exchange
         second.keys("Enter")
         second.wait("[resuming")
-        screen = second.wait("Answer one")
+        screen = second.wait("Answer one, again")
         tail = screen.split("[resuming", 1)[1]
         assert "› the first session" in tail and "Answer one" in tail
+        second.wait(lambda s: "30 tokens" in status_line(second))  # the totals came back with it
     finally:
         second.close()
 
@@ -241,10 +251,10 @@ def test_a_line_typed_during_a_question_queues_ctrl_c_answers_cancel_and_clear_e
     )
     chat.type("edit it")
     chat.keys("Enter")
-    chat.wait(lambda s: "[c]ancel turn" in s and "+beta" in s, whole=False)
-    chat.type("please also this")  # the first key is not y/a/n/c: the person is typing a prompt
+    chat.wait(lambda s: "? allow edit_file?" in s and "+beta" in s, whole=False)
+    chat.type("please also this")  # the person is typing a prompt
     chat.keys("Enter")
-    chat.wait("[queued] please also this")
+    chat.wait("[queued #2] please also this")
     chat.wait(lambda s: "awaiting permission" in status_line(chat))
     chat.keys("C-c")
     chat.wait(lambda s: "→ cancelled" in s and "[cancelled: user; 1 queued item(s) parked" in s)
@@ -261,3 +271,53 @@ def test_a_line_typed_during_a_question_queues_ctrl_c_answers_cancel_and_clear_e
     chat.wait("[Ctrl-C again (or Ctrl-D) leaves]")
     chat.keys("C-c")
     chat.wait("[chat exited 0]")
+
+
+def test_queue_items_keep_their_number_edit_in_place_pull_back_and_a_claimed_one_is_refused(
+    chat: Screen, fake: FakeDeepSeek
+) -> None:
+    """Issue 23 item 2: commands act on an item's #number, not its position: once a turn took #2,
+    `/drop 2` says so instead of removing whatever is now first; `/edit N` alone puts #N's text in the
+    input and Enter saves it in place; Alt-Up pulls the last queued prompt back into the input."""
+    fake.script(endless(["Working"]), endless(["On the second"]))
+    chat.type("first")
+    chat.keys("Enter")
+    chat.wait("Working", whole=False)
+    for text in ("second", "third", "fourth"):
+        chat.type(text)
+        chat.keys("Enter")
+        chat.wait(f"] {text}")
+    chat.wait(lambda s: "⋯ #2 second" in s and "⋯ #3 third" in s and "⋯ #4 fourth" in s, whole=False)
+
+    chat.type("/edit 3")
+    chat.keys("Enter")
+    chat.wait(lambda s: any(row.rstrip() == "edit #3 › third" for row in s.splitlines()), whole=False)
+    chat.type(" (reworded)")
+    chat.keys("Enter")
+    chat.wait("[edited #3: third (reworded)]")
+    chat.wait(lambda s: "⋯ #3 third (reworded)" in s, whole=False)
+
+    chat.keys("M-Up")  # the last queued prompt comes back into the input
+    screen = chat.wait(lambda s: any(row.rstrip() == "› fourth" for row in s.splitlines()), whole=False)
+    assert "⋯ #4" not in screen
+    chat.wait("[pulled #4 back into the input")
+    chat.keys("C-u")
+
+    chat.keys("Escape")  # cancels the turn like Ctrl-C; the queue stays
+    chat.wait("[cancelled: user; 2 queued item(s) parked")
+    chat.type("/wake")
+    chat.keys("Enter")
+    chat.wait("On the second", whole=False)  # turn 2 took #2; #3 waits behind it
+    chat.type("/drop 2")
+    chat.keys("Enter")
+    chat.wait("[#2 is no longer queued: turn 2 took it]")
+    chat.type("/edit 2 too late")
+    chat.keys("Enter")
+    chat.wait(lambda s: s.count("[#2 is no longer queued: turn 2 took it]") == 2)
+    chat.type("/drop 3")
+    chat.keys("Enter")
+    chat.wait("[dropped #3: third (reworded)]")
+    chat.wait(lambda s: "queued" not in status_line(chat))
+    chat.keys("Escape")
+    chat.wait(lambda s: "idle" in status_line(chat))
+    assert prompts(fake) == ["first", "second"]

@@ -1,0 +1,128 @@
+"""A permission question as a menu, and the rules that keep typed text from ever answering it.
+
+The rules (what the terminal view does with each key while a question is open):
+
+- The menu only takes keys while the input line is empty; otherwise every key, Enter included, edits
+  or sends the input (a line sent meanwhile is a prompt like any other, queued behind the turn).
+- Nothing is chosen when the question opens: Enter alone answers nothing. ↑/↓ or a digit choose an
+  option (highlighted), and only Enter confirms it, so every answer takes two deliberate keys and
+  "always" is never one keystroke away.
+- Keys that come while the person is typing (within `SETTLE_S` of the question opening, or of their
+  last keystroke or sent line) are typing: they go to the input, as do letters at any time.
+- A digit followed by more text (`1 more thing`, `12`) was the start of a prompt: it moves back into
+  the input with what follows, and the choice it made is undone.
+- Esc and Ctrl-C answer `cancelled` (the turn stops, the queue stays), like everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+SETTLE_S = 0.6
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT, CANCELLED = "allow-once", "allow-always", "reject", "cancelled"
+LINE_ANSWERS = {  # a whole line answers (the plain view at a terminal); never a single letter for "always"
+    "1": ALLOW_ONCE,
+    "y": ALLOW_ONCE,
+    "yes": ALLOW_ONCE,
+    "once": ALLOW_ONCE,
+    "2": ALLOW_ALWAYS,
+    "always": ALLOW_ALWAYS,
+    "3": REJECT,
+    "n": REJECT,
+    "no": REJECT,
+    "4": CANCELLED,
+    "cancel": CANCELLED,
+}
+SAID = {
+    ALLOW_ONCE: "allowed once",
+    ALLOW_ALWAYS: "allowed always",
+    REJECT: "rejected (the model is told; the turn goes on)",
+    CANCELLED: "cancelled (the turn stops, the queue stays)",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    outcome: str
+    label: str
+
+
+def options_for(params: dict[str, Any]) -> tuple[Option, ...]:
+    tool = str(params.get("tool") or "this tool")
+    command = (params.get("preview") or {}).get("command")
+    always = (
+        f"Yes, and always allow exactly `{command}` in this session"
+        if tool == "run_command" and command
+        else f"Yes, and always allow {tool} in this session"
+    )
+    return (
+        Option(ALLOW_ONCE, "Yes, once"),
+        Option(ALLOW_ALWAYS, always),
+        Option(REJECT, "No (the model is told, the turn goes on)"),
+        Option(CANCELLED, "Cancel the turn (the queue stays)"),
+    )
+
+
+class Question:
+    """One open `dsh/requestPermission`: its menu state and the future its answer resolves."""
+
+    def __init__(self, params: dict[str, Any], answer: asyncio.Future[str], now: float) -> None:
+        self.params = params
+        self.options = options_for(params)
+        self.answer = answer
+        self.selected: int | None = None
+        self.from_digit = ""  # the digit that made the choice, while it may still start a prompt
+        self.quiet_since = now  # the menu takes keys once the person has not typed for SETTLE_S
+        self.hint = ""  # a one-off line under the menu ("choose first")
+
+    @property
+    def title(self) -> str:
+        return str(self.params.get("title") or self.params.get("tool") or "permission")
+
+    def typed(self, now: float) -> None:
+        """The person typed into the input or sent a line: menu keys wait until they stop."""
+        self.quiet_since = now
+
+    def settled(self, now: float) -> bool:
+        return now - self.quiet_since >= SETTLE_S
+
+    def choose(self, index: int) -> None:
+        self.selected = index % len(self.options)
+        self.hint = ""
+
+    def move(self, step: int) -> None:
+        self.from_digit = ""
+        if self.selected is None:
+            self.choose(0 if step > 0 else len(self.options) - 1)
+        else:
+            self.choose(self.selected + step)
+
+    def digit(self, key: str) -> bool:
+        """A digit on an empty input: choose that option. False when it is no option's number."""
+        if not key.isdigit() or not 1 <= int(key) <= len(self.options):
+            return False
+        self.choose(int(key) - 1)
+        self.from_digit = key
+        return True
+
+    def take_back_digit(self) -> str:
+        """More text follows the digit: it was typing. Undo its choice; the digit goes to the input."""
+        digit, self.from_digit = self.from_digit, ""
+        self.selected = None
+        return digit
+
+    def confirm(self) -> str | None:
+        """Enter: the chosen option's outcome, or None (and a hint) when nothing is chosen."""
+        if self.selected is None:
+            self.hint = f"choose with ↑/↓ or 1-{len(self.options)} first, then Enter"
+            return None
+        return self.options[self.selected].outcome
+
+    def resolve(self, outcome: str) -> bool:
+        if self.answer.done():
+            return False
+        self.answer.set_result(outcome)
+        return True
