@@ -356,7 +356,10 @@ class TuiView:
         if not app.is_running:
             return
         columns, lines = self.size
-        needed = app.layout.container.preferred_height(columns, lines).preferred
+        try:
+            needed = app.layout.container.preferred_height(columns, lines).preferred
+        except Exception:  # the layout cannot say: leave it room for a typical input area
+            needed = lines // 2
         tail = self.scrollback.tail(columns, max(0, lines - needed))
 
         def paint() -> None:
@@ -593,6 +596,12 @@ class TuiView:
                 elif not question.digit(digit):
                     event.current_buffer.insert_text(digit)
                 self.invalidate()
+
+        @kb.add("backspace", filter=after_digit & ~picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.question is not None:
+                self.question.take_back_digit()  # the choice is undone, and the digit with it
+            self.invalidate()
 
         @kb.add(Keys.Any, filter=after_digit & ~picking)
         def _(event: KeyPressEvent) -> None:

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-from dsh_daemon.chat.render import clip, diff_lines, hard_wrap, markdown_ansi, sanitize
+import asyncio
+import re
+
+import pytest
+
+from dsh_daemon.chat.permission import ALLOW_ONCE, CANCELLED, SETTLE_S, Question
+from dsh_daemon.chat.queue import QueueBook
+from dsh_daemon.chat.render import (
+    CodeBlock,
+    clip,
+    code_blocks,
+    diff_lines,
+    hard_wrap,
+    markdown_ansi,
+    sanitize,
+    word_wrap,
+)
+from dsh_daemon.chat.sessions import NoSuchSession, find_session
 from dsh_daemon.chat.status import Status
 
 
@@ -43,3 +60,73 @@ def test_wrapping_markdown_and_diffs() -> None:
         colored[3] == "\x1b[31m-old\x1b[0m" and colored[4] == "\x1b[32m+new\x1b[0m" and colored[5] == " same"
     )
     assert diff_lines("-old", False) == ["-old"]
+
+
+def test_word_wrap_breaks_between_words_and_cuts_only_a_word_wider_than_the_line() -> None:
+    assert word_wrap("alpha beta gamma delta", 11) == ["alpha beta", "gamma delta"]
+    assert word_wrap("a " + "x" * 25 + " b", 10) == ["a", "xxxxxxxxxx", "xxxxxxxxxx", "xxxxx b"]
+    assert word_wrap("  indented text\n\nnext", 10) == ["  indented", "text", "", "next"]
+    assert all(len(line) <= 12 for line in word_wrap(" ".join(f"word{i}" for i in range(50)), 12))
+
+
+def test_code_blocks_are_kept_exactly_and_numbered() -> None:
+    code = "def f(x):\n\treturn x  # " + "long " * 40 + "\n\n"
+    text = f"Look:\n\n```python\n{code}```\n\n- a list\n\n```\nls\n```\n"
+    assert code_blocks(text) == [CodeBlock(code, "python"), CodeBlock("ls\n", "")]
+    rendered = markdown_ansi(text, 40, first_block=3)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", rendered)
+    # no padding, no wrap (a tab shows as four spaces; /copy gives the tab)
+    assert "╶─ python · /copy 3\ndef f(x):\n    return x  # " + "long " * 40 + "\n" in plain
+    assert "╶─ code · /copy 4\nls\n" in plain
+    assert all(not line.endswith(" ") for line in plain.splitlines() if "long" not in line)
+
+
+def test_a_permission_question_takes_a_choice_then_enter_and_gives_typed_digits_back() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        question = Question(
+            {"tool": "run_command", "preview": {"command": "pytest -q"}}, loop.create_future(), 0.0
+        )
+        assert question.options[1].label == "Yes, and always allow exactly `pytest -q` in this session"
+        assert not question.settled(SETTLE_S / 2) and question.settled(SETTLE_S)
+        assert question.confirm() is None and "choose" in question.hint  # Enter alone answers nothing
+        assert question.digit("2") and question.selected == 1
+        assert question.take_back_digit() == "2" and question.selected is None  # "2 more tests"
+        question.move(1)
+        assert question.confirm() == ALLOW_ONCE
+        question.move(-1)
+        assert question.confirm() == CANCELLED and not question.digit("9")
+    finally:
+        loop.close()
+
+
+def test_queue_numbers_stay_with_their_items() -> None:
+    book = QueueBook()
+    book.inserted({"id": "a", "content": "first"}, "next-turn")
+    book.inserted({"id": "b", "content": "second"}, "next-turn")
+    book.claimed({"id": "a"}, 4)
+    assert [item.label for item in book.pending()] == ["#2"]
+    assert (
+        book.find(1) is not None
+        and book.find(1).why_not_pending() == "#1 is no longer queued: turn 4 took it"
+    )  # type: ignore[union-attr]
+    second = book.find(2)
+    assert second is not None
+    book.reserve("b2", second)  # reworded: a new id, the same number
+    book.discarded({"id": "b"})
+    book.inserted({"id": "b2", "content": "second, reworded"}, "next-turn", 0)
+    assert [(item.label, item.text) for item in book.pending()] == [("#2", "second, reworded")]
+
+
+def test_a_session_is_found_by_id_prefix_or_title() -> None:
+    sessions = [
+        {"sessionId": "ce4ec973-1111", "title": "Fix the flaky test", "updatedAt": 0},
+        {"sessionId": "ce4a0000-2222", "title": "Port the parser", "updatedAt": 0},
+    ]
+    assert find_session(sessions, "ce4ec973")["title"] == "Fix the flaky test"
+    assert find_session(sessions, "port the parser")["sessionId"] == "ce4a0000-2222"
+    assert find_session(sessions, "flaky")["sessionId"] == "ce4ec973-1111"
+    with pytest.raises(NoSuchSession, match="'ce4' matches 2 sessions"):
+        find_session(sessions, "ce4")
+    with pytest.raises(NoSuchSession, match="no session matches 'zzz'"):
+        find_session(sessions, "zzz")
