@@ -96,11 +96,23 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     if interactive:
         view.pull_last = commands.pull_last
 
+    def output_closed() -> None:
+        """Whoever reads our stdout went away (`| head`): stop quietly, like any command in a pipe."""
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit either
+        chat.closed.set()
+
+    if not interactive:
+        view.on_closed = output_closed
+
     def on_notification(method: str, params: Any) -> None:
-        if args.json and method == "dsh/event" and isinstance(params, dict):
+        if args.json and method == "dsh/event" and isinstance(params, dict) and not chat.closed.is_set():
             if chat.session_id and params.get("sessionId") == chat.session_id:
-                sys.stdout.write(json.dumps(params, ensure_ascii=False) + "\n")
-                sys.stdout.flush()
+                try:
+                    sys.stdout.write(json.dumps(params, ensure_ascii=False) + "\n")
+                    sys.stdout.flush()
+                except BrokenPipeError:
+                    output_closed()
         chat.on_notification(method, params)
 
     rpc.on_notification = on_notification
@@ -108,12 +120,18 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     rpc.on_error = lambda exc: chat.error(f"[{exc}]")
     reader = asyncio.ensure_future(rpc.read_forever())
 
-    def daemon_gone(_: object) -> None:
+    def daemon_gone(task: asyncio.Future[None]) -> None:
+        lost = chat.closed.is_set()  # our own output went away first
         chat.closed.set()
         chat.idle.set()
-        if not chat.leaving:
+        if not chat.leaving and not lost:
             chat.failed = True
-            chat.error("[the daemon exited; see its log above]")
+            fault = None if task.cancelled() else task.exception()
+            chat.error(
+                f"[connection to the daemon lost: {fault}]"
+                if fault
+                else "[the daemon exited; see its log above]"
+            )
             if interactive:
                 view.quit()
 

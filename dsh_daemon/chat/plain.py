@@ -32,12 +32,19 @@ class PlainView:
         self.line_start = {id(answers): True, id(notes): True}
         self.mode = ""  # what streamed last: reasoning | text | tool
         self.streamed_text = False  # this message's text already went out
+        self.on_closed: Callable[[], None] = lambda: None  # a reader of ours went away (`| head`)
+        self.closed = False
 
     def _write(self, out: TextIO, text: str) -> None:
-        if not text:
+        if not text or self.closed:
             return
-        out.write(text)
-        out.flush()
+        try:
+            out.write(text)
+            out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            self.on_closed()
+            return
         self.line_start[id(out)] = text.endswith("\n")
 
     def _end_line(self, out: TextIO) -> None:
@@ -62,6 +69,12 @@ class PlainView:
                 self._write(self.answers, text)
                 self.streamed_text = True
             return
+        if kind == "tool":  # a tool's output, each line set off from the rest
+            at_start = self.line_start[id(self.notes)]
+            pieces = text.split("\n")
+            text = "\n".join(
+                ("  │ " if piece and (i or at_start) else "") + piece for i, piece in enumerate(pieces)
+            )
         self._write(self.notes, paint(self.color, DIM, text))
 
     def message_done(

@@ -71,7 +71,10 @@ class RpcPipe:
                 if task is not None:
                     task.cancel()
             elif "method" in message:
-                self.on_notification(message["method"], message.get("params"))
+                try:
+                    self.on_notification(message["method"], message.get("params"))
+                except Exception as exc:  # a fault in showing one event must not end the connection
+                    self.on_error(exc)
             else:
                 future = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if future is not None and not future.done():
