@@ -17,25 +17,49 @@ def _state_dir(value: str | None) -> Path:
     return Path(value) if value else default_state_dir()
 
 
+def _add_daemon_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command shares. They are accepted before and after the command
+    (`dsh-daemon --model X acp` and `dsh-daemon acp --model X`, as Zed's `"args"` pass them): the
+    subcommand's copies default to SUPPRESS, so a value given after the command wins and one given
+    before it is not reset."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--state-dir",
+        default=default(None),
+        help="where sessions live (default: $DSH_HOME or the user data dir)",
+    )
+    parser.add_argument("--model", default=default(None), help="model id (default deepseek-v4-flash)")
+    parser.add_argument(
+        "--base-url",
+        default=default(None),
+        help="OpenAI-compatible endpoint (default https://api.deepseek.com)",
+    )
+    parser.add_argument(
+        "--no-thinking", action="store_true", default=default(False), help="disable thinking mode"
+    )
+    parser.add_argument("--log-level", default=default(os.environ.get("DSH_LOG_LEVEL", "WARNING")))
+    parser.add_argument("--log-file", default=default(None), help="log to this file instead of stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-daemon", description="Agent daemon for code editors (LSP-framed JSON-RPC on stdio)."
     )
     parser.add_argument("--version", action="version", version=f"dsh-daemon {__version__}")
-    parser.add_argument("--state-dir", help="where sessions live (default: $DSH_HOME or the user data dir)")
-    parser.add_argument("--model", help="model id (default deepseek-v4-flash)")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default https://api.deepseek.com)")
-    parser.add_argument("--no-thinking", action="store_true", help="disable thinking mode")
-    parser.add_argument("--log-level", default=os.environ.get("DSH_LOG_LEVEL", "WARNING"))
-    parser.add_argument("--log-file", help="log to this file instead of stderr")
+    _add_daemon_options(parser, defaults=True)
     # Language clients (vscode-languageclient with TransportKind.stdio) append `--stdio`: stdio is the
     # only transport, so the flag is accepted and changes nothing.
     stdio_help = "serve on stdio (the only transport; accepted for language clients)"
     parser.add_argument("--stdio", action="store_true", help=stdio_help)
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve the protocol on stdio (the default)")
+    _add_daemon_options(serve, defaults=False)
     serve.add_argument("--stdio", action="store_true", default=argparse.SUPPRESS, help=stdio_help)
     chat = sub.add_parser("chat", help="a terminal client: spawns the daemon like an editor would")
+    _add_daemon_options(chat, defaults=False)
     chat.add_argument("prompt", nargs="*", help="first prompt (optional)")
     which = chat.add_mutually_exclusive_group()
     which.add_argument(
@@ -58,9 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the session's events as JSON lines on stdout (no terminal UI)",
     )
-    sub.add_parser("acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…")
-    sub.add_parser("sessions", help="list sessions")
+    acp = sub.add_parser(
+        "acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…"
+    )
+    _add_daemon_options(acp, defaults=False)
+    sessions = sub.add_parser("sessions", help="list sessions")
+    _add_daemon_options(sessions, defaults=False)
     export = sub.add_parser("export", help="write a session's transcript as JSONL")
+    _add_daemon_options(export, defaults=False)
     export.add_argument("session")
     return parser
 

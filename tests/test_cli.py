@@ -118,3 +118,53 @@ def test_the_stdio_flag_that_language_clients_append_is_accepted(tmp_path: Path)
             )  # fmt: skip
             assert result.returncode == 0, result.stderr.decode()
             assert b'"protocolVersion": 1' in result.stdout or b'"protocolVersion":1' in result.stdout
+
+
+def test_provider_flags_after_the_command_are_taken(tmp_path: Path) -> None:
+    """Zed passes `"args": ["acp", "--model", …]`: the flags after the command configure the provider
+    exactly as before it (they used to make argparse exit 2 before the agent started)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "state" / "home").mkdir(parents=True)
+    with FakeDeepSeek() as fake:
+        fake.script(Reply.stream(text_stream(["ok"])))
+        # the environment points nowhere: only the --base-url after `acp` reaches the fake
+        env = daemon_env(tmp_path / "state", fake, DEEPSEEK_BASE_URL="http://127.0.0.1:9")
+        lines = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": 1, "clientCapabilities": {}},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/new",
+                "params": {"cwd": str(work), "mcpServers": []},
+            },
+        ]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_daemon", "acp", "--model", "flag-model", "--no-thinking",
+             "--base-url", fake.base_url],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True,
+        )  # fmt: skip
+        assert process.stdin is not None and process.stdout is not None
+        for line in lines:
+            process.stdin.write(json.dumps(line) + "\n")
+        process.stdin.flush()
+        replies = [json.loads(process.stdout.readline()) for _ in lines]
+        session_id = replies[1]["result"]["sessionId"]
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}) + "\n"
+        )
+        process.stdin.flush()
+        while (reply := json.loads(process.stdout.readline())).get("id") != 3:
+            pass
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+        assert reply["result"]["stopReason"] == "end_turn"
+        body = fake.requests[0].json
+        assert body["model"] == "flag-model"
+        assert body["thinking"] == {"type": "disabled"}
