@@ -20,6 +20,7 @@ from typing import Any
 from dsh_daemon.acp.context import resource_block
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
+from dsh_daemon.model.messages import join_prompt_text
 
 MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
 MAX_RESULT_CHARS = 64_000
@@ -320,7 +321,10 @@ class Translator:
     def _replay_user(self, data: Mapping[str, Any]) -> None:
         source = data.get("source")
         source_kind = source.get("kind") if isinstance(source, Mapping) else "user"
-        text = _text_of(data.get("content"))
+        blocks = data.get("content") or ()
+        text = join_prompt_text(
+            str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
+        )
         if source_kind == "user":
             content: dict[str, Any] = {"type": "text", "text": text}
         elif source_kind == "editor" and isinstance(source, Mapping):

@@ -2,7 +2,8 @@
 
 Rules kept here:
 - Unset settings are omitted, never sent as null.
-- Every user message is its own provider message, in order, never merged with a neighbour.
+- Every user message is its own provider message, in order, never merged with a neighbour; its text
+  blocks are joined so that words of two blocks never merge (`join_prompt_text`).
 - A tool result becomes a `role: tool` message; empty output is sent as "(no output)".
 - Assistant `content` is never null ("" instead: DeepSeek answers 400 to a null-content message
   without tool calls, and such a message would sit in the log and break every later turn).
@@ -96,7 +97,7 @@ def _user(message: UserMessage) -> list[dict[str, Any]]:
         ]
     # Other block types (images, payloads the core keeps verbatim) have no wire form here yet. Text is
     # sent verbatim; a message with no text at all names what it held rather than going out empty.
-    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    text = message.text
     if not text and message.content:
         text = " ".join(f"[{b.type} content omitted]" for b in message.content)
     return [{"role": "user", "content": text}]

@@ -163,6 +163,19 @@ def content_text(content: Iterable[ContentBlock]) -> str:
     return "".join(b.text for b in content if isinstance(b, TextBlock))
 
 
+def join_prompt_text(texts: Iterable[str]) -> str:
+    """The text blocks of one user message as the single text a model (or a replay) reads. Blocks are
+    separate pieces a client chose to send apart (CodeCompanion re-sends earlier text as a block of its
+    own), so they are joined with a line break wherever neither side already has whitespace: words of
+    two blocks never merge ("a long answer" + "still there?" is not "answerstill")."""
+    out = ""
+    for text in texts:
+        if out and text and not out[-1].isspace() and not text[0].isspace():
+            out += "\n"
+        out += text
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # sources (open union on "kind")
 
@@ -255,7 +268,7 @@ class UserMessage:
 
     @property
     def text(self) -> str:
-        return content_text(self.content)
+        return join_prompt_text(b.text for b in self.content if isinstance(b, TextBlock))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ result's `output` and a non-user message's `text` get `truncated: true` and `len
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from dsh_daemon.model.events import (
     Event,
 )
 from dsh_daemon.model.jsonvalue import dumps, thaw
+from dsh_daemon.model.messages import join_prompt_text
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -156,7 +157,7 @@ class _Builder:
         source = thaw(data.get("source")) or {}
         item: dict[str, Any] = {"type": "message", "seq": event.seq, "step": self.step, "id": data.get("id")}
         item["source"] = source
-        text = _text(data.get("content"))
+        text = _text(data.get("content"), join=join_prompt_text)
         if source.get("kind") == "user":
             item["text"] = text
         else:
@@ -251,14 +252,12 @@ def _capped(key: str, text: str, flag: str | None = None, length: str | None = N
     return {key: text[:TEXT_CAP], flag or f"{key}Truncated": True, length or f"{key}Length": len(text)}
 
 
-def _text(content: Any) -> str:
+def _text(content: Any, join: Callable[[Iterable[str]], str] = "".join) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, Iterable):
         return ""
-    return "".join(
-        str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text"
-    )
+    return join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
 
 
 def _get(data: Any, *keys: str) -> Any:

@@ -77,3 +77,28 @@ async def test_resume_does_not_replay_and_close_keeps_the_session(tmp_path: Path
             await settle(d.conn.prompt(session_id=sid, prompt=[text_block("more")]))
         ).stop_reason == "end_turn"
         assert d.client.text(sid) == "resumed"
+
+
+async def test_text_blocks_of_one_prompt_never_glue_words_in_the_request_or_the_replay(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """CodeCompanion re-sends earlier text as a block of its own after a cancel: the model must not
+    read "a long answerstill there?", and neither must a replay show it."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as d:
+        sid = await d.new_session()
+        blocks = [
+            text_block("a long answer"),
+            text_block("still there?"),
+            text_block(" yes "),
+            text_block("ok"),
+        ]
+        await settle(d.conn.prompt(session_id=sid, prompt=blocks))
+        (user,) = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert user == "a long answer\nstill there? yes ok"
+    async with acp_daemon(state, fake) as d:
+        await settle(d.conn.load_session(cwd=str(state / "work"), session_id=sid, mcp_servers=[]))
+        user_chunks = [
+            u["content"] for u in d.client.updates(sid) if u["sessionUpdate"] == "user_message_chunk"
+        ]
+        assert user_chunks == [{"type": "text", "text": "a long answer\nstill there? yes ok"}]
