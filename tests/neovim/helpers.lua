@@ -8,15 +8,18 @@ function T.dsh()
   return require('dsh')
 end
 
---- The chat of the current project root (or the only one).
+--- The chat of the current project root (its session's, else its draft), or the only one.
 function T.chat()
-  local dsh = require('dsh')
+  local state = require('dsh.state')
   local root = require('dsh.client').root_for(0)
-  local sid = dsh.current[root]
-  if sid and dsh.chats[sid] then
-    return dsh.chats[sid]
+  local sid = state.current[root]
+  if sid and state.chats[sid] then
+    return state.chats[sid]
   end
-  for _, c in pairs(dsh.chats) do
+  if state.drafts[root] then
+    return state.drafts[root]
+  end
+  for _, c in pairs(state.chats) do
     return c
   end
 end
@@ -35,8 +38,9 @@ function T.snapshot()
   if not c then
     return vim.NIL
   end
-  local ns = require('dsh.chat').ns
-  local nsq = require('dsh.chat').ns_queue
+  c:flush() -- streamed text waiting for the next redraw
+  local ns = require('dsh.render').ns
+  local nsq = require('dsh.queueview').ns
   local marks = api.nvim_buf_get_extmarks(c.buf, ns, 0, -1, { details = true })
   local cards, hls = {}, {}
   for _, m in ipairs(marks) do
@@ -57,7 +61,7 @@ function T.snapshot()
   end
   local win = c:windows()[1]
   return {
-    id = c.id,
+    id = c.id or vim.NIL,
     lines = api.nvim_buf_get_lines(c.buf, 0, -1, false),
     status = c.state.status,
     pending = require('dsh.session').pending(c.state),
@@ -89,6 +93,8 @@ function T.floats()
       end
       out[#out + 1] = {
         win = win,
+        kind = vim.b[buf].dsh_float or '',
+        focusable = cfg.focusable,
         lines = api.nvim_buf_get_lines(buf, 0, -1, false),
         filetype = vim.bo[buf].filetype,
         title = text(cfg.title),

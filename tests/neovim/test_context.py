@@ -62,7 +62,7 @@ def test_steer_with_a_visual_selection_sends_the_unsaved_buffer_text(
     editor.cmd("edit app.py")
     editor.keys("2G^Creturn 42<Esc>")  # an unsaved change
     assert editor.lua("return vim.bo.modified") is True
-    editor.keys("ggVj\\ds")  # linewise selection of lines 1-2, <leader>ds: steer (from idle: a turn)
+    editor.keys("ggVj\\Ds")  # linewise selection of lines 1-2, <leader>Ds: steer (from idle: a turn)
     lines = editor.wait_text("Looks fine.")
     assert "📎 selection app.py:1-2" in lines
     editor.wait_footers(1)
@@ -83,13 +83,13 @@ def test_block_selection_inject_and_attach_to_the_next_prompt(editor: Editor, fa
     table.write_text("id | name | qty\n1  | nut  | 10\n2  | bolt | 20\n")
     fake.script(Reply.stream(text_stream(["Got the names."])))
     editor.cmd("edit table.txt")
-    editor.keys("gg05l<C-v>jjlll\\di")  # block: the name column, <leader>di: inject (parked, no turn)
+    editor.keys("gg05l<C-v>jjlll\\Di")  # block: the name column, <leader>Di: inject (parked, no turn)
     editor.wait(lambda: editor.pending() == 1, what="the injected block pending")
     snap = editor.snapshot()
     assert snap["status"] == "idle" and snap["queue"] == [
         "  ⧗ next step · inject  📎 selection table.txt:1-3"
     ]
-    editor.keys("2GV\\da")  # <leader>da: attach line 2 to the next prompt
+    editor.keys("2GV\\Da")  # <leader>Da: attach line 2 to the next prompt
     editor.wait(
         lambda: any("with next prompt" in q for q in editor.snapshot()["queue"]), what="attachment shown"
     )
@@ -142,17 +142,24 @@ def test_add_file_and_pick_a_session_with_gr(editor: Editor, fake: FakeDeepSeek)
     assert texts[0].startswith("File ") and "saved text\nadded, not saved\nand this too\n" in texts[0]
     assert texts[1] == "what is in it?"
     assert editor.snapshot()["queue"] == []
-    # gr: pick the first session (a stub vim.ui.select picks the older one) and resume it.
-    editor.lua(
-        "vim.ui.select = function(items, opts, on_choice)"
-        " _G.picked = vim.tbl_map(opts.format_item, items); on_choice(items[#items]) end"
-    )
+    # \r (<localleader>r): the picker lists both sessions, newest first, with a preview of the one
+    # under the cursor; <CR> on the older one resumes it.
     editor.lua("local c = T.chat(); vim.api.nvim_set_current_win(vim.fn.win_findbuf(c.buf)[1])")
-    editor.keys("gr")
+    editor.keys("\\r")
+    picker = editor.wait(
+        lambda: next((f for f in editor.floats() if f["kind"] == "picker"), None), what="the picker"
+    )
+    assert len(picker["lines"]) == 2 and picker["current"]
+    assert picker["lines"][1].startswith(first_id[:8]) and picker["lines"][1].endswith("first")
+    editor.keys("j")
+    editor.wait(
+        lambda: any(f["kind"] == "picker-preview" and "first session" in f["lines"] for f in editor.floats()),
+        what="the preview of the first session",
+    )
+    editor.keys("<CR>")
     editor.wait(lambda: editor.snapshot()["id"] == first_id, what="the first session resumed")
     editor.wait_text("first session")
-    picked = editor.lua("return _G.picked")
-    assert len(picked) == 2 and picked[1].startswith(first_id[:8]) and picked[1].endswith("first")
+    assert not any(f["kind"].startswith("picker") for f in editor.floats())
 
 
 def test_range_command_injects_the_last_selection(editor: Editor, fake: FakeDeepSeek) -> None:
@@ -228,7 +235,7 @@ def test_an_attached_selection_waits_with_its_queued_prompt(editor: Editor, fake
     editor.cmd("Dsh run it")
     editor.wait(lambda: editor.floats(), what="the permission float")  # turn 1 waits at its first step
     _focus_buffer(editor, "app.py")
-    editor.keys("3GVj\\da")  # <leader>da: lines 3-4 for the next prompt
+    editor.keys("3GVj\\Da")  # <leader>Da: lines 3-4 for the next prompt
     editor.wait(
         lambda: editor.snapshot()["queue"] == ["  ⧗ with next prompt  📎 lines app.py:3-4"], what="attached"
     )
@@ -274,8 +281,8 @@ def test_an_attached_selection_waits_with_its_queued_prompt(editor: Editor, fake
         what="the reworded line",
     )
     # Allow the command: turn 1 goes on to its second step, which must not see the queued selection.
-    editor.lua("vim.api.nvim_set_current_win(T.floats()[1].win)")
-    editor.keys("y")
+    editor.cmd("DshPermission")
+    editor.keys("gy")
     editor.wait_footers(2)
     assert len(fake.requests) == 3
     assert not any("Selection in" in t for t in _user_texts(fake.requests[1]))
@@ -295,13 +302,13 @@ def test_steer_with_a_selection_and_words_is_one_steer(editor: Editor, fake: Fak
     editor.cmd("Dsh")
     editor.wait(editor.snapshot, what="the chat")
     editor.lua(
-        "_G.inserted = {}; local d = require('dsh'); local on_event = d.on_event;"
-        " d.on_event = function(root, ev) if ev.type == 'agent/inbox/inserted' then"
+        "_G.inserted = {}; local d = require('dsh.events'); local on_event = d.event;"
+        " d.event = function(root, ev) if ev.type == 'agent/inbox/inserted' then"
         " table.insert(_G.inserted, ev.data) end return on_event(root, ev) end"
     )
     editor.type_in_input("use this one")
     editor.cmd("wincmd t | edit src.txt")
-    editor.keys("2GV\\ds")  # <leader>ds with words typed in the chat input: they go with it
+    editor.keys("2GV\\Ds")  # <leader>Ds with words typed in the chat input: they go with it
     editor.wait_footers(1)
     assert editor.snapshot()["input"] == [""]
     texts = _user_texts(fake.requests[0])
@@ -331,7 +338,7 @@ def test_an_older_daemon_gets_attachments_as_injects_and_a_full_replay(
     # As if the daemon advertised none of the protocol additions (sendContext, transcript, detach).
     editor.lua("for _, e in pairs(require('dsh.client').roots) do e.info = {protocolVersion = 1} end")
     editor.cmd("wincmd t")
-    editor.keys("2GV\\da")
+    editor.keys("2GV\\Da")
     editor.cmd("DshAddFile")  # no context on sends: added at once
     editor.wait(lambda: editor.pending() == 1, what="the file injected")
     editor.cmd("Dsh what now?")
@@ -357,7 +364,7 @@ def test_a_file_opened_after_the_daemon_started_keeps_its_language(
     editor.wait_footers(1)
     (editor.paths.work / "late.py").write_text("x = 1\ny = 2\n")
     editor.cmd("edit late.py")
-    editor.keys("ggVj\\di")  # <leader>di: inject lines 1-2
+    editor.keys("ggVj\\Di")  # <leader>Di: inject lines 1-2
     editor.wait(lambda: editor.pending() == 1, what="the selection injected")
     (message,) = editor.lua("return T.inbox()")["nextStep"]
     assert message["source"].get("languageId") == "python"

@@ -81,13 +81,13 @@ def test_resume_shows_a_transcript_page_then_older_turns_on_demand(
     snap = second.snapshot()
     assert snap["id"] == session_id and " one " in snap["winbar"]  # the title: the first prompt
     lines = snap["lines"]
-    assert lines[0] == "↑ turns before 2 not shown: go (or :DshOlder) loads them"
+    assert lines[0] == "↑ turns before 2 not shown: \\o or :DshOlder loads them"
     assert "one" not in lines and "answer one" not in lines
     assert lines[lines.index("two") :] == full[full.index("two") :]
     assert second.lua("return T.chat().state.rendered_seq") >= 0  # attached without replay
-    # `go` in the transcript loads the older turn above; the page looks as it did live.
+    # \o (<localleader>o) in the transcript loads the older turn above; the page looks as it did live.
     second.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1])")
-    second.keys("go")
+    second.keys("\\o")
     second.wait(lambda: "one" in second.lines(), what="the older turn")
     assert second.lines() == full
     hls = {(h["row"], h["hl"]) for h in second.snapshot()["hls"]}

@@ -15,8 +15,19 @@ def edit_call(path: Path, old: str, new: str, call_id: str = "call_1") -> Reply:
     )
 
 
+def permission_floats(editor: Editor) -> list[dict]:
+    return [f for f in editor.floats() if f["kind"] == "permission"]
+
+
 def permission_float(editor: Editor) -> dict:
-    return editor.wait(lambda: next(iter(editor.floats()), None), what="the permission float")
+    return editor.wait(lambda: next(iter(permission_floats(editor)), None), what="the permission float")
+
+
+def answer(editor: Editor, keys: str) -> None:
+    """Go to the prompt on purpose (:DshPermission), then type `keys` there."""
+    editor.cmd("DshPermission")
+    editor.wait(lambda: any(f["current"] for f in permission_floats(editor)), what="the prompt focused")
+    editor.keys(keys)
 
 
 def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, fake: FakeDeepSeek) -> None:
@@ -26,12 +37,13 @@ def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, 
     editor.cmd("edit b.py")
     editor.cmd("Dsh set x to 2")
     pf = permission_float(editor)
-    assert pf["filetype"] == "diff" and pf["current"]
+    assert not pf["current"]  # announced over the transcript, never focused by itself
     assert "-x = 1" in pf["lines"] and "+x = 2" in pf["lines"]
-    assert pf["title"].startswith(" dsh: ") and "y allow once" in pf["footer"] and "a always" in pf["footer"]
+    assert pf["lines"][0] == "  ▸ Allow once"
+    assert pf["title"].startswith(" dsh: ") and "gy once" in pf["footer"] and "gY always" in pf["footer"]
     assert editor.status() == "running"
-    editor.keys("y")  # allow once
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    answer(editor, "gy")  # allow once
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_footers(1)
     buf = editor.lua(
         "local b = vim.fn.bufnr(...); return {lines = vim.api.nvim_buf_get_lines(b, 0, -1, false), modified = vim.bo[b].modified}",
@@ -64,8 +76,8 @@ def test_permission_reject_keeps_the_file_and_the_turn_goes_on(editor: Editor, f
     fake.script(edit_call(target, "keep me", "gone"), text_reply("OK, leaving it."))
     editor.cmd("Dsh change it")
     permission_float(editor)
-    editor.keys("n")
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    answer(editor, "gn")
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── completed")
     lines = editor.lines()
@@ -82,14 +94,14 @@ def test_the_float_closes_when_the_turn_is_stopped(editor: Editor, fake: FakeDee
     fake.script(edit_call(target, "one", "two"))
     editor.cmd("Dsh edit d")
     permission_float(editor)
-    editor.cmd("DshStop")  # from the float: the chat of this project stops; the prompt goes away
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.cmd("DshStop")  # the chat of this project stops; the prompt goes away
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── aborted (user)")
     assert target.read_text() == "one\n"
 
 
-def test_closing_the_float_cancels_the_turn_and_keeps_the_queue(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_the_cancel_choice_cancels_the_turn_and_keeps_the_queue(editor: Editor, fake: FakeDeepSeek) -> None:
     target = editor.paths.work / "e.txt"
     target.write_text("one\n")
     fake.script(edit_call(target, "one", "two"))
@@ -97,8 +109,8 @@ def test_closing_the_float_cancels_the_turn_and_keeps_the_queue(editor: Editor, 
     permission_float(editor)
     editor.lua("require('dsh').send(T.chat(), 'followup', 'later')")
     editor.wait(lambda: editor.pending() == 1, what="queued")
-    editor.keys("q")  # cancel: the turn is cancelled, the queue kept
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    answer(editor, "gC")  # cancel: the turn is cancelled, the queue kept
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── aborted")
     assert editor.pending() == 1
@@ -112,15 +124,16 @@ def test_command_permission_shows_the_command_and_its_cwd(editor: Editor, fake: 
     )
     editor.cmd("Dsh run it")
     pf = permission_float(editor)
-    assert pf["lines"] == [f"$ {command}", "", f"cwd: {editor.paths.work}"]
+    assert pf["lines"][-3:] == [f"$ {command}", "", f"cwd: {editor.paths.work}"]
+    assert "  ▸ Allow always: exactly this command, this session" in pf["lines"]
     assert "run_command" in pf["title"] or command in pf["title"]
-    editor.keys("a")  # allow always (this exact command)
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    answer(editor, "gY")  # allow always (this exact command)
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_footers(1)
     lines = editor.lines()
     row = lines.index(f"⚙ run_command  {command}")
     (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
-    assert card["text"].strip() == "✓ ok"
+    assert card["text"].strip() == "✓ ok · exit 0"
     assert "It ran." in lines
 
 
@@ -145,15 +158,15 @@ def test_a_request_still_open_when_the_chat_reattaches_is_shown_again(
     editor.lua(LOSE_THE_PROMPT)
     editor.cmd("Dsh edit f")
     editor.wait(lambda: editor.lua("return #_G.lost") == 1, what="the request reached Neovim")
-    assert editor.floats() == []
+    assert permission_floats(editor) == []
     session_id = editor.snapshot()["id"]
     editor.lua("vim.api.nvim_buf_delete(T.chat().buf, {force = true})")  # the transcript wiped by hand
     editor.cmd("Dsh")  # reopens the chat: attached again
     pf = permission_float(editor)
-    assert "-one" in pf["lines"] and "+two" in pf["lines"] and pf["current"]
+    assert "-one" in pf["lines"] and "+two" in pf["lines"] and not pf["current"]
     assert editor.snapshot()["id"] == session_id
-    editor.keys("y")
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    answer(editor, "gy")
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_footers(1)
     assert "Done." in editor.lines()
     buf = editor.lua(
@@ -175,17 +188,17 @@ def test_resume_shows_an_open_request_once_and_it_closes_when_answered_elsewhere
     session_id = editor.snapshot()["id"]
     editor.cmd("DshNew")  # leaves the session waiting for the answer (detached, its turn goes on)
     editor.wait(lambda: editor.snapshot()["id"] != session_id, what="a new session")
-    assert editor.floats() == []
+    assert permission_floats(editor) == []
     editor.cmd(f"DshResume {session_id}")
     permission_float(editor)
     editor.cmd(f"DshResume {session_id}")  # attached again: still one float, not two
     editor.wait(lambda: editor.lua("return T.chat().state.rendered_seq") is not None, what="reattached")
     editor.wait(lambda: editor.lua("return T.chat().loading") is None, what="the page")
-    assert len(editor.floats()) == 1
+    assert len(permission_floats(editor)) == 1
     # Answered by another client: permission/resolved closes the float (which answered nothing).
     answer = {"sessionId": session_id, "callId": "call_g", "outcome": "reject"}
     assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_footers(1)
     assert "Left it." in editor.lines()
     assert target.read_text() == "one\n"
@@ -204,7 +217,7 @@ def test_the_float_closes_when_the_request_is_answered_elsewhere(editor: Editor,
     session_id = editor.snapshot()["id"]
     answer = {"sessionId": session_id, "callId": "call_h", "outcome": "cancelled"}
     assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
-    editor.wait(lambda: editor.floats() == [], what="the float to close")
+    editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     settled = "return require('dsh.permissions').settled[...] == true"
     assert editor.wait(lambda: editor.lua(settled, session_id + "\0call_h"), what="permission/resolved")
     (footer,) = editor.wait_footers(1)

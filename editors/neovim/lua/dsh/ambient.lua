@@ -5,7 +5,9 @@
 local api = vim.api
 local config = require('dsh.config')
 local client = require('dsh.client')
-local utf16 = require('dsh.selection').utf16
+local selections = require('dsh.selection')
+local utf16 = selections.utf16
+local chats = require('dsh.state')
 
 local M = {}
 
@@ -29,7 +31,7 @@ function M.state()
   local selection = { start = here, ['end'] = here }
   local mode = vim.fn.mode()
   if mode == 'v' or mode == 'V' or mode == '\22' then
-    local sel = require('dsh.selection').from_positions(
+    local sel = selections.from_positions(
       buf,
       mode,
       vim.fn.getpos('v'),
@@ -83,7 +85,7 @@ function M.push()
   end
   local root = client.root_for(state.buf)
   local entry = client.roots[root]
-  if not (entry and entry.ready and require('dsh').current[root]) then
+  if not (entry and entry.ready and chats.current[root]) then
     return 'no-chat'
   end
   local encoded = vim.json.encode(state.params)

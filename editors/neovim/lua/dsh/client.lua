@@ -1,9 +1,25 @@
 -- One daemon per project root: vim.lsp.start({...}, {attach = false}); buffers under the root are
 -- attached with vim.lsp.buf_attach_client so the daemon sees their unsaved text. Every request waits
--- until the client is initialized.
+-- until the client is initialized. What the daemon sends goes to the listeners the higher modules
+-- register in `M.on` (this module requires none of them).
 local config = require('dsh.config')
+local notify = require('dsh.notify')
 
 local M = {}
+
+--- Set by events.lua: `event(root, params)`, `ready(root, client)`, `exit(root, code, signal)`,
+--- `permission(root, params, ctx)` (returns the reply), `apply_edit(root, params, ctx)`.
+M.on = {
+  event = function() end,
+  ready = function() end,
+  exit = function() end,
+  permission = function()
+    return { outcome = 'cancelled' }
+  end,
+  apply_edit = function()
+    return { applied = false, failureReason = 'not ready' }
+  end,
+}
 
 ---@class dsh.Root
 ---@field root string
@@ -65,7 +81,7 @@ local function attach_buffers(entry)
   end
 end
 
-local handlers_for -- set below (needs the other modules lazily)
+local handlers_for -- defined below
 
 --- Start (or reuse) the daemon for `root` and call `cb(client)` once it is initialized, in call
 --- order; `fail(message)` instead when the daemon goes away before that.
@@ -106,14 +122,14 @@ function M.ensure(root, cb, fail)
       entry.info = vim.tbl_get(result or {}, 'capabilities', 'experimental', 'dsh')
       entry.ready = true
       attach_buffers(entry)
-      require('dsh').on_client_ready(root, client)
+      M.on.ready(root, client)
       local waiting = entry.waiting
       entry.waiting = {}
       for _, w in ipairs(waiting) do -- in call order, before anything sent later
         local ok, err = pcall(w.ok, client)
         if not ok then
           vim.schedule(function()
-            vim.notify('dsh: ' .. tostring(err), vim.log.levels.ERROR)
+            notify.error(tostring(err))
           end)
         end
       end
@@ -134,7 +150,7 @@ function M.ensure(root, cb, fail)
         M.roots[root] = nil
       end
       vim.schedule(function()
-        require('dsh').on_client_exit(root, code, signal)
+        M.on.exit(root, code, signal)
       end)
     end,
   }, {
@@ -146,7 +162,7 @@ function M.ensure(root, cb, fail)
   if not id then
     M.roots[root] = nil
     local msg = 'could not start ' .. table.concat(opts.cmd, ' ')
-    vim.notify('dsh: ' .. msg, vim.log.levels.ERROR)
+    notify.error(msg)
     for _, w in ipairs(entry.waiting) do
       if w.fail then
         w.fail(msg)
@@ -171,7 +187,7 @@ function M.ensure(root, cb, fail)
     local msg = ('the daemon did not start within %d ms (see the message above, :checkhealth dsh, :LspLog)'):format(
       opts.start_timeout
     )
-    vim.notify('dsh: ' .. msg, vim.log.levels.ERROR)
+    notify.error(msg)
     for _, w in ipairs(waiting) do
       if w.fail then
         w.fail(msg)
@@ -193,7 +209,7 @@ end
 function M.request(root, method, params, cb)
   local function done(err, result)
     if err and not cb then
-      vim.notify(('dsh: %s failed: %s'):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      notify.error(('%s failed: %s'):format(method, err.message or vim.inspect(err)))
     end
     if cb then
       cb(err, result)
@@ -278,13 +294,13 @@ vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufEnter', 'BufFileP
 handlers_for = function(root)
   return {
     ['dsh/event'] = function(_, params)
-      require('dsh').on_event(root, params)
+      M.on.event(root, params)
     end,
     ['dsh/requestPermission'] = function(_, params, ctx)
-      return require('dsh.permissions').request(root, params, ctx)
+      return M.on.permission(root, params, ctx)
     end,
     ['workspace/applyEdit'] = function(_, params, ctx)
-      return require('dsh.edits').apply(root, params, ctx)
+      return M.on.apply_edit(root, params, ctx)
     end,
   }
 end

@@ -1,4 +1,5 @@
--- dsh.nvim configuration: defaults merged with the table given to require('dsh').setup{}.
+-- dsh.nvim configuration: defaults merged with the table given to require('dsh').setup{} (optional:
+-- without it the defaults apply). Every option has a `*dsh-option-NAME*` tag in doc/dsh.txt.
 local M = {}
 
 M.defaults = {
@@ -11,20 +12,64 @@ M.defaults = {
   init_options = {},
   -- A project root is the nearest ancestor holding one of these, else the current directory.
   root_markers = { '.git' },
-  -- Chat layout: 'vsplit' (right side), 'split' (bottom) or 'tab'.
+  -- Chat layout: 'vsplit' (right side), 'split' (bottom), 'tab' or 'float' (centred, over the editor).
   layout = 'vsplit',
-  width = 0.42, -- fraction of the editor width for 'vsplit'
-  height = 0.45, -- fraction of the editor height for 'split'
+  width = 0.42, -- fraction of the editor width for 'vsplit' and 'float'
+  height = 0.45, -- fraction of the editor height for 'split' ('float': 0.8)
   input_height = 4,
-  -- Global visual-mode keys (<leader>ds steer, <leader>di inject, <leader>da attach). false: none.
-  keys = true,
+  -- Keys: a table merged over the defaults below (a key set to false is not mapped), or false for
+  -- no global keys at all (the chat's own keys stay).
+  keys = {
+    -- Visual mode, any buffer. Never under <leader>d (debuggers use it).
+    steer = '<leader>Ds', -- steer with the selection
+    inject = '<leader>Di', -- inject the selection as context
+    attach = '<leader>Da', -- attach the selection to the next prompt
+    -- Normal mode, any buffer: none by default (use the <Plug>(dsh-…) mappings or the commands).
+    toggle = false,
+    permission = false,
+    -- In the chat (transcript and input).
+    chat = {
+      send = '<C-s>', -- normal and insert mode
+      send_input = '<CR>', -- normal mode in the input only (as in the command-line window)
+      steer = '<M-CR>',
+      stop = '<C-c>',
+      queue = '<localleader>q',
+      sessions = '<localleader>r',
+      older = '<localleader>o',
+      permission = '<localleader>p',
+      details = 'K', -- transcript: the tool card under the cursor, expanded
+      next_code = ']k',
+      prev_code = '[k',
+      yank_code = '<localleader>y',
+      apply_code = '<localleader>a',
+      help = '?',
+    },
+    -- In the permission prompt. No single key answers: <CR> on a choice line, or these.
+    prompt = {
+      allow_once = 'gy',
+      allow_always = 'gY',
+      reject = 'gn',
+      cancel = 'gC',
+      review = 'gd', -- edits: review hunk by hunk in a diff tab
+      hide = { 'q', '<Esc>' }, -- the request stays open (:DshPermission shows it again)
+    },
+    -- In a hunk review (the proposal's window). ]c / [c move between hunks.
+    review = {
+      accept = '<localleader>a', -- keep this hunk, go to the next
+      reject = '<localleader>r', -- take this hunk back out of the proposal
+      accept_all = '<localleader>A', -- answer: allow the whole edit
+      reject_all = '<localleader>R', -- answer: reject the whole edit
+      submit = '<localleader>s', -- answer with what the proposal now holds
+      close = 'q', -- close the review, answer nothing (the request stays open)
+    },
+  },
   -- How long changed lines flash after an edit from the agent (ms, 0: no flash).
   flash_ms = 900,
   -- Push the editor state (active file, cursor/selection, visible lines, diagnostics near the
   -- cursor) with dsh/context/didChange; the daemon adds a short snapshot to a request when it changed.
   ambient = false,
   ambient_debounce = 300,
-  -- Turns per transcript page when a session is resumed (older ones load on demand: `go`, :DshOlder).
+  -- Turns per transcript page when a session is resumed (older ones load on demand).
   page_turns = 20,
   -- How long the daemon may take to answer `initialize` before what waits for it fails (ms).
   start_timeout = 20000,
@@ -32,13 +77,71 @@ M.defaults = {
   exit_timeout = 3000,
   -- Debounce of didChange notifications (ms). Requests flush pending changes first anyway.
   debounce_text_changes = 50,
+  -- Streamed text is written to the transcript at most once per this many ms (one redraw).
+  render_interval = 20,
+  -- A streamed line longer than this many bytes is continued on the next line (Neovim redraws a
+  -- 50 KB wrapped line slowly); code blocks are yanked and applied with such breaks joined.
+  max_line = 2000,
+  -- Highlight the transcript with tree-sitter (markdown, code blocks in their language) when the
+  -- parser is there; otherwise (or false) Vim's markdown syntax.
+  treesitter = true,
+  -- Models offered by :DshModel (any other name can be typed).
+  models = { 'deepseek-v4-flash', 'deepseek-v4-pro' },
+  -- Session picker (:DshSessions): 'float' (list and preview) or 'select' (vim.ui.select).
+  picker = 'float',
+  -- Complete #buffer, #selection and @file in the input as they are typed (<C-x><C-o> always works).
+  complete_on_type = true,
 }
 
 M.options = vim.deepcopy(M.defaults)
 
+--- Merge `opts` over the defaults. `keys = false` keeps the chat's keys and drops the global ones.
 function M.set(opts)
-  M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  opts = vim.deepcopy(opts or {})
+  local keys = opts.keys
+  opts.keys = nil
+  M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+  if keys == false then
+    for _, name in ipairs({ 'steer', 'inject', 'attach', 'toggle', 'permission' }) do
+      M.options.keys[name] = false
+    end
+  elseif type(keys) == 'table' then
+    M.options.keys = vim.tbl_deep_extend('force', M.options.keys, keys)
+  end
   return M.options
+end
+
+--- The model named in the options (flat or under `provider` of `init_options`), if any.
+function M.model()
+  local io_ = M.options.init_options or {}
+  return (type(io_.provider) == 'table' and io_.provider.model) or io_.model
+end
+
+--- A key as the person types it: <leader> and <localleader> replaced by what they are now.
+function M.display(lhs)
+  if not lhs then
+    return nil
+  end
+  local leader = vim.g.mapleader or '\\'
+  local localleader = vim.g.maplocalleader or '\\'
+  return (lhs:gsub('<[Ll]ocal[Ll]eader>', function()
+    return localleader
+  end):gsub('<[Ll]eader>', function()
+    return leader
+  end))
+end
+
+--- The first key of `value` (a key or a list, false: none) as the person types it.
+function M.key(value)
+  return M.display(M.lhs_list(value)[1])
+end
+
+--- The keys of `value` as a list ({} for false/nil).
+function M.lhs_list(value)
+  if not value then
+    return {}
+  end
+  return type(value) == 'table' and value or { value }
 end
 
 return M

@@ -3,6 +3,8 @@
 -- changed lines flash, and :DshEdits lists every touched place in the quickfix list.
 local api = vim.api
 local config = require('dsh.config')
+local layout = require('dsh.layout')
+local notify = require('dsh.notify')
 
 local M = {}
 M.ns = api.nvim_create_namespace('dsh.edits')
@@ -109,14 +111,20 @@ function M.apply(_root, params, ctx)
   return { applied = true }
 end
 
---- :DshEdits: the touched places in the quickfix list.
+--- :DshEdits: the touched places in the quickfix list (closing it while it has focus gives focus
+--- back to the window :DshEdits was run from; the chat input keeps its height: layout.lua).
 function M.quickfix()
   vim.fn.setqflist({}, 'r', { title = 'dsh edits', items = M.touched })
   if #M.touched == 0 then
-    vim.notify('dsh: no edits yet', vim.log.levels.INFO)
+    notify.notify('no edits yet')
     return
   end
+  local prev = api.nvim_get_current_win()
   vim.cmd('botright copen')
+  local win = api.nvim_get_current_win()
+  if win ~= prev then
+    layout.return_focus(win, prev)
+  end
 end
 
 return M

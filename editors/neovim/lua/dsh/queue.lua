@@ -10,7 +10,10 @@
 -- reworded item keeps its context.
 local api = vim.api
 local session = require('dsh.session')
-local chat_mod = require('dsh.chat')
+local labels = require('dsh.labels')
+local client = require('dsh.client')
+local layout = require('dsh.layout')
+local notify = require('dsh.notify')
 
 local M = {}
 M.ns = api.nvim_create_namespace('dsh.queue.labels')
@@ -49,7 +52,7 @@ local function item_line(chat, n, m)
   if is_text_message(m) then
     return ('#%d %s'):format(n, escape(session.text_of(m)))
   end
-  return ('#%d [%s]'):format(n, chat_mod.preview(chat.root, m))
+  return ('#%d [%s]'):format(n, labels.preview(chat.root, m))
 end
 
 --- Label each item line (`#N …`) with its verb and the context it carries (virtual text, so
@@ -65,9 +68,9 @@ function M.decorate(chat)
     local n = tonumber(line:match('^#(%d+)'))
     local item = n and items[n]
     if item then
-      local verb = chat_mod.verb_of(item.message, item.target)
+      local verb = labels.verb_of(item.message, item.target)
       local vt = { { '  ' .. verb, 'DshQueueLabel' } }
-      local ctx = chat_mod.context_summary(chat.root, item.message.context)
+      local ctx = labels.context_summary(chat.root, item.message.context)
       if ctx ~= '' then
         vt[#vt + 1] = { '  ' .. ctx, 'DshContext' }
       end
@@ -147,7 +150,7 @@ local function chain(chat, steps, done)
       return done(errors)
     end
     local params = type(step.params) == 'function' and step.params() or step.params
-    require('dsh.client').request(chat.root, step.method, params, function(err, result)
+    client.request(chat.root, step.method, params, function(err, result)
       if err then
         errors[#errors + 1] = ('%s: %s'):format(step.what or step.method, err.message or vim.inspect(err))
       elseif step.after then
@@ -187,7 +190,7 @@ function M.write(chat)
       local item = e.n and items[e.n]
       if item then
         local old = is_text_message(item.message) and escape(session.text_of(item.message))
-          or ('[' .. chat_mod.preview(chat.root, item.message) .. ']')
+          or ('[' .. labels.preview(chat.root, item.message) .. ']')
         if e.text ~= old then
           if is_text_message(item.message) then
             local n = e.n
@@ -204,7 +207,7 @@ function M.write(chat)
               end,
             }
           else
-            vim.notify('dsh: editor context #' .. e.n .. ' cannot be reworded; it was kept', vim.log.levels.WARN)
+            notify.warn('editor context #' .. e.n .. ' cannot be reworded; it was kept')
           end
         end
       end
@@ -239,10 +242,10 @@ function M.write(chat)
   end
   chain(chat, steps, function(errors)
     if #errors > 0 then
-      vim.notify('dsh: queue: ' .. table.concat(errors, '; '), vim.log.levels.WARN)
+      notify.warn('queue: ' .. table.concat(errors, '; '))
     end
     -- The inbox events have updated the state; show it as it now is.
-    require('dsh.client').request(chat.root, 'dsh/inbox/list', { sessionId = sid }, function(err, inbox)
+    client.request(chat.root, 'dsh/inbox/list', { sessionId = sid }, function(err, inbox)
       if not err and inbox then
         session.set_inbox(chat.state, inbox)
         chat:render({ op = 'inbox' })
@@ -269,13 +272,13 @@ function M.remove_current(chat)
     return
   end
   local buf = chat.queue_buf
-  require('dsh.client').request(chat.root, 'dsh/inbox/remove', { sessionId = chat.id, messageId = item.id }, function(err, res)
+  client.request(chat.root, 'dsh/inbox/remove', { sessionId = chat.id, messageId = item.id }, function(err, res)
     if err then
-      vim.notify('dsh: remove failed: ' .. (err.message or ''), vim.log.levels.WARN)
+      notify.warn('remove failed: ' .. (err.message or ''))
       return
     end
     if res and res.removed == false then
-      vim.notify('dsh: already taken by the agent', vim.log.levels.INFO)
+      notify.notify('already taken by the agent')
     end
     if api.nvim_buf_is_valid(buf) then
       local modified = vim.bo[buf].modified
@@ -358,8 +361,9 @@ function M.open(chat)
   if win then
     api.nvim_set_current_win(win)
   else
-    vim.cmd('botright sbuffer ' .. buf)
-    api.nvim_win_set_height(0, math.min(15, math.max(5, api.nvim_buf_line_count(buf) + 1)))
+    -- In the chat's column, between the transcript and the input: closing it gives its lines back
+    -- to the transcript, and focus back to where it was (layout.lua).
+    layout.open_in_column(chat, buf, math.min(15, math.max(5, api.nvim_buf_line_count(buf) + 1)))
   end
   api.nvim_win_set_cursor(0, { math.min(3, api.nvim_buf_line_count(buf)), 0 })
 end

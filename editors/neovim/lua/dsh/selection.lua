@@ -133,6 +133,23 @@ function M.last(buf)
   return M.from_positions(buf, mode, p1, p2, eol)
 end
 
+--- The last visual selection made in `buf` (its '< and '> marks), from any window.
+function M.last_in(buf)
+  local mode = vim.fn.visualmode()
+  if mode == '' or not api.nvim_buf_is_loaded(buf) then
+    return nil
+  end
+  local s, e = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
+  if s[1] == 0 or e[1] == 0 then
+    return nil
+  end
+  local eol = e[2] >= vim.v.maxcol - 1
+  local last_len = #getline(buf, e[1])
+  local p1 = { buf, s[1], s[2] + 1, 0 }
+  local p2 = { buf, e[1], math.min(e[2] + 1, math.max(1, last_len)), 0 }
+  return M.from_positions(buf, mode, p1, p2, eol)
+end
+
 --- The selection as an editor message the client builds itself (used for blocks, which an LSP range
 --- cannot describe, and for buffers without a file).
 function M.message(sel)

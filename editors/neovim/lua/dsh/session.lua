@@ -16,6 +16,8 @@ local M = {}
 ---@field turn integer?
 ---@field read_only boolean?
 ---@field rendered_seq integer? durable events up to this seq are shown from a transcript page
+---@field context {used: integer, window: integer?}? the last `context/usage`
+---@field model string? the model of the last request (`request/header`)
 
 function M.new(session_id)
   return {
@@ -49,6 +51,12 @@ function M.text_of(message)
     end
   end
   return table.concat(parts, '\n')
+end
+
+--- Whether a message is a notice meant for the model (e.g. "changed since you read it"): the person
+--- does not see those.
+function M.model_facing(source)
+  return type(source) == 'table' and source.kind == 'plugin' and source.form == 'notice'
 end
 
 local function step_key(d)
@@ -142,6 +150,23 @@ local function splice(st, d)
   end
 end
 
+--- What the window bar shows besides the status: the context gauge and the model.
+function M.reduce_meta(st, t, d)
+  if t == 'context/usage' then
+    if type(d.used) == 'number' then
+      st.context = { used = d.used, window = type(d.window) == 'number' and d.window or nil }
+      return { { op = 'status' } }
+    end
+  else
+    local model = vim.tbl_get(d, 'header', 'config', 'model')
+    if type(model) == 'string' and model ~= '' and model ~= st.model then
+      st.model = model
+      return { { op = 'status' } }
+    end
+  end
+  return {}
+end
+
 --- Apply one event; returns a list of render operations.
 ---@param st dsh.SessionState
 ---@param ev {sessionId: string, seq: integer?, type: string, data: table?}
@@ -158,6 +183,8 @@ function M.reduce(st, ev)
       -- Already in the transcript page shown (the inbox came from the attach reply, older than it).
       if t == 'turn/usage' then
         st.usage[d.turn] = d.usage
+      elseif t == 'context/usage' or t == 'request/header' then
+        return M.reduce_meta(st, t, d)
       elseif t == 'tool/call' then
         st.calls[d.callId] = st.calls[d.callId] or { name = d.name, status = 'running' }
       elseif t == 'session/title' then
@@ -178,7 +205,9 @@ function M.reduce(st, ev)
   elseif t == 'user/message' then
     local source = d.source or { kind = 'user' }
     local text = M.text_of(d)
-    if source.kind == 'user' then
+    if M.model_facing(source) then
+      return {}
+    elseif source.kind == 'user' then
       return { { op = 'user', text = text, id = d.id } }
     elseif source.kind == 'editor' then
       return { { op = 'context', source = source, text = text } }
@@ -242,6 +271,8 @@ function M.reduce(st, ev)
   elseif t == 'turn/usage' then
     st.usage[d.turn] = d.usage
     return {}
+  elseif t == 'context/usage' or t == 'request/header' then
+    return M.reduce_meta(st, t, d)
   elseif t == 'turn/end' then
     return { { op = 'turn_end', turn = d.turn, reason = d.reason or {}, usage = st.usage[d.turn] } }
   elseif t == 'llm/retry' then
@@ -268,7 +299,9 @@ function M.turn_ops(st, turn)
     if item.type == 'message' then
       local source = item.source or { kind = 'user' }
       local text = item.text or ''
-      if source.kind == 'user' then
+      if M.model_facing(source) then
+        -- not shown to the person
+      elseif source.kind == 'user' then
         ops[#ops + 1] = { op = 'user', text = text, id = item.id }
       elseif source.kind == 'editor' then
         ops[#ops + 1] = { op = 'context', source = source, text = text }

@@ -1,0 +1,98 @@
+-- What the :Dsh… commands do (their names and attributes are in spec.lua). The first command used
+-- sets the plugin up with the defaults when setup() was not called.
+local client = require('dsh.client')
+local notify = require('dsh.notify')
+local sessions = require('dsh.sessions')
+local send = require('dsh.send')
+local control = require('dsh.control')
+local picker = require('dsh.picker')
+local permissions = require('dsh.permissions')
+local queue = require('dsh.queue')
+local edits = require('dsh.edits')
+local layout = require('dsh.layout')
+local state = require('dsh.state')
+
+local M = {}
+
+local run = {}
+
+function run.Dsh(o)
+  sessions.open(function(chat)
+    if o.args ~= '' then
+      local typed, problems = send.typed_context(chat.root, o.args)
+      if #problems > 0 then
+        return notify.warn(table.concat(problems, '; '))
+      end
+      send.send(chat, 'followup', o.args, { context = typed })
+    end
+  end)
+end
+
+function run.DshNew()
+  sessions.draft(client.root_for(0))
+end
+
+--- :DshToggle: hide the chat shown in this tab, else show this project's chat.
+function run.DshToggle()
+  local chat = state.lookup(nil, client.root_for(0))
+  if chat and layout.visible(chat) then
+    layout.close(chat)
+    return
+  end
+  sessions.open()
+end
+
+run.DshSteer = send.text_or_selection('steer')
+run.DshInject = send.text_or_selection('inject')
+
+function run.DshQueue()
+  sessions.with_chat(queue.open)
+end
+
+function run.DshStop(o)
+  control.stop(not o.bang)
+end
+
+run.DshWake = control.wake
+run.DshSessions = picker.pick_session
+
+function run.DshResume(o)
+  sessions.resume_cmd(o.args)
+end
+
+run.DshOlder = sessions.older
+
+function run.DshRename(o)
+  sessions.rename(o.args)
+end
+
+function run.DshDelete(o)
+  sessions.delete(o.args, o.bang)
+end
+
+function run.DshAddFile(o)
+  send.add_file(o.args, o.bang)
+end
+
+run.DshEdits = edits.quickfix
+
+function run.DshPermission()
+  permissions.focus(sessions.chat_for(0))
+end
+
+function run.DshReview()
+  permissions.review_first(sessions.chat_for(0))
+end
+
+function run.DshModel(o)
+  control.set_model(o.args)
+end
+
+function M.run(name, o)
+  require('dsh').ensure_setup()
+  return run[name](o)
+end
+
+M.handlers = run
+
+return M

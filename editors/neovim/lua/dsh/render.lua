@@ -1,0 +1,422 @@
+-- Writing a chat's transcript buffer: `## You` / `## dsh` headings, the streamed reply, reasoning
+-- dimmed, tool calls as card lines whose status is an extmark, footers.
+--
+-- Streamed text is coalesced: deltas collect in `chat.pending` and are written at most once per
+-- `render_interval` ms (one buffer change, one cursor move per following window, one redraw), and
+-- before any other operation, so the order of what is shown never changes. A streamed line longer
+-- than `max_line` bytes is continued on a new line (a soft break, marked in `ns_soft`), since Neovim
+-- redraws a very long wrapped line slowly.
+local api = vim.api
+local config = require('dsh.config')
+local labels = require('dsh.labels')
+local cards = require('dsh.cards')
+
+local M = {}
+M.ns = api.nvim_create_namespace('dsh.chat')
+M.ns_soft = api.nvim_create_namespace('dsh.softbreak')
+
+-- ---- buffer writing ------------------------------------------------------------------------------
+
+--- Run `fn` with the transcript modifiable; windows whose cursor was on the last line follow the end.
+function M.modify(chat, fn)
+  local buf = chat.buf
+  if not api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local last = api.nvim_buf_line_count(buf)
+  local follow = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if api.nvim_win_get_cursor(win)[1] >= last then
+      follow[#follow + 1] = win
+    end
+  end
+  vim.bo[buf].modifiable = true
+  local ok, err = pcall(fn)
+  vim.bo[buf].modifiable = false
+  local n = api.nvim_buf_line_count(buf)
+  for _, win in ipairs(follow) do
+    pcall(api.nvim_win_set_cursor, win, { n, 0 })
+  end
+  chat:after_change()
+  if not ok then
+    error(err)
+  end
+end
+
+local function last(chat)
+  local row = api.nvim_buf_line_count(chat.buf) - 1
+  return row, api.nvim_buf_get_lines(chat.buf, row, row + 1, false)[1] or ''
+end
+
+--- Append `text` at the very end; returns the range it covers (0-based, end exclusive).
+local function append(chat, text)
+  text = text:gsub('\r\n?', '\n')
+  local row, line = last(chat)
+  local col = #line
+  local lines = vim.split(text, '\n', { plain = true })
+  api.nvim_buf_set_text(chat.buf, row, col, row, col, lines)
+  chat.empty = false
+  local erow = row + #lines - 1
+  local ecol = #lines == 1 and col + #lines[1] or #lines[#lines]
+  return row, col, erow, ecol
+end
+M.append = append
+
+--- Where to break a line of `have` bytes that `text` continues: the byte count of `text` that still
+--- fits under `max` (at a space when there is one near the end, never inside a UTF-8 character).
+local function fit(text, have, max)
+  local room = max - have
+  if room <= 0 then
+    return 0
+  end
+  local cut = room
+  while cut > 0 and cut < #text and bit.band(text:byte(cut + 1), 0xC0) == 0x80 do
+    cut = cut - 1 -- the next byte continues a character: cut before that character
+  end
+  local space = text:sub(1, cut):match('.*()%s')
+  if space and space > cut - 200 and space > 1 then
+    cut = space
+  end
+  return cut
+end
+
+--- Append streamed `text`, continuing lines longer than `max_line` on the next line.
+local function append_wrapped(chat, text)
+  local max = config.options.max_line or 0
+  if max <= 0 then
+    return append(chat, text)
+  end
+  local srow, scol, erow, ecol
+  local function piece(t)
+    local r1, c1, r2, c2 = append(chat, t)
+    if not srow then
+      srow, scol = r1, c1
+    end
+    erow, ecol = r2, c2
+  end
+  for segment, nl in text:gmatch('([^\n]*)(\n?)') do
+    if segment == '' and nl == '' then
+      break
+    end
+    local _, line = last(chat)
+    local have = #line
+    while have + #segment > max do
+      local cut = fit(segment, have, max)
+      if cut == 0 and have == 0 then
+        cut = math.min(#segment, max) -- one unbreakable run: cut it anyway
+      end
+      piece(segment:sub(1, cut) .. '\n')
+      local row = api.nvim_buf_line_count(chat.buf) - 2
+      api.nvim_buf_set_extmark(chat.buf, M.ns_soft, row, 0, {
+        virt_text = { { '↩', 'DshSoftBreak' } },
+        virt_text_pos = 'eol',
+      })
+      segment = segment:sub(cut + 1)
+      have = 0
+    end
+    piece(segment .. nl)
+  end
+  return srow, scol, erow, ecol
+end
+
+--- Make sure the end is at the start of an empty line.
+local function bol(chat)
+  if chat.empty then
+    return
+  end
+  local _, line = last(chat)
+  if line ~= '' then
+    append(chat, '\n')
+  end
+end
+
+--- Make sure an empty line separates what comes next from what is there.
+local function blank(chat)
+  if chat.empty then
+    return
+  end
+  bol(chat)
+  local row = api.nvim_buf_line_count(chat.buf) - 1
+  if row >= 1 and api.nvim_buf_get_lines(chat.buf, row - 1, row, false)[1] ~= '' then
+    append(chat, '\n')
+  end
+end
+
+--- A whole line (highlighted with `hl`); returns its row.
+local function line(chat, text, hl)
+  bol(chat)
+  local row, _, erow, ecol = append(chat, (text:gsub('\n', ' ')))
+  if hl then
+    api.nvim_buf_set_extmark(chat.buf, M.ns, row, 0, { end_row = erow, end_col = ecol, hl_group = hl })
+  end
+  append(chat, '\n')
+  return row
+end
+M.line = line
+
+local function end_segment(chat)
+  if chat.seg == 'reasoning' then
+    blank(chat)
+  elseif chat.seg == 'text' then
+    bol(chat)
+  end
+  chat.seg = nil
+  chat.rmark = nil
+end
+
+-- ---- operations ----------------------------------------------------------------------------------
+
+local R = {}
+
+function R.user(chat, op)
+  end_segment(chat)
+  blank(chat)
+  if chat.last_op ~= 'user' then -- several prompts entering one step share a heading
+    line(chat, '## You')
+  end
+  append(chat, op.text)
+  append(chat, '\n')
+  chat.assistant_header = false
+end
+
+function R.context(chat, op)
+  end_segment(chat)
+  if chat.last_op == 'turn_end' then
+    blank(chat)
+  end
+  line(chat, '📎 ' .. labels.context_label(chat.root, op.source), 'DshContext')
+end
+
+function R.notice(chat, op)
+  end_segment(chat)
+  line(chat, 'ℹ ' .. labels.first_line(op.text, 100), 'DshNotice')
+end
+
+local function assistant_header(chat)
+  if not chat.assistant_header then
+    end_segment(chat)
+    blank(chat)
+    line(chat, '## dsh')
+    chat.assistant_header = true
+  end
+end
+
+local function assistant(chat, kind, text)
+  assistant_header(chat)
+  if chat.seg ~= kind then
+    end_segment(chat)
+    bol(chat)
+    chat.seg = kind
+    if kind == 'reasoning' then
+      local row, l = last(chat)
+      chat.rmark = { row = row, col = #l }
+    end
+  end
+  local _, _, erow, ecol = append_wrapped(chat, text)
+  if kind == 'reasoning' and chat.rmark and erow then
+    chat.rmark.id = api.nvim_buf_set_extmark(chat.buf, M.ns, chat.rmark.row, chat.rmark.col, {
+      id = chat.rmark.id,
+      end_row = erow,
+      end_col = ecol,
+      hl_group = 'DshReasoning',
+      priority = 300,
+    })
+  end
+end
+
+function R.text(chat, op)
+  assistant(chat, 'text', op.text)
+end
+
+function R.reasoning(chat, op)
+  assistant(chat, 'reasoning', op.text)
+end
+
+function R.assistant_end(chat, op)
+  if op.interrupted then
+    end_segment(chat)
+    line(chat, '(interrupted)', 'DshNotice')
+  end
+end
+
+function R.tool_call(chat, op)
+  assistant_header(chat)
+  end_segment(chat)
+  local row = line(chat, ('⚙ %s  %s'):format(op.name or 'tool', labels.call_summary(chat.root, op.arguments)), 'DshToolCard')
+  local id = op.callId or ''
+  chat.cards[id] = api.nvim_buf_set_extmark(chat.buf, M.ns, row, 0, {
+    virt_text = { { op.synthetic and '  not run' or '  running…', 'DshToolRunning' } },
+    virt_text_pos = 'eol',
+  })
+  cards.call(chat, op)
+end
+
+function R.tool_output(chat, op)
+  local tool = cards.output(chat, op)
+  local id = chat.cards[op.callId or '']
+  local pos = id and api.nvim_buf_get_extmark_by_id(chat.buf, M.ns, id, {}) or {}
+  if not pos[1] then
+    return
+  end
+  local last_line = ''
+  for l in tool.tail:gmatch('[^\n]+') do
+    if vim.trim(l) ~= '' then
+      last_line = l
+    end
+  end
+  api.nvim_buf_set_extmark(chat.buf, M.ns, pos[1], pos[2], {
+    id = id,
+    virt_text = { { '  running… ', 'DshToolRunning' }, { labels.first_line(last_line, 60), 'DshNotice' } },
+    virt_text_pos = 'eol',
+  })
+end
+
+--- The status at the end of a card line: `✓ ok +3 −1`, `✓ ok · exit 1`, `✗ REJECTED`.
+local function card_status(op)
+  if op.error then
+    return { { '  ✗ ' .. (op.error.code or 'error'), 'DshToolError' } }
+  end
+  local extra = ''
+  local meta = op.meta or {}
+  if meta.diff then
+    local add, del = labels.diff_counts(meta.diff)
+    extra = (' +%d −%d'):format(add, del)
+  elseif type(meta.exitCode) == 'number' then
+    extra = ' · exit ' .. meta.exitCode
+  end
+  return { { '  ✓ ok' .. extra, 'DshToolOk' } }
+end
+
+function R.tool_result(chat, op)
+  cards.result(chat, op)
+  local vt = card_status(op)
+  local id = chat.cards[op.callId or '']
+  local pos = id and api.nvim_buf_get_extmark_by_id(chat.buf, M.ns, id, {}) or {}
+  if pos[1] then
+    api.nvim_buf_set_extmark(chat.buf, M.ns, pos[1], pos[2], { id = id, virt_text = vt, virt_text_pos = 'eol' })
+  else
+    end_segment(chat)
+    local row = line(chat, ('⚙ %s'):format(op.name or 'tool'), 'DshToolCard')
+    chat.cards[op.callId or ''] =
+      api.nvim_buf_set_extmark(chat.buf, M.ns, row, 0, { virt_text = vt, virt_text_pos = 'eol' })
+  end
+  if op.error then
+    local msg = labels.first_line(op.text, 100)
+    if msg ~= '' then
+      line(chat, '  ↳ ' .. msg, 'DshToolError')
+    end
+  end
+end
+
+function R.turn_end(chat, op)
+  end_segment(chat)
+  blank(chat)
+  local reason = op.reason or {}
+  local head = reason.kind or '?'
+  if reason.cause then
+    head = head .. ' (' .. reason.cause .. ')'
+  end
+  local parts = { head }
+  if reason.error then
+    parts[#parts + 1] = (reason.error.code or 'error') .. ': ' .. labels.first_line(reason.error.message, 100)
+  end
+  local u = op.usage
+  if u then
+    parts[#parts + 1] = ('%s in · %s out'):format(labels.tokens(u.inputTokens), labels.tokens(u.outputTokens))
+    if (tonumber(u.cacheReadTokens) or 0) > 0 then
+      parts[#parts + 1] = labels.tokens(u.cacheReadTokens) .. ' cached'
+    end
+    local cost = tonumber(u.costUsd)
+    if cost then
+      parts[#parts + 1] = cost >= 0.01 and ('$%.2f'):format(cost) or ('$%.6f'):format(cost)
+    end
+  end
+  local ok = reason.kind == 'completed'
+  line(chat, '── ' .. table.concat(parts, ' · ') .. ' ──', ok and 'DshFooter' or 'DshFooterError')
+  chat.assistant_header = false
+end
+
+function R.retry(chat, op)
+  end_segment(chat)
+  local e = op.error or {}
+  line(
+    chat,
+    ('↻ retry %s in %.1fs: %s %s'):format(op.retry or '?', (op.delayMs or 0) / 1000, e.code or '', labels.first_line(e.message, 80)),
+    'DshNotice'
+  )
+end
+
+function R.error(chat, op)
+  end_segment(chat)
+  local e = op.error or {}
+  line(chat, '✗ ' .. (e.code or 'error') .. ': ' .. labels.first_line(e.message, 120), 'DshError')
+end
+
+function R.line(chat, op)
+  end_segment(chat)
+  line(chat, op.text, op.hl)
+end
+
+M.ops = R
+
+-- ---- coalesced streaming -------------------------------------------------------------------------
+
+--- Write the streamed text collected so far.
+function M.flush(chat)
+  local pending = chat.pending
+  if not pending then
+    return
+  end
+  chat.pending = nil
+  if not api.nvim_buf_is_valid(chat.buf) then
+    return
+  end
+  M.modify(chat, function()
+    assistant(chat, pending.kind, table.concat(pending.parts))
+  end)
+  chat.last_op = pending.kind
+end
+
+--- Collect streamed text of `kind` ('text' | 'reasoning'); it is written within `render_interval`.
+function M.stream(chat, kind, text)
+  local pending = chat.pending
+  if pending and pending.kind ~= kind then
+    M.flush(chat)
+    pending = nil
+  end
+  if not pending then
+    pending = { kind = kind, parts = {} }
+    chat.pending = pending
+  end
+  pending.parts[#pending.parts + 1] = text
+  local interval = config.options.render_interval or 0
+  if interval <= 0 then
+    return M.flush(chat)
+  end
+  if not chat.flush_timer then
+    chat.flush_timer = vim.uv.new_timer()
+  end
+  if not chat.flush_armed then
+    chat.flush_armed = true
+    chat.flush_timer:start(interval, 0, function()
+      vim.schedule(function()
+        chat.flush_armed = false
+        M.flush(chat)
+      end)
+    end)
+  end
+end
+
+--- Apply one render operation that writes to the buffer (streamed text is collected instead).
+function M.apply(chat, op)
+  if op.op == 'text' or op.op == 'reasoning' then
+    return M.stream(chat, op.op, op.text)
+  end
+  M.flush(chat)
+  M.modify(chat, function()
+    R[op.op](chat, op)
+  end)
+  chat.last_op = op.op
+end
+
+return M
