@@ -23,6 +23,7 @@ Figures are printed, never asserted: tests do not time things.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -48,7 +49,7 @@ def nvim_path() -> str:
     return str(local) if local.exists() else "nvim"
 
 
-def run_once(plugin: Path, ui: bool) -> dict[str, float]:
+def run_once(plugin: Path, ui: bool, setup: dict[str, object]) -> dict[str, tuple[float, float]]:
     import pynvim
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,8 +72,8 @@ def run_once(plugin: Path, ui: bool) -> dict[str, float]:
         try:
             if ui:
                 nv.ui_attach(120, 40, rgb=True, ext_linegrid=True)
-            nv.exec_lua("return B.setup()")
-            out: dict[str, float] = {}
+            nv.exec_lua("return B.setup(...)", setup)
+            out: dict[str, tuple[float, float]] = {}
             for kind, n, _goal in SCENARIOS:
                 nv.exec_lua("return B.start(...)", kind, n)
                 deadline = time.monotonic() + 120
@@ -81,7 +82,8 @@ def run_once(plugin: Path, ui: bool) -> dict[str, float]:
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{kind}: did not finish")
                     time.sleep(0.05)
-                out[kind] = float(nv.exec_lua("return B.max"))
+                wall, cpu = nv.exec_lua("return {B.max, B.max_cpu}")
+                out[kind] = (float(wall), float(cpu))
                 nv._session._pending_messages.clear()  # type: ignore[attr-defined]
             return out
         finally:
@@ -120,7 +122,7 @@ def startup_ms(plugin: Path) -> float | None:
         for line in log.read_text().splitlines():
             if line.rstrip().endswith("plugin/dsh.lua"):
                 fields = re.split(r"\s+", line.strip())
-                return float(fields[2])  # elapsed, self+sourced
+                return float(fields[1])  # self+sourced (ms)
     return None
 
 
@@ -132,14 +134,34 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-ui", action="store_true", help="no UI attached (Neovim then does not redraw)")
     parser.add_argument("--startup", action="store_true")
+    parser.add_argument("--setup", default="{}", help="JSON options for setup{} (e.g. '{\"treesitter\": false}')")
     args = parser.parse_args()
     plugin = args.plugin.resolve()
-    results: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
+    walls: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
+    cpus: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
     for _ in range(args.runs):
-        for kind, value in run_once(plugin, not args.no_ui).items():
-            results[kind].append(value)
+        for kind, (wall, cpu) in run_once(plugin, not args.no_ui, json.loads(args.setup)).items():
+            walls[kind].append(wall)
+            cpus[kind].append(cpu)
     print(f"plugin: {plugin}  ({'no UI' if args.no_ui else 'UI attached, 120x40'}; {args.runs} runs)")
-    print("longest wait a keystroke sees (ms): median of runs [all runs]")
+    print(
+        f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall figures include other processes' time)"
+    )
+    for title, results in (
+        ("longest wait a keystroke sees, wall clock (ms): median of runs [all runs]", walls),
+        (
+            "longest stretch of Neovim's own CPU time between two probe ticks (ms): the wait on an idle machine",
+            cpus,
+        ),
+    ):
+        print(title)
+        report(results)
+    if args.startup:
+        ms = startup_ms(plugin)
+        print(f"startup: sourcing plugin/dsh.lua {'n/a' if ms is None else f'{ms:.3f} ms'}")
+
+
+def report(results: dict[str, list[float]]) -> None:
     base = statistics.median(results["idle"])
     for kind, n, goal in SCENARIOS:
         values = results[kind]
@@ -155,9 +177,6 @@ def main() -> None:
         ratio = f"  x{med / base:.1f} of idle" if kind != "idle" and base > 0 else ""
         target = f"  (goal <= {goal:g})" if goal else ""
         print(f"  {what:44s} {med:8.1f}  [{runs}]{ratio}{target}")
-    if args.startup:
-        ms = startup_ms(plugin)
-        print(f"startup: sourcing plugin/dsh.lua {'n/a' if ms is None else f'{ms:.3f} ms'}")
 
 
 if __name__ == "__main__":

@@ -139,11 +139,18 @@ function Chat:open()
   return layout.open(self)
 end
 
---- The window bar: `dsh · title · state · N queued · ⚠ permission · ctx 12% · model`.
+--- The window bar's parts: `dsh · title · state · ⚠ permission · N queued · read-only` (always
+--- shown), then `ctx 12% · model` (dropped first when the window is narrow). Returns the parts
+--- and how many of them must stay.
 function Chat:bar_text()
   local st = self.state
-  local parts = { 'dsh', self.title or (self.id and self.short) or 'new chat' }
+  local parts = { 'dsh', labels.first_line(self.title or (self.id and self.short) or 'new chat', 30) }
   parts[#parts + 1] = self.deleted and 'deleted' or st.status == 'running' and 'running…' or 'idle'
+  local asking = self.id and permissions.count(self.id) or 0
+  if asking > 0 then
+    local key = config.key((config.options.keys.chat or {}).permission)
+    parts[#parts + 1] = ('⚠ %s: %s'):format(asking == 1 and 'permission' or (asking .. ' permissions'), key or ':DshPermission')
+  end
   local pending = session.pending(st)
   if pending > 0 then
     parts[#parts + 1] = pending .. ' queued'
@@ -151,15 +158,7 @@ function Chat:bar_text()
   if st.read_only then
     parts[#parts + 1] = 'read-only'
   end
-  local asking = self.id and permissions.count(self.id) or 0
-  if asking > 0 then
-    local key = config.key((config.options.keys.chat or {}).permission)
-    parts[#parts + 1] = ('⚠ %d permission%s waiting (%s)'):format(
-      asking,
-      asking == 1 and '' or 's',
-      key and (key .. ' or :DshPermission') or ':DshPermission'
-    )
-  end
+  local keep = #parts
   local ctx = M.context_gauge(st)
   if ctx then
     parts[#parts + 1] = ctx
@@ -168,7 +167,7 @@ function Chat:bar_text()
   if model then
     parts[#parts + 1] = model
   end
-  return parts
+  return parts, keep
 end
 
 --- `ctx 12%` (of the model's window), or `ctx 15.2k` when the window is unknown; nil before any step.
@@ -183,14 +182,29 @@ function M.context_gauge(st)
   return 'ctx ' .. labels.tokens(c.used)
 end
 
+--- The bar for a window `width` cells wide: the parts at the end (model, context gauge) go first
+--- when it does not fit, so the state and a waiting permission always show.
+local function fit_bar(parts, keep, width)
+  local n = #parts
+  while n > keep and vim.fn.strdisplaywidth(' ' .. table.concat(parts, ' · ', 1, n)) > width do
+    n = n - 1
+  end
+  local shown = vim.list_slice(parts, 1, n)
+  local over = vim.fn.strdisplaywidth(' ' .. table.concat(shown, ' · ')) - width
+  if over > 0 then -- still too wide: the title gives way
+    shown[2] = labels.first_line(shown[2], math.max(4, vim.fn.strchars(shown[2]) - over))
+  end
+  return (' ' .. table.concat(shown, ' · ')):gsub('%%', '%%%%')
+end
+
 function Chat:refresh_bar()
   if not api.nvim_buf_is_valid(self.buf) then
     return
   end
-  local bar = ' ' .. table.concat(self:bar_text(), ' · '):gsub('%%', '%%%%')
+  local parts, keep = self:bar_text()
   vim.b[self.buf].dsh_status = self.state.status
   for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
-    vim.wo[win].winbar = bar
+    vim.wo[win].winbar = fit_bar(parts, keep, api.nvim_win_get_width(win))
   end
   state.hooks.changed(self)
 end

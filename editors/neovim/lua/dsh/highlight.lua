@@ -31,14 +31,55 @@ function M.define()
   link('DshRejected', 'DiagnosticError')
 end
 
+-- Only code blocks are injected (in their own language): markdown's inline injection re-parses a
+-- whole paragraph on every change, which a streaming transcript cannot afford; Vim's markdown
+-- syntax, kept on beside tree-sitter, still shows emphasis and inline code.
+local CODE_BLOCKS = [[
+(fenced_code_block
+  (info_string (language) @injection.language)
+  (code_fence_content) @injection.content)
+]]
+
 --- Start tree-sitter markdown highlighting in `buf`; true when it runs (false: the parser is
 --- missing or `treesitter = false`, and the buffer keeps Vim's markdown syntax).
 function M.treesitter(buf, enabled)
   if not enabled then
     return false
   end
-  local ok = pcall(vim.treesitter.start, buf, 'markdown')
-  return ok and vim.treesitter.highlighter.active[buf] ~= nil
+  local ok = pcall(function()
+    vim.treesitter.get_parser(buf, 'markdown', { injections = { markdown = CODE_BLOCKS } })
+    vim.treesitter.start(buf, 'markdown')
+  end)
+  if ok and vim.treesitter.highlighter.active[buf] ~= nil then
+    vim.bo[buf].syntax = 'markdown'
+    return true
+  end
+  return false
+end
+
+--- While a reply streams, tree-sitter stops re-parsing the transcript at every redraw (a growing
+--- paragraph is parsed again each time): its highlighter is set aside — its parser still follows
+--- every change — and put back `resume_ms` after the last streamed text, when the block is done.
+--- Vim's markdown syntax highlights meanwhile.
+function M.pause(buf)
+  local active = vim.treesitter.highlighter.active
+  local hl = active[buf]
+  if hl then
+    M.paused = M.paused or {}
+    M.paused[buf] = hl
+    active[buf] = nil
+  end
+end
+
+function M.resume(buf)
+  local hl = M.paused and M.paused[buf]
+  if hl then
+    M.paused[buf] = nil
+    if vim.api.nvim_buf_is_valid(buf) then
+      vim.treesitter.highlighter.active[buf] = hl
+      vim.api.nvim__redraw({ buf = buf, valid = false })
+    end
+  end
 end
 
 return M

@@ -49,11 +49,13 @@ function M.hints()
   return (' ' .. table.concat(parts, ' · ')):gsub('%%', '%%%%')
 end
 
-local function transcript_options(win)
+local function transcript_options(chat, win)
   local wo = vim.wo[win]
   wo.wrap, wo.linebreak, wo.number, wo.relativenumber = true, true, false, false
   wo.signcolumn, wo.foldcolumn, wo.spell, wo.list = 'no', '0', false, false
-  wo.conceallevel = 2
+  -- With tree-sitter, concealing makes its highlighter parse again for every line drawn (markdown
+  -- conceals whole fence lines): a streaming transcript shows its text as it is instead.
+  wo.conceallevel = chat.treesitter and 0 or 2
 end
 
 local function input_options(chat, win)
@@ -132,7 +134,7 @@ function M.open(chat)
   end
   if not win then
     win = open_transcript(chat)
-    transcript_options(win)
+    transcript_options(chat, win)
     api.nvim_win_set_cursor(win, { api.nvim_buf_line_count(chat.buf), 0 })
   end
   local iwin = M.input_window(chat)

@@ -264,7 +264,7 @@ show = function(req, focus)
   end
   req.prev_win = api.nvim_get_current_win()
   local win = api.nvim_open_win(buf, focus, cfg)
-  vim.wo[win].wrap = false
+  vim.wo[win].wrap = not is_edit(req.params) -- a command wraps; a diff keeps its columns
   vim.wo[win].cursorline = true
   req.buf, req.win = buf, win
   api.nvim_win_set_cursor(win, { req.first_preview, 0 })

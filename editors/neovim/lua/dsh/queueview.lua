@@ -108,8 +108,8 @@ function M.dock(chat, lines)
   local cfg = {
     relative = 'win',
     win = win,
-    anchor = 'SW',
-    row = api.nvim_win_get_height(win),
+    anchor = 'SW', -- its last line on the window's last text line
+    row = api.nvim_win_get_height(win) - 1,
     col = 0,
     width = math.max(10, api.nvim_win_get_width(win)),
     height = #text,

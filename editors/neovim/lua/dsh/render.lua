@@ -10,6 +10,7 @@ local api = vim.api
 local config = require('dsh.config')
 local labels = require('dsh.labels')
 local cards = require('dsh.cards')
+local highlight = require('dsh.highlight')
 
 local M = {}
 M.ns = api.nvim_create_namespace('dsh.chat')
@@ -361,6 +362,25 @@ M.ops = R
 
 -- ---- coalesced streaming -------------------------------------------------------------------------
 
+local RESUME_MS = 300
+
+--- Tree-sitter comes back once the stream has been quiet for a moment (highlight.lua).
+local function quiet_later(chat)
+  if not chat.treesitter then
+    return
+  end
+  highlight.pause(chat.buf)
+  chat.ts_timer = chat.ts_timer or vim.uv.new_timer()
+  chat.ts_timer:stop()
+  chat.ts_timer:start(RESUME_MS, 0, function()
+    vim.schedule(function()
+      if not chat.pending then
+        highlight.resume(chat.buf)
+      end
+    end)
+  end)
+end
+
 --- Write the streamed text collected so far.
 function M.flush(chat)
   local pending = chat.pending
@@ -371,6 +391,7 @@ function M.flush(chat)
   if not api.nvim_buf_is_valid(chat.buf) then
     return
   end
+  quiet_later(chat)
   M.modify(chat, function()
     assistant(chat, pending.kind, table.concat(pending.parts))
   end)

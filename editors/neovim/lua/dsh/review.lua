@@ -98,8 +98,7 @@ local function status(rv)
   local function key(name)
     return config.key(k[name]) or '-'
   end
-  local bar = (' dsh review · %s · %d hunk%s left (%d kept, %d taken out) · %s keep · %s take out · %s all · %s none · %s answer · %s close'):format(
-    rv.label,
+  local bar = (' %d hunk%s (%d kept, %d out) · %s keep · %s out · %s all · %s none · %s answer · %s close'):format(
     #hunks,
     #hunks == 1 and '' or 's',
     kept,
@@ -324,7 +323,7 @@ function M.open(opts)
   if api.nvim_buf_is_valid(placeholder) and placeholder ~= left then
     pcall(api.nvim_buf_delete, placeholder, { force = true })
   end
-  vim.wo[lwin].winbar = (' %s · as it is'):format(rv.label):gsub('%%', '%%%%')
+  vim.wo[lwin].winbar = (' %s · as it is  (proposal on the right: ]c / [c move)'):format(rv.label):gsub('%%', '%%%%')
   keys(rv, rv.proposal)
   if rv.copy then
     keys(rv, rv.copy)
