@@ -91,7 +91,9 @@ def test_keys_typed_anywhere_never_answer_a_permission_request(editor: Editor, f
     assert "⚠ permission" in editor.snapshot()["winbar"]
     assert "still open" in editor.lua("return T.messages()")
     editor.cmd("DshPermission")
-    editor.wait(lambda: permission_floats(editor) and permission_floats(editor)[0]["current"], what="shown again")
+    editor.wait(
+        lambda: permission_floats(editor) and permission_floats(editor)[0]["current"], what="shown again"
+    )
     editor.keys("<Esc>")
     editor.wait(lambda: permission_floats(editor) == [], what="hidden again")
     assert open_requests(editor) == ["call_acc"]
@@ -106,7 +108,9 @@ def test_keys_typed_anywhere_never_answer_a_permission_request(editor: Editor, f
     assert "⚠" not in editor.snapshot()["winbar"]
 
 
-def test_a_prompt_this_neovim_lost_comes_back_from_the_daemon_list(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_a_prompt_this_neovim_lost_comes_back_from_the_daemon_list(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
     """:DshPermission asks the daemon (`dsh/permissions/list`) when nothing is open here, and the
     answer goes back as `dsh/permissions/respond`."""
     target = editor.paths.work / "f.txt"
@@ -118,7 +122,8 @@ def test_a_prompt_this_neovim_lost_comes_back_from_the_daemon_list(editor: Edito
     assert permission_floats(editor) == []
     editor.cmd("DshPermission")
     pf = editor.wait(
-        lambda: next((f for f in permission_floats(editor) if f["current"]), None), what="the prompt from the list"
+        lambda: next((f for f in permission_floats(editor) if f["current"]), None),
+        what="the prompt from the list",
     )
     assert "-one" in pf["lines"] and "+two" in pf["lines"]
     editor.keys("gn")  # reject
@@ -129,8 +134,12 @@ def test_a_prompt_this_neovim_lost_comes_back_from_the_daemon_list(editor: Edito
     assert results and "the user rejected running edit_file" in str(results[-1]["content"])
 
 
-TWO_HUNKS_BEFORE = "def add(a, b):\n    return a - b\n\n\nX = 1\nY = 2\nZ = 3\n\n\ndef sub(a, b):\n    return a + b\n"
-TWO_HUNKS_AFTER = "def add(a, b):\n    return a + b\n\n\nX = 1\nY = 2\nZ = 3\n\n\ndef sub(a, b):\n    return a - b\n"
+TWO_HUNKS_BEFORE = (
+    "def add(a, b):\n    return a - b\n\n\nX = 1\nY = 2\nZ = 3\n\n\ndef sub(a, b):\n    return a + b\n"
+)
+TWO_HUNKS_AFTER = (
+    "def add(a, b):\n    return a + b\n\n\nX = 1\nY = 2\nZ = 3\n\n\ndef sub(a, b):\n    return a - b\n"
+)
 
 
 def write_call(path: Path, text: str, call_id: str) -> Reply:
@@ -164,7 +173,9 @@ def start_review(editor: Editor, fake: FakeDeepSeek, call_id: str, then: str) ->
     return target
 
 
-def test_review_is_a_real_diff_and_accepting_every_hunk_allows_the_edit(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_review_is_a_real_diff_and_accepting_every_hunk_allows_the_edit(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
     target = start_review(editor, fake, "call_rv1", "Both fixed.")
     rv = review_state(editor)
     left, right = rv["wins"]
@@ -194,7 +205,9 @@ def test_review_reject_all_and_closing_it_decides_nothing(editor: Editor, fake: 
     editor.wait(lambda: review_state(editor)["tab"] == 1, what="the review closed")
     assert open_requests(editor) == ["call_rv2"] and editor.status() == "running"
     editor.cmd("DshPermission")
-    editor.wait(lambda: permission_floats(editor) and permission_floats(editor)[0]["current"], what="the prompt")
+    editor.wait(
+        lambda: permission_floats(editor) and permission_floats(editor)[0]["current"], what="the prompt"
+    )
     editor.keys("gd")  # review again, from the prompt
     editor.wait(lambda: review_state(editor)["tab"] == 2, what="the review tab again")
     editor.keys("\\R")  # reject all

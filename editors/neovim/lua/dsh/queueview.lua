@@ -57,9 +57,10 @@ local function title(chat)
 end
 
 --- Whether everything below the top of `win` down to the virtual lines under the last line fits.
-local function all_shown(win, buf)
+local function all_shown(win)
   local top = vim.fn.line('w0', win)
-  local ok, h = pcall(api.nvim_win_text_height, win, { start_row = top - 1, end_row = api.nvim_buf_line_count(buf) - 1 })
+  -- (no end_row: "the very bottom", which counts the virtual lines under the last line)
+  local ok, h = pcall(api.nvim_win_text_height, win, { start_row = top - 1 })
   if not ok then
     return true
   end
@@ -80,7 +81,7 @@ end
 function M.dock(chat, lines)
   lines = lines or M.lines(chat)
   local win = chat:windows()[1]
-  if #lines == 0 or not win or all_shown(win, chat.buf) then
+  if #lines == 0 or not win or all_shown(win) then
     return close_float(chat)
   end
   local f = chat.qfloat or {}
@@ -105,12 +106,16 @@ function M.dock(chat, lines)
   for _, m in ipairs(marks) do
     api.nvim_buf_set_extmark(f.buf, M.ns, m[1], m[2], { end_col = m[3], hl_group = m[4] })
   end
+  -- Placed on the editor grid over the transcript window's last text lines (re-placed when windows
+  -- move or resize: layout.lua), so the window's own status line stays visible.
+  local pos = api.nvim_win_get_position(win) -- 0-based, the window bar's row when it has one
+  local bar = vim.wo[win].winbar ~= '' and 1 or 0
+  local last_row = pos[1] + bar + api.nvim_win_get_height(win) - 1
   local cfg = {
-    relative = 'win',
-    win = win,
-    anchor = 'SW', -- its last line on the window's last text line
-    row = api.nvim_win_get_height(win) - 1,
-    col = 0,
+    relative = 'editor',
+    anchor = 'NW',
+    row = math.max(0, last_row - #text), -- the top border, then the lines down to `last_row`
+    col = pos[2],
     width = math.max(10, api.nvim_win_get_width(win)),
     height = #text,
     style = 'minimal',

@@ -1,0 +1,250 @@
+"""What the transcript shows: the queue always in view (issue 22 item 4), tool cards that expand to
+their output (item 5), code blocks highlighted, jumped, yanked and applied (item 6), and a stream
+written in few buffer changes with very long lines continued (item 9)."""
+
+from __future__ import annotations
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.neovim.harness import Editor
+from tests.neovim.test_permissions import review_state
+from tests.neovim.test_tools import answer, edit_call, permission_float
+from tests.server.harness import text_reply, tool_call_stream
+
+
+def docked(editor: Editor) -> dict | None:
+    return next((f for f in editor.floats() if f["kind"] == "queue"), None)
+
+
+def test_the_queue_stays_in_view_when_the_transcript_fills_the_window(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    long_reply = "".join(f"line {i} of a long answer\n" for i in range(80))
+    fake.script(Reply.stream(text_stream([long_reply, "still going"])[:3], tail="stall"))
+    editor.cmd("Dsh a long one")
+    editor.wait_text("still going")
+    editor.cmd("Dsh then the tests, please")
+    editor.cmd("Dsh and lint")
+    editor.wait(lambda: editor.pending() == 2, what="two queued")
+    queue = [
+        "  ⧗ queued 1 · followup  then the tests, please",
+        "  ⧗ queued 2 · followup  and lint",
+    ]
+    assert editor.snapshot()["queue"] == queue  # the virtual lines under the last line...
+    # ...are below the window's bottom edge: the same lines are docked above the input.
+    f = editor.wait(lambda: docked(editor), what="the docked queue")
+    assert f["lines"] == queue and f["title"] == " ⧗ 2 queued " and not f["focusable"] and not f["current"]
+    geometry = editor.lua(
+        """
+        local t = vim.fn.win_findbuf(T.chat().buf)[1]
+        local f
+        for _, w in ipairs(vim.api.nvim_list_wins()) do
+          if vim.b[vim.api.nvim_win_get_buf(w)].dsh_float == 'queue' then f = w end
+        end
+        local tp = vim.fn.win_screenpos(t)
+        local last_text_row = tp[1] + (vim.wo[t].winbar ~= '' and 1 or 0) + vim.api.nvim_win_get_height(t) - 1
+        return {float_last = vim.fn.screenpos(f, 2, 1).row, last_text_row = last_text_row,
+                float_col = vim.fn.screenpos(f, 1, 1).col, col = tp[2]}
+        """
+    )
+    # Its last line is the transcript's last text line (the status line stays visible).
+    assert geometry["float_last"] == geometry["last_text_row"] and geometry["float_col"] == geometry["col"]
+    # Scrolled to the top, it stays; removing an item updates it; an empty queue removes it.
+    editor.lua("vim.api.nvim_win_set_cursor(vim.fn.win_findbuf(T.chat().buf)[1], {1, 0})")
+    first = editor.lua("return T.inbox()")["nextTurn"][0]["id"]
+    editor.lua("T.request('dsh/inbox/remove', {sessionId = T.chat().id, messageId = ...})", first)
+    editor.wait(
+        lambda: (d := docked(editor)) and d["lines"] == [queue[1].replace("queued 2", "queued 1")],
+        what="updated",
+    )
+    assert docked(editor)["title"] == " ⧗ 1 queued "
+    editor.cmd("DshStop!")
+    editor.wait(lambda: docked(editor) is None, what="the dock gone")
+
+
+def test_a_short_transcript_shows_its_queue_without_a_dock(editor: Editor, fake: FakeDeepSeek) -> None:
+    fake.script(Reply.stream(text_stream(["short"])[:2], tail="stall"))
+    editor.cmd("Dsh short")
+    editor.wait_text("short")
+    editor.cmd("Dsh queued behind it")
+    editor.wait(
+        lambda: editor.snapshot()["queue"] == ["  ⧗ queued 1 · followup  queued behind it"], what="queued"
+    )
+    assert docked(editor) is None  # the virtual lines are on screen: nothing covers the transcript
+    editor.cmd("DshStop!")
+
+
+SLOW_COMMAND = "for i in 1 2 3; do echo line $i; sleep 0.6; done; echo oops >&2; exit 3"
+
+
+def test_a_command_card_expands_to_its_output_streamed_and_its_exit_code(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    fake.script(
+        Reply.stream(tool_call_stream([("call_cmd", "run_command", {"command": SLOW_COMMAND})])),
+        text_reply("It failed with 3."),
+    )
+    editor.cmd("Dsh run it")
+    permission_float(editor)
+    answer(editor, "gy")
+    editor.wait_text("⚙ run_command")
+    # K on the card while the command runs: the output so far, following as it streams.
+    editor.lua(
+        "local w = vim.fn.win_findbuf(T.chat().buf)[1]; vim.api.nvim_set_current_win(w);"
+        " for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do"
+        " if l:find('^⚙ run_command') then vim.api.nvim_win_set_cursor(w, {i, 0}) end end"
+    )
+    editor.wait(
+        lambda: "line 1" in editor.text() or any("line 1" in c["text"] for c in editor.snapshot()["cards"])
+    )
+    editor.keys("K")
+
+    def details() -> dict | None:
+        return next((f for f in editor.floats() if f["title"] == " run_command "), None)
+
+    f = editor.wait(details, what="the card's float")
+    assert f["current"] and f["lines"][:2] == ["⚙ run_command  running…", f"$ {SLOW_COMMAND}"]
+    editor.wait(lambda: "line 2" in details()["lines"], what="output streaming in")
+    editor.wait_footers(1)
+    f = editor.wait(lambda: (d := details()) and "[exit code 3]" in d["lines"] and d, what="the exit code")
+    assert f["lines"][0] == "⚙ run_command  ✓ ok · exit 3"
+    assert f["lines"][3:8] == ["line 1", "line 2", "line 3", "oops", "[exit code 3]"]
+    editor.keys("q")
+    editor.wait(lambda: details() is None, what="closed")
+    row = next(i for i, line in enumerate(editor.lines()) if line.startswith("⚙ run_command"))
+    (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+    assert card["text"].strip() == "✓ ok · exit 3"
+
+
+def test_an_edit_card_expands_to_its_diff(editor: Editor, fake: FakeDeepSeek) -> None:
+    target = editor.paths.work / "b.py"
+    target.write_text("x = 1\n")
+    fake.script(edit_call(target, "x = 1", "x = 2", call_id="call_ed"), text_reply("Changed."))
+    editor.cmd("Dsh change it")
+    permission_float(editor)
+    answer(editor, "gy")
+    editor.wait_footers(1)
+    editor.lua(
+        "local w = vim.fn.win_findbuf(T.chat().buf)[1]; vim.api.nvim_set_current_win(w);"
+        " for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do"
+        " if l:find('^⚙ edit_file') then vim.api.nvim_win_set_cursor(w, {i, 0}) end end"
+    )
+    editor.keys("K")
+    f = editor.wait(
+        lambda: next((f for f in editor.floats() if f["title"] == " edit_file "), None), what="the float"
+    )
+    assert f["filetype"] == "diff" and f["lines"][:2] == ["⚙ edit_file  ✓ ok", "b.py"]
+    assert "-x = 1" in f["lines"] and "+x = 2" in f["lines"]
+
+
+CODE_REPLY = (
+    "Two blocks:\n\n```lua\nlocal function greet(name)\n  return 'hello ' .. name\nend\n```\n\n"
+    "and the file:\n\n```python app.py\ndef add(a, b):\n    return a + b\n```\n"
+)
+
+
+def test_code_blocks_are_highlighted_jumped_yanked_and_applied(editor: Editor, fake: FakeDeepSeek) -> None:
+    app = editor.paths.work / "app.py"
+    app.write_text("def add(a, b):\n    return a - b\n")
+    fake.script(Reply.stream(text_stream([CODE_REPLY])))
+    editor.cmd("edit app.py")
+    editor.cmd("Dsh show me")
+    editor.wait_footers(1)
+    # Tree-sitter markdown, the lua block in lua (Neovim ships both parsers).
+    hl = editor.wait(
+        lambda: editor.lua(
+            """
+            local c = T.chat()
+            if not vim.treesitter.highlighter.active[c.buf] then return nil end
+            vim.treesitter.get_parser(c.buf):parse(true)
+            local row
+            for i, l in ipairs(c:lines()) do if l == 'local function greet(name)' then row = i - 1 end end
+            local caps = vim.tbl_map(function(x) return x.capture .. '.' .. x.lang end,
+              vim.treesitter.get_captures_at_pos(c.buf, row, 0))
+            return {caps = caps, langs = vim.tbl_keys(vim.treesitter.get_parser(c.buf):children())}
+            """
+        ),
+        what="tree-sitter on the transcript",
+    )
+    assert "lua" in hl["langs"] and any(c.startswith("keyword") and c.endswith(".lua") for c in hl["caps"])
+    # ]k / [k move between blocks; \y yanks the one under the cursor.
+    editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1]); vim.cmd('normal! gg')")
+    editor.keys("]k")
+    assert editor.lua("return vim.api.nvim_get_current_line()") == "local function greet(name)"
+    editor.keys("\\y")
+    assert (
+        editor.lua("return vim.fn.getreg('\"')")
+        == "local function greet(name)\n  return 'hello ' .. name\nend\n"
+    )
+    editor.keys("]k")
+    assert editor.lua("return vim.api.nvim_get_current_line()") == "def add(a, b):"
+    editor.keys("[k")
+    assert editor.lua("return vim.api.nvim_get_current_line()") == "local function greet(name)"
+    # \a applies the block to the file its fence names, through the hunk review.
+    editor.keys("]k\\a")
+    editor.wait(lambda: review_state(editor)["tab"] == 2, what="the review")
+    rv = review_state(editor)
+    assert rv["wins"][0]["name"] == str(app) and rv["wins"][1]["lines"] == [
+        "def add(a, b):",
+        "    return a + b",
+    ]
+    editor.keys("\\A")
+    editor.wait(lambda: review_state(editor)["tab"] == 1, what="applied")
+    buf = editor.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr(...), 0, -1, false)", str(app))
+    assert (
+        buf == ["def add(a, b):", "    return a + b"]
+        and app.read_text() == "def add(a, b):\n    return a - b\n"
+    )
+
+
+def test_without_a_markdown_parser_the_transcript_keeps_vim_syntax(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    fake.script(Reply.stream(text_stream(["```lua\nprint(1)\n```\n"])))
+    editor.lua("vim.treesitter.start = function() error('no parser for markdown') end")
+    editor.cmd("Dsh code")
+    editor.wait_footers(1)
+    state = editor.lua(
+        "local c = T.chat(); return {c.treesitter, vim.bo[c.buf].syntax, vim.treesitter.highlighter.active[c.buf] ~= nil}"
+    )
+    assert state == [False, "markdown", False]
+    editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1]); vim.cmd('normal! gg')")
+    editor.keys("]k")
+    assert editor.lua("return vim.api.nvim_get_current_line()") == "print(1)"
+
+
+def test_a_burst_is_written_in_few_buffer_changes_and_long_lines_are_continued(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    pieces = [f"w{i} " for i in range(400)]  # 400 deltas, written as fast as the daemon sends them
+    long_line = "x" * 4999 + " " + "y" * 4999  # one 10,000-character line
+    fake.script(
+        Reply.stream(text_stream(pieces)),
+        Reply.stream(text_stream(["```text\n", long_line[:3000], long_line[3000:], "\n```\n"])),
+    )
+    editor.cmd("Dsh")
+    editor.wait(editor.snapshot, what="the chat")
+    editor.lua(
+        "_G.changes = 0; vim.api.nvim_buf_attach(T.chat().buf, false,"
+        " {on_lines = function() _G.changes = _G.changes + 1 end})"
+    )
+    editor.cmd("Dsh burst")
+    editor.wait_footers(1)
+    lines = editor.lines()
+    assert "".join(pieces) in lines  # every delta, in order
+    changes = editor.lua("return _G.changes")
+    assert changes < 100, changes  # coalesced: not one buffer change per delta
+    editor.cmd("Dsh long")
+    editor.wait_footers(2)
+    lines = editor.lines()
+    at = lines.index("```text")
+    body = lines[at + 1 : lines.index("```", at + 1)]
+    assert len(body) > 1 and all(len(line.encode()) <= 2000 for line in body)
+    assert "".join(body) == long_line  # continued, not changed
+    soft = editor.lua(
+        "return #vim.api.nvim_buf_get_extmarks(T.chat().buf, require('dsh.render').ns_soft, 0, -1, {})"
+    )
+    assert soft == len(body) - 1
+    editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1])")
+    editor.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", at + 2)
+    editor.keys("\\y")
+    assert editor.lua("return vim.fn.getreg('\"')") == long_line + "\n"  # yanked joined again
