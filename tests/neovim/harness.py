@@ -100,8 +100,23 @@ def _lua_str(value: str) -> str:
     return json.dumps(value)
 
 
-def write_init(paths: Paths, base_url: str, name: str = "init.lua", extra: str = "") -> Path:
+def write_init(
+    paths: Paths, base_url: str, name: str = "init.lua", extra: str = "", setup: bool = True
+) -> Path:
     init = paths.tmp / name
+    if not setup:  # as a person's config that only installs the plugin: setup() is optional
+        init.write_text(
+            f"""
+vim.opt.rtp:prepend({_lua_str(str(PLUGIN))})
+vim.o.swapfile = false
+vim.o.shortmess = vim.o.shortmess .. 'I'
+dofile({_lua_str(str(HELPERS))})
+vim.cmd.cd({_lua_str(str(paths.work))})
+{extra}
+""",
+            encoding="utf-8",
+        )
+        return init
     init.write_text(
         f"""
 vim.opt.rtp:prepend({_lua_str(str(PLUGIN))})
@@ -146,11 +161,19 @@ def _proc_gone(pid: int) -> bool:
 class Editor:
     """One headless Neovim with the plugin."""
 
-    def __init__(self, nvim: str, paths: Paths, base_url: str, name: str = "init.lua") -> None:
+    def __init__(
+        self,
+        nvim: str,
+        paths: Paths,
+        base_url: str,
+        name: str = "init.lua",
+        setup: bool = True,
+        extra: str = "",
+    ) -> None:
         import pynvim
 
         self.paths = paths
-        init = write_init(paths, base_url, name)
+        init = write_init(paths, base_url, name, extra=extra, setup=setup)
         (paths.tmp / "run").mkdir(exist_ok=True, mode=0o700)
         unset = [a for k in os.environ if k.startswith(("DEEPSEEK_", "DSH_")) for a in ("-u", k)]
         env_args = [f"{k}={v}" for k, v in paths.env().items()]

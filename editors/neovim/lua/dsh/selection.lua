@@ -135,8 +135,11 @@ end
 
 --- The last visual selection made in `buf` (its '< and '> marks), from any window.
 function M.last_in(buf)
-  local mode = vim.fn.visualmode()
-  if mode == '' or not api.nvim_buf_is_loaded(buf) then
+  if not api.nvim_buf_is_loaded(buf) then
+    return nil
+  end
+  local mode = api.nvim_buf_call(buf, vim.fn.visualmode) -- (kept per buffer)
+  if mode == '' then
     return nil
   end
   local s, e = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
