@@ -122,6 +122,7 @@ vim.cmd.cd({_lua_str(str(paths.work))})
 vim.opt.rtp:prepend({_lua_str(str(PLUGIN))})
 vim.o.swapfile = false
 vim.o.shortmess = vim.o.shortmess .. 'I'
+vim.o.columns = 160 -- a wide terminal: the chat's window bar shows everything
 dofile({_lua_str(str(HELPERS))})
 require('dsh').setup {{
   cmd = {{ {_lua_str(sys.executable)}, '-m', 'dsh_daemon', '--log-file', {_lua_str(str(paths.tmp / "daemon.log"))}, '--log-level', 'INFO' }},
