@@ -103,7 +103,10 @@ def test_a_command_card_expands_to_its_output_streamed_and_its_exit_code(
 
     f = editor.wait(details, what="the card's float")
     assert f["current"] and f["lines"][:2] == ["⚙ run_command  running…", f"$ {SLOW_COMMAND}"]
-    editor.wait(lambda: "line 2" in details()["lines"], what="output streaming in")
+    editor.wait(
+        lambda: (d := details()) and "line 2" in d["lines"] and d["lines"][0].endswith("running…"),
+        what="output streaming in while the command runs",
+    )
     editor.wait_footers(1)
     f = editor.wait(lambda: (d := details()) and "[exit code 3]" in d["lines"] and d, what="the exit code")
     assert f["lines"][0] == "⚙ run_command  ✓ ok · exit 3"
