@@ -41,7 +41,8 @@ def test_the_queue_stays_in_view_when_the_transcript_fills_the_window(
           if vim.b[vim.api.nvim_win_get_buf(w)].dsh_float == 'queue' then f = w end
         end
         local tp = vim.fn.win_screenpos(t)
-        local last_text_row = tp[1] + (vim.wo[t].winbar ~= '' and 1 or 0) + vim.api.nvim_win_get_height(t) - 1
+        -- the transcript is full of one-row lines: its last one shown is on its last text row
+        local last_text_row = vim.fn.screenpos(t, vim.fn.line('w$', t), 1).row
         return {float_last = vim.fn.screenpos(f, 2, 1).row, last_text_row = last_text_row,
                 float_col = vim.fn.screenpos(f, 1, 1).col, col = tp[2]}
         """

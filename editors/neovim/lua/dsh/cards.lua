@@ -152,7 +152,11 @@ local function render_float(chat)
   if vim.bo[d.buf].filetype ~= ft then
     vim.bo[d.buf].filetype = ft
   end
+  local want = math.max(3, math.min(#lines, math.floor(vim.o.lines * 0.6)))
   for win, follow in pairs(at_end) do
+    if api.nvim_win_is_valid(win) and api.nvim_win_get_height(win) < want then
+      pcall(api.nvim_win_set_height, win, want) -- grows with the output, up to 60% of the screen
+    end
     if follow and api.nvim_win_is_valid(win) then -- a running command's float follows its output
       pcall(api.nvim_win_set_cursor, win, { #lines, 0 })
     end

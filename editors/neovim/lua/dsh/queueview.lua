@@ -108,9 +108,9 @@ function M.dock(chat, lines)
   end
   -- Placed on the editor grid over the transcript window's last text lines (re-placed when windows
   -- move or resize: layout.lua), so the window's own status line stays visible.
-  local pos = api.nvim_win_get_position(win) -- 0-based, the window bar's row when it has one
-  local bar = vim.wo[win].winbar ~= '' and 1 or 0
-  local last_row = pos[1] + bar + api.nvim_win_get_height(win) - 1
+  -- (the window's height counts its window bar, not its status line)
+  local pos = api.nvim_win_get_position(win)
+  local last_row = pos[1] + api.nvim_win_get_height(win) - 1
   local cfg = {
     relative = 'editor',
     anchor = 'NW',

@@ -98,21 +98,22 @@ local function status(rv)
   local function key(name)
     return config.key(k[name]) or '-'
   end
-  local bar = (' %d hunk%s (%d kept, %d out) · %s keep · %s out · %s all · %s none · %s answer · %s close'):format(
-    #hunks,
-    #hunks == 1 and '' or 's',
-    kept,
-    rv.rejected,
+  -- The keys first; the counts after `%<`, where a narrow window cuts the bar.
+  local bar = (' %s keep · %s out · %s all · %s none · %s answer · %s close %%< · %d hunk%s (%d kept, %d out)'):format(
     key('accept'),
     key('reject'),
     key('accept_all'),
     key('reject_all'),
     key('submit'),
-    key('close')
+    key('close'),
+    #hunks,
+    #hunks == 1 and '' or 's',
+    kept,
+    rv.rejected
   )
   for _, win in ipairs(api.nvim_tabpage_list_wins(rv.tab)) do
     if api.nvim_win_get_buf(win) == rv.proposal then
-      vim.wo[win].winbar = bar:gsub('%%', '%%%%')
+      vim.wo[win].winbar = bar
     end
   end
 end
