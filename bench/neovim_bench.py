@@ -8,6 +8,11 @@ is fed `dsh/event`s the way Neovim's LSP client delivers a daemon's notification
 neovim_probe.lua); a 1 ms libuv timer probes input latency: its longest gap is the longest a
 keystroke would wait. Scenarios (goal from issue 22 item 9):
 
+Three figures per scenario: the probe's longest gap in wall-clock time (includes whatever else the
+machine runs), the longest stretch of Neovim's own CPU time between two ticks (the wait on an idle
+machine), and how many screen cells the UI was sent to redraw (a terminal UI process draws each; it is
+also what reads the keyboard).
+
 1. idle: nothing fed (the baseline: the loop's own jitter in this run);
 2. burst: 5,000 deltas arriving at once (goal <= 50 ms);
 3. line: 5,000 deltas that form one 50 KB line, at once (goal <= 50 ms);
@@ -49,7 +54,23 @@ def nvim_path() -> str:
     return str(local) if local.exists() else "nvim"
 
 
-def run_once(plugin: Path, ui: bool, setup: dict[str, object]) -> dict[str, tuple[float, float]]:
+def drain(nv: object) -> int:
+    """Take the redraw notifications pynvim queued; the number of screen cells they redraw."""
+    pending = nv._session._pending_messages  # type: ignore[attr-defined]
+    cells = 0
+    while pending:
+        msg = pending.popleft()
+        if msg[1] != "redraw":
+            continue
+        for event in msg[2]:
+            if event and event[0] == "grid_line":
+                for line in event[1:]:
+                    for cell in line[3]:  # [text, hl_id?, repeat?]
+                        cells += int(cell[2]) if len(cell) > 2 else 1
+    return cells
+
+
+def run_once(plugin: Path, ui: bool, setup: dict[str, object]) -> dict[str, tuple[float, float, int]]:
     import pynvim
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,18 +94,19 @@ def run_once(plugin: Path, ui: bool, setup: dict[str, object]) -> dict[str, tupl
             if ui:
                 nv.ui_attach(120, 40, rgb=True, ext_linegrid=True)
             nv.exec_lua("return B.setup(...)", setup)
-            out: dict[str, tuple[float, float]] = {}
+            out: dict[str, tuple[float, float, int]] = {}
             for kind, n, _goal in SCENARIOS:
+                drain(nv)
                 nv.exec_lua("return B.start(...)", kind, n)
                 deadline = time.monotonic() + 120
+                cells = 0
                 while not nv.exec_lua("return B.done"):
-                    nv._session._pending_messages.clear()  # type: ignore[attr-defined]  # redraws
+                    cells += drain(nv)
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{kind}: did not finish")
                     time.sleep(0.05)
                 wall, cpu = nv.exec_lua("return {B.max, B.max_cpu}")
-                out[kind] = (float(wall), float(cpu))
-                nv._session._pending_messages.clear()  # type: ignore[attr-defined]
+                out[kind] = (float(wall), float(cpu), cells + drain(nv))
             return out
         finally:
             try:
@@ -134,34 +156,41 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-ui", action="store_true", help="no UI attached (Neovim then does not redraw)")
     parser.add_argument("--startup", action="store_true")
-    parser.add_argument("--setup", default="{}", help="JSON options for setup{} (e.g. '{\"treesitter\": false}')")
+    parser.add_argument(
+        "--setup", default="{}", help="JSON options for setup{} (e.g. '{\"treesitter\": false}')"
+    )
     args = parser.parse_args()
     plugin = args.plugin.resolve()
     walls: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
     cpus: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
+    cells: dict[str, list[float]] = {kind: [] for kind, _, _ in SCENARIOS}
     for _ in range(args.runs):
-        for kind, (wall, cpu) in run_once(plugin, not args.no_ui, json.loads(args.setup)).items():
+        for kind, (wall, cpu, drawn) in run_once(plugin, not args.no_ui, json.loads(args.setup)).items():
             walls[kind].append(wall)
             cpus[kind].append(cpu)
+            cells[kind].append(drawn / 1000)
     print(f"plugin: {plugin}  ({'no UI' if args.no_ui else 'UI attached, 120x40'}; {args.runs} runs)")
     print(
         f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall figures include other processes' time)"
     )
-    for title, results in (
-        ("longest wait a keystroke sees, wall clock (ms): median of runs [all runs]", walls),
+    tables = (
+        ("longest wait a keystroke sees, wall clock (ms): median of runs [all runs]", walls, True),
         (
             "longest stretch of Neovim's own CPU time between two probe ticks (ms): the wait on an idle machine",
             cpus,
+            True,
         ),
-    ):
+        ("screen cells the UI was sent to redraw (thousands; a terminal UI draws each)", cells, False),
+    )
+    for title, results, goals in tables:
         print(title)
-        report(results)
+        report(results, goals)
     if args.startup:
         ms = startup_ms(plugin)
         print(f"startup: sourcing plugin/dsh.lua {'n/a' if ms is None else f'{ms:.3f} ms'}")
 
 
-def report(results: dict[str, list[float]]) -> None:
+def report(results: dict[str, list[float]], goals: bool) -> None:
     base = statistics.median(results["idle"])
     for kind, n, goal in SCENARIOS:
         values = results[kind]
@@ -175,7 +204,7 @@ def report(results: dict[str, list[float]]) -> None:
         }[kind]
         runs = ", ".join(f"{v:.1f}" for v in values)
         ratio = f"  x{med / base:.1f} of idle" if kind != "idle" and base > 0 else ""
-        target = f"  (goal <= {goal:g})" if goal else ""
+        target = f"  (goal <= {goal:g})" if goal and goals else ""
         print(f"  {what:44s} {med:8.1f}  [{runs}]{ratio}{target}")
 
 

@@ -225,6 +225,7 @@ def test_a_burst_is_written_in_few_buffer_changes_and_long_lines_are_continued(
         Reply.stream(text_stream(pieces)),
         Reply.stream(text_stream(["```text\n", long_line[:3000], long_line[3000:], "\n```\n"])),
     )
+    editor.lua("require('dsh.config').options.max_line = 2000")
     editor.cmd("Dsh")
     editor.wait(editor.snapshot, what="the chat")
     editor.lua(

@@ -79,9 +79,10 @@ M.defaults = {
   debounce_text_changes = 50,
   -- Streamed text is written to the transcript at most once per this many ms (one redraw).
   render_interval = 20,
-  -- A streamed line longer than this many bytes is continued on the next line (Neovim redraws a
-  -- 50 KB wrapped line slowly); code blocks are yanked and applied with such breaks joined.
-  max_line = 2000,
+  -- A streamed line longer than this many bytes is continued on the next line (marked ↩), which
+  -- bounds what one write of a pathological single-line reply costs; code blocks are yanked and
+  -- applied with such breaks joined. 0: never.
+  max_line = 10000,
   -- Highlight the transcript with tree-sitter (markdown, code blocks in their language) when the
   -- parser is there; otherwise (or false) Vim's markdown syntax.
   treesitter = true,
