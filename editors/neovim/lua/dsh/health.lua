@@ -39,6 +39,12 @@ function M.check()
     health.error('Neovim ' .. version .. ': dsh needs 0.11 or later')
   end
 
+  if pcall(vim.treesitter.language.add, 'markdown') then
+    health.ok('tree-sitter markdown parser: the transcript and its code blocks are highlighted with it')
+  else
+    health.info('no tree-sitter markdown parser: the transcript uses Vim\'s markdown syntax')
+  end
+
   local exe = opts.cmd and opts.cmd[1]
   if exe and vim.fn.executable(exe) == 1 then
     health.ok('daemon found: ' .. vim.fn.exepath(exe) .. (#opts.cmd > 1 and (' ' .. table.concat(opts.cmd, ' ', 2)) or ''))
