@@ -80,9 +80,10 @@ M.defaults = {
   -- Streamed text is written to the transcript at most once per this many ms (one redraw).
   render_interval = 20,
   -- A streamed line longer than this many bytes is continued on the next line (marked ↩), which
-  -- bounds what one write of a pathological single-line reply costs; code blocks are yanked and
-  -- applied with such breaks joined. 0: never.
-  max_line = 10000,
+  -- bounds what one write of a pathological single-line reply costs (Neovim 0.11 draws a 50 KB
+  -- wrapped line well: breaking it sooner only makes the window scroll more, bench/neovim_bench.py);
+  -- code blocks are yanked and applied with such breaks joined. 0: never.
+  max_line = 100000,
   -- Highlight the transcript with tree-sitter (markdown, code blocks in their language) when the
   -- parser is there; otherwise (or false) Vim's markdown syntax.
   treesitter = true,
