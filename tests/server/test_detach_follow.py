@@ -95,13 +95,15 @@ async def test_detaching_a_running_session_releases_it_when_the_turn_ends(
     state = tmp_path / "state"
     first, second = await start_daemon(state, fake), await start_daemon(state, fake)
     try:
-        fake.script(Reply.stream(text_stream(["w"] * 30), delay=0.03))
+        # Held mid-stream until the second window has attached: the turn is surely still running.
+        fake.script(Reply.stream(text_stream(["w"] * 30), gate_after=(3, "long")))
         sid = await first.new_session()
         await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "long"}})
         await first.wait_event(sid, "assistant/delta")
         await first.request("dsh/session/detach", {"sessionId": sid})
         attached = await second.request("dsh/session/attach", {"sessionId": sid})
         assert attached["readOnly"] is True  # still running in the first window
+        fake.open_gate("long")
         await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=20)
         assert second.of(sid, "turn/end")[0]["data"]["reason"] == {"kind": "completed"}
         assert first.of(sid, "turn/end") == []  # detached: the first window was told nothing more
