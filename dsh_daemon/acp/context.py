@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dsh_daemon.acp.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.host.editor_context import (
     MAX_CONTEXT_READ_BYTES,
     editor_source,
     file_message,
     selection_message,
 )
+from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
@@ -31,6 +31,7 @@ from dsh_daemon.tools.workspace import Workspace
 
 MAX_READ_BYTES = MAX_CONTEXT_READ_BYTES
 _LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$")
+MAX_LINE_DIGITS = 9  # a line number past 999,999,999 names no line of any file
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,19 @@ class LineSpan:
         return {"start": {"line": self.first - 1, "character": 0}, "end": {"line": self.last, "character": 0}}
 
 
+class LineSpanError(ValueError):
+    """A `#L…` fragment whose line numbers are past any file's (a client's mistake)."""
+
+
 def split_uri(uri: str) -> tuple[str, LineSpan | None]:
-    """`file:///p#L10:25` -> (`file:///p`, lines 10-25); a fragment that is not a line span is kept."""
+    """`file:///p#L10:25` -> (`file:///p`, lines 10-25); a fragment that is not a line span is kept.
+    Raises `LineSpanError` for line numbers of more than `MAX_LINE_DIGITS` digits."""
     base, _, fragment = uri.partition("#")
     match = _LINES.match(fragment) if fragment else None
     if match is None:
         return uri, None
+    if any(len(group or "") > MAX_LINE_DIGITS for group in match.groups()):
+        raise LineSpanError(f"the line numbers in {shown(uri)} are out of range")
     first = int(match.group(1))
     last = int(match.group(2) or first)
     if first < 1 or last < 1:
@@ -111,21 +119,28 @@ def read_file(uri: str, workspace: Workspace) -> str:
     return raw.data.decode("utf-8", errors="replace")
 
 
-def _block_message(block: Mapping[str, Any], index: int, workspace: Workspace) -> UserMessage:
+def _split(uri: str, where: str) -> tuple[str, LineSpan | None]:
+    try:
+        return split_uri(uri)
+    except LineSpanError as exc:
+        raise invalid_params(f"'{where}': {exc}") from None
+
+
+def _block_message(block: Mapping[str, Any], index: int, workspace: Workspace, field: str) -> UserMessage:
     kind = block.get("type")
     if kind == "resource":
         resource = block.get("resource")
         if not isinstance(resource, Mapping) or not isinstance(resource.get("uri"), str):
-            raise invalid_params(f"prompt[{index}]: a resource needs 'resource.uri'")
+            raise invalid_params(f"{field}[{index}]: a resource needs 'resource.uri'")
         text = resource.get("text")
         if not isinstance(text, str):
-            raise invalid_params(f"prompt[{index}]: only text resources are supported (no 'blob')")
-        base, span = split_uri(resource["uri"])
+            raise invalid_params(f"{field}[{index}]: only text resources are supported (no 'blob')")
+        base, span = _split(resource["uri"], f"{field}[{index}].resource.uri")
         return editor_message(base, text, span=span, whole_file=False)
     uri = block.get("uri")
     if not isinstance(uri, str) or not uri:
-        raise invalid_params(f"prompt[{index}]: a resource_link needs a 'uri'")
-    base, span = split_uri(uri)
+        raise invalid_params(f"{field}[{index}]: a resource_link needs a 'uri'")
+    base, span = _split(uri, f"{field}[{index}].uri")
     if fs_path(base) is None:
         name = block.get("name") if isinstance(block.get("name"), str) else base
         return UserMessage.create(
@@ -149,7 +164,7 @@ def prompt_parts(blocks: Any, workspace: Workspace, *, field: str = "prompt") ->
                 raise invalid_params(f"{field}[{index}]: 'text' must be a string")
             texts.append({"type": "text", "text": block["text"]})
         elif kind in ("resource", "resource_link"):
-            attachments.append(_block_message(block, index, workspace))
+            attachments.append(_block_message(block, index, workspace, field))
         else:
             raise invalid_params(
                 f"{field}[{index}]: content blocks of type {shown(repr(kind))} are not supported"

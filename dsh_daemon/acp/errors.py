@@ -1,9 +1,15 @@
-"""JSON-RPC errors of the ACP front end: a standard code plus a typed `data.code`."""
+"""ACP mode's JSON-RPC error codes: which numeric code each kind of wire error gets.
+
+The errors themselves (kinds, messages, data, the 200-character echo rule) are the host's
+(`host/errors.py`), shared with the LSP server; ACP differs only in its codes (an unknown session is
+ACP's "resource not found", a cancelled request -32800).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from dsh_daemon.host.errors import Kind, WireError
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -13,91 +19,28 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002  # ACP
 REQUEST_CANCELLED = -32800  # ACP / LSP
 REQUEST_FAILED = -32803  # a well-formed request that failed (as in the LSP front end)
-SHOWN_CHARS = 200
+
+CODES: dict[Kind, int] = {
+    "invalid_params": INVALID_PARAMS,
+    "outside_workspace": INVALID_PARAMS,
+    "unknown_session": RESOURCE_NOT_FOUND,
+    "unknown_message": INVALID_PARAMS,
+    "duplicate_message_id": INVALID_PARAMS,
+    "session_busy": REQUEST_FAILED,
+    "session_unreadable": REQUEST_FAILED,
+    "shutting_down": REQUEST_FAILED,
+    "not_initialized": RESOURCE_NOT_FOUND,  # -32002, as LSP's "server not initialized"
+    "request_cancelled": REQUEST_CANCELLED,
+    "turn_failed": INTERNAL_ERROR,
+    "internal_error": INTERNAL_ERROR,
+}
 
 
-def shown(value: object, limit: int = SHOWN_CHARS) -> str:
-    """A client's value as an error may echo it: at most `limit` characters."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+def error_json(error: WireError) -> dict[str, Any]:
+    """The `error` member of a JSON-RPC response."""
+    return {"code": CODES[error.kind], "message": error.message, "data": error.wire_data()}
 
 
-class AcpError(Exception):
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-
-def invalid_params(message: str) -> AcpError:
-    return AcpError(INVALID_PARAMS, message, {"code": "invalid_params"})
-
-
-def outside_workspace(message: str, path: str) -> AcpError:
-    return AcpError(INVALID_PARAMS, message, {"code": "outside_workspace", "path": shown(path)})
-
-
-def unknown_session(session_id: str) -> AcpError:
-    return AcpError(
-        RESOURCE_NOT_FOUND,
-        f"unknown session: {shown(session_id)}",
-        {"code": "unknown_session", "sessionId": shown(session_id)},
-    )
-
-
-def unknown_message(message_id: str) -> AcpError:
-    return AcpError(
-        INVALID_PARAMS,
-        f"no pending message with id {shown(repr(message_id))}",
-        {"code": "unknown_message", "messageId": shown(message_id)},
-    )
-
-
-def duplicate_message_id(message_id: str) -> AcpError:
-    return AcpError(
-        INVALID_PARAMS,
-        f"a message with id {shown(repr(message_id))} is already pending",
-        {"code": "duplicate_message_id", "messageId": shown(message_id)},
-    )
-
-
-def session_busy(session_id: str, pid: int, host: str) -> AcpError:
-    return AcpError(
-        REQUEST_FAILED,
-        f"session {session_id} is driven by another dsh-daemon (pid {pid} on {host})",
-        {"code": "session_busy", "sessionId": session_id, "holderPid": pid, "holderHost": host},
-    )
-
-
-def session_unreadable(message: str) -> AcpError:
-    return AcpError(REQUEST_FAILED, shown(message, 2000), {"code": "session_unreadable"})
-
-
-def shutting_down() -> AcpError:
-    return AcpError(REQUEST_FAILED, "dsh-daemon is shutting down", {"code": "shutting_down"})
-
-
-def not_initialized() -> AcpError:
-    return AcpError(-32002, "call initialize first", {"code": "not_initialized"})
-
-
-def request_cancelled(message: str = "request cancelled") -> AcpError:
-    return AcpError(REQUEST_CANCELLED, message, {"code": "request_cancelled"})
-
-
-def turn_failed(error: Any) -> AcpError:
-    """An error turn, as the error of the `session/prompt` it answers: the typed code in `data.code`."""
-    code = str(error.get("code", "UNKNOWN")) if isinstance(error, Mapping) else "UNKNOWN"
-    message = str(error.get("message", "")) if isinstance(error, Mapping) else ""
-    return AcpError(INTERNAL_ERROR, shown(f"{code}: {message}", 2000), {"code": code, "message": message})
-
-
-def internal_error(message: str) -> AcpError:
-    return AcpError(INTERNAL_ERROR, shown(message, 2000), {"code": "internal_error"})
+def plain_error_json(code: int, message: str) -> dict[str, Any]:
+    """An error of the JSON-RPC layer itself (a malformed line, an unknown method): no `data`."""
+    return {"code": code, "message": message}

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon import __version__
-from dsh_daemon.acp import errors
 from dsh_daemon.acp.context import prompt_parts
 from dsh_daemon.acp.files import FsCapabilities
-from dsh_daemon.acp.options import parse_options
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.sessions import AcpSessions
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.agent.inbox import TARGETS, Target
+from dsh_daemon.host import errors
+from dsh_daemon.host.options import parse_options
+from dsh_daemon.host.paths import checked_path, is_directory
 from dsh_daemon.mcp.config import McpConfigError, ServerConfig, parse_acp_servers
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def _dirs(p: Mapping[str, Any], method: str) -> list[str]:
     value = p.get("additionalDirectories") or []
     if not isinstance(value, list) or not all(isinstance(d, str) and os.path.isabs(d) for d in value):
         raise errors.invalid_params(f"{method}: 'additionalDirectories' must be absolute paths")
-    return list(value)
+    return [checked_path(d, method, f"additionalDirectories[{i}]") for i, d in enumerate(value)]
 
 
 def _cwd(p: Mapping[str, Any], method: str, required: bool = True) -> str | None:
@@ -98,7 +99,7 @@ def _cwd(p: Mapping[str, Any], method: str, required: bool = True) -> str | None
         return None
     if "\0" in cwd or not os.path.isabs(cwd):
         raise errors.invalid_params(f"{method}: 'cwd' must be an absolute path, not {errors.shown(cwd)}")
-    return os.path.normpath(cwd)
+    return os.path.normpath(checked_path(cwd, method, "cwd"))
 
 
 def _mcp(p: Mapping[str, Any], method: str) -> dict[str, ServerConfig]:
@@ -166,7 +167,9 @@ class Handlers:
         meta = p.get("_meta")
         dsh_options = meta.get("dsh") if isinstance(meta, Mapping) else None
         settings = self.settings
-        options = parse_options(settings.state_dir, settings.env, settings.flags, dsh_options)
+        options = parse_options(
+            settings.state_dir, settings.env, settings.flags, dsh_options, what="_meta.dsh"
+        )
         fs = FsCapabilities.parse(p.get("clientCapabilities"))
         self._sessions = AcpSessions(self.connection, settings.state_dir, options, fs)
         self._init_result = {
@@ -186,7 +189,7 @@ class Handlers:
         assert cwd is not None
         servers = _mcp(p, method)
         extra = _dirs(p, method)
-        if not Path(cwd).is_dir():
+        if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
         return {"sessionId": self.sessions.new(cwd, extra, servers)}
 
@@ -255,8 +258,11 @@ class Handlers:
         running = sessions.state(session_id).agent.status == "running"
         try:
             sessions.send(session_id, parts, "next-step", True, "steer")
-        except errors.AcpError as exc:
-            logger.info("steering failed: %s", exc.message)
+        except Exception as exc:
+            refused = errors.wire_error(exc)
+            if refused is None:
+                raise
+            logger.info("steering failed: %s", refused.message)
             return {"outcome": "failed"}
         return {"outcome": "injected" if running else "startedNewTurn"}
 

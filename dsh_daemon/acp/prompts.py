@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_daemon.acp.errors import AcpError, request_cancelled, turn_failed
 from dsh_daemon.acp.transport import RequestId
+from dsh_daemon.host.errors import WireError, request_cancelled, turn_failed
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
 
@@ -80,11 +80,11 @@ class PromptBook:
         if prompt is not None and not prompt.future.done():
             prompt.future.cancel()
 
-    def _settle(self, prompt: PendingPrompt, result: dict[str, Any] | AcpError) -> None:
+    def _settle(self, prompt: PendingPrompt, result: dict[str, Any] | WireError) -> None:
         self._by_message.pop(prompt.message_id, None)
         if prompt.future.done():
             return
-        if isinstance(result, AcpError):
+        if isinstance(result, WireError):
             prompt.future.set_exception(result)
         else:
             prompt.future.set_result(result)
@@ -108,10 +108,10 @@ class PromptBook:
             reason = data.get("reason")
             for prompt in [p for p in self._by_message.values() if p.turn == turn]:
                 try:
-                    result: dict[str, Any] | AcpError = answer_for(
+                    result: dict[str, Any] | WireError = answer_for(
                         reason if isinstance(reason, Mapping) else {}
                     )
-                except AcpError as exc:
+                except WireError as exc:
                     result = exc
                 self._settle(prompt, result)
 

@@ -3,8 +3,10 @@
 A request handler runs synchronously while its line is dispatched (so requests take effect in the
 order they arrived, pipelined or not) and returns either the result or an awaitable of it; an
 awaitable is finished in its own task and answered when it resolves. Every request gets exactly one
-answer: a handler's `AcpError` as that error, anything else as `-32603` (logged, no traceback on the
-wire). Malformed lines are answered `-32700` / `-32600` and reading goes on.
+answer: a client's mistake or a refusal as its typed error (`host/errors.py: wire_error`), anything
+else as `-32603` (logged, no traceback on the wire). A request holding a lone UTF-16 surrogate in any
+string is refused before its handler runs (`-32602`, naming the field); such a notification is
+dropped. Malformed lines are answered `-32700` / `-32600` and reading goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dsh_daemon.acp.errors import METHOD_NOT_FOUND, AcpError, internal_error
+from dsh_daemon.acp.errors import METHOD_NOT_FOUND, error_json, plain_error_json
 from dsh_daemon.acp.transport import (
     LineReader,
     LineWriter,
@@ -26,6 +28,14 @@ from dsh_daemon.acp.transport import (
     RequestId,
     Response,
     decode,
+)
+from dsh_daemon.host.errors import (
+    WireError,
+    internal_error,
+    invalid_params,
+    lone_surrogate_at,
+    request_cancelled,
+    wire_error,
 )
 
 logger = logging.getLogger(__name__)
@@ -94,8 +104,19 @@ class Connection:
     def respond(self, request_id: RequestId | None, result: Any) -> None:
         self._writer.write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def respond_error(self, request_id: RequestId | None, error: AcpError) -> None:
-        self._writer.write({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
+    def respond_error(self, request_id: RequestId | None, error: WireError) -> None:
+        self._writer.write({"jsonrpc": "2.0", "id": request_id, "error": error_json(error)})
+
+    def _respond_plain_error(self, request_id: RequestId | None, code: int, message: str) -> None:
+        self._writer.write({"jsonrpc": "2.0", "id": request_id, "error": plain_error_json(code, message)})
+
+    def _respond_failure(self, message: Request, exc: Exception) -> None:
+        """A handler's failure as its typed error; a daemon bug as `internal_error`, logged."""
+        error = wire_error(exc)
+        if error is None:
+            logger.exception("request %s failed", message.method)
+            error = internal_error(f"{type(exc).__name__}: {exc}")
+        self.respond_error(message.id, error)
 
     # ---- incoming ------------------------------------------------------------------------------------
 
@@ -118,7 +139,7 @@ class Connection:
             return
         if isinstance(message, Malformed):
             logger.info("malformed line: %s", message.message)
-            self.respond_error(message.id, AcpError(message.code, message.message))
+            self._respond_plain_error(message.id, message.code, message.message)
         elif isinstance(message, Response):
             self._on_response(message)
         elif isinstance(message, Notification):
@@ -141,26 +162,35 @@ class Connection:
         if handler is None:
             logger.info("ignored notification %s", message.method)
             return
+        where = lone_surrogate_at(message.params, "params")
+        if where is not None:
+            logger.warning("notification %s dropped: %s holds a lone UTF-16 surrogate", message.method, where)
+            return
         try:
             handler(message.params)
-        except AcpError as exc:
-            logger.info("notification %s refused: %s", message.method, exc.message)
-        except Exception:
-            logger.exception("notification %s failed", message.method)
+        except Exception as exc:
+            error = wire_error(exc)
+            if error is None:
+                logger.exception("notification %s failed", message.method)
+            else:
+                logger.info("notification %s refused: %s", message.method, error.message)
 
     def _on_request(self, message: Request) -> None:
         handler = self.requests.get(message.method)
         if handler is None:
-            self.respond_error(message.id, AcpError(METHOD_NOT_FOUND, f"method not found: {message.method}"))
+            self._respond_plain_error(message.id, METHOD_NOT_FOUND, f"method not found: {message.method}")
+            return
+        where = lone_surrogate_at(message.params, "params")
+        if where is not None:
+            # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold: refused
+            # here once, naming the field, instead of failing wherever the string would travel next.
+            problem = f"{message.method}: '{where.removeprefix('params.')}' holds a lone UTF-16 surrogate"
+            self.respond_error(message.id, invalid_params(problem))
             return
         try:
             result = handler(message.params, message.id)
-        except AcpError as exc:
-            self.respond_error(message.id, exc)
-            return
         except Exception as exc:
-            logger.exception("request %s failed", message.method)
-            self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
+            self._respond_failure(message, exc)
             return
         if inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._finish(message, result))
@@ -172,14 +202,11 @@ class Connection:
     async def _finish(self, message: Request, pending: Awaitable[Any]) -> None:
         try:
             result = await pending
-        except AcpError as exc:
-            self.respond_error(message.id, exc)
         except asyncio.CancelledError:
-            self.respond_error(message.id, AcpError(-32800, "request cancelled"))
+            self.respond_error(message.id, request_cancelled())
             raise
         except Exception as exc:
-            logger.exception("request %s failed", message.method)
-            self.respond_error(message.id, internal_error(f"{type(exc).__name__}: {exc}"))
+            self._respond_failure(message, exc)
         else:
             self.respond(message.id, result)
 

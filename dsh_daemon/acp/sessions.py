@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsh_daemon.acp import errors
 from dsh_daemon.acp.context import PromptParts
 from dsh_daemon.acp.files import ClientFiles, FsCapabilities
-from dsh_daemon.acp.options import AcpOptions
 from dsh_daemon.acp.permissions import AcpApprover
 from dsh_daemon.acp.prompts import PromptBook
 from dsh_daemon.acp.rpc import Connection
@@ -30,19 +28,17 @@ from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.inbox import (
-    DuplicateMessageIdError,
-    InvalidSpliceError,
     Target,
-    UnknownMessageError,
 )
 from dsh_daemon.agent.loop import Agent, AgentDisposedError, AgentOptions
 from dsh_daemon.agent.tools import Approver, ToolRegistry
+from dsh_daemon.host import errors
 from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.host.options import DaemonOptions
+from dsh_daemon.host.paths import is_directory
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.events import Event
-from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.store import StoreError, UnknownSessionError
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import EditApplier
 from dsh_daemon.tools.workspace import Workspace
@@ -77,7 +73,7 @@ def iso_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
-def context_window(options: AcpOptions) -> int | None:
+def context_window(options: DaemonOptions) -> int | None:
     window = getattr(options.provider, "context_window", None)
     value = window(options.provider.model) if callable(window) else None
     return value if isinstance(value, int) else None
@@ -85,7 +81,7 @@ def context_window(options: AcpOptions) -> int | None:
 
 class AcpSessions:
     def __init__(
-        self, connection: Connection, state_dir: Path, options: AcpOptions, fs: FsCapabilities
+        self, connection: Connection, state_dir: Path, options: DaemonOptions, fs: FsCapabilities
     ) -> None:
         from dsh_daemon.llm.deepseek import make_provider
 
@@ -119,7 +115,7 @@ class AcpSessions:
         wiring = self.wirings.get(session_id)
         if wiring is not None:
             return wiring
-        roots = [cwd, *(r for r in extra_roots if Path(r).is_dir())]
+        roots = [cwd, *(r for r in extra_roots if is_directory(r))]
         workspace = Workspace(roots, cwd=cwd)
         tools = wire_session_tools(self, session_id, workspace, self.options, mcp_servers)
         files = self._files.pop(session_id)  # made by `document_source` for these tools
@@ -204,19 +200,14 @@ class AcpSessions:
         if state is not None:
             self._forget(session_id)
         try:
+            # Unknown, driven elsewhere, or unreadable: the StoreError says which (host/manager.py).
             stored = self.manager.info(session_id).cwd
-            where = stored if stored and Path(stored).is_dir() else (cwd or os.getcwd())
+            where = stored if stored and is_directory(stored) else (cwd or os.getcwd())
             self._wire(session_id, where, extra_roots, mcp_servers)
             return self.manager.open(session_id)
-        except UnknownSessionError as exc:
+        except BaseException:
             self._unwire(session_id)
-            raise errors.unknown_session(session_id) from exc
-        except SessionBusyError as exc:
-            self._unwire(session_id)
-            raise errors.session_busy(session_id, exc.pid, exc.host) from exc
-        except StoreError as exc:  # the stored log cannot be read (host/manager.py says why)
-            self._unwire(session_id)
-            raise errors.session_unreadable(f"session {session_id} cannot be loaded: {exc}") from exc
+            raise
 
     def _subscribe(self, agent: Agent) -> OpenSession:
         session_id = agent.session_id
@@ -317,14 +308,10 @@ class AcpSessions:
 
     def send(self, session_id: str, parts: PromptParts, target: Target, wakeup: bool, verb: str) -> str:
         agent = self.state(session_id).agent
-        try:
-            return agent.send(
-                parts.message, target=target, wakeup=wakeup, attachments=parts.attachments, verb=verb
-            )
-        except DuplicateMessageIdError as exc:
-            raise errors.duplicate_message_id(exc.message_id) from exc
-        except AgentDisposedError as exc:
-            raise errors.shutting_down() from exc
+        # A refused send (a duplicate id, a session shut down) leaves as its typed error (wire_error).
+        return agent.send(
+            parts.message, target=target, wakeup=wakeup, attachments=parts.attachments, verb=verb
+        )
 
     def prompt(
         self, session_id: str, request_id: RequestId, parts: PromptParts
@@ -375,22 +362,14 @@ class AcpSessions:
         state.book.rebind(message_id, parts.message.id)
         try:
             state.agent.inbox.replace(message_id, parts.message, parts.attachments or None)
-        except UnknownMessageError as exc:
+        except BaseException:
             state.book.rebind(parts.message.id, message_id)
-            raise errors.unknown_message(message_id) from exc
-        except DuplicateMessageIdError as exc:
-            state.book.rebind(parts.message.id, message_id)
-            raise errors.duplicate_message_id(exc.message_id) from exc
+            raise
 
     def inbox_move(self, session_id: str, message_id: str, target: Target, index: int) -> None:
         state = self.state(session_id)
-        try:
-            with state.book.moving(message_id):
-                state.agent.inbox.move(message_id, target, index)
-        except UnknownMessageError as exc:
-            raise errors.unknown_message(message_id) from exc
-        except InvalidSpliceError as exc:
-            raise errors.invalid_params(f"inbox/move: {exc}") from exc
+        with state.book.moving(message_id):
+            state.agent.inbox.move(message_id, target, index)
 
     def inbox_list(self, session_id: str) -> Mapping[str, Any]:
         return self.state(session_id).agent.inbox.to_json()

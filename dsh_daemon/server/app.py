@@ -32,9 +32,11 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from dsh_daemon import __version__
-from dsh_daemon.host.options import NON_PROVIDER_KEYS
-from dsh_daemon.server import errors, params
-from dsh_daemon.server.options import DaemonOptions, parse_options
+from dsh_daemon.host import errors
+from dsh_daemon.host.options import NON_PROVIDER_KEYS, DaemonOptions, OptionsError, parse_options
+from dsh_daemon.host.paths import checked_path
+from dsh_daemon.server import params
+from dsh_daemon.server.errors import DshError
 
 if TYPE_CHECKING:
     from dsh_daemon.model.messages import UserMessage
@@ -46,6 +48,7 @@ PROTOCOL_VERSION = 1
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
 CANCEL_SETTLE_S = 10.0
 LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
+INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
 
 
 def converter_factory() -> Any:
@@ -152,8 +155,9 @@ class Daemon:
 
 
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """Every failure of a dsh/* handler leaves as a typed error: the DshErrors as they are, a store
-    that cannot be read as `session_unreadable`, anything else as `internal_error` (no traceback)."""
+    """Every failure of a handler leaves as a typed error (`host/errors.py: wire_error`): a client's
+    mistake as what it is, a store that cannot be read as `session_unreadable`, anything else as
+    `internal_error` (logged, no traceback on the wire)."""
     if inspect.isgeneratorfunction(handler):
 
         @functools.wraps(handler)
@@ -187,10 +191,10 @@ def _typed_failures() -> Iterator[None]:
     except JsonRpcException:
         raise
     except Exception as exc:
-        raise _typed(exc) from exc
+        raise DshError(_typed(exc)) from exc
 
 
-def _typed(exc: Exception) -> errors.DshError:
+def _typed(exc: Exception) -> errors.WireError:
     typed = errors.wire_error(exc)
     if typed is not None:
         return typed
@@ -213,11 +217,14 @@ def register(daemon: Daemon) -> None:
         return lambda handler: feature(method)(typed_errors(handler))
 
     @server.feature(types.INITIALIZE)
+    @typed_errors
     def on_initialize(ls: LanguageServer, p: types.InitializeParams) -> None:
         options = p.initialization_options
         # Every option is parsed here, once: a bad one is refused in this reply, where the editor shows it.
         settings = daemon.settings
-        daemon.options = parse_options(settings.state_dir, settings.env, settings.flags, options)
+        daemon.options = parse_options(
+            settings.state_dir, settings.env, settings.flags, options, what=INIT_OPTIONS
+        )
         daemon.init = p
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -237,12 +244,16 @@ def register(daemon: Daemon) -> None:
         merged = merge_settings(init if isinstance(init, Mapping) else {}, settings)
         try:
             options = parse_options(
-                daemon.settings.state_dir, daemon.settings.env, daemon.settings.flags, merged
+                daemon.settings.state_dir,
+                daemon.settings.env,
+                daemon.settings.flags,
+                merged,
+                what=INIT_OPTIONS,
             )
-        except JsonRpcException as exc:
+        except OptionsError as exc:
             # Nothing changes; the editor shows why (a notification has no reply to carry the error).
             ls.window_show_message(
-                types.ShowMessageParams(types.MessageType.Error, f"dsh: settings not applied: {exc.message}")
+                types.ShowMessageParams(types.MessageType.Error, f"dsh: settings not applied: {exc}")
             )
             return
         daemon.options = options
@@ -267,7 +278,7 @@ def register(daemon: Daemon) -> None:
         method = "dsh/session/new"
         p = params.as_object(raw, method)
         cwd = params.opt_str(p, "cwd", method)
-        cwd = _absolute(ls, params.fs_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
+        cwd = _absolute(ls, checked_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
         _check_inside_workspace(ls, cwd, method)
         title = params.opt_str(p, "title", method)
         if title is not None:

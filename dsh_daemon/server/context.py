@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
@@ -31,9 +30,9 @@ from dsh_daemon.host.editor_context import (
     format_diagnostics,
     selection_message,
 )
+from dsh_daemon.host.errors import WireError, invalid_params, outside_workspace, shown
 from dsh_daemon.model.jsonvalue import dumps
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.server.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.server.params import diagnostic_problem, is_range
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
@@ -102,7 +101,7 @@ class ContextSource:
         try:
             on_disk = self._read_disk(uri, self.disk_path(uri))
             unsaved = on_disk.truncated or on_disk.doc.source != doc.source
-        except JsonRpcException:  # outside the roots, missing, binary: nothing on disk to match
+        except WireError:  # outside the roots, missing, binary: nothing on disk to match
             unsaved = True
         return ContextDocument(doc, from_editor=True, unsaved=unsaved)
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh_daemon.server import errors
+from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError
 
 if TYPE_CHECKING:
@@ -89,12 +89,12 @@ class ReadOnlyFollower:
             return
         try:
             hub.view(session_id)  # takes the lease; continues the stream from `delivered`
-        except errors.DshError as exc:
-            if (exc.data or {}).get("code") == "session_busy":
-                return  # another process was quicker: it is announced at the next poll
+        except SessionBusyError:
+            return  # another process was quicker: it is announced at the next poll
+        except StoreError as exc:
             # It cannot be opened (an unreadable log, a deleted session): stop following it, once;
             # the client's next request on it gets the same typed error.
-            self._stop(session_id, exc.message)
+            self._stop(session_id, str(exc))
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:

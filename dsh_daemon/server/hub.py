@@ -28,7 +28,9 @@ from dsh_daemon.agent.inbox import (
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.system_prompt import PromptConfig
 from dsh_daemon.agent.tools import Approver
+from dsh_daemon.host import errors
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.host.options import DaemonOptions, parse_options
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.config import ServerSource
@@ -36,7 +38,6 @@ from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.model.inbox import PRESETS
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.provider import Provider
-from dsh_daemon.server import errors
 from dsh_daemon.server.context import (
     AmbientState,
     ContextDocument,
@@ -48,12 +49,11 @@ from dsh_daemon.server.context import (
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.eventwire import send_event
 from dsh_daemon.server.follow import ReadOnlyFollower
-from dsh_daemon.server.options import DaemonOptions, parse_options
 from dsh_daemon.server.params import ContextSpec
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.store import StoreError, UnknownSessionError
+from dsh_daemon.session.store import UnknownSessionError
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.documents import DocumentSource
@@ -79,7 +79,9 @@ class HubConfig:
 
     def __post_init__(self) -> None:
         if self.options is None:
-            self.options = parse_options(self.state_dir, self.env, self.flags, self.init_options)
+            self.options = parse_options(
+                self.state_dir, self.env, self.flags, self.init_options, what="initializationOptions"
+            )
 
     @property
     def parsed(self) -> DaemonOptions:
@@ -249,12 +251,8 @@ class SessionHub:
             return view
         if view is not None:  # taken over by another process: forget it and ask the store again
             del self.views[session_id]
-        try:
-            agent = self.manager.open(session_id)
-        except StoreError as exc:  # unknown, driven elsewhere, or unreadable (host/manager.py says which)
-            typed = errors.wire_error(exc)
-            assert typed is not None
-            raise typed from exc
+        # Unknown, driven elsewhere, or unreadable: the StoreError says which (host/manager.py).
+        agent = self.manager.open(session_id)
         view = self._adopt(agent)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
@@ -301,10 +299,8 @@ class SessionHub:
         """`dsh/inbox/list`: from the agent when driven here, else (read-only) from the stored splices."""
         try:
             return self.agent(session_id).inbox.to_json()
-        except errors.DshError as exc:
-            if (exc.data or {}).get("code") != "session_busy":
-                raise
-        return self._stored_inbox(session_id)
+        except SessionBusyError:
+            return self._stored_inbox(session_id)
 
     def _stored_inbox(self, session_id: str) -> dict[str, Any]:
         """The pending items as the stored splices leave them (a session another process drives)."""
@@ -480,9 +476,7 @@ class SessionHub:
             return self._attach_from_store(session_id)
         try:
             view = self.view(session_id)
-        except errors.DshError as exc:
-            if (exc.data or {}).get("code") != "session_busy":
-                raise
+        except SessionBusyError as exc:
             # Leased by another live process: history only, read from the store.
             if replay:
                 events = self.manager.read(session_id, after_seq)
@@ -492,8 +486,8 @@ class SessionHub:
             else:
                 info = self.manager.info(session_id)
                 self.read_only[session_id] = info.last_seq
-            data = exc.data or {}
-            self.follower.follow(session_id, (int(data.get("holderPid", 0)), str(data.get("holderHost", ""))))
+            data = errors.session_busy(session_id, exc.pid, exc.host).wire_data()
+            self.follower.follow(session_id, (exc.pid, exc.host))
             return {
                 "sessionId": session_id,
                 "status": info.status,

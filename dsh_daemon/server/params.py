@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from dsh_daemon.host.errors import invalid_params, shown
 from dsh_daemon.model.inbox import PRESETS
 from dsh_daemon.model.inbox import TARGETS as MODEL_TARGETS
 from dsh_daemon.model.messages import EDITOR_CONTEXT_KINDS, InvalidMessageError, UserMessage
-from dsh_daemon.server.errors import invalid_params, shown
 
 TARGETS: tuple[str, ...] = MODEL_TARGETS
 DELIVERIES = tuple(PRESETS)  # how dsh/context/add delivers: one of the send presets
@@ -109,22 +109,6 @@ def message(params: Mapping[str, Any], method: str, key: str = "message") -> Use
             # orphan the provider refuses, on every later request of the session.
             raise invalid_params(f"{method}: a client message cannot contain a {block.type!r} block")
     return message
-
-
-PATH_MAX_BYTES = 4096
-NAME_MAX_BYTES = 255
-
-
-def fs_path(value: str, method: str, key: str) -> str:
-    """A path a client sent: no NUL, no longer than the OS allows (checked before the OS sees it)."""
-    if "\0" in value:
-        raise invalid_params(f"{method}: '{key}' must not contain NUL characters")
-    encoded = value.encode("utf-8", "surrogateescape")
-    if len(encoded) > PATH_MAX_BYTES:
-        raise invalid_params(f"{method}: '{key}' is {len(encoded)} bytes long, over {PATH_MAX_BYTES}")
-    if any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
-        raise invalid_params(f"{method}: '{key}' has a path component over {NAME_MAX_BYTES} bytes")
-    return value
 
 
 def _position(value: Any) -> bool:

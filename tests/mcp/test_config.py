@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_daemon.host.options import OptionsError, parse_options
 from dsh_daemon.mcp.config import (
     HttpServer,
     McpConfigError,
@@ -17,8 +18,6 @@ from dsh_daemon.mcp.config import (
     parse_servers,
 )
 from dsh_daemon.mcp.tools import MAX_TOOL_NAME, tool_name
-from dsh_daemon.server.errors import DshError
-from dsh_daemon.server.options import parse_options
 
 
 def test_object_shape() -> None:
@@ -93,13 +92,15 @@ def test_sources_merge_by_name_and_null_removes(tmp_path: Path) -> None:
 
 
 def test_initialize_refuses_a_bad_value_naming_the_key(tmp_path: Path) -> None:
-    options = parse_options(tmp_path, {}, {}, {"mcpServers": {"fix": {"command": "srv"}}})
+    options = parse_options(
+        tmp_path, {}, {}, {"mcpServers": {"fix": {"command": "srv"}}}, what="initializationOptions"
+    )
     assert options.mcp_servers == {"fix": StdioServer("fix", "srv")}
     assert options.provider.model  # mcpServers is not taken for a provider key
-    with pytest.raises(DshError) as info:
-        parse_options(tmp_path, {}, {}, {"mcpServers": {"fix": {"args": []}}})
+    with pytest.raises(OptionsError) as info:
+        parse_options(tmp_path, {}, {}, {"mcpServers": {"fix": {"args": []}}}, what="initializationOptions")
     assert "mcpServers.fix.command" in str(info.value)
     (tmp_path / "config.json").write_text(json.dumps({"mcpServers": {"bad": {"url": 5}}}))
-    with pytest.raises(DshError) as info:
-        parse_options(tmp_path, {}, {}, {})
+    with pytest.raises(OptionsError) as info:
+        parse_options(tmp_path, {}, {}, {}, what="initializationOptions")
     assert "mcpServers.bad.url" in str(info.value)

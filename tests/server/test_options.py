@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pygls.lsp.server import LanguageServer
 
-from dsh_daemon.server import errors
+from dsh_daemon.host import errors
+from dsh_daemon.host.options import parse_options
 from dsh_daemon.server.hub import HubConfig, SessionHub
-from dsh_daemon.server.options import parse_options
 from dsh_daemon.tools.config import ToolConfig
 from tests.fakes.deepseek_server import FakeDeepSeek
 from tests.server.test_hostile_input import finish
@@ -57,7 +57,8 @@ def test_options_are_parsed_into_frozen_typed_values(tmp_path: Path) -> None:
         tmp_path,
         {},
         {},
-        {"permissionTimeoutS": 7, "model": "m", "tools": {"permissions": {"run_command": "deny"}, "ripgrep": False,
+        what="initializationOptions",
+        raw={"permissionTimeoutS": 7, "model": "m", "tools": {"permissions": {"run_command": "deny"}, "ripgrep": False,
                                                             "limits": {"read_max_chars": 100}}},
     )  # fmt: skip
     assert parsed.permission_timeout_s == 7.0 and parsed.provider.model == "m"
@@ -69,7 +70,7 @@ def test_options_are_parsed_into_frozen_typed_values(tmp_path: Path) -> None:
         parsed.permission_timeout_s = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
         parsed.tools.permissions["read_file"] = "deny"  # type: ignore[index]
-    assert parse_options(tmp_path, {}, {}, None).tools == ToolConfig()
+    assert parse_options(tmp_path, {}, {}, None, what="initializationOptions").tools == ToolConfig()
 
 
 async def test_session_creation_is_all_or_nothing(tmp_path: Path) -> None:
