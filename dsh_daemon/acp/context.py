@@ -18,18 +18,16 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dsh_daemon.host.editor_context import (
-    MAX_CONTEXT_READ_BYTES,
+    context_path,
     editor_source,
     file_message,
+    read_context_file,
     selection_message,
 )
-from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
+from dsh_daemon.host.errors import invalid_params, shown
+from dsh_daemon.host.port import Workspace
 from dsh_daemon.model.messages import InvalidMessageError, UserMessage
-from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
-from dsh_daemon.tools.workspace import Workspace
 
-MAX_READ_BYTES = MAX_CONTEXT_READ_BYTES
 _LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$")
 MAX_LINE_DIGITS = 9  # a line number past 999,999,999 names no line of any file
 
@@ -97,26 +95,11 @@ def editor_message(uri: str, text: str, *, span: LineSpan | None, whole_file: bo
 
 
 def read_file(uri: str, workspace: Workspace) -> str:
-    """A `file:` URI's text, read now, inside the workspace only."""
+    """A `file:` URI's text, read now, inside the workspace only (`host/editor_context.py`)."""
     path = fs_path(uri)
     if path is None:
         raise invalid_params(f"cannot read {shown(uri)}: not a file URI")
-    if "\0" in path:
-        raise invalid_params(f"cannot read {shown(uri)}: the path holds a NUL character")
-    try:
-        real = workspace.resolve(path)
-        raw = read_regular(real, str(real), MAX_READ_BYTES, workspace)
-    except OutsideWorkspaceError:
-        raise outside_workspace(
-            f"cannot read {shown(uri)}: it is outside the session's workspace", path
-        ) from None
-    except ToolError as exc:
-        raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
-    except OSError as exc:
-        raise invalid_params(f"cannot read {shown(uri)}: {exc.strerror or exc}") from None
-    if looks_binary(raw.data[:SNIFF_BYTES]):
-        raise invalid_params(f"cannot attach {shown(uri)}: it is a binary file")
-    return raw.data.decode("utf-8", errors="replace")
+    return read_context_file(workspace, context_path(workspace, path, uri), uri).text
 
 
 def _split(uri: str, where: str) -> tuple[str, LineSpan | None]:

@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.acp.rpc import Connection
-from dsh_daemon.agent.signal import AbortSignal
-from dsh_daemon.agent.tools import PreExecuteDecision, ToolCall
-from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier
-from dsh_daemon.tools.errors import EditConflictError, ToolError
-from dsh_daemon.tools.textfiles import sha256_text
-from dsh_daemon.tools.workspace import Workspace
+from dsh_daemon.host.port import (
+    AbortSignal,
+    ComputedEdit,
+    DiskEditApplier,
+    EditConflictError,
+    PreExecuteDecision,
+    ToolCall,
+    ToolError,
+    Workspace,
+    sha256_text,
+)
 
 logger = logging.getLogger(__name__)
 

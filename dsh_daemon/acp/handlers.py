@@ -1,4 +1,4 @@
-"""The ACP methods: parameters checked here, the work done by `AcpSessions`.
+"""The ACP methods: parameters checked here, the work done by the front end and its session host.
 
 Standard: `initialize`, `authenticate`, `session/new`, `session/load`, `session/resume`,
 `session/list`, `session/close`, `session/prompt`, and the notifications `session/cancel` and
@@ -18,14 +18,13 @@ from typing import Any
 from dsh_daemon import __version__
 from dsh_daemon.acp.context import prompt_parts
 from dsh_daemon.acp.files import FsCapabilities
+from dsh_daemon.acp.frontend import AcpFrontEnd
 from dsh_daemon.acp.rpc import Connection
-from dsh_daemon.acp.sessions import AcpSessions
 from dsh_daemon.acp.transport import RequestId
-from dsh_daemon.agent.inbox import TARGETS, Target
 from dsh_daemon.host import errors
-from dsh_daemon.host.options import parse_options
+from dsh_daemon.host.options import ServerSource, parse_options, parse_session_servers
 from dsh_daemon.host.paths import checked_path, is_directory
-from dsh_daemon.mcp.config import McpConfigError, ServerConfig, parse_acp_servers
+from dsh_daemon.model.inbox import TARGETS, Target
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +101,9 @@ def _cwd(p: Mapping[str, Any], method: str, required: bool = True) -> str | None
     return os.path.normpath(checked_path(cwd, method, "cwd"))
 
 
-def _mcp(p: Mapping[str, Any], method: str) -> dict[str, ServerConfig]:
+def _mcp(p: Mapping[str, Any], method: str) -> ServerSource:
     """The session's MCP servers (stdio and http; over those of `$DSH_HOME/config.json`)."""
-    try:
-        return parse_acp_servers(p.get("mcpServers"), f"{method}: mcpServers")
-    except McpConfigError as exc:
-        raise errors.invalid_params(str(exc)) from exc
+    return parse_session_servers(p.get("mcpServers"), f"{method}: mcpServers", acp=True)
 
 
 # ---- registration ---------------------------------------------------------------------------------------
@@ -117,23 +113,23 @@ class Handlers:
     def __init__(self, connection: Connection, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
-        self._sessions: AcpSessions | None = None
+        self._front_end: AcpFrontEnd | None = None
         self._init_result: dict[str, Any] | None = None
         self.shutting_down = False
         self._register()
 
     @property
-    def sessions(self) -> AcpSessions:
+    def sessions(self) -> AcpFrontEnd:
         if self.shutting_down:
             raise errors.shutting_down()
-        if self._sessions is None:
+        if self._front_end is None:
             raise errors.not_initialized()
-        return self._sessions
+        return self._front_end
 
     async def shutdown(self) -> None:
         self.shutting_down = True
-        if self._sessions is not None:
-            await self._sessions.shutdown()
+        if self._front_end is not None:
+            await self._front_end.shutdown()
 
     def _register(self) -> None:
         c = self.connection
@@ -171,7 +167,7 @@ class Handlers:
             settings.state_dir, settings.env, settings.flags, dsh_options, what="_meta.dsh"
         )
         fs = FsCapabilities.parse(p.get("clientCapabilities"))
-        self._sessions = AcpSessions(self.connection, settings.state_dir, options, fs)
+        self._front_end = AcpFrontEnd(self.connection, settings.state_dir, options, fs)
         self._init_result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": capabilities(),
@@ -241,9 +237,9 @@ class Handlers:
         if (
             isinstance(request_id, int | str)
             and not isinstance(request_id, bool)
-            and self._sessions is not None
+            and self._front_end is not None
         ):
-            self._sessions.revoke(request_id)
+            self._front_end.revoke(request_id)
 
     # ---- extensions ----------------------------------------------------------------------------------
 
@@ -255,7 +251,7 @@ class Handlers:
         session_id = _str(p, "sessionId", method)
         sessions = self.sessions
         parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
-        running = sessions.state(session_id).agent.status == "running"
+        running = sessions.session(session_id).status == "running"
         try:
             sessions.send(session_id, parts, "next-step", True, "steer")
         except Exception as exc:
@@ -277,17 +273,17 @@ class Handlers:
 
     def wake(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "_dsh/wake")
-        return {"started": self.sessions.state(_str(p, "sessionId", "_dsh/wake")).agent.wake()}
+        return {"started": self.sessions.session(_str(p, "sessionId", "_dsh/wake")).wake()}
 
     def inbox_list(self, raw: Any, rid: RequestId) -> Any:
         p = _object(raw, "_dsh/inbox/list")
-        return self.sessions.inbox_list(_str(p, "sessionId", "_dsh/inbox/list"))
+        return self.sessions.session(_str(p, "sessionId", "_dsh/inbox/list")).inbox()
 
     def inbox_remove(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "_dsh/inbox/remove"
         p = _object(raw, method)
-        agent = self.sessions.state(_str(p, "sessionId", method)).agent
-        return {"removed": agent.inbox.remove(_str(p, "messageId", method))}
+        session = self.sessions.session(_str(p, "sessionId", method))
+        return {"removed": session.remove(_str(p, "messageId", method))}
 
     def inbox_replace(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "_dsh/inbox/replace"

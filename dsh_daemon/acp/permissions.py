@@ -16,8 +16,7 @@ from typing import Any
 
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.updates import Translator, diff_content, text_content
-from dsh_daemon.agent.signal import AbortSignal
-from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
+from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionRequest
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +48,10 @@ class AcpApprover:
         self,
         connection: Connection,
         session_id: str,
-        translator: Callable[[], Translator | None],
-        timeout_s: float,
+        translator: Translator,
+        timeout_s: Callable[[], float],
     ) -> None:
+        """`timeout_s`: read at each request (a configuration change applies to the next one)."""
         self._connection = connection
         self._session_id = session_id
         self._translator = translator
@@ -61,25 +61,15 @@ class AcpApprover:
         call = request.call
         arguments: Any = call.args if call.args is not None else call.arguments
         content = preview_content(request.preview)
-        translator = self._translator()
-        if translator is not None:
-            tool_call = translator.announce(
-                call.call_id, call.name, arguments, status="pending", content=content
-            )
-            translator.send(tool_call)  # the client knows the call before it is asked about it
-        else:
-            tool_call = {
-                "toolCallId": call.call_id,
-                "title": request.title,
-                "status": "pending",
-                "content": content,
-            }
+        translator = self._translator
+        tool_call = translator.announce(call.call_id, call.name, arguments, status="pending", content=content)
+        translator.send(tool_call)  # the client knows the call before it is asked about it
         tool_call = {k: v for k, v in tool_call.items() if k != "sessionUpdate"}
         tool_call["title"] = request.title or tool_call.get("title", call.name)
         params = {"sessionId": self._session_id, "toolCall": tool_call, "options": list(OPTIONS)}
         request_id, future = self._connection.send_request("session/request_permission", params)
         try:
-            async with asyncio.timeout(self._timeout_s):  # no extra task (see server/permissions.py)
+            async with asyncio.timeout(self._timeout_s()):  # no extra task (see server/permissions.py)
                 answer = await signal.race(asyncio.shield(future))
         except TimeoutError:
             self._connection.cancel_outgoing(request_id)

@@ -37,7 +37,6 @@ PURPOSE = "compaction"
 SOURCE: FrozenDict = FrozenDict({"kind": "plugin", "plugin": "compaction"})
 
 # Defaults of the knobs logged in each compaction `llm/request` (a rebuild reads them from the log).
-DEFAULT_RATIO = 0.85  # compact when the last input reached this share of the window
 KEEP_TURNS = 2  # the kept tail: at least the last turns (fewer when they do not fit TAIL_SHARE)
 TAIL_SHARE = 0.3  # of the window, at most, for the kept tail
 TRANSCRIPT_SHARE = 0.5  # of the window, at most, for the transcript sent to be summarised

@@ -394,8 +394,7 @@ class Agent:
         """The model's context window in tokens: the options', else the provider's; None if unknown."""
         if self.options.context_window is not None:
             return self.options.context_window
-        lookup = getattr(self.provider, "context_window", None)
-        window = lookup(model or self.options.model) if callable(lookup) else None
+        window = self.provider.context_window(model or self.options.model) if self.provider else None
         return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
 
     def publish_error(self, turn: int, step: int | None, error: Mapping[str, Any]) -> None:

@@ -248,7 +248,8 @@ class Turn:
             return "manual"
         derivation = self.agent.derive()
         used, window = derivation.context_used, self.agent.context_window(self._model())
-        ratio = getattr(self.agent.provider, "compact_at_ratio", compaction.DEFAULT_RATIO)
+        provider = self.agent.provider
+        ratio = provider.compact_at_ratio if provider is not None else None
         if used is None or window is None or not isinstance(ratio, int | float) or isinstance(ratio, bool):
             return None
         return "ratio" if used >= ratio * window else None

@@ -3,14 +3,23 @@
 The LSP server (`dsh/context/add`, `context` on a send) and ACP mode (resource blocks in a prompt)
 find the text differently, but the `editor` message they enter is written here, so the model sees
 the same "File …" / "Selection in …, lines a-b" / "Diagnostics in …" blocks whichever editor sent it.
+A file read from disk for it is read here too, the same way for both: only inside the session's
+workspace roots, through the tools' one safe reader (regular files only, a non-blocking open, a size
+cap), so a FIFO, a device or `/proc/self/fd/0` never blocks the daemon.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
+from dsh_daemon.tools.workspace import Workspace
 
 MAX_CONTEXT_CHARS = 200_000  # of a file or a selection, per message
 MAX_CONTEXT_READ_BYTES = 8 * 1024 * 1024  # read from disk at most (a selection may lie this deep)
@@ -78,3 +87,43 @@ def diagnostics_message(
 ) -> UserMessage:
     lines = format_diagnostics(diagnostics)
     return UserMessage.create(f"Diagnostics in {path}:\n" + ("\n".join(lines) if lines else "(none)"), source)
+
+
+@dataclass(frozen=True)
+class FileText:
+    text: str
+    truncated: bool = False  # only the first MAX_CONTEXT_READ_BYTES of the file were read
+
+
+def context_path(workspace: Workspace, path: str, uri: str, *, elsewhere: str = "") -> Path:
+    """The real path of a file a client names, checked before anything opens it: inside the
+    workspace roots (else `outside_workspace`), no NUL (else `invalid_params`). `elsewhere` is added
+    to the refusal (where else the text could have come from, e.g. "and not open in the editor")."""
+    if "\0" in path:
+        raise invalid_params(f"cannot read {shown(uri)}: the path holds a NUL character")
+    try:
+        return workspace.resolve(path)
+    except OutsideWorkspaceError:
+        roots = ", ".join(str(r) for r in workspace.roots)
+        raise outside_workspace(
+            f"cannot read {shown(uri)}: it is outside the workspace ({shown(roots)}){elsewhere}", path
+        ) from None
+    except (ToolError, OSError, ValueError) as exc:
+        raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+
+
+def read_context_file(workspace: Workspace, real: Path, uri: str) -> FileText:
+    """A file's text for editor context, read now (at most MAX_CONTEXT_READ_BYTES; binary refused)."""
+    try:
+        raw = read_regular(real, str(real), MAX_CONTEXT_READ_BYTES, workspace)
+    except OutsideWorkspaceError:
+        raise outside_workspace(
+            f"cannot read {shown(uri)}: it leads outside the workspace", str(real)
+        ) from None
+    except ToolError as exc:
+        raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+    except OSError as exc:
+        raise invalid_params(f"cannot read {shown(uri)}: {exc.strerror or exc}") from None
+    if looks_binary(raw.data[:SNIFF_BYTES]):
+        raise invalid_params(f"cannot attach {shown(uri)} as context: it is a binary file")
+    return FileText(raw.data.decode("utf-8", errors="replace"), raw.truncated)

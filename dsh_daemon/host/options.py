@@ -19,7 +19,15 @@ from typing import Any
 from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
 from dsh_daemon.host.errors import HostError
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
-from dsh_daemon.mcp.config import McpConfigError, ServerConfig, load_file_servers, merge, parse_servers
+from dsh_daemon.mcp.config import (
+    McpConfigError,
+    ServerConfig,
+    load_file_servers,
+    merge,
+    parse_acp_servers,
+    parse_servers,
+)
+from dsh_daemon.mcp.config import ServerSource as ServerSource  # a session's own servers, for front ends
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError
 
 DEFAULT_PERMISSION_TIMEOUT_S = 300.0
@@ -71,3 +79,12 @@ def parse_options(
             f"invalid dsh-daemon configuration: permissionTimeoutS must be positive, not {timeout}"
         )
     return DaemonOptions(provider, float(timeout), tools, agent, mcp_servers)
+
+
+def parse_session_servers(raw: Any, where: str, *, acp: bool = False) -> ServerSource:
+    """A session's own MCP servers as a client gives them (`dsh/session/new`'s `{name: config}`, or
+    ACP's `[{name, command, …}]` list), over the configured ones; `OptionsError` naming the key."""
+    try:
+        return parse_acp_servers(raw, where) if acp else parse_servers(raw, where)
+    except McpConfigError as exc:
+        raise OptionsError(str(exc)) from exc

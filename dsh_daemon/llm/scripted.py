@@ -108,6 +108,12 @@ class ScriptedProvider:
     def context_window(self, model: str) -> int | None:
         return self.window
 
+    def reconfigure(self, config: Any) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         entry = self.script.pop(0) if self.script else self.default

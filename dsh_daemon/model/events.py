@@ -66,6 +66,11 @@ INBOX_DISCARDED = "agent/inbox/discarded"
 ASSISTANT_DELTA = "assistant/delta"
 TOOL_OUTPUT = "tool/output"
 AGENT_ERROR = "agent/error"
+# live, from the host and the front ends rather than the agent
+SESSION_LEASE = "session/lease"  # who drives a session followed read-only
+PERMISSION_REQUESTED = "permission/requested"
+PERMISSION_RESOLVED = "permission/resolved"
+MCP_STATUS = "mcp/status"
 
 
 class UnreadableEventError(ModelError):

@@ -162,15 +162,31 @@ class ProviderFailure(Exception):
 class Provider(Protocol):
     """A model backend. `name` goes into `model` sources and request headers.
 
-    Optional, read with `getattr` by the loop: `context_window(model) -> int | None` (tokens; None
-    when unknown) and `compact_at_ratio: float | None` (when to compact; None: never by ratio)."""
+    `compact_at_ratio`: how full the context window may get before the history is compacted (None:
+    never by ratio, only after an overflow)."""
 
     name: str
+
+    @property
+    def compact_at_ratio(self) -> float | None: ...
 
     def default_config(self, model: str) -> Mapping[str, Any]:
         """Adapter defaults (e.g. `maxTokens`) materialised into the durable request header."""
         ...
 
+    def context_window(self, model: str) -> int | None:
+        """The model's context window in tokens; None when unknown."""
+        ...
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """One attempt. Yields deltas, then exactly one `Finish`, or raises `ProviderFailure`."""
+        ...
+
+    def reconfigure(self, config: Any) -> None:
+        """Use `config` (the provider's own configuration type) from the next request on; a request
+        under way finishes on the old one."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release pooled connections (the daemon is shutting down)."""
         ...

@@ -1,6 +1,6 @@
-"""The pygls server: a thin adapter from `dsh/*` JSON-RPC to the session hub (see protocol.md).
+"""The pygls server: a thin adapter from `dsh/*` JSON-RPC to the session host (see protocol.md).
 
-Each handler validates its params (clear `-32602` errors), calls the hub, and answers. The hub, and
+Each handler validates its params (clear `-32602` errors), calls the host, and answers. The host, and
 with it the agent core, the store and the provider, is imported and built on the first `dsh/*`
 request, so `initialize` is answered as fast as a bare pygls server.
 """
@@ -33,20 +33,26 @@ from pygls.uris import to_fs_path
 
 from dsh_daemon import __version__
 from dsh_daemon.host import errors
-from dsh_daemon.host.options import NON_PROVIDER_KEYS, DaemonOptions, OptionsError, parse_options
+from dsh_daemon.host.options import (
+    NON_PROVIDER_KEYS,
+    DaemonOptions,
+    OptionsError,
+    parse_options,
+    parse_session_servers,
+)
 from dsh_daemon.host.paths import checked_path
+from dsh_daemon.model.inbox import Target
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 
 if TYPE_CHECKING:
     from dsh_daemon.model.messages import UserMessage
-    from dsh_daemon.server.hub import SessionHub
+    from dsh_daemon.server.frontend import LspFrontEnd
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
-CANCEL_SETTLE_S = 10.0
 LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
 
@@ -109,35 +115,29 @@ class Daemon:
         )
         self.init: types.InitializeParams | None = None
         self.options: DaemonOptions | None = None  # initializationOptions, parsed at initialize
-        self._hub: SessionHub | None = None
+        self._front_end: LspFrontEnd | None = None
         self.shutting_down = False
         self._closing: asyncio.Future[None] | None = None
         register(self)
 
     @property
-    def hub(self) -> SessionHub:
+    def front_end(self) -> LspFrontEnd:
+        """The session host and this front end's side of it, built on the first `dsh/*` request."""
         if self.shutting_down:
             raise errors.shutting_down()
-        if self.init is None:
+        if self.init is None or self.options is None:
             raise errors.not_initialized()
-        if self._hub is None:
-            from dsh_daemon.server.hub import HubConfig, SessionHub
+        if self._front_end is None:
+            from dsh_daemon.server.frontend import LspFrontEnd
 
             p = self.init
-            options = p.initialization_options if isinstance(p.initialization_options, Mapping) else {}
             folders = [to_fs_path(f.uri) for f in p.workspace_folders or []]
             root = to_fs_path(p.root_uri) if p.root_uri else p.root_path
-            config = HubConfig(
-                state_dir=self.settings.state_dir,
-                env=self.settings.env,
-                flags=self.settings.flags,
-                init_options=options,
-                options=self.options,
-                workspace_roots=[r for r in [*folders, root] if r],
-                client_capabilities=p.capabilities,
+            roots = [r for r in [*folders, root] if r]
+            self._front_end = LspFrontEnd(
+                self.server, self.settings.state_dir, self.options, roots, p.capabilities
             )
-            self._hub = SessionHub(self.server, config)
-        return self._hub
+        return self._front_end
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach. Every
@@ -145,13 +145,13 @@ class Daemon:
         the store under the first one's turns while they are still writing their `turn/end`."""
         self.shutting_down = True
         if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close_hub())
+            self._closing = asyncio.ensure_future(self._close_front_end())
         await asyncio.shield(self._closing)
 
-    async def _close_hub(self) -> None:
-        if self._hub is not None:
-            await self._hub.close()
-            self._hub = None
+    async def _close_front_end(self) -> None:
+        if self._front_end is not None:
+            await self._front_end.close()
+            self._front_end = None
 
 
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -202,13 +202,6 @@ def _typed(exc: Exception) -> errors.WireError:
     return errors.internal_error(f"{type(exc).__name__}: {exc}")
 
 
-async def _until_settled(agent: Any) -> None:
-    """Let a cancel answer once the aborted turn has ended, so its `turn/end` precedes the reply
-    (bounded: a tool that ignores cancellation must not hold the editor's request forever)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(agent.until_retired(), CANCEL_SETTLE_S)
-
-
 def register(daemon: Daemon) -> None:
     server = daemon.server
     feature = server.feature
@@ -230,10 +223,10 @@ def register(daemon: Daemon) -> None:
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def on_folders(ls: LanguageServer, p: types.DidChangeWorkspaceFoldersParams) -> None:
         # pygls has already updated ls.workspace; the tools' roots follow.
-        if daemon._hub is not None:
+        if daemon._front_end is not None:
             folders = [to_fs_path(f.uri) for f in ls.workspace.folders.values()]
             root = to_fs_path(ls.workspace.root_uri) if ls.workspace.root_uri else None
-            daemon._hub.workspace_folders_changed([r for r in [*folders, root] if r])
+            daemon._front_end.host.set_roots([r for r in [*folders, root] if r])
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def on_configuration(ls: LanguageServer, p: types.DidChangeConfigurationParams) -> None:
@@ -257,8 +250,8 @@ def register(daemon: Daemon) -> None:
             )
             return
         daemon.options = options
-        if daemon._hub is not None:
-            daemon._hub.apply_options(options)
+        if daemon._front_end is not None:
+            daemon._front_end.host.reconfigure(options)
 
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: LanguageServer, *_: Any) -> Generator[Any, Any, None]:
@@ -291,13 +284,8 @@ def register(daemon: Daemon) -> None:
                     f"{method}: 'title' must hold at most {MAX_TITLE_CHARS} characters after collapsing "
                     f"whitespace (got {len(title)})"
                 )
-        from dsh_daemon.mcp.config import McpConfigError, parse_servers
-
-        try:
-            servers = parse_servers(p.get("mcpServers"), f"{method}: mcpServers")
-        except McpConfigError as exc:
-            raise errors.invalid_params(str(exc)) from exc
-        return {"sessionId": daemon.hub.new_session(cwd, title, servers)}
+        servers = parse_session_servers(p.get("mcpServers"), f"{method}: mcpServers")
+        return {"sessionId": daemon.front_end.host.create(cwd, title=title, mcp_servers=servers).session_id}
 
     @dsh("dsh/session/list")
     def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -306,7 +294,7 @@ def register(daemon: Daemon) -> None:
         cwd = params.opt_str(p, "cwd", method)
         limit = _opt_positive(p, "limit", method, LIST_MAX_LIMIT)
         before = params.opt_int(p, "before", method)
-        return daemon.hub.list_sessions(_absolute(ls, cwd) if cwd else None, limit, before)
+        return daemon.front_end.list_sessions(_absolute(ls, cwd) if cwd else None, limit, before)
 
     @dsh("dsh/session/attach")
     def session_attach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -315,40 +303,38 @@ def register(daemon: Daemon) -> None:
         session_id = params.req_str(p, "sessionId", method)
         after = params.opt_int(p, "afterSeq", method)
         replay = params.one_of(p, "replay", method, ("all", "none"), "all")
-        return daemon.hub.attach(session_id, -1 if after is None else after, replay == "all")
+        return daemon.front_end.attach(session_id, -1 if after is None else after, replay == "all")
 
     # ---- session management (protocol.md §3): transcript, rename, delete ------------------------------
 
     @dsh("dsh/session/transcript")
     def session_transcript(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        from dsh_daemon.session.transcript import DEFAULT_LIMIT, MAX_LIMIT
-
         method = "dsh/session/transcript"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         before_turn = _opt_positive(p, "beforeTurn", method, None)
-        limit = _opt_positive(p, "limit", method, MAX_LIMIT) or DEFAULT_LIMIT
-        return daemon.hub.transcript(session_id, before_turn, limit)
+        limit = _opt_positive(p, "limit", method, None)  # the host applies the default and the cap
+        return daemon.front_end.host.transcript(session_id, before_turn, limit)
 
     @dsh("dsh/session/rename")
     def session_rename(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/session/rename"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
-        daemon.hub.rename_durably(session_id, params.req_str(p, "title", method))
+        daemon.front_end.host.rename(session_id, params.req_str(p, "title", method), method=method)
         return {}
 
     @dsh("dsh/session/delete")
     def session_delete(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/session/delete"
         p = params.as_object(raw, method)
-        daemon.hub.delete_durably(params.req_str(p, "sessionId", method))
+        daemon.front_end.host.delete(params.req_str(p, "sessionId", method))
         return {}
 
     @dsh("dsh/session/detach")
     def session_detach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/session/detach"
-        daemon.hub.detach(params.req_str(params.as_object(raw, method), "sessionId", method))
+        daemon.front_end.host.detach(params.req_str(params.as_object(raw, method), "sessionId", method))
         return {}
 
     def _client_message(p: Mapping[str, Any], method: str) -> UserMessage:
@@ -370,9 +356,9 @@ def register(daemon: Daemon) -> None:
         if wakeup is None:
             wakeup = params.req_bool(p, "wakeup", method)
         specs = params.opt_context(p, "context", method) or ()
-        attachments = daemon.hub.context_messages(session_id, specs) if specs else ()
         verb = method.removeprefix("dsh/")
-        message_id = daemon.hub.send(session_id, message, target, wakeup, attachments, verb)
+        chosen: Target = "next-turn" if target == "next-turn" else "next-step"
+        message_id, attachments = daemon.front_end.send(session_id, message, chosen, wakeup, specs, verb)
         reply: dict[str, Any] = {"messageId": message_id}
         if attachments:
             reply["contextIds"] = [m.id for m in attachments]
@@ -393,38 +379,33 @@ def register(daemon: Daemon) -> None:
         session_id = params.req_str(p, "sessionId", method)
         keep = params.opt_bool(p, "keepInbox", method, False)
         cause = params.one_of(p, "cause", method, ("user", "hook"), "user")
-        agent = daemon.hub.agent(session_id)
-        agent.cancel(cause, keep_inbox=keep)
-        yield _until_settled, (agent,), {}
+        session = daemon.front_end.session(session_id)
+        session.cancel(cause, keep_inbox=keep)
+        yield session.until_settled, (), {}
         return {}
 
     @dsh("dsh/session/compact")
     async def session_compact(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        from dsh_daemon.agent.loop import CompactionError
-
         p = params.as_object(raw, "dsh/session/compact")
-        agent = daemon.hub.agent(params.req_str(p, "sessionId", "dsh/session/compact"))
-        try:
-            return await agent.compact()
-        except CompactionError as exc:  # the turn ended with this error; nothing changed
-            return {"compacted": False, "error": exc.error}
+        session = daemon.front_end.session(params.req_str(p, "sessionId", "dsh/session/compact"))
+        return await session.compact()
 
     @dsh("dsh/wake")
     def wake(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/wake")
-        return {"started": daemon.hub.agent(params.req_str(p, "sessionId", "dsh/wake")).wake()}
+        return {"started": daemon.front_end.session(params.req_str(p, "sessionId", "dsh/wake")).wake()}
 
     @dsh("dsh/inbox/list")
     def inbox_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         p = params.as_object(raw, "dsh/inbox/list")
-        return daemon.hub.inbox_json(params.req_str(p, "sessionId", "dsh/inbox/list"))
+        return daemon.front_end.host.inbox(params.req_str(p, "sessionId", "dsh/inbox/list"))
 
     @dsh("dsh/inbox/remove")
     def inbox_remove(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/inbox/remove"
         p = params.as_object(raw, method)
-        agent = daemon.hub.agent(params.req_str(p, "sessionId", method))
-        return {"removed": agent.inbox.remove(params.req_str(p, "messageId", method))}
+        session = daemon.front_end.session(params.req_str(p, "sessionId", method))
+        return {"removed": session.remove(params.req_str(p, "messageId", method))}
 
     @dsh("dsh/inbox/replace")
     def inbox_replace(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -434,8 +415,9 @@ def register(daemon: Daemon) -> None:
         old_id = params.req_str(p, "messageId", method)
         message = _client_message(p, method)
         specs = params.opt_context(p, "context", method)
-        attachments = None if specs is None else daemon.hub.context_messages(session_id, specs)
-        daemon.hub.inbox_replace(session_id, old_id, message, attachments)
+        front_end = daemon.front_end
+        attachments = None if specs is None else front_end.context_messages(session_id, specs)
+        front_end.session(session_id).replace(old_id, message, attachments)
         reply: dict[str, Any] = {"messageId": message.id}
         if attachments:
             reply["contextIds"] = [m.id for m in attachments]
@@ -447,24 +429,29 @@ def register(daemon: Daemon) -> None:
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
         message_id = params.req_str(p, "messageId", method)
-        target = params.one_of(p, "target", method, params.TARGETS)
+        target: Target = (
+            "next-turn" if params.one_of(p, "target", method, params.TARGETS) == "next-turn" else "next-step"
+        )
         index = params.opt_int(p, "index", method)
-        daemon.hub.inbox_move(session_id, message_id, target, -1 if index is None else index)
+        daemon.front_end.session(session_id).move(message_id, target, -1 if index is None else index)
         return {}
 
     @dsh("dsh/permissions/list")
     def permissions_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/permissions/list"
         session_id = params.req_str(params.as_object(raw, method), "sessionId", method)
-        hub = daemon.hub
-        return {"grants": hub.grants(session_id), "open": hub.approver(session_id).open_requests()}
+        front_end = daemon.front_end
+        grants = front_end.session(session_id).grants()
+        return {"grants": grants, "open": front_end.approver(session_id).open_requests()}
 
     @dsh("dsh/permissions/revoke")
     def permissions_revoke(ls: LanguageServer, raw: Any) -> dict[str, Any]:
         method = "dsh/permissions/revoke"
         p = params.as_object(raw, method)
         session_id = params.req_str(p, "sessionId", method)
-        return {"revoked": daemon.hub.revoke_grants(session_id, params.opt_str(p, "scope", method))}
+        return {
+            "revoked": daemon.front_end.session(session_id).revoke_grants(params.opt_str(p, "scope", method))
+        }
 
     @dsh("dsh/permissions/respond")
     def permissions_respond(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -473,7 +460,7 @@ def register(daemon: Daemon) -> None:
         session_id = params.req_str(p, "sessionId", method)
         call_id = params.req_str(p, "callId", method)
         outcome = params.one_of(p, "outcome", method, ("allow-once", "allow-always", "reject", "cancelled"))
-        return {"answered": daemon.hub.approver(session_id).respond(call_id, outcome)}
+        return {"answered": daemon.front_end.approver(session_id).respond(call_id, outcome)}
 
     @dsh("dsh/context/add")
     def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
@@ -483,12 +470,12 @@ def register(daemon: Daemon) -> None:
         session_id = params.req_str(p, "sessionId", method)
         spec = params.context_spec(p, method)
         delivery = params.one_of(p, "delivery", method, params.DELIVERIES, "inject")
-        return {"messageId": daemon.hub.context_add(session_id, spec, delivery)}
+        return {"messageId": daemon.front_end.context_add(session_id, spec, delivery)}
 
     @dsh("dsh/context/didChange")
     def context_did_change(ls: LanguageServer, raw: Any) -> None:
         if isinstance(raw, Mapping) and daemon.init is not None and not daemon.shutting_down:
-            daemon.hub.context_did_change(raw)
+            daemon.front_end.context_did_change(raw)
 
 
 def _opt_positive(p: Mapping[str, Any], key: str, method: str, cap: int | None) -> int | None:

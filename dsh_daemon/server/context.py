@@ -20,23 +20,23 @@ from typing import Any
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
-from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision
 from dsh_daemon.host.editor_context import (
     MAX_CONTEXT_READ_BYTES,
+    context_path,
     diagnostics_message,
     editor_source,
     fence,
     file_message,
     format_diagnostics,
+    read_context_file,
     selection_message,
 )
-from dsh_daemon.host.errors import WireError, invalid_params, outside_workspace, shown
+from dsh_daemon.host.errors import WireError, invalid_params, shown
+from dsh_daemon.host.port import Enter, PreStepContext, PreStepDecision
+from dsh_daemon.host.port import Workspace as ToolWorkspace
 from dsh_daemon.model.jsonvalue import dumps
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.server.params import diagnostic_problem, is_range
-from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
-from dsh_daemon.tools.workspace import Workspace as ToolWorkspace
 
 MAX_SNAPSHOT_CHARS = 4_000
 MAX_SNAPSHOT_DIAGNOSTICS = 10
@@ -52,9 +52,9 @@ class ContextDocument:
 
 class ContextSource:
     """Where editor context comes from: the editor's synced document (unsaved text wins), else the
-    file on disk, read through the tools' one safe reader (`tools.textfiles.read_regular`: regular
-    files only, a non-blocking open, a size cap) in a worker thread, and only inside the session's
-    workspace roots. Anything else is refused: `outside_workspace`, or `invalid_params`."""
+    file on disk, read the host's way (`host/editor_context.py`: inside the session's workspace roots
+    only, through the tools' one safe reader). Anything else is refused: `outside_workspace`, or
+    `invalid_params`."""
 
     def __init__(self, editor: Callable[[], Workspace | None], workspace: ToolWorkspace) -> None:
         self._editor = editor
@@ -71,18 +71,7 @@ class ContextSource:
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if not path:
             raise invalid_params(f"cannot read {shown(uri)}: not a file URI and not open in the editor")
-        if "\0" in path:
-            raise invalid_params(f"cannot read {shown(uri)}: the path holds a NUL character")
-        try:
-            return self.workspace.resolve(path)
-        except OutsideWorkspaceError:
-            raise outside_workspace(
-                f"cannot read {shown(uri)}: it is outside the workspace "
-                f"({', '.join(str(r) for r in self.workspace.roots)}) and not open in the editor",
-                path,
-            ) from None
-        except (ToolError, OSError, ValueError) as exc:
-            raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
+        return context_path(self.workspace, path, uri, elsewhere=" and not open in the editor")
 
     async def document(self, uri: str) -> ContextDocument:
         """The document behind `uri`, read in a worker thread (for the ambient snapshot hook)."""
@@ -106,20 +95,8 @@ class ContextSource:
         return ContextDocument(doc, from_editor=True, unsaved=unsaved)
 
     def _read_disk(self, uri: str, path: Path) -> ContextDocument:
-        try:
-            raw = read_regular(path, str(path), MAX_CONTEXT_READ_BYTES, self.workspace)
-        except OutsideWorkspaceError:
-            raise outside_workspace(
-                f"cannot read {shown(uri)}: it leads outside the workspace", str(path)
-            ) from None
-        except ToolError as exc:
-            raise invalid_params(f"cannot read {shown(uri)}: {exc}") from None
-        except OSError as exc:
-            raise invalid_params(f"cannot read {shown(uri)}: {exc.strerror or exc}") from None
-        if looks_binary(raw.data[:SNIFF_BYTES]):
-            raise invalid_params(f"cannot add {shown(uri)} as context: it is a binary file")
-        text = raw.data.decode("utf-8", errors="replace")
-        return ContextDocument(TextDocument(uri, text), from_editor=False, truncated=raw.truncated)
+        read = read_context_file(self.workspace, path, uri)
+        return ContextDocument(TextDocument(uri, read.text), from_editor=False, truncated=read.truncated)
 
 
 def _range_text(doc: TextDocument, rng: Mapping[str, Any]) -> tuple[str, int, int]:

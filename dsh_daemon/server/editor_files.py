@@ -18,9 +18,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier
-from dsh_daemon.tools.errors import EditConflictError
-from dsh_daemon.tools.textfiles import sha256_text
+from dsh_daemon.host.port import ComputedEdit, DiskEditApplier, EditConflictError, sha256_text
 
 logger = logging.getLogger(__name__)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

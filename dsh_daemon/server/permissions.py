@@ -21,14 +21,12 @@ from typing import Any
 from lsprotocol import types
 from pygls.protocol import JsonRPCProtocol
 
-from dsh_daemon.agent.signal import AbortSignal
-from dsh_daemon.agent.tools import PermissionOutcome, PermissionRequest
+from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionRequest
+from dsh_daemon.model.events import PERMISSION_REQUESTED, PERMISSION_RESOLVED
 
 logger = logging.getLogger(__name__)
 
 OUTCOMES: tuple[PermissionOutcome, ...] = ("allow-once", "allow-always", "reject", "cancelled")
-PERMISSION_REQUESTED = "permission/requested"
-PERMISSION_RESOLVED = "permission/resolved"
 
 Announce = Callable[[str, dict[str, Any]], None]  # (live event type, data) to the session's client
 
@@ -38,12 +36,13 @@ class ClientApprover:
         self,
         protocol: JsonRPCProtocol,
         session_id: str,
-        timeout_s: float,
+        timeout_s: Callable[[], float],
         announce: Announce | None = None,
     ) -> None:
+        """`timeout_s`: read at each request (a configuration change applies to the next one)."""
         self._protocol = protocol
         self._session_id = session_id
-        self.timeout_s = timeout_s
+        self._timeout_s = timeout_s
         self._announce = announce or (lambda _type, _data: None)
         self._open: dict[str, tuple[dict[str, Any], asyncio.Future[Any]]] = {}
 
@@ -92,7 +91,7 @@ class ClientApprover:
         answered_by_client = False
         try:
             # asyncio.timeout, not wait_for: no extra task whose AbortedError nobody would retrieve.
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self._timeout_s()):
                 answer = await signal.race(either)
             answered_by_client = future.done() and not future.cancelled()
         except TimeoutError:

@@ -30,8 +30,13 @@ class SlowCloseProvider:
         self.inner = inner
         self.name = inner.name
 
+    compact_at_ratio = None
+
     def default_config(self, model: str) -> Mapping[str, Any]:
         return {}
+
+    def context_window(self, model: str) -> int | None:
+        return None
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         generator = self.inner.stream(request)

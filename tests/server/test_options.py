@@ -11,7 +11,7 @@ from pygls.lsp.server import LanguageServer
 
 from dsh_daemon.host import errors
 from dsh_daemon.host.options import parse_options
-from dsh_daemon.server.hub import HubConfig, SessionHub
+from dsh_daemon.server.frontend import LspFrontEnd
 from dsh_daemon.tools.config import ToolConfig
 from tests.fakes.deepseek_server import FakeDeepSeek
 from tests.server.test_hostile_input import finish
@@ -77,23 +77,24 @@ async def test_session_creation_is_all_or_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state"
     work = tmp_path / "work"
     work.mkdir()
-    config = HubConfig(state, {}, {}, {"thinking": False}, [str(work)], None)
-    hub = SessionHub(LanguageServer("t", "0"), config)
+    options = parse_options(state, {}, {}, {"thinking": False}, what="initializationOptions")
+    front_end = LspFrontEnd(LanguageServer("t", "0"), state, options, [str(work)], None)
+    host = front_end.host
     try:
 
         def broken(*args: Any) -> Any:
             raise RuntimeError("the agent could not be built")
 
-        hub.manager._build = broken  # type: ignore[method-assign]
+        host.manager._build = broken  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
-            hub.new_session(str(work), "t")
-        assert hub.manager.list_sessions() == [] and hub.kits == {} and hub.workspaces == {}
-        assert hub.manager.store._db.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)
-        del hub.manager._build  # the real one again
-        sid = hub.new_session(str(work), "t")
-        assert [info.session_id for info in hub.manager.list_sessions()] == [sid]
+            host.create(str(work), title="t")
+        assert host.manager.list_sessions() == [] and host.sessions == {}
+        assert host.manager.store._db.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)
+        del host.manager._build  # the real one again
+        sid = host.create(str(work), title="t").session_id
+        assert [info.session_id for info in host.manager.list_sessions()] == [sid]
     finally:
-        await hub.close()
+        await front_end.close()
 
 
 def test_echoed_values_are_cut() -> None:

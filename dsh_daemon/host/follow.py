@@ -4,33 +4,31 @@ A connection that attached a session leased by another live process gets that se
 events as the other process writes them (polled every `POLL_S`), a live `session/lease` event when
 the lease changes hands, and, once the holder has released the lease or died, the session itself:
 this process takes the lease and the connection drives it from then on, with no gap and no duplicate
-in the stream and no second attach (the hub's `view` continues from the last seq delivered).
+in the stream and no second attach (the host's `session` continues from the last seq delivered).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsh_daemon.model.events import SESSION_LEASE, Event
+from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError
 
 if TYPE_CHECKING:
-    from dsh_daemon.server.hub import SessionHub
+    from dsh_daemon.host.sessions import SessionHost
 
 logger = logging.getLogger(__name__)
 
-POLL_S = 0.2  # lag of a read-only view behind its driver (the issue allows 250 ms)
-SESSION_LEASE = "session/lease"  # live: {holder: {pid, host} | null, readOnly}
-
-Notify = Callable[[str, dict[str, Any]], None]
+POLL_S = 0.2  # lag of a read-only view behind its driver (at most 250 ms)
 
 
 class ReadOnlyFollower:
-    def __init__(self, hub: SessionHub) -> None:
-        self._hub = hub
+    def __init__(self, host: SessionHost) -> None:
+        self._host = host
         self._holders: dict[str, tuple[int, str] | None] = {}  # last holder announced per session
         self._quiet: set[str] = set()  # taken over without a `session/lease` (see `follow`)
         self._task: asyncio.Task[None] | None = None
@@ -38,7 +36,7 @@ class ReadOnlyFollower:
     def follow(
         self, session_id: str, holder: tuple[int, str] | None, *, announce_takeover: bool = True
     ) -> None:
-        """Start following `session_id` (the hub has put it in `read_only`). Without
+        """Start following `session_id` (the host has put it in `read_only`). Without
         `announce_takeover`, taking it over sends no `session/lease` (the client never saw it read-only)."""
         self._holders[session_id] = holder
         if not announce_takeover:
@@ -56,9 +54,9 @@ class ReadOnlyFollower:
             self._task = None
 
     async def _run(self) -> None:
-        while self._hub.read_only:
+        while self._host.read_only:
             await asyncio.sleep(POLL_S)
-            for session_id in list(self._hub.read_only):
+            for session_id in list(self._host.read_only):
                 try:
                     self.poll_once(session_id)
                 except StoreError as exc:  # deleted or unreadable meanwhile: stop following it, once
@@ -68,41 +66,48 @@ class ReadOnlyFollower:
                     self._stop(session_id, "internal error")
 
     def _stop(self, session_id: str, why: str) -> None:
-        self._hub.read_only.pop(session_id, None)
+        self._host.read_only.pop(session_id, None)
         self.forget(session_id)
         logger.warning("stopped following session %s: %s", session_id, why)
 
     def poll_once(self, session_id: str) -> None:
-        hub = self._hub
-        delivered = hub.read_only.get(session_id)
+        host = self._host
+        delivered = host.read_only.get(session_id)
         if delivered is None:
             return
-        events = hub.manager.read(session_id, delivered)
+        events = host.manager.read(session_id, delivered)
+        for event in events:
+            host.front_end.deliver(session_id, event, replayed=True)
         if events:
-            hub.send_stored_events(session_id, events)
-            hub.read_only[session_id] = events[-1].seq or delivered
-        lease = hub.manager.store.read_lease(session_id)
-        lives = lease is not None and hub.manager.leases.other_holder_lives(lease)
+            host.read_only[session_id] = events[-1].seq or delivered
+        lease = host.manager.store.read_lease(session_id)
+        lives = lease is not None and host.manager.leases.other_holder_lives(lease)
         holder = (lease[1], lease[2]) if lease is not None and lives else None
         if holder is not None:
             self._announce(session_id, holder, read_only=True)
             return
         try:
-            hub.view(session_id)  # takes the lease; continues the stream from `delivered`
+            host.session(session_id)  # takes the lease; continues the stream from `delivered`
         except SessionBusyError:
             return  # another process was quicker: it is announced at the next poll
         except StoreError as exc:
             # It cannot be opened (an unreadable log, a deleted session): stop following it, once;
             # the client's next request on it gets the same typed error.
             self._stop(session_id, str(exc))
+            return
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:
-            hub.notify_event(session_id, SESSION_LEASE, {"holder": None, "readOnly": False})
+            self._lease_event(session_id, {"holder": None, "readOnly": False})
 
     def _announce(self, session_id: str, holder: tuple[int, str], *, read_only: bool) -> None:
         if self._holders.get(session_id) == holder:
             return
         self._holders[session_id] = holder
-        data = {"holder": {"pid": holder[0], "host": holder[1]}, "readOnly": read_only}
-        self._hub.notify_event(session_id, SESSION_LEASE, data)
+        self._lease_event(
+            session_id, {"holder": {"pid": holder[0], "host": holder[1]}, "readOnly": read_only}
+        )
+
+    def _lease_event(self, session_id: str, data: dict[str, Any]) -> None:
+        """A live `session/lease`: who drives the session the connection follows read-only, now."""
+        self._host.front_end.deliver(session_id, Event(SESSION_LEASE, freeze_json(data)), replayed=False)

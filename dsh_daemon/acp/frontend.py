@@ -1,0 +1,224 @@
+"""The ACP front end: the port the session host wires sessions through (`host/port.py`), and what
+this connection keeps per session it drives: the client's files, how the session's events become
+`session/update`s, and which `session/prompt` each turn answers.
+
+Every operation that queues input is synchronous (committed before it returns), so requests take
+effect in the order they arrive.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.acp.context import PromptParts
+from dsh_daemon.acp.files import ClientFiles, FsCapabilities
+from dsh_daemon.acp.permissions import AcpApprover
+from dsh_daemon.acp.prompts import PromptBook
+from dsh_daemon.acp.rpc import Connection
+from dsh_daemon.acp.transport import RequestId
+from dsh_daemon.acp.updates import Translator
+from dsh_daemon.host.hosted import HostedSession
+from dsh_daemon.host.options import DaemonOptions, ServerSource
+from dsh_daemon.host.port import Approver, DocumentSource, EditApplier, FrontEndHooks, Workspace
+from dsh_daemon.host.sessions import SessionHost
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.inbox import Target
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AcpSession:
+    """What this connection keeps for one session it drives."""
+
+    files: ClientFiles  # the session's document source, edit applier and buffer prefetch
+    translator: Translator  # its events as `session/update`s
+    book: PromptBook  # which turn answers which `session/prompt`
+
+
+def iso_time(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+class AcpFrontEnd:
+    def __init__(
+        self, connection: Connection, state_dir: Path, options: DaemonOptions, fs: FsCapabilities
+    ) -> None:
+        self.connection = connection
+        self.fs = fs
+        self.driven: dict[str, AcpSession] = {}
+        self.host = SessionHost(state_dir, options, self)
+
+    # ---- the front-end port (host/port.py) ---------------------------------------------------------------
+
+    def document_source(self, session_id: str, workspace: Workspace) -> DocumentSource:
+        # The first the port hears of a session being wired: what this connection keeps for it starts
+        # here. One ClientFiles is both its document source and its edit applier.
+        options = self.host.options.provider
+        translator = Translator(
+            lambda update: self.connection.notify(
+                "session/update", {"sessionId": session_id, "update": update}
+            ),
+            cwd=str(workspace.cwd),
+            context_window=options.context_window(options.model),
+            title=lambda: self._title(session_id),
+        )
+        files = ClientFiles(self.connection, session_id, workspace, self.fs)
+        self.driven[session_id] = AcpSession(files, translator, PromptBook())
+        return files
+
+    def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
+        return self.driven[session_id].files
+
+    def new_approver(self, session_id: str) -> Approver:
+        translator = self.driven[session_id].translator
+        timeout = lambda: self.host.options.permission_timeout_s  # noqa: E731  (read at each request)
+        return AcpApprover(self.connection, session_id, translator, timeout)
+
+    def session_hooks(self, session_id: str, workspace: Workspace) -> FrontEndHooks:
+        # The editor's buffers are fetched before the permission policy, so a preview shows their text.
+        return FrontEndHooks(pre_execute=[self.driven[session_id].files.prefetch])
+
+    def report_mcp_status(self, session_id: str, data: Mapping[str, Any]) -> None:
+        self.connection.notify("_dsh/mcp/status", {"sessionId": session_id, **data})
+
+    def observe(self, session_id: str, event: Event) -> None:
+        state = self.driven.get(session_id)
+        if state is not None:
+            state.book.on_event(event)
+
+    def deliver(self, session_id: str, event: Event, *, replayed: bool) -> None:
+        state = self.driven.get(session_id)
+        if state is None:
+            return
+        if replayed:
+            state.translator.replay(event)
+        else:
+            state.translator.live(event)
+
+    def session_closed(self, session_id: str, *, deleted: bool) -> None:
+        state = self.driven.pop(session_id, None)
+        if state is not None:
+            state.book.close()  # every prompt still waiting is answered `cancelled`
+
+    def _title(self, session_id: str) -> str | None:
+        try:
+            return self.host.info(session_id).title
+        except Exception:
+            return None
+
+    # ---- sessions ------------------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> HostedSession:
+        """A session this connection opened (`session/new`, `load` or `resume`)."""
+        return self.host.followed(session_id)
+
+    def new(self, cwd: str, extra_roots: Sequence[str], mcp_servers: ServerSource | None = None) -> str:
+        return self.host.create(cwd, extra_roots=extra_roots, mcp_servers=mcp_servers).session_id
+
+    def load(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None = None,
+    ) -> None:
+        """Replay the durable log as updates, then continue live: replay and subscription happen in one
+        synchronous stretch, so no event falls between them and none is sent twice."""
+        hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        self.host.follow(hosted)
+        self.driven[session_id].translator.title_changed()
+
+    def resume(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None = None,
+    ) -> None:
+        hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        self.host.follow(hosted, replay=False)
+
+    async def close(self, session_id: str) -> None:
+        """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
+        self.session(session_id)
+        await self.host.close_session(session_id)
+
+    def list(self, cwd: str | None) -> list[dict[str, Any]]:
+        out = []
+        for info in self.host.list_sessions(cwd).sessions:
+            row: dict[str, Any] = {
+                "sessionId": info.session_id,
+                "cwd": info.cwd or "",
+                "updatedAt": iso_time(info.updated_at),
+                "_meta": {"dsh": {"status": info.status, "pending": info.pending}},
+            }
+            if info.title:
+                row["title"] = info.title
+            out.append(row)
+        return out
+
+    def workspace(self, session_id: str) -> Workspace:
+        return self.session(session_id).workspace
+
+    # ---- input ---------------------------------------------------------------------------------------
+
+    def send(self, session_id: str, parts: PromptParts, target: Target, wakeup: bool, verb: str) -> str:
+        return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, verb)
+
+    def prompt(self, session_id: str, request_id: RequestId, parts: PromptParts) -> Any:
+        """Queue a followup; the future resolves with the answer of the turn that claims it."""
+        self.session(session_id)
+        book = self.driven[session_id].book
+        future = book.add(request_id, parts.message.id)
+        try:
+            self.send(session_id, parts, "next-turn", True, "followup")
+        except BaseException:
+            book.drop(parts.message.id)
+            raise
+        return future
+
+    def revoke(self, request_id: RequestId) -> bool:
+        """`$/cancel_request` for a prompt: removed from the queue (answered -32800) if still pending."""
+        for session_id, state in self.driven.items():
+            prompt = state.book.find(request_id)
+            hosted = self.host.sessions.get(session_id)
+            if prompt is None or hosted is None:
+                continue
+            if prompt.turn is not None:
+                return False  # already running: only session/cancel stops it
+            prompt.revoked = True
+            if not hosted.remove(prompt.message_id):
+                prompt.revoked = False
+                return False
+            logger.info("session %s: queued prompt %s removed by $/cancel_request", session_id, request_id)
+            return True
+        return False
+
+    def cancel(self, session_id: str) -> None:
+        """Abort the running turn, keep the queue, then run it once the aborted turn has ended."""
+        self.session(session_id).cancel_then_wake()
+
+    def inbox_replace(self, session_id: str, message_id: str, parts: PromptParts) -> None:
+        hosted = self.session(session_id)
+        book = self.driven[session_id].book
+        book.rebind(message_id, parts.message.id)
+        try:
+            hosted.replace(message_id, parts.message, parts.attachments or None)
+        except BaseException:
+            book.rebind(parts.message.id, message_id)
+            raise
+
+    def inbox_move(self, session_id: str, message_id: str, target: Target, index: int) -> None:
+        hosted = self.session(session_id)
+        with self.driven[session_id].book.moving(message_id):
+            hosted.move(message_id, target, index)
+
+    async def shutdown(self) -> None:
+        """D6: running turns end aborted{shutdown}; queued input stays parked for the next load."""
+        await self.host.aclose()

@@ -1,0 +1,139 @@
+"""One session this process drives, as the host hands it to a front end: its agent and tools, and
+what a request can do with it (send, inbox edits, cancel, wake, compact, permissions).
+
+Every operation that queues or edits input is synchronous (committed before it returns), so requests
+take effect in the order they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_daemon.agent.loop import Agent, AgentDisposedError
+from dsh_daemon.agent.tools import Approver
+from dsh_daemon.agent.turn import CompactionError
+from dsh_daemon.host.wiring import SessionTools
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.inbox import Target
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.tools.workspace import Workspace
+
+CANCEL_SETTLE_S = 10.0  # how long a cancel waits for the aborted turn to end before it answers
+
+
+@dataclass
+class HostedSession:
+    """A session this process drives: its agent, its tools, and whether the connection follows it."""
+
+    agent: Agent
+    tools: SessionTools
+    _tasks: set[asyncio.Task[None]]
+    followed: bool = False  # the connection receives its events
+    detached: bool = False  # the client let it go while a turn ran: released when the turn ends
+    _unfollow: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def session_id(self) -> str:
+        return self.agent.session_id
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.tools.workspace
+
+    @property
+    def status(self) -> str:
+        return self.agent.status
+
+    @property
+    def approver(self) -> Approver | None:
+        return self.agent.approver
+
+    @property
+    def last_seq(self) -> int:
+        return self.agent.log.next_seq - 1
+
+    def events_after(self, seq: int) -> list[Event]:
+        """Its durable events after `seq`, from memory (including those not yet written behind)."""
+        return [e for e in self.agent.log.events if e.seq is not None and e.seq > seq]
+
+    def mcp_status(self) -> list[dict[str, Any]] | None:
+        return None if self.tools.mcp is None else self.tools.mcp.status()
+
+    # ---- input -----------------------------------------------------------------------------------
+
+    def send(
+        self,
+        message: UserMessage,
+        target: Target,
+        wakeup: bool,
+        attachments: Sequence[UserMessage] = (),
+        verb: str | None = None,
+    ) -> str:
+        """Queued durably before this returns (a refused send raises; `host/errors.py` types it)."""
+        return self.agent.send(message, target=target, wakeup=wakeup, attachments=attachments, verb=verb)
+
+    def inbox(self) -> dict[str, Any]:
+        return self.agent.inbox.to_json()
+
+    def remove(self, message_id: str) -> bool:
+        return self.agent.inbox.remove(message_id)
+
+    def replace(
+        self, message_id: str, message: UserMessage, attachments: Sequence[UserMessage] | None = None
+    ) -> None:
+        self.agent.inbox.replace(message_id, message, attachments)
+
+    def move(self, message_id: str, target: Target, index: int) -> None:
+        self.agent.inbox.move(message_id, target, index)
+
+    def wake(self) -> bool:
+        return self.agent.wake()
+
+    def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
+        self.agent.cancel(cause, keep_inbox=keep_inbox)
+
+    async def until_settled(self) -> None:
+        """Until the turn aborted by a cancel has ended (bounded: a tool that ignores cancellation
+        must not hold the client's request forever)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.agent.until_retired(), CANCEL_SETTLE_S)
+
+    def cancel_then_wake(self) -> None:
+        """Abort the running turn keeping the queue, then run the queue once the turn has ended."""
+        self.cancel("user", keep_inbox=True)
+
+        async def run_queue() -> None:
+            await self.until_settled()
+            with contextlib.suppress(AgentDisposedError):
+                self.agent.wake()
+
+        task = asyncio.get_running_loop().create_task(run_queue())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def compact(self) -> dict[str, Any]:
+        """`{compacted, …}`; a failed compaction is `{compacted: false, error}` (the turn ended so)."""
+        try:
+            return await self.agent.compact()
+        except CompactionError as exc:
+            return {"compacted": False, "error": exc.error}
+
+    # ---- permissions -------------------------------------------------------------------------------
+
+    def grants(self) -> list[dict[str, Any]]:
+        """The session's "allow always" answers: a whole tool, or one exact command."""
+        out = []
+        for scope in sorted(self.agent.always_allowed):
+            tool, sep, rest = scope.partition(":")
+            out.append({"scope": scope, "tool": tool, **({"command": rest} if sep else {})})
+        return out
+
+    def revoke_grants(self, scope: str | None) -> int:
+        allowed = self.agent.always_allowed
+        dropped = set(allowed) if scope is None else ({scope} & allowed)
+        allowed.difference_update(dropped)
+        return len(dropped)

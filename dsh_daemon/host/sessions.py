@@ -1,0 +1,488 @@
+"""The session host: the one table of the sessions this process drives for its front end.
+
+Both front ends (the LSP server, ACP mode) decode their wire's params, implement the front-end port
+(`host/port.py`) and render events; everything in between lives here, once: the provider and its
+reconfiguration, creating a session (all or nothing), opening one with its lease, following its
+events (a read-only view of a session another process drives, and taking it over when that process
+lets go), detaching, deleting, closing, sending, inbox edits, cancel-then-wake, and one cleanup path.
+
+Invariants kept here:
+- A session is in `sessions` exactly while this process drives it (holds its lease); leaving the
+  table always goes through `_cleanup`, which stops its MCP servers and tells the front end once.
+- Creation is all or nothing: a failure leaves no session row, no lease and no tools behind.
+- Following a session delivers its durable events after a seq and then its live ones in one
+  synchronous stretch: no event falls between the replay and the subscription, none is sent twice.
+- A read-only view continues, once this process drives the session, from the last seq it delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.agent.hooks import Hooks
+from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.host.errors import HostError, invalid_params, session_busy, session_busy_because, shown
+from dsh_daemon.host.follow import ReadOnlyFollower
+from dsh_daemon.host.hosted import HostedSession
+from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.host.options import DaemonOptions
+from dsh_daemon.host.paths import is_directory
+from dsh_daemon.host.port import FrontEnd
+from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
+from dsh_daemon.mcp.config import ServerSource
+from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
+from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
+from dsh_daemon.model.provider import Provider
+from dsh_daemon.session.lease import SessionBusyError
+from dsh_daemon.session.store import SessionInfo, SessionPage, UnknownSessionError
+from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
+from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
+from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.tools.policy import PermissionPolicy
+from dsh_daemon.tools.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+
+
+class WorkspaceError(HostError):
+    """A session's directories cannot make a workspace (a root that is not a directory, …)."""
+
+
+@dataclass(frozen=True)
+class Attached:
+    """What attaching a session found: its state now, and whether another process drives it."""
+
+    status: str
+    title: str | None
+    last_seq: int
+    inbox: dict[str, Any]
+    holder: SessionBusyError | None = None  # driven by another live process: a read-only view
+    from_store: bool = False  # answered from the store alone; this process opens it in the background
+    mcp_servers: list[dict[str, Any]] | None = None
+
+
+class SessionHost:
+    def __init__(
+        self,
+        state_dir: Path,
+        options: DaemonOptions,
+        front_end: FrontEnd,
+        *,
+        roots: Sequence[str] = (),
+        durable_auto_title: bool = False,
+        provider: Provider | None = None,
+    ) -> None:
+        """`roots`: the editor's workspace folders (each session's tools may touch them and its cwd).
+        `durable_auto_title`: the title taken from the first prompt is a durable `session/title`."""
+        if provider is None:
+            from dsh_daemon.llm.deepseek import make_provider
+
+            provider = make_provider(options.provider)
+        self.options = options
+        self.front_end = front_end
+        self.roots = list(roots)
+        self.provider = provider
+        self.sessions: dict[str, HostedSession] = {}
+        self._wiring: dict[str, SessionTools] = {}  # a session's tools while its agent is built
+        self._tasks: set[asyncio.Task[None]] = set()  # MCP servers stopping, queues run after cancels
+        # sessions the connection follows while another process drives them: the last seq delivered
+        self.read_only: dict[str, int] = {}
+        self.follower = ReadOnlyFollower(self)
+        self.manager = SessionManager(
+            state_dir,
+            provider=provider,
+            # The model is read when an agent is built; `reconfigure` updates the built ones.
+            options=lambda: AgentOptions(model=self.options.provider.model),
+            tools=lambda session_id: self._wiring[session_id].kit.registry,
+            hooks=self._hooks,
+            approver=front_end.new_approver,
+            durable_auto_title=durable_auto_title,
+        )
+        self.manager.start_heartbeat()
+
+    # ---- configuration ---------------------------------------------------------------------------------
+
+    def reconfigure(self, options: DaemonOptions) -> None:
+        """New settings: provider settings, tool permissions and the model take effect from the next
+        model request or tool call of every session (one under way finishes on the old ones); tool
+        limits, the shell and the system prompt apply to sessions opened from now on. (Approvers read
+        the permission timeout from `options` when they ask.)"""
+        self.options = options
+        self.provider.reconfigure(options.provider)
+        for hosted in self.sessions.values():
+            for hook in hosted.tools.kit.hooks.pre_execute:
+                if isinstance(hook, PermissionPolicy):
+                    hook.modes = dict(options.tools.permissions)
+            agent = hosted.agent
+            agent.options = dataclasses.replace(agent.options, model=options.provider.model)
+
+    def set_roots(self, roots: Sequence[str]) -> None:
+        """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""
+        self.roots = list(roots)
+        for hosted in self.sessions.values():
+            hosted.workspace.replace_roots(self.roots)
+
+    # ---- creating and opening ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        cwd: str | None,
+        *,
+        title: str | None = None,
+        extra_roots: Sequence[str] = (),
+        mcp_servers: ServerSource | None = None,
+    ) -> HostedSession:
+        """A new session, driven and followed here. All or nothing: what can fail is built before the
+        session row exists, and a failure while creating it removes the row and the lease again."""
+        session_id = str(uuid.uuid4())
+        try:
+            tools = self._wire(session_id, cwd, None, extra_roots, mcp_servers)
+            agent = self.manager.create(cwd=cwd, title=title, session_id=session_id)
+        except BaseException:
+            self._discard_new(session_id)
+            raise
+        finally:
+            self._wiring.pop(session_id, None)
+        hosted = self._adopt(agent, tools)
+        self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
+        return hosted
+
+    def session(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        extra_roots: Sequence[str] = (),
+        mcp_servers: ServerSource | None = None,
+    ) -> HostedSession:
+        """The session, driven by this process (opened with its lease if needed; raises
+        `UnknownSessionError`, `SessionBusyError`, or a `StoreError` saying why its log is unreadable).
+        `cwd`: where its tools work when its stored cwd is not a directory."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return hosted
+        if hosted is not None:  # taken over by another process: forget it and ask the store again
+            self._cleanup(hosted, deleted=False)
+        stored = self.manager.info(session_id).cwd
+        try:
+            tools = self._wire(session_id, stored, cwd, extra_roots, mcp_servers)
+            agent = self.manager.open(session_id)
+        except BaseException:
+            self._close_tools(self._wiring.get(session_id))
+            self.front_end.session_closed(session_id, deleted=False)
+            raise
+        finally:
+            self._wiring.pop(session_id, None)
+        hosted = self._adopt(agent, tools)
+        delivered = self.read_only.pop(session_id, None)
+        if delivered is not None:
+            # Followed read-only before; driven here now: the stream goes on from where it stopped.
+            self.follow(hosted, delivered)
+        return hosted
+
+    def followed(self, session_id: str) -> HostedSession:
+        """A session the connection opened and follows (ACP: `session/new`, `load` or `resume`)."""
+        hosted = self.sessions.get(session_id)
+        if hosted is None or not hosted.followed:
+            if self.manager.store.has_session(session_id):
+                raise invalid_params(
+                    f"session {shown(session_id)} is not open here: session/load or resume it"
+                )
+            raise UnknownSessionError(session_id)
+        lost = hosted.agent.log.lease_lost
+        if lost is not None:
+            raise session_busy(session_id, 0, str(lost))
+        return hosted
+
+    def _wire(
+        self,
+        session_id: str,
+        stored_cwd: str | None,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None,
+    ) -> SessionTools:
+        workspace = self._workspace(
+            stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
+        )
+        tools = wire_session_tools(self.front_end, session_id, workspace, self.options, mcp_servers)
+        self._wiring[session_id] = tools
+        return tools
+
+    def _workspace(self, cwd: str | None, extra_roots: Sequence[str]) -> Workspace:
+        """Roots: the editor's folders, the session cwd (when it is a directory outside them), the
+        session's extra roots; the daemon's directory when there is nothing else."""
+        if cwd is not None and not is_directory(cwd):
+            cwd = None  # a cwd that does not exist: the tools work in the roots
+        roots = [r for r in self.roots if is_directory(r)]
+        if cwd is not None and not any(Path(cwd).resolve().is_relative_to(Path(r).resolve()) for r in roots):
+            roots.append(cwd)
+        roots += [r for r in extra_roots if is_directory(r) and r not in roots]
+        try:
+            return Workspace(roots or [os.getcwd()], cwd=cwd)
+        except ValueError as exc:
+            raise WorkspaceError(str(exc)) from exc
+
+    def _hooks(self, session_id: str) -> Hooks:
+        tools = self._wiring[session_id]
+        own = self.front_end.session_hooks(session_id, tools.workspace)
+        return session_hooks(tools, self.options.agent, pre_step=own.pre_step, pre_execute=own.pre_execute)
+
+    def _adopt(self, agent: Agent, tools: SessionTools) -> HostedSession:
+        session_id = agent.session_id
+        hosted = HostedSession(agent, tools, self._tasks)
+        self.sessions[session_id] = hosted
+        agent.subscribe(lambda event: self.front_end.observe(session_id, event))
+        return hosted
+
+    def _discard_new(self, session_id: str) -> None:
+        """Undo a creation that failed half-way: its tools, its agent, its row and its lease."""
+        self._close_tools(self._wiring.get(session_id))
+        self.front_end.session_closed(session_id, deleted=True)
+        self.manager.agents.pop(session_id, None)
+        store = self.manager.store
+        try:
+            if store.has_session(session_id):
+                # A session that never answered its creating request has no history: drop it whole.
+                store.delete_session(session_id, holder=self.manager.leases.holder)
+        except Exception:
+            logger.exception("could not remove the half-created session %s", session_id)
+
+    # ---- following -------------------------------------------------------------------------------------
+
+    def follow(self, hosted: HostedSession, after_seq: int = -1, *, replay: bool = True) -> None:
+        """The connection receives the session's events: (with `replay`) its durable events after
+        `after_seq`, then its live ones, with nothing between the two and nothing twice."""
+        session_id = hosted.session_id
+        if replay:
+            for event in hosted.events_after(after_seq):
+                self.front_end.deliver(session_id, event, replayed=True)
+        if not hosted.followed:
+            hosted._unfollow = hosted.agent.subscribe(
+                lambda event: self.front_end.deliver(session_id, event, replayed=False)
+            )
+            hosted.followed = True
+        hosted.detached = False
+
+    def is_followed(self, session_id: str) -> bool:
+        hosted = self.sessions.get(session_id)
+        return hosted is not None and hosted.followed
+
+    def attach(self, session_id: str, after_seq: int, replay: bool = True) -> Attached:
+        """Follow a session: (with `replay`) its durable events after `after_seq`, then live ones.
+        A session another live process drives is followed read-only, from the store, until it is
+        let go; without replay, one nobody drives is answered from the store and opened after."""
+        if not replay and session_id not in self.sessions and self._nobody_drives(session_id):
+            return self._attach_from_store(session_id)
+        try:
+            hosted = self.session(session_id)
+        except SessionBusyError as exc:
+            # Leased by another live process: history only, read from the store.
+            if replay:
+                events = self.manager.read(session_id, after_seq)
+                for event in events:
+                    self.front_end.deliver(session_id, event, replayed=True)
+                last = events[-1].seq if events else None
+                info = self.manager.info(session_id)
+                self.read_only[session_id] = after_seq if last is None else last
+            else:
+                info = self.manager.info(session_id)
+                self.read_only[session_id] = info.last_seq
+            self.follower.follow(session_id, (exc.pid, exc.host))
+            inbox = self.stored_inbox(session_id)
+            return Attached(info.status, info.title, info.last_seq, inbox, holder=exc)
+        # Replay from memory (it includes events not yet written behind) and subscribe together.
+        self.follow(hosted, after_seq, replay=replay)
+        title = self.manager.info(session_id).title
+        return Attached(
+            hosted.status, title, hosted.last_seq, hosted.inbox(), mcp_servers=hosted.mcp_status()
+        )
+
+    def _nobody_drives(self, session_id: str) -> bool:
+        lease = self.manager.store.read_lease(session_id)
+        return lease is None or not self.manager.leases.other_holder_lives(lease)
+
+    def _attach_from_store(self, session_id: str) -> Attached:
+        """`replay: "none"` on a session nobody drives: answered from the store alone (its row and its
+        inbox splices), so reattaching a long session costs no full load. The session is opened for
+        driving right after, by the follower or by the first request that needs it, and the events
+        from `last_seq` on reach the connection as they would have: no gap, no duplicate."""
+        info = self.manager.info(session_id)
+        self.read_only[session_id] = info.last_seq
+        self.follower.follow(session_id, None, announce_takeover=False)
+        return Attached(
+            info.status, info.title, info.last_seq, self.stored_inbox(session_id), from_store=True
+        )
+
+    def detach(self, session_id: str) -> None:
+        """Stop following the session; an idle session driven here is released at once (its lease
+        goes, so another window can drive it), a running one when its turn ends."""
+        if self.read_only.pop(session_id, None) is not None:
+            self.follower.forget(session_id)
+            return
+        hosted = self.sessions.get(session_id)
+        if hosted is None:
+            self.manager.info(session_id)  # an unknown session is an error; a known one: nothing to do
+            return
+        self._unfollow(hosted)
+        hosted.detached = True
+        if self._release_if_idle(session_id):
+            return
+        unsubscribe: Callable[[], None] | None = None
+
+        def on_status(event: Event) -> None:
+            if event.type == STATUS and event.data.get("status") == "idle" and unsubscribe is not None:
+                unsubscribe()
+                # Not from inside the publish: releasing flushes the log.
+                asyncio.get_running_loop().call_soon(self._release_if_idle, session_id)
+
+        unsubscribe = hosted.agent.subscribe(on_status)
+
+    def _release_if_idle(self, session_id: str) -> bool:
+        hosted = self.sessions.get(session_id)
+        if hosted is None or not hosted.detached:
+            return True  # followed again meanwhile: it stays
+        if not self.manager.release_idle_session(session_id):
+            return False
+        self._cleanup(hosted, deleted=False)  # its tools go with it; a later open builds them again
+        return True
+
+    # ---- reading -----------------------------------------------------------------------------------------
+
+    def info(self, session_id: str) -> SessionInfo:
+        return self.manager.info(session_id)
+
+    def list_sessions(
+        self, cwd: str | None, limit: int | None = None, before: int | None = None
+    ) -> SessionPage:
+        return self.manager.store.list_page(cwd, limit=limit, before=before)
+
+    def inbox(self, session_id: str) -> dict[str, Any]:
+        """The pending items: from the agent when driven here, else as the stored splices leave them."""
+        try:
+            return self.session(session_id).inbox()
+        except SessionBusyError:
+            return self.stored_inbox(session_id)
+
+    def stored_inbox(self, session_id: str) -> dict[str, Any]:
+        """The pending items as the stored splices leave them (a session another process drives)."""
+        lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
+        for event in self.manager.store.load_events_of_type(session_id, INBOX_SPLICED):
+            apply_splice(lists, event.data, event.seq, event.time)
+        return {
+            "nextTurn": [item_wire(item, "next-turn") for item in lists["next-turn"]],
+            "nextStep": [item_wire(item, "next-step") for item in lists["next-step"]],
+        }
+
+    def transcript(self, session_id: str, before_turn: int | None, limit: int | None) -> dict[str, Any]:
+        """A page of rendered turns (at most `limit`: by default 20, at most 100), from memory when
+        this process drives the session, else from the store (read-only: a session another process
+        drives, or one nobody has open)."""
+        limit = TRANSCRIPT_DEFAULT_LIMIT if limit is None else min(limit, TRANSCRIPT_MAX_LIMIT)
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            events = hosted.agent.log.events
+            return transcript_page(reversed(events), len(events) - 1, before_turn, limit).to_json()
+        store = self.manager.store
+        last_seq = store.session_info(session_id).last_seq
+        up_to = last_seq
+        if before_turn is not None:  # a page deep in history: start reading at that turn, not at the end
+            start = store.turn_start_seq(session_id, before_turn)
+            up_to = last_seq if start is None else start - 1
+        newest_first = store.iter_events_backward(session_id, up_to)
+        try:
+            return transcript_page(newest_first, last_seq, before_turn, limit).to_json()
+        finally:
+            newest_first.close()
+
+    # ---- changing sessions -----------------------------------------------------------------------------
+
+    def rename(self, session_id: str, title: str, *, method: str) -> None:
+        """A new title (whitespace collapsed, 1–200 characters): a durable `session/title` unless it is
+        the title already. Driving the session is required (another process's: `session_busy`)."""
+        title = collapse_title(title)
+        if not 1 <= len(title) <= MAX_TITLE_CHARS:
+            raise invalid_params(
+                f"{method}: 'title' must hold 1 to {MAX_TITLE_CHARS} characters "
+                f"after collapsing whitespace (got {len(title)})"
+            )
+        hosted = self.session(session_id)
+        if self.manager.info(session_id).title != title:
+            self.manager.write_title(hosted.agent, title)
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session (rows, pending items, the connection's view of it). Refused with
+        `session_busy` while a turn runs here or another live process drives it."""
+        try:
+            self.manager.delete_session(session_id)
+        except SessionRunningError as exc:
+            raise session_busy_because(
+                session_id,
+                "a turn is running in this dsh-daemon; cancel it or wait, then delete",
+                reason="running",
+            ) from exc
+        except SessionBusyError as exc:
+            raise session_busy_because(
+                session_id,
+                f"it is driven by another dsh-daemon (pid {exc.pid} on {exc.host}); it can be deleted "
+                "once that process lets it go",
+                reason="leased",
+                holderPid=exc.pid,
+                holderHost=exc.host,
+            ) from exc
+        self.read_only.pop(session_id, None)
+        self.follower.forget(session_id)
+        hosted = self.sessions.get(session_id)
+        if hosted is not None:
+            self._cleanup(hosted, deleted=True)
+        else:
+            self.front_end.session_closed(session_id, deleted=True)
+
+    async def close_session(self, session_id: str) -> None:
+        """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
+        hosted = self.sessions.pop(session_id, None)
+        if hosted is None:
+            return
+        self._unfollow(hosted)
+        try:
+            await self.manager.close_session(session_id)
+        finally:
+            self._cleanup(hosted, deleted=False)
+
+    def _unfollow(self, hosted: HostedSession) -> None:
+        if hosted._unfollow is not None:
+            hosted._unfollow()
+        hosted._unfollow, hosted.followed = None, False
+
+    def _cleanup(self, hosted: HostedSession, *, deleted: bool) -> None:
+        """The one way out of the table: the connection stops following, the MCP servers stop (their
+        process trees killed, in the background), the front end forgets what it kept."""
+        session_id = hosted.session_id
+        if self.sessions.get(session_id) is hosted:
+            del self.sessions[session_id]
+        self._unfollow(hosted)
+        self._close_tools(hosted.tools)
+        self.front_end.session_closed(session_id, deleted=deleted)
+
+    def _close_tools(self, tools: SessionTools | None) -> None:
+        if tools is not None:
+            tools.close_in_background(self._tasks)
+
+    async def aclose(self) -> None:
+        """D6: running turns end aborted{shutdown}; queues stay parked for the next attach. MCP servers
+        end with their sessions, after the turns' tool calls; then the provider's pooled connections."""
+        await self.follower.close()
+        await self.manager.close()
+        for hosted in list(self.sessions.values()):
+            self._cleanup(hosted, deleted=False)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.provider.aclose()
