@@ -1,4 +1,4 @@
-"""`dsh-daemon`: serve stdio (the default), or `chat`, `sessions`, `export`."""
+"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`."""
 
 from __future__ import annotations
 
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write a session's transcript as JSONL")
     _add_daemon_options(export, defaults=False)
     export.add_argument("session")
+    sub.add_parser("schema", help="print the JSON Schema of the dsh wire: methods, results, events")
     return parser
 
 
@@ -107,8 +108,15 @@ def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    state_dir = _state_dir(args.state_dir)
     command = args.command or "serve"
+    if command == "schema":  # from the declarations alone: nothing of the server is imported
+        import json
+
+        from dsh_daemon.model.schema import wire_schema
+
+        print(json.dumps(wire_schema(), indent=2, ensure_ascii=False))
+        return 0
+    state_dir = _state_dir(args.state_dir)
     if command == "serve":
         from dsh_daemon.server.app import Settings
         from dsh_daemon.server.main import configure_logging, run

@@ -19,6 +19,8 @@ from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host.errors import WireError, request_cancelled, turn_failed
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
+from dsh_daemon.model.payloads import InboxClaimed, InboxDiscarded, InboxInserted, TurnEnded
+from dsh_daemon.model.wire import TurnEndReason
 
 STOP_REASONS = {
     "completed": "end_turn",
@@ -29,12 +31,11 @@ STOP_REASONS = {
 }
 
 
-def answer_for(reason: Mapping[str, Any]) -> dict[str, Any]:
+def answer_for(reason: TurnEndReason) -> dict[str, Any]:
     """A turn's end reason as a `session/prompt` result (an error turn raises its typed error)."""
-    kind = str(reason.get("kind"))
-    if kind == "error":
-        raise turn_failed(reason.get("error"))
-    return {"stopReason": STOP_REASONS.get(kind, "end_turn")}
+    if reason.kind == "error":
+        raise turn_failed(reason.error)
+    return {"stopReason": STOP_REASONS.get(reason.kind, "end_turn")}
 
 
 @dataclass
@@ -90,27 +91,24 @@ class PromptBook:
             prompt.future.set_result(result)
 
     def on_event(self, event: Event) -> None:
-        data = event.data
         if event.type == ev.INBOX_CLAIMED:
-            prompt = self._by_message.get(_message_id(data))
+            claimed = InboxClaimed.of(event)
+            prompt = self._by_message.get(_message_id(claimed.message))
             if prompt is not None:
-                prompt.turn = int(data["turn"])
+                prompt.turn = claimed.turn
         elif event.type == ev.INBOX_INSERTED:
-            prompt = self._by_message.get(_message_id(data))
+            prompt = self._by_message.get(_message_id(InboxInserted.of(event).message))
             if prompt is not None:
                 prompt.turn = None  # claimed, then put back: a later turn answers it
         elif event.type == ev.INBOX_DISCARDED:
-            prompt = self._by_message.get(_message_id(data))
+            prompt = self._by_message.get(_message_id(InboxDiscarded.of(event).message))
             if prompt is not None and prompt.turn is None and prompt.message_id not in self._moving:
                 self._settle(prompt, request_cancelled() if prompt.revoked else {"stopReason": "cancelled"})
         elif event.type == ev.TURN_END:
-            turn = int(data["turn"])
-            reason = data.get("reason")
-            for prompt in [p for p in self._by_message.values() if p.turn == turn]:
+            ended = TurnEnded.of(event)
+            for prompt in [p for p in self._by_message.values() if p.turn == ended.turn]:
                 try:
-                    result: dict[str, Any] | WireError = answer_for(
-                        reason if isinstance(reason, Mapping) else {}
-                    )
+                    result: dict[str, Any] | WireError = answer_for(ended.reason)
                 except WireError as exc:
                     result = exc
                 self._settle(prompt, result)
@@ -121,6 +119,5 @@ class PromptBook:
             self._settle(prompt, {"stopReason": "cancelled"})
 
 
-def _message_id(data: Mapping[str, Any]) -> str:
-    message = data.get("message")
-    return str(message.get("id")) if isinstance(message, Mapping) else ""
+def _message_id(message: Mapping[str, Any]) -> str:
+    return str(message.get("id", ""))

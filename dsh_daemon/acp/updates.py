@@ -21,6 +21,14 @@ from dsh_daemon.acp.context import resource_block
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import join_prompt_text
+from dsh_daemon.model.payloads import (
+    AssistantMessageLogged,
+    SessionTitled,
+    ToolCalled,
+    ToolOutput,
+    ToolResulted,
+    TurnUsage,
+)
 
 MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
 MAX_RESULT_CHARS = 64_000
@@ -199,55 +207,50 @@ class Translator:
             update["content"] = content
         return update
 
-    def _on_tool_call(self, data: Mapping[str, Any], replay: bool) -> None:
-        call_id = str(data["callId"])
-        known = call_id in self._calls
+    def _on_tool_call(self, call: ToolCalled, replay: bool) -> None:
+        known = call.call_id in self._calls
         if known and not replay:
-            if not data.get("synthetic"):  # a synthetic call never runs: its result follows at once
-                self.send(self.tool_call_update(call_id, status="in_progress"))
+            if not call.synthetic:  # a synthetic call never runs: its result follows at once
+                self.send(self.tool_call_update(call.call_id, status="in_progress"))
         else:
-            status = "pending" if data.get("synthetic") else "in_progress"
-            self.send(self.announce(call_id, str(data["name"]), data.get("arguments"), status=status))
+            status = "pending" if call.synthetic else "in_progress"
+            self.send(self.announce(call.call_id, call.name, call.arguments, status=status))
 
-    def _on_tool_output(self, data: Mapping[str, Any]) -> None:
-        call_id = str(data["callId"])
-        call = self._calls.get(call_id)
+    def _on_tool_output(self, output: ToolOutput) -> None:
+        call = self._calls.get(output.call_id)
         if call is None:
             return
-        call.output = (call.output + str(data.get("text", "")))[-MAX_OUTPUT_CHARS:]
-        self.send(self.tool_call_update(call_id, status="in_progress", content=[text_content(call.output)]))
+        call.output = (call.output + output.text)[-MAX_OUTPUT_CHARS:]
+        content = [text_content(call.output)]
+        self.send(self.tool_call_update(output.call_id, status="in_progress", content=content))
 
-    def _on_tool_result(self, data: Mapping[str, Any]) -> None:
-        call_id = str(data["callId"])
+    def _on_tool_result(self, result: ToolResulted) -> None:
+        call_id = result.call_id
         if call_id not in self._calls:
-            self.send(self.announce(call_id, str(data.get("name", "")), None, status="in_progress"))
-        message = data.get("message")
-        text = _text_of(message.get("content")) if isinstance(message, Mapping) else ""
+            self.send(self.announce(call_id, result.name, None, status="in_progress"))
+        text = _text_of(result.message.get("content"))
         if len(text) > MAX_RESULT_CHARS:
             text = text[:MAX_RESULT_CHARS] + "\n[truncated]"
-        error = data.get("error")
-        meta = data.get("meta")
+        error, meta = result.error, result.meta
         content: list[dict[str, Any]] = []
-        if isinstance(meta, Mapping) and isinstance(meta.get("diff"), str) and not error:
+        if meta is not None and isinstance(meta.get("diff"), str) and error is None:
             content.append(diff_content(str(meta.get("path", "")), meta["diff"]))
         content.append(text_content(text))
         fields: dict[str, Any] = {"status": "failed" if error else "completed", "content": content}
-        if error:
-            fields["rawOutput"] = {"error": dict(error) if isinstance(error, Mapping) else error}
+        if error is not None:
+            fields["rawOutput"] = {"error": {"name": error.name, "code": error.code}}
         self.send(self.tool_call_update(call_id, **fields))
         self._calls.pop(call_id, None)
 
     # ---- usage and title -----------------------------------------------------------------------------
 
-    def _on_assistant_usage(self, data: Mapping[str, Any]) -> None:
-        usage = data.get("usage")
-        if isinstance(usage, Mapping):
+    def _on_assistant_usage(self, logged: AssistantMessageLogged) -> None:
+        usage = logged.usage
+        if usage is not None:
             self._used = int(usage.get("inputTokens", 0) or 0) + int(usage.get("outputTokens", 0) or 0)
 
-    def _on_turn_usage(self, data: Mapping[str, Any]) -> None:
-        usage = data.get("usage")
-        if not isinstance(usage, Mapping):
-            return
+    def _on_turn_usage(self, turn_usage: TurnUsage) -> None:
+        usage = turn_usage.usage
         cost = usage.get("costUsd")
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             self._cost += float(cost)
@@ -270,46 +273,43 @@ class Translator:
     # ---- entry points --------------------------------------------------------------------------------
 
     def live(self, event: Event) -> None:
-        data = event.data
         kind = event.type
         if kind == ev.ASSISTANT_DELTA:
-            delta = data.get("delta")
-            if isinstance(delta, Mapping):
-                self._send_text(delta)
+            delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
+            self._send_text(delta)
         elif kind == ev.TOOL_CALL:
-            self._on_tool_call(data, replay=False)
+            self._on_tool_call(ToolCalled.of(event), replay=False)
         elif kind == ev.TOOL_OUTPUT:
-            self._on_tool_output(data)
+            self._on_tool_output(ToolOutput.of(event))
         elif kind == ev.TOOL_RESULT:
-            self._on_tool_result(data)
+            self._on_tool_result(ToolResulted.of(event))
         elif kind == ev.ASSISTANT_MESSAGE:
-            self._on_assistant_usage(data)
+            self._on_assistant_usage(AssistantMessageLogged.of(event))
         elif kind == ev.USAGE:
-            self._on_turn_usage(data)
+            self._on_turn_usage(TurnUsage.of(event))
         elif kind == ev.SESSION_TITLE:
-            self.title_changed(str(data.get("title") or "") or None)
+            self.title_changed(SessionTitled.of(event).title or None)
         elif kind in (ev.INBOX_INSERTED, ev.TURN_END):
             self.title_changed()
 
     def replay(self, event: Event) -> None:
-        data = event.data
         kind = event.type
         if kind == ev.USER_MESSAGE:
-            self._replay_user(data)
+            self._replay_user(event.data)  # the payload is the message itself
         elif kind == ev.ASSISTANT_MESSAGE:
-            self._on_assistant_usage(data)
-            message = data.get("message")
-            for block in (message.get("content") if isinstance(message, Mapping) else None) or ():
+            logged = AssistantMessageLogged.of(event)
+            self._on_assistant_usage(logged)
+            for block in logged.message.get("content") or ():
                 if isinstance(block, Mapping):
                     self._send_text(block)
         elif kind == ev.TOOL_CALL:
-            self._on_tool_call(data, replay=True)
+            self._on_tool_call(ToolCalled.of(event), replay=True)
         elif kind == ev.TOOL_RESULT:
-            self._on_tool_result(data)
+            self._on_tool_result(ToolResulted.of(event))
         elif kind == ev.USAGE:
-            self._on_turn_usage(data)
+            self._on_turn_usage(TurnUsage.of(event))
         elif kind == ev.SESSION_TITLE:
-            self.title_changed(str(data.get("title") or "") or None)
+            self.title_changed(SessionTitled.of(event).title or None)
 
     def _send_text(self, part: Mapping[str, Any]) -> None:
         """A live delta or a stored content block of text or reasoning, as its message chunk."""

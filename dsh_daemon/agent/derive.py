@@ -24,6 +24,13 @@ from dsh_daemon.model.events import (
 )
 from dsh_daemon.model.jsonvalue import FrozenDict
 from dsh_daemon.model.messages import AssistantMessage, Message, UserMessage
+from dsh_daemon.model.payloads import (
+    AssistantMessageLogged,
+    ContextCompacted,
+    ContextUsage,
+    LlmRequested,
+    ToolResulted,
+)
 from dsh_daemon.model.provider import ModelRequest, ToolSpec
 
 
@@ -48,39 +55,41 @@ class Derivation:
     def feed(self, event: Event) -> None:
         kind = event.type
         seq = -1 if event.seq is None else event.seq
-        if kind == USER_MESSAGE:
+        if kind == USER_MESSAGE:  # the payload is the message itself
             self.entries.append((seq, UserMessage.from_log(event.data)))
         elif kind == TOOL_RESULT:
-            self.entries.append((seq, UserMessage.from_log(event.data["message"])))
+            self.entries.append((seq, UserMessage.from_log(ToolResulted.of(event).message)))
         elif kind == ASSISTANT_MESSAGE:
-            message = AssistantMessage.from_log(event.data["message"])
+            message = AssistantMessage.from_log(AssistantMessageLogged.of(event).message)
             if not message.is_empty:  # empty anchors are logged but never shown to the model
                 self.entries.append((seq, message))
         elif kind == REQUEST_HEADER:
+            # The header as logged (frozen), so a request rebuilds byte for byte from it.
             self.header = event.data["header"]
         elif kind == LLM_REQUEST:
             # Built when asked for: a resume derives thousands of requests and looks at one or two.
             header, entries, count = self.header, self.entries, len(self.entries)
             if header is None:
                 raise ValueError("no request/header logged before the request")
-            if event.data.get("purpose") == compaction.PURPOSE:
+            if LlmRequested.of(event).purpose == compaction.PURPOSE:
                 data = event.data
                 self.requests.add(lambda: _compaction_request(header, entries, data))
             else:
                 self.requests.add(lambda: request_from_header(header, tuple(m for _, m in entries[:count])))
         elif kind == CONTEXT_USAGE:
-            self.context_used = int(event.data["used"])
+            self.context_used = ContextUsage.of(event).used
         elif kind in (TURN_START, STEP_START):
             self.cuts.append(seq)
             if kind == TURN_START:
                 self.turn_starts.append(seq)
         elif kind == CONTEXT_COMPACTED:
-            kept = int(event.data["keptFromSeq"])
-            self.summary = UserMessage.from_log(event.data["message"])
+            compacted = ContextCompacted.of(event)
+            kept = compacted.kept_from_seq
+            self.summary = UserMessage.from_log(compacted.message)
             self.entries = [(kept, self.summary), *((p, m) for p, m in self.entries if p >= kept)]
             self.cuts = [c for c in self.cuts if c > kept]
             self.turn_starts = [t for t in self.turn_starts if t > kept]
-            self.context_used = int(event.data["tokensAfter"])
+            self.context_used = compacted.tokens_after
 
     def request(self) -> ModelRequest:
         if self.header is None:

@@ -18,8 +18,6 @@ from typing import Any
 
 from dsh_daemon.agent.errors import AgentError
 from dsh_daemon.model.events import (
-    INBOX_DISCARDED,
-    INBOX_INSERTED,
     INBOX_SPLICED,
     Event,
     EventBus,
@@ -32,8 +30,8 @@ from dsh_daemon.model.inbox import (
     apply_splice,
     item_wire,
 )
-from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import MessageId, UserMessage
+from dsh_daemon.model.payloads import InboxDiscarded, InboxInserted, InboxSpliced, entry
 from dsh_daemon.session.log import SessionLog
 
 
@@ -131,26 +129,23 @@ class Inbox:
                 seen.add(message_id)
         if not removed and not inserted:
             return []
-        data: dict[str, Any] = {"target": target, "start": start, "inserted": [i.to_json() for i in inserted]}
-        if removed:
-            data["removedCount"] = len(removed)
-            data["removedIds"] = [i for item in removed for i in item.ids]
-            if not claim:
-                data["outcome"] = outcome or "canceled"
-        after = len(self) - len(removed) + len(inserted)
-        self._log.append(
-            INBOX_SPLICED, freeze_json(data), commit=commit, pending_after=after, undo_on_failure=commit
+        spliced = InboxSpliced(
+            target,
+            start,
+            tuple(i.to_json() for i in inserted),
+            len(removed) if removed else None,
+            tuple(i for item in removed for i in item.ids) if removed else None,
+            (outcome or "canceled") if removed and not claim else None,  # type: ignore[arg-type]
         )
+        after = len(self) - len(removed) + len(inserted)
+        self._log.append(*entry(spliced), commit=commit, pending_after=after, undo_on_failure=commit)
         items[start : start + delete_count] = list(inserted)
         if not claim:
             for item in removed:
                 for message in item.messages:
-                    self._bus.publish(Event(INBOX_DISCARDED, FrozenDict({"message": message.to_json()})))
+                    self._bus.publish(InboxDiscarded(message.to_json()).event())
         for offset, item in enumerate(inserted):
-            wire = freeze_json(
-                {"message": item_wire(item, target), "target": target, "index": start + offset}
-            )
-            self._bus.publish(Event(INBOX_INSERTED, wire))
+            self._bus.publish(InboxInserted(item_wire(item, target), target, start + offset).event())
         return removed
 
     def append(

@@ -35,10 +35,11 @@ from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.agent.turn import Claim, CompactionError, StepError, Turn
 from dsh_daemon.model import events as ev
-from dsh_daemon.model.events import Event, EventBus
+from dsh_daemon.model.events import EventBus
 from dsh_daemon.model.inbox import preset_of
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import MessageId, UserMessage
+from dsh_daemon.model.payloads import AgentErrored, InboxClaimed, StatusChanged, TurnStarted, entry
 from dsh_daemon.model.provider import (
     UNKNOWN,
     Provider,
@@ -111,7 +112,7 @@ class Agent:
         # Turn numbers only grow, so the last turn/start has the highest (parsing every one would
         # cost a long session's resume more than the rest of opening it).
         self.turn = next(
-            (int(e.data["turn"]) for e in reversed(session_log.events) if e.type == ev.TURN_START), 0
+            (TurnStarted.of(e).turn for e in reversed(session_log.events) if e.type == ev.TURN_START), 0
         )
         self._activity: _Activity | None = None
         self._latch = False
@@ -200,7 +201,7 @@ class Agent:
         )
         try:
             self.turn += 1
-            self.log.append(ev.TURN_START, {"turn": self.turn})
+            self.log.append(*entry(TurnStarted(self.turn)))
         except BaseException:
             self._retire(activity)
             raise
@@ -262,14 +263,7 @@ class Agent:
         """Another process drives this session now: stop, refuse further sends, and say why (live)."""
         self._disposing = True
         self._latch = False
-        self.bus.publish(
-            Event(
-                ev.AGENT_ERROR,
-                freeze_json(
-                    {"turn": self.turn, "step": None, "error": {"code": "LEASE_LOST", "message": str(exc)}}
-                ),
-            )
-        )
+        self.bus.publish(AgentErrored(self.turn, None, {"code": "LEASE_LOST", "message": str(exc)}).event())
         if self._activity is not None:
             self._activity.signal.abort("shutdown")
 
@@ -299,7 +293,7 @@ class Agent:
         if status == self.status:
             return
         self.status = status
-        self.bus.publish(Event(ev.STATUS, FrozenDict({"status": status})))
+        self.bus.publish(StatusChanged(status).event())
 
     def _latches(self) -> bool:
         """Whether a wake now must wait for the running activity to retire (it will claim nothing)."""
@@ -336,16 +330,14 @@ class Agent:
     def _open_turn(self) -> Claim:
         """`turn/start`, then the first claim: all of next-step plus the oldest next-turn prompt."""
         self.turn += 1
-        self.log.append(ev.TURN_START, {"turn": self.turn})
+        self.log.append(*entry(TurnStarted(self.turn)))
         claim = Claim(tuple(self.inbox.claim_next_step()), self.inbox.claim_next_turn())
         self.announce_claims(claim.messages, self.turn)
         return claim
 
     def announce_claims(self, batch: tuple[UserMessage, ...], turn: int) -> None:
         for message in batch:
-            self.bus.publish(
-                Event(ev.INBOX_CLAIMED, FrozenDict({"message": message.to_json(), "turn": turn}))
-            )
+            self.bus.publish(InboxClaimed(message.to_json(), turn).event())
 
     async def _drive(self, activity: _Activity, claim: Claim) -> None:
         try:
@@ -398,7 +390,7 @@ class Agent:
         return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
 
     def publish_error(self, turn: int, step: int | None, error: Mapping[str, Any]) -> None:
-        self.bus.publish(Event(ev.AGENT_ERROR, freeze_json({"turn": turn, "step": step, "error": error})))
+        self.bus.publish(AgentErrored(turn, step, error).event())
 
 
 __all__ = ["Agent", "AgentDisposedError", "AgentOptions", "CompactionError", "StepError"]

@@ -34,8 +34,6 @@ from dsh_daemon.agent.tools import (
     ToolCall,
     ToolOutcome,
 )
-from dsh_daemon.model import events as ev
-from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import (
     TextBlock,
@@ -44,6 +42,8 @@ from dsh_daemon.model.messages import (
     UserMessage,
     mint_message_id,
 )
+from dsh_daemon.model.payloads import ToolCalled, ToolOutput, ToolResulted, entry
+from dsh_daemon.model.wire import ToolErrorInfo
 
 if TYPE_CHECKING:
     from dsh_daemon.agent.loop import Agent
@@ -66,19 +66,8 @@ class _RunningCall:
 
     def emit_output(self, text: str) -> None:
         if text:
-            self.agent.bus.publish(
-                Event(
-                    ev.TOOL_OUTPUT,
-                    FrozenDict(
-                        {
-                            "turn": self.call.turn,
-                            "step": self.call.step,
-                            "callId": self.call.call_id,
-                            "text": text,
-                        }
-                    ),
-                )
-            )
+            call = self.call
+            self.agent.bus.publish(ToolOutput(call.turn, call.step, call.call_id, text).event())
 
     def defer_context(self, message: UserMessage) -> None:
         if not isinstance(message, UserMessage):
@@ -168,24 +157,16 @@ async def _drain(task: asyncio.Task[_Result]) -> _Result:
 
 
 def _aborted_before_dispatch(agent: Agent, call: ToolCall) -> _Result:
-    event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+    event = agent.log.append(*_called(call, synthetic=True))
     return _Result(
         ToolOutcome.error("Error: tool call aborted before dispatch", ABORTED_BEFORE_DISPATCH),
         call_seq=event.seq,
     )
 
 
-def _call_data(call: ToolCall, *, synthetic: bool = False) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "turn": call.turn,
-        "step": call.step,
-        "callId": call.call_id,
-        "name": call.name,
-        "arguments": call.arguments,
-    }
-    if synthetic:
-        data["synthetic"] = True
-    return data
+def _called(call: ToolCall, *, synthetic: bool = False) -> tuple[str, dict[str, Any]]:
+    """The `tool/call` entry (`synthetic`: the call never ran)."""
+    return entry(ToolCalled(call.turn, call.step, call.call_id, call.name, call.arguments, synthetic or None))
 
 
 async def _run_one(
@@ -202,7 +183,7 @@ async def _run_one(
         logger.exception("tool call %s failed outside its body", call.call_id)
         if not logged:
             try:
-                logged.append(agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True)).seq or 0)
+                logged.append(agent.log.append(*_called(call, synthetic=True)).seq or 0)
             except Exception:
                 logger.exception("could not log the synthetic tool/call")
         code = "CHECKPOINT_FAILED" if isinstance(exc, OSError | sqlite3.Error) else "HOOK_ERROR"
@@ -222,14 +203,14 @@ async def _run_one_unguarded(
         if signal.aborted:
             return _aborted_before_dispatch(agent, call)
         if tool is None:
-            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            event = agent.log.append(*_called(call, synthetic=True))
             known = ", ".join(sorted(agent.tools.tools)) or "none"
             return _Result(
                 ToolOutcome.error(f"Error: unknown tool {call.name!r} (available: {known})", "UNKNOWN_TOOL"),
                 call_seq=event.seq,
             )
         if call.args is None:
-            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            event = agent.log.append(*_called(call, synthetic=True))
             return _Result(
                 ToolOutcome.error(
                     f"Error: the arguments of {call.name} are not a JSON object: {call.arguments[:200]}",
@@ -243,11 +224,11 @@ async def _run_one_unguarded(
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
-            event = agent.log.append(ev.TOOL_CALL, _call_data(call, synthetic=True))
+            event = agent.log.append(*_called(call, synthetic=True))
             return _Result(denial, call_seq=event.seq)
         # Checkpoint: the intent to run is durable before the body can touch the world (fail closed:
         # if it cannot be written, the body does not run).
-        event = agent.log.append(ev.TOOL_CALL, _call_data(call))
+        event = agent.log.append(*_called(call))
         logged.append(event.seq or 0)
         agent.log.commit()
         context = _RunningCall(agent, call, signal, approved_preview=approved[-1] if approved else None)
@@ -345,20 +326,12 @@ def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
         (ToolResultBlock(call.call_id, outcome.content, outcome.is_error),),
         FrozenDict({"kind": "tool", "callId": call.call_id}),
     )
-    data: dict[str, Any] = {
-        "turn": call.turn,
-        "step": call.step,
-        "callId": call.call_id,
-        "name": call.name,
-        "message": message.to_json(),
-    }
-    if outcome.is_error:
-        data["error"] = {"name": call.name, "code": outcome.error_code or "TOOL_ERROR"}
-    if outcome.meta is not None:
-        data["meta"] = outcome.meta
-    if result.call_seq is not None:
-        data["sourceEventSeqs"] = [result.call_seq]
-    agent.log.append(ev.TOOL_RESULT, freeze_json(data))
+    error = ToolErrorInfo(call.name, outcome.error_code or "TOOL_ERROR") if outcome.is_error else None
+    seqs = None if result.call_seq is None else (result.call_seq,)
+    resulted = ToolResulted(
+        call.turn, call.step, call.call_id, call.name, message.to_json(), error, outcome.meta, seqs
+    )
+    agent.log.append(*entry(resulted))
     for context in result.contexts:
         try:
             agent.inbox.append("next-step", context)

@@ -37,10 +37,24 @@ from dsh_daemon.agent.hooks import (
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.toolrun import run_tool_batch
 from dsh_daemon.model import events as ev
-from dsh_daemon.model.events import Event
+from dsh_daemon.model.codec import structure
 from dsh_daemon.model.inbox import InboxItem
 from dsh_daemon.model.jsonvalue import FrozenDict, dumps, freeze_json
 from dsh_daemon.model.messages import AssistantMessage, UserMessage
+from dsh_daemon.model.payloads import (
+    AssistantDelta,
+    AssistantMessageLogged,
+    ContextCompacted,
+    ContextUsage,
+    LlmRequested,
+    LlmRetried,
+    RequestHeaderLogged,
+    StepEnded,
+    StepStarted,
+    TurnEnded,
+    TurnUsage,
+    entry,
+)
 from dsh_daemon.model.provider import (
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,
@@ -52,6 +66,7 @@ from dsh_daemon.model.provider import (
     TextDelta,
     ToolCallDelta,
 )
+from dsh_daemon.model.wire import RequestHeader, TurnEndReason
 
 if TYPE_CHECKING:
     from dsh_daemon.agent.loop import Agent
@@ -133,8 +148,9 @@ class Turn:
             reason = {"kind": "error", "error": error}
         finally:
             if state.usage:
-                self.agent.log.append(ev.USAGE, {"turn": turn, "usage": state.usage})
-            self.agent.log.append(ev.TURN_END, {"turn": turn, "reason": reason}, commit=True)
+                self.agent.log.append(*entry(TurnUsage(turn, state.usage)))
+            ended = TurnEnded(turn, structure(reason, TurnEndReason))
+            self.agent.log.append(*entry(ended), commit=True)
         return freeze_json(reason), state.steps > 0
 
     async def _turn_body(self, state: TurnState, claim: Claim) -> dict[str, Any]:
@@ -182,14 +198,14 @@ class Turn:
                 return {"kind": "max-tokens" if max_tokens else "completed"}
             step += 1
             state.steps = step
-            self.agent.log.append(ev.STEP_START, {"turn": turn, "step": step})
+            self.agent.log.append(*entry(StepStarted(turn, step)))
             try:
                 for message in messages:
                     self.agent.log.append(ev.USER_MESSAGE, message.to_json())
                 signal.check()
                 last = await self._run_step(turn, step, signal)
             finally:
-                self.agent.log.append(ev.STEP_END, {"turn": turn, "step": step})
+                self.agent.log.append(*entry(StepEnded(turn, step)))
             signal.check()
             if last.kind == "overflow":
                 if state.overflow_compacted:  # compacting did not make it fit: give up
@@ -309,16 +325,16 @@ class Turn:
         after = [m for p, m in derivation.entries if p >= kept]
         message = compaction.summary_message(summary, self.agent.log.next_seq)
         tail_request = ModelRequest(current.config, current.system, current.tools, (message, *after))
-        compacted = {
-            "turn": turn,
-            "reason": reason,
-            "summary": summary,
-            "keptFromSeq": kept,
-            "tokensBefore": round(chars_now / per_token),
-            "tokensAfter": round(len(dumps(tail_request.to_json())) / per_token),
-            "message": message.to_json(),
-        }
-        event = self.agent.log.append(ev.CONTEXT_COMPACTED, compacted, commit=True)
+        compacted = ContextCompacted(
+            turn=turn,
+            reason=reason,  # type: ignore[arg-type]
+            summary=summary,
+            kept_from_seq=kept,
+            tokens_before=round(chars_now / per_token),
+            tokens_after=round(len(dumps(tail_request.to_json())) / per_token),
+            message=message.to_json(),
+        )
+        event = self.agent.log.append(*entry(compacted), commit=True)
         state.compacted = event.data
         if overflow is not None:
             state.overflow_compacted = True
@@ -340,9 +356,8 @@ class Turn:
         retries = 0
         while True:
             signal.check()
-            self.agent.log.append(
-                ev.LLM_REQUEST, {"turn": turn, "step": step, "attempt": retries + 1, **data}, commit=True
-            )
+            requested = structure({"turn": turn, "step": step, "attempt": retries + 1, **data}, LlmRequested)
+            self.agent.log.append(*entry(requested), commit=True)
             request = self.agent.derive().requests[-1]
             result = await self._summary_attempt(request, signal)
             if isinstance(result, str):
@@ -352,18 +367,8 @@ class Turn:
             if delay is None:
                 raise CompactionError({**result.to_json(), "message": f"compaction failed: {result.message}"})
             retries += 1
-            self.agent.log.append(
-                ev.LLM_RETRY,
-                {
-                    "turn": turn,
-                    "step": step,
-                    "retry": retries,
-                    "delayMs": int(delay * 1000),
-                    "error": result.to_json(),
-                    "purpose": compaction.PURPOSE,
-                },
-                commit=True,
-            )
+            retried = LlmRetried(turn, step, retries, int(delay * 1000), result.to_json(), "compaction")
+            self.agent.log.append(*entry(retried), commit=True)
             await signal.sleep(delay)
 
     async def _summary_attempt(self, request: ModelRequest, signal: AbortSignal) -> str | LlmFailure:
@@ -406,9 +411,7 @@ class Turn:
         while True:
             request = await self._build_request(turn, step, signal)
             signal.check()
-            self.agent.log.append(
-                ev.LLM_REQUEST, {"turn": turn, "step": step, "attempt": retries + 1}, commit=True
-            )
+            self.agent.log.append(*entry(LlmRequested(turn, step, retries + 1)), commit=True)
             result = await self._stream_attempt(request, turn, step, signal)
             if isinstance(result, LlmFailure) and result.code == CONTEXT_WINDOW_EXCEEDED:
                 # Not retried as it stands: the next boundary compacts first (docs/design.md §11).
@@ -420,17 +423,8 @@ class Turn:
                     self.agent.publish_error(turn, step, error)
                     return StepOutcome("error", error)
                 retries += 1
-                self.agent.log.append(
-                    ev.LLM_RETRY,
-                    {
-                        "turn": turn,
-                        "step": step,
-                        "retry": retries,
-                        "delayMs": int(delay * 1000),
-                        "error": result.to_json(),
-                    },
-                    commit=True,
-                )
+                retried = LlmRetried(turn, step, retries, int(delay * 1000), result.to_json())
+                self.agent.log.append(*entry(retried), commit=True)
                 await signal.sleep(delay)
                 continue
             message, finish = result
@@ -479,7 +473,8 @@ class Turn:
         derivation = self.agent.derive()
         if not self.agent.header_logged or derivation.header != header:
             reason = "change" if self.agent.header_logged else ("resume" if derivation.header else "initial")
-            self.agent.log.append(ev.REQUEST_HEADER, {"header": header, "reason": reason})
+            logged = RequestHeaderLogged(structure(header, RequestHeader), reason)  # type: ignore[arg-type]
+            self.agent.log.append(*entry(logged))
             self.agent.header_logged = True
             derivation = self.agent.derive()
         return derivation.request()
@@ -519,14 +514,7 @@ class Turn:
                 piece = item.arguments if isinstance(item, ToolCallDelta) else delta["text"]
                 offset = offsets.get(key, 0)
                 offsets[key] = offset + len(piece.encode("utf-16-le")) // 2
-                self.agent.bus.publish(
-                    Event(
-                        ev.ASSISTANT_DELTA,
-                        FrozenDict(
-                            {"turn": turn, "step": step, "offset": offset, "delta": FrozenDict(delta)}
-                        ),
-                    )
-                )
+                self.agent.bus.publish(AssistantDelta.fast_event(turn, step, offset, FrozenDict(delta)))
             raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
 
         try:
@@ -536,16 +524,10 @@ class Turn:
             prefix = assembler.prefix_blocks()
             if prefix:
                 message = AssistantMessage.create(prefix, provider=request.provider, model=request.model)
-                self.agent.log.append(
-                    ev.ASSISTANT_MESSAGE,
-                    {
-                        "turn": turn,
-                        "step": step,
-                        "message": message.to_json(),
-                        "interrupted": True,
-                        "sourceEventSeqs": list(chunks.seqs),
-                    },
+                interrupted = AssistantMessageLogged(
+                    turn, step, message.to_json(), tuple(chunks.seqs), interrupted=True
                 )
+                self.agent.log.append(*entry(interrupted))
             raise
         except ProviderFailure as failure:
             self.agent.log.close_chunks(chunks)
@@ -559,17 +541,12 @@ class Turn:
         self.agent.log.close_chunks(chunks)
         blocks = assembler.blocks(drop_tool_calls=finish.reason == "max-tokens")
         message = AssistantMessage.create(blocks, provider=request.provider, model=request.model)
-        data: dict[str, Any] = {
-            "turn": turn,
-            "step": step,
-            "message": message.to_json(),
-            "finishReason": finish.reason,
-            "sourceEventSeqs": list(chunks.seqs),
-        }
+        logged = AssistantMessageLogged(
+            turn, step, message.to_json(), tuple(chunks.seqs), finish.reason, finish.usage
+        )
         if finish.usage is not None:
-            data["usage"] = finish.usage
             self._add_usage(finish.usage)
-        self.agent.log.append(ev.ASSISTANT_MESSAGE, data)
+        self.agent.log.append(*entry(logged))
         if finish.usage is not None:
             self._log_context_usage(turn, step, request.model, finish.usage)
         return message, finish
@@ -589,11 +566,9 @@ class Turn:
             for k in ("inputTokens", "cacheReadTokens")
             if isinstance(v := usage.get(k), int) and not isinstance(v, bool) and v >= 0
         )
-        self.agent.log.append(
-            ev.CONTEXT_USAGE,
-            {"turn": turn, "step": step, "used": used, "window": self.agent.context_window(model)},
-            ignorable=True,  # informational: a reader that does not know it loses nothing
-        )
+        meter = ContextUsage(turn, step, used, self.agent.context_window(model))
+        # informational: a reader that does not know it loses nothing
+        self.agent.log.append(*entry(meter), ignorable=True)
 
 
 async def run_serial(hooks: list[Any], ctx: Any) -> None:

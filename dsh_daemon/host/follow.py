@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from dsh_daemon.model.events import SESSION_LEASE, Event
-from dsh_daemon.model.jsonvalue import freeze_json
+from dsh_daemon.model.payloads import LeaseChanged
+from dsh_daemon.model.wire import LeaseHolder
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import StoreError
 
@@ -98,16 +98,14 @@ class ReadOnlyFollower:
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:
-            self._lease_event(session_id, {"holder": None, "readOnly": False})
+            self._lease_event(session_id, LeaseChanged(None, read_only=False))
 
     def _announce(self, session_id: str, holder: tuple[int, str], *, read_only: bool) -> None:
         if self._holders.get(session_id) == holder:
             return
         self._holders[session_id] = holder
-        self._lease_event(
-            session_id, {"holder": {"pid": holder[0], "host": holder[1]}, "readOnly": read_only}
-        )
+        self._lease_event(session_id, LeaseChanged(LeaseHolder(*holder), read_only))
 
-    def _lease_event(self, session_id: str, data: dict[str, Any]) -> None:
+    def _lease_event(self, session_id: str, change: LeaseChanged) -> None:
         """A live `session/lease`: who drives the session the connection follows read-only, now."""
-        self._host.front_end.deliver(session_id, Event(SESSION_LEASE, freeze_json(data)), replayed=False)
+        self._host.front_end.deliver(session_id, change.event(), replayed=False)

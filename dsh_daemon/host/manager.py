@@ -19,7 +19,8 @@ from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
-from dsh_daemon.model.events import INBOX_INSERTED, SESSION_TITLE, STATUS, Event, EventBus
+from dsh_daemon.model.events import INBOX_INSERTED, STATUS, Event, EventBus
+from dsh_daemon.model.payloads import InboxInserted, SessionTitled, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
@@ -133,7 +134,7 @@ class SessionManager:
         """Set the title of a session this process drives: a durable `session/title` event (on disk on
         return with `commit`) and the sessions row. Once set, no automatic title replaces it."""
         self._titled.add(agent.session_id)
-        agent.log.append(SESSION_TITLE, {"title": title}, commit=commit)
+        agent.log.append(*entry(SessionTitled(title)), commit=commit)
         self.store.update_session(agent.session_id, title=title)
 
     def delete_session(self, session_id: str) -> None:
@@ -193,11 +194,10 @@ class SessionManager:
 
         def track(event: Event) -> None:
             if event.type == STATUS:
-                self.store.update_session(
-                    session_id, status=str(event.data["status"]), pending=len(agent.inbox)
-                )
+                status = StatusChanged.of(event).status
+                self.store.update_session(session_id, status=status, pending=len(agent.inbox))
             elif event.type == INBOX_INSERTED and session_id not in self._titled:
-                message = event.data["message"]
+                message = InboxInserted.of(event).message
                 if message["source"].get("kind") == "user":
                     text = " ".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
                     title = collapse_title(text)[:AUTO_TITLE_CHARS]

@@ -38,11 +38,13 @@ from dsh_daemon.host.paths import is_directory
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
+from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
+from dsh_daemon.model.payloads import StatusChanged
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import SessionBusyError
-from dsh_daemon.session.store import SessionInfo, SessionPage, UnknownSessionError
+from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
@@ -339,7 +341,7 @@ class SessionHost:
         unsubscribe: Callable[[], None] | None = None
 
         def on_status(event: Event) -> None:
-            if event.type == STATUS and event.data.get("status") == "idle" and unsubscribe is not None:
+            if event.type == STATUS and StatusChanged.of(event).status == "idle" and unsubscribe is not None:
                 unsubscribe()
                 # Not from inside the publish: releasing flushes the log.
                 asyncio.get_running_loop().call_soon(self._release_if_idle, session_id)
@@ -387,6 +389,12 @@ class SessionHost:
         this process drives the session, else from the store (read-only: a session another process
         drives, or one nobody has open)."""
         limit = TRANSCRIPT_DEFAULT_LIMIT if limit is None else min(limit, TRANSCRIPT_MAX_LIMIT)
+        try:
+            return self._transcript(session_id, before_turn, limit)
+        except ModelError as exc:  # a stored event of the wrong shape
+            raise CorruptSessionError(f"session {session_id} cannot be read: {exc}") from exc
+
+    def _transcript(self, session_id: str, before_turn: int | None, limit: int) -> dict[str, Any]:
         hosted = self.sessions.get(session_id)
         if hosted is not None and hosted.agent.log.lease_lost is None:
             events = hosted.agent.log.events

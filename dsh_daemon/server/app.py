@@ -41,20 +41,33 @@ from dsh_daemon.host.options import (
     parse_session_servers,
 )
 from dsh_daemon.host.paths import checked_path
-from dsh_daemon.model.inbox import Target
+from dsh_daemon.model.inbox import PRESETS, Target
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 
 if TYPE_CHECKING:
-    from dsh_daemon.model.messages import UserMessage
+    from dsh_daemon.model import methods as m
     from dsh_daemon.server.frontend import LspFrontEnd
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})
 LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
+
+
+class _Declarations:
+    """`model/methods.py`, imported on first use: building its declarations costs more than the rest
+    of answering `initialize`, so the first `dsh/*` request pays for it (as it pays for the host)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from dsh_daemon.model import methods
+
+        return getattr(methods, name)
+
+
+if not TYPE_CHECKING:
+    m = _Declarations()
 
 
 def converter_factory() -> Any:
@@ -206,9 +219,6 @@ def register(daemon: Daemon) -> None:
     server = daemon.server
     feature = server.feature
 
-    def dsh(method: str) -> Callable[[Callable[..., Any]], Any]:
-        return lambda handler: feature(method)(typed_errors(handler))
-
     @server.feature(types.INITIALIZE)
     @typed_errors
     def on_initialize(ls: LanguageServer, p: types.InitializeParams) -> None:
@@ -266,14 +276,13 @@ def register(daemon: Daemon) -> None:
         if daemon.shutting_down:
             ls.protocol._shutdown = True
 
-    @dsh("dsh/session/new")
-    def session_new(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    # ---- the dsh methods (model/methods.py declares each one's params and result) -------------------
+
+    def session_new(ls: LanguageServer, p: m.SessionNewParams) -> m.SessionNewResult:
         method = "dsh/session/new"
-        p = params.as_object(raw, method)
-        cwd = params.opt_str(p, "cwd", method)
-        cwd = _absolute(ls, checked_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
+        cwd = _absolute(ls, checked_path(p.cwd, method, "cwd")) if p.cwd else _default_cwd(ls)
         _check_inside_workspace(ls, cwd, method)
-        title = params.opt_str(p, "title", method)
+        title = p.title
         if title is not None:
             from dsh_daemon.host.manager import MAX_TITLE_CHARS, collapse_title
 
@@ -284,208 +293,144 @@ def register(daemon: Daemon) -> None:
                     f"{method}: 'title' must hold at most {MAX_TITLE_CHARS} characters after collapsing "
                     f"whitespace (got {len(title)})"
                 )
-        servers = parse_session_servers(p.get("mcpServers"), f"{method}: mcpServers")
-        return {"sessionId": daemon.front_end.host.create(cwd, title=title, mcp_servers=servers).session_id}
+        servers = parse_session_servers(p.mcp_servers, f"{method}: mcpServers")
+        hosted = daemon.front_end.host.create(cwd, title=title, mcp_servers=servers)
+        return m.SessionNewResult(hosted.session_id)
 
-    @dsh("dsh/session/list")
-    def session_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/list"
-        p = params.as_object(raw, method)
-        cwd = params.opt_str(p, "cwd", method)
-        limit = _opt_positive(p, "limit", method, LIST_MAX_LIMIT)
-        before = params.opt_int(p, "before", method)
-        return daemon.front_end.list_sessions(_absolute(ls, cwd) if cwd else None, limit, before)
+    def session_list(ls: LanguageServer, p: m.SessionListParams) -> dict[str, Any]:
+        limit = None if p.limit is None else min(p.limit, LIST_MAX_LIMIT)
+        return daemon.front_end.list_sessions(_absolute(ls, p.cwd) if p.cwd else None, limit, p.before)
 
-    @dsh("dsh/session/attach")
-    def session_attach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/attach"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        after = params.opt_int(p, "afterSeq", method)
-        replay = params.one_of(p, "replay", method, ("all", "none"), "all")
-        return daemon.front_end.attach(session_id, -1 if after is None else after, replay == "all")
+    def session_attach(ls: LanguageServer, p: m.SessionAttachParams) -> dict[str, Any]:
+        after = -1 if p.after_seq is None else p.after_seq
+        return daemon.front_end.attach(p.session_id, after, p.replay == "all")
 
-    # ---- session management (protocol.md §3): transcript, rename, delete ------------------------------
+    def session_transcript(ls: LanguageServer, p: m.SessionTranscriptParams) -> dict[str, Any]:
+        # The host applies the default limit and the cap.
+        return daemon.front_end.host.transcript(p.session_id, p.before_turn, p.limit)
 
-    @dsh("dsh/session/transcript")
-    def session_transcript(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/transcript"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        before_turn = _opt_positive(p, "beforeTurn", method, None)
-        limit = _opt_positive(p, "limit", method, None)  # the host applies the default and the cap
-        return daemon.front_end.host.transcript(session_id, before_turn, limit)
+    def session_rename(ls: LanguageServer, p: m.SessionRenameParams) -> m.Empty:
+        daemon.front_end.host.rename(p.session_id, p.title, method="dsh/session/rename")
+        return m.Empty()
 
-    @dsh("dsh/session/rename")
-    def session_rename(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/rename"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        daemon.front_end.host.rename(session_id, params.req_str(p, "title", method), method=method)
-        return {}
+    def session_delete(ls: LanguageServer, p: m.SessionParams) -> m.Empty:
+        daemon.front_end.host.delete(p.session_id)
+        return m.Empty()
 
-    @dsh("dsh/session/delete")
-    def session_delete(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/delete"
-        p = params.as_object(raw, method)
-        daemon.front_end.host.delete(params.req_str(p, "sessionId", method))
-        return {}
+    def session_detach(ls: LanguageServer, p: m.SessionParams) -> m.Empty:
+        daemon.front_end.host.detach(p.session_id)
+        return m.Empty()
 
-    @dsh("dsh/session/detach")
-    def session_detach(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/session/detach"
-        daemon.front_end.host.detach(params.req_str(params.as_object(raw, method), "sessionId", method))
-        return {}
+    async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return await daemon.front_end.session(p.session_id).compact()
 
-    def _client_message(p: Mapping[str, Any], method: str) -> UserMessage:
-        message = params.message(p, method)
-        if message.source.get("kind") in CLIENT_SOURCE_KINDS_REFUSED:
-            raise errors.invalid_params(
-                f"{method}: a client message cannot have source kind {message.source['kind']!r}"
-            )
-        return message
-
-    def _send(method: str, raw: Any, target: str | None, wakeup: bool | None) -> dict[str, Any]:
-        # Synchronous on purpose (context files included): each send is queued while its frame is
-        # dispatched, so pipelined sends, cancels and edits apply in arrival order.
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        message = _client_message(p, method)
-        if target is None:
-            target = params.one_of(p, "target", method, params.TARGETS)
-        if wakeup is None:
-            wakeup = params.req_bool(p, "wakeup", method)
-        specs = params.opt_context(p, "context", method) or ()
+    def sender(method: str, preset: tuple[Target, bool] | None) -> Callable[..., m.SendResult]:
         verb = method.removeprefix("dsh/")
-        chosen: Target = "next-turn" if target == "next-turn" else "next-step"
-        message_id, attachments = daemon.front_end.send(session_id, message, chosen, wakeup, specs, verb)
-        reply: dict[str, Any] = {"messageId": message_id}
-        if attachments:
-            reply["contextIds"] = [m.id for m in attachments]
-        return reply
 
-    dsh("dsh/send")(lambda ls, raw: _send("dsh/send", raw, None, None))
-    dsh("dsh/followup")(lambda ls, raw: _send("dsh/followup", raw, "next-turn", True))
-    dsh("dsh/steer")(lambda ls, raw: _send("dsh/steer", raw, "next-step", True))
-    dsh("dsh/inject")(lambda ls, raw: _send("dsh/inject", raw, "next-step", False))
+        def send(ls: LanguageServer, p: m.SendParams | m.PresetSendParams) -> m.SendResult:
+            # Synchronous on purpose (context files included): each send is queued while its frame is
+            # dispatched, so pipelined sends, cancels and edits apply in arrival order.
+            message = params.client_message(p.message, method)
+            target, wakeup = preset or (p.target, p.wakeup)  # type: ignore[union-attr]
+            specs = params.context_refs(p.context, method) or ()
+            message_id, attachments = daemon.front_end.send(
+                p.session_id, message, target, wakeup, specs, verb
+            )
+            return m.SendResult(message_id, tuple(a.id for a in attachments) or None)
 
-    @dsh("dsh/cancel")
-    def cancel(ls: LanguageServer, raw: Any) -> Generator[Any, Any, dict[str, Any]]:
+        return send
+
+    def cancel(ls: LanguageServer, p: m.CancelParams) -> Generator[Any, Any, m.Empty]:
         # A generator handler: pygls runs it up to its first `yield` while it dispatches the frame, so
         # the cancel acts on what was running when it arrived. (An `async def` would run only after the
         # frames pipelined behind it, and abort the turn a following send had just started.)
-        method = "dsh/cancel"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        keep = params.opt_bool(p, "keepInbox", method, False)
-        cause = params.one_of(p, "cause", method, ("user", "hook"), "user")
-        session = daemon.front_end.session(session_id)
-        session.cancel(cause, keep_inbox=keep)
+        session = daemon.front_end.session(p.session_id)
+        session.cancel(p.cause, keep_inbox=p.keep_inbox)
         yield session.until_settled, (), {}
-        return {}
+        return m.Empty()
 
-    @dsh("dsh/session/compact")
-    async def session_compact(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        p = params.as_object(raw, "dsh/session/compact")
-        session = daemon.front_end.session(params.req_str(p, "sessionId", "dsh/session/compact"))
-        return await session.compact()
+    def wake(ls: LanguageServer, p: m.SessionParams) -> m.WakeResult:
+        return m.WakeResult(daemon.front_end.session(p.session_id).wake())
 
-    @dsh("dsh/wake")
-    def wake(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        p = params.as_object(raw, "dsh/wake")
-        return {"started": daemon.front_end.session(params.req_str(p, "sessionId", "dsh/wake")).wake()}
+    def inbox_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return daemon.front_end.host.inbox(p.session_id)
 
-    @dsh("dsh/inbox/list")
-    def inbox_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        p = params.as_object(raw, "dsh/inbox/list")
-        return daemon.front_end.host.inbox(params.req_str(p, "sessionId", "dsh/inbox/list"))
+    def inbox_remove(ls: LanguageServer, p: m.InboxRemoveParams) -> m.InboxRemoveResult:
+        return m.InboxRemoveResult(daemon.front_end.session(p.session_id).remove(p.message_id))
 
-    @dsh("dsh/inbox/remove")
-    def inbox_remove(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/inbox/remove"
-        p = params.as_object(raw, method)
-        session = daemon.front_end.session(params.req_str(p, "sessionId", method))
-        return {"removed": session.remove(params.req_str(p, "messageId", method))}
-
-    @dsh("dsh/inbox/replace")
-    def inbox_replace(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    def inbox_replace(ls: LanguageServer, p: m.InboxReplaceParams) -> m.SendResult:
         method = "dsh/inbox/replace"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        old_id = params.req_str(p, "messageId", method)
-        message = _client_message(p, method)
-        specs = params.opt_context(p, "context", method)
+        message = params.client_message(p.message, method)
+        specs = params.context_refs(p.context, method)
         front_end = daemon.front_end
-        attachments = None if specs is None else front_end.context_messages(session_id, specs)
-        front_end.session(session_id).replace(old_id, message, attachments)
-        reply: dict[str, Any] = {"messageId": message.id}
-        if attachments:
-            reply["contextIds"] = [m.id for m in attachments]
-        return reply
+        attachments = None if specs is None else front_end.context_messages(p.session_id, specs)
+        front_end.session(p.session_id).replace(p.message_id, message, attachments)
+        return m.SendResult(message.id, tuple(a.id for a in attachments or ()) or None)
 
-    @dsh("dsh/inbox/move")
-    def inbox_move(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/inbox/move"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        message_id = params.req_str(p, "messageId", method)
-        target: Target = (
-            "next-turn" if params.one_of(p, "target", method, params.TARGETS) == "next-turn" else "next-step"
+    def inbox_move(ls: LanguageServer, p: m.InboxMoveParams) -> m.Empty:
+        index = -1 if p.index is None else p.index
+        daemon.front_end.session(p.session_id).move(p.message_id, p.target, index)
+        return m.Empty()
+
+    def permissions_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        front_end = daemon.front_end
+        grants = front_end.session(p.session_id).grants()
+        return {"grants": grants, "open": front_end.approver(p.session_id).open_requests()}
+
+    def permissions_revoke(ls: LanguageServer, p: m.PermissionsRevokeParams) -> m.PermissionsRevokeResult:
+        return m.PermissionsRevokeResult(daemon.front_end.session(p.session_id).revoke_grants(p.scope))
+
+    def permissions_respond(ls: LanguageServer, p: m.PermissionsRespondParams) -> m.PermissionsRespondResult:
+        return m.PermissionsRespondResult(
+            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome)
         )
-        index = params.opt_int(p, "index", method)
-        daemon.front_end.session(session_id).move(message_id, target, -1 if index is None else index)
-        return {}
 
-    @dsh("dsh/permissions/list")
-    def permissions_list(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/permissions/list"
-        session_id = params.req_str(params.as_object(raw, method), "sessionId", method)
-        front_end = daemon.front_end
-        grants = front_end.session(session_id).grants()
-        return {"grants": grants, "open": front_end.approver(session_id).open_requests()}
-
-    @dsh("dsh/permissions/revoke")
-    def permissions_revoke(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/permissions/revoke"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        return {
-            "revoked": daemon.front_end.session(session_id).revoke_grants(params.opt_str(p, "scope", method))
-        }
-
-    @dsh("dsh/permissions/respond")
-    def permissions_respond(ls: LanguageServer, raw: Any) -> dict[str, Any]:
-        method = "dsh/permissions/respond"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        call_id = params.req_str(p, "callId", method)
-        outcome = params.one_of(p, "outcome", method, ("allow-once", "allow-always", "reject", "cancelled"))
-        return {"answered": daemon.front_end.approver(session_id).respond(call_id, outcome)}
-
-    @dsh("dsh/context/add")
-    def context_add(ls: LanguageServer, raw: Any) -> dict[str, Any]:
+    def context_add(ls: LanguageServer, p: m.ContextAddParams) -> m.MessageIdResult:
         # Synchronous like the sends: queued in arrival order (the safe reader never blocks).
         method = "dsh/context/add"
-        p = params.as_object(raw, method)
-        session_id = params.req_str(p, "sessionId", method)
-        spec = params.context_spec(p, method)
-        delivery = params.one_of(p, "delivery", method, params.DELIVERIES, "inject")
-        return {"messageId": daemon.front_end.context_add(session_id, spec, delivery)}
+        from dsh_daemon.model.wire import ContextRef
 
-    @dsh("dsh/context/didChange")
+        spec = ContextRef(p.uri, p.kind, p.range, p.diagnostics)
+        params.context_refs((spec,), method, where="")
+        return m.MessageIdResult(daemon.front_end.context_add(p.session_id, spec, p.delivery))
+
+    handlers: dict[str, Callable[..., Any]] = {
+        "dsh/session/new": session_new,
+        "dsh/session/list": session_list,
+        "dsh/session/attach": session_attach,
+        "dsh/session/detach": session_detach,
+        "dsh/session/transcript": session_transcript,
+        "dsh/session/rename": session_rename,
+        "dsh/session/delete": session_delete,
+        "dsh/session/compact": session_compact,
+        "dsh/send": sender("dsh/send", None),
+        "dsh/followup": sender("dsh/followup", PRESETS["followup"]),
+        "dsh/steer": sender("dsh/steer", PRESETS["steer"]),
+        "dsh/inject": sender("dsh/inject", PRESETS["inject"]),
+        "dsh/cancel": cancel,
+        "dsh/wake": wake,
+        "dsh/inbox/list": inbox_list,
+        "dsh/inbox/remove": inbox_remove,
+        "dsh/inbox/replace": inbox_replace,
+        "dsh/inbox/move": inbox_move,
+        "dsh/context/add": context_add,
+        "dsh/permissions/list": permissions_list,
+        "dsh/permissions/revoke": permissions_revoke,
+        "dsh/permissions/respond": permissions_respond,
+    }
+    for name, handler in handlers.items():  # tests/server/test_declared.py: exactly the declared ones
+        feature(name)(typed_errors(params.typed(name, handler)))
+
+    @feature("dsh/context/didChange")
     def context_did_change(ls: LanguageServer, raw: Any) -> None:
-        if isinstance(raw, Mapping) and daemon.init is not None and not daemon.shutting_down:
-            daemon.front_end.context_did_change(raw)
-
-
-def _opt_positive(p: Mapping[str, Any], key: str, method: str, cap: int | None) -> int | None:
-    """An optional integer >= 1 (`invalid_params` otherwise), lowered to `cap` when above it."""
-    value = params.opt_int(p, key, method)
-    if value is None:
-        return None
-    if value < 1:
-        raise errors.invalid_params(f"{method}: '{key}' must be a positive integer")
-    return value if cap is None else min(value, cap)
+        if daemon.init is None or daemon.shutting_down:
+            return
+        try:
+            state = params.decode("dsh/context/didChange", raw)
+        except errors.WireError as exc:  # a notification has no reply to carry the error: dropped, logged
+            logger.warning("dsh/context/didChange dropped: %s", exc.message)
+            return
+        daemon.front_end.context_did_change(state, raw)
 
 
 def merge_settings(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

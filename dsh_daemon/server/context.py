@@ -36,7 +36,6 @@ from dsh_daemon.host.port import Enter, PreStepContext, PreStepDecision
 from dsh_daemon.host.port import Workspace as ToolWorkspace
 from dsh_daemon.model.jsonvalue import dumps
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.server.params import diagnostic_problem, is_range
 
 MAX_SNAPSHOT_CHARS = 4_000
 MAX_SNAPSHOT_DIAGNOSTICS = 10
@@ -183,25 +182,6 @@ def render_snapshot(state: Mapping[str, Any], doc: TextDocument | None) -> str:
         parts.extend(format_diagnostics(diagnostics, MAX_SNAPSHOT_DIAGNOSTICS))
     text = "\n".join(parts)
     return text if len(text) <= MAX_SNAPSHOT_CHARS else text[: MAX_SNAPSHOT_CHARS - 20] + "\n[truncated]"
-
-
-def ambient_problem(state: Mapping[str, Any]) -> str | None:
-    """Why a `dsh/context/didChange` state cannot be used (None: it can)."""
-    uri = state.get("activeUri")
-    if uri is not None and not isinstance(uri, str):
-        return "'activeUri' must be a string"
-    for key in ("selection", "visibleRange"):
-        if state.get(key) is not None and not is_range(state[key]):
-            return f"'{key}' must be an LSP Range"
-    diagnostics = state.get("diagnostics")
-    if diagnostics is not None:
-        if not isinstance(diagnostics, list):
-            return "'diagnostics' must be an array of LSP Diagnostics"
-        for index, item in enumerate(diagnostics):
-            problem = diagnostic_problem(item)
-            if problem is not None:
-                return f"'diagnostics[{index}]' {problem}"
-    return None
 
 
 def snapshot_hook(

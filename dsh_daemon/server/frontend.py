@@ -32,18 +32,19 @@ from dsh_daemon.host.sessions import SessionHost
 from dsh_daemon.model.events import MCP_STATUS, TURN_START, Event
 from dsh_daemon.model.inbox import PRESETS, Target
 from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.methods import ContextDidChangeParams
 from dsh_daemon.model.provider import Provider
+from dsh_daemon.model.wire import ContextRef
 from dsh_daemon.server.context import (
     AmbientState,
     ContextDocument,
     ContextSource,
-    ambient_problem,
     build_context_message,
     snapshot_hook,
 )
 from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.eventwire import send_event
-from dsh_daemon.server.params import ContextSpec
+from dsh_daemon.server.params import json_of
 from dsh_daemon.server.permissions import ClientApprover
 from dsh_daemon.server.progress import TurnProgress
 
@@ -195,7 +196,7 @@ class LspFrontEnd:
     def ambient_for(self, session_id: str) -> AmbientState:
         return self.ambient.setdefault(session_id, AmbientState(dict(self.ambient_default.state)))
 
-    def context_add(self, session_id: str, spec: ContextSpec, delivery: str) -> str:
+    def context_add(self, session_id: str, spec: ContextRef, delivery: str) -> str:
         (message,) = self.context_messages(session_id, (spec,))
         target, wakeup = PRESETS[delivery]
         return self.session(session_id).send(message, target, wakeup, verb="context")
@@ -206,21 +207,21 @@ class LspFrontEnd:
         message: UserMessage,
         target: Target,
         wakeup: bool,
-        specs: Sequence[ContextSpec],
+        specs: Sequence[ContextRef],
         verb: str,
     ) -> tuple[str, tuple[UserMessage, ...]]:
         """The message queued with its editor context, read now; (its id, the context messages)."""
         attachments = self.context_messages(session_id, specs) if specs else ()
         return self.session(session_id).send(message, target, wakeup, attachments, verb), attachments
 
-    def context_messages(self, session_id: str, specs: Sequence[ContextSpec]) -> tuple[UserMessage, ...]:
+    def context_messages(self, session_id: str, specs: Sequence[ContextRef]) -> tuple[UserMessage, ...]:
         """Editor messages for `specs`, built now: the text as it is at this moment, in the order
         given. Any spec that cannot be read fails the whole request, before anything is queued."""
         hosted = self.session(session_id)  # unknown session first, before reading any file
         source = ContextSource(self._editor_workspace, hosted.workspace)
         out = []
         for spec in specs:
-            diagnostics = spec.diagnostics
+            diagnostics = json_of(spec.diagnostics)
             if spec.kind == "diagnostics" and diagnostics is None:
                 state = self.ambient_for(session_id).state
                 if state.get("activeUri") == spec.uri:
@@ -230,18 +231,15 @@ class LspFrontEnd:
                 document = ContextDocument(TextDocument(spec.uri, ""), from_editor=False)
             else:
                 document = source.document_now(spec.uri)
-            out.append(build_context_message(document, spec.uri, spec.kind, spec.range, diagnostics))
+            rng = json_of(spec.range)
+            out.append(build_context_message(document, spec.uri, spec.kind, rng, diagnostics))
         return tuple(out)
 
-    def context_did_change(self, raw: Mapping[str, Any]) -> None:
-        state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS}
-        problem = ambient_problem(state)
-        if problem is not None:
-            logger.warning("dsh/context/didChange dropped: %s", problem)
-            return
-        session_id = raw.get("sessionId")
-        if isinstance(session_id, str):
-            self.ambient_for(session_id).state = state
+    def context_did_change(self, params: ContextDidChangeParams, raw: Mapping[str, Any]) -> None:
+        """The editor's ambient state (already checked against its declaration), kept as it came."""
+        state = {k: v for k, v in raw.items() if k in AMBIENT_KEYS and v is not None}
+        if params.session_id is not None:
+            self.ambient_for(params.session_id).state = state
             return
         self.ambient_default.state = state  # no session named: every session of this connection
         for sid in self.host.sessions:

@@ -22,7 +22,7 @@ from lsprotocol import types
 from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionRequest
-from dsh_daemon.model.events import PERMISSION_REQUESTED, PERMISSION_RESOLVED
+from dsh_daemon.model.payloads import PermissionRequested, PermissionResolved
 
 logger = logging.getLogger(__name__)
 
@@ -61,25 +61,22 @@ class ClientApprover:
     async def request_permission(self, request: PermissionRequest, signal: AbortSignal) -> PermissionOutcome:
         msg_id = f"perm-{uuid.uuid4()}"
         call_id = request.call.call_id
-        params: dict[str, Any] = {
-            "sessionId": self._session_id,
-            "callId": call_id,
-            "tool": request.call.name,
-            "title": request.title,
-            "arguments": request.call.args if request.call.args is not None else request.call.arguments,
-        }
-        if request.preview is not None:
-            params["preview"] = dict(request.preview)
+        call = request.call
+        arguments = call.args if call.args is not None else call.arguments
+        preview = dict(request.preview) if request.preview is not None else None
+        asked = PermissionRequested(call_id, call.name, request.title, arguments, preview)
+        params: dict[str, Any] = {"sessionId": self._session_id, **asked.data()}
         out_of_band: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._open[call_id] = (params, out_of_band)
-        self._announce(PERMISSION_REQUESTED, {k: v for k, v in params.items() if k != "sessionId"})
+        self._announce(asked.TYPE, asked.data())
         outcome: PermissionOutcome = "cancelled"
         try:
             outcome = await self._ask(msg_id, params, out_of_band, signal)
             return outcome
         finally:
             self._open.pop(call_id, None)
-            self._announce(PERMISSION_RESOLVED, {"callId": call_id, "outcome": outcome})
+            resolved = PermissionResolved(call_id, outcome)
+            self._announce(resolved.TYPE, resolved.data())
 
     async def _ask(
         self, msg_id: str, params: dict[str, Any], out_of_band: asyncio.Future[Any], signal: AbortSignal

@@ -13,6 +13,7 @@ from pygls.lsp.server import LanguageServer
 
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
+from dsh_daemon.model.payloads import TurnEnded, TurnStarted
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +35,16 @@ class TurnProgress:
 
     def on_event(self, event: Event) -> None:
         if event.type == ev.TURN_START:
-            self._begin(int(event.data["turn"]))
+            self._begin(TurnStarted.of(event).turn)
         elif event.type == ev.ASSISTANT_DELTA and self._token is not None:
-            self._chars += len(
-                event.data["delta"].get("text", "") or event.data["delta"].get("arguments", "")
-            )
+            delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
+            self._chars += len(delta.get("text", "") or delta.get("arguments", ""))
             now = time.monotonic()
             if now - self._last_report >= REPORT_EVERY_S:
                 self._last_report = now
                 self._after_ready(lambda token: self._report(token, f"~{self._chars // 4} tokens"))
         elif event.type == ev.TURN_END and self._token is not None:
-            reason = str(event.data["reason"]["kind"])
+            reason = TurnEnded.of(event).reason.kind
             self._after_ready(lambda token: self._end(token, reason))
             self._token = None
 

@@ -27,6 +27,19 @@ from dsh_daemon.model.events import (
 )
 from dsh_daemon.model.inbox import InboxItem
 from dsh_daemon.model.messages import AssistantMessage, tool_result_message
+from dsh_daemon.model.payloads import (
+    AssistantMessageLogged,
+    InboxSpliced,
+    Payload,
+    StepEnded,
+    StepStarted,
+    ToolCalled,
+    ToolResulted,
+    TurnEnded,
+    TurnStarted,
+    entry,
+)
+from dsh_daemon.model.wire import ToolErrorInfo, TurnEndReason
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -48,7 +61,7 @@ def open_turn(events: Sequence[Event]) -> int | None:
         if event.type == TURN_END:
             return None
         if event.type == TURN_START:
-            return int(event.data["turn"])
+            return TurnStarted.of(event).turn
     return None
 
 
@@ -65,14 +78,15 @@ def unentered_claims(events: Sequence[Event]) -> tuple[list[InboxItem], InboxIte
     for index, event in enumerate(events):
         if event.type != INBOX_SPLICED:
             continue
-        for raw in event.data.get("inserted", ()):
+        splice = InboxSpliced.of(event)
+        for raw in splice.inserted:
             known[str(raw["id"])] = InboxItem.from_json(raw, event.time)
-        is_claim = event.data.get("removedCount") and "outcome" not in event.data
+        is_claim = splice.removed_count and splice.outcome is None
         if index <= last_step or not is_claim:
             continue
         # removedIds lists every message of each item (attachments first); the item's own id is last
-        claimed = [known[str(i)] for i in event.data.get("removedIds", ()) if str(i) in known]
-        if event.data["target"] == "next-turn":
+        claimed = [known[i] for i in splice.removed_ids or () if i in known]
+        if splice.target == "next-turn":
             prompt = claimed[0] if claimed else prompt
         else:
             next_step += claimed
@@ -92,52 +106,30 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
     answered: set[str] = set()
     for event in tail:
         if event.type == STEP_START:
-            step, calls, logged_calls, answered = int(event.data["step"]), [], {}, set()
+            step, calls, logged_calls, answered = StepStarted.of(event).step, [], {}, set()
         elif event.type == STEP_END:
             step = None
-        elif event.type == ASSISTANT_MESSAGE and not event.data.get("interrupted"):
-            assistant = AssistantMessage.from_json(event.data["message"])
-            calls = [(c.id, c.name) for c in assistant.tool_calls]
+        elif event.type == ASSISTANT_MESSAGE:
+            logged = AssistantMessageLogged.of(event)
+            if not logged.interrupted:
+                calls = [(c.id, c.name) for c in AssistantMessage.from_json(logged.message).tool_calls]
         elif event.type == TOOL_CALL:
-            logged_calls[str(event.data["callId"])] = event.seq  # type: ignore[assignment]
+            logged_calls[ToolCalled.of(event).call_id] = event.seq  # type: ignore[assignment]
         elif event.type == TOOL_RESULT:
-            answered.add(str(event.data["message"]["source"]["callId"]))
-    closers: list[tuple[str, dict[str, Any]]] = []
+            answered.add(ToolResulted.of(event).call_id)
+    closers: list[Payload] = []
     if step is not None:
         for call_id, name in calls:
             if call_id in answered:
                 continue
             if call_id in logged_calls:
                 message = tool_result_message(call_id, OUTCOME_UNKNOWN_TEXT.format(name=name), is_error=True)
-                closers.append(
-                    (
-                        TOOL_RESULT,
-                        {
-                            "turn": turn,
-                            "step": step,
-                            "callId": call_id,
-                            "name": name,
-                            "message": message.to_json(),
-                            "error": {"name": name, "code": TOOL_OUTCOME_UNKNOWN},
-                            "sourceEventSeqs": [logged_calls[call_id]],
-                        },
-                    )
-                )
+                error = ToolErrorInfo(name, TOOL_OUTCOME_UNKNOWN)
+                seqs: tuple[int, ...] | None = (logged_calls[call_id],)
             else:
                 message = tool_result_message(call_id, NOT_STARTED_TEXT.format(name=name), is_error=True)
-                closers.append(
-                    (
-                        TOOL_RESULT,
-                        {
-                            "turn": turn,
-                            "step": step,
-                            "callId": call_id,
-                            "name": name,
-                            "message": message.to_json(),
-                            "error": {"name": name, "code": TOOL_NOT_STARTED},
-                        },
-                    )
-                )
-        closers.append((STEP_END, {"turn": turn, "step": step}))
-    closers.append((TURN_END, {"turn": turn, "reason": {"kind": "interrupted"}}))
-    return closers
+                error, seqs = ToolErrorInfo(name, TOOL_NOT_STARTED), None
+            closers.append(ToolResulted(turn, step, call_id, name, message.to_json(), error, None, seqs))
+        closers.append(StepEnded(turn, step))
+    closers.append(TurnEnded(turn, TurnEndReason("interrupted")))
+    return [entry(closer) for closer in closers]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_daemon.model.codec import unstructure
 from dsh_daemon.model.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -41,6 +42,17 @@ from dsh_daemon.model.events import (
 )
 from dsh_daemon.model.jsonvalue import dumps, thaw
 from dsh_daemon.model.messages import join_prompt_text
+from dsh_daemon.model.payloads import (
+    AssistantChunk,
+    AssistantMessageLogged,
+    StepStarted,
+    ToolCalled,
+    ToolResulted,
+    TurnEnded,
+    TurnStarted,
+    TurnUsage,
+)
+from dsh_daemon.model.wire import TextDelta
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -81,7 +93,7 @@ def page_events(
         taken.append(event)
         if event.type != TURN_START:
             continue
-        turn = _int(event.data.get("turn"))
+        turn = TurnStarted.of(event).turn
         if before_turn is not None and turn >= before_turn:
             taken.clear()  # that turn and everything after it are not on this page
             continue
@@ -111,10 +123,10 @@ class _Builder:
         self.partial: dict[str, Any] | None = None  # the streaming step's chunks so far
 
     def feed(self, event: Event) -> None:
-        kind, data = event.type, event.data
+        kind = event.type
         if kind == TURN_START:
             self.current = {
-                "turn": _int(data.get("turn")),
+                "turn": TurnStarted.of(event).turn,
                 "startSeq": event.seq,
                 "startedAt": event.time,
                 "items": [],
@@ -127,7 +139,7 @@ class _Builder:
             return  # between turns: inbox splices, titles, headers of no turn
         items: list[dict[str, Any]] = turn["items"]
         if kind == STEP_START:
-            self.step, self.partial = _int(data.get("step")), None
+            self.step, self.partial = StepStarted.of(event).step, None
         elif kind == STEP_END:
             self.step, self.partial = None, None
         elif kind == USER_MESSAGE:
@@ -137,23 +149,23 @@ class _Builder:
         elif kind == ASSISTANT_MESSAGE:
             self._assistant(event, items)
         elif kind == TOOL_CALL:
-            call_id = str(data.get("callId", ""))
-            item = self._place(event, call_id, str(data.get("name", "")), data.get("arguments"), items)
-            if data.get("synthetic"):
+            call = ToolCalled.of(event)
+            item = self._place(event, call.call_id, call.name, call.arguments, items)
+            if call.synthetic:
                 item["synthetic"] = True
         elif kind == TOOL_RESULT:
-            call_id = str(data.get("callId") or _get(data, "message", "source", "callId") or "")
-            item = self._place(event, call_id, str(data.get("name", "")), None, items)
-            item["result"] = self._result(event)
+            result = ToolResulted.of(event)
+            item = self._place(event, result.call_id, result.name, None, items)
+            item["result"] = self._result(event, result)
         elif kind == USAGE:
-            turn["usage"] = thaw(data.get("usage"))
+            turn["usage"] = thaw(TurnUsage.of(event).usage)
         elif kind == TURN_END:
             turn["endSeq"], turn["endedAt"] = event.seq, event.time
-            turn["end"] = thaw(data.get("reason"))
+            turn["end"] = thaw(unstructure(TurnEnded.of(event).reason))
             self.current, self.step, self.partial = None, None, None
 
     def _message(self, event: Event) -> dict[str, Any]:
-        data = event.data
+        data = event.data  # a user/message's payload is the message itself
         source = thaw(data.get("source")) or {}
         item: dict[str, Any] = {"type": "message", "seq": event.seq, "step": self.step, "id": data.get("id")}
         item["source"] = source
@@ -176,32 +188,30 @@ class _Builder:
             items.append(self.partial)
         partial = self.partial
         partial["seq"] = event.seq
-        for delta in event.data.get("deltas", ()):
-            if not isinstance(delta, Mapping):
-                continue
-            if delta.get("type") == "text":
-                partial["text"] += str(delta.get("text", ""))
-            elif delta.get("type") == "reasoning":
-                partial["reasoning"] = partial.get("reasoning", "") + str(delta.get("text", ""))
+        for delta in AssistantChunk.of(event).deltas:
+            if isinstance(delta, TextDelta) and delta.type == "text":
+                partial["text"] += delta.text
+            elif isinstance(delta, TextDelta):
+                partial["reasoning"] = partial.get("reasoning", "") + delta.text
 
     def _assistant(self, event: Event, items: list[dict[str, Any]]) -> None:
-        data = event.data
+        logged = AssistantMessageLogged.of(event)
         if self.partial is not None:  # the finished message replaces what streamed
             if self.partial in items:
                 items.remove(self.partial)
             self.partial = None
-        blocks = [b for b in _get(data, "message", "content") or () if isinstance(b, Mapping)]
+        blocks = [b for b in logged.message.get("content") or () if isinstance(b, Mapping)]
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         reasoning = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "reasoning")
-        step = _int(data.get("step")) if data.get("step") is not None else self.step
-        if text or reasoning or data.get("interrupted"):
+        step = logged.step
+        if text or reasoning or logged.interrupted:
             item: dict[str, Any] = {"type": "assistant", "seq": event.seq, "step": step, "text": text}
             if reasoning:
                 item["reasoning"] = reasoning
-            if data.get("interrupted"):
+            if logged.interrupted:
                 item["interrupted"] = True
-            if data.get("finishReason") is not None:
-                item["finishReason"] = data["finishReason"]
+            if logged.finish_reason is not None:
+                item["finishReason"] = logged.finish_reason
             items.append(item)
         for block in blocks:
             if block.get("type") == "tool-call":
@@ -227,16 +237,15 @@ class _Builder:
             item.update(_capped("arguments", raw))
         return item
 
-    def _result(self, event: Event) -> dict[str, Any]:
-        data = event.data
-        blocks = [b for b in _get(data, "message", "content") or () if isinstance(b, Mapping)]
+    def _result(self, event: Event, logged: ToolResulted) -> dict[str, Any]:
+        blocks = [b for b in logged.message.get("content") or () if isinstance(b, Mapping)]
         output = "".join(_text(b.get("content")) for b in blocks if b.get("type") == "tool-result")
         result: dict[str, Any] = {"seq": event.seq, **_capped("output", output, "truncated", "length")}
         if any(b.get("isError") for b in blocks):
             result["isError"] = True
-        if data.get("error") is not None:
-            result["error"] = thaw(data["error"])
-        meta = data.get("meta")
+        if logged.error is not None:
+            result["error"] = {"name": logged.error.name, "code": logged.error.code}
+        meta = logged.meta
         if isinstance(meta, Mapping):
             shown = thaw(meta)
             if isinstance(shown.get("diff"), str):
@@ -258,15 +267,3 @@ def _text(content: Any, join: Callable[[Iterable[str]], str] = "".join) -> str:
     if not isinstance(content, Iterable):
         return ""
     return join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
-
-
-def _get(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -115,6 +115,7 @@ def daemon_env(state: Path, fake: FakeDeepSeek, **extra: str) -> dict[str, str]:
             "DEEPSEEK_BASE_URL": fake.base_url,
             "HOME": str(state / "home"),  # nothing may touch the real ~
             "PYTHONPATH": str(ROOT),
+            "DSH_WIRE_CHECK": "1",  # every result is checked against its declared type (model/methods.py)
         }
     )
     env.update(extra)

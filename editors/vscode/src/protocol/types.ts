@@ -128,6 +128,10 @@ export interface EventDataMap {
   'context/usage': { turn: number; step: number; used: number; window: number | null };
   'permission/requested': Omit<PermissionRequest, 'sessionId'>;
   'permission/resolved': { callId: string; outcome: PermissionOutcome };
+  /** From here on the model's history is `message` (the summary) and what was logged from `keptFromSeq`. */
+  'context/compacted': { turn: number; reason: 'ratio' | 'overflow' | 'manual'; summary: string; keptFromSeq: number; tokensBefore: number; tokensAfter: number; message: UserMessage };
+  /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
+  'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string };
 }
 export type EventType = keyof EventDataMap;
 

@@ -1,0 +1,359 @@
+"""The dsh methods (protocol.md §3–§8), declared once: method → params type → result type.
+
+`METHODS` is the table the LSP front end serves: a handler is registered for each entry, its params
+are structured into the entry's params type (a value that does not fit is `invalid_params` naming
+the field), and its result is the entry's result type. `DAEMON_METHODS` are the ones the daemon sends
+to the client. A new method is declared here first: its params and result types, then its handler
+(`server/app.py`); the JSON Schema (`dsh-daemon schema`) and the clients' checks follow from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs
+from dsh_daemon.model.wire import (
+    ClientContextKind,
+    ContextRef,
+    Delivery,
+    Diagnostic,
+    ErrorJson,
+    Inbox,
+    McpServerStatus,
+    OutgoingMessage,
+    PermissionGrant,
+    PermissionOutcome,
+    PermissionRequest,
+    Range,
+    SessionStatus,
+    SessionSummary,
+    Target,
+    TranscriptTurn,
+)
+
+SessionId = NonEmptyStr
+
+
+@dataclass(frozen=True)
+class Empty:
+    """`{}`"""
+
+
+@dataclass(frozen=True)
+class SessionParams:
+    """Requests that name only their session."""
+
+    session_id: SessionId
+
+
+# ---- sessions (§3) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionNewParams:
+    cwd: str | None = None
+    title: str | None = None
+    mcp_servers: JsonObject | None = None  # {name: {command, args?, env?, cwd?} | {url, headers?} | null}
+
+
+@dataclass(frozen=True)
+class SessionNewResult:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class SessionListParams:
+    cwd: str | None = None
+    limit: PositiveInt | None = None  # above 1000: 1000
+    before: int | None = None  # ms, exclusive
+
+
+@dataclass(frozen=True)
+class SessionListResult:
+    sessions: tuple[SessionSummary, ...]
+    has_more: bool | None = None  # only when paging (`limit` or `before` given)
+
+
+@dataclass(frozen=True)
+class SessionAttachParams:
+    session_id: SessionId
+    after_seq: int | None = None
+    replay: Literal["all", "none"] = "all"
+
+
+@dataclass(frozen=True)
+class HolderInfo:
+    """Who drives a session attached read-only: `{pid, host}` and the `session_busy` data."""
+
+    pid: int
+    host: str
+    holder_pid: int
+    holder_host: str
+    code: Literal["session_busy"]
+    session_id: str
+
+
+@dataclass(frozen=True)
+class SessionAttachResult:
+    session_id: str
+    status: SessionStatus
+    title: str | None
+    last_seq: int
+    inbox: Inbox
+    permission_requests: tuple[Annotated[JsonObject, SchemaAs(PermissionRequest)], ...] | None = None
+    mcp_servers: tuple[McpServerStatus, ...] | None = None
+    read_only: bool | None = None
+    holder: Annotated[JsonObject, SchemaAs(HolderInfo)] | None = None
+
+
+@dataclass(frozen=True)
+class SessionTranscriptParams:
+    session_id: SessionId
+    before_turn: PositiveInt | None = None
+    limit: PositiveInt | None = None  # default 20; above 100: 100
+
+
+@dataclass(frozen=True)
+class SessionTranscriptResult:
+    turns: tuple[TranscriptTurn, ...]  # newest first
+    last_seq: int
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class SessionRenameParams:
+    session_id: SessionId
+    title: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class SessionCompactResult:
+    compacted: bool
+    kept_from_seq: int | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    scheduled: bool | None = None  # a turn runs: it compacts at its next boundary
+    error: ErrorJson | None = None  # the compaction failed (the turn ended with it)
+
+
+# ---- sending (§4) ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SendParams:
+    session_id: SessionId
+    message: OutgoingMessage
+    target: Target
+    wakeup: bool
+    context: tuple[ContextRef, ...] | None = None  # at most 20
+
+
+@dataclass(frozen=True)
+class PresetSendParams:
+    """`dsh/followup`, `dsh/steer`, `dsh/inject`: presets of `dsh/send`."""
+
+    session_id: SessionId
+    message: OutgoingMessage
+    context: tuple[ContextRef, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_id: str
+    context_ids: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CancelParams:
+    session_id: SessionId
+    keep_inbox: bool = False
+    cause: Literal["user", "hook"] = "user"
+
+
+@dataclass(frozen=True)
+class WakeResult:
+    started: bool
+
+
+# ---- the inbox (§5) --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InboxRemoveParams:
+    session_id: SessionId
+    message_id: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class InboxRemoveResult:
+    removed: bool
+
+
+@dataclass(frozen=True)
+class InboxReplaceParams:
+    session_id: SessionId
+    message_id: NonEmptyStr
+    message: OutgoingMessage
+    context: tuple[ContextRef, ...] | None = None  # given (even []): replaces the attachments
+
+
+@dataclass(frozen=True)
+class InboxMoveParams:
+    session_id: SessionId
+    message_id: NonEmptyStr
+    target: Target
+    index: int | None = None  # in the target list after removal; negative from the end; absent: the end
+
+
+# ---- editor context (§6) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextAddParams:
+    session_id: SessionId
+    uri: NonEmptyStr
+    kind: ClientContextKind
+    range: Range | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
+    delivery: Delivery = "inject"
+
+
+@dataclass(frozen=True)
+class MessageIdResult:
+    message_id: str
+
+
+@dataclass(frozen=True)
+class ContextDidChangeParams:
+    """The editor's current state, latest wins (without `sessionId`: every session followed)."""
+
+    session_id: str | None = None
+    active_uri: str | None = None
+    selection: Range | None = None
+    visible_range: Range | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
+
+
+# ---- permissions (§8) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermissionsListResult:
+    grants: tuple[PermissionGrant, ...]
+    open: tuple[Annotated[JsonObject, SchemaAs(PermissionRequest)], ...]
+
+
+@dataclass(frozen=True)
+class PermissionsRevokeParams:
+    session_id: SessionId
+    scope: str | None = None  # absent: every grant
+
+
+@dataclass(frozen=True)
+class PermissionsRevokeResult:
+    revoked: int
+
+
+@dataclass(frozen=True)
+class PermissionsRespondParams:
+    session_id: SessionId
+    call_id: NonEmptyStr
+    outcome: PermissionOutcome
+
+
+@dataclass(frozen=True)
+class PermissionsRespondResult:
+    answered: bool
+
+
+@dataclass(frozen=True)
+class PermissionAnswer:
+    """The client's answer to `dsh/requestPermission`."""
+
+    outcome: PermissionOutcome
+
+
+# ---- what the daemon sends -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventParams:
+    """`dsh/event`: `seq` exactly on durable events; `data` is the payload of `type`."""
+
+    session_id: str
+    type: str
+    data: JsonObject
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class DshCapabilities:
+    """`initialize` result `capabilities.experimental.dsh`: a flag per feature added within
+    protocol version 1 (an absent flag means an older daemon without that feature)."""
+
+    protocol_version: int
+    version: str
+    sessions: bool | None = None
+    inbox_edits: bool | None = None
+    editor_context: tuple[str, ...] | None = None
+    send_context: bool | None = None
+    inbox_items: bool | None = None
+    delta_offsets: bool | None = None
+    permission_events: bool | None = None
+    transcript: bool | None = None
+    session_management: bool | None = None
+    detach: bool | None = None
+    live_read_only: bool | None = None
+    configuration_change: bool | None = None
+    mcp_servers: bool | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of the wire: what its params and its result are (`result` None: a notification)."""
+
+    name: str
+    params: Any
+    result: Any | None
+    summary: str
+
+    @property
+    def is_notification(self) -> bool:
+        return self.result is None
+
+
+def _table(*methods: Method) -> dict[str, Method]:
+    return {m.name: m for m in methods}
+
+
+METHODS: dict[str, Method] = _table(
+    Method("dsh/session/new", SessionNewParams, SessionNewResult, "create a session and follow it"),
+    Method("dsh/session/list", SessionListParams, SessionListResult, "sessions, most recently updated first"),
+    Method("dsh/session/attach", SessionAttachParams, SessionAttachResult, "follow a session's events"),
+    Method("dsh/session/detach", SessionParams, Empty, "stop following a session"),
+    Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
+    Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
+    Method("dsh/session/delete", SessionParams, Empty, "remove a session"),
+    Method("dsh/session/compact", SessionParams, SessionCompactResult, "compact the history now"),
+    Method("dsh/send", SendParams, SendResult, "send(target × wakeup)"),
+    Method("dsh/followup", PresetSendParams, SendResult, "a prompt: next-turn, waking"),
+    Method("dsh/steer", PresetSendParams, SendResult, "redirect: next-step, waking"),
+    Method("dsh/inject", PresetSendParams, SendResult, "context: next-step, not waking"),
+    Method("dsh/cancel", CancelParams, Empty, "abort the running turn (keepInbox: keep the queue)"),
+    Method("dsh/wake", SessionParams, WakeResult, "run parked work now"),
+    Method("dsh/inbox/list", SessionParams, Inbox, "the pending items"),
+    Method("dsh/inbox/remove", InboxRemoveParams, InboxRemoveResult, "remove a pending item"),
+    Method("dsh/inbox/replace", InboxReplaceParams, SendResult, "replace a pending item in place"),
+    Method("dsh/inbox/move", InboxMoveParams, Empty, "move a pending item"),
+    Method("dsh/context/add", ContextAddParams, MessageIdResult, "send editor context"),
+    Method("dsh/context/didChange", ContextDidChangeParams, None, "the editor's ambient state"),
+    Method("dsh/permissions/list", SessionParams, PermissionsListResult, "grants and open requests"),
+    Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
+    Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
+)
+
+DAEMON_METHODS: dict[str, Method] = _table(
+    Method("dsh/event", EventParams, None, "an event of a session the connection follows"),
+    Method("dsh/requestPermission", PermissionRequest, PermissionAnswer, "ask before a tool call"),
+)

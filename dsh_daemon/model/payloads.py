@@ -1,0 +1,346 @@
+"""The payload of every event type (protocol.md §7), declared once: what `data` holds.
+
+Each payload is a frozen dataclass naming its event type (`TYPE`); the agent writes events from them
+(`payload.data()`) and readers take them apart with `Payload.of(event)` instead of indexing dicts.
+`PAYLOADS` maps every type of `model/events.py` to its payload; the JSON Schema of `dsh/event` is made
+from it. `user/message`'s payload is the message itself (`model.messages.UserMessage` reads it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.codec import JsonObject, structure, unstructure
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.wire import (
+    ErrorJson,
+    InboxItemJson,
+    LeaseHolder,
+    Message,
+    MessageJson,
+    PermissionAsked,
+    PermissionOutcome,
+    RequestHeader,
+    SessionStatus,
+    SpliceOutcome,
+    StreamDelta,
+    Target,
+    ToolErrorInfo,
+    TurnEndReason,
+    UsageJson,
+)
+
+P = TypeVar("P", bound="Payload")
+
+
+class Payload:
+    """Base of every payload: `TYPE` is the event type it is the data of."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    def data(self) -> dict[str, Any]:
+        """The event's `data` (camelCase; optional fields that are `None` left out)."""
+        out: dict[str, Any] = unstructure(self)
+        return out
+
+    def event(self) -> Event:
+        """A live event of this payload."""
+        return Event(self.TYPE, freeze_json(self.data()))
+
+    @classmethod
+    def of(cls: type[P], event: Event) -> P:
+        """The payload of `event` (which must be of this type); `WireValueError` when its data does
+        not fit (a stored event of the wrong shape)."""
+        return structure(event.data, cls)
+
+
+def entry(payload: Payload) -> tuple[str, dict[str, Any]]:
+    """`(type, data)` for `SessionLog.append(*entry(payload))`."""
+    return payload.TYPE, payload.data()
+
+
+# ---- durable -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InboxSpliced(Payload):
+    """One durable change of an inbox list; no `outcome`: a claim by a turn."""
+
+    TYPE: ClassVar[str] = ev.INBOX_SPLICED
+    target: Target
+    start: int
+    inserted: tuple[InboxItemJson, ...]
+    removed_count: int | None = None
+    removed_ids: tuple[str, ...] | None = None  # attachments' ids included
+    outcome: SpliceOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted(Payload):
+    TYPE: ClassVar[str] = ev.TURN_START
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded(Payload):
+    TYPE: ClassVar[str] = ev.TURN_END
+    turn: int
+    reason: TurnEndReason
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted(Payload):
+    TYPE: ClassVar[str] = ev.STEP_START
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnded(Payload):
+    TYPE: ClassVar[str] = ev.STEP_END
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderLogged(Payload):
+    TYPE: ClassVar[str] = ev.REQUEST_HEADER
+    header: RequestHeader
+    reason: Literal["initial", "resume", "change"]
+
+
+@dataclass(frozen=True, slots=True)
+class LlmRequested(Payload):
+    """A model request is about to be sent; a compaction's summarising request adds what its
+    rebuild needs (protocol.md §14)."""
+
+    TYPE: ClassVar[str] = ev.LLM_REQUEST
+    turn: int
+    step: int
+    attempt: int
+    purpose: Literal["compaction"] | None = None
+    kept_from_seq: int | None = None
+    system: str | None = None
+    prompt: str | None = None
+    max_tokens: int | None = None
+    tool_output_chars: int | None = None
+    transcript_chars: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantChunk(Payload):
+    TYPE: ClassVar[str] = ev.ASSISTANT_CHUNK
+    turn: int
+    step: int
+    deltas: tuple[StreamDelta, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessageLogged(Payload):
+    TYPE: ClassVar[str] = ev.ASSISTANT_MESSAGE
+    turn: int
+    step: int
+    message: MessageJson
+    source_event_seqs: tuple[int, ...] = ()  # the chunks it was built from
+    finish_reason: str | None = None  # stop, tool-calls, max-tokens, …
+    usage: UsageJson | None = None
+    interrupted: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled(Payload):
+    TYPE: ClassVar[str] = ev.TOOL_CALL
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str  # the model's raw JSON text
+    synthetic: bool | None = None  # never executed
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResulted(Payload):
+    TYPE: ClassVar[str] = ev.TOOL_RESULT
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    message: MessageJson  # a tool-result UserMessage
+    error: ToolErrorInfo | None = None
+    meta: JsonObject | None = None  # an edit's: EditMeta
+    source_event_seqs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LlmRetried(Payload):
+    TYPE: ClassVar[str] = ev.LLM_RETRY
+    turn: int
+    step: int
+    retry: int
+    delay_ms: int
+    error: ErrorJson
+    purpose: Literal["compaction"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnUsage(Payload):
+    TYPE: ClassVar[str] = ev.USAGE
+    turn: int
+    usage: UsageJson  # summed over the turn
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTitled(Payload):
+    TYPE: ClassVar[str] = ev.SESSION_TITLE
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUsage(Payload):
+    TYPE: ClassVar[str] = ev.CONTEXT_USAGE
+    turn: int
+    step: int
+    used: int
+    window: int | None  # null: unknown
+
+
+@dataclass(frozen=True, slots=True)
+class ContextCompacted(Payload):
+    TYPE: ClassVar[str] = ev.CONTEXT_COMPACTED
+    turn: int
+    reason: Literal["ratio", "overflow", "manual"]
+    summary: str
+    kept_from_seq: int
+    tokens_before: int
+    tokens_after: int
+    message: MessageJson  # the summary as a UserMessage
+
+
+# ---- live ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged(Payload):
+    TYPE: ClassVar[str] = ev.STATUS
+    status: SessionStatus
+
+
+@dataclass(frozen=True, slots=True)
+class InboxInserted(Payload):
+    TYPE: ClassVar[str] = ev.INBOX_INSERTED
+    message: InboxItemJson
+    target: Target
+    index: int  # its position in `target` after the change
+
+
+@dataclass(frozen=True, slots=True)
+class InboxClaimed(Payload):
+    TYPE: ClassVar[str] = ev.INBOX_CLAIMED
+    message: MessageJson
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class InboxDiscarded(Payload):
+    TYPE: ClassVar[str] = ev.INBOX_DISCARDED
+    message: MessageJson
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantDelta(Payload):
+    TYPE: ClassVar[str] = ev.ASSISTANT_DELTA
+    turn: int
+    step: int
+    offset: int  # where the delta's text starts in its block, in UTF-16 code units
+    delta: StreamDelta
+
+    @classmethod
+    def fast_event(cls, turn: int, step: int, offset: int, delta: JsonObject) -> Event:
+        """The event for one streamed delta (`delta`: its JSON), built without the codec: one per
+        parsed provider delta, the daemon's hottest path (tests/core checks it against `event()`)."""
+        return Event(cls.TYPE, FrozenDict({"turn": turn, "step": step, "offset": offset, "delta": delta}))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput(Payload):
+    TYPE: ClassVar[str] = ev.TOOL_OUTPUT
+    turn: int
+    step: int
+    call_id: str
+    text: str  # only the new output
+
+
+@dataclass(frozen=True, slots=True)
+class AgentErrored(Payload):
+    TYPE: ClassVar[str] = ev.AGENT_ERROR
+    turn: int
+    step: int | None
+    error: ErrorJson
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChanged(Payload):
+    TYPE: ClassVar[str] = ev.SESSION_LEASE
+    holder: LeaseHolder | None  # null: nobody else drives it
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequested(PermissionAsked, Payload):
+    TYPE: ClassVar[str] = ev.PERMISSION_REQUESTED
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionResolved(Payload):
+    TYPE: ClassVar[str] = ev.PERMISSION_RESOLVED
+    call_id: str
+    outcome: PermissionOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class McpStatusChanged(Payload):
+    TYPE: ClassVar[str] = ev.MCP_STATUS
+    server: str
+    state: Literal["starting", "ready", "failed", "exited"]
+    transport: Literal["stdio", "http"]
+    tools: tuple[str, ...] | None = None
+    error: str | None = None
+
+
+PAYLOADS: dict[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        InboxSpliced,
+        TurnStarted,
+        TurnEnded,
+        StepStarted,
+        StepEnded,
+        RequestHeaderLogged,
+        LlmRequested,
+        AssistantChunk,
+        AssistantMessageLogged,
+        ToolCalled,
+        ToolResulted,
+        LlmRetried,
+        TurnUsage,
+        SessionTitled,
+        ContextUsage,
+        ContextCompacted,
+        StatusChanged,
+        InboxInserted,
+        InboxClaimed,
+        InboxDiscarded,
+        AssistantDelta,
+        ToolOutput,
+        AgentErrored,
+        LeaseChanged,
+        PermissionRequested,
+        PermissionResolved,
+        McpStatusChanged,
+    )
+}
+PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself

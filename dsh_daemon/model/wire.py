@@ -1,0 +1,422 @@
+"""The values of the dsh wire (protocol.md §2–§8, §12), declared once as frozen dataclasses.
+
+Events (`model/payloads.py`) and methods (`model/methods.py`) are built from these; the JSON Schema
+(`model/schema.py`, `dsh-daemon schema`) and the checks of the clients' own declarations are made from
+them; `model/codec.py` turns JSON into them and back (camelCase on the wire). Shapes the daemon keeps
+as JSON (a message's content, a tool's arguments) are declared here for the schema and carried as
+`JsonObject` where they travel (`SchemaAs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal, TypeAlias
+
+from dsh_daemon.model.codec import JsonObject, JsonValue, NonEmptyStr, NonNegativeInt, SchemaAs
+
+Target: TypeAlias = Literal["next-turn", "next-step"]
+Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
+ContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "snapshot"]
+ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics"]
+Delivery: TypeAlias = Literal["inject", "steer", "followup"]
+SessionStatus: TypeAlias = Literal["idle", "running"]
+PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
+TurnEndKind: TypeAlias = Literal["completed", "blocked", "max-tokens", "aborted", "error", "interrupted"]
+CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook"]
+SpliceOutcome: TypeAlias = Literal["canceled", "replaced", "moved"]
+
+
+# ---- editor positions (LSP) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Position:
+    line: NonNegativeInt
+    character: NonNegativeInt
+
+
+@dataclass(frozen=True)
+class Range:
+    start: Position
+    end: Position
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """An LSP Diagnostic as far as the daemon reads it."""
+
+    range: Range
+    message: str
+    severity: Literal[1, 2, 3, 4] | None = None
+    source: str | None = None
+    code: JsonValue = None
+
+
+# ---- messages (§2) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    type: Literal["text"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    type: Literal["reasoning"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallBlock:
+    type: Literal["tool-call"]
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model produced
+
+
+@dataclass(frozen=True)
+class ToolResultBlock:
+    type: Literal["tool-result"]
+    tool_call_id: str
+    content: tuple[Annotated[JsonObject, SchemaAs("ContentBlock")], ...]
+    is_error: bool | None = None
+
+
+@dataclass(frozen=True)
+class OtherBlock:
+    """A block of another type: kept verbatim, not interpreted."""
+
+    type: str
+
+
+ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | OtherBlock
+
+
+@dataclass(frozen=True)
+class UserSource:
+    kind: Literal["user"]
+
+
+@dataclass(frozen=True)
+class EditorSource:
+    kind: Literal["editor"]
+    uri: str
+    context_kind: ContextKind | None = None
+    range: Range | None = None
+    language_id: str | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class PluginSource:
+    kind: Literal["plugin"]
+    plugin: str
+    form: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    kind: Literal["tool"]
+    call_id: str
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    kind: Literal["model"]
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True)
+class OtherSource:
+    """A source of another kind: passed through verbatim."""
+
+    kind: str
+
+
+Source: TypeAlias = UserSource | EditorSource | PluginSource | ToolSource | ModelSource | OtherSource
+ContentJson: TypeAlias = Annotated[JsonObject, SchemaAs(ContentBlock)]
+SourceJson: TypeAlias = Annotated[JsonObject, SchemaAs(Source)]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A frozen message as the daemon sends it (a `UserMessage`, or an assistant message)."""
+
+    id: str
+    role: Literal["user", "assistant"]
+    content: tuple[ContentJson, ...]
+    source: SourceJson
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """A message as a client writes it: `content` a string (one text block) or content blocks."""
+
+    content: str | tuple[ContentJson, ...]
+    id: str | None = None
+    source: SourceJson | None = None
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """A pending message: its own fields plus what the queue knows about it (§5)."""
+
+    id: str
+    role: Literal["user"]
+    content: tuple[ContentJson, ...]
+    source: SourceJson
+    context: tuple[Annotated[JsonObject, SchemaAs(Message)], ...] | None = None
+    wakeup: bool | None = None
+    verb: Verb | None = None
+    queued_at: int | None = None
+    target: Target | None = None
+
+
+MessageJson: TypeAlias = Annotated[JsonObject, SchemaAs(Message)]
+InboxItemJson: TypeAlias = Annotated[JsonObject, SchemaAs(InboxItem)]
+
+
+@dataclass(frozen=True)
+class Inbox:
+    next_turn: tuple[InboxItemJson, ...]
+    next_step: tuple[InboxItemJson, ...]
+
+
+# ---- turns and the model (§7) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+UsageJson: TypeAlias = Annotated[JsonObject, SchemaAs(Usage)]
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A typed failure: `code` (`AUTH`, `RATE_LIMIT`, `LEASE_LOST`, …) and what happened."""
+
+    code: str
+    message: str
+    status: int | None = None
+    retry_after_ms: int | None = None
+    request_id: str | None = None
+
+
+ErrorJson: TypeAlias = Annotated[JsonObject, SchemaAs(ErrorInfo)]
+
+
+@dataclass(frozen=True)
+class TurnEndReason:
+    kind: TurnEndKind
+    cause: str | None = None  # for `aborted` (the first cause wins): a CancelCause
+    error: ErrorJson | None = None  # for `error`
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    type: Literal["text", "reasoning"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    type: Literal["tool-call"]
+    index: int
+    arguments: str
+    id: str | None = None
+    name: str | None = None
+
+
+StreamDelta: TypeAlias = TextDelta | ToolCallDelta
+
+
+@dataclass(frozen=True)
+class ToolErrorInfo:
+    name: str
+    code: str
+
+
+@dataclass(frozen=True)
+class EditMeta:
+    """What an edit's `tool/result` carries for clients."""
+
+    path: str
+    diff: str
+    before_hash: str | None
+    after_hash: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class ToolSpecJson:
+    name: str
+    description: str
+    parameters: JsonObject  # a JSON Schema
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    config: JsonObject  # provider, model, maxTokens, thinking, …
+    system: str | None = None
+    tools: tuple[ToolSpecJson, ...] | None = None
+
+
+# ---- permissions (§8) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermissionPreview:
+    """An edit's diff (`path`, `diff`, `oldText`, `newText`, `created`, `truncated?`) or a command."""
+
+    path: str | None = None
+    diff: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
+    created: bool | None = None
+    truncated: bool | None = None
+    command: str | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """`dsh/requestPermission` params (the daemon asks the client)."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    title: str
+    arguments: JsonValue
+    preview: Annotated[JsonObject, SchemaAs(PermissionPreview)] | None = None
+
+
+@dataclass(frozen=True)
+class PermissionAsked:
+    """A permission request as an event and in lists: the request without `sessionId`."""
+
+    call_id: str
+    tool: str
+    title: str
+    arguments: JsonValue
+    preview: Annotated[JsonObject, SchemaAs(PermissionPreview)] | None = None
+
+
+@dataclass(frozen=True)
+class PermissionGrant:
+    """An "allow always" answer: a whole tool, or one exact command (`scope` names it for revoke)."""
+
+    scope: str
+    tool: str
+    command: str | None = None
+
+
+# ---- sessions (§3) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    title: str | None
+    cwd: str | None
+    created_at: int
+    updated_at: int
+    status: SessionStatus
+    pending: int
+    last_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    pid: int
+    host: str
+
+
+@dataclass(frozen=True)
+class McpServerStatus:
+    server: str
+    state: Literal["starting", "ready", "failed", "exited"]
+    transport: Literal["stdio", "http"]
+    tools: tuple[str, ...] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResultView:
+    seq: int
+    output: str
+    truncated: bool | None = None
+    length: int | None = None
+    is_error: bool | None = None
+    error: ToolErrorInfo | None = None
+    meta: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptMessage:
+    type: Literal["message"]
+    seq: int
+    step: int | None
+    id: str
+    source: SourceJson
+    text: str
+    truncated: bool | None = None
+    length: int | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptAssistant:
+    type: Literal["assistant"]
+    seq: int
+    step: int | None
+    text: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    interrupted: bool | None = None
+    partial: bool | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptTool:
+    type: Literal["tool"]
+    seq: int
+    step: int | None
+    call_id: str
+    name: str
+    arguments: str | None = None
+    arguments_truncated: bool | None = None
+    arguments_length: int | None = None
+    synthetic: bool | None = None
+    result: ToolResultView | None = None
+
+
+TranscriptItem: TypeAlias = TranscriptMessage | TranscriptAssistant | TranscriptTool
+
+
+@dataclass(frozen=True)
+class TranscriptTurn:
+    turn: int
+    start_seq: int
+    started_at: int
+    items: tuple[TranscriptItem, ...]
+    end_seq: int | None = None
+    ended_at: int | None = None
+    end: TurnEndReason | None = None
+    usage: UsageJson | None = None
+
+
+@dataclass(frozen=True)
+class ContextRef:
+    """Editor context a client asks for (`context` on a send, `dsh/context/add`)."""
+
+    uri: NonEmptyStr
+    kind: ClientContextKind
+    range: Range | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
