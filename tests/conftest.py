@@ -1,0 +1,28 @@
+"""The suites that drive whole outside programs are marked `slow`, so `pytest -m "not slow"` is a
+fast inner loop (the agent core, the provider, the tools, the LSP and ACP servers, the wire's
+declarations); the README's test command and `.ci/run` still run everything.
+
+Slow: the VS Code client in code-server and Chromium (`tests/vscode`), MCP servers as processes
+(`tests/mcp`), the Neovim plugin in a headless Neovim (`tests/neovim`), the terminal chat in a pty or
+tmux (`tests/chat/test_pty.py`, `test_tui.py`), and the tests marked one by one
+(a real local model, recording the event fixtures afresh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+SLOW_DIRECTORIES = ("vscode", "mcp", "neovim")
+SLOW_FILES = ("chat/test_pty.py", "chat/test_tui.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            where = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        if where.split("/", 1)[0] in SLOW_DIRECTORIES or where in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
