@@ -39,7 +39,7 @@ TRANSCRIPT_TYPES = frozenset(
 )
 
 
-def export_session(state_dir: Path, session_id: str, *, everything: bool = False) -> int:
+def export_session(state_dir: Path, session_id: str) -> int:
     """One JSON object per line: the session header, then every transcript event in log order."""
     store = SessionStore(state_dir)
     try:
@@ -51,7 +51,7 @@ def export_session(state_dir: Path, session_id: str, *, everything: bool = False
         out = sys.stdout
         out.write(json.dumps({"type": "session", **info.to_json()}, ensure_ascii=False) + "\n")
         for event in store.load_events(session_id):
-            if everything or event.type in TRANSCRIPT_TYPES:
+            if event.type in TRANSCRIPT_TYPES:
                 record = {"seq": event.seq, "time": event.time, "type": event.type, "data": event.data}
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     finally:

@@ -27,7 +27,7 @@ from dsh_daemon.host.options import DaemonOptions, ServerSource
 from dsh_daemon.host.port import Approver, DocumentSource, EditApplier, FrontEndHooks, Workspace
 from dsh_daemon.host.sessions import SessionHost
 from dsh_daemon.model.events import Event
-from dsh_daemon.model.inbox import Target
+from dsh_daemon.model.inbox import PRESETS, Target
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class AcpFrontEnd:
         hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
         self.host.follow(hosted, replay=False)
 
-    async def close(self, session_id: str) -> None:
+    async def close_session(self, session_id: str) -> None:
         """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
         self.session(session_id)
         await self.host.close_session(session_id)
@@ -168,8 +168,10 @@ class AcpFrontEnd:
 
     # ---- input ---------------------------------------------------------------------------------------
 
-    def send(self, session_id: str, parts: PromptParts, target: Target, wakeup: bool, verb: str) -> str:
-        return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, verb)
+    def send(self, session_id: str, parts: PromptParts, preset: str) -> str:
+        """`parts` sent the way `preset` (followup, steer, inject) sends."""
+        target, wakeup = PRESETS[preset]
+        return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, preset)
 
     def prompt(self, session_id: str, request_id: RequestId, parts: PromptParts) -> Any:
         """Queue a followup; the future resolves with the answer of the turn that claims it."""
@@ -177,7 +179,7 @@ class AcpFrontEnd:
         book = self.driven[session_id].book
         future = book.add(request_id, parts.message.id)
         try:
-            self.send(session_id, parts, "next-turn", True, "followup")
+            self.send(session_id, parts, "followup")
         except BaseException:
             book.drop(parts.message.id)
             raise
@@ -219,6 +221,6 @@ class AcpFrontEnd:
         with self.driven[session_id].book.moving(message_id):
             hosted.move(message_id, target, index)
 
-    async def shutdown(self) -> None:
+    async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queued input stays parked for the next load."""
         await self.host.aclose()

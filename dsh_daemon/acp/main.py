@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import BinaryIO
 
-from dsh_daemon.acp.handlers import Handlers, Settings
+from dsh_daemon.acp.app import Daemon, Settings
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import LineReader, LineWriter
 from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
@@ -25,7 +25,7 @@ def configure_logging(level: str, log_file: str | None) -> None:
 async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     writer = LineWriter(stdout)
     connection = Connection(writer)
-    handlers = Handlers(connection, settings)
+    daemon = Daemon(connection, settings)
     reader = LineReader(stdin)
     with contextlib.suppress(NotImplementedError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, reader.stop)
@@ -33,7 +33,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         await connection.serve(reader)
     finally:
         # D6: running turns end aborted{shutdown}; queued prompts stay parked for the next load.
-        await handlers.shutdown()
+        await daemon.close()
         await connection.drain()
         commands = sys.modules.get("dsh_daemon.tools.proctree")
         if commands is not None:  # processes commands left running in the background die with us

@@ -226,16 +226,3 @@ class Inbox:
 
     def _all(self) -> list[InboxItem]:
         return self._lists["next-turn"] + self._lists["next-step"]
-
-
-__all__ = [
-    "TARGETS",
-    "DuplicateMessageIdError",
-    "Inbox",
-    "InboxItem",
-    "InvalidSpliceError",
-    "Target",
-    "UnknownMessageError",
-    "apply_splice",
-    "item_wire",
-]

@@ -29,14 +29,14 @@ from dsh_daemon.agent.errors import AgentError
 from dsh_daemon.agent.hooks import (
     Hooks,
 )
-from dsh_daemon.agent.inbox import TARGETS, Inbox, Target
+from dsh_daemon.agent.inbox import Inbox
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.agent.turn import Claim, CompactionError, StepError, Turn
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import EventBus
-from dsh_daemon.model.inbox import preset_of
+from dsh_daemon.model.inbox import PRESETS, TARGETS, Target, preset_of
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import MessageId, UserMessage
 from dsh_daemon.model.payloads import AgentErrored, InboxClaimed, StatusChanged, TurnStarted, entry
@@ -49,7 +49,6 @@ from dsh_daemon.session.log import ReentrantAppendError, SessionLog
 logger = logging.getLogger(__name__)
 
 Status = Literal["idle", "running"]
-CANCEL_CAUSES = frozenset({"user", "shutdown", "disposed", "hook"})
 
 
 class AgentDisposedError(AgentError, RuntimeError):
@@ -157,13 +156,17 @@ class Agent:
         return message.id
 
     def followup(self, message: UserMessage) -> MessageId:
-        return self.send(message, target="next-turn", wakeup=True)
+        return self._send_preset("followup", message)
 
     def steer(self, message: UserMessage) -> MessageId:
-        return self.send(message, target="next-step", wakeup=True)
+        return self._send_preset("steer", message)
 
     def inject(self, message: UserMessage) -> MessageId:
-        return self.send(message, target="next-step", wakeup=False)
+        return self._send_preset("inject", message)
+
+    def _send_preset(self, preset: str, message: UserMessage) -> MessageId:
+        target, wakeup = PRESETS[preset]
+        return self.send(message, target=target, wakeup=wakeup)
 
     def wake(self) -> bool:
         """Run parked work now. Returns whether a driver was started."""
@@ -239,14 +242,12 @@ class Agent:
         try:
             if not keep_inbox:
                 self._latch = False
-                if self._activity is not None:
-                    # Input the aborted turn claimed but has not entered is discarded with the rest.
-                    self._activity.signal.discard_unentered = True
                 self.inbox.clear()
         finally:
-            # Abort even if the discard could not be written: the turn must stop either way.
+            # Abort even if the discard could not be written: the turn must stop either way. Input
+            # the aborted turn claimed but has not entered goes with the rest unless keep_inbox.
             if self._activity is not None:
-                self._activity.signal.abort(cause)
+                self._activity.signal.abort(cause, discard_unentered=not keep_inbox)
 
     @property
     def running(self) -> bool:

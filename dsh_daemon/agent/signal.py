@@ -21,15 +21,18 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.cause: str | None = None
-        # Set by a clearing cancel: input claimed but not yet entered is discarded, not put back.
-        self.discard_unentered = False
+        self.discard_unentered = False  # see `abort`
 
     @property
     def aborted(self) -> bool:
         return self.cause is not None
 
-    def abort(self, cause: str) -> bool:
-        """Abort with `cause`; the first cause wins. Returns whether this call aborted."""
+    def abort(self, cause: str, *, discard_unentered: bool = False) -> bool:
+        """Abort with `cause`; the first cause wins. Returns whether this call aborted.
+        `discard_unentered` (a clearing cancel, which discards the whole queue): input the turn
+        claimed but has not entered is discarded rather than put back; it holds even when an
+        earlier abort set the cause (a clearing cancel after a keep-inbox one still clears)."""
+        self.discard_unentered = self.discard_unentered or discard_unentered
         if self.cause is not None:
             return False
         self.cause = cause

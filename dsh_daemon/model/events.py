@@ -163,13 +163,6 @@ class Event:
     def durable(self) -> bool:
         return self.seq is not None
 
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "data": self.data}
-        if self.seq is not None:
-            out["seq"] = self.seq
-            out["time"] = self.time
-        return out
-
 
 # The slots' own setters: how `Event.stored` fills a new event without going through `__setattr__`
 # (which refuses) or `__init__` (a resume builds one event per stored row).

@@ -42,10 +42,10 @@ from dsh_daemon.server.context import (
     build_context_message,
     snapshot_hook,
 )
-from dsh_daemon.server.editor_files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.eventwire import send_event
+from dsh_daemon.server.files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.params import json_of
-from dsh_daemon.server.permissions import ClientApprover
+from dsh_daemon.server.permissions import LspApprover
 from dsh_daemon.server.progress import TurnProgress
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class LspFrontEnd:
 
     def new_approver(self, session_id: str) -> Approver:
         timeout = lambda: self.host.options.permission_timeout_s  # noqa: E731  (read at each request)
-        return ClientApprover(self.server.protocol, session_id, timeout, self._announcer(session_id))
+        return LspApprover(self.server.protocol, session_id, timeout, self._announcer(session_id))
 
     def session_hooks(self, session_id: str, workspace: Workspace) -> FrontEndHooks:
         source = ContextSource(self._editor_workspace, workspace)
@@ -185,9 +185,9 @@ class LspFrontEnd:
                 result["mcpServers"] = attached.mcp_servers
         return result
 
-    def approver(self, session_id: str) -> ClientApprover:
+    def approver(self, session_id: str) -> LspApprover:
         approver = self.session(session_id).approver
-        if not isinstance(approver, ClientApprover):  # every session this front end opens gets one
+        if not isinstance(approver, LspApprover):  # every session this front end opens gets one
             raise internal_error("this session has no client approver")
         return approver
 

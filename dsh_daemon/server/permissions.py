@@ -31,7 +31,7 @@ OUTCOMES: tuple[PermissionOutcome, ...] = ("allow-once", "allow-always", "reject
 Announce = Callable[[str, dict[str, Any]], None]  # (live event type, data) to the session's client
 
 
-class ClientApprover:
+class LspApprover:
     def __init__(
         self,
         protocol: JsonRPCProtocol,

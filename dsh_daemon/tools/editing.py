@@ -50,7 +50,7 @@ class _EditToolBase(ToolBase):
     def _disk_text(self, path: Path, shown: str) -> str | None:
         if not path.exists():
             return None
-        return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes).text
+        return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes)
 
     async def apply(self, edit: ComputedEdit, summary: str) -> ToolOutcome:
         await self.applier.apply(edit)

@@ -82,14 +82,7 @@ def read_regular(path: Path, shown: str, max_bytes: int, workspace: Workspace | 
     return RawRead(data[:max_bytes], len(data) > max_bytes, info)
 
 
-@dataclass(frozen=True, slots=True)
-class DiskText:
-    text: str
-    size: int
-    mtime_ns: int
-
-
-def read_whole_text(workspace: Workspace, path: Path, shown: str, max_bytes: int) -> DiskText:
+def read_whole_text(workspace: Workspace, path: Path, shown: str, max_bytes: int) -> str:
     """The whole file as text, for edits: refuses binary, non-UTF-8 and files over `max_bytes`."""
     info = check_file(path, shown)
     if info.st_size > max_bytes:
@@ -106,7 +99,7 @@ def read_whole_text(workspace: Workspace, path: Path, shown: str, max_bytes: int
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise FileToolError(f"{shown} is not UTF-8 text; it cannot be edited safely", "NOT_UTF8") from None
-    return DiskText(text, raw.stat.st_size, raw.stat.st_mtime_ns)
+    return text
 
 
 def utf8_hash_of_file(path: Path, max_bytes: int) -> str | None:

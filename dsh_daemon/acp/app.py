@@ -109,7 +109,7 @@ def _mcp(p: Mapping[str, Any], method: str) -> ServerSource:
 # ---- registration ---------------------------------------------------------------------------------------
 
 
-class Handlers:
+class Daemon:
     def __init__(self, connection: Connection, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
@@ -119,17 +119,18 @@ class Handlers:
         self._register()
 
     @property
-    def sessions(self) -> AcpFrontEnd:
+    def front_end(self) -> AcpFrontEnd:
         if self.shutting_down:
             raise errors.shutting_down()
         if self._front_end is None:
             raise errors.not_initialized()
         return self._front_end
 
-    async def shutdown(self) -> None:
+    async def close(self) -> None:
+        """D6: running turns end aborted{shutdown}; queued prompts stay parked for the next load."""
         self.shutting_down = True
         if self._front_end is not None:
-            await self._front_end.shutdown()
+            await self._front_end.close()
 
     def _register(self) -> None:
         c = self.connection
@@ -187,7 +188,7 @@ class Handlers:
         extra = _dirs(p, method)
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
-        return {"sessionId": self.sessions.new(cwd, extra, servers)}
+        return {"sessionId": self.front_end.new(cwd, extra, servers)}
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/load"
@@ -195,7 +196,7 @@ class Handlers:
         session_id = _str(p, "sessionId", method)
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
-        self.sessions.load(session_id, cwd, _dirs(p, method), servers)
+        self.front_end.load(session_id, cwd, _dirs(p, method), servers)
         return {}
 
     def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -204,17 +205,17 @@ class Handlers:
         session_id = _str(p, "sessionId", method)
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
-        self.sessions.resume(session_id, cwd, _dirs(p, method), servers)
+        self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
         return {}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/list")
         cwd = _cwd(p, "session/list", required=False)
-        return {"sessions": self.sessions.list(cwd)}
+        return {"sessions": self.front_end.list(cwd)}
 
     async def session_close(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/close")
-        await self.sessions.close(_str(p, "sessionId", "session/close"))
+        await self.front_end.close_session(_str(p, "sessionId", "session/close"))
         return {}
 
     # ---- prompting -----------------------------------------------------------------------------------
@@ -223,13 +224,13 @@ class Handlers:
         method = "session/prompt"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        sessions = self.sessions
-        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
-        return sessions.prompt(session_id, rid, parts)
+        front_end = self.front_end
+        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
+        return front_end.prompt(session_id, rid, parts)
 
     def session_cancel(self, raw: Any) -> None:
         p = _object(raw, "session/cancel")
-        self.sessions.cancel(_str(p, "sessionId", "session/cancel"))
+        self.front_end.cancel(_str(p, "sessionId", "session/cancel"))
 
     def cancel_request(self, raw: Any) -> None:
         p = _object(raw, "$/cancel_request")
@@ -249,11 +250,11 @@ class Handlers:
         method = "_session/steering"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        sessions = self.sessions
-        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
-        running = sessions.session(session_id).status == "running"
+        front_end = self.front_end
+        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
+        running = front_end.session(session_id).status == "running"
         try:
-            sessions.send(session_id, parts, "next-step", True, "steer")
+            front_end.send(session_id, parts, "steer")
         except Exception as exc:
             refused = errors.wire_error(exc)
             if refused is None:
@@ -267,22 +268,22 @@ class Handlers:
         method = "_dsh/inject"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        sessions = self.sessions
-        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
-        return {"messageId": sessions.send(session_id, parts, "next-step", False, "inject")}
+        front_end = self.front_end
+        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
+        return {"messageId": front_end.send(session_id, parts, "inject")}
 
     def wake(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "_dsh/wake")
-        return {"started": self.sessions.session(_str(p, "sessionId", "_dsh/wake")).wake()}
+        return {"started": self.front_end.session(_str(p, "sessionId", "_dsh/wake")).wake()}
 
     def inbox_list(self, raw: Any, rid: RequestId) -> Any:
         p = _object(raw, "_dsh/inbox/list")
-        return self.sessions.session(_str(p, "sessionId", "_dsh/inbox/list")).inbox()
+        return self.front_end.session(_str(p, "sessionId", "_dsh/inbox/list")).inbox()
 
     def inbox_remove(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "_dsh/inbox/remove"
         p = _object(raw, method)
-        session = self.sessions.session(_str(p, "sessionId", method))
+        session = self.front_end.session(_str(p, "sessionId", method))
         return {"removed": session.remove(_str(p, "messageId", method))}
 
     def inbox_replace(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -290,9 +291,9 @@ class Handlers:
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         message_id = _str(p, "messageId", method)
-        sessions = self.sessions
-        parts = prompt_parts(p.get("prompt"), sessions.workspace(session_id))
-        sessions.inbox_replace(session_id, message_id, parts)
+        front_end = self.front_end
+        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
+        front_end.inbox_replace(session_id, message_id, parts)
         return {"messageId": parts.message.id}
 
     def inbox_move(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -307,5 +308,5 @@ class Handlers:
         if isinstance(index, bool) or not isinstance(index, int):
             raise errors.invalid_params(f"{method}: 'index' must be an integer")
         chosen: Target = "next-turn" if target == "next-turn" else "next-step"
-        self.sessions.inbox_move(session_id, message_id, chosen, index)
+        self.front_end.inbox_move(session_id, message_id, chosen, index)
         return {}
