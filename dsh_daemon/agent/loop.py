@@ -20,20 +20,22 @@ import asyncio
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from dsh_daemon.agent import compaction
+from dsh_daemon.agent.compacting import CompactionError
 from dsh_daemon.agent.derive import Derivation
-from dsh_daemon.agent.errors import AgentError
+from dsh_daemon.agent.errors import AgentError, StepError
 from dsh_daemon.agent.hooks import (
+    AgentControl,
     Hooks,
 )
 from dsh_daemon.agent.inbox import Inbox
-from dsh_daemon.agent.retry import RetryPolicy
+from dsh_daemon.agent.options import AgentOptions
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Approver, ToolRegistry
-from dsh_daemon.agent.turn import Claim, CompactionError, StepError, Turn
+from dsh_daemon.agent.turn import Turn
+from dsh_daemon.agent.turnstate import Claim
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import EventBus
 from dsh_daemon.model.inbox import PRESETS, TARGETS, Target, preset_of
@@ -56,30 +58,31 @@ class AgentDisposedError(AgentError, RuntimeError):
 
 
 @dataclass
-class AgentOptions:
-    model: str = ""
-    system: str | None = None
-    max_tokens: int | None = None
-    config: Mapping[str, Any] = field(default_factory=dict)  # thinking, reasoningEffort, temperature...
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    tool_concurrency: int = 10
-    context_window: int | None = None  # tokens; None: the provider's `context_window(model)`
-    compact_keep_turns: int = compaction.KEEP_TURNS  # the kept tail when compacting (docs/design.md §11)
-
-    def __post_init__(self) -> None:
-        if self.max_tokens is not None and (
-            not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens <= 0
-        ):
-            raise ValueError("max_tokens must be a positive integer")
-
-
-@dataclass
 class _Activity:
     """One driver run, from the waking send until it retires."""
 
     signal: AbortSignal
     task: asyncio.Task[None] | None = None
     compaction_only: bool = False  # a `compact()` turn: it claims nothing, so a waking send latches
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """Where the driver is, as one value (docs/design.md §2.4, §2.6):
+    - `idle`: no driver;
+    - `running`: `activity` runs turns;
+    - `latched`: `activity` winds down (aborted, or a compact-only turn that claims nothing) and a wake
+      came meanwhile: when it retires, a new driver starts if anything is pending;
+    - `closing`: disposing, or the lease was lost: sends are refused and nothing latches; `activity`,
+      if any, winds down;
+    - `closed`: disposed."""
+
+    name: Literal["idle", "running", "latched", "closing", "closed"] = "idle"
+    activity: _Activity | None = None
+
+    @property
+    def closing(self) -> bool:
+        return self.name in ("closing", "closed")
 
 
 class Agent:
@@ -113,10 +116,7 @@ class Agent:
         self.turn = next(
             (TurnStarted.of(e).turn for e in reversed(session_log.events) if e.type == ev.TURN_START), 0
         )
-        self._activity: _Activity | None = None
-        self._latch = False
-        self._disposing = False
-        self._disposed = False
+        self._phase = _Phase()
         self._derivation = Derivation()
         self._derived_upto = 0
         self.header_logged = False
@@ -127,6 +127,11 @@ class Agent:
 
     def subscribe(self, subscriber: Any) -> Any:
         return self.bus.subscribe(subscriber)
+
+    @property
+    def control(self) -> AgentControl:
+        """What hooks get of this agent (the turn context's `control`): send, cancel, wake, read."""
+        return self
 
     def send(
         self,
@@ -140,14 +145,15 @@ class Agent:
         """Insert `message` (durably, before returning) and, with `wakeup`, make the model run.
         `attachments` travel with it as one item and are entered just before it; `verb` says how a
         client sent it (followup, steer, inject, send, context), for clients that list the queue."""
-        if self._disposing:
+        if self._phase.closing:
             raise AgentDisposedError(f"session {self.session_id} is shut down")
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}")
         if not isinstance(message, UserMessage) or not all(isinstance(m, UserMessage) for m in attachments):
             raise TypeError("send takes UserMessages")
         verb = verb or preset_of(target, wakeup)
-        if wakeup and self._activity is not None and self._activity.signal.aborted:
+        activity = self._phase.activity
+        if wakeup and activity is not None and activity.signal.aborted:
             # A waking send in the abort-to-idle window becomes a queued prompt (replayed by the latch).
             target = "next-turn"
         self.inbox.append(target, message, attachments, wakeup=wakeup, verb=verb)
@@ -172,10 +178,12 @@ class Agent:
         """Run parked work now. Returns whether a driver was started."""
         if self.log.publishing:
             raise ReentrantAppendError("cannot wake the agent from inside a durable-event observer")
-        if self._activity is not None or self._disposing or not self.inbox.has_pending:
-            if self._activity is not None and self._latches() and not self._disposing:
-                self._latch = self.inbox.has_pending
-                return self._latch  # the parked work runs as soon as the cancelled turn has ended
+        phase, pending = self._phase, self.inbox.has_pending
+        if phase.activity is not None or phase.closing or not pending:
+            if phase.activity is not None and self._latches() and not phase.closing:
+                # the parked work runs as soon as the cancelled turn has ended
+                self._phase = _Phase("latched" if pending else "running", phase.activity)
+                return pending
             return False
         self._start_activity()
         return True
@@ -185,18 +193,18 @@ class Agent:
         claims nothing; parked input stays parked), answered when it has ended. Running: the running
         turn compacts at its next boundary, and this answers at once with `scheduled: true`.
         Raises `CompactionError` when the compaction failed (nothing changed)."""
-        if self._disposing:
+        if self._phase.closing:
             raise AgentDisposedError(f"session {self.session_id} is shut down")
-        if self._activity is not None:
+        if self._phase.activity is not None:
             self.compact_requested = True
             return {"compacted": False, "scheduled": True}
         if not self.derive().entries:
             return {"compacted": False}  # no history at all: no turn is opened for nothing
         activity = _Activity(AbortSignal(), compaction_only=True)
-        self._activity = activity
+        self._phase = _Phase("running", activity)
         self._set_status("running")
-        if activity.signal.aborted or self._activity is not activity:
-            if self._activity is activity:
+        if activity.signal.aborted or self._phase.activity is not activity:
+            if self._phase.activity is activity:
                 self._retire(activity)
             return {"compacted": False}
         done: asyncio.Future[tuple[FrozenDict, FrozenDict | None]] = (
@@ -241,52 +249,57 @@ class Agent:
         """Abort the running turn; unless `keep_inbox`, durably discard everything pending (even idle)."""
         try:
             if not keep_inbox:
-                self._latch = False
+                if self._phase.name == "latched":  # nothing is left to run after the abort
+                    self._phase = _Phase("running", self._phase.activity)
                 self.inbox.clear()
         finally:
             # Abort even if the discard could not be written: the turn must stop either way. Input
             # the aborted turn claimed but has not entered goes with the rest unless keep_inbox.
-            if self._activity is not None:
-                self._activity.signal.abort(cause, discard_unentered=not keep_inbox)
+            activity = self._phase.activity
+            if activity is not None:
+                activity.signal.abort(cause, discard_unentered=not keep_inbox)
 
     @property
     def running(self) -> bool:
-        return self._activity is not None
+        return self._phase.activity is not None
 
     async def when_idle(self) -> None:
         """Resolves when no driver is active (covers a replacement driver started by the latch)."""
-        while self._activity is not None:
+        while self._phase.activity is not None:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle_waiters.append(waiter)
             await waiter
 
     def stop_for_lost_lease(self, exc: Exception) -> None:
         """Another process drives this session now: stop, refuse further sends, and say why (live)."""
-        self._disposing = True
-        self._latch = False
+        self._close()
         self.bus.publish(AgentErrored(self.turn, None, {"code": "LEASE_LOST", "message": str(exc)}).event())
-        if self._activity is not None:
-            self._activity.signal.abort("shutdown")
+        if self._phase.activity is not None:
+            self._phase.activity.signal.abort("shutdown")
 
     async def until_retired(self) -> None:
         """Resolves when the driver running now (if any) has retired; a later one may be running."""
-        activity = self._activity
-        while activity is not None and self._activity is activity:
+        activity = self._phase.activity
+        while activity is not None and self._phase.activity is activity:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle_waiters.append(waiter)
             await waiter
 
     async def dispose(self, cause: str = "shutdown") -> None:
         """D6: end a running turn `aborted{cause}`, keep pending items parked, flush the log."""
-        if self._disposed:
+        if self._phase.name == "closed":
             return
-        self._disposing = True
-        self._latch = False
-        if self._activity is not None:
-            self._activity.signal.abort(cause)
+        self._close()
+        if self._phase.activity is not None:
+            self._phase.activity.signal.abort(cause)
         await self.when_idle()
         self.log.commit()
-        self._disposed = True
+        self._phase = _Phase("closed")
+
+    def _close(self) -> None:
+        """Refuse sends from now on, and never latch; a running driver winds down."""
+        if self._phase.name != "closed":
+            self._phase = _Phase("closing", self._phase.activity)
 
     # ---- driver --------------------------------------------------------------------------------------
 
@@ -298,26 +311,26 @@ class Agent:
 
     def _latches(self) -> bool:
         """Whether a wake now must wait for the running activity to retire (it will claim nothing)."""
-        return self._activity is not None and (
-            self._activity.signal.aborted or self._activity.compaction_only
-        )
+        activity = self._phase.activity
+        return activity is not None and (activity.signal.aborted or activity.compaction_only)
 
     def _wake(self) -> None:
-        if self._activity is not None:
-            if self._latches() and not self._disposing:
-                self._latch = True
+        phase = self._phase
+        if phase.activity is not None:
+            if self._latches() and not phase.closing:
+                self._phase = _Phase("latched", phase.activity)
             return
-        if not self._disposing and self.inbox.has_pending:
+        if not phase.closing and self.inbox.has_pending:
             self._start_activity()
 
     def _start_activity(self) -> None:
-        assert self._activity is None, "one driver at a time"
+        assert self._phase.activity is None, "one driver at a time"
         activity = _Activity(AbortSignal())
-        self._activity = activity
+        self._phase = _Phase("running", activity)
         self._set_status("running")
-        if activity.signal.aborted or self._activity is not activity:
+        if activity.signal.aborted or self._phase.activity is not activity:
             # Cancelled (or restarted) by a status listener: no turn at all from this activity.
-            if self._activity is activity:
+            if self._phase.activity is activity:
                 self._retire(activity)
             return
         try:
@@ -347,9 +360,10 @@ class Agent:
                 # A turn that ran no step (its first batch entered empty) retires the driver, like a
                 # blocked one: the rest stays parked until a new waking send (docs/design.md §2.4).
                 normal = stepped and reason["kind"] in ("completed", "max-tokens")
-                if normal and self.inbox.has_pending and not activity.signal.aborted and not self._disposing:
+                more = self.inbox.has_pending and not activity.signal.aborted and not self._phase.closing
+                if normal and more:
                     await asyncio.sleep(0)  # let the editor's requests in between turns
-                    if activity.signal.aborted or self._disposing or not self.inbox.has_pending:
+                    if activity.signal.aborted or self._phase.closing or not self.inbox.has_pending:
                         return
                     activity.signal = AbortSignal()  # each turn gets a fresh signal
                     claim = self._open_turn()
@@ -361,13 +375,15 @@ class Agent:
             self._retire(activity)
 
     def _retire(self, activity: _Activity) -> None:
-        if self._activity is activity:
-            self._activity = None
+        phase = self._phase
+        latched = phase.name == "latched" and phase.activity is activity
+        if phase.activity is activity:
+            self._phase = _Phase("closing" if phase.closing else "idle")
         self._set_status("idle")
         waiters, self._idle_waiters = self._idle_waiters, []
-        latched, self._latch = self._latch, False
         # An idle listener may already have started the next driver; the latch must not start another.
-        if latched and self._activity is None and self.inbox.has_pending and not self._disposing:
+        now = self._phase
+        if latched and now.activity is None and self.inbox.has_pending and not now.closing:
             self._start_activity()
         for waiter in waiters:
             if not waiter.done():

@@ -20,7 +20,7 @@ import logging
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsh_daemon.agent.budget import GENERIC_HINT, elide_middle
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
@@ -34,6 +34,7 @@ from dsh_daemon.agent.tools import (
     ToolCall,
     ToolOutcome,
 )
+from dsh_daemon.agent.turncontext import TurnContext
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import (
     TextBlock,
@@ -45,9 +46,6 @@ from dsh_daemon.model.messages import (
 from dsh_daemon.model.payloads import ToolCalled, ToolOutput, ToolResulted, entry
 from dsh_daemon.model.wire import ToolErrorInfo
 
-if TYPE_CHECKING:
-    from dsh_daemon.agent.loop import Agent
-
 logger = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
@@ -57,7 +55,7 @@ ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
 class _RunningCall:
     """A `ToolContext` for one call."""
 
-    agent: Agent
+    agent: TurnContext
     call: ToolCall
     signal: AbortSignal
     deferred: list[UserMessage] = field(default_factory=list)
@@ -97,7 +95,7 @@ def _parse(arguments: str) -> Any:
 
 
 async def run_tool_batch(
-    agent: Agent, blocks: tuple[ToolCallBlock, ...], turn: int, step: int, signal: AbortSignal
+    agent: TurnContext, blocks: tuple[ToolCallBlock, ...], turn: int, step: int, signal: AbortSignal
 ) -> bool:
     """Run the batch; returns whether a call concluded the turn. Raises AbortedError after draining."""
     calls = [ToolCall(b.id, b.name, b.arguments, _parse(b.arguments), turn, step) for b in blocks]
@@ -156,7 +154,7 @@ async def _drain(task: asyncio.Task[_Result]) -> _Result:
         return _Result(ToolOutcome.error(text, "TOOL_ERROR"))
 
 
-def _aborted_before_dispatch(agent: Agent, call: ToolCall) -> _Result:
+def _aborted_before_dispatch(agent: TurnContext, call: ToolCall) -> _Result:
     event = agent.log.append(*_called(call, synthetic=True))
     return _Result(
         ToolOutcome.error("Error: tool call aborted before dispatch", ABORTED_BEFORE_DISPATCH),
@@ -170,7 +168,7 @@ def _called(call: ToolCall, *, synthetic: bool = False) -> tuple[str, dict[str, 
 
 
 async def _run_one(
-    agent: Agent, call: ToolCall, tool: Tool | None, signal: AbortSignal, semaphore: asyncio.Semaphore
+    agent: TurnContext, call: ToolCall, tool: Tool | None, signal: AbortSignal, semaphore: asyncio.Semaphore
 ) -> _Result:
     """One call, start to outcome. Never raises: every failure becomes the call's error result, so
     each call of the assistant message gets exactly one `tool/result`."""
@@ -192,7 +190,7 @@ async def _run_one(
 
 
 async def _run_one_unguarded(
-    agent: Agent,
+    agent: TurnContext,
     call: ToolCall,
     tool: Tool | None,
     signal: AbortSignal,
@@ -284,7 +282,7 @@ def _check_outcome(outcome: ToolOutcome) -> None:
 
 
 async def _permission(
-    agent: Agent, call: ToolCall, signal: AbortSignal, approved: list[Mapping[str, Any]]
+    agent: TurnContext, call: ToolCall, signal: AbortSignal, approved: list[Mapping[str, Any]]
 ) -> ToolOutcome | None:
     """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
     person approved is appended to `approved`, so the tool can refuse to do anything else."""
@@ -319,7 +317,7 @@ async def _permission(
     return None
 
 
-def _commit_result(agent: Agent, call: ToolCall, result: _Result) -> None:
+def _commit_result(agent: TurnContext, call: ToolCall, result: _Result) -> None:
     outcome = result.outcome
     message = UserMessage(
         mint_message_id(),

@@ -238,13 +238,13 @@ async def test_the_key_never_reaches_events_or_the_store(harness: Harness) -> No
     harness.fake.fail_next(1, 401, echoed)
     agent = harness.manager.create()
     published: list[str] = []
-    agent.subscribe(lambda e: published.append(json.dumps(e.to_wire())))
+    agent.subscribe(lambda e: published.append(json.dumps({"type": e.type, "data": e.data})))
     agent.followup(UserMessage.create("hi"))
     await agent.when_idle()
     assert turn_end(agent)["error"]["code"] == "AUTH"
     assert "[redacted]" in turn_end(agent)["error"]["message"]
     assert published and not [p for p in published if TEST_KEY in p]
-    assert TEST_KEY not in json.dumps([e.to_wire() for e in agent.log.events])
+    assert TEST_KEY not in json.dumps([{"type": e.type, "data": e.data} for e in agent.log.events])
     await harness.manager.close()
     files = list(harness.manager.store.state_dir.iterdir())
     assert files
