@@ -3,8 +3,8 @@ fast inner loop (the agent core, the provider, the tools, the LSP and ACP server
 declarations); the README's test command and `.ci/run` still run everything.
 
 Slow: the VS Code client in code-server and Chromium (`tests/vscode`), MCP servers as processes
-(`tests/mcp`), the Neovim plugin in a headless Neovim (`tests/neovim`), the terminal chat in a pty or
-tmux (`tests/chat/test_pty.py`, `test_tui.py`), and the tests marked one by one
+(`tests/mcp/test_lsp.py`, `test_acp.py`), the Neovim plugin in a headless Neovim (`tests/neovim`), the terminal chat in a pty or
+tmux (`tests/chat/test_pty.py`, `test_tui*.py`), and the tests marked one by one
 (a real local model, recording the event fixtures afresh)."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-SLOW_DIRECTORIES = ("vscode", "mcp", "neovim")
-SLOW_FILES = ("chat/test_pty.py", "chat/test_tui.py")
+SLOW_DIRECTORIES = ("vscode", "neovim")
+# MCP servers as processes (their configuration's unit tests stay), the chat in a pty and in tmux
+SLOW_FILES = ("mcp/test_lsp.py", "mcp/test_acp.py", "chat/test_pty.py", "chat/test_tui")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -24,5 +25,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             where = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
         except ValueError:
             continue
-        if where.split("/", 1)[0] in SLOW_DIRECTORIES or where in SLOW_FILES:
+        if where.split("/", 1)[0] in SLOW_DIRECTORIES or where.startswith(SLOW_FILES):
             item.add_marker(pytest.mark.slow)

@@ -28,7 +28,8 @@ def fixture_files(directory: Path = FIXTURES) -> list[Path]:
 
 
 class RecordingView:
-    """A chat view that keeps what the chat shows, as the items of a transcript."""
+    """A chat view that keeps what the chat shows, as the items of a transcript (a tool's line is
+    resolved against the chat's tool cards once the replay ends)."""
 
     color = False
     interactive = False
@@ -36,26 +37,22 @@ class RecordingView:
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
         self.lines: list[str] = []
+        self.tool_lines = 0
 
     def print(self, text: str) -> None:
         self.lines.append(text)
         if text.startswith("› "):
             self.items.append({"type": "user", "text": text[2:]})
         elif text.startswith("  ⚙ "):
-            name = text[len("  ⚙ ") :].split(" ", 1)[0]
-            self.items.append({"type": "tool", "name": name, "result": None})
-        elif text.startswith(("  ✓ ", "  ✗ ")):
-            name = text[4:].split(":", 1)[0]
-            pending = [
-                i for i in self.items if i["type"] == "tool" and i["name"] == name and i["result"] is None
-            ]
-            if pending:
-                pending[0]["result"] = "ok" if text.startswith("  ✓") else "error"
+            self.items.append({"type": "tool", "card": self.tool_lines})
+            self.tool_lines += 1
 
     def stream(self, kind: str, text: str) -> None:
         return None
 
-    def message_done(self, reasoning: str, text: str, *, streamed: bool, interrupted: bool) -> None:
+    def message_done(
+        self, reasoning: str, text: str, *, streamed: bool, interrupted: bool, final: bool, first_block: int
+    ) -> None:
         if text or reasoning or interrupted:  # an empty anchor shows nothing
             item: dict[str, Any] = {"type": "assistant", "text": text}
             if reasoning:
@@ -73,16 +70,22 @@ class RecordingView:
     def refresh(self) -> None:
         return None
 
-    def show_permission(self, question: str | None) -> None:
+    def show_permission(self, question: Any) -> None:
         return None
 
-    async def pick(self, title: str, options: list[str]) -> int | None:
+    async def pick(self, title: str, options: list[str], preview: Any = None) -> int | None:
         return None
 
+    def copy(self, text: str) -> str:
+        return ""
 
-def replay_through_chat(fixture: dict[str, Any]) -> tuple[Chat, RecordingView]:
-    """Feed the fixture's events to a chat as the daemon sent them: the attach replay first (when the
-    client attached an existing session), then the live stream."""
+    def load_input(self, text: str, editing: int | None) -> bool:
+        return False
+
+
+def replay_through_chat(fixture: dict[str, Any]) -> tuple[Chat, list[dict[str, Any]]]:
+    """Feed the fixture's events to a chat as the daemon sent them (the attach replay first, when the
+    client attached an existing session, then the live stream); what it shows, as transcript items."""
     view = RecordingView()
     chat = Chat(None, view, cwd="/state/work", auto_allow=False)  # type: ignore[arg-type]  # no rpc needed
     chat.status = Status(session_id=fixture["sessionId"])
@@ -91,7 +94,14 @@ def replay_through_chat(fixture: dict[str, Any]) -> tuple[Chat, RecordingView]:
         chat.replaying = attached_at is not None and index < attached_at
         chat.on_notification("dsh/event", {"sessionId": fixture["sessionId"], **event})
     chat.replaying = False
-    return chat, view
+    shown = []
+    for item in view.items:
+        if item["type"] == "tool":
+            card = chat.cards.cards[item["card"]]
+            result = None if card.output is None else "error" if card.error else "ok"
+            item = {"type": "tool", "callId": card.call_id, "name": card.name, "result": result}
+        shown.append(item)
+    return chat, shown
 
 
 def check_fixture(fixture: dict[str, Any]) -> None:
@@ -102,14 +112,14 @@ def check_fixture(fixture: dict[str, Any]) -> None:
         structure(event["data"], PAYLOADS[event["type"]])
     seqs = [e["seq"] for e in events if "seq" in e]
     assert seqs == sorted(set(seqs)), "durable events arrive once each, in order"
-    chat, view = replay_through_chat(fixture)
+    chat, shown = replay_through_chat(fixture)
     expected = fixture["expected"]
-    shown = [dict(item) for item in view.items]
-    wanted = [{k: v for k, v in item.items() if k != "callId"} for item in expected["transcript"]]
-    assert shown == wanted
-    pending = chat.status.pending
-    assert sorted(k for k, t in pending.items() if t == "next-turn") == sorted(expected["queue"]["nextTurn"])
-    assert sorted(k for k, t in pending.items() if t == "next-step") == sorted(expected["queue"]["nextStep"])
+    assert shown == expected["transcript"]
+    queue = chat.status.queue.order
+    assert (queue["next-turn"], queue["next-step"]) == (
+        expected["queue"]["nextTurn"],
+        expected["queue"]["nextStep"],
+    )
     assert chat.status.state == expected["status"]
     usage = expected["usage"]
     assert (chat.status.input_tokens, chat.status.output_tokens) == (
