@@ -94,6 +94,7 @@ class SessionHost:
         self.provider = provider
         self.sessions: dict[str, HostedSession] = {}
         self._wiring: dict[str, SessionTools] = {}  # a session's tools while its agent is built
+        self._to_wire: dict[str, Callable[[], SessionTools]] = {}  # how, when they are wired late
         self._tasks: set[asyncio.Task[None]] = set()  # MCP servers stopping, queues run after cancels
         # sessions the connection follows while another process drives them: the last seq delivered
         self.read_only: dict[str, int] = {}
@@ -103,7 +104,7 @@ class SessionHost:
             provider=provider,
             # The model is read when an agent is built; `reconfigure` updates the built ones.
             options=lambda: AgentOptions(model=self.options.provider.model),
-            tools=lambda session_id: self._wiring[session_id].kit.registry,
+            tools=lambda session_id: self._wired(session_id).kit.registry,
             hooks=self._hooks,
             approver=front_end.new_approver,
             durable_auto_title=durable_auto_title,
@@ -174,15 +175,19 @@ class SessionHost:
         if hosted is not None:  # taken over by another process: forget it and ask the store again
             self._cleanup(hosted, deleted=False)
         stored = self.manager.info(session_id).cwd
+        # Wired only once the lease is ours (the manager builds the agent then), so an attach that
+        # finds the session driven elsewhere builds no tools and starts no MCP server.
+        self._to_wire[session_id] = lambda: self._wire(session_id, stored, cwd, extra_roots, mcp_servers)
         try:
-            tools = self._wire(session_id, stored, cwd, extra_roots, mcp_servers)
             agent = self.manager.open(session_id)
         except BaseException:
             self._close_tools(self._wiring.get(session_id))
-            self.front_end.session_closed(session_id, deleted=False)
+            self.front_end.session_closed(session_id, deleted=False)  # whatever it began to keep
             raise
         finally:
-            self._wiring.pop(session_id, None)
+            self._to_wire.pop(session_id, None)
+            tools = self._wiring.pop(session_id, None)
+        assert tools is not None, "the manager built the agent, so its tools were wired"
         hosted = self._adopt(agent, tools)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
@@ -233,8 +238,15 @@ class SessionHost:
         except ValueError as exc:
             raise WorkspaceError(str(exc)) from exc
 
+    def _wired(self, session_id: str) -> SessionTools:
+        """The tools of the session whose agent is being built (wired now, if that waited)."""
+        tools = self._wiring.get(session_id)
+        if tools is None:
+            tools = self._to_wire[session_id]()
+        return tools
+
     def _hooks(self, session_id: str) -> Hooks:
-        tools = self._wiring[session_id]
+        tools = self._wired(session_id)
         own = self.front_end.session_hooks(session_id, tools.workspace)
         return session_hooks(tools, self.options.agent, pre_step=own.pre_step, pre_execute=own.pre_execute)
 
