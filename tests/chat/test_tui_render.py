@@ -132,7 +132,10 @@ def test_code_blocks_are_exact_and_copied_tool_cards_read_as_words_with_show(
 
     chat.type("edit and count")
     chat.keys("Enter")
-    screen = chat.wait("Edited and counted.")
+    # The whole turn drawn, not a capture taken mid-redraw as the reply's first line lands.
+    screen = chat.wait(
+        lambda s: "Edited and counted." in s and "/show 2" in s and "idle" in status_line(chat)
+    )
     print(screen)
     assert "  ⚙ edit_file notes.txt (+1 −0)" in screen
     assert "  ✓ edit_file notes.txt (+1 −0) · /show 1" in screen
