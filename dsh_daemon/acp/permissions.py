@@ -68,18 +68,25 @@ class AcpApprover:
         tool_call["title"] = request.title or tool_call.get("title", call.name)
         params = {"sessionId": self._session_id, "toolCall": tool_call, "options": list(OPTIONS)}
         request_id, future = self._connection.send_request("session/request_permission", params)
+        answered = False
         try:
             async with asyncio.timeout(self._timeout_s()):  # no extra task (see server/permissions.py)
                 answer = await signal.race(asyncio.shield(future))
+            answered = True
         except TimeoutError:
-            self._connection.cancel_outgoing(request_id)
             return "cancelled"
         except Exception as exc:
             if signal.aborted:
-                self._connection.cancel_outgoing(request_id)
                 raise
+            answered = future.done()  # an error reply, or a lost client: nothing left to withdraw
             logger.info("permission request failed: %s", exc)
             return "cancelled"
+        finally:
+            # However the wait ended without an answer — a timeout, the turn's abort signal, or the
+            # task itself cancelled (`session/cancel` cancels the tool run's approver task: a
+            # CancelledError, which no `except Exception` sees) — the client's dialog is withdrawn.
+            if not answered:
+                self._connection.cancel_outgoing(request_id)
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
         if isinstance(outcome, Mapping) and outcome.get("outcome") == "selected":
             return OUTCOMES.get(str(outcome.get("optionId")), "cancelled")

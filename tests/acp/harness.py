@@ -45,7 +45,8 @@ class RecordingClient:
     def __init__(self) -> None:
         self.wire: list[dict[str, Any]] = []  # every incoming message, in wire order (observer)
         self.permission_requests: list[dict[str, Any]] = []
-        self.permission_answer: str | None = "allow-once"  # an optionId; None: cancelled
+        # an optionId; None: cancelled; "hang": never answered
+        self.permission_answer: str | None = "allow-once"
         self.buffers: dict[str, str] = {}  # what fs/read_text_file answers (the editor's unsaved text)
         self.writes: list[tuple[str, str]] = []
 
@@ -84,6 +85,8 @@ class RecordingClient:
                 "options": [o.model_dump(by_alias=True, exclude_none=True) for o in options],
             }
         )
+        if self.permission_answer == "hang":  # a person who has not decided yet
+            await asyncio.Event().wait()
         if self.permission_answer is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(

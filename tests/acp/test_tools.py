@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from acp import text_block
@@ -111,4 +112,29 @@ async def test_a_cancelled_permission_cancels_the_turn(tmp_path: Path, fake: Fak
         assert (
             await settle(d.conn.prompt(session_id=sid, prompt=[text_block("bump")]))
         ).stop_reason == "cancelled"
+        assert target.read_text() == "x = 1\n"
+
+
+async def test_session_cancel_withdraws_the_open_permission_request(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 24.5: the client's permission dialog is withdrawn with `$/cancel_request` naming the
+    request when `session/cancel` aborts the turn that asked (the tool run's task is cancelled)."""
+    fake.script(*edit_then_done("app.py", "x = 1", "x = 2"))
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        target = d.work / "app.py"
+        target.write_text("x = 1\n")
+        d.client.permission_answer = "hang"
+        sid = await d.new_session()
+        prompt = asyncio.ensure_future(d.conn.prompt(session_id=sid, prompt=[text_block("bump")]))
+        await d.wait_for(lambda: bool(d.client.permission_requests))
+        (asked,) = [m for m in d.client.wire if m.get("method") == "session/request_permission"]
+        await d.conn.cancel(session_id=sid)
+        assert (await settle(prompt)).stop_reason == "cancelled"
+        await d.wait_for(
+            lambda: any(
+                m.get("method") == "$/cancel_request" and m["params"] == {"requestId": asked["id"]}
+                for m in d.client.wire
+            )
+        )
         assert target.read_text() == "x = 1\n"

@@ -139,10 +139,15 @@ async def test_cancel_while_permission_pending_resolves_it(tmp_path: Path, fake:
     target = work / "f.txt"
     target.write_text("v1\n")
     gate = asyncio.Event()
+    withdrawn = asyncio.Event()
 
     async def wait(params: Any) -> Any:
         gate.set()
-        await asyncio.sleep(3600)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:  # the client's handler is cancelled by the daemon's $/cancelRequest
+            withdrawn.set()
+            raise
 
     d = await start_daemon(tmp_path / "state", fake, root=work)
     d.on_permission = wait
@@ -156,6 +161,7 @@ async def test_cancel_while_permission_pending_resolves_it(tmp_path: Path, fake:
     assert target.read_text() == "v1\n"
     (result,) = tool_results(d, sid)
     assert result["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    await asyncio.wait_for(withdrawn.wait(), 15)  # issue 24.5: the dialog is withdrawn
     await stop_daemon(d)
 
 
