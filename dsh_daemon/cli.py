@@ -12,7 +12,7 @@ from dsh_daemon import __version__
 
 
 def _state_dir(value: str | None) -> Path:
-    from dsh_daemon.session.store import default_state_dir
+    from dsh_daemon.session.paths import default_state_dir
 
     return Path(value) if value else default_state_dir()
 

@@ -13,6 +13,7 @@ Light imports only: the LSP server loads this before `initialize`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -135,10 +136,34 @@ def internal_error(message: str) -> WireError:
     return WireError("internal_error", shown(message, LONG_TEXT_CHARS))
 
 
+# The modules `wire_error` takes the layers' error classes from (ModelError's own is always loaded).
+_FAMILY_MODULES = (
+    "dsh_daemon.agent.errors",
+    "dsh_daemon.agent.inbox",
+    "dsh_daemon.agent.loop",
+    "dsh_daemon.host.manager",
+    "dsh_daemon.model.events",
+    "dsh_daemon.session.lease",
+    "dsh_daemon.session.store",
+)
+
+
 def wire_error(exc: BaseException) -> WireError | None:
     """The one mapping from the layers' exceptions to wire errors (protocol.md §11); None for anything
     that is not a known family (the caller answers `internal_error` and logs it: a daemon bug).
     Imports stay inside: this module is loaded before `initialize` and must stay light."""
+    if isinstance(exc, WireError):
+        return exc
+    if not any(name in sys.modules for name in _FAMILY_MODULES):
+        # None of the layers' error classes exists yet, so `exc` is none of them (an option refused
+        # in the `initialize` reply): importing them would load what `initialize` must not wait for.
+        from dsh_daemon.model.errors import ModelError
+
+        return (
+            invalid_params(shown(str(exc), LONG_TEXT_CHARS))
+            if isinstance(exc, ModelError | HostError)
+            else None
+        )
     from dsh_daemon.agent.errors import AgentError
     from dsh_daemon.agent.inbox import DuplicateMessageIdError, UnknownMessageError
     from dsh_daemon.agent.loop import AgentDisposedError
@@ -148,8 +173,6 @@ def wire_error(exc: BaseException) -> WireError | None:
     from dsh_daemon.session.lease import SessionBusyError
     from dsh_daemon.session.store import LeaseLostError, StoreError, UnknownSessionError
 
-    if isinstance(exc, WireError):
-        return exc
     # the session layer: which session, who drives it, whether its log can be read
     if isinstance(exc, UnknownSessionError):
         return unknown_session(exc.session_id)

@@ -41,12 +41,12 @@ from dsh_daemon.host.options import (
     parse_session_servers,
 )
 from dsh_daemon.host.paths import checked_path
-from dsh_daemon.model.inbox import PRESETS, Target
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 
 if TYPE_CHECKING:
     from dsh_daemon.model import methods as m
+    from dsh_daemon.model.inbox import Target
     from dsh_daemon.server.frontend import LspFrontEnd
 
 logger = logging.getLogger(__name__)
@@ -324,14 +324,20 @@ def register(daemon: Daemon) -> None:
     async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return await daemon.front_end.session(p.session_id).compact()
 
-    def sender(method: str, preset: tuple[Target, bool] | None) -> Callable[..., m.SendResult]:
+    def sender(method: str, preset: str | None) -> Callable[..., m.SendResult]:
         verb = method.removeprefix("dsh/")
 
         def send(ls: LanguageServer, p: m.SendParams | m.PresetSendParams) -> m.SendResult:
             # Synchronous on purpose (context files included): each send is queued while its frame is
             # dispatched, so pipelined sends, cancels and edits apply in arrival order.
             message = params.client_message(p.message, method)
-            target, wakeup = preset or (p.target, p.wakeup)  # type: ignore[union-attr]
+            target: Target
+            if preset is None:
+                target, wakeup = p.target, p.wakeup  # type: ignore[union-attr]
+            else:
+                from dsh_daemon.model.inbox import PRESETS  # not before `initialize`
+
+                target, wakeup = PRESETS[preset]
             specs = params.context_refs(p.context, method) or ()
             message_id, attachments = daemon.front_end.send(
                 p.session_id, message, target, wakeup, specs, verb
@@ -404,9 +410,9 @@ def register(daemon: Daemon) -> None:
         "dsh/session/delete": session_delete,
         "dsh/session/compact": session_compact,
         "dsh/send": sender("dsh/send", None),
-        "dsh/followup": sender("dsh/followup", PRESETS["followup"]),
-        "dsh/steer": sender("dsh/steer", PRESETS["steer"]),
-        "dsh/inject": sender("dsh/inject", PRESETS["inject"]),
+        "dsh/followup": sender("dsh/followup", "followup"),
+        "dsh/steer": sender("dsh/steer", "steer"),
+        "dsh/inject": sender("dsh/inject", "inject"),
         "dsh/cancel": cancel,
         "dsh/wake": wake,
         "dsh/inbox/list": inbox_list,

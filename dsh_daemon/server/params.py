@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.host.errors import internal_error, invalid_params, shown
-from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 
 if TYPE_CHECKING:
+    from dsh_daemon.model.messages import UserMessage
     from dsh_daemon.model.methods import Method
     from dsh_daemon.model.wire import ContextRef, OutgoingMessage
 
@@ -97,6 +97,8 @@ def encode(name: str, result: Any) -> Any:
 
 def client_message(message: OutgoingMessage, method: str, key: str = "message") -> UserMessage:
     """The message a client sends, validated whole before anything is queued."""
+    from dsh_daemon.model.messages import InvalidMessageError, UserMessage  # not before `initialize`
+
     content = message.content if isinstance(message.content, str) else list(message.content)
     try:
         built = UserMessage.create(content, message.source, id=message.id)

@@ -11,7 +11,6 @@ Invariants kept here:
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping
@@ -471,13 +470,3 @@ def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorab
     # Parsed when first used (Event.data): a resume parses only what it looks at. A row that passes
     # the check above but still is not JSON fails there, as `UnreadableEventError` (`session_unreadable`).
     return Event.stored(kind, data, seq, stamp, bool(ignorable))
-
-
-def default_state_dir() -> Path:
-    """`DSH_HOME`, else the platform's user data dir."""
-    env = os.environ.get("DSH_HOME")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("dsh-daemon", appauthor=False))

@@ -297,11 +297,11 @@ def test_message_sources_are_validated() -> None:
 
 
 def test_state_dir_comes_from_dsh_home(tmp_path: Path) -> None:
-    from dsh_daemon.session.store import default_state_dir
+    from dsh_daemon.session.paths import default_state_dir
 
     env = {**os.environ, "DSH_HOME": str(tmp_path / "home")}
     out = subprocess.run(
-        [sys.executable, "-c", "from dsh_daemon.session.store import default_state_dir as d; print(d())"],
+        [sys.executable, "-c", "from dsh_daemon.session.paths import default_state_dir as d; print(d())"],
         env=env,
         capture_output=True,
         text=True,

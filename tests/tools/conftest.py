@@ -15,7 +15,8 @@ import pytest
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import ToolCall, ToolOutcome
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import FakeContext, alive, gone, pid_in, run_tool, text_of
 
 

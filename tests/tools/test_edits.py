@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.tools import (
-    ComputedEdit,
-    DiskEditApplier,
-    EditConflictError,
-    StaticDocuments,
-    ToolKit,
-    Workspace,
-    build_tool_registry,
-    compute_edit,
-)
+from dsh_daemon.tools.documents import StaticDocuments
+from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier, compute_edit
+from dsh_daemon.tools.errors import EditConflictError
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import run_tool, text_of
 
 

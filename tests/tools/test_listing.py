@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.walk import compile_glob
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import run_tool, text_of
 
 

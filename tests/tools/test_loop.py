@@ -20,7 +20,8 @@ from dsh_daemon.llm.scripted import Script, ScriptedProvider, reply
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import ToolResultBlock, UserMessage
-from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import gone, pid_in
 
 

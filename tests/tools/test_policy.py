@@ -12,7 +12,9 @@ import pytest
 
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Allow, Ask, Deny, PostExecuteDecision, ToolCall, ToolOutcome
-from dsh_daemon.tools import StaticDocuments, ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.documents import StaticDocuments
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import FakeContext, run_tool
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_daemon.tools import StaticDocuments, ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.documents import StaticDocuments
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import run_tool, text_of
 
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_daemon.tools import OutsideWorkspaceError, ToolKit, Workspace
+from dsh_daemon.tools.errors import OutsideWorkspaceError
+from dsh_daemon.tools.factory import ToolKit
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import run_tool, text_of
 
 PATH_CALLS = [

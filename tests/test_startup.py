@@ -1,0 +1,183 @@
+"""Start-up a person does not wait for (issue 20): what each mode has imported when it answers
+`initialize`, and that the commands which need no server import none.
+
+Each check runs in a fresh interpreter and reads `sys.modules` at the moment the daemon writes its first
+byte to stdout (the `initialize` reply): a stdout that records the modules on its first write is passed
+to the mode's own `serve`. No test here measures a time (bench/server_bench.py does).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What a session needs and `initialize` must not wait for: the agent, the tools, the provider, MCP,
+# the store, and the libraries behind them.
+HEAVY_LIBRARIES = ("httpx", "httpcore", "mcp", "anyio", "click", "rich", "pygments", "sqlite3")
+HEAVY_PACKAGES = ("agent", "tools", "llm", "mcp", "session")
+# Their configuration is parsed (and a bad value refused) in the `initialize` reply, so these modules,
+# light on purpose, are the only ones of those packages loaded by then.
+CONFIG_MODULES = frozenset(
+    {
+        "dsh_daemon.agent",
+        "dsh_daemon.agent.system_prompt",  # PromptConfig
+        "dsh_daemon.agent.instructions",  # its default cap
+        "dsh_daemon.tools",
+        "dsh_daemon.tools.config",
+        "dsh_daemon.tools.limits",
+        "dsh_daemon.llm",
+        "dsh_daemon.llm.config",
+        "dsh_daemon.mcp",
+        "dsh_daemon.mcp.config",
+    }
+)
+LSP_LIBRARIES = ("pygls", "lsprotocol", "cattrs", "attr", "attrs")
+
+HARNESS = textwrap.dedent(
+    """
+    import asyncio, io, json, os, sys
+    from pathlib import Path
+
+    mode, state, first = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+    if mode == "lsp":
+        from dsh_daemon.server.main import serve, Settings
+        frame = b"Content-Length: %d\\r\\n\\r\\n" % len(first) + first
+    else:
+        from dsh_daemon.acp.main import serve, Settings
+
+        frame = first + b"\\n"
+
+    class FirstWrite(io.RawIOBase):
+        # The daemon's stdout: remembers what was imported when the first reply was written.
+        modules = None
+        data = b""
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            if self.modules is None:
+                self.modules = sorted(k for k, v in sys.modules.items() if v is not None)
+            self.data += bytes(b)
+            return len(b)
+
+    r, w = os.pipe()
+    os.write(w, frame)
+    os.close(w)  # then end of input: the daemon shuts down
+    out = FirstWrite()
+    asyncio.run(serve(Settings(state_dir=Path(state), env={}), os.fdopen(r, "rb"), out))
+    print(json.dumps({"modules": out.modules, "output": out.data.decode()}))
+    """
+)
+
+
+def first_reply(mode: str, request: dict[str, Any], state: Path) -> tuple[list[str], dict[str, Any]]:
+    """The modules loaded when `mode` wrote its first reply, and that reply."""
+    result = subprocess.run(
+        [sys.executable, "-c", HARNESS, mode, str(state), json.dumps(request)],
+        capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
+    )  # fmt: skip
+    seen = json.loads(result.stdout)
+    output: str = seen["output"]
+    if mode == "lsp":
+        body = output[output.index("\r\n\r\n") + 4 :]
+        reply = json.JSONDecoder().raw_decode(body)[0]
+    else:
+        reply = json.loads(output.splitlines()[0])
+    return seen["modules"], reply
+
+
+def too_early(modules: list[str]) -> list[str]:
+    """The modules a session needs that were loaded anyway."""
+    heavy = []
+    for name in modules:
+        top, _, rest = name.partition(".")
+        if top in HEAVY_LIBRARIES:
+            heavy.append(name)
+        elif top == "dsh_daemon" and rest.split(".")[0] in HEAVY_PACKAGES and name not in CONFIG_MODULES:
+            heavy.append(name)
+        elif name.startswith(
+            ("dsh_daemon.host.sessions", "dsh_daemon.host.manager", "dsh_daemon.host.wiring")
+        ):
+            heavy.append(name)
+        elif name.endswith(".frontend") and name.startswith("dsh_daemon."):
+            heavy.append(name)
+    return heavy
+
+
+LSP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+
+
+def test_lsp_mode_answers_initialize_before_anything_a_session_needs_is_imported(tmp_path: Path) -> None:
+    modules, reply = first_reply("lsp", LSP_INITIALIZE, tmp_path)
+    assert reply["id"] == 1 and reply["result"]["capabilities"]["experimental"]["dsh"]["sessions"] is True
+    assert too_early(modules) == []
+    assert "dsh_daemon.model.methods" not in modules  # the declarations wait for the first dsh/* request
+
+
+def test_lsp_mode_still_refuses_a_bad_option_in_the_initialize_reply(tmp_path: Path) -> None:
+    request = {**LSP_INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"tools": {"permissions": {"grep": "sometimes"}}}}}  # fmt: skip
+    modules, reply = first_reply("lsp", request, tmp_path)
+    assert reply["error"]["code"] == -32602 and "grep" in reply["error"]["message"], reply
+    assert too_early(modules) == []
+
+
+def test_the_harness_sees_a_session_import_everything(tmp_path: Path) -> None:
+    """The check can fail: after a session is made, the modules it needs are loaded."""
+    code = (
+        "import sys; from dsh_daemon.server.frontend import LspFrontEnd; "
+        "import dsh_daemon.llm.deepseek; print(' '.join(sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    early = too_early(loaded)
+    assert "httpx" in early and "dsh_daemon.agent.loop" in early and "dsh_daemon.tools.factory" in early
+    assert "click" not in loaded and "rich" not in loaded  # httpx without its command line
+
+
+def _cli_modules(*argv: str, state: Path) -> tuple[list[str], str]:
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, sys
+        from dsh_daemon import cli
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            cli.main({list(argv)!r} + ["--state-dir", {str(state)!r}])
+        print(out.getvalue(), file=sys.stderr)
+        print(" ".join(sys.modules))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return result.stdout.split(), result.stderr
+
+
+def test_version_and_sessions_import_no_server(tmp_path: Path) -> None:
+    modules, printed = _cli_modules("--version", state=tmp_path)
+    assert "dsh-daemon 0.1.0" in printed
+    assert [m for m in modules if m.startswith("dsh_daemon")] == ["dsh_daemon", "dsh_daemon.cli"]
+    modules, printed = _cli_modules("sessions", state=tmp_path)
+    assert "no sessions yet" in printed
+    server = [m for m in modules if m.startswith(("dsh_daemon.server", "dsh_daemon.acp", "dsh_daemon.host"))]
+    assert server == [] and not [m for m in modules if m.split(".")[0] in (*LSP_LIBRARIES, "httpx")]
+
+
+def test_wire_error_knows_every_module_it_takes_error_classes_from() -> None:
+    """`wire_error` skips the layers' error classes while none of their modules is loaded: that list
+    must name every module the function imports them from."""
+    import ast
+
+    from dsh_daemon.host import errors
+
+    tree = ast.parse((ROOT / "dsh_daemon" / "host" / "errors.py").read_text())
+    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "wire_error")
+    imported = {n.module for n in ast.walk(function) if isinstance(n, ast.ImportFrom)}
+    assert imported - {"dsh_daemon.model.errors"} == set(errors._FAMILY_MODULES)
