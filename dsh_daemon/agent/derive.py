@@ -14,6 +14,7 @@ from dsh_daemon.model.events import (
     ASSISTANT_MESSAGE,
     CONTEXT_COMPACTED,
     CONTEXT_USAGE,
+    CONVERSATION_CUT,
     LLM_REQUEST,
     REQUEST_HEADER,
     STEP_START,
@@ -28,16 +29,33 @@ from dsh_daemon.model.payloads import (
     AssistantMessageLogged,
     ContextCompacted,
     ContextUsage,
+    ConversationCut,
     LlmRequested,
     ToolResulted,
 )
 from dsh_daemon.model.provider import ModelRequest, ToolSpec
 
 
+class _TurnMark:
+    """The history as it stood when a turn began, kept cheaply: the lists only grow until compaction
+    or a cut replaces them (with new lists), so a list and its length at that moment are that state."""
+
+    __slots__ = ("context_used", "cuts", "entries", "summary", "turn_starts")
+
+    def __init__(self, derivation: Derivation) -> None:
+        self.entries = (derivation.entries, len(derivation.entries))
+        self.cuts = (derivation.cuts, len(derivation.cuts))
+        self.turn_starts = (derivation.turn_starts, len(derivation.turn_starts))
+        self.summary = derivation.summary
+        self.context_used = derivation.context_used
+
+
 class Derivation:
     """The history as the next request would carry it. Each message is kept with its position (the seq
     of the event that entered it) so compaction can cut it: after `context/compacted`, the history is
-    the summary message (at position `keptFromSeq`) and every message at or after that seq."""
+    the summary message (at position `keptFromSeq`) and every message at or after that seq. After
+    `conversation/cut {beforeTurn}` it is the history as it stood when that turn began (a later
+    compaction's summary included or not, as it was then)."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[int, Message]] = []
@@ -47,6 +65,7 @@ class Derivation:
         self.cuts: list[int] = []  # seqs of turn/start and step/start after the last kept tail began
         self.turn_starts: list[int] = []
         self.summary: Message | None = None  # the last compaction's summary message
+        self._marks: dict[int, _TurnMark] = {}  # turn -> the history when it began (the last such turn)
 
     @property
     def messages(self) -> list[Message]:
@@ -79,9 +98,20 @@ class Derivation:
         elif kind == CONTEXT_USAGE:
             self.context_used = ContextUsage.of(event).used
         elif kind in (TURN_START, STEP_START):
+            if kind == TURN_START:
+                self._marks[int(event.data["turn"])] = _TurnMark(self)
             self.cuts.append(seq)
             if kind == TURN_START:
                 self.turn_starts.append(seq)
+        elif kind == CONVERSATION_CUT:
+            mark = self._marks.get(ConversationCut.of(event).before_turn)
+            if mark is not None:  # (the host refuses a cut before a turn that never began)
+                # New lists: the old ones stay as the requests logged before the cut saw them.
+                self.entries = mark.entries[0][: mark.entries[1]]
+                self.cuts = mark.cuts[0][: mark.cuts[1]]
+                self.turn_starts = mark.turn_starts[0][: mark.turn_starts[1]]
+                self.summary = mark.summary
+                self.context_used = mark.context_used
         elif kind == CONTEXT_COMPACTED:
             compacted = ContextCompacted.of(event)
             kept = compacted.kept_from_seq

@@ -16,6 +16,7 @@ from typing import Any
 from dsh_daemon.agent.loop import Agent, AgentDisposedError
 from dsh_daemon.agent.tools import Approver
 from dsh_daemon.agent.turn import CompactionError
+from dsh_daemon.host.errors import session_busy_because
 from dsh_daemon.host.wiring import SessionTools
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.inbox import Target
@@ -35,6 +36,15 @@ class HostedSession:
     followed: bool = False  # the connection receives its events
     detached: bool = False  # the client let it go while a turn ran: released when the turn ends
     _unfollow: Callable[[], None] | None = field(default=None, repr=False)
+    # A rewind is writing files and the log: no turn may start under it (sends, wakes and compactions
+    # are refused with `session_busy` until it ends; it never waits for the client for long).
+    rewinding: bool = False
+
+    def _refuse_while_rewinding(self) -> None:
+        if self.rewinding:
+            raise session_busy_because(
+                self.session_id, "a rewind is in progress; try again when it is done", reason="rewinding"
+            )
 
     @property
     def session_id(self) -> str:
@@ -74,6 +84,7 @@ class HostedSession:
         verb: str | None = None,
     ) -> str:
         """Queued durably before this returns (a refused send raises; `host/errors.py` types it)."""
+        self._refuse_while_rewinding()
         return self.agent.send(message, target=target, wakeup=wakeup, attachments=attachments, verb=verb)
 
     def inbox(self) -> dict[str, Any]:
@@ -91,6 +102,7 @@ class HostedSession:
         self.agent.inbox.move(message_id, target, index)
 
     def wake(self) -> bool:
+        self._refuse_while_rewinding()
         return self.agent.wake()
 
     def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
@@ -117,6 +129,7 @@ class HostedSession:
 
     async def compact(self) -> dict[str, Any]:
         """`{compacted, …}`; a failed compaction is `{compacted: false, error}` (the turn ended so)."""
+        self._refuse_while_rewinding()
         try:
             return await self.agent.compact()
         except CompactionError as exc:

@@ -29,6 +29,8 @@ from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.host import history
+from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.errors import HostError, invalid_params, session_busy, session_busy_because, shown
 from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.hosted import HostedSession
@@ -41,8 +43,10 @@ from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
+from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import StatusChanged
 from dsh_daemon.model.provider import Provider
+from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
@@ -110,6 +114,7 @@ class SessionHost:
             durable_auto_title=durable_auto_title,
         )
         self.manager.start_heartbeat()
+        self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
 
     # ---- configuration ---------------------------------------------------------------------------------
 
@@ -120,6 +125,7 @@ class SessionHost:
         the permission timeout from `options` when they ask.)"""
         self.options = options
         self.provider.reconfigure(options.provider)
+        self.checkpoints.max_bytes = options.tools.limits.checkpoint_bytes
         for hosted in self.sessions.values():
             for hook in hosted.tools.kit.hooks.pre_execute:
                 if isinstance(hook, PermissionPolicy):
@@ -189,6 +195,7 @@ class SessionHost:
             tools = self._wiring.pop(session_id, None)
         assert tools is not None, "the manager built the agent, so its tools were wired"
         hosted = self._adopt(agent, tools)
+        history.finish_interrupted_rewind(hosted)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
             # Followed read-only before; driven here now: the stream goes on from where it stopped.
@@ -220,7 +227,10 @@ class SessionHost:
         workspace = self._workspace(
             stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
         )
-        tools = wire_session_tools(self.front_end, session_id, workspace, self.options, mcp_servers)
+        checkpoints = SessionCheckpoints(self.checkpoints, session_id, workspace)
+        tools = wire_session_tools(
+            self.front_end, session_id, workspace, self.options, mcp_servers, checkpoints
+        )
         self._wiring[session_id] = tools
         return tools
 
@@ -437,6 +447,21 @@ class SessionHost:
         hosted = self.session(session_id)
         if self.manager.info(session_id).title != title:
             self.manager.write_title(hosted.agent, title)
+
+    async def rewind(
+        self, session_id: str, before_turn: int, *, files: bool, conversation: bool, force: bool
+    ) -> dict[str, Any]:
+        """Restore the files the agent changed since turn `before_turn` began and/or cut the
+        conversation back to then (host/history.py); refused while a turn runs."""
+        return await history.rewind(
+            self, session_id, before_turn, files=files, conversation=conversation, force=force
+        )
+
+    def checkpoints_of(self, session_id: str) -> dict[str, Any]:
+        return history.checkpoint_turns(self, session_id)
+
+    def fork(self, session_id: str, at_turn: int, message: UserMessage | None) -> str:
+        return history.fork(self, session_id, at_turn, message)
 
     def delete(self, session_id: str) -> None:
         """Remove the session (rows, pending items, the connection's view of it). Refused with

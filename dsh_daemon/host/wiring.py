@@ -23,6 +23,7 @@ from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
 from dsh_daemon.mcp.config import ServerSource, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
+from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
@@ -50,12 +51,15 @@ def wire_session_tools(
     workspace: Workspace,
     options: DaemonOptions,
     session_servers: ServerSource | None,
+    checkpoints: Checkpointer | None = None,
 ) -> SessionTools:
-    """The coding tools over `workspace` (reading and editing through the front end), plus the
-    configured MCP servers and the session's own."""
+    """The coding tools over `workspace` (reading and editing through the front end, recording what
+    they change in `checkpoints`), plus the configured MCP servers and the session's own."""
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
-    kit = build_tool_registry(workspace, documents, applier, options.tools, McpToolRegistry())
+    kit = build_tool_registry(
+        workspace, documents, applier, options.tools, McpToolRegistry(), checkpoints=checkpoints
+    )
     servers = merge(options.mcp_servers, session_servers or {})
     mcp = attach_mcp(
         kit, servers, lambda data: front_end.report_mcp_status(session_id, data), str(workspace.cwd)

@@ -35,6 +35,8 @@ USAGE = "turn/usage"
 SESSION_TITLE = "session/title"
 CONTEXT_USAGE = "context/usage"
 CONTEXT_COMPACTED = "context/compacted"
+REWIND_FILES = "rewind/files"
+CONVERSATION_CUT = "conversation/cut"
 
 DURABLE_TYPES = frozenset(
     {
@@ -55,6 +57,8 @@ DURABLE_TYPES = frozenset(
         SESSION_TITLE,
         CONTEXT_USAGE,
         CONTEXT_COMPACTED,
+        REWIND_FILES,
+        CONVERSATION_CUT,
     }
 )
 

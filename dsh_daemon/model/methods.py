@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs
 from dsh_daemon.model.wire import (
+    CheckpointTurn,
     ClientContextKind,
     ContextRef,
     Delivery,
@@ -26,6 +27,7 @@ from dsh_daemon.model.wire import (
     PermissionOutcome,
     PermissionRequest,
     Range,
+    RewindProblem,
     SessionStatus,
     SessionSummary,
     Target,
@@ -135,6 +137,46 @@ class SessionCompactResult:
     tokens_after: int | None = None
     scheduled: bool | None = None  # a turn runs: it compacts at its next boundary
     error: ErrorJson | None = None  # the compaction failed (the turn ended with it)
+
+
+# ---- checkpoints, rewind, fork (§15) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionRewindParams:
+    session_id: SessionId
+    before_turn: PositiveInt
+    files: bool = True
+    conversation: bool = True
+    force: bool = False  # overwrite files the person changed after the agent
+
+
+@dataclass(frozen=True)
+class SessionRewindResult:
+    restored: tuple[str, ...]
+    deleted: tuple[str, ...]
+    conflicts: tuple[RewindProblem, ...]  # non-empty without force: nothing was done
+    not_restorable: tuple[RewindProblem, ...]
+    cut_seq: int | None = None  # the `conversation/cut` event's seq
+
+
+@dataclass(frozen=True)
+class SessionCheckpointsResult:
+    turns: tuple[CheckpointTurn, ...]  # oldest first; turns that changed no file are left out
+    stored_bytes: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class SessionForkParams:
+    session_id: SessionId
+    at_turn: PositiveInt
+    message: OutgoingMessage | None = None  # queued in the fork as a followup (it runs at once)
+
+
+@dataclass(frozen=True)
+class SessionForkResult:
+    session_id: str
 
 
 # ---- sending (§4) ----------------------------------------------------------------------------------
@@ -307,6 +349,7 @@ class DshCapabilities:
     live_read_only: bool | None = None
     configuration_change: bool | None = None
     mcp_servers: bool | None = None
+    rewind: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -336,6 +379,9 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
     Method("dsh/session/delete", SessionParams, Empty, "remove a session"),
     Method("dsh/session/compact", SessionParams, SessionCompactResult, "compact the history now"),
+    Method("dsh/session/rewind", SessionRewindParams, SessionRewindResult, "undo files, cut the history"),
+    Method("dsh/session/checkpoints", SessionParams, SessionCheckpointsResult, "the files each turn changed"),
+    Method("dsh/session/fork", SessionForkParams, SessionForkResult, "a new session from a turn"),
     Method("dsh/send", SendParams, SendResult, "send(target × wakeup)"),
     Method("dsh/followup", PresetSendParams, SendResult, "a prompt: next-turn, waking"),
     Method("dsh/steer", PresetSendParams, SendResult, "redirect: next-step, waking"),

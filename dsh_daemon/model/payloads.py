@@ -24,6 +24,8 @@ from dsh_daemon.model.wire import (
     PermissionAsked,
     PermissionOutcome,
     RequestHeader,
+    RewindAction,
+    RewindProblem,
     SessionStatus,
     SpliceOutcome,
     StreamDelta,
@@ -220,6 +222,33 @@ class ContextCompacted(Payload):
     message: MessageJson  # the summary as a UserMessage
 
 
+@dataclass(frozen=True, slots=True)
+class FilesRewound(Payload):
+    """A rewind of files, in two durable steps: `started` with its plan before any file is written,
+    then `done` (what was written) — or `interrupted`, logged when the session is next opened after
+    a crash between the two: which files of the plan hold their restored content and which do not."""
+
+    TYPE: ClassVar[str] = ev.REWIND_FILES
+    rewind_id: str
+    phase: Literal["started", "done", "interrupted"]
+    before_turn: int
+    plan: tuple[RewindAction, ...] | None = None  # started
+    conversation: bool | None = None  # started: the conversation is cut too, with `done`
+    restored: tuple[str, ...] | None = None  # done, interrupted
+    deleted: tuple[str, ...] | None = None  # done, interrupted
+    failed: tuple[RewindProblem, ...] | None = None  # done: planned but not written
+    untouched: tuple[str, ...] | None = None  # interrupted: planned, not written before the crash
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationCut(Payload):
+    """From here on the history is what it was when turn `beforeTurn` began: the next request is
+    built as if the turns from `beforeTurn` up to this event never happened (they stay in the log)."""
+
+    TYPE: ClassVar[str] = ev.CONVERSATION_CUT
+    before_turn: int
+
+
 # ---- live ----------------------------------------------------------------------------------------------
 
 
@@ -330,6 +359,8 @@ PAYLOADS: dict[str, Any] = {
         SessionTitled,
         ContextUsage,
         ContextCompacted,
+        FilesRewound,
+        ConversationCut,
         StatusChanged,
         InboxInserted,
         InboxClaimed,

@@ -420,3 +420,42 @@ class ContextRef:
     kind: ClientContextKind
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
+
+
+# ---- checkpoints, rewind, fork (§15) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewindAction:
+    """One file a rewind writes: `restore` (its content before the turn) or `delete` (the agent
+    created it)."""
+
+    path: str
+    action: Literal["restore", "delete"]
+    sha256: str | None = None  # restore: the content's hash (what a crash check compares)
+
+
+@dataclass(frozen=True)
+class RewindProblem:
+    """A file a rewind leaves alone, and why (a conflict, a lost checkpoint, a failed write); `turn`:
+    the turn whose change it concerns, when known."""
+
+    reason: str
+    path: str | None = None
+    turn: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    path: str
+    created: bool  # the agent created it in this turn (a rewind deletes it)
+    by: Literal["edit", "command"]  # an edit tool, or a command (seen in a git snapshot)
+    dropped: bool | None = None  # its checkpoint went over the session's budget: not restorable
+
+
+@dataclass(frozen=True)
+class CheckpointTurn:
+    turn: int
+    files: tuple[CheckpointFile, ...]
+    commands: int  # run_command calls in the turn
+    unrestorable_commands: int | None = None  # commands outside a git work tree: their changes are unknown

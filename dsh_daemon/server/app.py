@@ -106,6 +106,7 @@ class DshProtocol(LanguageServerProtocol):
                 "liveReadOnly": True,  # a read-only attach follows the store; session/lease (§3)
                 "configurationChange": True,  # workspace/didChangeConfiguration (§1)
                 "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
+                "rewind": True,  # dsh/session/rewind, checkpoints, fork (§15)
             }
         }
         return result
@@ -324,6 +325,18 @@ def register(daemon: Daemon) -> None:
     async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return await daemon.front_end.session(p.session_id).compact()
 
+    async def session_rewind(ls: LanguageServer, p: m.SessionRewindParams) -> dict[str, Any]:
+        return await daemon.front_end.host.rewind(
+            p.session_id, p.before_turn, files=p.files, conversation=p.conversation, force=p.force
+        )
+
+    def session_checkpoints(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return daemon.front_end.host.checkpoints_of(p.session_id)
+
+    def session_fork(ls: LanguageServer, p: m.SessionForkParams) -> m.SessionForkResult:
+        message = None if p.message is None else params.client_message(p.message, "dsh/session/fork")
+        return m.SessionForkResult(daemon.front_end.host.fork(p.session_id, p.at_turn, message))
+
     def sender(method: str, preset: str | None) -> Callable[..., m.SendResult]:
         verb = method.removeprefix("dsh/")
 
@@ -409,6 +422,9 @@ def register(daemon: Daemon) -> None:
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,
         "dsh/session/compact": session_compact,
+        "dsh/session/rewind": session_rewind,
+        "dsh/session/checkpoints": session_checkpoints,
+        "dsh/session/fork": session_fork,
         "dsh/send": sender("dsh/send", None),
         "dsh/followup": sender("dsh/followup", "followup"),
         "dsh/steer": sender("dsh/steer", "steer"),

@@ -150,6 +150,30 @@ CREATE TABLE IF NOT EXISTS leases (
     host TEXT NOT NULL,
     heartbeat INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    call_id TEXT,
+    kind TEXT NOT NULL,
+    path TEXT,
+    before_hash TEXT,
+    after_hash TEXT,
+    root TEXT,
+    tree_before TEXT,
+    tree_after TEXT,
+    dropped INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS checkpoints_by_session ON checkpoints (session_id, turn);
+CREATE TABLE IF NOT EXISTS checkpoint_blobs (
+    session_id TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (session_id, hash)
+) WITHOUT ROWID;
 """
 
 
@@ -179,6 +203,11 @@ class SessionStore:
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection, for the store's companions in this package (`checkpoints.py`)."""
+        return self._db
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -283,6 +312,8 @@ class SessionStore:
                     raise LeaseLostError(session_id, lease[0])
             db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM leases WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM checkpoint_blobs WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 

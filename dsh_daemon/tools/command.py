@@ -22,6 +22,7 @@ from dsh_daemon.agent.budget import GENERIC_HINT, SNAP, marker
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools import proctree
 from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
+from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.workspace import Workspace
@@ -118,10 +119,18 @@ class RunCommandTool(ToolBase):
     )
     parallel_safe = False
 
-    def __init__(self, workspace: Workspace, limits: ToolLimits, *, shell: str | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        limits: ToolLimits,
+        *,
+        shell: str | None = None,
+        checkpoints: Checkpointer | None = None,
+    ) -> None:
         self.workspace = workspace
         self.limits = limits
         self.shell = shell or shutil.which("bash") or "/bin/sh"
+        self.checkpoints = checkpoints
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
         return f"Run: {short(str(args.get('command', '?')))}"
@@ -147,6 +156,14 @@ class RunCommandTool(ToolBase):
         command = get_str(args, "command", allow_empty=False)
         timeout = self._timeout(args)
         ctx.signal.check()
+        if self.checkpoints is None:
+            return await self._run(command, ctx, limit_s=timeout)
+        # The work tree before and after the command, so a rewind can restore what it changed.
+        async with self.checkpoints.command(ctx.call):
+            return await self._run(command, ctx, limit_s=timeout)
+
+    async def _run(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
+        timeout = limit_s
         proctree.become_subreaper()
         proctree.forget_finished()
         tree = proctree.ProcessTree(0)

@@ -10,6 +10,7 @@ from typing import Any
 
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools.base import ToolBase, get_bool, get_str, make_spec, short
+from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit
 from dsh_daemon.tools.errors import EditConflictError, FileToolError, InvalidArgumentsError
@@ -29,12 +30,14 @@ class _EditToolBase(ToolBase):
         applier: EditApplier,
         tracker: ReadTracker,
         limits: ToolLimits,
+        checkpoints: Checkpointer | None = None,
     ) -> None:
         self.workspace = workspace
         self.documents = documents
         self.applier = applier
         self.tracker = tracker
         self.limits = limits
+        self.checkpoints = checkpoints
 
     def target_paths(self, args: Mapping[str, Any]) -> list[str]:
         path = args.get("path")
@@ -52,8 +55,11 @@ class _EditToolBase(ToolBase):
             return None
         return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes)
 
-    async def apply(self, edit: ComputedEdit, summary: str) -> ToolOutcome:
+    async def apply(self, edit: ComputedEdit, summary: str, ctx: ToolContext) -> ToolOutcome:
         await self.applier.apply(edit)
+        if self.checkpoints is not None:
+            # After the apply succeeded: a refused edit changed nothing, so it keeps nothing.
+            self.checkpoints.edit_applied(ctx.call, edit)
         self.tracker.record_current(edit.path, edit.after_text)
         added, removed = edit.stats
         return ToolOutcome.text(f"{summary} (+{added} -{removed} lines)", meta=edit.meta())
@@ -80,7 +86,7 @@ class EditFileTool(_EditToolBase):
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         edit, summary = await self.compute(args)
         _check_approved(edit, ctx)
-        return await self.apply(edit, summary)
+        return await self.apply(edit, summary, ctx)
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)
@@ -143,7 +149,7 @@ class WriteFileTool(_EditToolBase):
         if edit is None:
             return ToolOutcome.text(f"{shown} already has this content; nothing written.")
         _check_approved(edit, ctx)
-        return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}")
+        return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}", ctx)
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)

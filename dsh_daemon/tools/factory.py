@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.tools import ToolRegistry
+from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.command import RunCommandTool
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.documents import DocumentSource, NoDocuments
@@ -32,14 +33,16 @@ def build_tool_registry(
     applier: EditApplier | None = None,
     config: ToolConfig | Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
+    checkpoints: Checkpointer | None = None,
 ) -> ToolKit:
     """The coding tools of one session.
 
     config keys: `permissions` {tool: "allow"|"ask"|"deny"} over the defaults (reads allow, edits and
     commands ask; denied tools are not offered to the model at all), `limits` (`ToolLimits` fields),
     `shell` (path; default bash, else /bin/sh), `ripgrep` (False forces the Python grep, a string is
-    rg's path). `registry`: the one to fill (a subclass may offer tools that come and go, as MCP
-    servers' do); by default a new `ToolRegistry`.
+    rg's path). `checkpoints`: where the edit and command tools record what they change (a rewind's
+    source); None keeps nothing. `registry`: the one to fill (a subclass may offer tools that come
+    and go, as MCP servers' do); by default a new `ToolRegistry`.
     """
     parsed = config if isinstance(config, ToolConfig) else ToolConfig.parse(config)
     limits = parsed.limits
@@ -56,9 +59,9 @@ def build_tool_registry(
         ListDirTool(workspace, limits),
         FindFilesTool(workspace, limits),
         GrepTool(workspace, limits, rg=ripgrep),
-        EditFileTool(workspace, documents, applier, tracker, limits),
-        WriteFileTool(workspace, documents, applier, tracker, limits),
-        RunCommandTool(workspace, limits, shell=parsed.shell),
+        EditFileTool(workspace, documents, applier, tracker, limits, checkpoints),
+        WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints),
+        RunCommandTool(workspace, limits, shell=parsed.shell, checkpoints=checkpoints),
     ]
     for tool in tools:
         if modes.get(tool.spec.name) != "deny":  # a tool that can never run only costs the model tokens

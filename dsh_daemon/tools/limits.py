@@ -33,6 +33,7 @@ class ToolLimits:
     command_drain_grace_s: float = 1.0  # after the shell exits, leftovers holding the pipe are killed
     tracked_files: int = 256  # files remembered for the "changed since you read it" notice
     result_max_chars: int = 64_000  # any tool's result text: head and tail kept, the middle elided
+    checkpoint_bytes: int = 256 * 1024 * 1024  # a session's stored checkpoint contents; oldest dropped
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> ToolLimits:

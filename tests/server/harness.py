@@ -60,6 +60,8 @@ class Daemon:
         self.permission_requests: list[dict[str, Any]] = []
         self.on_permission: PermissionHandler = lambda p: {"outcome": "allow-once"}
         self.applied_edits: list[Any] = []
+        # what the editor answers to workspace/applyEdit (given the params as JSON); default: applied
+        self.on_apply_edit: Callable[[dict[str, Any]], dict[str, Any]] = lambda p: {"applied": True}
 
     async def request(self, method: str, params: Any) -> Any:
         return await self.client.protocol.send_request_async(method, params)
@@ -148,8 +150,9 @@ async def start_daemon(
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply_edit(params: Any) -> Any:
-        daemon.applied_edits.append(client.protocol._converter.unstructure(params))
-        return {"applied": True}
+        edit = client.protocol._converter.unstructure(params)
+        daemon.applied_edits.append(edit)
+        return daemon.on_apply_edit(edit)
 
     (state / "home").mkdir(parents=True, exist_ok=True)
     await client.start_io(sys.executable, "-m", "dsh_daemon", env=daemon_env(state, fake, **(env or {})))

@@ -130,6 +130,10 @@ export interface EventDataMap {
   'permission/resolved': { callId: string; outcome: PermissionOutcome };
   /** From here on the model's history is `message` (the summary) and what was logged from `keptFromSeq`. */
   'context/compacted': { turn: number; reason: 'ratio' | 'overflow' | 'manual'; summary: string; keptFromSeq: number; tokensBefore: number; tokensAfter: number; message: UserMessage };
+  /** A rewind of files (daemons with `rewind`): `started` with its plan, then `done`, or `interrupted` after a crash. */
+  'rewind/files': { rewindId: string; phase: 'started' | 'done' | 'interrupted'; beforeTurn: number; plan?: { path: string; action: 'restore' | 'delete'; sha256?: string }[]; conversation?: boolean; restored?: string[]; deleted?: string[]; failed?: { reason: string; path?: string; turn?: number }[]; untouched?: string[] };
+  /** From here on the model's history is what it was when turn `beforeTurn` began (daemons with `rewind`). */
+  'conversation/cut': { beforeTurn: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
   'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string };
 }
