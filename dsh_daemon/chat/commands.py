@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
 from dsh_daemon.chat.render import CYAN, DIM, clip, diff_lines
@@ -18,7 +19,7 @@ from dsh_daemon.chat.status import count
 
 # One line each, in the order /help shows them. A command that needs a daemon feature names the
 # `experimental.dsh` capability flag in NEEDS and is listed (and completed) only when the daemon
-# advertises it: `/undo` (rewinding a turn's file edits) joins here once the daemon has a rewind method.
+# advertises it.
 COMMANDS: dict[str, str] = {
     "/queue": "the queue by number (#N); it also shows above the input",
     "/edit": "/edit N [TEXT] — reword queued prompt #N (alone: load it into the input)",
@@ -35,12 +36,15 @@ COMMANDS: dict[str, str] = {
     "/context": "how full the context window is, and with what",
     "/compact": "summarise older turns now to free the context window",
     "/cost": "this session's tokens and cost",
+    "/undo": "take back the file changes of the last turn (the conversation stays)",
+    "/rewind": rewinding.USAGE_REWIND,
+    "/fork": rewinding.USAGE_FORK,
     "/sessions": "the sessions in this directory",
     "/resume": "/resume [N|ID|TITLE] — switch to a session (a picker without argument)",
     "/help": "this list",
     "/quit": "leave (Ctrl-D)",
 }
-NEEDS: dict[str, str] = {}  # command -> the experimental.dsh flag it needs
+NEEDS: dict[str, str] = {"/undo": "rewind", "/rewind": "rewind", "/fork": "rewind"}  # command -> flag
 INPUT_HELP = (
     ("@PATH[:L1-L2]", "in a prompt: that file (or those lines) goes with it; Tab completes paths"),
     ("!CMD", "run a shell command here; its output goes with your next prompt"),
@@ -132,6 +136,9 @@ class Commands:
             "/cost": self.cost,
             "/sessions": self.sessions,
             "/resume": self.resume,
+            "/undo": lambda arg: rewinding.undo(self.chat, arg),
+            "/rewind": lambda arg: rewinding.rewind(self.chat, arg),
+            "/fork": lambda arg: rewinding.fork(self.chat, arg),
             "/help": self.help,
         }
 

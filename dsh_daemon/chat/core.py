@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
+from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
 from dsh_daemon.chat.queue import QueueItem
@@ -147,7 +148,7 @@ class Chat:
             self.user_message(data)
         elif kind == "assistant/message":
             self.assistant_message(data, streamed=False, live=False)
-        elif kind in ("tool/call", "tool/result", "context/compacted"):
+        elif kind in ("tool/call", "tool/result", "context/compacted", "rewind/files", "conversation/cut"):
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
@@ -215,6 +216,8 @@ class Chat:
             before, after = data.get("tokensBefore"), data.get("tokensAfter")
             sizes = f": about {count(before)} → {count(after)} tokens" if before and after else ""
             self.note(f"[context compacted ({data.get('reason', '')}){sizes}]")
+        elif kind in ("rewind/files", "conversation/cut"):
+            rewinding.show_event(self, kind, data)
         elif kind == "llm/retry":
             view.discard_stream()
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")

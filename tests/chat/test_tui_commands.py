@@ -83,7 +83,7 @@ def test_mentions_shell_model_context_cost_compact_and_help(
         assert any(row.startswith(f"  {name} ") for row in help_rows), name
     for syntax in ("@PATH[:L1-L2]", "!CMD", "//TEXT", "Esc", "Alt-Up"):
         assert any(row.startswith(f"  {syntax} ") for row in help_rows), syntax
-    assert "/undo" not in screen  # not offered until the daemon can rewind
+    assert "/undo" in screen  # offered: the daemon advertises `rewind`
 
     chat.type("/model")  # alone: a picker of models
     chat.keys("Enter")
