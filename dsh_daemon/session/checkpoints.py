@@ -3,23 +3,26 @@ rewind can take it back (docs/design.md §14, protocol.md §15).
 
 Rows (`checkpoints`), one per change, in the order the changes were made (`id`):
 - `edit`: an edit_file / write_file call; `before_hash` is the sha256 of the file's bytes before
-  (None: the file did not exist), `after_hash` after. The before content is a blob.
+  (None: the file did not exist), `after_hash` after. The before content is kept in `checkpoint_contents`.
 - `command`: a run_command call; `tree_before` / `tree_after` are git tree objects of the work tree
   under `root` written just before and after it (None: not a git work tree, nothing restorable).
 - `rewind`: a file a rewind restored (before: what it held then; after: what the rewind wrote), so a
   later rewind knows what the file is expected to hold.
 
 Invariants kept here:
-- Blobs are content-addressed per session (`(session_id, sha256)`): a content stored twice is stored
-  once; a blob lives while a row that is not `dropped` names it.
-- A session's blobs stay under its byte budget: the oldest rows are marked `dropped` (the row stays, so
-  a rewind can say which file of which turn lost its content) and their unreferenced blobs deleted, in
-  the same transaction as the insert that went over.
+- Contents are content-addressed per session (`(session_id, sha256 of the raw bytes)`): a content
+  stored twice is stored once; it lives while a row that is not `dropped` names it. It is stored
+  zlib-compressed (level 1: fast, and source text shrinks several times); `size` is what it takes
+  in the store, which is what the budget counts.
+- A session's contents stay under its byte budget: the oldest rows are marked `dropped` (the row
+  stays, so a rewind can say which file of which turn lost its content) and the contents no row
+  needs any more are deleted, in the same transaction as the insert that went over.
 """
 
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -78,11 +81,14 @@ class CheckpointStore:
     ) -> Recorded:
         """One changed file and its content before (None: it did not exist), kept under the budget."""
         before_hash = None if before is None else content_hash(before)
+        known = before_hash is None or self._has(session_id, before_hash)
+        packed = b"" if known or before is None else zlib.compress(before, 1)
         with self.store.transaction() as db:
-            if before is not None and before_hash is not None:
+            if not known:
                 db.execute(
-                    "INSERT OR IGNORE INTO checkpoint_blobs (session_id, hash, size, data) VALUES (?,?,?,?)",
-                    (session_id, before_hash, len(before), before),
+                    "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) "
+                    "VALUES (?,?,?,?)",
+                    (session_id, before_hash, len(packed), packed),
                 )
             db.execute(
                 "INSERT INTO checkpoints (session_id, time, turn, step, call_id, kind, path, before_hash, "
@@ -110,6 +116,12 @@ class CheckpointStore:
                 (session_id, now_ms(), turn, step, call_id, "command", root, tree_before, tree_after),
             )
 
+    def _has(self, session_id: str, content: str) -> bool:
+        row = self.store.db.execute(
+            "SELECT 1 FROM checkpoint_contents WHERE session_id=? AND hash=?", (session_id, content)
+        ).fetchone()
+        return row is not None
+
     def _keep_budget(self, session_id: str) -> tuple[Checkpoint, ...]:
         db = self.store.db
         total = _blob_bytes(self.store, session_id)
@@ -133,11 +145,11 @@ class CheckpointStore:
             ).fetchone()
             if still_used is None:
                 size = db.execute(
-                    "SELECT size FROM checkpoint_blobs WHERE session_id=? AND hash=?",
+                    "SELECT size FROM checkpoint_contents WHERE session_id=? AND hash=?",
                     (session_id, checkpoint.before_hash),
                 ).fetchone()
                 db.execute(
-                    "DELETE FROM checkpoint_blobs WHERE session_id=? AND hash=?",
+                    "DELETE FROM checkpoint_contents WHERE session_id=? AND hash=?",
                     (session_id, checkpoint.before_hash),
                 )
                 total -= 0 if size is None else int(size[0])
@@ -153,9 +165,9 @@ class CheckpointStore:
 
     def blob(self, session_id: str, content: str) -> bytes | None:
         row = self.store.db.execute(
-            "SELECT data FROM checkpoint_blobs WHERE session_id=? AND hash=?", (session_id, content)
+            "SELECT data FROM checkpoint_contents WHERE session_id=? AND hash=?", (session_id, content)
         ).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else zlib.decompress(row[0])
 
     def stored_bytes(self, session_id: str) -> int:
         return _blob_bytes(self.store, session_id)
@@ -171,8 +183,8 @@ class CheckpointStore:
                 (target, source, up_to_turn),
             )
             db.execute(
-                "INSERT OR IGNORE INTO checkpoint_blobs (session_id, hash, size, data) SELECT ?, b.hash, "
-                "b.size, b.data FROM checkpoint_blobs b WHERE b.session_id=? AND b.hash IN (SELECT "
+                "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) SELECT ?, b.hash, "
+                "b.size, b.data FROM checkpoint_contents b WHERE b.session_id=? AND b.hash IN (SELECT "
                 "before_hash FROM checkpoints WHERE session_id=? AND dropped=0)",
                 (target, source, target),
             )
@@ -180,7 +192,7 @@ class CheckpointStore:
 
 def _blob_bytes(store: SessionStore, session_id: str) -> int:
     row = store.db.execute(
-        "SELECT COALESCE(SUM(size), 0) FROM checkpoint_blobs WHERE session_id=?", (session_id,)
+        "SELECT COALESCE(SUM(size), 0) FROM checkpoint_contents WHERE session_id=?", (session_id,)
     ).fetchone()
     return int(row[0])
 

@@ -167,13 +167,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     dropped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS checkpoints_by_session ON checkpoints (session_id, turn);
-CREATE TABLE IF NOT EXISTS checkpoint_blobs (
+CREATE TABLE IF NOT EXISTS checkpoint_contents (
     session_id TEXT NOT NULL,
     hash TEXT NOT NULL,
     size INTEGER NOT NULL,
     data BLOB NOT NULL,
-    PRIMARY KEY (session_id, hash)
-) WITHOUT ROWID;
+    UNIQUE (session_id, hash)
+);
 """
 
 
@@ -313,7 +313,7 @@ class SessionStore:
             db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM leases WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
-            db.execute("DELETE FROM checkpoint_blobs WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM checkpoint_contents WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ async def test_rewind_restores_edits_deletes_created_files_and_cuts_the_conversa
     assert set(by_turn) == {1, 2}
     assert by_turn[1][str(kept)]["created"] is False
     assert by_turn[2][str(created)]["created"] is True and by_turn[2][str(created)]["by"] == "edit"
-    assert listed["storedBytes"] == len("one\n") + len("two\n")  # the befores, each content once
+    # the befores, each content once, compressed
+    assert listed["storedBytes"] == len(zlib.compress(b"one\n", 1)) + len(zlib.compress(b"two\n", 1))
 
     result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2})
     assert result["restored"] == [str(kept)] and result["deleted"] == [str(created)]
@@ -338,3 +340,39 @@ async def test_sigkill_in_the_middle_of_a_rewind_leaves_each_file_restored_or_un
     assert result["restored"] == [str(second)] and result["conflicts"] == []
     assert first.read_text() == "first before\n" and second.read_text() == "second before\n"
     await stop_daemon(again)
+
+
+async def test_over_the_budget_the_oldest_checkpoint_is_dropped_and_a_rewind_says_so(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "d.txt"
+    first = "".join(chr(0x41 + (i * 7) % 26) + str(i) for i in range(40)) + "\n"  # compresses little
+    target.write_text(first)
+    stored_first = len(zlib.compress(first.encode(), 1))
+    options = {"thinking": False, "tools": {"limits": {"checkpoint_bytes": stored_first + 40}}}
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work, init_options=options)
+    fake.script(
+        edit(target, "A0", "turn-one"),
+        text_reply("one"),
+        edit(target, "turn-one", "turn-two"),
+        text_reply("two"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "first")
+    await run_turn(d, sid, "second")
+
+    listed = await d.request("dsh/session/checkpoints", {"sessionId": sid})
+    files = {t["turn"]: t["files"][0] for t in listed["turns"]}
+    assert files[1].get("dropped") is True and "dropped" not in files[2]
+    assert listed["storedBytes"] <= listed["maxBytes"] == stored_first + 40
+
+    lost = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "conversation": False})
+    (problem,) = lost["notRestorable"]
+    assert problem["path"] == str(target) and problem["turn"] == 1 and "budget" in problem["reason"]
+    assert lost["restored"] == [] and "turn-two" in target.read_text()
+
+    kept = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2, "conversation": False})
+    assert kept["restored"] == [str(target)] and "turn-one" in target.read_text()
+    await stop_daemon(d)
