@@ -1,15 +1,20 @@
-"""Daemon benchmark over real pipes. Every figure is printed beside a baseline from the same run.
+"""Daemon benchmark over real pipes. Every figure is a median with its spread (min-max over rounds)
+beside a baseline measured in the same run, the two interleaved round by round so a slow moment of a
+shared machine hits both.
 
-    .venv/bin/python -m bench.server_bench [--runs N] [--deltas N]
+    .venv/bin/python -m bench.server_bench [--starts N] [--runs N] [--deltas N] [--events N]
 
-1. cold start, spawn -> `initialize` response: dsh-daemon vs a bare pygls server;
+1. start-up, spawn -> `initialize` reply: dsh-daemon (LSP) and `dsh-daemon acp` vs a bare pygls
+   server (goals <= 1.0x and <= 0.5x), `--starts` rounds each running the three in a rotating order;
+   the first session's round trip right after the reply (both modes), and ACP's `session/new` sent
+   `--pause` seconds after it (the session machinery preloaded meanwhile; goal <= 50 ms); RSS;
 2. added latency, provider SSE write -> client `assistant/delta` (p50/p99 at ~2k deltas/s) vs the same
    bytes read raw from the socket in this process;
 3. end-to-end deltas/s at full speed vs a bare pygls server notifying the same number of messages;
 4. wire bytes per output byte for a command printing 1 MB (goal <= 1.3);
-5. idle RSS after initialize (+ one session) vs the bare pygls server;
-6. resume of a 100,000-event session over the wire: `dsh/session/attach {replay: "none"}` plus the
+5. resume of a 100,000-event session over the wire: `dsh/session/attach {replay: "none"}` plus the
    first `dsh/session/transcript` page (goal < 100 ms) vs a `dsh/session/list` round trip.
+2-5 run `--runs` rounds (at least 5 for a figure worth reading).
 """
 
 from __future__ import annotations
@@ -133,8 +138,8 @@ class Peer:
 INIT = {"processId": None, "rootUri": None, "capabilities": {}}
 
 
-def daemon_argv() -> list[str]:
-    return [sys.executable, "-m", "dsh_daemon"]
+def daemon_argv(*command: str) -> list[str]:
+    return [sys.executable, "-m", "dsh_daemon", *command]
 
 
 def base_env(state: Path, base_url: str = "http://127.0.0.1:9") -> dict[str, str]:
@@ -143,15 +148,144 @@ def base_env(state: Path, base_url: str = "http://127.0.0.1:9") -> dict[str, str
     return env
 
 
-async def cold_start(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+class AcpPeer:
+    """A spawned `dsh-daemon acp` and a minimal NDJSON reader."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._ids = 0
+
+    @classmethod
+    async def spawn(cls, env: dict[str, str]) -> AcpPeer:
+        proc = await asyncio.create_subprocess_exec(
+            *daemon_argv("acp"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT, limit=1 << 24,
+        )  # fmt: skip
+        return cls(proc)
+
+    async def call(self, method: str, params: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._ids += 1
+        self.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}).encode()
+            + b"\n"
+        )
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"dsh-daemon acp ended before answering {method}")
+            message = json.loads(line)
+            if message.get("id") == self._ids and "method" not in message:
+                if "error" in message:
+                    raise RuntimeError(message["error"])
+                return message["result"]
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# ---- figures: every one a median with its spread over interleaved rounds ------------------------------
+
+
+def spread(values: list[float], scale: float = 1e3, unit: str = "ms", digits: int = 0) -> str:
+    """`median unit [min-max, n]`."""
+    med, low, high = statistics.median(values), min(values), max(values)
+    return f"{med * scale:,.{digits}f} {unit} [{low * scale:,.{digits}f}-{high * scale:,.{digits}f}, n={len(values)}]"
+
+
+def ratio(ours: list[float], theirs: list[float]) -> str:
+    """The ratio of the medians, and the spread of the rounds' own ratios (each round measured both
+    within seconds of each other, so a slow moment of a loaded machine hits both)."""
+    rounds = [a / b for a, b in zip(ours, theirs, strict=True)]
+    return (
+        f"ratio {statistics.median(ours) / statistics.median(theirs):.2f} "
+        f"[per round {min(rounds):.2f}-{max(rounds):.2f}, median {statistics.median(rounds):.2f}]"
+    )
+
+
+async def start_bare(bare: Path, env: dict[str, str]) -> tuple[float, float]:
     start = time.perf_counter()
-    peer = await Peer.spawn(argv, env)
+    peer = await Peer.spawn([sys.executable, str(bare)], env)
     await peer.call("initialize", INIT)
     elapsed = time.perf_counter() - start
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(0.3)
     rss = peer.rss_mib()
     await peer.close()
     return elapsed, rss
+
+
+async def start_lsp(env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """Spawn -> `initialize` reply, then `initialized` + `dsh/session/new` at once: its round trip."""
+    start = time.perf_counter()
+    peer = await Peer.spawn(daemon_argv(), env)
+    await peer.call("initialize", INIT)
+    elapsed = time.perf_counter() - start
+    peer.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    start = time.perf_counter()
+    await peer.call("dsh/session/new", {"cwd": str(cwd)})
+    new = time.perf_counter() - start
+    await asyncio.sleep(0.3)
+    rss = peer.rss_mib()
+    await peer.close()
+    return elapsed, new, rss
+
+
+async def start_acp(env: dict[str, str], cwd: Path, pause: float) -> tuple[float, float]:
+    """Spawn -> `initialize` reply; then, `pause` seconds later, the `session/new` round trip."""
+    start = time.perf_counter()
+    peer = await AcpPeer.spawn(env)
+    await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    elapsed = time.perf_counter() - start
+    if pause:
+        await asyncio.sleep(pause)
+    start = time.perf_counter()
+    await peer.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    new = time.perf_counter() - start
+    await peer.close()
+    return elapsed, new
+
+
+async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> None:
+    """The three start-ups interleaved, in an order that rotates each round."""
+    env = base_env(tmp / "start-state")
+    cwd = tmp / "start-cwd"
+    cwd.mkdir()
+    bare_t, lsp_t, acp_t, lsp_new, acp_new, acp_new_later = [], [], [], [], [], []
+    bare_rss, lsp_rss = [], []
+    for index in range(rounds):
+        order = ["bare", "lsp", "acp", "acp-pause"]
+        for which in order[index % 4 :] + order[: index % 4]:
+            if which == "bare":
+                t, r = await start_bare(bare, env)
+                bare_t.append(t)
+                bare_rss.append(r)
+            elif which == "lsp":
+                t, new, r = await start_lsp(env, cwd)
+                lsp_t.append(t)
+                lsp_new.append(new)
+                lsp_rss.append(r)
+            elif which == "acp":
+                t, new = await start_acp(env, cwd, 0.0)
+                acp_t.append(t)
+                acp_new.append(new)
+            else:
+                _, new = await start_acp(env, cwd, pause)
+                acp_new_later.append(new)
+    print(f"start-up, spawn -> initialize reply, {rounds} interleaved rounds:")
+    print(f"  bare pygls          {spread(bare_t)}")
+    print(f"  dsh-daemon (LSP)    {spread(lsp_t)}   vs bare pygls: {ratio(lsp_t, bare_t)} (goal <= 1.0)")
+    print(f"  dsh-daemon acp      {spread(acp_t)}   vs bare pygls: {ratio(acp_t, bare_t)} (goal <= 0.5)")
+    print(
+        f"  first session, sent right after the reply: LSP dsh/session/new {spread(lsp_new)}, ACP session/new {spread(acp_new)}"
+    )
+    print(
+        f"  ACP session/new sent {pause:g} s after the reply (the session machinery preloaded): {spread(acp_new_later)} (goal <= 50 ms)"
+    )
+    print(
+        f"  RSS 0.3 s after: bare pygls {spread(bare_rss, 1, 'MiB', 1)}, dsh-daemon with one session {spread(lsp_rss, 1, 'MiB', 1)}"
+    )
 
 
 # ---- a timestamping SSE provider -------------------------------------------------------------------
@@ -269,22 +403,11 @@ async def main_async(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dsh-bench-"))
     bare = tmp / "bare_server.py"
     bare.write_text(BARE_SERVER)
-    env = base_env(tmp / "state")
 
-    # 1 + 5: cold start and idle RSS
-    ours, theirs, ours_rss, theirs_rss = [], [], [], []
-    for _ in range(args.runs):
-        t, r = await cold_start([sys.executable, str(bare)], env)
-        theirs.append(t)
-        theirs_rss.append(r)
-        t, r = await cold_start(daemon_argv(), env)
-        ours.append(t)
-        ours_rss.append(r)
-    print(
-        f"cold start to initialize: dsh-daemon {statistics.median(ours) * 1e3:.0f} ms, "
-        f"bare pygls {statistics.median(theirs) * 1e3:.0f} ms, ratio {statistics.median(ours) / statistics.median(theirs):.2f}"
-    )
+    # 1: start-up of both modes against bare pygls
+    await startup_figures(tmp, bare, args.starts, args.pause)
 
+    # 2-4: one daemon with a session and one bare pygls server, measured in alternating rounds
     provider = SseProvider()
     await provider.start()
     env = base_env(tmp / "state2", f"http://127.0.0.1:{provider.port}")
@@ -296,55 +419,68 @@ async def main_async(args: argparse.Namespace) -> None:
             "initializationOptions": {"thinking": False, "tools": {"permissions": {"run_command": "allow"}}},
         },
     )
+    peer.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
     sid = (await peer.call("dsh/session/new", {"cwd": str(tmp)}))["sessionId"]
-    await asyncio.sleep(1.0)
-    print(
-        f"idle RSS: dsh-daemon {peer.rss_mib():.1f} MiB (one session open), bare pygls {statistics.median(theirs_rss):.1f} MiB, "
-        f"after initialize only {statistics.median(ours_rss):.1f} MiB"
-    )
-
-    # 2: latency at ~2k deltas/s
-    provider.deltas, provider.interval = args.deltas, 0.0005
-    mark = len(peer.messages)
-    await turn(peer, sid, "latency")
-    lat = [stamp - provider.writes[i] for stamp, i in deltas_of(peer, mark)]
-    rate = len(lat) / (max(provider.writes.values()) - min(provider.writes.values()))
-    base = await raw_socket_latency(provider, args.deltas)
-    print(
-        f"SSE write -> client assistant/delta at {rate:,.0f} deltas/s: p50 {pct(lat, 0.5) * 1e3:.2f} ms, "
-        f"p99 {pct(lat, 0.99) * 1e3:.2f} ms; raw socket read p50 {pct(base, 0.5) * 1e3:.2f} ms, "
-        f"p99 {pct(base, 0.99) * 1e3:.2f} ms; added p50 {(pct(lat, 0.5) - pct(base, 0.5)) * 1e3:.2f} ms"
-    )
-
-    # 3: full-speed throughput vs bare pygls notify
-    provider.deltas, provider.interval = args.burst, 0.0
-    mark = len(peer.messages)
-    start = time.perf_counter()
-    await turn(peer, sid, "throughput")
-    ours_rate = len(deltas_of(peer, mark)) / (time.perf_counter() - start)
     bare_peer = await Peer.spawn([sys.executable, str(bare)], env)
     await bare_peer.call("initialize", INIT)
-    start = time.perf_counter()
-    await bare_peer.call("bench/burst", {"count": args.burst})
-    bare_rate = args.burst / (time.perf_counter() - start)
-    await bare_peer.close()
-    print(
-        f"end-to-end deltas/s: dsh-daemon {ours_rate:,.0f}, bare pygls notify {bare_rate:,.0f}, ratio {ours_rate / bare_rate:.2f}"
-    )
+    p50, p99, base_p50, base_p99, rates = [], [], [], [], []
+    ours_rate, bare_rate, wire_ratio = [], [], []
+    for index in range(args.runs):
+        # 2: latency at ~2k deltas/s, and the same stream read raw off the socket
+        provider.tool_command = None
+        provider.deltas, provider.interval = args.deltas, 0.0005
+        mark = len(peer.messages)
+        await turn(peer, sid, "latency")
+        lat = [stamp - provider.writes[i] for stamp, i in deltas_of(peer, mark)]
+        rates.append(len(lat) / (max(provider.writes.values()) - min(provider.writes.values())))
+        base = await raw_socket_latency(provider, args.deltas)
+        p50.append(pct(lat, 0.5))
+        p99.append(pct(lat, 0.99))
+        base_p50.append(pct(base, 0.5))
+        base_p99.append(pct(base, 0.99))
 
-    # 4: wire bytes per output byte, a command printing 1 MB
-    provider.tool_command = (
-        f"{sys.executable} -c \"import sys; sys.stdout.write(('x' * 99 + chr(10)) * 10486)\""
-    )
-    provider.deltas = 3
-    before = peer.bytes
-    await turn(peer, sid, "print a lot")
-    wire = peer.bytes - before
-    output = 100 * 10486
-    print(
-        f"wire bytes per output byte, 1 MB command output: {wire / output:.3f} (goal <= 1.3; {wire:,} wire bytes)"
-    )
+        # 3: full-speed deltas/s vs bare pygls notifying as many messages (which goes first alternates)
+        provider.deltas, provider.interval = args.burst, 0.0
+
+        async def ours() -> None:
+            mark = len(peer.messages)
+            start = time.perf_counter()
+            await turn(peer, sid, "throughput")
+            ours_rate.append(len(deltas_of(peer, mark)) / (time.perf_counter() - start))
+
+        async def theirs() -> None:
+            start = time.perf_counter()
+            await bare_peer.call("bench/burst", {"count": args.burst})
+            bare_rate.append(args.burst / (time.perf_counter() - start))
+
+        for step in (ours, theirs) if index % 2 == 0 else (theirs, ours):
+            await step()
+
+        # 4: wire bytes per output byte, a command printing 1 MB
+        provider.tool_command = (
+            f"{sys.executable} -c \"import sys; sys.stdout.write(('x' * 99 + chr(10)) * 10486)\""
+        )
+        provider.deltas = 3
+        before = peer.bytes
+        await turn(peer, sid, "print a lot")
+        wire_ratio.append((peer.bytes - before) / (100 * 10486))
+    await bare_peer.close()
     await peer.close()
+    print(f"streaming, {args.runs} interleaved rounds:")
+    print(
+        f"  SSE write -> client assistant/delta at {statistics.median(rates):,.0f} deltas/s: "
+        f"p50 {spread(p50, digits=2)}, p99 {spread(p99, digits=2)}"
+    )
+    print(
+        f"  the same stream read raw off the socket: p50 {spread(base_p50, digits=2)}, p99 {spread(base_p99, digits=2)}"
+    )
+    added = [a - b for a, b in zip(p50, base_p50, strict=True)]
+    print(f"  added p50 {spread(added, digits=2)}")
+    print(
+        f"  end-to-end deltas/s: dsh-daemon {spread(ours_rate, 1, '/s')}, bare pygls notify "
+        f"{spread(bare_rate, 1, '/s')}, {ratio(ours_rate, bare_rate)}"
+    )
+    print(f"  wire bytes per output byte, 1 MB command output: {spread(wire_ratio, 1, '', 3)} (goal <= 1.3)")
 
 
 async def resume_big_session(tmp: Path, events: int, runs: int) -> None:
@@ -367,23 +503,25 @@ async def resume_big_session(tmp: Path, events: int, runs: int) -> None:
         times.append(time.perf_counter() - start)
         assert attached["lastSeq"] == events + 1 and len(page["turns"]) == 20, (attached, len(page["turns"]))
         await peer.close()
-    ours, theirs = statistics.median(times), statistics.median(base)
     print(
-        f"resume {events:,}-event session (attach replay none + first transcript page): {ours * 1e3:.0f} ms "
-        f"(goal < 100 ms)   dsh/session/list round trip: {theirs * 1e3:.1f} ms   ratio {ours / theirs:.1f}"
+        f"resume {events:,}-event session over the wire (attach replay none + first transcript page), "
+        f"{runs} rounds: {spread(times)} (goal < 100 ms); dsh/session/list round trip {spread(base, digits=1)}; "
+        f"{ratio(times, base)}"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--starts", type=int, default=10, help="start-up rounds (each: bare, LSP, ACP)")
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds before ACP's session/new")
+    parser.add_argument("--runs", type=int, default=5, help="rounds of every other figure")
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=20000)
     parser.add_argument("--events", type=int, default=100_000)
     args = parser.parse_args()
     asyncio.run(main_async(args))
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        asyncio.run(resume_big_session(Path(tmp), args.events, min(args.runs, 3)))
+        asyncio.run(resume_big_session(Path(tmp), args.events, args.runs))
 
 
 if __name__ == "__main__":

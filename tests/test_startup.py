@@ -41,17 +41,18 @@ LSP_LIBRARIES = ("pygls", "lsprotocol", "cattrs", "attr", "attrs")
 
 HARNESS = textwrap.dedent(
     """
-    import asyncio, io, json, os, sys
+    import asyncio, io, json, os, sys, threading
     from pathlib import Path
 
-    mode, state, first = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+    mode, state, requests = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    frame = b""
+    for request in requests:
+        body = json.dumps(request).encode()
+        frame += b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body if mode == "lsp" else body + b"\\n"
     if mode == "lsp":
         from dsh_daemon.server.main import serve, Settings
-        frame = b"Content-Length: %d\\r\\n\\r\\n" % len(first) + first
     else:
         from dsh_daemon.acp.main import serve, Settings
-
-        frame = first + b"\\n"
 
     class FirstWrite(io.RawIOBase):
         # The daemon's stdout: remembers what was imported when the first reply was written.
@@ -72,25 +73,36 @@ HARNESS = textwrap.dedent(
     os.close(w)  # then end of input: the daemon shuts down
     out = FirstWrite()
     asyncio.run(serve(Settings(state_dir=Path(state), env={}), os.fdopen(r, "rb"), out))
-    print(json.dumps({"modules": out.modules, "output": out.data.decode()}))
+    for thread in threading.enumerate():
+        if thread.name == "dsh-preload":
+            thread.join(100)
+    after = sorted(k for k, v in sys.modules.items() if v is not None)
+    print(json.dumps({"modules": out.modules, "after": after, "output": out.data.decode()}))
     """
 )
 
 
-def first_reply(mode: str, request: dict[str, Any], state: Path) -> tuple[list[str], dict[str, Any]]:
-    """The modules loaded when `mode` wrote its first reply, and that reply."""
+def serve_briefly(mode: str, state: Path, *requests: dict[str, Any]) -> dict[str, Any]:
+    """`mode` served `requests`, then the end of its input: `modules` loaded when it wrote its first
+    reply, `after` those loaded once it ended (and its preloading finished), `reply` the first reply."""
     result = subprocess.run(
-        [sys.executable, "-c", HARNESS, mode, str(state), json.dumps(request)],
+        [sys.executable, "-c", HARNESS, mode, str(state), json.dumps(requests)],
         capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
     )  # fmt: skip
-    seen = json.loads(result.stdout)
+    seen: dict[str, Any] = json.loads(result.stdout)
     output: str = seen["output"]
     if mode == "lsp":
         body = output[output.index("\r\n\r\n") + 4 :]
-        reply = json.JSONDecoder().raw_decode(body)[0]
+        seen["reply"] = json.JSONDecoder().raw_decode(body)[0]
     else:
-        reply = json.loads(output.splitlines()[0])
-    return seen["modules"], reply
+        seen["reply"] = json.loads(output.splitlines()[0])
+    return seen
+
+
+def first_reply(mode: str, request: dict[str, Any], state: Path) -> tuple[list[str], dict[str, Any]]:
+    """The modules loaded when `mode` wrote its first reply, and that reply."""
+    seen = serve_briefly(mode, state, request)
+    return seen["modules"], seen["reply"]
 
 
 def too_early(modules: list[str]) -> list[str]:
@@ -126,6 +138,43 @@ def test_lsp_mode_still_refuses_a_bad_option_in_the_initialize_reply(tmp_path: P
     modules, reply = first_reply("lsp", request, tmp_path)
     assert reply["error"]["code"] == -32602 and "grep" in reply["error"]["message"], reply
     assert too_early(modules) == []
+
+
+def test_lsp_mode_loads_the_session_machinery_after_initialized(tmp_path: Path) -> None:
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    seen = serve_briefly("lsp", tmp_path, LSP_INITIALIZE, initialized)
+    assert too_early(seen["modules"]) == []
+    assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+
+
+ACP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+
+
+def test_acp_mode_answers_initialize_before_any_lsp_library_or_session_module(tmp_path: Path) -> None:
+    seen = serve_briefly("acp", tmp_path, ACP_INITIALIZE)
+    assert seen["reply"]["id"] == 1 and seen["reply"]["result"]["agentInfo"]["name"] == "dsh-daemon"
+    assert too_early(seen["modules"]) == []
+    assert [m for m in seen["modules"] if m.split(".")[0] in LSP_LIBRARIES] == []
+    # once the reply is out, the session machinery loads in the background
+    assert {"dsh_daemon.acp.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+
+
+def test_acp_mode_refuses_a_bad_option_in_the_initialize_reply_and_serves_sessions_after(
+    tmp_path: Path,
+) -> None:
+    bad = {**ACP_INITIALIZE, "params": {"protocolVersion": 1, "_meta": {"dsh": {"permissionTimeoutS": -1}}}}
+    modules, reply = first_reply("acp", bad, tmp_path)
+    assert reply["error"]["code"] == -32602 and "permissionTimeoutS" in reply["error"]["message"], reply
+    assert too_early(modules) == []
+    new = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "session/new",
+        "params": {"cwd": str(tmp_path), "mcpServers": []},
+    }
+    seen = serve_briefly("acp", tmp_path / "state", ACP_INITIALIZE, new)
+    second = json.loads(seen["output"].splitlines()[1])
+    assert second["id"] == 2 and second["result"]["sessionId"], second
 
 
 def test_the_harness_sees_a_session_import_everything(tmp_path: Path) -> None:

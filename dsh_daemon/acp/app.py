@@ -8,27 +8,32 @@ Standard: `initialize`, `authenticate`, `session/new`, `session/load`, `session/
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_daemon import __version__
-from dsh_daemon.acp.context import prompt_parts
-from dsh_daemon.acp.files import FsCapabilities
-from dsh_daemon.acp.frontend import AcpFrontEnd
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host import errors
-from dsh_daemon.host.options import ServerSource, parse_options, parse_session_servers
+from dsh_daemon.host.options import DaemonOptions, ServerSource, parse_options, parse_session_servers
 from dsh_daemon.host.paths import checked_path, is_directory
-from dsh_daemon.model.inbox import TARGETS, Target
+from dsh_daemon.host.preload import preload_in_background
+
+if TYPE_CHECKING:
+    from dsh_daemon.acp.context import PromptParts
+    from dsh_daemon.acp.frontend import AcpFrontEnd
+    from dsh_daemon.model.inbox import Target
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+# What the first session request imports (`front_end`, `_prompt`), loaded after `initialize`'s reply.
+PRELOAD = ("dsh_daemon.acp.frontend", "dsh_daemon.acp.files", "dsh_daemon.acp.context")
 
 
 @dataclass
@@ -115,16 +120,33 @@ class Daemon:
         self.settings = settings
         self._front_end: AcpFrontEnd | None = None
         self._init_result: dict[str, Any] | None = None
+        # What `initialize` gave, for the front end built at the first session request.
+        self._options: DaemonOptions | None = None
+        self._client_capabilities: Any = None
         self.shutting_down = False
         self._register()
 
     @property
     def front_end(self) -> AcpFrontEnd:
+        """The session host and this front end's side of it, built (and imported) on the first request
+        that needs a session: `initialize` is answered before any of it is loaded."""
         if self.shutting_down:
             raise errors.shutting_down()
-        if self._front_end is None:
+        if self._options is None:
             raise errors.not_initialized()
+        if self._front_end is None:
+            from dsh_daemon.acp.files import FsCapabilities
+            from dsh_daemon.acp.frontend import AcpFrontEnd
+
+            fs = FsCapabilities.parse(self._client_capabilities)
+            self._front_end = AcpFrontEnd(self.connection, self.settings.state_dir, self._options, fs)
         return self._front_end
+
+    def _prompt(self, p: Mapping[str, Any], session_id: str) -> PromptParts:
+        """A request's `prompt` blocks as the message (and attachments) they make in this session."""
+        from dsh_daemon.acp.context import prompt_parts
+
+        return prompt_parts(p.get("prompt"), self.front_end.workspace(session_id))
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queued prompts stay parked for the next load."""
@@ -164,11 +186,13 @@ class Daemon:
         meta = p.get("_meta")
         dsh_options = meta.get("dsh") if isinstance(meta, Mapping) else None
         settings = self.settings
-        options = parse_options(
+        self._options = parse_options(
             settings.state_dir, settings.env, settings.flags, dsh_options, what="_meta.dsh"
         )
-        fs = FsCapabilities.parse(p.get("clientCapabilities"))
-        self._front_end = AcpFrontEnd(self.connection, settings.state_dir, options, fs)
+        self._client_capabilities = p.get("clientCapabilities")
+        # Once this reply is written (the connection writes it before the loop runs anything else),
+        # the session machinery loads while the client sends its first session request.
+        asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
         self._init_result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": capabilities(),
@@ -224,9 +248,8 @@ class Daemon:
         method = "session/prompt"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        front_end = self.front_end
-        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
-        return front_end.prompt(session_id, rid, parts)
+        parts = self._prompt(p, session_id)
+        return self.front_end.prompt(session_id, rid, parts)
 
     def session_cancel(self, raw: Any) -> None:
         p = _object(raw, "session/cancel")
@@ -251,7 +274,7 @@ class Daemon:
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         front_end = self.front_end
-        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
+        parts = self._prompt(p, session_id)
         running = front_end.session(session_id).status == "running"
         try:
             front_end.send(session_id, parts, "steer")
@@ -268,9 +291,8 @@ class Daemon:
         method = "_dsh/inject"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        front_end = self.front_end
-        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
-        return {"messageId": front_end.send(session_id, parts, "inject")}
+        parts = self._prompt(p, session_id)
+        return {"messageId": self.front_end.send(session_id, parts, "inject")}
 
     def wake(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "_dsh/wake")
@@ -291,9 +313,8 @@ class Daemon:
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         message_id = _str(p, "messageId", method)
-        front_end = self.front_end
-        parts = prompt_parts(p.get("prompt"), front_end.workspace(session_id))
-        front_end.inbox_replace(session_id, message_id, parts)
+        parts = self._prompt(p, session_id)
+        self.front_end.inbox_replace(session_id, message_id, parts)
         return {"messageId": parts.message.id}
 
     def inbox_move(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -301,6 +322,8 @@ class Daemon:
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         message_id = _str(p, "messageId", method)
+        from dsh_daemon.model.inbox import TARGETS
+
         target = p.get("target")
         if target not in TARGETS:
             raise errors.invalid_params(f"{method}: 'target' must be one of {list(TARGETS)}")

@@ -41,6 +41,7 @@ from dsh_daemon.host.options import (
     parse_session_servers,
 )
 from dsh_daemon.host.paths import checked_path
+from dsh_daemon.host.preload import preload_in_background
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 
@@ -54,6 +55,8 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
+# What the first dsh/* request imports (the front end, the declarations), loaded after `initialized`.
+PRELOAD = ("dsh_daemon.server.frontend", "dsh_daemon.model.methods")
 
 
 class _Declarations:
@@ -230,6 +233,13 @@ def register(daemon: Daemon) -> None:
             settings.state_dir, settings.env, settings.flags, options, what=INIT_OPTIONS
         )
         daemon.init = p
+
+    @server.feature(types.INITIALIZED)
+    def on_initialized(ls: LanguageServer, p: types.InitializedParams) -> None:
+        # The session machinery loads while the editor gets to its first dsh/* request: after the
+        # frames already written in this pass of the loop leave (the writer's flush runs first).
+        if daemon.init is not None and daemon._front_end is None:
+            asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def on_folders(ls: LanguageServer, p: types.DidChangeWorkspaceFoldersParams) -> None:
