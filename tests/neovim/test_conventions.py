@@ -32,6 +32,8 @@ COMMANDS = {
     "DshPermission",
     "DshReview",
     "DshModel",
+    "DshRewind",
+    "DshFork",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

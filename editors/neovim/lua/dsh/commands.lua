@@ -88,6 +88,14 @@ function run.DshModel(o)
   control.set_model(o.args)
 end
 
+function run.DshRewind(o)
+  require('dsh.rewind').rewind(o.args)
+end
+
+function run.DshFork(o)
+  require('dsh.rewind').fork(o.args)
+end
+
 function M.run(name, o)
   require('dsh').ensure_setup()
   return run[name](o)

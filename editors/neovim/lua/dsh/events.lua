@@ -28,6 +28,11 @@ function M.event(_root, ev)
     end
   elseif ev.type == 'turn/end' then
     permissions.resolved(ev.sessionId)
+  elseif ev.type == 'rewind/files' or ev.type == 'conversation/cut' then
+    local note = require('dsh.rewind').note(chat, ev)
+    if note then
+      chat:note(note, ev.data.phase == 'interrupted' and 'DshError' or nil)
+    end
   end
 end
 

@@ -23,6 +23,8 @@ M.commands = {
   { 'DshEdits', { desc = 'dsh: files the agent edited (quickfix)' } },
   { 'DshPermission', { desc = 'dsh: go to the permission request waiting' } },
   { 'DshReview', { desc = 'dsh: review the edit waiting for permission, hunk by hunk' } },
+  { 'DshRewind', { nargs = '?', desc = 'dsh: files and/or conversation back to before a turn (the latest by default)' } },
+  { 'DshFork', { nargs = '?', desc = 'dsh: a new session from the turns up to one (all by default)' } },
   {
     'DshModel',
     {
