@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
+import contextlib
 import json
 import os
 import statistics
@@ -306,6 +308,10 @@ class SseProvider:
         self.port = server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):  # the raw-socket baseline hangs up mid-stream
+            await self._answer(reader, writer)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -403,6 +409,10 @@ async def main_async(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dsh-bench-"))
     bare = tmp / "bare_server.py"
     bare.write_text(BARE_SERVER)
+    # As installed: pip compiles a package's bytecode at install time (pygls' and lsprotocol's are),
+    # while an editable checkout under PYTHONDONTWRITEBYTECODE (as this machine sets) would compile
+    # every module of ours from source at every start.
+    compileall.compile_dir(ROOT / "dsh_daemon", quiet=1)
 
     # 1: start-up of both modes against bare pygls
     await startup_figures(tmp, bare, args.starts, args.pause)
