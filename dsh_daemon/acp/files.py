@@ -102,11 +102,11 @@ class ClientFiles:
 
     # ---- EditApplier ---------------------------------------------------------------------------------
 
-    async def apply(self, edit: ComputedEdit) -> None:
+    async def apply(self, edit: ComputedEdit) -> str | None:
         if not self.capabilities.write:
             await self._disk.apply(edit)
             self._texts.pop(edit.path, None)
-            return
+            return None
         if self.capabilities.read:
             current = await self.read(edit.path)
             if edit.created:
@@ -138,3 +138,4 @@ class ClientFiles:
         except Exception as exc:
             raise EditConflictError(f"{edit.path}: the editor refused the write: {exc}") from None
         self._texts[edit.path] = edit.after_text
+        return None

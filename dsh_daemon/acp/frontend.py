@@ -24,7 +24,15 @@ from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions, ServerSource
-from dsh_daemon.host.port import Approver, DocumentSource, EditApplier, FrontEndHooks, Workspace
+from dsh_daemon.host.port import (
+    Approver,
+    DocumentSource,
+    EditApplier,
+    EditorServices,
+    FrontEndHooks,
+    NoEditor,
+    Workspace,
+)
 from dsh_daemon.host.sessions import SessionHost
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.inbox import PRESETS, Target
@@ -74,6 +82,10 @@ class AcpFrontEnd:
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
         return self.driven[session_id].files
+
+    def editor_services(self, session_id: str, workspace: Workspace) -> EditorServices:
+        # ACP has no method for diagnostics, language features or unsaved buffers: none are offered.
+        return NoEditor()
 
     def new_approver(self, session_id: str) -> Approver:
         translator = self.driven[session_id].translator

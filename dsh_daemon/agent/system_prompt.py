@@ -77,6 +77,17 @@ TOOL_GUIDANCE: tuple[tuple[str, str], ...] = (
         "the command failed.",
     ),
     ("grep", "Use grep, find_files and list_dir to find code instead of guessing paths."),
+    (
+        "definition",
+        "definition, references, symbols and hover ask the editor's language servers: prefer them to "
+        "grep to find where a symbol is defined or used (they follow imports and tell same-named "
+        "things apart); fall back to grep when they say there is no language server for the file.",
+    ),
+    (
+        "diagnostics",
+        "After your edits the results list new errors the editor's language server reports; fix them. "
+        "The diagnostics tool lists a file's or the workspace's current problems.",
+    ),
 )
 TOOLS_FOOTER = (
     "Relative paths start at the working directory; every path must stay inside the workspace roots "

@@ -28,6 +28,7 @@ from dsh_daemon.agent.tools import (
     Allow,
     Ask,
     Deny,
+    PermissionReply,
     PermissionRequest,
     PostExecuteDecision,
     Tool,
@@ -61,6 +62,7 @@ class _RunningCall:
     deferred: list[UserMessage] = field(default_factory=list)
     concluded: bool = False
     approved_preview: Mapping[str, Any] | None = None
+    accepted_text: str | None = None
 
     def emit_output(self, text: str) -> None:
         if text:
@@ -217,8 +219,9 @@ async def _run_one_unguarded(
                 call_seq=event.seq,
             )
         approved: list[Mapping[str, Any]] = []
+        accepted: list[str] = []
         try:
-            denial = await _permission(agent, call, signal, approved)
+            denial = await _permission(agent, call, signal, approved, accepted)
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
@@ -229,7 +232,13 @@ async def _run_one_unguarded(
         event = agent.log.append(*_called(call))
         logged.append(event.seq or 0)
         agent.log.commit()
-        context = _RunningCall(agent, call, signal, approved_preview=approved[-1] if approved else None)
+        context = _RunningCall(
+            agent,
+            call,
+            signal,
+            approved_preview=approved[-1] if approved else None,
+            accepted_text=accepted[-1] if accepted else None,
+        )
         try:
             outcome = await tool.execute(call.args, context)
             if not isinstance(outcome, ToolOutcome):
@@ -282,10 +291,15 @@ def _check_outcome(outcome: ToolOutcome) -> None:
 
 
 async def _permission(
-    agent: TurnContext, call: ToolCall, signal: AbortSignal, approved: list[Mapping[str, Any]]
+    agent: TurnContext,
+    call: ToolCall,
+    signal: AbortSignal,
+    approved: list[Mapping[str, Any]],
+    accepted: list[str],
 ) -> ToolOutcome | None:
     """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
-    person approved is appended to `approved`, so the tool can refuse to do anything else."""
+    person approved is appended to `approved`, so the tool can refuse to do anything else; the text
+    they accepted instead of an edit's proposal, to `accepted` (the tool writes exactly that)."""
     for hook in agent.hooks.pre_execute:
         decision = await signal.race(hook(call, signal))
         if decision is None or isinstance(decision, Allow):
@@ -301,9 +315,12 @@ async def _permission(
                     f"Error: running {call.name} needs the user's permission and no client can ask", "DENIED"
                 )
             request = PermissionRequest(call, decision.title, decision.preview)
-            outcome = await signal.race(agent.approver.request_permission(request, signal))
+            reply = await signal.race(agent.approver.request_permission(request, signal))
+            outcome = reply.outcome if isinstance(reply, PermissionReply) else reply
             if outcome in ("allow-always", "allow-once") and decision.preview is not None:
                 approved.append(decision.preview)
+                if isinstance(reply, PermissionReply) and reply.new_text is not None:
+                    accepted.append(reply.new_text)
             if outcome == "allow-always":
                 agent.always_allowed.add(scope)
             elif outcome == "allow-once":

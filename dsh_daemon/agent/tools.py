@@ -55,6 +55,7 @@ class ToolContext(Protocol):
     call: ToolCall
     signal: AbortSignal
     approved_preview: Mapping[str, Any] | None  # what the person saw and allowed, if they were asked
+    accepted_text: str | None  # the file's whole new text as the person accepted it (an edited proposal)
 
     def emit_output(self, text: str) -> None:
         """Live `tool/output` with only the new text (never the whole output again)."""
@@ -115,10 +116,20 @@ class PermissionRequest:
     preview: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PermissionReply:
+    """An answer that carries more than its outcome: `new_text`, the whole text of the file as the
+    person accepted an edit after changing the proposal (only with an allowing outcome, and only for
+    a request whose preview is an edit)."""
+
+    outcome: PermissionOutcome
+    new_text: str | None = None
+
+
 class Approver(Protocol):
     async def request_permission(
         self, request: PermissionRequest, signal: AbortSignal
-    ) -> PermissionOutcome: ...
+    ) -> PermissionOutcome | PermissionReply: ...
 
 
 @dataclass(frozen=True, slots=True)

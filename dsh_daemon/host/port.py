@@ -20,6 +20,7 @@ from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import (
     Approver,
     PermissionOutcome,
+    PermissionReply,
     PermissionRequest,
     PreExecuteDecision,
     PreExecuteHook,
@@ -27,12 +28,21 @@ from dsh_daemon.agent.tools import (
 )
 from dsh_daemon.model.events import Event
 from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.editor import (
+    LANGUAGE_FEATURES,
+    EditorServices,
+    EditorUnavailable,
+    FileDiagnostics,
+    LanguageFeature,
+    NoEditor,
+)
 from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier, EditApplier
 from dsh_daemon.tools.errors import EditConflictError, OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.textfiles import sha256_text
 from dsh_daemon.tools.workspace import Workspace
 
 __all__ = [
+    "LANGUAGE_FEATURES",
     "AbortSignal",
     "Approver",
     "ComputedEdit",
@@ -40,11 +50,17 @@ __all__ = [
     "DocumentSource",
     "EditApplier",
     "EditConflictError",
+    "EditorServices",
+    "EditorUnavailable",
     "Enter",
+    "FileDiagnostics",
     "FrontEnd",
     "FrontEndHooks",
+    "LanguageFeature",
+    "NoEditor",
     "OutsideWorkspaceError",
     "PermissionOutcome",
+    "PermissionReply",
     "PermissionRequest",
     "PreExecuteDecision",
     "PreExecuteHook",
@@ -75,6 +91,11 @@ class FrontEnd(Protocol):
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
         """Where the session's edits go (the editor, so undo works; else disk)."""
+        ...
+
+    def editor_services(self, session_id: str, workspace: Workspace) -> EditorServices:
+        """What the editor does for the tools beyond documents: unsaved documents, diagnostics,
+        language features (`NoEditor()`: nothing)."""
         ...
 
     def new_approver(self, session_id: str) -> Approver:

@@ -57,8 +57,15 @@ def wire_session_tools(
     they change in `checkpoints`), plus the configured MCP servers and the session's own."""
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
+    editor = front_end.editor_services(session_id, workspace)
     kit = build_tool_registry(
-        workspace, documents, applier, options.tools, McpToolRegistry(), checkpoints=checkpoints
+        workspace,
+        documents,
+        applier,
+        options.tools,
+        McpToolRegistry(),
+        checkpoints=checkpoints,
+        editor=editor,
     )
     servers = merge(options.mcp_servers, session_servers or {})
     mcp = attach_mcp(

@@ -26,6 +26,7 @@ from dsh_daemon.model.wire import (
     PermissionGrant,
     PermissionOutcome,
     PermissionRequest,
+    Position,
     Range,
     RewindProblem,
     SessionStatus,
@@ -302,6 +303,7 @@ class PermissionsRespondParams:
     session_id: SessionId
     call_id: NonEmptyStr
     outcome: PermissionOutcome
+    new_text: str | None = None  # an edit accepted as changed by the person (§8)
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,107 @@ class PermissionAnswer:
     """The client's answer to `dsh/requestPermission`."""
 
     outcome: PermissionOutcome
+    new_text: str | None = None  # an edit accepted as changed by the person (§8)
+
+
+# ---- the editor's abilities (§9): the daemon asks, the client answers -------------------------------
+
+
+@dataclass(frozen=True)
+class DocumentSaveParams:
+    uris: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SaveFailure:
+    uri: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DocumentSaveResult:
+    saved: tuple[str, ...]
+    failed: tuple[SaveFailure, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EditorDiagnosticsParams:
+    uris: tuple[str, ...] | None = None  # null: every document with problems
+
+
+@dataclass(frozen=True)
+class FileDiagnosticsJson:
+    uri: str
+    diagnostics: tuple[Annotated[JsonObject, SchemaAs(Diagnostic)], ...]  # LSP `Diagnostic`s, as sent
+
+
+@dataclass(frozen=True)
+class EditorDiagnosticsResult:
+    items: tuple[FileDiagnosticsJson, ...]
+
+
+@dataclass(frozen=True)
+class Location:
+    uri: str
+    range: Range
+
+
+@dataclass(frozen=True)
+class EditorPositionParams:
+    """`dsh/editor/definition`, `dsh/editor/hover`: a place in a document (UTF-16 characters)."""
+
+    uri: str
+    position: Position
+
+
+@dataclass(frozen=True)
+class EditorReferencesParams:
+    uri: str
+    position: Position
+    include_declaration: bool | None = None
+
+
+@dataclass(frozen=True)
+class EditorSymbolsParams:
+    """A document's symbols (`uri`), or the workspace's matching `query`."""
+
+    uri: str | None = None
+    query: str | None = None
+
+
+@dataclass(frozen=True)
+class LocationsResult:
+    locations: tuple[Location, ...]
+    no_language_server: bool | None = None  # no language server answers for this file
+
+
+@dataclass(frozen=True)
+class SymbolJson:
+    name: str
+    kind: int  # LSP SymbolKind
+    location: Location
+    container_name: str | None = None
+
+
+@dataclass(frozen=True)
+class EditorSymbolsResult:
+    symbols: tuple[SymbolJson, ...]
+    no_language_server: bool | None = None
+
+
+@dataclass(frozen=True)
+class EditorHoverResult:
+    contents: str  # markdown
+    no_language_server: bool | None = None
+
+
+@dataclass(frozen=True)
+class DshClientCapabilities:
+    """`initialize` params `capabilities.experimental.dsh`: what the client offers the daemon."""
+
+    document_save: bool | None = None
+    diagnostics: bool | None = None
+    language_features: tuple[Literal["definition", "references", "symbols", "hover"], ...] | None = None
 
 
 # ---- what the daemon sends -------------------------------------------------------------------------
@@ -350,6 +453,10 @@ class DshCapabilities:
     configuration_change: bool | None = None
     mcp_servers: bool | None = None
     rewind: bool | None = None
+    editor_coherence: bool | None = None
+    edited_accept: bool | None = None
+    editor_diagnostics: bool | None = None
+    language_features: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -402,4 +509,10 @@ METHODS: dict[str, Method] = _table(
 DAEMON_METHODS: dict[str, Method] = _table(
     Method("dsh/event", EventParams, None, "an event of a session the connection follows"),
     Method("dsh/requestPermission", PermissionRequest, PermissionAnswer, "ask before a tool call"),
+    Method("dsh/document/save", DocumentSaveParams, DocumentSaveResult, "save documents the agent edited"),
+    Method("dsh/editor/diagnostics", EditorDiagnosticsParams, EditorDiagnosticsResult, "its problems"),
+    Method("dsh/editor/definition", EditorPositionParams, LocationsResult, "where a symbol is defined"),
+    Method("dsh/editor/references", EditorReferencesParams, LocationsResult, "where a symbol is used"),
+    Method("dsh/editor/symbols", EditorSymbolsParams, EditorSymbolsResult, "a file's or workspace's symbols"),
+    Method("dsh/editor/hover", EditorPositionParams, EditorHoverResult, "a symbol's type and documentation"),
 )

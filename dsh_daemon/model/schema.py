@@ -25,7 +25,13 @@ from dsh_daemon.model.codec import (
     camel,
     is_union,
 )
-from dsh_daemon.model.methods import DAEMON_METHODS, METHODS, DshCapabilities, Method
+from dsh_daemon.model.methods import (
+    DAEMON_METHODS,
+    METHODS,
+    DshCapabilities,
+    DshClientCapabilities,
+    Method,
+)
 from dsh_daemon.model.payloads import PAYLOADS
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
@@ -135,7 +141,11 @@ def wire_schema() -> dict[str, Any]:
             "required": ["sessionId", "type", "data", *(["seq"] if durable else [])],
         }
         envelopes.append(envelope)
-    for extra in (DshCapabilities, wire.EditMeta):  # shapes named in protocol.md, carried as JSON
+    for extra in (
+        DshCapabilities,
+        DshClientCapabilities,
+        wire.EditMeta,
+    ):  # shapes named in protocol.md, carried as JSON
         builder.ref(extra)
     defs = dict(sorted(builder.defs.items()))
     defs["DshEvent"] = {

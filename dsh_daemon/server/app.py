@@ -110,6 +110,10 @@ class DshProtocol(LanguageServerProtocol):
                 "configurationChange": True,  # workspace/didChangeConfiguration (§1)
                 "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
                 "rewind": True,  # dsh/session/rewind, checkpoints, fork (§15)
+                "editorCoherence": True,  # edits saved, unsaved documents named; `documentSave` (§9)
+                "editorDiagnostics": True,  # client `diagnostics`: new errors after edits, a tool (§9)
+                "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
+                "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
             }
         }
         return result
@@ -411,7 +415,7 @@ def register(daemon: Daemon) -> None:
 
     def permissions_respond(ls: LanguageServer, p: m.PermissionsRespondParams) -> m.PermissionsRespondResult:
         return m.PermissionsRespondResult(
-            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome)
+            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text)
         )
 
     def context_add(ls: LanguageServer, p: m.ContextAddParams) -> m.MessageIdResult:

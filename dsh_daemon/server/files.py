@@ -18,10 +18,18 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from dsh_daemon.host.port import ComputedEdit, DiskEditApplier, EditConflictError, sha256_text
+from dsh_daemon.host.port import (
+    ComputedEdit,
+    DiskEditApplier,
+    EditConflictError,
+    EditorUnavailable,
+    sha256_text,
+)
+from dsh_daemon.server.editor import LspEditor
 
 logger = logging.getLogger(__name__)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+SYNC_WAIT_S = 2.0  # for the editor's didChange after an applied edit
 
 
 class EditorDocuments:
@@ -62,11 +70,13 @@ class WorkspaceEditApplier:
         documents: EditorDocuments,
         disk: DiskEditApplier,
         client_capabilities: Callable[[], types.ClientCapabilities | None],
+        editor: LspEditor | None = None,
     ) -> None:
         self._server = server
         self._documents = documents
         self._disk = disk
         self._capabilities = client_capabilities
+        self._editor = editor
 
     def _can_apply(self) -> bool:
         caps = self._capabilities()
@@ -81,10 +91,12 @@ class WorkspaceEditApplier:
             and types.ResourceOperationKind.Create in edit.resource_operations
         )
 
-    async def apply(self, edit: ComputedEdit) -> None:
+    async def apply(self, edit: ComputedEdit) -> str | None:
+        """The edit in the editor (undo works there), then on disk: commands and the person's tools
+        see what the buffer shows (protocol.md §9, coherence). Only the edited document is saved."""
         if not self._can_apply() or (edit.created and not self._can_create()):
             await self._disk.apply(edit)
-            return
+            return None
         uri = self._documents.uri_for(edit.path) or edit.path.as_uri()
         if edit.created:
             changes: list[Any] = [
@@ -123,3 +135,39 @@ class WorkspaceEditApplier:
         if not result.applied:
             reason = result.failure_reason or "the editor refused the edit"
             raise EditConflictError(f"{edit.path}: {reason}")
+        await self._until_synced(edit)
+        return await self._save(edit, uri)
+
+    async def _until_synced(self, edit: ComputedEdit) -> None:
+        """Wait (bounded) for the editor's change notification of an open document, so the next read
+        sees the edit rather than the text it replaced (a client may debounce its didChange)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SYNC_WAIT_S
+        while loop.time() < deadline:
+            current = self._documents.text_for(edit.path)
+            if current is None or current == edit.after_text:
+                return
+            await asyncio.sleep(0.01)
+
+    async def _save(self, edit: ComputedEdit, uri: str) -> str | None:
+        """Buffer == disk after an edit: the editor saves the document when it can
+        (`dsh/document/save`), else the daemon writes the same text. Nothing else is saved."""
+        if self._editor is not None and self._editor.offers_save:
+            try:
+                failed = await self._editor.save([uri])
+            except EditorUnavailable as exc:
+                failed = {uri: str(exc)}
+            if not failed:
+                return None
+            return (
+                f"Note: the edit is in the editor, but the editor did not save {edit.path.name} "
+                f"({failed.get(uri, 'not saved')}); commands and other programs see the old file."
+            )
+        try:
+            await asyncio.to_thread(DiskEditApplier.write_text, edit.path, edit.after_text)
+        except OSError as exc:
+            return (
+                f"Note: the edit is in the editor, but {edit.path.name} could not be written to disk "
+                f"({exc.strerror or exc}); commands and other programs see the old file."
+            )
+        return None

@@ -25,6 +25,7 @@ from dsh_daemon.host.port import (
     DiskEditApplier,
     DocumentSource,
     EditApplier,
+    EditorServices,
     FrontEndHooks,
     Workspace,
 )
@@ -42,6 +43,7 @@ from dsh_daemon.server.context import (
     build_context_message,
     snapshot_hook,
 )
+from dsh_daemon.server.editor import ClientDsh, LspEditor
 from dsh_daemon.server.eventwire import send_event
 from dsh_daemon.server.files import EditorDocuments, WorkspaceEditApplier
 from dsh_daemon.server.params import json_of
@@ -86,7 +88,18 @@ class LspFrontEnd:
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
         documents = EditorDocuments(self.server)
         disk = DiskEditApplier(workspace)
-        return WorkspaceEditApplier(self.server, documents, disk, lambda: self.client_capabilities)
+        editor = self._editor()
+        return WorkspaceEditApplier(self.server, documents, disk, lambda: self.client_capabilities, editor)
+
+    def editor_services(self, session_id: str, workspace: Workspace) -> EditorServices:
+        return self._editor()
+
+    def _editor(self) -> LspEditor:
+        return LspEditor(
+            self.server,
+            lambda: ClientDsh.of(self.client_capabilities),
+            lambda: self.host.options.tools.limits.editor_request_timeout_s,
+        )
 
     def new_approver(self, session_id: str) -> Approver:
         timeout = lambda: self.host.options.permission_timeout_s  # noqa: E731  (read at each request)

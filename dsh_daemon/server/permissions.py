@@ -16,12 +16,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from lsprotocol import types
 from pygls.protocol import JsonRPCProtocol
 
-from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionRequest
+from dsh_daemon.host.errors import invalid_params
+from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionReply, PermissionRequest
 from dsh_daemon.model.payloads import PermissionRequested, PermissionResolved
 
 logger = logging.getLogger(__name__)
@@ -50,15 +51,25 @@ class LspApprover:
         """The `dsh/requestPermission` params of every request still waiting for an answer."""
         return [params for params, _ in self._open.values()]
 
-    def respond(self, call_id: str, outcome: str) -> bool:
-        """Answer an open request out of band (`dsh/permissions/respond`); False when none is open."""
+    def respond(self, call_id: str, outcome: str, new_text: str | None = None) -> bool:
+        """Answer an open request out of band (`dsh/permissions/respond`); False when none is open.
+        A `new_text` the request cannot take is refused (`invalid_params`), and the request stays open."""
         entry = self._open.get(call_id)
         if entry is None or entry[1].done():
             return False
-        entry[1].set_result({"outcome": outcome})
+        if new_text is not None:
+            problem = new_text_problem(entry[0].get("preview"), outcome)
+            if problem is not None:
+                raise invalid_params(f"dsh/permissions/respond: 'newText' {problem}")
+        answer: dict[str, Any] = {"outcome": outcome}
+        if new_text is not None:
+            answer["newText"] = new_text
+        entry[1].set_result(answer)
         return True
 
-    async def request_permission(self, request: PermissionRequest, signal: AbortSignal) -> PermissionOutcome:
+    async def request_permission(
+        self, request: PermissionRequest, signal: AbortSignal
+    ) -> PermissionOutcome | PermissionReply:
         msg_id = f"perm-{uuid.uuid4()}"
         call_id = request.call.call_id
         call = request.call
@@ -71,8 +82,9 @@ class LspApprover:
         self._announce(asked.TYPE, asked.data())
         outcome: PermissionOutcome = "cancelled"
         try:
-            outcome = await self._ask(msg_id, params, out_of_band, signal)
-            return outcome
+            reply = await self._ask(msg_id, params, out_of_band, signal)
+            outcome = reply.outcome if isinstance(reply, PermissionReply) else reply
+            return reply
         finally:
             self._open.pop(call_id, None)
             resolved = PermissionResolved(call_id, outcome)
@@ -80,7 +92,7 @@ class LspApprover:
 
     async def _ask(
         self, msg_id: str, params: dict[str, Any], out_of_band: asyncio.Future[Any], signal: AbortSignal
-    ) -> PermissionOutcome:
+    ) -> PermissionOutcome | PermissionReply:
         future = asyncio.wrap_future(
             self._protocol.send_request("dsh/requestPermission", params, msg_id=msg_id)
         )
@@ -109,7 +121,29 @@ class LspApprover:
                 # own prompt is no longer needed.
                 self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else getattr(answer, "outcome", None)
-        return outcome if outcome in OUTCOMES else "cancelled"
+        if outcome not in OUTCOMES:
+            return "cancelled"
+        new_text = answer.get("newText") if isinstance(answer, Mapping) else None
+        if new_text is None:
+            return cast(PermissionOutcome, outcome)
+        problem = new_text_problem(params.get("preview"), outcome)
+        if problem is not None or not isinstance(new_text, str):
+            # Fail closed: writing something other than what the person meant is worse than asking again.
+            logger.warning("permission answer refused: 'newText' %s", problem or "must be a string")
+            return "cancelled"
+        return PermissionReply(cast(PermissionOutcome, outcome), new_text)
+
+
+def new_text_problem(preview: Any, outcome: str) -> str | None:
+    """Why an answer's `newText` cannot be taken (None: it can): only beside an allowing outcome, for
+    a request previewing an edit whose whole before-text was shown (protocol.md §8)."""
+    if outcome not in ("allow-once", "allow-always"):
+        return "goes only with allow-once or allow-always"
+    if not isinstance(preview, Mapping) or "diff" not in preview:
+        return "needs a request that previews an edit"
+    if preview.get("truncated"):
+        return "cannot be taken for a preview cut by its cap (truncated)"
+    return None
 
 
 async def _first(*futures: asyncio.Future[Any]) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal as signals
@@ -20,9 +21,12 @@ from typing import Any
 
 from dsh_daemon.agent.budget import GENERIC_HINT, SNAP, marker
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.messages import TextBlock
 from dsh_daemon.tools import proctree
 from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
+from dsh_daemon.tools.editor import EditorServices, NoEditor
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.workspace import Workspace
@@ -126,11 +130,13 @@ class RunCommandTool(ToolBase):
         *,
         shell: str | None = None,
         checkpoints: Checkpointer | None = None,
+        editor: EditorServices | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits
         self.shell = shell or shutil.which("bash") or "/bin/sh"
         self.checkpoints = checkpoints
+        self.editor = editor or NoEditor()
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
         return f"Run: {short(str(args.get('command', '?')))}"
@@ -164,6 +170,7 @@ class RunCommandTool(ToolBase):
 
     async def _run(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
         timeout = limit_s
+        unsaved = await self._unsaved(ctx)
         proctree.become_subreaper()
         proctree.forget_finished()
         tree = proctree.ProcessTree(0)
@@ -212,7 +219,27 @@ class RunCommandTool(ToolBase):
                 transport = getattr(proc, "_transport", None)
                 if transport is not None:
                     transport.close()
-        return self._outcome(command, proc.returncode, output, stopped, timeout)
+        return self._with_unsaved(self._outcome(command, proc.returncode, output, stopped, timeout), unsaved)
+
+    async def _unsaved(self, ctx: ToolContext) -> list[str]:
+        """Open documents whose editor text differs from disk (the command sees the disk), shown
+        live to the person (a `tool/output` line) before the command starts."""
+        paths = await asyncio.to_thread(self.editor.unsaved_paths)
+        shown = [self.workspace.display(p) for p in paths]
+        if shown:
+            ctx.emit_output(f"[dsh] {unsaved_note(shown)}\n")
+        return shown
+
+    @staticmethod
+    def _with_unsaved(outcome: ToolOutcome, shown: list[str]) -> ToolOutcome:
+        if not shown:
+            return outcome
+        meta = dict(outcome.meta or {})
+        meta["unsavedDocuments"] = shown
+        text = "".join(b.text for b in outcome.content if isinstance(b, TextBlock))
+        return dataclasses.replace(
+            outcome, content=(TextBlock(f"{text}\nNote: {unsaved_note(shown)}"),), meta=FrozenDict(meta)
+        )
 
     async def _pump(self, proc: asyncio.subprocess.Process, output: _Output, ctx: ToolContext) -> None:
         assert proc.stdout is not None
@@ -272,3 +299,16 @@ class RunCommandTool(ToolBase):
                 meta=meta,
             )
         return ToolOutcome.text(f"{text or NO_OUTPUT}[exit code {code}]", meta=meta)
+
+
+UNSAVED_NAMED = 10  # documents named in the note; the rest are counted
+
+
+def unsaved_note(shown: list[str]) -> str:
+    """ "app.py has unsaved changes in the editor; the command saw the saved file"."""
+    names = ", ".join(shown[:UNSAVED_NAMED])
+    if len(shown) > UNSAVED_NAMED:
+        names += f" and {len(shown) - UNSAVED_NAMED} more"
+    if len(shown) == 1:
+        return f"{names} has unsaved changes in the editor; the command saw the saved file"
+    return f"{names} have unsaved changes in the editor; the command saw the saved files"

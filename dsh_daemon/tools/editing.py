@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.model.messages import TextBlock
 from dsh_daemon.tools.base import ToolBase, get_bool, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.documents import DocumentSource
-from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit
+from dsh_daemon.tools.editor import EditorServices, EditorUnavailable, FileDiagnostics, NoEditor
+from dsh_daemon.tools.editor_tools import diagnostics_after_edit
+from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit, unified_diff
 from dsh_daemon.tools.errors import EditConflictError, FileToolError, InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.textfiles import match_newlines, read_whole_text
@@ -31,6 +34,7 @@ class _EditToolBase(ToolBase):
         tracker: ReadTracker,
         limits: ToolLimits,
         checkpoints: Checkpointer | None = None,
+        editor: EditorServices | None = None,
     ) -> None:
         self.workspace = workspace
         self.documents = documents
@@ -38,6 +42,7 @@ class _EditToolBase(ToolBase):
         self.tracker = tracker
         self.limits = limits
         self.checkpoints = checkpoints
+        self.editor = editor or NoEditor()
 
     def target_paths(self, args: Mapping[str, Any]) -> list[str]:
         path = args.get("path")
@@ -56,13 +61,64 @@ class _EditToolBase(ToolBase):
         return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes)
 
     async def apply(self, edit: ComputedEdit, summary: str, ctx: ToolContext) -> ToolOutcome:
-        await self.applier.apply(edit)
+        before = await self._diagnostics_before(edit.path)
+        note = await self.applier.apply(edit)
         if self.checkpoints is not None:
             # After the apply succeeded: a refused edit changed nothing, so it keeps nothing.
             self.checkpoints.edit_applied(ctx.call, edit)
-        self.tracker.record_current(edit.path, edit.after_text)
+        self.tracker.record_current(edit.path, edit.after_text, None if edit.created else edit.before_text)
         added, removed = edit.stats
-        return ToolOutcome.text(f"{summary} (+{added} -{removed} lines)", meta=edit.meta())
+        text = f"{summary} (+{added} -{removed} lines)"
+        if note:
+            text += f"\n{note}"
+        if before is not None:
+            settle = self.limits.diagnostics_settle_s
+            errors = await diagnostics_after_edit(self.editor, self.workspace, edit.path, before, settle)
+            if errors:
+                text += f"\n{errors}"
+        return ToolOutcome.text(text, meta=edit.meta())
+
+    async def _diagnostics_before(self, path: Path) -> list[FileDiagnostics] | None:
+        """The file's diagnostics before an edit, to tell the new errors from the old (None: the
+        editor reports none to us)."""
+        if not self.editor.diagnostics_supported:
+            return None
+        try:
+            return await self.editor.diagnostics([path])
+        except EditorUnavailable:
+            return None
+
+    async def apply_accepted(
+        self, proposed: ComputedEdit, accepted_text: str, ctx: ToolContext
+    ) -> ToolOutcome:
+        """The person changed the proposal before allowing it (a hunk rejected, a line retyped): write
+        exactly their text, from the same before-text, and tell the model what they changed."""
+        shown = self.workspace.display(proposed.path)
+        if accepted_text == proposed.after_text:
+            verb = "Created" if proposed.created else "Edited"
+            return await self.apply(proposed, f"{verb} {shown}", ctx)
+        if not proposed.created and accepted_text == proposed.before_text:
+            return ToolOutcome.text(
+                f"The user accepted none of your proposed changes to {shown}; nothing was written. "
+                "Ask them what they want instead of proposing the same change again."
+            )
+        before = None if proposed.created else proposed.before_text
+        edit = compute_edit(proposed.path, before, accepted_text, shown)
+        outcome = await self.apply(edit, f"Wrote {shown} as the user changed it", ctx)
+        changes = unified_diff(proposed.after_text, accepted_text, shown)
+        if len(changes) > ACCEPTED_DIFF_CHARS:
+            changes = changes[:ACCEPTED_DIFF_CHARS] + "\n[… diff cut; read the file to see the rest]\n"
+        note = (
+            f"The user changed your proposed edit of {shown} before accepting it; the file now holds "
+            "their version, not yours. What they changed, from your proposal to what was written:\n"
+            f"{changes}"
+        )
+        text = "".join(b.text for b in outcome.content if isinstance(b, TextBlock))
+        meta = {**(outcome.meta or {}), "editedByUser": True}
+        return ToolOutcome.text(f"{text}\n{note}", meta=meta)
+
+
+ACCEPTED_DIFF_CHARS = 4_000  # the diff from the proposal to the accepted text, in the tool result
 
 
 class EditFileTool(_EditToolBase):
@@ -86,6 +142,9 @@ class EditFileTool(_EditToolBase):
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         edit, summary = await self.compute(args)
         _check_approved(edit, ctx)
+        accepted = _accepted_text(ctx)
+        if accepted is not None:
+            return await self.apply_accepted(edit, accepted, ctx)
         return await self.apply(edit, summary, ctx)
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -149,6 +208,9 @@ class WriteFileTool(_EditToolBase):
         if edit is None:
             return ToolOutcome.text(f"{shown} already has this content; nothing written.")
         _check_approved(edit, ctx)
+        accepted = _accepted_text(ctx)
+        if accepted is not None:
+            return await self.apply_accepted(edit, accepted, ctx)
         return await self.apply(edit, f"{'Created' if edit.created else 'Wrote'} {shown}", ctx)
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -172,13 +234,23 @@ class WriteFileTool(_EditToolBase):
 
 def _check_approved(edit: ComputedEdit, ctx: ToolContext) -> None:
     """The edit made must be the edit the person allowed: if the file changed while they were asked,
-    the diff differs, and nothing is written."""
+    the diff differs (for a changed proposal: the before-text differs from the previewed one), and
+    nothing is written."""
     approved = getattr(ctx, "approved_preview", None)
-    if approved and "diff" in approved and approved["diff"] != edit.unified_diff:
+    changed = approved is not None and (
+        ("diff" in approved and approved["diff"] != edit.unified_diff)
+        or (_accepted_text(ctx) is not None and approved.get("oldText") != edit.before_text)
+    )
+    if changed:
         raise EditConflictError(
             "the file changed while the user was asked to allow this edit; nothing was written. "
             "Read the file again and redo the edit."
         )
+
+
+def _accepted_text(ctx: ToolContext) -> str | None:
+    text = getattr(ctx, "accepted_text", None)  # a context built before edited accepts existed has none
+    return text if isinstance(text, str) else None
 
 
 PREVIEW_TEXT_CHARS = 1_000_000  # each of oldText / newText in a permission preview

@@ -78,8 +78,10 @@ def compute_edit(path: Path, before: str | None, after: str, name: str) -> Compu
 
 
 class EditApplier(Protocol):
-    async def apply(self, edit: ComputedEdit) -> None:
-        """Make `edit` real; raise EditConflictError when the target no longer matches `before`."""
+    async def apply(self, edit: ComputedEdit) -> str | None:
+        """Make `edit` real; raise EditConflictError when the target no longer matches `before`.
+        Returns a note for the model when the edit landed with a caveat (e.g. in the editor's buffer,
+        but the file on disk could not be written), else None."""
         ...
 
 
@@ -90,8 +92,9 @@ class DiskEditApplier:
     def __init__(self, workspace: Workspace | None = None) -> None:
         self.workspace = workspace
 
-    async def apply(self, edit: ComputedEdit) -> None:
+    async def apply(self, edit: ComputedEdit) -> str | None:
         await asyncio.to_thread(self._apply, edit)
+        return None
 
     def _apply(self, edit: ComputedEdit) -> None:
         if self.workspace is not None:
@@ -109,19 +112,36 @@ class DiskEditApplier:
                 f"{edit.path} changed since the edit was computed (on disk, or it has unsaved changes "
                 "in the editor); read it again and redo the edit"
             )
-        mode = edit.path.stat().st_mode & 0o7777
-        fd, tmp = tempfile.mkstemp(prefix=f".{edit.path.name}.", suffix=".dsh-tmp", dir=edit.path.parent)
+        self.replace_whole(edit.path, data)
+
+    @staticmethod
+    def replace_whole(path: Path, data: bytes) -> None:
+        """Atomically replace an existing file's bytes (temp file + rename, mode kept)."""
+        mode = path.stat().st_mode & 0o7777
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".dsh-tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, mode)
-            os.replace(tmp, edit.path)
+            os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+    @staticmethod
+    def write_text(path: Path, text: str) -> None:
+        """Write `text` as the file's whole content (created if missing, parents included): the
+        editor's buffer saved by the daemon for a client that cannot save it itself."""
+        data = text.encode("utf-8")
+        if path.exists():
+            DiskEditApplier.replace_whole(path, data)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "xb") as handle:
+            handle.write(data)
 
     @staticmethod
     def current_hash(path: Path, before_bytes: int) -> str | None:

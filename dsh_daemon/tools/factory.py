@@ -7,11 +7,14 @@ from typing import Any, NamedTuple
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.tools import ToolRegistry
+from dsh_daemon.tools.base import ToolBase
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.command import RunCommandTool
 from dsh_daemon.tools.config import ToolConfig
 from dsh_daemon.tools.documents import DocumentSource, NoDocuments
 from dsh_daemon.tools.editing import EditFileTool, WriteFileTool
+from dsh_daemon.tools.editor import EditorServices, NoEditor
+from dsh_daemon.tools.editor_tools import LANGUAGE_TOOLS, DiagnosticsTool
 from dsh_daemon.tools.edits import DiskEditApplier, EditApplier
 from dsh_daemon.tools.grep import GrepTool
 from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
@@ -34,6 +37,7 @@ def build_tool_registry(
     config: ToolConfig | Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
     checkpoints: Checkpointer | None = None,
+    editor: EditorServices | None = None,
 ) -> ToolKit:
     """The coding tools of one session.
 
@@ -42,7 +46,9 @@ def build_tool_registry(
     `shell` (path; default bash, else /bin/sh), `ripgrep` (False forces the Python grep, a string is
     rg's path). `checkpoints`: where the edit and command tools record what they change (a rewind's
     source); None keeps nothing. `registry`: the one to fill (a subclass may offer tools that come
-    and go, as MCP servers' do); by default a new `ToolRegistry`.
+    and go, as MCP servers' do); by default a new `ToolRegistry`. `editor`: what the editor does
+    beyond documents (unsaved documents named before a command; with diagnostics, new errors after
+    each edit and the `diagnostics` tool; with language features, their tools).
     """
     parsed = config if isinstance(config, ToolConfig) else ToolConfig.parse(config)
     limits = parsed.limits
@@ -51,18 +57,23 @@ def build_tool_registry(
     applier = applier or DiskEditApplier(workspace)
     tracker = ReadTracker(documents, max_files=limits.tracked_files, max_bytes=limits.whole_file_bytes)
     ripgrep = parsed.ripgrep
+    editor = editor or NoEditor()
 
     registry = registry if registry is not None else ToolRegistry()
     registry.result_max_chars = limits.result_max_chars
-    tools = [
+    tools: list[ToolBase] = [
         ReadFileTool(workspace, documents, tracker, limits),
         ListDirTool(workspace, limits),
         FindFilesTool(workspace, limits),
         GrepTool(workspace, limits, rg=ripgrep),
-        EditFileTool(workspace, documents, applier, tracker, limits, checkpoints),
-        WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints),
-        RunCommandTool(workspace, limits, shell=parsed.shell, checkpoints=checkpoints),
+        EditFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
+        WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
+        RunCommandTool(workspace, limits, shell=parsed.shell, checkpoints=checkpoints, editor=editor),
     ]
+    if editor.diagnostics_supported:
+        tools.append(DiagnosticsTool(workspace, editor))
+    offered = editor.language_features
+    tools += [tool(workspace, documents, editor) for tool in LANGUAGE_TOOLS if tool.feature in offered]
     for tool in tools:
         if modes.get(tool.spec.name) != "deny":  # a tool that can never run only costs the model tokens
             registry.add(tool)

@@ -34,6 +34,8 @@ class ToolLimits:
     tracked_files: int = 256  # files remembered for the "changed since you read it" notice
     result_max_chars: int = 64_000  # any tool's result text: head and tail kept, the middle elided
     checkpoint_bytes: int = 256 * 1024 * 1024  # a session's stored checkpoint contents; oldest dropped
+    editor_request_timeout_s: float = 10.0  # a save, diagnostics or language-feature request to the editor
+    diagnostics_settle_s: float = 1.0  # after an edit, before asking the editor for its diagnostics
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> ToolLimits:

@@ -20,6 +20,9 @@ class _Seen:
     sha256: str | None  # None when only part of a huge file was read
     size: int | None  # disk stat when the version came from disk
     mtime_ns: int | None
+    # After the model's own edit through the editor: the text the editor's synced copy may still show
+    # until its change notification arrives (it is not a change, so no notice; cleared once caught up).
+    superseded: str | None = None
 
 
 class ReadTracker:
@@ -44,13 +47,17 @@ class ReadTracker:
         while len(self._seen) > self.max_files:
             self._seen.popitem(last=False)
 
-    def record_current(self, path: Path, text: str) -> None:
-        """After the model's own edit: `text` is current; take the disk stat as it is now."""
+    def record_current(self, path: Path, text: str, before: str | None = None) -> None:
+        """After the model's own edit: `text` is current (the model's edit is the new read state);
+        take the disk stat as it is now. `before`: the text the edit replaced, which the editor's
+        synced copy may still show for a moment; it is not reported as a change."""
         try:
             stat = path.stat()
         except OSError:
             stat = None
         self.record(path, text, stat)
+        if before is not None:
+            self._seen[path].superseded = sha256_text(before)
 
     def changes(self) -> list[tuple[Path, Change]]:
         """Files whose current view differs from what the model saw. Each change is reported once:
@@ -69,7 +76,10 @@ class ReadTracker:
         if document is not None:
             current = sha256_text(document)
             if current == seen.sha256:
+                seen.superseded = None  # the editor caught up with the model's edit
                 return None
+            if current == seen.superseded:
+                return None  # the editor has not sent the model's own edit back yet
             self._seen[path] = _Seen(current, seen.size, seen.mtime_ns)
             return "changed"
         try:

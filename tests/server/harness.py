@@ -132,7 +132,11 @@ async def start_daemon(
     init_options: Mapping[str, Any] | None = None,
     root: Path | None = None,
     env: Mapping[str, str] | None = None,
+    dsh_client: Mapping[str, Any] | None = None,
+    setup: Callable[[LanguageClient, Daemon], None] | None = None,
 ) -> Daemon:
+    """`dsh_client`: the client's `capabilities.experimental.dsh` (what it offers the daemon);
+    `setup`: registers more client handlers before the daemon starts."""
     client = raw_client()
     daemon = Daemon(client, state, fake)
 
@@ -154,6 +158,8 @@ async def start_daemon(
         daemon.applied_edits.append(edit)
         return daemon.on_apply_edit(edit)
 
+    if setup is not None:
+        setup(client, daemon)
     (state / "home").mkdir(parents=True, exist_ok=True)
     await client.start_io(sys.executable, "-m", "dsh_daemon", env=daemon_env(state, fake, **(env or {})))
     root = root or state / "work"
@@ -163,6 +169,7 @@ async def start_daemon(
             capabilities=types.ClientCapabilities(
                 window=types.WindowClientCapabilities(work_done_progress=True),
                 workspace=types.WorkspaceClientCapabilities(apply_edit=apply_edit),
+                experimental={"dsh": dict(dsh_client)} if dsh_client is not None else None,
             ),
             root_uri=root.as_uri(),
             initialization_options=dict(init_options or {"thinking": False}),

@@ -64,7 +64,8 @@ async def test_apply_edit_path_when_the_client_supports_it(tmp_path: Path, fake:
     ((uri, edits),) = changes.items()
     assert uri == target.as_uri() and edits[0]["newText"] == "x = 2\n"
     assert edits[0]["range"]["end"] == {"line": 1, "character": 0}
-    assert target.read_text() == "x = 1\n"  # the editor owns the buffer; the test client did not write it
+    # The client offers no `documentSave`: the daemon writes the same text itself (buffer == disk).
+    assert target.read_text() == "x = 2\n"
     assert "error" not in tool_results(d, sid)[0]
     await stop_daemon(d)
 

@@ -1,0 +1,65 @@
+"""What the editor can do for the tools beyond holding documents (issue 26): say which open documents
+differ from disk, report its diagnostics, and answer language-feature questions through its own
+language servers. A front end implements `EditorServices` from what its client advertised; each
+ability is optional (`None` / empty: the client does not offer it, and the tools behave as without
+an editor).
+
+Values cross this seam as LSP JSON (`Diagnostic`, `Location`, ...) keyed by real paths, so the tools
+need no LSP library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+LanguageFeature = Literal["definition", "references", "symbols", "hover"]
+LANGUAGE_FEATURES: tuple[LanguageFeature, ...] = ("definition", "references", "symbols", "hover")
+
+
+@dataclass(frozen=True)
+class FileDiagnostics:
+    path: Path
+    diagnostics: tuple[Mapping[str, Any], ...]  # LSP `Diagnostic` JSON
+
+
+class EditorUnavailable(Exception):
+    """The editor could not answer (no answer in time, an error reply, the client gone)."""
+
+
+class EditorServices(Protocol):
+    @property
+    def diagnostics_supported(self) -> bool: ...
+
+    @property
+    def language_features(self) -> frozenset[str]: ...
+
+    def unsaved_paths(self) -> list[Path]:
+        """Open documents whose text differs from the file on disk (what a command would not see)."""
+        ...
+
+    async def diagnostics(self, paths: Sequence[Path] | None) -> list[FileDiagnostics]:
+        """The editor's current diagnostics of `paths` (None: every document with problems)."""
+        ...
+
+    async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`dsh/editor/<feature>` with `params` (`uri` already a URI); the client's answer."""
+        ...
+
+
+class NoEditor:
+    """No editor services: nothing unsaved is known, no diagnostics, no language features."""
+
+    diagnostics_supported = False
+    language_features: frozenset[str] = frozenset()
+
+    def unsaved_paths(self) -> list[Path]:
+        return []
+
+    async def diagnostics(self, paths: Sequence[Path] | None) -> list[FileDiagnostics]:
+        return []
+
+    async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
+        raise EditorUnavailable("the editor offers no language features")

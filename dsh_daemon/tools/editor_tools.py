@@ -1,0 +1,360 @@
+"""Tools the editor answers (issue 26.2, 26.3): `diagnostics` (the editor's current problems) and the
+language features `definition`, `references`, `symbols`, `hover`, answered by the editor's own
+language servers. Each is offered only when the client advertises the ability.
+
+Results are paths (as the model names them) + 1-based line:column + the line's text, confined to the
+workspace roots (a location outside them is counted, not shown). Positions go to the editor in LSP
+terms (0-based, UTF-16 code units); the model names a place as a line and the symbol on it, since
+models count columns badly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.tools.base import ToolBase, get_int, get_opt_str, get_str, make_spec
+from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.editor import EditorServices, EditorUnavailable, FileDiagnostics, LanguageFeature
+from dsh_daemon.tools.errors import FileToolError, InvalidArgumentsError
+from dsh_daemon.tools.workspace import Workspace
+
+SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+NEW_ERRORS_SHOWN = 10  # new errors listed after an edit; the rest counted
+DIAGNOSTICS_SHOWN = 200  # problems listed by the diagnostics tool
+LOCATIONS_SHOWN = 100  # locations listed by definition / references / symbols
+CONTEXT_CHARS = 200  # the line of context shown with a location
+
+
+def _line_of(diagnostic: Mapping[str, Any]) -> tuple[int, int]:
+    start = (diagnostic.get("range") or {}).get("start") or {}
+    line, character = start.get("line"), start.get("character")
+    return (line if isinstance(line, int) else 0), (character if isinstance(character, int) else 0)
+
+
+def format_diagnostic(shown: str, diagnostic: Mapping[str, Any]) -> str:
+    line, character = _line_of(diagnostic)
+    severity = SEVERITY.get(diagnostic.get("severity") or 1, "error")
+    message = " ".join(str(diagnostic.get("message", "")).split())
+    source = diagnostic.get("source")
+    code = diagnostic.get("code")
+    tag = f" [{source}{f' {code}' if code not in (None, '') else ''}]" if source else ""
+    return f"{shown}:{line + 1}:{character + 1}: {severity}: {message}{tag}"
+
+
+def _identity(diagnostic: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What makes an error the same error before and after an edit (its line may move)."""
+    return (str(diagnostic.get("message")), str(diagnostic.get("source")), str(diagnostic.get("code")))
+
+
+def _errors(found: Sequence[FileDiagnostics], path: Path) -> list[Mapping[str, Any]]:
+    return [d for f in found if f.path == path for d in f.diagnostics if (d.get("severity") or 1) == 1]
+
+
+def new_errors_note(
+    workspace: Workspace, path: Path, before: Sequence[FileDiagnostics], after: Sequence[FileDiagnostics]
+) -> str | None:
+    """ "2 new errors in app.py after this edit: …": errors the editor reports now that it did not before."""
+    known = Counter(_identity(d) for d in _errors(before, path))
+    new = []
+    for diagnostic in _errors(after, path):
+        identity = _identity(diagnostic)
+        if known[identity] > 0:
+            known[identity] -= 1
+        else:
+            new.append(diagnostic)
+    if not new:
+        return None
+    shown = workspace.display(path)
+    noun = "error" if len(new) == 1 else "errors"
+    lines = [f"{len(new)} new {noun} in {shown} after this edit (from the editor's language server):"]
+    lines += [f"  {format_diagnostic(shown, d)}" for d in new[:NEW_ERRORS_SHOWN]]
+    if len(new) > NEW_ERRORS_SHOWN:
+        lines.append(f"  … and {len(new) - NEW_ERRORS_SHOWN} more (the diagnostics tool lists them)")
+    return "\n".join(lines)
+
+
+async def diagnostics_after_edit(
+    editor: EditorServices,
+    workspace: Workspace,
+    path: Path,
+    before: Sequence[FileDiagnostics],
+    settle_s: float,
+) -> str | None:
+    """After a short settle (the language server re-checks), the new errors an edit introduced."""
+    await asyncio.sleep(settle_s)
+    try:
+        after = await editor.diagnostics([path])
+    except EditorUnavailable:
+        return None
+    return new_errors_note(workspace, path, before, after)
+
+
+class DiagnosticsTool(ToolBase):
+    spec = make_spec(
+        "diagnostics",
+        "The editor's current problems (errors, warnings) from its language servers: for one file, or "
+        "for every open file with problems when no path is given.",
+        {"path": {"type": "string", "description": "File path; omit for the whole workspace."}},
+        [],
+    )
+
+    def __init__(self, workspace: Workspace, editor: EditorServices) -> None:
+        self.workspace = workspace
+        self.editor = editor
+
+    def target_paths(self, args: Mapping[str, Any]) -> list[str]:
+        path = args.get("path")
+        return [path] if isinstance(path, str) and path else []
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        path_arg = get_opt_str(args, "path")
+        paths = [self.workspace.resolve(path_arg)] if path_arg else None
+        try:
+            found = await self.editor.diagnostics(paths)
+        except EditorUnavailable as exc:
+            return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
+        lines = []
+        outside = 0
+        for item in found:
+            if not self.workspace.contains(item.path):
+                outside += 1
+                continue
+            shown = self.workspace.display(item.path)
+            ordered = sorted(item.diagnostics, key=lambda d: (d.get("severity") or 1, _line_of(d)))
+            lines += [format_diagnostic(shown, d) for d in ordered]
+        if not lines:
+            where = self.workspace.display(paths[0]) if paths else "the open files"
+            return ToolOutcome.text(f"No problems reported in {where}.")
+        text = "\n".join(lines[:DIAGNOSTICS_SHOWN])
+        if len(lines) > DIAGNOSTICS_SHOWN:
+            text += f"\n… and {len(lines) - DIAGNOSTICS_SHOWN} more; ask for one file at a time"
+        if outside:
+            text += f"\n({outside} file(s) outside the workspace not shown)"
+        return ToolOutcome.text(text)
+
+
+class _LanguageTool(ToolBase):
+    feature: LanguageFeature
+
+    def __init__(self, workspace: Workspace, documents: DocumentSource, editor: EditorServices) -> None:
+        self.workspace = workspace
+        self.documents = documents
+        self.editor = editor
+
+    def target_paths(self, args: Mapping[str, Any]) -> list[str]:
+        path = args.get("path")
+        return [path] if isinstance(path, str) and path else []
+
+    def text_of(self, path: Path) -> str | None:
+        text = self.documents.text_for(path)
+        if text is not None:
+            return text
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def position(self, args: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+        """The file and LSP position of "the symbol on line N" (the first occurrence on that line)."""
+        path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
+        line = get_int(args, "line", 0, minimum=1)
+        if line == 0:
+            raise InvalidArgumentsError("'line' (1-based) is required")
+        symbol = get_str(args, "symbol", allow_empty=False)
+        shown = self.workspace.display(path)
+        text = self.text_of(path)
+        if text is None:
+            raise FileToolError(f"{shown} cannot be read", "NOT_FOUND")
+        lines = text.splitlines()
+        if line > len(lines):
+            raise InvalidArgumentsError(f"{shown} has {len(lines)} lines; line {line} does not exist")
+        column = lines[line - 1].find(symbol)
+        if column < 0:
+            raise InvalidArgumentsError(
+                f"{symbol!r} is not on line {line} of {shown}: {lines[line - 1].strip()[:CONTEXT_CHARS]!r}"
+            )
+        character = len(lines[line - 1][:column].encode("utf-16-le")) // 2
+        return path, {"uri": path.as_uri(), "position": {"line": line - 1, "character": character}}
+
+    async def ask(self, params: Mapping[str, Any]) -> dict[str, Any] | ToolOutcome:
+        try:
+            answer = await self.editor.language_request(self.feature, params)
+        except EditorUnavailable as exc:
+            return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
+        if answer.get("noLanguageServer"):
+            return ToolOutcome.text(
+                "No language server for this file in the editor; use grep and read_file instead."
+            )
+        return answer
+
+    def render_locations(self, locations: Sequence[Any], what: str) -> str:
+        lines = []
+        outside = 0
+        for location in locations:
+            if not isinstance(location, Mapping):
+                continue
+            rendered = self.render_location(location)
+            if rendered is None:
+                outside += 1
+            else:
+                lines.append(rendered)
+        if not lines and not outside:
+            return f"No {what} found."
+        text = "\n".join(lines[:LOCATIONS_SHOWN])
+        if len(lines) > LOCATIONS_SHOWN:
+            text += f"\n… and {len(lines) - LOCATIONS_SHOWN} more"
+        if outside:
+            text += f"\n({outside} outside the workspace: libraries or other projects, not shown)"
+        return text
+
+    def render_location(self, location: Mapping[str, Any], label: str = "") -> str | None:
+        """`path:line:col: the line's text`; None when it is outside the workspace."""
+        uri = location.get("uri") or location.get("targetUri")
+        rng = location.get("range") or location.get("targetSelectionRange") or {}
+        if not isinstance(uri, str) or not uri.startswith("file://"):
+            return None
+        from urllib.parse import unquote, urlparse
+
+        path = Path(unquote(urlparse(uri).path))
+        try:
+            real = path.resolve()
+        except OSError:
+            return None
+        if not self.workspace.contains(real):
+            return None
+        line, character = _line_of({"range": rng})
+        text = self.text_of(real) or ""
+        lines = text.splitlines()
+        context = lines[line].strip()[:CONTEXT_CHARS] if line < len(lines) else ""
+        prefix = f"{label} " if label else ""
+        return f"{prefix}{self.workspace.display(real)}:{line + 1}:{character + 1}: {context}"
+
+
+_PLACE = {
+    "path": {"type": "string", "description": "File path."},
+    "line": {"type": "integer", "description": "1-based line where the symbol is used or defined."},
+    "symbol": {
+        "type": "string",
+        "description": "The identifier on that line (its first occurrence is used).",
+    },
+}
+
+
+class DefinitionTool(_LanguageTool):
+    feature = "definition"
+    spec = make_spec(
+        "definition",
+        "Where a symbol is defined, from the editor's language server (follows imports across files, "
+        "unlike grep). Name the place by path, line and the symbol on that line.",
+        _PLACE,
+        ["path", "line", "symbol"],
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        _, params = self.position(args)
+        answer = await self.ask(params)
+        if isinstance(answer, ToolOutcome):
+            return answer
+        return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "definition"))
+
+
+class ReferencesTool(_LanguageTool):
+    feature = "references"
+    spec = make_spec(
+        "references",
+        "Every use of a symbol in the workspace, from the editor's language server (exact, unlike grep: "
+        "no same-named strangers). Name the place by path, line and the symbol on that line.",
+        {**_PLACE, "include_declaration": {"type": "boolean", "description": "Include the definition."}},
+        ["path", "line", "symbol"],
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        _, params = self.position(args)
+        include = args.get("include_declaration")
+        answer = await self.ask({**params, "includeDeclaration": include is not False})
+        if isinstance(answer, ToolOutcome):
+            return answer
+        return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "references"))
+
+
+class SymbolsTool(_LanguageTool):
+    feature = "symbols"
+    spec = make_spec(
+        "symbols",
+        "Symbols (classes, functions, variables) from the editor's language server: the outline of one "
+        "file (`path`), or the workspace's symbols matching `query`.",
+        {
+            "path": {"type": "string", "description": "File path: its outline."},
+            "query": {"type": "string", "description": "Name (or part of one) to find in the workspace."},
+        },
+        [],
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        path_arg = get_opt_str(args, "path")
+        query = get_opt_str(args, "query")
+        if bool(path_arg) == bool(query):
+            raise InvalidArgumentsError("give exactly one of 'path' (a file's outline) or 'query'")
+        params = {"uri": self.workspace.resolve(path_arg).as_uri()} if path_arg else {"query": query}
+        answer = await self.ask(params)
+        if isinstance(answer, ToolOutcome):
+            return answer
+        lines = []
+        outside = 0
+        for symbol in answer.get("symbols") or []:
+            if not isinstance(symbol, Mapping) or not isinstance(symbol.get("location"), Mapping):
+                continue
+            container = symbol.get("containerName")
+            name = f"{container}.{symbol.get('name')}" if container else str(symbol.get("name"))
+            rendered = self.render_location(symbol["location"], f"{_kind(symbol.get('kind'))} {name}")
+            if rendered is None:
+                outside += 1
+            else:
+                lines.append(rendered)
+        if not lines:
+            return ToolOutcome.text(
+                "No symbols found." + (f" ({outside} outside the workspace)" if outside else "")
+            )
+        text = "\n".join(lines[:LOCATIONS_SHOWN])
+        if len(lines) > LOCATIONS_SHOWN:
+            text += f"\n… and {len(lines) - LOCATIONS_SHOWN} more; narrow the query"
+        return ToolOutcome.text(text)
+
+
+class HoverTool(_LanguageTool):
+    feature = "hover"
+    spec = make_spec(
+        "hover",
+        "What the editor's language server says about a symbol: its type, signature and documentation. "
+        "Name the place by path, line and the symbol on that line.",
+        _PLACE,
+        ["path", "line", "symbol"],
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        _, params = self.position(args)
+        answer = await self.ask(params)
+        if isinstance(answer, ToolOutcome):
+            return answer
+        contents = answer.get("contents")
+        text = contents.strip() if isinstance(contents, str) else ""
+        return ToolOutcome.text(text[:8000] or "The language server has nothing to say about it.")
+
+
+# LSP SymbolKind, the common ones
+_KINDS = {
+    2: "module", 5: "class", 6: "method", 7: "property", 8: "field", 9: "constructor", 10: "enum",
+    11: "interface", 12: "function", 13: "variable", 14: "constant", 23: "struct", 26: "type",
+}  # fmt: skip
+
+
+def _kind(kind: Any) -> str:
+    return _KINDS.get(kind, "symbol") if isinstance(kind, int) else "symbol"
+
+
+LANGUAGE_TOOLS: tuple[type[_LanguageTool], ...] = (DefinitionTool, ReferencesTool, SymbolsTool, HoverTool)

@@ -1,0 +1,117 @@
+"""Diagnostics and language features the editor answers (issue 26.2, 26.3; protocol.md §9), through the
+real daemon process. The client is the editor model of test_coherence with a toy language server: a
+line using `undefined_name` is an error, and `helper` is defined in lib.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_lsp import LanguageClient
+
+from tests.fakes.deepseek_server import FakeDeepSeek
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
+from tests.server.test_coherence import EditorModel, call, result_text, results
+
+OPTIONS = {"thinking": False, "tools": {"limits": {"diagnostics_settle_s": 0.05}}}
+
+
+class ToyLanguageServer(EditorModel):
+    def __init__(self) -> None:
+        super().__init__(change_delay_s=0.0)
+        self.asked: list[tuple[str, Any]] = []
+
+    def setup(self, client: LanguageClient, daemon: Daemon) -> None:
+        super().setup(client, daemon)
+
+        @client.feature("dsh/editor/diagnostics")
+        def on_diagnostics(params: Any) -> Any:
+            self.asked.append(("diagnostics", params))
+            uris = params.get("uris") or list(self.buffers)
+            items = []
+            for uri in uris:
+                found = [
+                    {
+                        "range": {"start": {"line": n, "character": 4}, "end": {"line": n, "character": 18}},
+                        "message": '"undefined_name" is not defined',
+                        "severity": 1,
+                        "source": "toy",
+                    }
+                    for n, line in enumerate(self.buffers.get(uri, "").splitlines())
+                    if "undefined_name" in line
+                ]
+                if found:
+                    items.append({"uri": uri, "diagnostics": found})
+            return {"items": items}
+
+        @client.feature("dsh/editor/definition")
+        def on_definition(params: Any) -> Any:
+            self.asked.append(("definition", params))
+            lib = next(u for u in self.buffers if u.endswith("/lib.py"))
+            start = {"line": 2, "character": 4}
+            return {"locations": [{"uri": lib, "range": {"start": start, "end": start}}]}
+
+
+async def test_new_errors_after_an_edit_reach_the_model_and_definition_finds_another_file(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    app, lib = work / "app.py", work / "lib.py"
+    app.write_text("from lib import helper\n\nvalue = helper()\n")
+    lib.write_text("import os\n\ndef helper():\n    return 1\n")
+    editor = ToyLanguageServer()
+    d = await start_daemon(
+        tmp_path / "state",
+        fake,
+        root=work,
+        init_options=OPTIONS,
+        dsh_client={"documentSave": True, "diagnostics": True, "languageFeatures": ["definition"]},
+        setup=editor.setup,
+    )
+    editor.open(app)
+    editor.open(lib)
+    fake.script(
+        call(
+            "c1",
+            "edit_file",
+            path="app.py",
+            old_string="value = helper()",
+            new_string="value = undefined_name",
+        ),
+        call("c2", "definition", path="app.py", line=1, symbol="helper"),
+        text_reply("done"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "go"}})
+    await d.wait_idle_turn(sid)
+    out = results(d, sid)
+    edited = result_text(out["c1"])
+    assert "1 new error in app.py after this edit" in edited
+    assert 'app.py:3:5: error: "undefined_name" is not defined [toy]' in edited
+    # The model's next request carries it.
+    assert "1 new error in app.py after this edit" in json.dumps(fake.requests[1].json["messages"][-1])
+    assert result_text(out["c2"]) == "lib.py:3:5: def helper():"
+    (asked,) = [p for kind, p in editor.asked if kind == "definition"]
+    assert asked == {"uri": app.as_uri(), "position": {"line": 0, "character": 16}}
+    offered = {t["function"]["name"] for t in fake.requests[0].json["tools"]}
+    assert {"diagnostics", "definition"} <= offered and "references" not in offered
+    system = fake.requests[0].json["messages"][0]["content"]
+    assert "prefer them to grep" in system
+    await stop_daemon(d)
+
+
+async def test_without_the_capabilities_no_editor_tools_are_offered(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=OPTIONS)
+    fake.script(text_reply("hi"))
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "go"}})
+    await d.wait_idle_turn(sid)
+    offered = {t["function"]["name"] for t in fake.requests[0].json["tools"]}
+    assert not offered & {"diagnostics", "definition", "references", "symbols", "hover"}
+    await stop_daemon(d)
