@@ -34,8 +34,9 @@ from dsh_daemon.host.port import (
     Workspace,
 )
 from dsh_daemon.host.sessions import SessionHost
-from dsh_daemon.model.events import Event
+from dsh_daemon.model.events import SESSION_LEASE, Event
 from dsh_daemon.model.inbox import PRESETS, Target
+from dsh_daemon.session.lease import SessionBusyError
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,18 @@ class AcpSession:
     book: PromptBook  # which turn answers which `session/prompt`
 
 
+@dataclass
+class AcpView:
+    """What this connection keeps for a session it loaded while another process drives it: the
+    session's events as updates, and the prompts sent meanwhile (kept durably in the store, run here
+    once the holder lets go). Becomes the driven session's state when the lease comes here."""
+
+    translator: Translator
+    book: PromptBook
+    workspace: Workspace
+    deferred: list[str]  # message ids of the prompts kept for the holder to let go
+
+
 def iso_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat().replace("+00:00", "Z")
 
@@ -60,15 +73,24 @@ class AcpFrontEnd:
         self.connection = connection
         self.fs = fs
         self.driven: dict[str, AcpSession] = {}
+        self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
         self.host = SessionHost(state_dir, options, self)
 
     # ---- the front-end port (host/port.py) ---------------------------------------------------------------
 
     def document_source(self, session_id: str, workspace: Workspace) -> DocumentSource:
         # The first the port hears of a session being wired: what this connection keeps for it starts
-        # here. One ClientFiles is both its document source and its edit applier.
+        # here (or goes on from its read-only view). One ClientFiles is its document source and its
+        # edit applier.
+        view = self.viewing.pop(session_id, None)
+        translator = self._translator(session_id, workspace) if view is None else view.translator
+        files = ClientFiles(self.connection, session_id, workspace, self.fs)
+        self.driven[session_id] = AcpSession(files, translator, PromptBook() if view is None else view.book)
+        return files
+
+    def _translator(self, session_id: str, workspace: Workspace) -> Translator:
         options = self.host.options.provider
-        translator = Translator(
+        return Translator(
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
             ),
@@ -76,9 +98,6 @@ class AcpFrontEnd:
             context_window=options.context_window(options.model),
             title=lambda: self._title(session_id),
         )
-        files = ClientFiles(self.connection, session_id, workspace, self.fs)
-        self.driven[session_id] = AcpSession(files, translator, PromptBook())
-        return files
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
         return self.driven[session_id].files
@@ -105,8 +124,13 @@ class AcpFrontEnd:
             state.book.on_event(event)
 
     def deliver(self, session_id: str, event: Event, *, replayed: bool) -> None:
-        state = self.driven.get(session_id)
+        state: AcpSession | AcpView | None = self.driven.get(session_id) or self.viewing.get(session_id)
+        if state is None and session_id in self.host.read_only:
+            state = self._view_after_handover(session_id)
         if state is None:
+            return
+        if event.type == SESSION_LEASE:
+            self._lease_changed(session_id, state, event)
             return
         if replayed:
             state.translator.replay(event)
@@ -117,6 +141,33 @@ class AcpFrontEnd:
         state = self.driven.pop(session_id, None)
         if state is not None:
             state.book.close()  # every prompt still waiting is answered `cancelled`
+        if deleted:
+            view = self.viewing.pop(session_id, None)
+            if view is not None:
+                view.book.close()
+
+    # ---- following a session another process drives ------------------------------------------------
+
+    def _view(self, session_id: str, workspace: Workspace) -> AcpView:
+        view = self.viewing.get(session_id)
+        if view is None:
+            view = AcpView(self._translator(session_id, workspace), PromptBook(), workspace, [])
+            self.viewing[session_id] = view
+        return view
+
+    def _view_after_handover(self, session_id: str) -> AcpView:
+        """This process handed the session over to another (it asked): the connection follows on."""
+        workspace = self.host.viewer_workspace(session_id)
+        return self._view(session_id, workspace)
+
+    def _lease_changed(self, session_id: str, state: AcpSession | AcpView, event: Event) -> None:
+        """Who drives the session, said in words in the chat (ACP has no such update)."""
+        holder = event.data.get("holder")
+        if event.data.get("readOnly") and isinstance(holder, Mapping):
+            state.translator.notice(
+                f"This chat is now driven by another dsh-daemon (process {holder.get('pid')}); "
+                "you see it live here, and a prompt you send runs here once that process lets go."
+            )
 
     def _title(self, session_id: str) -> str | None:
         try:
@@ -142,9 +193,41 @@ class AcpFrontEnd:
     ) -> None:
         """Replay the durable log as updates, then continue live: replay and subscription happen in one
         synchronous stretch, so no event falls between them and none is sent twice."""
-        hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        try:
+            hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        except SessionBusyError as busy:
+            self._load_driven_elsewhere(session_id, cwd, extra_roots, mcp_servers, busy, replay=True)
+            return
         self.host.follow(hosted)
         self.driven[session_id].translator.title_changed()
+
+    def _load_driven_elsewhere(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None,
+        busy: SessionBusyError,
+        *,
+        replay: bool,
+    ) -> None:
+        """Issue 24.1: the session is open in another process. Its history is replayed from the store,
+        its live events followed, and the holder is asked to let go: an idle holder hands it over at
+        once (the connection drives it within a poll); a running one when its turn ends (a prompt sent
+        meanwhile is kept durably and runs here then)."""
+        host = self.host
+        host.open_args[session_id] = (cwd, extra_roots, mcp_servers)
+        view = self._view(session_id, host.viewer_workspace(session_id, cwd, extra_roots))
+        attached = host.attach(session_id, -1, replay=replay)
+        view.translator.title_changed()
+        if attached.holder is None:
+            return  # let go meanwhile: driven here already
+        if attached.status == "running":
+            view.translator.notice(
+                f"This chat is open in another dsh-daemon (process {busy.pid}) that is running a turn: "
+                "you see it live here. A prompt you send now is kept and runs here when that turn ends."
+            )
+        host.take_over(session_id)
 
     def resume(
         self,
@@ -153,11 +236,20 @@ class AcpFrontEnd:
         extra_roots: Sequence[str],
         mcp_servers: ServerSource | None = None,
     ) -> None:
-        hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        try:
+            hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
+        except SessionBusyError as busy:
+            self._load_driven_elsewhere(session_id, cwd, extra_roots, mcp_servers, busy, replay=False)
+            return
         self.host.follow(hosted, replay=False)
 
     async def close_session(self, session_id: str) -> None:
         """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
+        view = self.viewing.pop(session_id, None)
+        if view is not None:
+            view.book.close()  # its kept prompts stay in the store: whoever drives the session runs them
+            self.host.detach(session_id)
+            return
         self.session(session_id)
         await self.host.close_session(session_id)
 
@@ -176,6 +268,9 @@ class AcpFrontEnd:
         return out
 
     def workspace(self, session_id: str) -> Workspace:
+        view = self.viewing.get(session_id)
+        if view is not None and session_id not in self.driven:
+            return view.workspace
         return self.session(session_id).workspace
 
     # ---- input ---------------------------------------------------------------------------------------
@@ -186,7 +281,21 @@ class AcpFrontEnd:
         return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, preset)
 
     def prompt(self, session_id: str, request_id: RequestId, parts: PromptParts) -> Any:
-        """Queue a followup; the future resolves with the answer of the turn that claims it."""
+        """Queue a followup; the future resolves with the answer of the turn that claims it. A session
+        another process drives keeps the prompt durably until that process lets go (then it runs here;
+        or in whichever process drives the session next, should this one end first)."""
+        view = self.viewing.get(session_id)
+        if view is not None and session_id not in self.driven:
+            future = view.book.add(request_id, parts.message.id)
+            try:
+                self.host.defer_send(session_id, parts.message, parts.attachments)
+            except BaseException:
+                view.book.drop(parts.message.id)
+                raise
+            view.deferred.append(parts.message.id)
+            logger.info("session %s: prompt %s kept until its holder lets go", session_id, request_id)
+            self.host.take_over(session_id)
+            return future
         self.session(session_id)
         book = self.driven[session_id].book
         future = book.add(request_id, parts.message.id)
@@ -215,7 +324,15 @@ class AcpFrontEnd:
         return False
 
     def cancel(self, session_id: str) -> None:
-        """Abort the running turn, keep the queue, then run it once the aborted turn has ended."""
+        """Abort the running turn, keep the queue, then run it once the aborted turn has ended. On a
+        session another process drives: the prompts kept for it here are withdrawn (`cancelled`)."""
+        view = self.viewing.get(session_id)
+        if view is not None and session_id not in self.driven:
+            for message_id in view.deferred:
+                self.host.drop_deferred_send(session_id, message_id)
+            view.deferred.clear()
+            view.book.close()
+            return
         self.session(session_id).cancel_then_wake()
 
     def inbox_replace(self, session_id: str, message_id: str, parts: PromptParts) -> None:

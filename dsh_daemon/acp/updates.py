@@ -263,6 +263,12 @@ class Translator:
             update["cost"] = {"amount": round(self._cost, 6), "currency": "USD"}
         self.send(update)
 
+    def notice(self, text: str) -> None:
+        """Words for the person about the session itself (who drives it), as a short agent message
+        of its own paragraph (ACP has no notice update in its stable schema)."""
+        content = {"type": "text", "text": f"_{text}_\n\n"}
+        self.send({"sessionUpdate": "agent_message_chunk", "content": content})
+
     def title_changed(self, title: str | None = None) -> None:
         """Show the session's title once it is known or changes."""
         title = title if title is not None else self.title()

@@ -96,6 +96,7 @@ class SessionManager:
             return agent
         self.store.session_info(session_id)
         self.leases.acquire(session_id)
+        self.store.clear_handover(session_id, requester=self.leases.holder)  # asked for and got
         try:
             try:
                 events = self.store.load_events(session_id)
@@ -239,6 +240,26 @@ class SessionManager:
         disposal = asyncio.ensure_future(agent.dispose("detached"))  # idle: only marks it disposed
         self._disposals.add(disposal)
         disposal.add_done_callback(self._disposals.discard)
+        return True
+
+    def hand_over_idle_session(self, session_id: str) -> bool:
+        """Pass the lease of an idle session to the process that asked for it (see `host/handover.py`):
+        the log is flushed first, the lease moves in one transaction. False (nothing changes) while a
+        turn runs or when nobody asks any more; a session not driven here but leased (a lease handed
+        to this process that it never picked up) is passed on too."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            if agent.running:
+                return False
+            agent.log.commit()
+        if not self.store.hand_over_lease(session_id, self.leases.holder):
+            return False
+        if agent is not None:
+            del self.agents[session_id]
+            self._titled.discard(session_id)
+            disposal = asyncio.ensure_future(agent.dispose("handover"))  # idle: only marks it disposed
+            self._disposals.add(disposal)
+            disposal.add_done_callback(self._disposals.discard)
         return True
 
     async def close_session(self, session_id: str, cause: str = "shutdown") -> None:

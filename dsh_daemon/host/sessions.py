@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import uuid
@@ -33,6 +34,7 @@ from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.errors import HostError, invalid_params, session_busy, session_busy_because, shown
 from dsh_daemon.host.follow import ReadOnlyFollower
+from dsh_daemon.host.handover import HandoverWatcher
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.host.options import DaemonOptions
@@ -103,6 +105,9 @@ class SessionHost:
         # sessions the connection follows while another process drives them: the last seq delivered
         self.read_only: dict[str, int] = {}
         self.follower = ReadOnlyFollower(self)
+        self.handover = HandoverWatcher(self)
+        # how to open a session followed read-only once it is handed over (ACP load's cwd, roots, MCP)
+        self.open_args: dict[str, tuple[str | None, Sequence[str], ServerSource | None]] = {}
         self.manager = SessionManager(
             state_dir,
             provider=provider,
@@ -115,6 +120,7 @@ class SessionHost:
         )
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
+        self.handover.start()
 
     # ---- configuration ---------------------------------------------------------------------------------
 
@@ -180,6 +186,8 @@ class SessionHost:
             return hosted
         if hosted is not None:  # taken over by another process: forget it and ask the store again
             self._cleanup(hosted, deleted=False)
+        if cwd is None and not extra_roots and mcp_servers is None and session_id in self.open_args:
+            cwd, extra_roots, mcp_servers = self.open_args[session_id]
         stored = self.manager.info(session_id).cwd
         # Wired only once the lease is ours (the manager builds the agent then), so an attach that
         # finds the session driven elsewhere builds no tools and starts no MCP server.
@@ -196,15 +204,24 @@ class SessionHost:
         assert tools is not None, "the manager built the agent, so its tools were wired"
         hosted = self._adopt(agent, tools)
         history.finish_interrupted_rewind(hosted)
+        self.open_args.pop(session_id, None)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
             # Followed read-only before; driven here now: the stream goes on from where it stopped.
             self.follow(hosted, delivered)
+        self._enter_deferred_sends(hosted)
         return hosted
 
     def followed(self, session_id: str) -> HostedSession:
         """A session the connection opened and follows (ACP: `session/new`, `load` or `resume`)."""
         hosted = self.sessions.get(session_id)
+        if (hosted is None or not hosted.followed) and session_id in self.read_only:
+            raise session_busy_because(
+                session_id,
+                "another dsh-daemon drives it right now (you follow it live); a prompt runs here once "
+                "that process lets go",
+                reason="leased",
+            )
         if hosted is None or not hosted.followed:
             if self.manager.store.has_session(session_id):
                 raise invalid_params(
@@ -215,6 +232,16 @@ class SessionHost:
         if lost is not None:
             raise session_busy(session_id, 0, str(lost))
         return hosted
+
+    def viewer_workspace(
+        self, session_id: str, cwd: str | None = None, extra_roots: Sequence[str] = ()
+    ) -> Workspace:
+        """The workspace a session followed read-only would have here (prompts sent to it are read
+        against it: their resource links and file context)."""
+        if session_id in self.open_args:
+            cwd, extra_roots, _ = self.open_args[session_id]
+        stored = self.manager.info(session_id).cwd
+        return self._workspace(stored if stored and is_directory(stored) else cwd, extra_roots)
 
     def _wire(
         self,
@@ -279,6 +306,75 @@ class SessionHost:
                 store.delete_session(session_id, holder=self.manager.leases.holder)
         except Exception:
             logger.exception("could not remove the half-created session %s", session_id)
+
+    # ---- handing over (host/handover.py) ----------------------------------------------------------------
+
+    def take_over(self, session_id: str, *, force: bool = False) -> None:
+        """Ask the process that drives a session this connection follows read-only to let it go (idle:
+        at once; running: when its turn ends, or with `force` now, its turn aborted with cause
+        `handover` and its queue kept). The follower then opens it here and says so with a live
+        `session/lease {readOnly: false}`. A session driven here already: nothing to do."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return
+        if session_id not in self.read_only:
+            self.manager.info(session_id)  # an unknown session is an error
+            raise invalid_params(
+                f"session {shown(session_id)} is not followed here: attach it (dsh/session/attach), "
+                "then take it over"
+            )
+        leases = self.manager.leases
+        lease = self.manager.store.read_lease(session_id)
+        if lease is not None and leases.other_holder_lives(lease):
+            self.manager.store.request_handover(
+                session_id, leases.holder, leases.pid, leases.host, force=force
+            )
+        self.follower.poll_once(session_id)  # nobody drives it (or it was handed over already): now
+
+    def hand_over(self, session_id: str) -> bool:
+        """The holder's side: pass an idle session's lease to the process that asked for it. The
+        connection, if it followed the session, goes on following it read-only (the follower
+        announces the new holder with `session/lease {readOnly: true, holder}`)."""
+        hosted = self.sessions.get(session_id)
+        if not self.manager.hand_over_idle_session(session_id):
+            return False
+        if hosted is None:
+            return True
+        followed = hosted.followed and not hosted.detached
+        last_seq = hosted.last_seq
+        self._cleanup(hosted, deleted=False)
+        if followed:
+            self.read_only[session_id] = last_seq
+            self.follower.follow(session_id, None)
+        return True
+
+    def defer_send(
+        self, session_id: str, message: UserMessage, attachments: Sequence[UserMessage] = ()
+    ) -> None:
+        """A prompt for a session another process drives: kept durably (on disk on return) until a
+        process drives the session; that process enters it as a followup (`_enter_deferred_sends`)."""
+        data = {"message": message.to_json(), "attachments": [a.to_json() for a in attachments]}
+        self.manager.store.defer_send(session_id, message.id, json.dumps(data))
+
+    def drop_deferred_send(self, session_id: str, message_id: str) -> None:
+        self.manager.store.drop_deferred_send(session_id, message_id)
+
+    def _enter_deferred_sends(self, hosted: HostedSession) -> None:
+        """Prompts kept for the session while another process drove it, entered as followups in the
+        order they came. One already in the log (entered before a crash dropped its row) is not
+        entered twice."""
+        store = self.manager.store
+        deferred = store.deferred_sends(hosted.session_id)
+        if not deferred:
+            return
+        logged = _logged_message_ids(hosted.agent.log.events)
+        for message_id, raw in deferred:
+            if message_id not in logged:
+                data = json.loads(raw)
+                message = UserMessage.from_json(data["message"])
+                attachments = [UserMessage.from_json(a) for a in data.get("attachments", [])]
+                hosted.send(message, "next-turn", True, attachments, "followup")
+            store.drop_deferred_send(hosted.session_id, message_id)
 
     # ---- following -------------------------------------------------------------------------------------
 
@@ -351,6 +447,7 @@ class SessionHost:
         goes, so another window can drive it), a running one when its turn ends."""
         if self.read_only.pop(session_id, None) is not None:
             self.follower.forget(session_id)
+            self._give_back(session_id)
             return
         hosted = self.sessions.get(session_id)
         if hosted is None:
@@ -369,6 +466,15 @@ class SessionHost:
                 asyncio.get_running_loop().call_soon(self._release_if_idle, session_id)
 
         unsubscribe = hosted.agent.subscribe(on_status)
+
+    def _give_back(self, session_id: str) -> None:
+        """A session this connection no longer follows read-only: its handover request goes, and a lease
+        handed to this process that it has not picked up is released (nobody else could take it)."""
+        self.open_args.pop(session_id, None)
+        store, leases = self.manager.store, self.manager.leases
+        store.clear_handover(session_id, requester=leases.holder)
+        if session_id not in self.sessions:
+            leases.release(session_id)
 
     def _release_if_idle(self, session_id: str) -> bool:
         hosted = self.sessions.get(session_id)
@@ -525,9 +631,26 @@ class SessionHost:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach. MCP servers
         end with their sessions, after the turns' tool calls; then the provider's pooled connections."""
         await self.follower.close()
+        await self.handover.close()
+        for session_id in list(self.read_only):
+            try:
+                self._give_back(session_id)
+            except Exception:
+                logger.exception("could not give session %s back", session_id)
         await self.manager.close()
         for hosted in list(self.sessions.values()):
             self._cleanup(hosted, deleted=False)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.provider.aclose()
+
+
+def _logged_message_ids(events: Sequence[Event]) -> set[str]:
+    """The ids of every message the log's inbox splices inserted."""
+    ids: set[str] = set()
+    for event in events:
+        if event.type == INBOX_SPLICED:
+            for item in event.data.get("inserted", ()):  # each a message (its id at the top)
+                if isinstance(item.get("id"), str):
+                    ids.add(item["id"])
+    return ids

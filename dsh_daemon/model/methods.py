@@ -86,6 +86,12 @@ class SessionAttachParams:
 
 
 @dataclass(frozen=True)
+class SessionTakeOverParams:
+    session_id: SessionId
+    force: bool = False  # abort the holder's running turn (cause `handover`, its queue kept)
+
+
+@dataclass(frozen=True)
 class HolderInfo:
     """Who drives a session attached read-only: `{pid, host}` and the `session_busy` data."""
 
@@ -457,6 +463,7 @@ class DshCapabilities:
     edited_accept: bool | None = None
     editor_diagnostics: bool | None = None
     language_features: bool | None = None
+    take_over: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -482,6 +489,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/list", SessionListParams, SessionListResult, "sessions, most recently updated first"),
     Method("dsh/session/attach", SessionAttachParams, SessionAttachResult, "follow a session's events"),
     Method("dsh/session/detach", SessionParams, Empty, "stop following a session"),
+    Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
     Method("dsh/session/delete", SessionParams, Empty, "remove a session"),

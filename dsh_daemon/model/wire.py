@@ -22,7 +22,7 @@ Delivery: TypeAlias = Literal["inject", "steer", "followup"]
 SessionStatus: TypeAlias = Literal["idle", "running"]
 PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
 TurnEndKind: TypeAlias = Literal["completed", "blocked", "max-tokens", "aborted", "error", "interrupted"]
-CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook"]
+CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook", "handover"]
 SpliceOutcome: TypeAlias = Literal["canceled", "replaced", "moved"]
 
 

@@ -114,6 +114,7 @@ class DshProtocol(LanguageServerProtocol):
                 "editorDiagnostics": True,  # client `diagnostics`: new errors after edits, a tool (§9)
                 "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
                 "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
+                "takeOver": True,  # dsh/session/takeOver (§3)
             }
         }
         return result
@@ -336,6 +337,10 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.detach(p.session_id)
         return m.Empty()
 
+    def session_take_over(ls: LanguageServer, p: m.SessionTakeOverParams) -> m.Empty:
+        daemon.front_end.host.take_over(p.session_id, force=p.force)
+        return m.Empty()
+
     async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return await daemon.front_end.session(p.session_id).compact()
 
@@ -432,6 +437,7 @@ def register(daemon: Daemon) -> None:
         "dsh/session/list": session_list,
         "dsh/session/attach": session_attach,
         "dsh/session/detach": session_detach,
+        "dsh/session/takeOver": session_take_over,
         "dsh/session/transcript": session_transcript,
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,

@@ -174,6 +174,21 @@ CREATE TABLE IF NOT EXISTS checkpoint_contents (
     data BLOB NOT NULL,
     UNIQUE (session_id, hash)
 );
+CREATE TABLE IF NOT EXISTS handovers (
+    session_id TEXT PRIMARY KEY,
+    requester TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    force INTEGER NOT NULL DEFAULT 0,
+    requested_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deferred_sends (
+    session_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, message_id)
+);
 """
 
 
@@ -314,6 +329,8 @@ class SessionStore:
             db.execute("DELETE FROM leases WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM checkpoint_contents WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM deferred_sends WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 
@@ -488,6 +505,80 @@ class SessionStore:
     def release_lease(self, session_id: str, holder: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
+
+    # ---- handing a session over (see host/handover.py for the protocol) -----------------------------
+
+    def request_handover(self, session_id: str, requester: str, pid: int, host: str, *, force: bool) -> None:
+        """Ask the lease's holder to pass the lease to `requester` (one request per session: the
+        newest asker wins; a forcing request stays forcing)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO handovers (session_id, requester, pid, host, force, requested_at) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET requester=excluded.requester, "
+                "pid=excluded.pid, host=excluded.host, force=max(force, excluded.force), "
+                "requested_at=excluded.requested_at",
+                (session_id, requester, pid, host, int(force), now_ms()),
+            )
+
+    def handover_requests(self, holder: str) -> list[tuple[str, str, bool]]:
+        """`(session_id, requester, force)` for each session `holder` leases that another asks for."""
+        rows = self._db.execute(
+            "SELECT h.session_id, h.requester, h.force FROM handovers h JOIN leases l "
+            "ON l.session_id = h.session_id WHERE l.holder=? AND h.requester<>?",
+            (holder, holder),
+        ).fetchall()
+        return [(str(sid), str(requester), bool(force)) for sid, requester, force in rows]
+
+    def hand_over_lease(self, session_id: str, holder: str) -> bool:
+        """Pass `holder`'s lease to the requester of the session's handover, in one transaction (no
+        third process can take the lease between the release and the take); False when `holder` does
+        not hold it or nobody asks for it any more."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT requester, pid, host FROM handovers WHERE session_id=?", (session_id,)
+            ).fetchone()
+            lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
+            if row is None or lease is None or lease[0] != holder:
+                return False
+            db.execute(
+                "UPDATE leases SET holder=?, pid=?, host=?, heartbeat=? WHERE session_id=?",
+                (row[0], row[1], row[2], now_ms(), session_id),
+            )
+            db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
+        return True
+
+    def clear_handover(self, session_id: str, requester: str | None = None) -> None:
+        """Forget the handover request of the session (only `requester`'s, when given)."""
+        with self.transaction() as db:
+            if requester is None:
+                db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
+            else:
+                db.execute(
+                    "DELETE FROM handovers WHERE session_id=? AND requester=?", (session_id, requester)
+                )
+
+    def defer_send(self, session_id: str, message_id: str, data: str) -> None:
+        """A prompt for a session another process drives, kept until a process driving it enters it."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO deferred_sends (session_id, message_id, data, created_at) "
+                "VALUES (?,?,?,?)",
+                (session_id, message_id, data, now_ms()),
+            )
+
+    def deferred_sends(self, session_id: str) -> list[tuple[str, str]]:
+        """`(message_id, data)` of the session's deferred prompts, oldest first."""
+        rows = self._db.execute(
+            "SELECT message_id, data FROM deferred_sends WHERE session_id=? ORDER BY created_at, rowid",
+            (session_id,),
+        ).fetchall()
+        return [(str(mid), str(data)) for mid, data in rows]
+
+    def drop_deferred_send(self, session_id: str, message_id: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "DELETE FROM deferred_sends WHERE session_id=? AND message_id=?", (session_id, message_id)
+            )
 
 
 def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorable: int) -> Event:

@@ -1,0 +1,99 @@
+"""Issue 24.1: `session/load` of a session another live process holds (CodeCompanion runs one process
+per chat). Two `dsh-daemon acp` processes on one state directory, spoken to with the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from acp import text_block
+
+from tests.acp.harness import AcpDaemon, acp_daemon, settle
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+
+
+def chat_text(d: AcpDaemon, sid: str) -> str:
+    return d.client.text(sid)
+
+
+async def test_loading_a_chat_an_idle_process_holds_replays_it_and_drives_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(Reply.stream(text_stream(["first answer"])), Reply.stream(text_stream(["second answer"])))
+        sid = await first.new_session()
+        assert (
+            await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hello")]))
+        ).stop_reason == "end_turn"
+
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        assert "first answer" in chat_text(second, sid)  # replayed
+        response = await settle(second.conn.prompt(session_id=sid, prompt=[text_block("still there?")]))
+        assert response.stop_reason == "end_turn"
+        assert "second answer" in chat_text(second, sid)
+        contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert contents[-2:] == ["hello", "still there?"]  # the whole history, in the loading process
+
+        # The first process follows on, read-only, and says so in words; its next prompt takes the
+        # chat back (the second is idle) and runs there.
+        await first.wait_for(lambda: "second answer" in chat_text(first, sid))
+        assert "driven by another dsh-daemon" in chat_text(first, sid)
+        fake.script(Reply.stream(text_stream(["third answer"])))
+        response = await settle(first.conn.prompt(session_id=sid, prompt=[text_block("back here")]))
+        assert response.stop_reason == "end_turn"
+        assert "third answer" in chat_text(first, sid)
+        assert "session_busy" not in (state / "daemon.log").read_text()
+
+
+async def test_a_prompt_sent_while_the_holder_runs_a_turn_is_kept_and_runs_when_it_ends(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(
+            Reply.stream(text_stream(["long ", "answer"]), gate_after=(2, "long")),
+            Reply.stream(text_stream(["queued answer"])),
+        )
+        sid = await first.new_session()
+        running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("long")]))
+        await first.wait_for(lambda: len(fake.requests) == 1)
+
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        assert "running a turn" in chat_text(second, sid)  # said in words, not refused
+        waiting = asyncio.ensure_future(second.conn.prompt(session_id=sid, prompt=[text_block("after that")]))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # kept until the holder lets go
+        fake.open_gate("long")
+        assert (await settle(running)).stop_reason == "end_turn"
+        assert (await settle(waiting)).stop_reason == "end_turn"
+        assert "long answer" in chat_text(second, sid)  # the holder's turn, followed live
+        assert "queued answer" in chat_text(second, sid)
+        contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert contents == ["long", "after that"]
+
+
+async def test_a_kept_prompt_survives_the_loading_process(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Queued durably: the loader ends before the holder lets go; the prompt runs in the holder's
+    process the next time it opens the session."""
+    state = tmp_path / "state"
+    fake.script(
+        Reply.stream(text_stream(["long"]), gate_after=(0, "long")),
+        Reply.stream(text_stream(["kept answer"])),
+    )
+    async with acp_daemon(state, fake) as first:
+        sid = await first.new_session()
+        running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("long")]))
+        await first.wait_for(lambda: len(fake.requests) == 1)
+        async with acp_daemon(state, fake) as second:
+            await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+            kept = asyncio.ensure_future(second.conn.prompt(session_id=sid, prompt=[text_block("keep me")]))
+            await second.wait_for(lambda: "kept until" in (state / "daemon.log").read_text())
+        kept.cancel()  # the loading process (and its connection) ended with the prompt kept
+        fake.open_gate("long")
+        assert (await settle(running)).stop_reason == "end_turn"
+        await settle(first.conn.close_session(session_id=sid))
+        await settle(first.conn.load_session(cwd=str(first.work), session_id=sid, mcp_servers=[]))
+        await first.wait_for(lambda: "kept answer" in chat_text(first, sid))
+        contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert contents == ["long", "keep me"]
