@@ -33,10 +33,9 @@ from dsh_daemon.host.port import (
     NoEditor,
     Workspace,
 )
-from dsh_daemon.host.sessions import SessionHost
+from dsh_daemon.host.sessions import DrivenElsewhere, SessionHost
 from dsh_daemon.model.events import SESSION_LEASE, Event
 from dsh_daemon.model.inbox import PRESETS, Target
-from dsh_daemon.session.lease import SessionBusyError
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +194,7 @@ class AcpFrontEnd:
         synchronous stretch, so no event falls between them and none is sent twice."""
         try:
             hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
-        except SessionBusyError as busy:
+        except DrivenElsewhere as busy:
             self._load_driven_elsewhere(session_id, cwd, extra_roots, mcp_servers, busy, replay=True)
             return
         self.host.follow(hosted)
@@ -207,7 +206,7 @@ class AcpFrontEnd:
         cwd: str | None,
         extra_roots: Sequence[str],
         mcp_servers: ServerSource | None,
-        busy: SessionBusyError,
+        busy: DrivenElsewhere,
         *,
         replay: bool,
     ) -> None:
@@ -238,7 +237,7 @@ class AcpFrontEnd:
     ) -> None:
         try:
             hosted = self.host.session(session_id, cwd=cwd, extra_roots=extra_roots, mcp_servers=mcp_servers)
-        except SessionBusyError as busy:
+        except DrivenElsewhere as busy:
             self._load_driven_elsewhere(session_id, cwd, extra_roots, mcp_servers, busy, replay=False)
             return
         self.host.follow(hosted, replay=False)

@@ -60,6 +60,9 @@ from dsh_daemon.tools.workspace import Workspace
 logger = logging.getLogger(__name__)
 
 
+DrivenElsewhere = SessionBusyError  # front ends catch it by this name (they do not import `session`)
+
+
 class WorkspaceError(HostError):
     """A session's directories cannot make a workspace (a root that is not a directory, …)."""
 
