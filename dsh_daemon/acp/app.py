@@ -164,6 +164,7 @@ class Daemon:
         c.request("session/list")(self.session_list)
         c.request("session/close")(self.session_close)
         c.request("session/prompt")(self.session_prompt)
+        c.request("session/set_mode")(self.session_set_mode)
         c.notification("session/cancel")(self.session_cancel)
         c.notification("$/cancel_request")(self.cancel_request)
         c.request("_session/steering")(self.steering)
@@ -212,7 +213,8 @@ class Daemon:
         extra = _dirs(p, method)
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
-        return {"sessionId": self.front_end.new(cwd, extra, servers)}
+        session_id = self.front_end.new(cwd, extra, servers)
+        return {"sessionId": session_id, "modes": self.front_end.modes(session_id)}
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/load"
@@ -221,7 +223,7 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.load(session_id, cwd, _dirs(p, method), servers)
-        return {}
+        return {"modes": self.front_end.modes(session_id)}
 
     def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/resume"
@@ -230,7 +232,7 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
-        return {}
+        return {"modes": self.front_end.modes(session_id)}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/list")
@@ -250,6 +252,16 @@ class Daemon:
         session_id = _str(p, "sessionId", method)
         parts = self._prompt(p, session_id)
         return self.front_end.prompt(session_id, rid, parts)
+
+    def session_set_mode(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, modeId}` → `{}`: ask, accept-edits or plan (protocol.md §3); the client hears
+        `current_mode_update` (the durable `session/mode`)."""
+        method = "session/set_mode"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        self.front_end.session(session_id)
+        self.front_end.host.set_mode(session_id, _str(p, "modeId", method), method=method)
+        return {}
 
     def session_cancel(self, raw: Any) -> None:
         p = _object(raw, "session/cancel")

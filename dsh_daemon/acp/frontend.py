@@ -40,6 +40,13 @@ from dsh_daemon.model.inbox import PRESETS, Target
 logger = logging.getLogger(__name__)
 
 
+MODES: tuple[dict[str, str], ...] = (
+    {"id": "ask", "name": "Ask", "description": "Edits and commands ask before they run"},
+    {"id": "accept-edits", "name": "Accept edits", "description": "Edits apply at once; commands ask"},
+    {"id": "plan", "name": "Plan", "description": "Read-only: no edit or command tools are offered"},
+)
+
+
 @dataclass
 class AcpSession:
     """What this connection keeps for one session it drives."""
@@ -265,6 +272,10 @@ class AcpFrontEnd:
                 row["title"] = info.title
             out.append(row)
         return out
+
+    def modes(self, session_id: str) -> dict[str, Any]:
+        """ACP `SessionModeState`: the session's mode and the three there are."""
+        return {"currentModeId": self.host.mode(session_id), "availableModes": list(MODES)}
 
     def workspace(self, session_id: str) -> Workspace:
         view = self.viewing.get(session_id)

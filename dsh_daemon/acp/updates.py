@@ -23,6 +23,7 @@ from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
     AssistantMessageLogged,
+    SessionModeSet,
     SessionTitled,
     ToolCalled,
     ToolOutput,
@@ -295,6 +296,10 @@ class Translator:
             self._on_turn_usage(TurnUsage.of(event))
         elif kind == ev.SESSION_TITLE:
             self.title_changed(SessionTitled.of(event).title or None)
+        elif kind == ev.SESSION_MODE:
+            self.send(
+                {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
+            )
         elif kind in (ev.INBOX_INSERTED, ev.TURN_END):
             self.title_changed()
 
@@ -316,6 +321,10 @@ class Translator:
             self._on_turn_usage(TurnUsage.of(event))
         elif kind == ev.SESSION_TITLE:
             self.title_changed(SessionTitled.of(event).title or None)
+        elif kind == ev.SESSION_MODE:
+            self.send(
+                {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
+            )
 
     def _send_text(self, part: Mapping[str, Any]) -> None:
         """A live delta or a stored content block of text or reasoning, as its message chunk."""

@@ -154,6 +154,7 @@ class ToolRegistry:
 
     tools: dict[str, Tool] = field(default_factory=dict)
     result_max_chars: int = DEFAULT_RESULT_MAX_CHARS
+    offered: Callable[[str], bool] | None = None  # which tools the model is offered now (None: all)
 
     def add(self, tool: Tool) -> None:
         self.tools[tool.spec.name] = tool
@@ -162,4 +163,5 @@ class ToolRegistry:
         return self.tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self.tools.values())
+        offered = self.offered
+        return tuple(t.spec for name, t in self.tools.items() if offered is None or offered(name))

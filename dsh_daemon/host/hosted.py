@@ -18,9 +18,12 @@ from dsh_daemon.agent.tools import Approver
 from dsh_daemon.agent.turn import CompactionError
 from dsh_daemon.host.errors import session_busy_because
 from dsh_daemon.host.wiring import SessionTools
-from dsh_daemon.model.events import Event
+from dsh_daemon.model.events import SESSION_MODE, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.payloads import SessionModeSet, entry
+from dsh_daemon.model.wire import SessionMode
+from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
 
 CANCEL_SETTLE_S = 10.0  # how long a cancel waits for the aborted turn to end before it answers
@@ -134,6 +137,37 @@ class HostedSession:
             return await self.agent.compact()
         except CompactionError as exc:
             return {"compacted": False, "error": exc.error}
+
+    # ---- mode ----------------------------------------------------------------------------------------
+
+    def _policy(self) -> PermissionPolicy | None:
+        return next((h for h in self.tools.kit.hooks.pre_execute if isinstance(h, PermissionPolicy)), None)
+
+    @property
+    def mode(self) -> SessionMode:
+        policy = self._policy()
+        mode = "ask" if policy is None else policy.session_mode
+        return "plan" if mode == "plan" else "accept-edits" if mode == "accept-edits" else "ask"
+
+    def restore_mode(self) -> None:
+        """The mode the log last recorded (a session opened again keeps its mode)."""
+        for event in reversed(self.agent.log.events):
+            if event.type == SESSION_MODE:
+                self._apply_mode(SessionModeSet.of(event).mode)
+                return
+
+    def set_mode_durably(self, mode: SessionMode) -> None:
+        """A new mode: a durable `session/mode` (on disk on return; nothing when it is the mode
+        already), in effect from the next model request and tool call (a call under way finishes)."""
+        if mode == self.mode:
+            return
+        self.agent.log.append(*entry(SessionModeSet(mode)), commit=True, ignorable=True)
+        self._apply_mode(mode)
+
+    def _apply_mode(self, mode: str) -> None:
+        policy = self._policy()
+        if policy is not None:
+            policy.session_mode = mode
 
     # ---- permissions -------------------------------------------------------------------------------
 

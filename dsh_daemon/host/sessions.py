@@ -43,11 +43,12 @@ from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
-from dsh_daemon.model.events import INBOX_SPLICED, STATUS, Event
+from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import StatusChanged
+from dsh_daemon.model.payloads import SessionModeSet, StatusChanged
 from dsh_daemon.model.provider import Provider
+from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import SessionBusyError
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
@@ -76,6 +77,7 @@ class Attached:
     last_seq: int
     inbox: dict[str, Any]
     holder: SessionBusyError | None = None  # driven by another live process: a read-only view
+    mode: str = "ask"  # the session's mode (protocol.md §3)
     from_store: bool = False  # answered from the store alone; this process opens it in the background
     mcp_servers: list[dict[str, Any]] | None = None
 
@@ -293,6 +295,7 @@ class SessionHost:
     def _adopt(self, agent: Agent, tools: SessionTools) -> HostedSession:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
+        hosted.restore_mode()
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
         return hosted
@@ -421,12 +424,18 @@ class SessionHost:
                 self.read_only[session_id] = info.last_seq
             self.follower.follow(session_id, (exc.pid, exc.host))
             inbox = self.stored_inbox(session_id)
-            return Attached(info.status, info.title, info.last_seq, inbox, holder=exc)
+            mode = self.stored_mode(session_id)
+            return Attached(info.status, info.title, info.last_seq, inbox, holder=exc, mode=mode)
         # Replay from memory (it includes events not yet written behind) and subscribe together.
         self.follow(hosted, after_seq, replay=replay)
         title = self.manager.info(session_id).title
         return Attached(
-            hosted.status, title, hosted.last_seq, hosted.inbox(), mcp_servers=hosted.mcp_status()
+            hosted.status,
+            title,
+            hosted.last_seq,
+            hosted.inbox(),
+            mcp_servers=hosted.mcp_status(),
+            mode=hosted.mode,
         )
 
     def _nobody_drives(self, session_id: str) -> bool:
@@ -442,7 +451,12 @@ class SessionHost:
         self.read_only[session_id] = info.last_seq
         self.follower.follow(session_id, None, announce_takeover=False)
         return Attached(
-            info.status, info.title, info.last_seq, self.stored_inbox(session_id), from_store=True
+            info.status,
+            info.title,
+            info.last_seq,
+            self.stored_inbox(session_id),
+            from_store=True,
+            mode=self.stored_mode(session_id),
         )
 
     def detach(self, session_id: str) -> None:
@@ -504,6 +518,28 @@ class SessionHost:
             return self.session(session_id).inbox()
         except SessionBusyError:
             return self.stored_inbox(session_id)
+
+    def stored_mode(self, session_id: str) -> str:
+        """The mode the session's log last recorded ("ask" when none)."""
+        modes = self.manager.store.load_events_of_type(session_id, SESSION_MODE)
+        return SessionModeSet.of(modes[-1]).mode if modes else "ask"
+
+    def mode(self, session_id: str) -> str:
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return hosted.mode
+        return self.stored_mode(session_id)
+
+    def set_mode(self, session_id: str, mode: str, *, method: str) -> None:
+        """Drives the session (another process's: `session_busy`)."""
+        if mode not in SESSION_MODES:
+            raise invalid_params(
+                f"{method}: mode must be one of {', '.join(SESSION_MODES)}, not {shown(mode)}"
+            )
+        chosen: SessionMode = "plan" if mode == "plan" else "ask"
+        if mode == "accept-edits":
+            chosen = "accept-edits"
+        self.session(session_id).set_mode_durably(chosen)
 
     def stored_inbox(self, session_id: str) -> dict[str, Any]:
         """The pending items as the stored splices leave them (a session another process drives)."""

@@ -45,7 +45,12 @@ class McpToolRegistry(ToolRegistry):
     offered; the others stay known, so a call to one fails with a clear error, not UNKNOWN_TOOL."""
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self.tools.values() if getattr(t, "offered", True))
+        offered = self.offered
+        return tuple(
+            t.spec
+            for name, t in self.tools.items()
+            if getattr(t, "offered", True) and (offered is None or offered(name))
+        )
 
 
 class Caller(Protocol):

@@ -37,6 +37,7 @@ CONTEXT_USAGE = "context/usage"
 CONTEXT_COMPACTED = "context/compacted"
 REWIND_FILES = "rewind/files"
 CONVERSATION_CUT = "conversation/cut"
+SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
 
 DURABLE_TYPES = frozenset(
     {
@@ -59,6 +60,7 @@ DURABLE_TYPES = frozenset(
         CONTEXT_COMPACTED,
         REWIND_FILES,
         CONVERSATION_CUT,
+        SESSION_MODE,
     }
 )
 

@@ -29,6 +29,7 @@ from dsh_daemon.model.wire import (
     Position,
     Range,
     RewindProblem,
+    SessionMode,
     SessionStatus,
     SessionSummary,
     Target,
@@ -92,6 +93,12 @@ class SessionTakeOverParams:
 
 
 @dataclass(frozen=True)
+class SessionSetModeParams:
+    session_id: SessionId
+    mode: SessionMode
+
+
+@dataclass(frozen=True)
 class HolderInfo:
     """Who drives a session attached read-only: `{pid, host}` and the `session_busy` data."""
 
@@ -114,6 +121,7 @@ class SessionAttachResult:
     mcp_servers: tuple[McpServerStatus, ...] | None = None
     read_only: bool | None = None
     holder: Annotated[JsonObject, SchemaAs(HolderInfo)] | None = None
+    mode: SessionMode | None = None  # flag `modes` (§3)
 
 
 @dataclass(frozen=True)
@@ -464,6 +472,7 @@ class DshCapabilities:
     editor_diagnostics: bool | None = None
     language_features: bool | None = None
     take_over: bool | None = None
+    modes: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -489,6 +498,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/list", SessionListParams, SessionListResult, "sessions, most recently updated first"),
     Method("dsh/session/attach", SessionAttachParams, SessionAttachResult, "follow a session's events"),
     Method("dsh/session/detach", SessionParams, Empty, "stop following a session"),
+    Method("dsh/session/setMode", SessionSetModeParams, Empty, "ask, accept-edits or plan"),
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),

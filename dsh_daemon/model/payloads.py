@@ -26,6 +26,7 @@ from dsh_daemon.model.wire import (
     RequestHeader,
     RewindAction,
     RewindProblem,
+    SessionMode,
     SessionStatus,
     SpliceOutcome,
     StreamDelta,
@@ -202,6 +203,15 @@ class SessionTitled(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionModeSet(Payload):
+    """The session's mode (`dsh/session/setMode`, ACP `session/set_mode`): which tools are offered and
+    which ask (protocol.md §3)."""
+
+    TYPE: ClassVar[str] = ev.SESSION_MODE
+    mode: SessionMode
+
+
+@dataclass(frozen=True, slots=True)
 class ContextUsage(Payload):
     TYPE: ClassVar[str] = ev.CONTEXT_USAGE
     turn: int
@@ -357,6 +367,7 @@ PAYLOADS: dict[str, Any] = {
         LlmRetried,
         TurnUsage,
         SessionTitled,
+        SessionModeSet,
         ContextUsage,
         ContextCompacted,
         FilesRewound,

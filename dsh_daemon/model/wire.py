@@ -22,6 +22,8 @@ Delivery: TypeAlias = Literal["inject", "steer", "followup"]
 SessionStatus: TypeAlias = Literal["idle", "running"]
 PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
 TurnEndKind: TypeAlias = Literal["completed", "blocked", "max-tokens", "aborted", "error", "interrupted"]
+SessionMode: TypeAlias = Literal["ask", "accept-edits", "plan"]
+SESSION_MODES: tuple[SessionMode, ...] = ("ask", "accept-edits", "plan")
 CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook", "handover"]
 SpliceOutcome: TypeAlias = Literal["canceled", "replaced", "moved"]
 

@@ -115,6 +115,7 @@ class DshProtocol(LanguageServerProtocol):
                 "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
                 "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
                 "takeOver": True,  # dsh/session/takeOver (§3)
+                "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
             }
         }
         return result
@@ -337,6 +338,10 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.detach(p.session_id)
         return m.Empty()
 
+    def session_set_mode(ls: LanguageServer, p: m.SessionSetModeParams) -> m.Empty:
+        daemon.front_end.host.set_mode(p.session_id, p.mode, method="dsh/session/setMode")
+        return m.Empty()
+
     def session_take_over(ls: LanguageServer, p: m.SessionTakeOverParams) -> m.Empty:
         daemon.front_end.host.take_over(p.session_id, force=p.force)
         return m.Empty()
@@ -438,6 +443,7 @@ def register(daemon: Daemon) -> None:
         "dsh/session/attach": session_attach,
         "dsh/session/detach": session_detach,
         "dsh/session/takeOver": session_take_over,
+        "dsh/session/setMode": session_set_mode,
         "dsh/session/transcript": session_transcript,
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,

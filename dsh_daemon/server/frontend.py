@@ -183,6 +183,7 @@ class LspFrontEnd:
             "title": attached.title,
             "lastSeq": attached.last_seq,
             "inbox": attached.inbox,
+            "mode": attached.mode,
         }
         if attached.holder is not None:
             holder = attached.holder

@@ -17,16 +17,32 @@ from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
 from dsh_daemon.tools.workspace import Workspace
 
+READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "find_files", "grep"})  # what plan mode offers
+EDIT_TOOLS = frozenset({"edit_file", "write_file"})  # what accept-edits allows without asking
+
 
 class PermissionPolicy:
     def __init__(self, registry: ToolRegistry, workspace: Workspace, modes: Mapping[str, Mode]) -> None:
         self.registry = registry
         self.workspace = workspace
         self.modes = dict(modes)
+        # The session's mode (protocol.md §3): "ask" is the configured policy as it stands;
+        # "accept-edits" allows the edit tools the configuration would ask about; "plan" offers only
+        # the read-only tools (the registry hides the others, and a call to one is refused).
+        self.session_mode = "ask"
+        registry.offered = self.offered
+
+    def offered(self, name: str) -> bool:
+        return self.session_mode != "plan" or name in READ_ONLY_TOOLS
 
     def mode(self, name: str) -> Mode | None:
         """None: no opinion (a tool this policy does not know about)."""
-        return self.modes.get(name)
+        configured = self.modes.get(name)
+        if not self.offered(name):
+            return "deny"
+        if self.session_mode == "accept-edits" and name in EDIT_TOOLS and configured == "ask":
+            return "allow"
+        return configured
 
     async def __call__(self, call: ToolCall, signal: AbortSignal) -> PreExecuteDecision | None:
         mode = self.mode(call.name)
@@ -35,6 +51,8 @@ class PermissionPolicy:
         if mode == "allow":
             return Allow()
         if mode == "deny":
+            if not self.offered(call.name):
+                return Deny(f"{call.name} is not available in plan mode: read and plan, do not change")
             return Deny(f"{call.name} is disabled by the permission policy")
         tool = self.registry.get(call.name)
         args = call.args or {}

@@ -61,6 +61,8 @@ export interface AttachResult {
   /** The session's title ("" when it has none yet); absent from older daemons. */
   title?: string;
   readOnly?: boolean; holder?: Record<string, unknown>;
+  /** The session's mode (daemons with `modes`). */
+  mode?: 'ask' | 'accept-edits' | 'plan';
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
 }
@@ -123,6 +125,7 @@ export interface EventDataMap {
   'tool/output': { turn: number; step: number; callId: string; text: string };
   'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
+  'session/mode': { mode: 'ask' | 'accept-edits' | 'plan' };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
   'session/title': { title: string };
   'context/usage': { turn: number; step: number; used: number; window: number | null };

@@ -1,0 +1,47 @@
+"""Issue 24.9 over ACP: `modes` in session answers, `session/set_mode`, `current_mode_update`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acp import text_block
+
+from tests.acp.harness import acp_daemon, settle
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+
+READ_ONLY = {"read_file", "list_dir", "find_files", "grep"}
+
+
+def offered(fake: FakeDeepSeek) -> set[str]:
+    return {t["function"]["name"] for t in fake.requests[-1].json.get("tools", [])}
+
+
+async def test_modes_are_offered_switched_and_kept_with_the_session(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as d:
+        created = await d.conn.new_session(cwd=str(d.work), mcp_servers=[])
+        sid = created.session_id
+        assert created.modes is not None and created.modes.current_mode_id == "ask"
+        assert [m.id for m in created.modes.available_modes] == ["ask", "accept-edits", "plan"]
+        await settle(d.conn.set_session_mode(session_id=sid, mode_id="plan"))
+        assert d.client.updates(sid, "current_mode_update") == [
+            {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+        ]
+        fake.script(Reply.stream(text_stream(["a plan"])))
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("plan it")]))
+        ).stop_reason == "end_turn"
+        assert offered(fake) == READ_ONLY
+    async with acp_daemon(state, fake) as d:
+        loaded = await settle(d.conn.load_session(cwd=str(d.work), session_id=sid, mcp_servers=[]))
+        assert loaded.modes is not None and loaded.modes.current_mode_id == "plan"
+        await settle(d.conn.set_session_mode(session_id=sid, mode_id="accept-edits"))
+        fake.script(Reply.stream(text_stream(["go"])))
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("do it")]))
+        ).stop_reason == "end_turn"
+        assert {"edit_file", "run_command"} <= offered(fake)
+        raw = [m for m in d.client.wire if m.get("id") is not None and "error" in m]
+        assert raw == []
