@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-GIT_TIMEOUT_S = 60.0
+GIT_TIMEOUT_S = 20.0  # a snapshot slower than this is skipped: the command runs, the rewind says so
 
 
 class GitError(Exception):
