@@ -45,11 +45,11 @@ class RawPipe:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.write(b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
 
-    async def call(self, msg_id: Any, method: str, params: Any = None, timeout: float = 15) -> dict[str, Any]:
+    async def call(self, msg_id: Any, method: str, params: Any = None, timeout: float = 60) -> dict[str, Any]:
         self.frame({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         return await self.reply(msg_id, timeout)
 
-    async def reply(self, msg_id: Any, timeout: float = 15) -> dict[str, Any]:
+    async def reply(self, msg_id: Any, timeout: float = 60) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while loop.time() < deadline:
