@@ -165,6 +165,7 @@ class Daemon:
         c.request("session/close")(self.session_close)
         c.request("session/prompt")(self.session_prompt)
         c.request("session/set_mode")(self.session_set_mode)
+        c.request("session/set_config_option")(self.session_set_config_option)
         c.notification("session/cancel")(self.session_cancel)
         c.notification("$/cancel_request")(self.cancel_request)
         c.request("_session/steering")(self.steering)
@@ -214,7 +215,7 @@ class Daemon:
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
         session_id = self.front_end.new(cwd, extra, servers)
-        return {"sessionId": session_id, "modes": self.front_end.modes(session_id)}
+        return {"sessionId": session_id, **self._session_state(session_id)}
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/load"
@@ -223,7 +224,7 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.load(session_id, cwd, _dirs(p, method), servers)
-        return {"modes": self.front_end.modes(session_id)}
+        return self._session_state(session_id)
 
     def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/resume"
@@ -232,7 +233,11 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
-        return {"modes": self.front_end.modes(session_id)}
+        return self._session_state(session_id)
+
+    def _session_state(self, session_id: str) -> dict[str, Any]:
+        front_end = self.front_end
+        return {"modes": front_end.modes(session_id), "configOptions": front_end.config_options(session_id)}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/list")
@@ -262,6 +267,16 @@ class Daemon:
         self.front_end.session(session_id)
         self.front_end.host.set_mode(session_id, _str(p, "modeId", method), method=method)
         return {}
+
+    def session_set_config_option(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, configId, value}` → `{configOptions}`: the model, thinking, reasoning effort."""
+        method = "session/set_config_option"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        config_id = _str(p, "configId", method)
+        self.front_end.session(session_id)
+        self.front_end.host.set_model_setting(session_id, config_id, p.get("value"), method=method)
+        return {"configOptions": self.front_end.config_options(session_id)}
 
     def session_cancel(self, raw: Any) -> None:
         p = _object(raw, "session/cancel")

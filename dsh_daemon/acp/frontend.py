@@ -8,6 +8,7 @@ effect in the order they arrive.
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import logging
 from collections.abc import Mapping, Sequence
@@ -272,6 +273,44 @@ class AcpFrontEnd:
                 row["title"] = info.title
             out.append(row)
         return out
+
+    def config_options(self, session_id: str) -> builtins.list[dict[str, Any]]:
+        """ACP `SessionConfigOption`s: the model picker, thinking on/off, the reasoning effort."""
+        models, (model, thinking, effort) = self.host.model_settings(session_id)
+        return [
+            {
+                "id": "model",
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": model,
+                "options": [
+                    {"value": m["id"], "name": m["name"]}
+                    | (
+                        {"description": f"{m['contextWindow']:,} tokens of context"}
+                        if "contextWindow" in m
+                        else {}
+                    )
+                    for m in models
+                ],
+            },
+            {
+                "id": "thinking",
+                "name": "Thinking",
+                "description": "Let the model reason before it answers",
+                "category": "thought_level",
+                "type": "boolean",
+                "currentValue": thinking,
+            },
+            {
+                "id": "reasoning_effort",
+                "name": "Reasoning effort",
+                "category": "thought_level",
+                "type": "select",
+                "currentValue": effort,
+                "options": [{"value": "high", "name": "High"}, {"value": "max", "name": "Max"}],
+            },
+        ]
 
     def modes(self, session_id: str) -> dict[str, Any]:
         """ACP `SessionModeState`: the session's mode and the three there are."""

@@ -17,6 +17,7 @@ from dsh_daemon.agent.loop import Agent, AgentDisposedError
 from dsh_daemon.agent.tools import Approver
 from dsh_daemon.agent.turn import CompactionError
 from dsh_daemon.host.errors import session_busy_because
+from dsh_daemon.host.models import ModelSettings
 from dsh_daemon.host.wiring import SessionTools
 from dsh_daemon.model.events import SESSION_MODE, Event
 from dsh_daemon.model.inbox import Target
@@ -38,6 +39,7 @@ class HostedSession:
     _tasks: set[asyncio.Task[None]]
     followed: bool = False  # the connection receives its events
     detached: bool = False  # the client let it go while a turn ran: released when the turn ends
+    models: ModelSettings = field(default_factory=ModelSettings)  # the session's own model choices
     _unfollow: Callable[[], None] | None = field(default=None, repr=False)
     # A rewind is writing files and the log: no turn may start under it (sends, wakes and compactions
     # are refused with `session_busy` until it ends; it never waits for the client for long).

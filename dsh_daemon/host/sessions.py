@@ -37,6 +37,7 @@ from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.handover import HandoverWatcher
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
+from dsh_daemon.host.models import EFFORTS, ModelSettings, configured_models
 from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.paths import is_directory
 from dsh_daemon.host.port import FrontEnd
@@ -141,8 +142,49 @@ class SessionHost:
             for hook in hosted.tools.kit.hooks.pre_execute:
                 if isinstance(hook, PermissionPolicy):
                     hook.modes = dict(options.tools.permissions)
-            agent = hosted.agent
-            agent.options = dataclasses.replace(agent.options, model=options.provider.model)
+            self._apply_model_settings(hosted)
+
+    def _apply_model_settings(self, hosted: HostedSession) -> None:
+        """The session's model and request settings: its own choices over the daemon's."""
+        agent, settings = hosted.agent, hosted.models
+        agent.options = dataclasses.replace(
+            agent.options,
+            model=settings.model or self.options.provider.model,
+            config={**agent.options.config, **settings.request_config()},
+        )
+
+    def model_settings(self, session_id: str) -> tuple[list[dict[str, Any]], tuple[str, bool, str]]:
+        """The models offered, and the session's (model, thinking, reasoning effort) now."""
+        config = self.options.provider
+        hosted = self.sessions.get(session_id)
+        settings = hosted.models if hosted is not None else ModelSettings()
+        return configured_models(config), settings.effective(config)
+
+    def set_model_setting(self, session_id: str, key: str, value: object, *, method: str) -> None:
+        """One of the session's model settings (`model`, `thinking`, `reasoning_effort`), in effect
+        from its next model request. Driving the session is required."""
+        hosted = self.session(session_id)
+        settings = hosted.models
+        if key == "model":
+            offered = {m["id"] for m in configured_models(self.options.provider)}
+            if not isinstance(value, str) or value not in offered:
+                raise invalid_params(
+                    f"{method}: model must be one of {', '.join(sorted(offered))}, not {shown(value)}"
+                )
+            settings.model = value
+        elif key == "thinking":
+            if not isinstance(value, bool):
+                raise invalid_params(f"{method}: thinking takes true or false, not {shown(value)}")
+            settings.thinking = value
+        elif key == "reasoning_effort":
+            if value not in EFFORTS:
+                raise invalid_params(
+                    f"{method}: reasoning_effort must be one of {', '.join(EFFORTS)}, not {shown(value)}"
+                )
+            settings.reasoning_effort = str(value)
+        else:
+            raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
+        self._apply_model_settings(hosted)
 
     def set_roots(self, roots: Sequence[str]) -> None:
         """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""

@@ -93,6 +93,22 @@ class SessionTakeOverParams:
 
 
 @dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    name: str | None = None
+    context_window: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelsListResult:
+    """`dsh/models/list`: the configured models (the configured one first, DeepSeek's Flash and Pro),
+    and the model new requests use (`current`)."""
+
+    models: tuple[ModelInfo, ...]
+    current: str
+
+
+@dataclass(frozen=True)
 class SessionSetModeParams:
     session_id: SessionId
     mode: SessionMode
@@ -473,6 +489,7 @@ class DshCapabilities:
     language_features: bool | None = None
     take_over: bool | None = None
     modes: bool | None = None
+    models: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -498,6 +515,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/list", SessionListParams, SessionListResult, "sessions, most recently updated first"),
     Method("dsh/session/attach", SessionAttachParams, SessionAttachResult, "follow a session's events"),
     Method("dsh/session/detach", SessionParams, Empty, "stop following a session"),
+    Method("dsh/models/list", Empty, ModelsListResult, "the configured models"),
     Method("dsh/session/setMode", SessionSetModeParams, Empty, "ask, accept-edits or plan"),
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),

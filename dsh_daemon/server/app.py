@@ -116,6 +116,7 @@ class DshProtocol(LanguageServerProtocol):
                 "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
                 "takeOver": True,  # dsh/session/takeOver (§3)
                 "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
+                "models": True,  # dsh/models/list (§1)
             }
         }
         return result
@@ -338,6 +339,12 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.detach(p.session_id)
         return m.Empty()
 
+    def models_list(ls: LanguageServer, p: m.Empty) -> dict[str, Any]:
+        from dsh_daemon.host.models import configured_models
+
+        provider = daemon.front_end.host.options.provider
+        return {"models": configured_models(provider), "current": provider.model}
+
     def session_set_mode(ls: LanguageServer, p: m.SessionSetModeParams) -> m.Empty:
         daemon.front_end.host.set_mode(p.session_id, p.mode, method="dsh/session/setMode")
         return m.Empty()
@@ -444,6 +451,7 @@ def register(daemon: Daemon) -> None:
         "dsh/session/detach": session_detach,
         "dsh/session/takeOver": session_take_over,
         "dsh/session/setMode": session_set_mode,
+        "dsh/models/list": models_list,
         "dsh/session/transcript": session_transcript,
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,

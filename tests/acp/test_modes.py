@@ -45,3 +45,36 @@ async def test_modes_are_offered_switched_and_kept_with_the_session(
         assert {"edit_file", "run_command"} <= offered(fake)
         raw = [m for m in d.client.wire if m.get("id") is not None and "error" in m]
         assert raw == []
+
+
+async def test_config_options_pick_the_model_thinking_and_effort(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 24.8: the model picker and the thinking settings, per session."""
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        created = await d.conn.new_session(cwd=str(d.work), mcp_servers=[])
+        sid = created.session_id
+        options = {o.id: o for o in created.config_options or []}
+        assert set(options) == {"model", "thinking", "reasoning_effort"}
+        model = options["model"]
+        assert model.category == "model" and model.current_value == "deepseek-v4-flash"
+        assert [o.value for o in model.options][:2] == ["deepseek-v4-flash", "deepseek-v4-pro"]
+        changed = await settle(
+            d.conn.set_config_option(config_id="model", session_id=sid, value="deepseek-v4-pro")
+        )
+        current = {o.id: o.current_value for o in changed.config_options}
+        assert current["model"] == "deepseek-v4-pro"
+        await settle(d.conn.set_config_option(config_id="thinking", session_id=sid, value=True))
+        await settle(d.conn.set_config_option(config_id="reasoning_effort", session_id=sid, value="max"))
+        fake.script(Reply.stream(text_stream(["pro speaking"])))
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("hi")]))
+        ).stop_reason == "end_turn"
+        body = fake.requests[-1].json
+        assert body["model"] == "deepseek-v4-pro"
+        assert body["thinking"] == {"type": "enabled"} and body["reasoning_effort"] == "max"
+        # A model not offered is refused by name; the session keeps its choice.
+        try:
+            await settle(d.conn.set_config_option(config_id="model", session_id=sid, value="gpt-9"))
+        except Exception as exc:
+            assert "model must be one of" in str(exc)
+        else:
+            raise AssertionError("an unknown model was accepted")

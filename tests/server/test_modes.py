@@ -83,3 +83,14 @@ async def test_accept_edits_applies_edits_without_asking_and_still_asks_for_comm
         assert [r["tool"] for r in d.permission_requests] == ["run_command"]
     finally:
         await stop_daemon(d)
+
+
+async def test_models_list_names_the_configured_models(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    d = await start_daemon(tmp_path / "state", fake)
+    try:
+        listed = await d.request("dsh/models/list", {})
+        assert listed["current"] == "deepseek-v4-flash"
+        assert [m["id"] for m in listed["models"]][:2] == ["deepseek-v4-flash", "deepseek-v4-pro"]
+        assert listed["models"][0]["contextWindow"] == 1_000_000
+    finally:
+        await stop_daemon(d)
