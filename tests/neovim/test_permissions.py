@@ -3,6 +3,7 @@ reviewed hunk by hunk as a real Neovim diff (item 3)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
@@ -219,21 +220,24 @@ def test_review_reject_all_and_closing_it_decides_nothing(editor: Editor, fake: 
     assert card["text"].strip() == "✗ REJECTED"
 
 
-def test_a_partly_accepted_edit_is_rejected_and_says_why(editor: Editor, fake: FakeDeepSeek) -> None:
-    """Taking one hunk out: the daemon cannot apply part of an edit yet, so the whole edit is
-    rejected and the person is told so (not silently allowed, not silently dropped)."""
-    target = start_review(editor, fake, "call_rv3", "OK, rejected.")
+def test_a_partly_accepted_edit_is_written_as_accepted_and_the_model_is_told(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    """Taking one hunk out: the answer is allow-once with the accepted text (protocol.md §8
+    `newText`); the daemon writes exactly that, the buffer is saved (a command would see it), and
+    the model's next request says the person changed the proposal."""
+    target = start_review(editor, fake, "call_rv3", "OK, kept yours.")
     editor.keys("]c")
     editor.keys("\\r")  # take hunk 2 out of the proposal
     rv = review_state(editor)
     assert rv["wins"][1]["lines"][-1] == "    return a + b"  # back to the file's line
     editor.keys("\\s")
     editor.wait_footers(1)
-    assert target.read_text() == TWO_HUNKS_BEFORE
+    partly = TWO_HUNKS_AFTER.replace("def sub(a, b):\n    return a - b", "def sub(a, b):\n    return a + b")
     buf = editor.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr(...), 0, -1, false)", str(target))
-    assert buf == TWO_HUNKS_BEFORE.rstrip("\n").split("\n")
-    assert "a partial edit cannot be sent to the daemon yet" in editor.lua("return T.messages()")
-    assert any("a partial edit cannot be sent" in line for line in editor.lines())
-    row = next(i for i, line in enumerate(editor.lines()) if line.startswith("⚙ write_file"))
-    (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
-    assert card["text"].strip() == "✗ REJECTED"
+    assert buf == partly.rstrip("\n").split("\n")
+    assert target.read_text() == partly  # saved: buffer == disk
+    assert editor.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(target)) is False
+    assert any("allowed your version of the edit to" in line for line in editor.lines())
+    told = json.dumps(fake.requests[1].json["messages"][-1])
+    assert "The user changed your proposed edit of calc.py before accepting it" in told

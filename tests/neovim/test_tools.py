@@ -30,7 +30,7 @@ def answer(editor: Editor, keys: str) -> None:
     editor.keys(keys)
 
 
-def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, fake: FakeDeepSeek) -> None:
+def test_permission_float_allow_once_and_the_edit_lands_saved(editor: Editor, fake: FakeDeepSeek) -> None:
     target = editor.paths.work / "b.py"
     target.write_text("x = 1\ny = 2\n")
     fake.script(edit_call(target, "x = 1", "x = 2"), text_reply("Changed x."))
@@ -49,8 +49,9 @@ def test_permission_float_allow_once_and_the_edit_lands_unsaved(editor: Editor, 
         "local b = vim.fn.bufnr(...); return {lines = vim.api.nvim_buf_get_lines(b, 0, -1, false), modified = vim.bo[b].modified}",
         str(target),
     )
-    assert buf == {"lines": ["x = 2", "y = 2"], "modified": True}  # in the buffer, unsaved
-    assert target.read_text() == "x = 1\ny = 2\n"  # the person saves, not the agent
+    # In the buffer and saved (dsh/document/save): a command run next sees it (protocol.md §9).
+    assert buf == {"lines": ["x = 2", "y = 2"], "modified": False}
+    assert target.read_text() == "x = 2\ny = 2\n"
     lines = editor.lines()
     row = next(i for i, line in enumerate(lines) if line.startswith("⚙ edit_file"))
     (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]

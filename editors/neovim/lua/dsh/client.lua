@@ -8,7 +8,9 @@ local notify = require('dsh.notify')
 local M = {}
 
 --- Set by events.lua: `event(root, params)`, `ready(root, client)`, `exit(root, code, signal)`,
---- `permission(root, params, ctx)` (returns the reply), `apply_edit(root, params, ctx)`.
+--- `permission(root, params, ctx)` (returns the reply), `apply_edit(root, params, ctx)`,
+--- `editor(method, params)` (the editor's abilities, protocol.md §9: returns the reply),
+--- `offers()` (what the client offers the daemon: capabilities.experimental.dsh).
 M.on = {
   event = function() end,
   ready = function() end,
@@ -19,6 +21,22 @@ M.on = {
   apply_edit = function()
     return { applied = false, failureReason = 'not ready' }
   end,
+  editor = function(method)
+    return nil, vim.lsp.rpc_response_error(vim.lsp.protocol.ErrorCodes.MethodNotFound, method)
+  end,
+  offers = function()
+    return {}
+  end,
+}
+
+--- The daemon's requests for the editor's abilities (protocol.md §9).
+local EDITOR_METHODS = {
+  'dsh/document/save',
+  'dsh/editor/diagnostics',
+  'dsh/editor/definition',
+  'dsh/editor/references',
+  'dsh/editor/symbols',
+  'dsh/editor/hover',
 }
 
 ---@class dsh.Root
@@ -106,6 +124,7 @@ function M.ensure(root, cb, fail)
   local capabilities = vim.lsp.protocol.make_client_capabilities()
   capabilities.workspace.applyEdit = true
   capabilities.window.workDoneProgress = true
+  capabilities.experimental = { dsh = M.on.offers() }
   local id = vim.lsp.start({
     name = 'dsh',
     cmd = opts.cmd,
@@ -292,7 +311,7 @@ vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufEnter', 'BufFileP
 })
 
 handlers_for = function(root)
-  return {
+  local handlers = {
     ['dsh/event'] = function(_, params)
       M.on.event(root, params)
     end,
@@ -303,6 +322,12 @@ handlers_for = function(root)
       return M.on.apply_edit(root, params, ctx)
     end,
   }
+  for _, method in ipairs(EDITOR_METHODS) do
+    handlers[method] = function(_, params)
+      return M.on.editor(method, params)
+    end
+  end
+  return handlers
 end
 
 return M

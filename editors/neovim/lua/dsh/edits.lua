@@ -1,5 +1,6 @@
--- workspace/applyEdit from the daemon: applied with Neovim's own workspace-edit code (undoable, the
--- buffer stays unsaved: the person saves), without the built-in handler's "Workspace edit" message;
+-- workspace/applyEdit from the daemon: applied with Neovim's own workspace-edit code (undoable; the
+-- daemon then asks for the edited buffer to be written, dsh/document/save in editor.lua), without the
+-- built-in handler's "Workspace edit" message;
 -- changed lines flash, and :DshEdits lists every touched place in the quickfix list.
 local api = vim.api
 local config = require('dsh.config')

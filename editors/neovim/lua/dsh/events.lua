@@ -6,6 +6,7 @@ local state = require('dsh.state')
 local permissions = require('dsh.permissions')
 local sessions = require('dsh.sessions')
 local edits = require('dsh.edits')
+local editor = require('dsh.editor')
 
 local M = {}
 
@@ -69,6 +70,12 @@ function M.register(client)
   end
   client.on.apply_edit = function(...)
     return edits.apply(...)
+  end
+  client.on.editor = function(...)
+    return editor.handle(...)
+  end
+  client.on.offers = function()
+    return editor.capabilities()
   end
 end
 

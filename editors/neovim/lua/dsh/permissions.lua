@@ -342,12 +342,14 @@ local function new_request(root, params, reply)
   local k = key(params.sessionId, params.callId)
   order = order + 1
   local req = { params = params, root = root, done = false, order = order }
-  req.finish = function(outcome, quiet) -- quiet: the daemon no longer needs an answer
+  -- quiet: the daemon no longer needs an answer; new_text: the edit as the person accepted it
+  req.finish = function(outcome, quiet, new_text)
     if req.done then
       return
     end
     req.done = true
     req.outcome = outcome
+    req.new_text = new_text
     if M.open[k] == req then
       M.open[k] = nil
     end
@@ -363,7 +365,7 @@ local function new_request(root, params, reply)
         pcall(api.nvim_set_current_win, prev)
       end
       changed(req)
-      reply(outcome, quiet)
+      reply(outcome, quiet, new_text)
       next_after(was_focused)
     end)
   end
@@ -395,7 +397,7 @@ function M.request(root, params, _ctx)
     end, 50)
     outcome = req.outcome
   end
-  return { outcome = outcome or 'cancelled' }
+  return { outcome = outcome or 'cancelled', newText = req.new_text }
 end
 
 --- Show again a request the daemon still has open (an attach reply, dsh/permissions/list), unless
@@ -405,11 +407,11 @@ function M.reopen(root, params)
   if M.open[k] or M.settled[k] then
     return M.open[k]
   end
-  local req = new_request(root, params, function(outcome, quiet)
+  local req = new_request(root, params, function(outcome, quiet, new_text)
     if quiet then
       return
     end
-    local answer = { sessionId = params.sessionId, callId = params.callId, outcome = outcome }
+    local answer = { sessionId = params.sessionId, callId = params.callId, outcome = outcome, newText = new_text }
     client.request(root, 'dsh/permissions/respond', answer, function(err, res)
       if err then
         notify.error('could not answer the permission request: ' .. (err.message or ''))
@@ -457,18 +459,27 @@ end
 
 -- ---- hunk review ---------------------------------------------------------------------------------
 
---- A person took some hunks of an edit out (or changed it by hand): the daemon cannot apply a
---- partial edit yet (its permission answer has no edited text; see editors/neovim/README.md), so
---- the edit is rejected as a whole and the person is told so. Kept apart so that sending the
---- accepted text replaces only this function once the daemon takes it.
+--- A person took some hunks of an edit out (or changed it by hand): the accepted text goes back as
+--- allow-once with `newText` (protocol.md §8, flag `editedAccept`); the daemon writes exactly it and
+--- tells the model what the person changed. An older daemon cannot take it: the edit is rejected as
+--- a whole and the person is told so.
 function M.partial(req, decision)
+  local path = labels.first_line(req.params.preview and req.params.preview.path or req.params.title, 60)
+  local chat = state.chats[req.params.sessionId]
+  local info = client.info(req.root) or {}
+  if info.editedAccept then
+    req.finish('allow-once', nil, decision.text)
+    if chat then
+      chat:note(('✓ allowed your version of the edit to %s'):format(path), 'DshAccepted')
+    end
+    return
+  end
   req.finish('reject')
-  local msg = ('kept %s of the edit to %s: a partial edit cannot be sent to the daemon yet, so the whole edit was rejected'):format(
+  local msg = ('kept %s of the edit to %s: this daemon cannot take a partial edit, so the whole edit was rejected'):format(
     decision.rejected and decision.rejected > 0 and 'part' or 'a changed version',
-    labels.first_line(req.params.preview and req.params.preview.path or req.params.title, 60)
+    path
   )
   notify.warn(msg)
-  local chat = state.chats[req.params.sessionId]
   if chat then
     chat:note('✗ ' .. msg, 'DshError')
   end

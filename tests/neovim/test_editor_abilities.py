@@ -1,0 +1,113 @@
+"""The editor as the agent's eyes and hands (issue 26) in a real headless Neovim with a real language
+server (basedpyright, installed from PyPI by scripts/setup-neovim.sh): `definition` finds a symbol in
+another file, an edit that introduces a type error gets that error into the next model request, a
+command after an allowed edit sees the edit, and the person's unsaved change in another buffer is
+neither written nor hidden from the model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.neovim.harness import Editor, Paths
+from tests.server.harness import text_reply, tool_call_stream
+
+
+def langserver() -> str:
+    found = shutil.which("basedpyright-langserver") or str(
+        Path(sys.executable).parent / "basedpyright-langserver"
+    )
+    if not Path(found).exists():
+        pytest.skip("basedpyright is not installed (bash scripts/setup-neovim.sh)")
+    return found
+
+
+def call(call_id: str, name: str, **args: object) -> Reply:
+    return Reply.stream(tool_call_stream([(call_id, name, args)]))
+
+
+def tool_text(fake: FakeDeepSeek, request: int) -> str:
+    """The tool results the model got in request `request` (0-based), as sent."""
+    return json.dumps([m for m in fake.requests[request].json["messages"] if m["role"] == "tool"][-1])
+
+
+def extra_init(server: str, work: Path) -> str:
+    return f"""
+require('dsh.config').options.init_options.tools = {{
+  permissions = {{ edit_file = 'allow', run_command = 'allow' }},
+  limits = {{ diagnostics_settle_s = 4 }},
+}}
+vim.api.nvim_create_autocmd('FileType', {{
+  pattern = 'python',
+  callback = function(ev)
+    vim.lsp.start({{
+      name = 'basedpyright',
+      cmd = {{ {json.dumps(server)}, '--stdio' }},
+      root_dir = {json.dumps(str(work))},
+      settings = {{ basedpyright = {{ analysis = {{ typeCheckingMode = 'standard' }} }} }},
+    }}, {{ bufnr = ev.buf }})
+  end,
+}})
+"""
+
+
+def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
+    nvim_bin: str, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    server = langserver()
+    work = paths.work
+    (work / "lib.py").write_text("def helper() -> int:\n    return 1\n")
+    (work / "app.py").write_text("from lib import helper\n\nvalue: int = helper()\n")
+    (work / "other.py").write_text("SAVED = True\n")
+    fake.script(
+        call("c1", "definition", path="app.py", line=1, symbol="helper"),
+        call("c2", "edit_file", path="app.py", old_string="value: int", new_string="value: str"),
+        call("c3", "run_command", command="cat app.py other.py"),
+        text_reply("Done."),
+    )
+    editor = Editor(nvim_bin, paths, fake.base_url, extra=extra_init(server, work))
+    try:
+        editor.cmd("edit other.py")
+        editor.keys("GoUNSAVED = 1<Esc>")  # the person's own change, not saved
+        editor.cmd("edit app.py")
+        editor.wait(
+            lambda: editor.lua(
+                "local c = vim.lsp.get_clients({name = 'basedpyright'})[1]; return c ~= nil and c.initialized"
+            ),
+            timeout=60,
+            what="basedpyright initialized",
+        )
+        editor.cmd("Dsh find helper, then make value a string and show the file")
+        editor.wait_footers(1, timeout=180)
+        # definition: the symbol is defined in another file, found by the language server.
+        assert "lib.py:1:5: def helper() -> int:" in tool_text(fake, 1)
+        # The edit's new type error reached the next request.
+        edited = tool_text(fake, 2)
+        assert "new error in app.py after this edit" in edited, edited
+        assert "app.py:3:" in edited and "str" in edited
+        # The command after the allowed edit saw it; the other buffer was named, not written.
+        ran = tool_text(fake, 3)
+        assert "value: str = helper()" in ran and "value: int" not in ran
+        assert "other.py has unsaved changes in the editor" in ran and "UNSAVED" not in ran
+        assert (work / "other.py").read_text() == "SAVED = True\n"
+        assert (work / "app.py").read_text() == "from lib import helper\n\nvalue: str = helper()\n"
+        state = editor.lua(
+            "local a, o = vim.fn.bufnr(...), vim.fn.bufnr(select(2, ...));"
+            " return {app = vim.bo[a].modified, other = vim.bo[o].modified}",
+            str(work / "app.py"),
+            str(work / "other.py"),
+        )
+        assert state == {"app": False, "other": True}
+        # Undo still reverts the agent's edit in the buffer.
+        editor.cmd("buffer app.py")
+        editor.keys("u")
+        assert editor.lua("return vim.fn.getline(3)") == "value: int = helper()"
+        sent = json.dumps([r.json for r in fake.requests])
+        assert "app.py changed on disk (or in the editor) since you read it" not in sent
+    finally:
+        editor.quit(timeout=20)
