@@ -7,6 +7,7 @@ neither written nor hidden from the model."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -109,5 +110,10 @@ def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
         assert editor.lua("return vim.fn.getline(3)") == "value: int = helper()"
         sent = json.dumps([r.json for r in fake.requests])
         assert "app.py changed on disk (or in the editor) since you read it" not in sent
+        if os.environ.get("DSH_NVIM_SHOW"):  # what a person sees in the chat, and what the model got
+            print("\n".join(editor.lines()))
+            for card in editor.snapshot().get("cards", []):
+                print(f"[card row {card['row']}] {card['text']}")
+            print("--- model got:", edited, ran, sep="\n")
     finally:
         editor.quit(timeout=20)
