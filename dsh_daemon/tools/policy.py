@@ -17,7 +17,20 @@ from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
 from dsh_daemon.tools.workspace import Workspace
 
-READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "find_files", "grep"})  # what plan mode offers
+# What plan mode offers: the tools that only read (the editor's diagnostics and language features too).
+READ_ONLY_TOOLS = frozenset(
+    {
+        "read_file",
+        "list_dir",
+        "find_files",
+        "grep",
+        "diagnostics",
+        "definition",
+        "references",
+        "symbols",
+        "hover",
+    }
+)
 EDIT_TOOLS = frozenset({"edit_file", "write_file"})  # what accept-edits allows without asking
 
 
