@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon import __version__
+from dsh_daemon.acp import commands
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host import errors
@@ -237,6 +238,8 @@ class Daemon:
 
     def _session_state(self, session_id: str) -> dict[str, Any]:
         front_end = self.front_end
+        # The slash commands, once the answer naming the session is out (the next loop turn).
+        asyncio.get_running_loop().call_soon(self._advertise_commands, session_id)
         return {"modes": front_end.modes(session_id), "configOptions": front_end.config_options(session_id)}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -255,8 +258,70 @@ class Daemon:
         method = "session/prompt"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
+        command = commands.parse(p.get("prompt"))
+        if command is not None:
+            return self._run_command(session_id, command)
         parts = self._prompt(p, session_id)
         return self.front_end.prompt(session_id, rid, parts)
+
+    def _advertise_commands(self, session_id: str) -> None:
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": list(commands.COMMANDS)}
+        self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def _say(self, session_id: str, text: str) -> None:
+        content = {"type": "text", "text": text}
+        update = {"sessionUpdate": "agent_message_chunk", "content": content}
+        self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def _run_command(self, session_id: str, command: commands.SlashCommand) -> dict[str, Any]:
+        """A slash command: done now, answered `end_turn` with a line saying what it did."""
+        front_end = self.front_end
+        hosted = front_end.session(session_id)
+        name, argument = command.name, command.argument
+        if name in ("queue", "steer", "inject"):
+            if not command.prompt():
+                raise errors.invalid_params(f"/{name} needs a prompt after it")
+            running = hosted.status == "running"
+            parts = self._prompt({"prompt": command.prompt()}, session_id)
+            front_end.send(session_id, parts, "followup" if name == "queue" else name)
+            said = {
+                "queue": "Queued: it runs after the current turn.",
+                "steer": "Steering: the running turn takes it at its next step.",
+                "inject": "Added as context for the next model request.",
+            }[name]
+            if name == "steer" and not running:
+                said = "Nothing was running: started a turn with it."
+        elif name == "wake":
+            said = "Running the queue." if hosted.wake() else "Nothing queued to run."
+        elif name == "drop":
+            inbox = hosted.inbox()
+            ids = [item["id"] for key in ("nextTurn", "nextStep") for item in inbox.get(key, [])]
+            dropped = sum(1 for message_id in ids if hosted.remove(message_id))
+            said = f"Dropped {dropped} queued item{'s' if dropped != 1 else ''}."
+        elif name == "compact":
+            result = await hosted.compact()
+            if result.get("scheduled"):
+                said = "The running turn compacts the conversation at its next step."
+            elif result.get("compacted"):
+                said = "Compacted the conversation."
+            else:
+                error = result.get("error")
+                message = error.get("message") if isinstance(error, Mapping) else None
+                said = f"Could not compact: {message or 'nothing to compact'}."
+        elif name == "rename":
+            front_end.host.rename(session_id, argument, method="/rename")
+            said = f"Renamed to “{argument}”."
+        else:  # model
+            if argument:
+                front_end.host.set_model_setting(session_id, "model", argument, method="/model")
+                options = front_end.config_options(session_id)
+                update = {"sessionUpdate": "config_option_update", "configOptions": options}
+                self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+            models, (model, _thinking, _effort) = front_end.host.model_settings(session_id)
+            offered = ", ".join(m["id"] for m in models)
+            said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
+        self._say(session_id, said)
+        return {"stopReason": "end_turn"}
 
     def session_set_mode(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         """`{sessionId, modeId}` → `{}`: ask, accept-edits or plan (protocol.md §3); the client hears
