@@ -464,7 +464,8 @@ end
 --- tells the model what the person changed. An older daemon cannot take it: the edit is rejected as
 --- a whole and the person is told so.
 function M.partial(req, decision)
-  local path = labels.first_line(req.params.preview and req.params.preview.path or req.params.title, 60)
+  local pv_path = req.params.preview and req.params.preview.path
+  local path = labels.first_line(pv_path and vim.fn.fnamemodify(pv_path, ':~:.') or req.params.title, 60)
   local chat = state.chats[req.params.sessionId]
   local info = client.info(req.root) or {}
   if info.editedAccept then
