@@ -37,6 +37,7 @@ from dsh_daemon.host.errors import (
     request_cancelled,
     wire_error,
 )
+from dsh_daemon.host.preload import settle
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class Connection:
                 line = await reader.next()
                 if line is None:
                     return
+                settle()  # no import of ours while the session machinery is being preloaded
                 self.dispatch(line)
         finally:
             for future in list(self._outgoing.values()):

@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
+from dsh_daemon.host.preload import settle
 from dsh_daemon.server import errors
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ async def read_loop(
         if len(body) < length:
             return  # EOF inside a body
         body = _cut_overrun(body, reader)
+        settle()  # no import of ours while the session machinery is being preloaded
         dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
 
 
