@@ -49,7 +49,13 @@ def capabilities() -> dict[str, Any]:
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": False},
-        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+        "sessionCapabilities": {
+            "list": {},
+            "resume": {},
+            "close": {},
+            "delete": {},
+            "additionalDirectories": {},
+        },
         "_meta": {
             "steering": {"supported": True},  # `_session/steering`, as codex-acp and claude-agent-acp
             "dsh": {
@@ -164,6 +170,7 @@ class Daemon:
         c.request("session/resume")(self.session_resume)
         c.request("session/list")(self.session_list)
         c.request("session/close")(self.session_close)
+        c.request("session/delete")(self.session_delete)
         c.request("session/prompt")(self.session_prompt)
         c.request("session/set_mode")(self.session_set_mode)
         c.request("session/set_config_option")(self.session_set_config_option)
@@ -241,6 +248,13 @@ class Daemon:
         # The slash commands, once the answer naming the session is out (the next loop turn).
         asyncio.get_running_loop().call_soon(self._advertise_commands, session_id)
         return {"modes": front_end.modes(session_id), "configOptions": front_end.config_options(session_id)}
+
+    def session_delete(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId}` → `{}`: the session is gone (refused with words while a turn runs here or
+        another process drives it)."""
+        p = _object(raw, "session/delete")
+        self.front_end.host.delete(_str(p, "sessionId", "session/delete"))
+        return {}
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/list")

@@ -136,3 +136,26 @@ async def test_steering_inject_wake_and_inbox_edits(tmp_path: Path, fake: FakeDe
         assert contents[0] == "go" and "new text" in contents and "old text" not in contents
         woke = await raw.call("_dsh/wake", {"sessionId": sid})
         assert woke["result"] == {"started": False}  # nothing pending any more
+
+
+async def test_session_delete_removes_a_session_and_refuses_a_running_one_in_words(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 24.11: `session/delete` (advertised), refused with a reason while a turn runs."""
+    async with raw_acp(tmp_path / "state", fake) as raw:
+        init = await raw.call("initialize", {"protocolVersion": 1, "_meta": {"dsh": {"thinking": False}}})
+        caps = init["result"]["agentCapabilities"]["sessionCapabilities"]
+        assert caps["delete"] == {} and caps["additionalDirectories"] == {}
+        sid = str(
+            (await raw.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["result"]["sessionId"]
+        )
+        fake.script(stalled("working"))
+        running = raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("go")})
+        await raw.until(is_chunk("working"))
+        busy = await raw.call("session/delete", {"sessionId": sid})
+        assert busy["error"]["code"] == -32803 and "turn is running" in busy["error"]["message"]
+        raw.send({"method": "session/cancel", "params": {"sessionId": sid}})
+        assert (await raw.response(running))["result"] == {"stopReason": "cancelled"}
+        assert (await raw.call("session/delete", {"sessionId": sid}))["result"] == {}
+        listed = await raw.call("session/list", {})
+        assert listed["result"]["sessions"] == []
