@@ -147,7 +147,9 @@ async def acp_daemon(
             client,
             *COMMAND,
             env=daemon_env(state, fake, DSH_LOG_LEVEL="INFO"),
-            transport_kwargs={"stderr": log},
+            # The SDK terminates a child still running 2 s after stdin closed, racing its own exit
+            # (ProcessLookupError) on a loaded machine: the daemon gets as long as it needs to shut down.
+            transport_kwargs={"stderr": log, "shutdown_timeout": 30.0},
             observers=[client.observe],
         ) as (conn, _process):
             capabilities = ClientCapabilities(
