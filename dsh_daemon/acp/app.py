@@ -322,6 +322,8 @@ class Daemon:
                 error = result.get("error")
                 message = error.get("message") if isinstance(error, Mapping) else None
                 said = f"Could not compact: {message or 'nothing to compact'}."
+        elif name in ("undo", "rewind"):
+            said = await self._rewind(session_id, command)
         elif name == "rename":
             front_end.host.rename(session_id, argument, method="/rename")
             said = f"Renamed to “{argument}”."
@@ -336,6 +338,52 @@ class Daemon:
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
         self._say(session_id, said)
         return {"stopReason": "end_turn"}
+
+    async def _rewind(self, session_id: str, command: commands.SlashCommand) -> str:
+        """`/undo [force]` and `/rewind [N [files|conversation] [force]]` on the host's rewind
+        (protocol.md §15), answered in plain words."""
+        host = self.front_end.host
+        hosted = self.front_end.session(session_id)
+        cwd = str(hosted.workspace.cwd)
+        if hosted.status == "running":
+            return "A turn is running: stop it first, then rewind."
+        if command.name == "undo":
+            if command.argument not in ("", "force"):
+                return "Usage: /undo [force] — take back the last turn's file changes."
+            turns = host.transcript(session_id, None, 1).get("turns") or []
+            last = int(turns[0]["turn"]) if turns else None
+            changed = {int(t["turn"]) for t in host.checkpoints_of(session_id)["turns"]}
+            if last is None or last not in changed:
+                return "The last turn changed no file: nothing to undo."
+            request = commands.RewindRequest(
+                last, files=True, conversation=False, force=command.argument == "force"
+            )
+            retry = "/undo"
+        else:
+            if not command.argument:
+                page = host.transcript(session_id, None, 10)
+                return commands.turns_said(page, host.checkpoints_of(session_id), cwd)
+            parsed = commands.parse_rewind(command.argument)
+            if parsed is None:
+                return commands.REWIND_USAGE
+            request = parsed
+            retry = "/rewind " + " ".join(w for w in command.argument.split() if w != "force")
+        try:
+            result = await host.rewind(
+                session_id,
+                request.turn,
+                files=request.files,
+                conversation=request.conversation,
+                force=request.force,
+            )
+        except Exception as exc:
+            refused = errors.wire_error(exc)
+            if refused is None:
+                raise
+            return f"Nothing was rewound: {refused.message}"
+        return commands.rewind_said(
+            result, cwd, turn=request.turn, retry=retry, conversation=request.conversation
+        )
 
     def session_set_mode(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         """`{sessionId, modeId}` → `{}`: ask, accept-edits or plan (protocol.md §3); the client hears

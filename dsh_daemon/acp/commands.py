@@ -8,9 +8,15 @@ stream into the chat). A prompt whose first word is not a known command is an or
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+REWIND_USAGE = (
+    "Usage: /rewind N [files|conversation] [force] — back to before turn N "
+    "(its files and the conversation, by default)."
+)
 
 COMMANDS: tuple[dict[str, Any], ...] = (
     {"name": "queue", "description": "Queue a prompt for after the current turn, without waiting for it",
@@ -24,6 +30,10 @@ COMMANDS: tuple[dict[str, Any], ...] = (
     {"name": "compact", "description": "Summarise the conversation to free context"},
     {"name": "rename", "description": "Rename this chat", "input": {"hint": "title"}},
     {"name": "model", "description": "Switch this chat's model", "input": {"hint": "model id"}},
+    {"name": "undo", "description": "Take back the file changes of the last turn (the conversation stays)",
+     "input": {"hint": "force: overwrite files changed since"}},
+    {"name": "rewind", "description": "Back to before turn N: files and conversation (alone: the turns)",
+     "input": {"hint": "N [files|conversation] [force]"}},
 )  # fmt: skip
 NAMES = frozenset(c["name"] for c in COMMANDS)
 
@@ -57,3 +67,97 @@ def parse(blocks: Any) -> SlashCommand | None:
     if name not in NAMES:
         return None
     return SlashCommand(name, argument.strip(), tuple(b for b in blocks[1:] if isinstance(b, Mapping)))
+
+
+@dataclass(frozen=True)
+class RewindRequest:
+    turn: int
+    files: bool
+    conversation: bool
+    force: bool
+
+
+def parse_rewind(argument: str) -> RewindRequest | None:
+    """`N [files|conversation] [force]` (both files and conversation unless one is named)."""
+    words = argument.split()
+    if (
+        not words
+        or not words[0].lstrip("#").isdigit()
+        or not set(words[1:]) <= {"files", "conversation", "force"}
+    ):
+        return None
+    rest = set(words[1:])
+    return RewindRequest(
+        int(words[0].lstrip("#")),
+        files="conversation" not in rest or "files" in rest,
+        conversation="files" not in rest or "conversation" in rest,
+        force="force" in rest,
+    )
+
+
+def shown_path(path: str, cwd: str) -> str:
+    try:
+        relative = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def _paths(paths: Sequence[str], cwd: str, limit: int = 8) -> str:
+    names = [shown_path(p, cwd) for p in paths[:limit]]
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return ", ".join(names) + more
+
+
+def rewind_said(result: Mapping[str, Any], cwd: str, *, turn: int, retry: str, conversation: bool) -> str:
+    """A rewind's answer in plain words: what was restored, deleted, left alone and why."""
+    conflicts = [c.get("path") or "?" for c in result.get("conflicts") or []]
+    if conflicts:
+        return (
+            f"Nothing was rewound: {len(conflicts)} file{'s' if len(conflicts) != 1 else ''} changed since "
+            f"the agent changed {'them' if len(conflicts) != 1 else 'it'}: {_paths(conflicts, cwd)}. "
+            f"`{retry} force` overwrites {'them' if len(conflicts) != 1 else 'it'}."
+        )
+    lines = []
+    restored, deleted = list(result.get("restored") or []), list(result.get("deleted") or [])
+    if restored:
+        lines.append(f"Restored {_paths(restored, cwd)}.")
+    if deleted:
+        lines.append(
+            f"Deleted {_paths(deleted, cwd)} (the agent had created {'them' if len(deleted) > 1 else 'it'})."
+        )
+    for problem in result.get("notRestorable") or []:
+        where = f"{shown_path(problem['path'], cwd)}: " if problem.get("path") else ""
+        at = f" (turn {problem['turn']})" if problem.get("turn") else ""
+        lines.append(f"Not restored{at}: {where}{problem.get('reason', '')}.")
+    if conversation and "cutSeq" in result:
+        lines.append(
+            f"The conversation is back to before turn {turn}: the model no longer sees turn {turn} or later "
+            "(they stay on screen)."
+        )
+    if not restored and not deleted and not result.get("notRestorable"):
+        lines.insert(0, "No file to restore.")
+    return "\n".join(lines)
+
+
+def turns_said(page: Mapping[str, Any], checkpoints: Mapping[str, Any], cwd: str) -> str:
+    """The recent turns by number, each with its prompt and the files it changed."""
+    changed = {
+        int(t["turn"]): [f["path"] for f in t.get("files") or []] for t in checkpoints.get("turns") or []
+    }
+    lines = []
+    for turn in reversed(page.get("turns") or []):
+        prompt = next(
+            (
+                item.get("text", "")
+                for item in turn.get("items", ())
+                if item.get("type") == "message" and (item.get("source") or {}).get("kind") == "user"
+            ),
+            "",
+        )
+        files = changed.get(int(turn["turn"])) or []
+        touched = f" — {_paths(files, cwd, 3)}" if files else ""
+        lines.append(f"{turn['turn']}. {' '.join(prompt.split())[:60]}{touched}")
+    if not lines:
+        return "No turn yet: nothing to rewind."
+    return "\n".join(["Turns:", *lines, REWIND_USAGE])

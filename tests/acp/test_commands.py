@@ -16,7 +16,18 @@ async def test_slash_commands_are_advertised_and_run(tmp_path: Path, fake: FakeD
         await d.wait_for(lambda: bool(d.client.updates(sid, "available_commands_update")))
         (advertised,) = d.client.updates(sid, "available_commands_update")
         names = [c["name"] for c in advertised["availableCommands"]]
-        assert names == ["queue", "steer", "inject", "wake", "drop", "compact", "rename", "model"]
+        assert names == [
+            "queue",
+            "steer",
+            "inject",
+            "wake",
+            "drop",
+            "compact",
+            "rename",
+            "model",
+            "undo",
+            "rewind",
+        ]
 
         async def run(text: str) -> str:
             before = d.client.text(sid)
