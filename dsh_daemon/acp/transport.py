@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeAlias
 
 from dsh_daemon.acp.errors import INVALID_REQUEST, PARSE_ERROR
+from dsh_daemon.model.jsondepth import MAX_DEPTH, TooDeepError, check_depth, top_level_member
+
+logger = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 RequestId: TypeAlias = int | str
@@ -65,7 +69,10 @@ def decode(line: bytes) -> Incoming | None:
         return Malformed(INVALID_REQUEST, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
         text = line.decode("utf-8")
+        check_depth(line)  # before decoding: deep nesting would exhaust the stack (docs: jsondepth)
         obj = json.loads(text)
+    except TooDeepError as exc:
+        return _too_deep(line, exc)
     except (UnicodeDecodeError, ValueError) as exc:
         return Malformed(PARSE_ERROR, f"parse error: {exc}")
     if not isinstance(obj, dict):
@@ -93,6 +100,21 @@ def decode(line: bytes) -> Incoming | None:
     if usable_id is not None and ("result" in obj or "error" in obj):
         return Response(usable_id, obj.get("result"), obj.get("error"))
     return Malformed(INVALID_REQUEST, "neither a request, a notification nor a response", usable_id)
+
+
+def _too_deep(line: bytes, exc: TooDeepError) -> Malformed | None:
+    """A line nested deeper than MAX_DEPTH: a request is refused with its own id (found without
+    decoding the rest), a notification or a response is dropped, anything else answered id null."""
+    raw_id = top_level_member(line, "id")
+    method = top_level_member(line, "method")
+    message = f"invalid request: {exc}"
+    if isinstance(method, str) and _valid_id(raw_id):
+        return Malformed(INVALID_REQUEST, message, raw_id)
+    if isinstance(method, str) or _valid_id(raw_id):
+        kind = "notification" if isinstance(method, str) else "response"
+        logger.warning("a %s nested deeper than %d levels: dropped", kind, MAX_DEPTH)
+        return None
+    return Malformed(INVALID_REQUEST, message)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -34,6 +34,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.preload import settle
+from dsh_daemon.model.jsondepth import MAX_DEPTH, TooDeepError, check_depth, top_level_member
 from dsh_daemon.server import errors
 
 logger = logging.getLogger(__name__)
@@ -205,8 +206,9 @@ def _cut_overrun(body: bytes, reader: StdinReader) -> bytes:
     text = body.decode("utf-8", "surrogateescape")
     start = len(text) - len(text.lstrip())
     try:
+        check_depth(body)
         _, end = json.JSONDecoder().raw_decode(text, start)
-    except (ValueError, RecursionError):
+    except ValueError:  # TooDeepError included: `dispatch` refuses it
         return body
     rest = text[end:].encode("utf-8", "surrogateescape")
     logger.warning("body longer than its JSON value (%d bytes over): read again as the next frame", len(rest))
@@ -245,12 +247,13 @@ def dispatch(
     is_initialized: Callable[[], bool] = lambda: True,
 ) -> None:
     try:
+        check_depth(body)  # before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
         data = json.loads(body)
+    except TooDeepError as exc:
+        _refuse_too_deep(protocol, body, exc)
+        return
     except (ValueError, UnicodeDecodeError) as exc:
         _error(protocol, None, errors.PARSE_ERROR, f"Parse error: {exc}")
-        return
-    except RecursionError:
-        _error(protocol, None, errors.PARSE_ERROR, "Parse error: JSON nested too deeply")
         return
     if not isinstance(data, dict):
         _error(
@@ -377,6 +380,21 @@ def dispatch(
         logger.exception("handling %s failed", method)
         if is_request:
             _error(protocol, msg_id, errors.INTERNAL_ERROR, f"Internal error while handling {method}")
+
+
+def _refuse_too_deep(protocol: JsonRPCProtocol, body: bytes, exc: TooDeepError) -> None:
+    """A request nested deeper than MAX_DEPTH is refused with its own id (found without decoding the
+    rest); a notification or a response is dropped; anything else is answered with id null."""
+    msg_id = top_level_member(body, "id")
+    method = top_level_member(body, "method")
+    usable_id = isinstance(msg_id, str | int) and not isinstance(msg_id, bool)
+    if isinstance(method, str) and usable_id:
+        _error(protocol, msg_id, errors.INVALID_REQUEST, f"Invalid Request: {exc}")
+    elif isinstance(method, str) or usable_id:
+        kind = "notification" if isinstance(method, str) else "response"
+        logger.warning("a %s nested deeper than %d levels: dropped", kind, MAX_DEPTH)
+    else:
+        _error(protocol, None, errors.INVALID_REQUEST, f"Invalid Request: {exc}")
 
 
 class _QuietDeserializeErrors(logging.Filter):

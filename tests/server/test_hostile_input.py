@@ -324,3 +324,37 @@ async def test_ambient_state_never_reads_special_files_nor_breaks_a_step(daemon:
     await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": "two"}})
     assert await daemon.wait_idle_turn(sid, 2) == [{"kind": "completed"}, {"kind": "completed"}]
     assert daemon.fake.requests[-1].json["messages"][-1]["content"] == "two"
+
+
+# ---- issue 18 item 1: deeply nested JSON -------------------------------------------------------------
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+async def test_deeply_nested_params_are_refused_with_the_requests_own_id(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    pipe = await spawn(tmp_path / "state", fake, keep_stderr=True)
+    sid = await started(pipe)
+    for depth in (1_000, 5_000, 100_000):
+        pipe.frame(b'{"jsonrpc":"2.0","id":"d%d","method":"dsh/session/list","params":{"x":%s}}'
+                   % (depth, nested(depth)))  # fmt: skip
+        head = await pipe.reply(f"d{depth}")
+        assert head["error"]["code"] == -32600 and "nested" in head["error"]["message"], head
+        pipe.frame(b'{"jsonrpc":"2.0","method":"dsh/wake","params":{"x":%s},"id":%d}' % (nested(depth), depth))
+        assert (await pipe.reply(depth))["error"]["code"] == -32600
+        pipe.frame(b'{"jsonrpc":"2.0","method":"dsh/context/didChange","params":{"x":%s}}' % nested(depth))
+        pipe.frame(nested(depth))
+    # nesting under the limit is an ordinary message: a content block of another type kept verbatim
+    block = {"type": "x-deep", "data": json.loads(nested(100))}
+    sent = await pipe.call("ok", "dsh/send", {"sessionId": sid, "message": {"content": [block]},
+                                              "target": "next-turn", "wakeup": False})  # fmt: skip
+    assert "messageId" in sent["result"], sent
+    assert "result" in await pipe.call("list", "dsh/session/list", {})
+    nulls = [m for m in pipe.messages if m.get("id") is None and "error" in m]
+    assert len(nulls) == 3, nulls  # only the three frames that are no message at all
+    assert not [m for m in pipe.messages if m.get("error", {}).get("code") == -32603]
+    stderr = await finish(pipe)
+    assert b"Traceback" not in stderr and b"Fatal Python error" not in stderr, stderr[-3000:]
