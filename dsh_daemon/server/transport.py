@@ -5,7 +5,9 @@ waits forever). This loop answers instead:
 - a body that is not JSON: `-32700` (id null);
 - JSON that is not a request/notification/response object, or a `jsonrpc` other than "2.0": `-32600`
   (with the id when there is one);
-- a body over the size cap: read and dropped, `-32600`;
+- a `Content-Length` over the frame cap (64 MiB): `-32700`, and nothing is read as its body;
+- a body that does not start with `{` (or `[`): `-32700`;
+- JSON nested deeper than 128 levels: `-32600` (a request with its own id);
 - typed LSP params that fail to structure: `-32602` with the request's id;
 - a request after `shutdown`: `-32600`.
 - a message that has both a `method` and a `result`/`error`: `-32600`;
@@ -15,8 +17,11 @@ Headers are matched case-insensitively. The loop resynchronises after any framin
 block without a usable Content-Length is skipped; junk (a CR-only header, garbage without a newline,
 the tail of a body whose Content-Length was too small) is skipped up to the next `Content-Length:`;
 a body whose Content-Length was too large is cut after its JSON value and the rest is read again as
-the next frame's header. stdin is read on its own thread, so busy worker threads can never starve
-the reader.
+the next frame's header; a length over the cap, or a body that does not start like a JSON-RPC message,
+is skipped up to the next header without waiting for its bytes. A body that is already a complete
+JSON object while fewer bytes than its length have come (and the client has gone quiet) is answered at
+once: a valid body is one JSON value plus whitespace, so the missing bytes cannot change it. stdin is
+read on its own thread, so busy worker threads can never starve the reader.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_LINE = 1 << 20
+QUIET_S = 0.05  # a body still short of its length after this long without bytes is looked at
+_WHITESPACE = b" \t\r\n"
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
 _MARK = b"content-length:"
 
@@ -83,6 +90,27 @@ class StdinReader:
             await self._waiter
         finally:
             self._waiter = None
+
+    async def more(self, wait_s: float) -> bool:
+        """Wait for more bytes (or EOF); False when none came within `wait_s` seconds."""
+        if self._eof:
+            return True
+        try:
+            await asyncio.wait_for(self._more(), wait_s)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def eof(self) -> bool:
+        return self._eof
+
+    def buffered(self) -> bytes:
+        """What has arrived and not been taken yet (a copy; nothing is consumed)."""
+        return bytes(self._buf)
+
+    def take(self, n: int) -> bytes:
+        return self._take(n)
 
     def _take(self, n: int) -> bytes:
         out = bytes(self._buf[:n])
@@ -176,25 +204,77 @@ async def read_loop(
             _error(protocol, None, errors.INVALID_REQUEST, "Invalid Request: missing Content-Length header")
             continue
         if length > MAX_BODY_BYTES:
-            remaining = length
-            while remaining > 0:
-                chunk = await reader.read(min(remaining, 1 << 20))
-                if not chunk:
-                    return
-                remaining -= len(chunk)
+            # Nothing is read as its body (10^20 bytes would never come): the next header resyncs.
+            logger.warning("Content-Length %d over the frame cap: skipped to the next header", length)
             _error(
                 protocol,
                 None,
-                errors.INVALID_REQUEST,
-                f"Invalid Request: body of {length} bytes exceeds {MAX_BODY_BYTES}",
+                errors.PARSE_ERROR,
+                f"Parse error: Content-Length {length} exceeds the frame cap of {MAX_BODY_BYTES} bytes",
             )
             continue
-        body = await reader.readexactly(length) if length else b""
-        if len(body) < length:
+        body = await _read_body(reader, length)
+        if body is None:
             return  # EOF inside a body
+        if not body:
+            logger.warning("a frame body that does not start with '{': skipped to the next header")
+            _error(protocol, None, errors.PARSE_ERROR, "Parse error: the frame body is not a JSON object")
+            continue
         body = _cut_overrun(body, reader)
         settle()  # no import of ours while the session machinery is being preloaded
         dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
+
+
+async def _read_body(reader: StdinReader, length: int) -> bytes | None:
+    """The body of a frame of `length` bytes; b"" (nothing consumed) when it does not start like a
+    JSON-RPC message, which is then junk to resync past; None at EOF. A body whose length is too large
+    is cut after its JSON value (`_cut_overrun`), at once when the client has gone quiet with the
+    value already complete."""
+    if length == 0:
+        return b"\x00"  # not JSON: answered as a parse error
+    while True:  # the first byte that is not whitespace decides whether this is a body at all
+        data = reader.buffered()
+        head = data[:length]
+        start = len(head) - len(head.lstrip(_WHITESPACE))
+        if start < len(head) or len(data) >= length:
+            break
+        if reader.eof:
+            return None
+        await reader.more(3600.0)
+    if start < length and data[start : start + 1] not in (b"{", b"["):
+        return b""
+    tried = 0
+    while len(data) < length:
+        if reader.eof:
+            return None
+        if not await reader.more(QUIET_S) and len(data) > tried and _worth_trying(len(data), tried):
+            tried = len(data)
+            end = _complete_value_end(data)
+            if end is not None:
+                logger.warning("a frame body complete %d bytes short of its Content-Length", length - end)
+                return _cut_overrun(reader.take(end), reader)
+        data = reader.buffered()
+    return _cut_overrun(reader.take(length), reader)
+
+
+def _worth_trying(size: int, tried: int) -> bool:
+    """Looking at a long body again only once it has grown by half keeps the looking linear."""
+    return size <= 1 << 20 or size >= tried * 3 // 2
+
+
+def _complete_value_end(data: bytes) -> int | None:
+    """Where the JSON value at the start of `data` ends (trailing whitespace included); None while
+    it is incomplete. A body is one value plus whitespace, so a complete value at the start is the
+    whole message whatever follows it (the next frame, when the length was too large)."""
+    text = data.decode("utf-8", "surrogateescape")
+    start = len(text) - len(text.lstrip())
+    try:
+        check_depth(data)
+        _, end = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return None
+    end += len(text[end:]) - len(text[end:].lstrip())
+    return len(text[:end].encode("utf-8", "surrogateescape"))
 
 
 def _cut_overrun(body: bytes, reader: StdinReader) -> bytes:

@@ -175,6 +175,12 @@ FRAMING_MISTAKES = {
     "missing content-length": b'Content-Type: x\r\n\r\n{"jsonrpc":"2.0","id":"m6","method":"dsh/wake"}',
     "bare body": b'{"jsonrpc":"2.0","id":"m7","method":"dsh/wake"}',
     "lf-only header and junk": b"Content-Length: zz\n\nzz",
+    # issue 18 item 6
+    "length 10^20": b'Content-Length: 100000000000000000000\r\n\r\n{"jsonrpc":"2.0","id":"m8","method":"x"}',
+    "length over the frame cap": b"Content-Length: %d\r\n\r\n{}" % (64 * 1024 * 1024 + 1),
+    "length+1000": wrong_length(1000, "m9"),
+    "body not json": b"Content-Length: 60\r\n\r\nthis is no json at all",
+    "body not json, short": b"Content-Length: 5\r\n\r\nxyz",
 }
 
 
@@ -358,3 +364,24 @@ async def test_deeply_nested_params_are_refused_with_the_requests_own_id(
     assert not [m for m in pipe.messages if m.get("error", {}).get("code") == -32603]
     stderr = await finish(pipe)
     assert b"Traceback" not in stderr and b"Fatal Python error" not in stderr, stderr[-3000:]
+
+
+# ---- issue 18 item 6: lengths that would wedge the connection ---------------------------------------
+
+
+async def test_a_length_too_large_does_not_stall_the_reply(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """The client sends one request whose Content-Length is 1,000 bytes too large, then waits: the
+    request is complete JSON, so it is answered without waiting for bytes that will never come."""
+    pipe = await spawn(tmp_path / "state", fake, keep_stderr=True)
+    await started(pipe)
+    pipe.write(wrong_length(1000, "alone"))
+    assert "sessions" in (await pipe.reply("alone", timeout=10))["result"]
+    pipe.write(good("next"))  # and the stream is in sync after it
+    assert "sessions" in (await pipe.reply("next", timeout=10))["result"]
+    pipe.write(b"Content-Length: 100000000000000000000\r\n\r\n")
+    pipe.write(good("after-huge"))
+    assert "sessions" in (await pipe.reply("after-huge", timeout=10))["result"]
+    refused = [m for m in pipe.messages if m.get("id") is None and "error" in m]
+    assert [m["error"]["code"] for m in refused] == [-32700], refused
+    assert "exceeds" in refused[0]["error"]["message"]
+    assert b"Traceback" not in await finish(pipe)
