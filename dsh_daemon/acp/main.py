@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 from typing import BinaryIO
 
@@ -13,7 +11,7 @@ from dsh_daemon.acp.app import Daemon, Settings
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import LineReader, LineWriter
 from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
-from dsh_daemon.host.stdio import protect_stdout
+from dsh_daemon.host.stdio import protect_stdout, stop_on_signals
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +25,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     connection = Connection(writer)
     daemon = Daemon(connection, settings)
     reader = LineReader(stdin)
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, reader.stop)
+    stop_on_signals(reader.stop)
     try:
         await connection.serve(reader)
     finally:
@@ -43,10 +40,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
 
 def run(settings: Settings) -> int:
     stdout = protect_stdout()
-    try:
-        return asyncio.run(serve(settings, sys.stdin.buffer, stdout))
-    except KeyboardInterrupt:
-        return 130
+    return asyncio.run(serve(settings, sys.stdin.buffer, stdout))
 
 
 __all__ = ["Settings", "configure_logging", "run", "serve"]

@@ -1,7 +1,8 @@
 """NDJSON transport: one JSON-RPC message per line, UTF-8, no embedded newlines.
 
 Reading happens in a thread (stdin may be a pipe, a file or a terminal), line by line with a cap: a
-line longer than `MAX_LINE_BYTES` is skipped whole and reported as an invalid request. Each line is
+line longer than `MAX_LINE_BYTES` is skipped whole and reported as an invalid request; a line nested
+deeper than `MAX_DEPTH` is refused before it is decoded. Each line is
 classified into a frozen value (`Request`, `Notification`, `Response`, `Malformed`); nothing here
 knows any method.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeAlias
@@ -129,10 +131,16 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 class LineReader:
-    """Lines of a binary stream, read in a daemon thread and handed to the event loop."""
+    """Lines of a binary stream, read in a daemon thread and handed to the event loop.
+
+    The thread reads the file descriptor with `os.read`, never through a buffered file object: a
+    daemon thread blocked inside `BufferedReader.readline` holds the reader's lock, and an
+    interpreter that exits while it does aborts ("could not acquire lock ... at interpreter
+    shutdown", SIGABRT). Each chunk is searched for newlines on its own, so reading stays linear in
+    the line's size; a line longer than `max_line` is dropped as it arrives (`TOO_LONG`)."""
 
     def __init__(self, stream: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
-        self._stream = stream
+        self._fd = stream.fileno()
         self._max = max_line
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
@@ -146,25 +154,42 @@ class LineReader:
             pass
 
     def _run(self) -> None:
+        pending: list[bytes] = []
+        size = 0
+        skipping = False  # inside a line already longer than the cap
         try:
             while True:
-                line = self._stream.readline(self._max + 1)
-                if not line:
+                try:
+                    chunk = os.read(self._fd, 1 << 16)
+                except InterruptedError:
+                    continue
+                if not chunk:
                     break
-                if len(line) > self._max and not line.endswith(b"\n"):
-                    while True:  # skip the rest of an over-long line
-                        rest = self._stream.readline(1 << 20)
-                        if not rest or rest.endswith(b"\n"):
-                            break
-                    line = TOO_LONG
-                self._put(line)
-        except (OSError, ValueError):
+                start = 0
+                while start < len(chunk):
+                    at = chunk.find(b"\n", start)
+                    stop = len(chunk) if at < 0 else at + 1
+                    if not skipping:
+                        pending.append(chunk[start:stop])
+                        size += stop - start
+                        if size - (at >= 0) > self._max:
+                            pending, size, skipping = [], 0, True
+                    if at >= 0:
+                        if skipping:
+                            self._put(TOO_LONG)
+                        else:
+                            self._put(b"".join(pending))
+                        pending, size, skipping = [], 0, False
+                    start = stop
+            if pending and not skipping:
+                self._put(b"".join(pending))  # a last line without its newline
+        except OSError:
             pass
         finally:
             self._put(None)
 
     def stop(self) -> None:
-        """End reading as if stdin had closed (SIGTERM)."""
+        """End reading as if stdin had closed (SIGTERM, SIGINT)."""
         self._queue.put_nowait(None)
 
     async def next(self) -> bytes | None:

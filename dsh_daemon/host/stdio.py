@@ -6,9 +6,13 @@ print, a C extension or a child process can never write into the protocol stream
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
 
 
@@ -31,3 +35,13 @@ def configure_logging(level: str, log_file: str | None) -> logging.Handler:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     return handler
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM (an editor giving up on a graceful exit) and SIGINT (Ctrl-C in a terminal) end the
+    input like EOF: running turns end aborted{shutdown}, the queue stays parked, the log is flushed,
+    and the process exits 0. A second signal while that runs changes nothing."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop)

@@ -7,14 +7,12 @@ print, a C extension or a child process can never write into the JSON-RPC stream
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 from typing import BinaryIO
 
 from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
-from dsh_daemon.host.stdio import protect_stdout
+from dsh_daemon.host.stdio import protect_stdout, stop_on_signals
 from dsh_daemon.server.app import Daemon, Settings
 from dsh_daemon.server.stdout import CoalescingWriter
 from dsh_daemon.server.transport import StdinReader, read_loop
@@ -41,9 +39,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
     writer = CoalescingWriter(stdout)
     protocol.set_writer(writer)
     reader = StdinReader(stdin)
-    # SIGTERM (an editor giving up on a graceful exit) shuts down like EOF: turns end aborted{shutdown}.
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, reader.stop)
+    stop_on_signals(reader.stop)
     code = 0
     try:
         await read_loop(
@@ -80,7 +76,4 @@ class _Discard:
 
 def run(settings: Settings) -> int:
     stdout = protect_stdout()
-    try:
-        return asyncio.run(serve(settings, sys.stdin.buffer, stdout))
-    except KeyboardInterrupt:
-        return 130
+    return asyncio.run(serve(settings, sys.stdin.buffer, stdout))

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dsh_daemon.session.store import SessionStore
 from tests.acp.harness import RawAcp, raw_acp
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 
@@ -70,3 +74,35 @@ async def test_deeply_nested_lines_are_refused_with_their_own_id_and_the_daemon_
     assert "Traceback" not in log and "Fatal Python error" not in log, log[-3000:]
     # every answer to a deep line came back on its own, nothing else was answered with id null
     assert [m for m in raw.received if m.get("id") is None and "error" in m].__len__() == 3
+
+
+# ---- item 8: SIGTERM and SIGINT end the process with 0, after the orderly shutdown ---------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_shuts_down_in_order_and_exits_0(
+    tmp_path: Path, fake: FakeDeepSeek, signum: signal.Signals
+) -> None:
+    state = tmp_path / "state"
+    fake.script(Reply.stream(text_stream(["working"])[:2], tail="stall"))
+    async with raw_acp(state, fake) as raw:
+        sid = await initialized(raw, state)
+        raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("run long")})
+        await raw.until(
+            lambda m: m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        )
+        queued = raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("queued")})
+        await asyncio.sleep(0.2)  # the queued prompt is acknowledged durably before it is answered
+        raw.process.send_signal(signum)
+        assert await asyncio.wait_for(raw.process.wait(), 30) == 0
+        answers = [m for m in raw.received if m.get("id") == queued]
+        assert answers == [] or answers[0]["result"] == {"stopReason": "cancelled"}, answers
+    log = log_of(state)
+    assert "Fatal Python error" not in log and "Traceback" not in log, log[-3000:]
+    store = SessionStore(state)
+    turn_ends = [e for e in store.load_events(sid) if e.type == "turn/end"]
+    assert turn_ends[-1].data["reason"] == {"kind": "aborted", "cause": "shutdown"}
+    pending = [e for e in store.load_events(sid) if e.type == "agent/inbox/spliced"]
+    assert pending[-1].data["inserted"] and pending[-1].data["inserted"][0]["content"][0]["text"] == "queued"
+    store.close()

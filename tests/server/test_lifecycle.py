@@ -83,10 +83,13 @@ async def test_exit_during_a_turn_stops_quietly_and_keeps_the_queue(
     await assert_shut_down_keeping_the_queue(state, fake, sid)
 
 
-async def test_sigterm_shuts_down_like_eof(tmp_path: Path, fake: FakeDeepSeek) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_sigterm_and_sigint_shut_down_like_eof(
+    tmp_path: Path, fake: FakeDeepSeek, signum: signal.Signals
+) -> None:
     state = tmp_path / "state"
     pipe, sid = await streaming_with_a_queue(state, fake)
-    pipe.proc.send_signal(signal.SIGTERM)
+    pipe.proc.send_signal(signum)
     assert await asyncio.wait_for(pipe.proc.wait(), 30) == 0
     await assert_shut_down_keeping_the_queue(state, fake, sid)
 
