@@ -44,6 +44,7 @@ from dsh_daemon.host.paths import checked_path
 from dsh_daemon.host.preload import preload_in_background
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
+from dsh_daemon.server.roots import check_root_uris
 
 if TYPE_CHECKING:
     from dsh_daemon.model import methods as m
@@ -236,6 +237,7 @@ def register(daemon: Daemon) -> None:
         options = p.initialization_options
         # Every option is parsed here, once: a bad one is refused in this reply, where the editor shows it.
         settings = daemon.settings
+        check_root_uris(p)
         daemon.options = parse_options(
             settings.state_dir, settings.env, settings.flags, options, what=INIT_OPTIONS
         )

@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
+from dsh_daemon.host.errors import shown
 from dsh_daemon.host.preload import settle
 from dsh_daemon.model.jsondepth import MAX_DEPTH, TooDeepError, check_depth, top_level_member
 from dsh_daemon.server import errors
@@ -413,6 +414,8 @@ def dispatch(
                 f"Method not found: {method} is a notification (send it without an id)",
             )
             return
+        if is_request and method == "workspace/executeCommand" and _unknown_command(protocol, data):
+            return
         if is_request and is_shut_down() and method != "exit":
             _error(protocol, msg_id, errors.INVALID_REQUEST, f"Invalid Request: {method} after shutdown")
             return
@@ -460,6 +463,23 @@ def dispatch(
         logger.exception("handling %s failed", method)
         if is_request:
             _error(protocol, msg_id, errors.INTERNAL_ERROR, f"Internal error while handling {method}")
+
+
+def _unknown_command(protocol: JsonRPCProtocol, data: dict[str, Any]) -> bool:
+    """`workspace/executeCommand` of a command nobody registered (the daemon registers none): a typed
+    `-32602` here, instead of pygls' answer that logs a traceback for a client's mistake."""
+    params = data.get("params")
+    command = params.get("command") if isinstance(params, dict) else None
+    if isinstance(command, str) and command in protocol.fm.commands:
+        return False
+    _error(
+        protocol,
+        data["id"],
+        errors.INVALID_PARAMS,
+        f"Invalid params: unknown command {shown(repr(command), 100)} (dsh-daemon offers no commands)",
+        "invalid_params",
+    )
+    return True
 
 
 def _refuse_too_deep(protocol: JsonRPCProtocol, body: bytes, exc: TooDeepError) -> None:

@@ -54,7 +54,8 @@ async def test_deeply_nested_lines_are_refused_with_their_own_id_and_the_daemon_
             first = await raw.response(f"d{depth}")
             assert first["error"]["code"] == -32600 and "nested" in first["error"]["message"], first
             raw.send_line(
-                b'{"jsonrpc":"2.0","method":"session/list","params":{"x":%s},"id":%d}' % (nested(depth), depth)
+                b'{"jsonrpc":"2.0","method":"session/list","params":{"x":%s},"id":%d}'
+                % (nested(depth), depth)
             )
             tail = await raw.response(depth)
             assert tail["error"]["code"] == -32600, tail
@@ -89,8 +90,10 @@ async def test_a_signal_shuts_down_in_order_and_exits_0(
         sid = await initialized(raw, state)
         raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("run long")})
         await raw.until(
-            lambda m: m.get("method") == "session/update"
-            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            )
         )
         queued = raw.request("session/prompt", {"sessionId": sid, "prompt": prompt("queued")})
         await asyncio.sleep(0.2)  # the queued prompt is acknowledged durably before it is answered

@@ -349,7 +349,9 @@ async def test_deeply_nested_params_are_refused_with_the_requests_own_id(
                    % (depth, nested(depth)))  # fmt: skip
         head = await pipe.reply(f"d{depth}")
         assert head["error"]["code"] == -32600 and "nested" in head["error"]["message"], head
-        pipe.frame(b'{"jsonrpc":"2.0","method":"dsh/wake","params":{"x":%s},"id":%d}' % (nested(depth), depth))
+        pipe.frame(
+            b'{"jsonrpc":"2.0","method":"dsh/wake","params":{"x":%s},"id":%d}' % (nested(depth), depth)
+        )
         assert (await pipe.reply(depth))["error"]["code"] == -32600
         pipe.frame(b'{"jsonrpc":"2.0","method":"dsh/context/didChange","params":{"x":%s}}' % nested(depth))
         pipe.frame(nested(depth))
@@ -384,4 +386,47 @@ async def test_a_length_too_large_does_not_stall_the_reply(tmp_path: Path, fake:
     refused = [m for m in pipe.messages if m.get("id") is None and "error" in m]
     assert [m["error"]["code"] for m in refused] == [-32700], refused
     assert "exceeds" in refused[0]["error"]["message"]
+    assert b"Traceback" not in await finish(pipe)
+
+
+# ---- issue 18 item 10: executeCommand, root URIs with a host ------------------------------------------
+
+
+async def test_execute_command_is_a_typed_error_without_a_traceback(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    pipe = await spawn(tmp_path / "state", fake, keep_stderr=True)
+    await started(pipe)
+    answer = await pipe.call("cmd", "workspace/executeCommand", {"command": "x" * 500, "arguments": [1]})
+    assert answer["error"]["code"] == -32602 and answer["error"]["data"]["code"] == "invalid_params", answer
+    assert len(answer["error"]["message"]) < 400
+    stderr = await finish(pipe)
+    assert b"Traceback" not in stderr, stderr.decode(errors="replace")[-3000:]
+
+
+@pytest.mark.parametrize("where", ["rootUri", "workspaceFolders", "localhost"])
+async def test_a_root_uri_with_a_host_is_refused_at_initialize(
+    tmp_path: Path, fake: FakeDeepSeek, where: str
+) -> None:
+    pipe = await spawn(tmp_path / "state", fake, keep_stderr=True)
+    uri = "file://localhost/tmp/ws" if where == "localhost" else "file://ws/tmp/project"
+    init: dict[str, Any] = {"capabilities": {}, "initializationOptions": {"thinking": False}}
+    if where == "workspaceFolders":
+        init["workspaceFolders"] = [
+            {"uri": (tmp_path / "ok").as_uri(), "name": "ok"},
+            {"uri": uri, "name": "x"},
+        ]
+    else:
+        init["rootUri"] = uri
+    refused = await pipe.call("init", "initialize", init)
+    assert refused["error"]["code"] == -32602 and uri in refused["error"]["message"], refused
+    # still uninitialized; a corrected initialize is accepted and bounds the tools as asked
+    early = await pipe.call("early", "dsh/session/new", {})
+    assert early["error"]["code"] == -32002
+    (tmp_path / "ok").mkdir()
+    fixed = {"capabilities": {}, "rootUri": (tmp_path / "ok").as_uri()}
+    assert "result" in await pipe.call("init2", "initialize", fixed)
+    pipe.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    outside = await pipe.call("new", "dsh/session/new", {"cwd": str(tmp_path)})
+    assert outside["error"]["data"]["code"] == "outside_workspace", outside
     assert b"Traceback" not in await finish(pipe)
