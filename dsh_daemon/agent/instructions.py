@@ -71,7 +71,11 @@ def _signature(path: Path) -> _Signature:
 def _read(path: Path, size: int, limit_chars: int) -> str | None:
     """At most about `limit_chars` characters of the file (UTF-8, undecodable bytes replaced)."""
     try:
-        with open(path, "rb") as handle:
+        # Non-blocking, and checked again once open: the path may have become a FIFO since its stat.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             data = handle.read(min(size, limit_chars * 4 + 4))
     except OSError:
         return None

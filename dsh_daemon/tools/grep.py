@@ -22,7 +22,7 @@ from dsh_daemon.tools.base import ToolBase, get_bool, get_opt_str, get_str, make
 from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import run_stoppable
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, open_regular, read_regular
 from dsh_daemon.tools.walk import IGNORED_DIRS, GlobMatcher, compile_glob, walk_files
 from dsh_daemon.tools.workspace import Workspace
 
@@ -69,11 +69,25 @@ class GrepTool(ToolBase):
         except re.error as exc:
             raise InvalidArgumentsError(f"invalid regular expression: {exc}") from None
         glob_regex = compile_glob(glob) if glob else None
+        shown = self.workspace.display(target)
         if not target.exists():
-            raise ToolError(f"{self.workspace.display(target)} does not exist", "NOT_FOUND")
+            raise ToolError(f"{shown} does not exist", "NOT_FOUND")
         cap = self.limits.grep_max_matches
         ctx.signal.check()
-        if self.rg is not None:
+        if not target.is_dir():
+            # A single file is opened by the one safe reader (regular files only, non-blocking open,
+            # confined), never by rg: rg opens whatever path it is given, and blocks on a FIFO.
+            fd = open_regular(target, shown, self.workspace)
+            if self.rg is not None:
+                matches = await ctx.signal.race(
+                    self._ripgrep(pattern, target, None, ignore_case, cap + 1, fd)
+                )
+            else:
+                os.close(fd)
+                matches = await run_stoppable(
+                    lambda stop: self._python(regex, target, None, cap + 1, stop), ctx.signal
+                )
+        elif self.rg is not None:
             matches = await ctx.signal.race(self._ripgrep(pattern, target, glob, ignore_case, cap + 1))
         else:
             matches = await run_stoppable(
@@ -93,7 +107,25 @@ class GrepTool(ToolBase):
     # ---- ripgrep -------------------------------------------------------------------------------------
 
     async def _ripgrep(
-        self, pattern: str, target: Path, glob: str | None, ignore_case: bool, want: int
+        self,
+        pattern: str,
+        target: Path,
+        glob: str | None,
+        ignore_case: bool,
+        want: int,
+        fd: int | None = None,
+    ) -> list[Match]:
+        """rg over the directory `target` (it skips FIFOs and devices while walking), or over the file
+        already open as `fd`, given to rg as its stdin (`fd` is closed here)."""
+        assert self.rg is not None
+        try:
+            return await self._run_ripgrep(pattern, target, glob, ignore_case, want, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    async def _run_ripgrep(
+        self, pattern: str, target: Path, glob: str | None, ignore_case: bool, want: int, fd: int | None
     ) -> list[Match]:
         assert self.rg is not None
         argv = [self.rg, "--json", "--no-config", "--hidden", "--sort", "path", "--no-messages"]
@@ -103,11 +135,11 @@ class GrepTool(ToolBase):
             argv += ["--glob", f"!{name}/"]
         if ignore_case:
             argv.append("--ignore-case")
-        argv += ["--regexp", pattern, "--", self._rg_target(target)]
+        argv += ["--regexp", pattern, "--", "-" if fd is not None else self._rg_target(target)]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=self.workspace.cwd,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=fd if fd is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=_RG_LINE_LIMIT,
@@ -119,7 +151,7 @@ class GrepTool(ToolBase):
                 line = await proc.stdout.readline()
                 if not line:
                     break
-                match = self._parse_rg(line)
+                match = self._parse_rg(line, target if fd is not None else None)
                 if match is not None:
                     matches.append(match)
             if len(matches) >= want:
@@ -141,7 +173,7 @@ class GrepTool(ToolBase):
         shown = self.workspace.display(target)
         return shown if os.path.isabs(shown) else f"./{shown}" if shown != "." else "."
 
-    def _parse_rg(self, line: bytes) -> Match | None:
+    def _parse_rg(self, line: bytes, stdin_path: Path | None = None) -> Match | None:
         try:
             event = json.loads(line)
         except ValueError:
@@ -151,7 +183,8 @@ class GrepTool(ToolBase):
         data = event["data"]
         path = _rg_text(data.get("path", {}))
         text = _rg_text(data.get("lines", {})).rstrip("\n").rstrip("\r")
-        shown = self.workspace.display(Path(os.path.normpath(self.workspace.cwd / path)))
+        real = stdin_path or Path(os.path.normpath(self.workspace.cwd / path))
+        shown = self.workspace.display(real)
         return Match(shown, int(data.get("line_number") or 0), text)
 
     # ---- Python fallback -----------------------------------------------------------------------------
