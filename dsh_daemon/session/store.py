@@ -21,6 +21,7 @@ from typing import Any
 
 from dsh_daemon.model.events import DURABLE_TYPES, Event
 from dsh_daemon.model.jsonvalue import dumps, loads
+from dsh_daemon.session.validate import ROW_IS_WELL_FORMED, describe_row, summary_row_problem
 
 FORMAT_VERSION = 1
 DB_FILENAME = "sessions.sqlite3"
@@ -401,8 +402,38 @@ class SessionStore:
                 )
 
     def load_events(self, session_id: str, after_seq: int = -1) -> list[Event]:
-        if not self.has_session(session_id):
-            raise UnknownSessionError(session_id)
+        """The session's events after `after_seq`, each row checked first (`validate.py`): a row of
+        the wrong shape, or a sessions row that disagrees with the log, is `CorruptSessionError`
+        naming what is wrong, and nothing is changed. One read transaction: a consistent snapshot
+        even while another process appends."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            info = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            if info is None:
+                raise UnknownSessionError(session_id)
+            bad = db.execute(
+                "SELECT seq, type, data FROM events WHERE session_id=? AND seq>? "
+                f"AND NOT {ROW_IS_WELL_FORMED} ORDER BY seq LIMIT 1",
+                (session_id, after_seq),
+            ).fetchone()
+            if bad is not None:
+                seq, kind, data = bad
+                why = describe_row(kind, data)
+                raise CorruptSessionError(
+                    f"session {session_id}: stored event {seq} ({kind}) cannot be read: {why}"
+                )
+            (stored_last,) = db.execute(
+                "SELECT coalesce(max(seq), -1) FROM events WHERE session_id=?", (session_id,)
+            ).fetchone()
+            problem = summary_row_problem(int(info[0]), int(stored_last))
+            if problem is not None:
+                raise CorruptSessionError(f"session {session_id}: {problem}")
+            return self._read_events(session_id, after_seq)
+        finally:
+            db.execute("COMMIT")
+
+    def _read_events(self, session_id: str, after_seq: int) -> list[Event]:
         events: list[Event] = []
         append, stored, known = events.append, Event.stored, DURABLE_TYPES
         expected = after_seq + 1
