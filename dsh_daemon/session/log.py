@@ -9,6 +9,9 @@ Invariants kept here:
   commit. The write-behind window is at most `write_delay` seconds (D7: <= 100 ms).
 - Observers of durable events run after the append and cannot append themselves (a reentrant append
   raises and changes nothing).
+- A durable event is published only below the seq ceiling known to be on disk; one at or above it
+  is committed first, and every commit raises the ceiling `RESERVE_SEQS` past the log's end in the
+  same transaction. So a seq a client saw is never reused after a crash (`gaps.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from dsh_daemon.model.events import ASSISTANT_CHUNK, Event, EventBus
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.session.gaps import RESERVE_SEQS
 from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
 
 logger = logging.getLogger(__name__)
@@ -58,7 +62,7 @@ class SessionLog:
     ) -> None:
         """`pending_count` feeds the sessions row; `on_lease_lost` hears that another process took the
         session over (a write found the lease gone); `lease_holder`, when set, is checked at every
-        write."""
+        write. Building a log reserves seqs on disk (`gaps.py`): call it to drive the session."""
         self.store = store
         self.session_id = session_id
         self.events = events
@@ -73,6 +77,9 @@ class SessionLog:
         self._publishing = False
         self._timer: asyncio.TimerHandle | None = None
         self.write_failures = 0
+        # Seqs below this are reserved on disk and may be published before they are stored (taking
+        # the lease settled any older reservation); reserved here first, then raised by each commit.
+        self._ceiling = store.reserve_seqs(session_id, len(events) + RESERVE_SEQS)
 
     @property
     def publishing(self) -> bool:
@@ -133,6 +140,15 @@ class SessionLog:
         return event
 
     def _publish(self, event: Event) -> None:
+        if event.seq is not None and event.seq >= self._ceiling and self.lease_lost is None:
+            # Past the reservation: store it (and reserve more) before any client can see its seq.
+            try:
+                self._write()
+            except LeaseLostError:
+                raise
+            except Exception:
+                self._schedule_write(RETRY_WRITE_S)
+                raise
         self._publishing = True
         try:
             self.bus.publish(event)
@@ -175,20 +191,25 @@ class SessionLog:
         if self.lease_lost is not None:
             return
         self._materialize_chunks()
+        self._write(pending)
+
+    def _write(self, pending: int | None = None) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if not self._unwritten:
             return
         count = self.pending_count() if pending is None else pending
+        ceiling = len(self.events) + RESERVE_SEQS
         try:
             self.store.append_events(
-                self.session_id, self._unwritten, pending=count, holder=self.lease_holder
+                self.session_id, self._unwritten, pending=count, holder=self.lease_holder, reserve_to=ceiling
             )
         except LeaseLostError as exc:
             self._lose_lease(exc)
             raise
         self._unwritten = []
+        self._ceiling = max(self._ceiling, ceiling)
 
     def _schedule_write(self, delay: float | None = None) -> None:
         if self._timer is not None:

@@ -7,6 +7,10 @@ Invariants kept here:
 - A newer format version is refused with a clear message; unknown event types load only if ignorable.
 - Several processes may share the file: readers never block (WAL); a session is driven by the holder
   of its lease row (see `lease.py`).
+- A seq once sent to a client is never reused for another event (`gaps.py`): the driver publishes a
+  seq only below the ceiling stored in `seq_reservations` (raised in the same transaction as each
+  append); a clean release lowers the ceiling to the log's end, and a process taking a lease whose
+  reservation is still open fills the reserved seqs with `log/gap` events in the same transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from dsh_daemon.model.events import DURABLE_TYPES, Event
 from dsh_daemon.model.jsonvalue import dumps, loads
+from dsh_daemon.session.gaps import LOG_GAP, gap_data
 from dsh_daemon.session.validate import ROW_IS_WELL_FORMED, describe_row, summary_row_problem
 
 FORMAT_VERSION = 1
@@ -144,6 +149,10 @@ CREATE TABLE IF NOT EXISTS events (
     ignorable INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seq_reservations (
+    session_id TEXT PRIMARY KEY,
+    ceiling INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS leases (
     session_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -332,6 +341,7 @@ class SessionStore:
             db.execute("DELETE FROM checkpoint_contents WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM deferred_sends WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 
@@ -365,13 +375,18 @@ class SessionStore:
         *,
         pending: int | None = None,
         holder: str | None = None,
+        reserve_to: int | None = None,
     ) -> None:
         """Commit `events` (already seq-numbered) as one transaction, refusing any seq gap or overlap,
-        and, with `holder`, refusing a writer whose lease another process has taken over."""
+        and, with `holder`, refusing a writer whose lease another process has taken over. With
+        `reserve_to`, the session's seq ceiling is raised to it in the same transaction: seqs below it
+        may be sent to clients before they are stored."""
         batch = list(events)
         if not batch:
             return
         with self.transaction() as db:
+            if reserve_to is not None:
+                _raise_ceiling(db, session_id, reserve_to)
             if holder is not None:
                 lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
                 if lease is not None and lease[0] != holder:
@@ -421,15 +436,16 @@ class SessionStore:
                 seq, kind, data = bad
                 why = describe_row(kind, data)
                 raise CorruptSessionError(
-                    f"session {session_id}: stored event {seq} ({kind}) cannot be read: {why}"
+                    f"session {session_id}: unreadable event at seq {seq} ({kind}): {why}"
                 )
+            events = self._read_events(session_id, after_seq)
             (stored_last,) = db.execute(
                 "SELECT coalesce(max(seq), -1) FROM events WHERE session_id=?", (session_id,)
             ).fetchone()
             problem = summary_row_problem(int(info[0]), int(stored_last))
             if problem is not None:
                 raise CorruptSessionError(f"session {session_id}: {problem}")
-            return self._read_events(session_id, after_seq)
+            return events
         finally:
             db.execute("COMMIT")
 
@@ -517,12 +533,16 @@ class SessionStore:
     def write_lease(
         self, session_id: str, holder: str, pid: int, host: str, *, replace_holder: str | None
     ) -> bool:
-        """Take the lease if it is free, or if it is held by `replace_holder` (a dead holder)."""
+        """Take the lease if it is free, or if it is held by `replace_holder` (a dead holder). Taking
+        it (not renewing our own) first settles what the previous driver reserved: its unstored seqs
+        become `log/gap` events, in the same transaction (`gaps.py`)."""
         stamp = now_ms()
         with self.transaction() as db:
             row = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
             if row is not None and row[0] not in (holder, replace_holder):
                 return False
+            if row is None or row[0] != holder:
+                _fill_reserved_gap(db, session_id)
             db.execute(
                 "INSERT OR REPLACE INTO leases (session_id, holder, pid, host, heartbeat) VALUES (?,?,?,?,?)",
                 (session_id, holder, pid, host, stamp),
@@ -534,8 +554,34 @@ class SessionStore:
             db.execute("UPDATE leases SET heartbeat=? WHERE holder=?", (now_ms(), holder))
 
     def release_lease(self, session_id: str, holder: str) -> None:
+        """Let go of the lease after a clean stop (everything published is stored by then): the seq
+        reservation closes with it, so the next driver has no gap to fill."""
         with self.transaction() as db:
-            db.execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
+            released = db.execute(
+                "DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder)
+            ).rowcount
+            if released:
+                db.execute(
+                    "UPDATE seq_reservations SET ceiling=(SELECT last_seq + 1 FROM sessions "
+                    "WHERE session_id=?) WHERE session_id=?",
+                    (session_id, session_id),
+                )
+
+    def reserve_seqs(self, session_id: str, ceiling: int) -> int:
+        """Raise the session's seq ceiling to at least `ceiling` (on disk on return); the ceiling now."""
+        current = self.seq_ceiling(session_id)
+        if current >= ceiling:
+            return current
+        with self.transaction() as db:
+            _raise_ceiling(db, session_id, ceiling)
+        return self.seq_ceiling(session_id)
+
+    def seq_ceiling(self, session_id: str) -> int:
+        """The session's seq ceiling: no seq at or above it was ever sent to a client."""
+        row = self._db.execute(
+            "SELECT ceiling FROM seq_reservations WHERE session_id=?", (session_id,)
+        ).fetchone()
+        return -1 if row is None else int(row[0])
 
     # ---- handing a session over (see host/handover.py for the protocol) -----------------------------
 
@@ -576,6 +622,13 @@ class SessionStore:
                 (row[0], row[1], row[2], now_ms(), session_id),
             )
             db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
+            # the holder flushed its log first (`hand_over_idle_session`): like a clean release, the
+            # seq reservation closes, so the new holder has no gap to fill (session/gaps.py)
+            db.execute(
+                "UPDATE seq_reservations SET ceiling=(SELECT last_seq + 1 FROM sessions "
+                "WHERE session_id=?) WHERE session_id=?",
+                (session_id, session_id),
+            )
         return True
 
     def clear_handover(self, session_id: str, requester: str | None = None) -> None:
@@ -610,6 +663,38 @@ class SessionStore:
             db.execute(
                 "DELETE FROM deferred_sends WHERE session_id=? AND message_id=?", (session_id, message_id)
             )
+
+
+def _raise_ceiling(db: sqlite3.Connection, session_id: str, ceiling: int) -> None:
+    db.execute(
+        "INSERT INTO seq_reservations (session_id, ceiling) VALUES (?, ?) "
+        "ON CONFLICT(session_id) DO UPDATE SET ceiling=max(ceiling, excluded.ceiling)",
+        (session_id, ceiling),
+    )
+
+
+def _fill_reserved_gap(db: sqlite3.Connection, session_id: str) -> None:
+    """Turn the seqs the previous driver reserved but never stored into `log/gap` events, from the
+    log's end through the ceiling, stamped with the last event's time (so doing it twice gives the
+    same rows), and close the reservation. Nothing to do after a clean stop."""
+    row = db.execute(
+        "SELECT s.last_seq, r.ceiling, coalesce((SELECT time FROM events e WHERE e.session_id = s.session_id "
+        "AND e.seq = s.last_seq), s.created_at) FROM sessions s JOIN seq_reservations r "
+        "ON r.session_id = s.session_id WHERE s.session_id=?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        return
+    last, ceiling, stamp = int(row[0]), int(row[1]), int(row[2])
+    if ceiling > last + 1:
+        data = dumps(gap_data(last + 1, ceiling))
+        db.executemany(
+            "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,1)",
+            [(session_id, seq, stamp, LOG_GAP, data) for seq in range(last + 1, ceiling + 1)],
+        )
+        db.execute("UPDATE sessions SET last_seq=? WHERE session_id=?", (ceiling, session_id))
+        last = ceiling
+    db.execute("UPDATE seq_reservations SET ceiling=? WHERE session_id=?", (last + 1, session_id))
 
 
 def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorable: int) -> Event:

@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.messages import InvalidMessageError, block_from_json
+from dsh_daemon.session.gaps import LOG_GAP
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,7 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         *_message("message"),
     ),
     ev.SESSION_TITLE: (Field(("title",), TEXT),),
+    LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 
 # ---- the SQL form (evaluated by SQLite over `type` and `data`) ----------------------------------------
