@@ -686,6 +686,11 @@ def _fill_reserved_gap(db: sqlite3.Connection, session_id: str) -> None:
     if row is None:
         return
     last, ceiling, stamp = int(row[0]), int(row[1]), int(row[2])
+    (stored_last,) = db.execute(
+        "SELECT coalesce(max(seq), -1) FROM events WHERE session_id=?", (session_id,)
+    ).fetchone()
+    if stored_last != last:
+        return  # a corrupt summary row: left as it is, for `load_events` to report
     if ceiling > last + 1:
         data = dumps(gap_data(last + 1, ceiling))
         db.executemany(
