@@ -7,6 +7,13 @@ stop being offered; a call to one fails with `MCP_UNAVAILABLE`. Nothing fails th
 
 stdio servers carry `proctree`'s marker in their environment, so closing a server kills whatever it
 left behind (grandchildren that ignored the end of stdin included), and so does the daemon's exit.
+They are spoken to through `stdio.py` (linear reading, each message capped at `maxMessageBytes`),
+not the SDK's stdio client. What a server does wrong is counted per server (`monitor.py`): malformed
+messages are logged a few at a time and summarised, a server that keeps sending them is stopped and
+marked `failed`, and its stderr is kept as a bounded tail for `mcp/status`.
+
+A tool call waits at most `toolTimeoutS`; a call that times out or whose turn is cancelled is
+abandoned at once and the server is sent `notifications/cancelled` for it.
 """
 
 from __future__ import annotations
@@ -14,15 +21,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal as signals
-import tempfile
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from dsh_daemon.agent.hooks import PreStepContext, PreStepDecision
 from dsh_daemon.agent.tools import Allow, Ask, Deny, PreExecuteDecision, ToolCall, ToolRegistry
 from dsh_daemon.mcp.config import HttpServer, ServerConfig, StdioServer
+from dsh_daemon.mcp.monitor import ProtocolMonitor, ProtocolViolationError, StderrTail
+from dsh_daemon.mcp.stdio import CALL_MARKER, StdioChannel, stdio_transport
 from dsh_daemon.mcp.tools import PREFIX, McpCallError, McpTool, ServerGoneError, make_spec, tool_name
 from dsh_daemon.tools import proctree
 from dsh_daemon.tools.factory import ToolKit
@@ -38,8 +46,8 @@ log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "failed", "exited", "stopped"]
 StatusSink = Callable[[dict[str, Any]], None]
-STOP_TIMEOUT_S = 6.0  # the SDK gives a stdio server 2 s after stdin closes, then 2 s after SIGTERM
-STDERR_TAIL = 2_000
+STOP_TIMEOUT_S = 6.0  # a stdio server gets 2 s after stdin closes, then 2 s after SIGTERM
+CANCEL_NOTICE_S = 1.0  # a server too busy to take `notifications/cancelled` at once is not waited for
 
 
 class ServerConnection:
@@ -60,7 +68,10 @@ class ServerConnection:
         self._calls: set[asyncio.Future[CallToolResult]] = set()
         self._task: asyncio.Task[None] | None = None
         self._tree: proctree.ProcessTree | None = None
-        self._stderr: IO[bytes] | None = None
+        self.monitor = ProtocolMonitor(self.name)
+        self._channel: StdioChannel | None = None
+        self._stderr = StderrTail()
+        self._notices: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> bool:
@@ -86,23 +97,37 @@ class ServerConnection:
         await self._settled.wait()
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
+        """The server's answer to one `tools/call`, within `toolTimeoutS`. Cancelled (the turn was),
+        timed out or cut short by the server's end, the call is abandoned at once, and the server is
+        told with `notifications/cancelled`."""
         from mcp.shared.exceptions import McpError
         from mcp.types import CONNECTION_CLOSED
 
         session = self._session
         if session is None or not self.running:
             raise ServerGoneError(self.unavailable_reason())
+        marker = uuid.uuid4().hex
         ended = asyncio.ensure_future(self._ended.wait())
-        answer = asyncio.ensure_future(session.call_tool(tool, dict(arguments)))
+        answer = asyncio.ensure_future(session.call_tool(tool, dict(arguments), meta={CALL_MARKER: marker}))
         self._calls.add(answer)  # held until it is over, cancelled or not
         answer.add_done_callback(self._calls.discard)
+        timeout = self.config.tool_timeout_s
         try:
-            await asyncio.wait({answer, ended}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({answer, ended}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            self._abandon(answer, marker, "the turn was cancelled")
+            raise
         finally:
             ended.cancel()
-            if not answer.done():
+        if not answer.done():
+            if self._ended.is_set():
                 answer.cancel()
-        if not answer.done() or answer.cancelled():
+                raise ServerGoneError(f"{self.unavailable_reason()} (during the call)")
+            self._abandon(answer, marker, f"no answer within {timeout:g} s")
+            raise McpCallError(
+                f"no answer from {tool} within {timeout:g} s (toolTimeoutS); the call was cancelled"
+            )
+        if answer.cancelled():
             raise ServerGoneError(f"{self.unavailable_reason()} (during the call)")
         try:
             return answer.result()
@@ -115,6 +140,27 @@ class ServerConnection:
             if not self.running:
                 raise ServerGoneError(f"{self.unavailable_reason()} (during the call)") from exc
             raise McpCallError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _abandon(self, answer: asyncio.Future[CallToolResult], marker: str, reason: str) -> None:
+        """Stop waiting for a call, and tell the server (without waiting for that either)."""
+        answer.cancel()
+        channel, session = self._channel, self._session
+        request_id = channel.call_ids.pop(marker, None) if channel is not None else None
+        if session is None or request_id is None or not self.running:
+            return
+        log.info("MCP server %s: call %s abandoned: %s", self.name, request_id, reason)
+        task = asyncio.ensure_future(self._send_cancelled(session, request_id, reason))
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _send_cancelled(self, session: ClientSession, request_id: str | int, reason: str) -> None:
+        from mcp.types import CancelledNotification, CancelledNotificationParams, ClientNotification
+
+        notice = ClientNotification(
+            CancelledNotification(params=CancelledNotificationParams(requestId=request_id, reason=reason))
+        )
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(session.send_notification(notice), CANCEL_NOTICE_S)
 
     async def stop(self) -> None:
         """Close the connection and end the server (its whole process tree)."""
@@ -145,7 +191,10 @@ class ServerConnection:
             self._gone("stopped", None)
             raise
         except BaseException as exc:
-            if self.state == "starting":
+            violation = _violation(exc)
+            if violation is not None:  # keeps breaking the protocol: failed, whatever the phase
+                self._gone("failed", f"stopped: {violation}")
+            elif self.state == "starting":
                 self._gone("failed", self._describe(exc))
             elif self.state == "ready":
                 self._gone("exited", self._describe(exc))
@@ -156,8 +205,6 @@ class ServerConnection:
             self._settled.set()
             self._ended.set()
             self._kill_tree()
-            if self._stderr is not None:
-                self._stderr.close()
 
     async def _serve(self) -> None:
         import anyio
@@ -186,29 +233,26 @@ class ServerConnection:
     async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, ...]:
         config = self.config
         if isinstance(config, StdioServer):
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
             proctree.become_subreaper()  # orphans of the server are re-parented to us, then found
             self._tree = tree = proctree.ProcessTree(0)
-            self._stderr = tempfile.TemporaryFile()
-            params = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
-                env={**dict(config.env), **tree.env},
-                cwd=config.cwd or self.cwd,
-            )
             try:
-                streams: tuple[Any, ...] = await stack.enter_async_context(
-                    stdio_client(params, cast("TextIO", self._stderr))  # only its fd is used
+                read, write, channel = await stack.enter_async_context(
+                    stdio_transport(
+                        config.command,
+                        config.args,
+                        {**dict(config.env), **tree.env},
+                        config.cwd or self.cwd,
+                        max_bytes=config.max_message_bytes,
+                        monitor=self.monitor,
+                    )
                 )
             except OSError as exc:
                 raise ConnectionError(f"cannot start {config.command!r}: {exc.strerror or exc}") from exc
-            me = os.getpid()
-            roots = [pid for pid, proc in tree.scan().items() if proc.ppid == me]
-            if roots:
-                tree.started(min(roots))
+            self._channel = channel
+            self._stderr = channel.stderr
+            tree.started(channel.process.pid)
             proctree.register(tree)
-            return streams
+            return read, write
         assert isinstance(config, HttpServer)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
@@ -220,13 +264,19 @@ class ServerConnection:
         return http_streams
 
     async def _pump(self, source: Any, sink: Any) -> None:
-        """Messages from the transport to the session; their end is the server's end."""
+        """Messages from the transport to the session; their end is the server's end. What the
+        transport could not read (the HTTP transport hands such errors on) is counted, not passed."""
         try:
             async with sink:
                 async for item in source:
+                    if isinstance(item, Exception):
+                        self.monitor.malformed(str(item), type(item).__name__)
+                        continue
                     await sink.send(item)
         finally:
             if not self._stop.is_set() and self.state == "ready":
+                if self._channel is not None:
+                    await self._channel.stderr_drained()  # its last words say why
                 self._gone("exited", "the server closed its connection")
 
     async def _list_tools(self, session: ClientSession) -> list[Tool]:
@@ -266,17 +316,8 @@ class ServerConnection:
         return text if isinstance(exc, ConnectionError) else f"{type(exc).__name__}: {text}"
 
     def _stderr_tail(self) -> str:
-        handle = self._stderr
-        if handle is None or handle.closed:
-            return ""
-        try:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - STDERR_TAIL))
-            text = handle.read().decode("utf-8", "replace").strip()
-        except (OSError, ValueError):
-            return ""
-        lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
-        tail = " | ".join(lines[-3:])
+        lines = [" ".join(line.split()) for line in self._stderr.lines(3)]
+        tail = " | ".join(lines)
         return tail if len(tail) <= 500 else "…" + tail[-499:]
 
     def _kill_tree(self) -> None:
@@ -291,6 +332,11 @@ class ServerConnection:
         data: dict[str, Any] = {"server": self.name, "state": self.state, "transport": self.config.transport}
         if self.error:
             data["error"] = self.error
+        stderr = self._stderr.lines()
+        if stderr and self.state in ("failed", "exited"):
+            data["stderr"] = stderr  # the last lines it wrote there (bounded), to see why
+        if self.monitor.total:
+            data["malformed"] = self.monitor.total
         return data
 
 
@@ -405,6 +451,32 @@ class McpTools:
 
     def _tool_names(self, connection: ServerConnection) -> list[str]:
         return [name for name, tool in self._mine.items() if tool.server is connection]
+
+
+def _violation(exc: BaseException) -> ProtocolViolationError | None:
+    """The protocol violation that ended a server's task, through anyio's exception groups."""
+    if isinstance(exc, ProtocolViolationError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _violation(inner)
+            if found is not None:
+                return found
+    return None
+
+
+class _QuietSdkParseErrors(logging.Filter):
+    """The SDK's HTTP transport logs a traceback for every message it cannot parse (3,226 in 5 s from
+    one broken server); it also hands each error on, where `ProtocolMonitor` counts them per server."""
+
+    NOISE = ("Error parsing SSE message", "Error parsing JSON response", "Failed to parse JSONRPC message")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOISE)
+
+
+for _name in ("mcp.client.streamable_http", "mcp.client.stdio"):
+    logging.getLogger(_name).addFilter(_QuietSdkParseErrors())
 
 
 def attach(

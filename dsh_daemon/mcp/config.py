@@ -7,7 +7,9 @@ Object shape (`$DSH_HOME/config.json` `mcpServers`, `initializationOptions.mcpSe
      "docs":  {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}},
      "old":   null}
 
-`type` ("stdio" or "http") may be given too; `startupTimeoutS` bounds a server's start (default 30).
+`type` ("stdio" or "http") may be given too; `startupTimeoutS` bounds a server's start (default 30),
+`toolTimeoutS` one tool call (default 300), `maxMessageBytes` one message a stdio server sends
+(default 16 MiB; a larger tool result is cut with a marker).
 `null` removes a server a lower source defined. ACP's `session/new.mcpServers` list shape
 (`[{name, command, args, env: [{name, value}]} | {type: "http", name, url, headers: [{name, value}]}]`)
 is read by `parse_acp_servers`.
@@ -29,9 +31,13 @@ from typing import Any, TypeAlias
 from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
 
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
+DEFAULT_TOOL_TIMEOUT_S = 300.0
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_SERVER_KEY = 30
-STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "startupTimeoutS"})
-HTTP_KEYS = frozenset({"type", "url", "headers", "startupTimeoutS"})
+STDIO_KEYS = frozenset(
+    {"type", "command", "args", "env", "cwd", "startupTimeoutS", "toolTimeoutS", "maxMessageBytes"}
+)
+HTTP_KEYS = frozenset({"type", "url", "headers", "startupTimeoutS", "toolTimeoutS"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -47,6 +53,8 @@ class StdioServer:
     env: tuple[tuple[str, str], ...] = ()  # over a minimal inherited environment (PATH, HOME, …)
     cwd: str | None = None  # default: the session's cwd
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @property
     def transport(self) -> str:
@@ -59,6 +67,7 @@ class HttpServer:
     url: str
     headers: tuple[tuple[str, str], ...] = ()
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
 
     @property
     def transport(self) -> str:
@@ -119,6 +128,7 @@ def _server(key: str, entry: Mapping[str, Any], here: str) -> ServerConfig:
     if unknown:
         raise McpConfigError(f"{here}: unknown settings {unknown} (known: {', '.join(sorted(allowed))})")
     timeout = _timeout(entry.get("startupTimeoutS"), f"{here}.startupTimeoutS")
+    call_timeout = _timeout(entry.get("toolTimeoutS"), f"{here}.toolTimeoutS", DEFAULT_TOOL_TIMEOUT_S)
     if kind == "stdio":
         command = entry.get("command")
         if not isinstance(command, str) or not command or "\0" in command:
@@ -132,9 +142,11 @@ def _server(key: str, entry: Mapping[str, Any], here: str) -> ServerConfig:
         cwd = entry.get("cwd")
         if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
             raise McpConfigError(f"{here}.cwd must be a path (a non-empty string)")
-        return StdioServer(key, command, tuple(args), env, cwd, timeout)
+        max_bytes = _byte_count(entry.get("maxMessageBytes"), f"{here}.maxMessageBytes")
+        return StdioServer(key, command, tuple(args), env, cwd, timeout, call_timeout, max_bytes)
     url = _url(entry.get("url"), f"{here}.url")
-    return HttpServer(key, url, _pairs_object(entry.get("headers"), f"{here}.headers"), timeout)
+    headers = _pairs_object(entry.get("headers"), f"{here}.headers")
+    return HttpServer(key, url, headers, timeout, call_timeout)
 
 
 def parse_acp_servers(raw: Any, where: str = "mcpServers") -> dict[str, ServerConfig]:
@@ -191,9 +203,17 @@ def _url(url: Any, where: str) -> str:
     return url
 
 
-def _timeout(value: Any, where: str) -> float:
+def _byte_count(value: Any, where: str) -> int:
     if value is None:
-        return DEFAULT_STARTUP_TIMEOUT_S
+        return DEFAULT_MAX_MESSAGE_BYTES
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
+        raise McpConfigError(f"{where} must be a whole number of bytes, at least 1024, not {_shown(value)}")
+    return value
+
+
+def _timeout(value: Any, where: str, default: float = DEFAULT_STARTUP_TIMEOUT_S) -> float:
+    if value is None:
+        return default
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)

@@ -104,3 +104,25 @@ def test_initialize_refuses_a_bad_value_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(OptionsError) as info:
         parse_options(tmp_path, {}, {}, {}, what="initializationOptions")
     assert "mcpServers.bad.url" in str(info.value)
+
+
+def test_tool_timeout_and_message_cap() -> None:
+    servers = parse_servers(
+        {
+            "s": {"command": "srv", "toolTimeoutS": 2.5, "maxMessageBytes": 4096},
+            "h": {"url": "https://example.com/mcp", "toolTimeoutS": 9},
+            "d": {"command": "srv"},
+        }
+    )
+    s, h, d = servers["s"], servers["h"], servers["d"]
+    assert isinstance(s, StdioServer) and (s.tool_timeout_s, s.max_message_bytes) == (2.5, 4096)
+    assert isinstance(h, HttpServer) and h.tool_timeout_s == 9.0
+    assert isinstance(d, StdioServer) and (d.tool_timeout_s, d.max_message_bytes) == (300.0, 16 * 1024 * 1024)
+    for bad, named in (
+        ({"command": "srv", "maxMessageBytes": 10}, "maxMessageBytes"),
+        ({"command": "srv", "maxMessageBytes": 1.5e6}, "maxMessageBytes"),
+        ({"command": "srv", "toolTimeoutS": 0}, "toolTimeoutS"),
+        ({"url": "https://x/mcp", "maxMessageBytes": 4096}, "maxMessageBytes"),
+    ):
+        with pytest.raises(McpConfigError, match=named):
+            parse_servers({"x": bad})
