@@ -228,6 +228,9 @@ async def test_hundreds_of_bad_frames_print_no_traceback_and_service_goes_on(
         frames.append(
             json.dumps({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"x": i}}).encode()
         )
+    for i in range(20):  # nested too deep (issue 18 item 1): answered with their own ids
+        deep = b"[" * (200 + 997 * i) + b"]" * (200 + 997 * i)
+        frames.append(b'{"jsonrpc":"2.0","id":"deep-%d","method":"dsh/wake","params":{"x":%s}}' % (i, deep))
     rng.shuffle(frames)
     for body in frames:
         pipe.frame(body)
@@ -235,6 +238,8 @@ async def test_hundreds_of_bad_frames_print_no_traceback_and_service_goes_on(
         pipe.write(mistake)
     final = await pipe.call("final", "dsh/session/list", {}, timeout=60)
     assert len(final["result"]["sessions"]) == 1
+    for i in range(20):
+        assert (await pipe.reply(f"deep-{i}"))["error"]["code"] == -32600
     assert not [m for m in pipe.messages if m.get("error", {}).get("code") == -32603]
     stderr = await finish(pipe)
     assert b"Traceback" not in stderr, stderr.decode(errors="replace")[-3000:]
