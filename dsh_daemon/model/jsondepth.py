@@ -26,6 +26,7 @@ from typing import Any
 MAX_DEPTH = 128
 SLICE = 1 << 20  # bytes scanned at a time (bounds the scan's memory; a deep message stops early)
 PAIR_PASSES = 4
+MEMBER_TRIES = 64  # occurrences of a key `top_level_member` looks at
 
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
@@ -45,11 +46,9 @@ class TooDeepError(ValueError):
         self.limit = limit
 
 
-def _slices(data: bytes, end: int) -> Iterator[tuple[bytes, bool]]:
-    """The brackets outside strings of `data[:end]` (as +1/-1 bytes), a slice at a time, each with
-    whether the scan is inside a string after it."""
-    inside = False
-    pos = 0
+def _slices(data: bytes, end: int, pos: int = 0, inside: bool = False) -> Iterator[tuple[bytes, bool]]:
+    """The brackets outside strings of `data[pos:end]` (as +1/-1 bytes), a slice at a time, each
+    with whether the scan is inside a string after it. `pos` must not split an escape."""
     while pos < end:
         cut = min(end, pos + SLICE)
         while cut < end and data[cut - 1] == _BACKSLASH:
@@ -114,26 +113,28 @@ def loads_bounded(data: bytes | str, limit: int = MAX_DEPTH) -> Any:
     return json.loads(data)
 
 
-def _state_at(data: bytes, end: int) -> tuple[int, bool]:
-    """(nesting depth, inside a string?) at offset `end` of `data`."""
-    depth, inside = 0, False
-    for brackets, inside_after in _slices(data, end):
-        depth += brackets.count(b"\x01") - brackets.count(b"\xff")
-        inside = inside_after
-    backslashes = end - len(data[:end].rstrip(b"\\"))
-    return depth, inside or backslashes % 2 == 1  # an escaped quote is inside a string
-
-
 def top_level_member(data: bytes, key: str) -> Any:
     """The scalar value of member `key` of the top-level JSON object in `data`, however deep the
-    rest of it nests (`...` when there is none: not an object, no such member, or not a scalar)."""
+    rest of it nests (`...` when there is none: not an object, no such member, or not a scalar).
+    Linear: the nesting state is carried from one occurrence of the key to the next, and at most
+    `MEMBER_TRIES` occurrences are looked at."""
     if not data.lstrip().startswith(b"{"):
         return ...
     pattern = re.compile(re.escape(json.dumps(key).encode()))
+    pos, depth, inside = 0, 0, False
     for tries, match in enumerate(pattern.finditer(data)):
-        if tries >= 16:
-            break
-        if _state_at(data, match.start()) != (1, False):
+        if tries >= MEMBER_TRIES:
+            break  # a key repeated that often inside the message: not worth walking any further
+        at = before = match.start()
+        while before > 0 and data[before - 1] == _BACKSLASH:
+            before -= 1
+        if (at - before) % 2:
+            continue  # an escaped quote: inside a string (the state is not moved into an escape)
+        for brackets, inside_after in _slices(data, at, pos, inside):
+            depth += brackets.count(b"\x01") - brackets.count(b"\xff")
+            inside = inside_after
+        pos = at
+        if inside or depth != 1:
             continue  # inside a string, or a member of a nested object
         value = _SCALAR.match(data, match.end())
         if value is None:
