@@ -26,12 +26,12 @@ async def test_requests_without_a_params_member_are_answered_properly(
     assert "sessionId" in created["result"]
     unknown = await pipe.call(3, "dsh/nope")
     assert unknown["error"]["code"] == -32601
-    # JSON nested deeper than the parser can go is a parse error, not a dead daemon
+    # JSON nested too deep is refused with the request's own id (issue 18), not a dead daemon
     deep = b'{"jsonrpc":"2.0","id":4,"method":"dsh/wake","params":' + b"[" * 5000 + b"]" * 5000 + b"}"
     pipe.frame(deep)
     listed = await pipe.call(5, "dsh/session/list", {})
     assert len(listed["result"]["sessions"]) == 1
-    assert any(m.get("error", {}).get("code") == -32700 for m in pipe.messages)
+    assert (await pipe.reply(4))["error"]["code"] == -32600
     pipe.frame({"jsonrpc": "2.0", "method": "exit"})
     await pipe.proc.wait()
 
