@@ -6,7 +6,11 @@ line by line; a server that keeps violating the protocol is marked `failed`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +167,55 @@ async def test_garbage_and_deep_json_mid_session_are_dropped_and_the_call_answer
     assert "Traceback" not in log and "Fatal Python error" not in log
     assert log.count("malformed message dropped") == 3  # the first few of the window, with a sample
     assert "501 malformed lines dropped in the last" in log  # the deep line is one of them
+
+
+class _GarbageSse(BaseHTTPRequestHandler):
+    """A streamable-HTTP MCP endpoint whose answer to `initialize` is an SSE stream of garbage events
+    (then, too late, the real answer)."""
+
+    garbage = 3_000
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("method") != "initialize":
+            self.send_response(202)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        events = b"".join(b"event: message\ndata: not json %d\n\n" % i for i in range(self.garbage))
+        answer = {"jsonrpc": "2.0", "id": body["id"], "result": {
+            "protocolVersion": body["params"]["protocolVersion"], "capabilities": {},
+            "serverInfo": {"name": "garbage", "version": "1"}}}  # fmt: skip
+        with contextlib.suppress(OSError):
+            self.wfile.write(events + b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n")
+
+    def do_GET(self) -> None:
+        self.send_response(405)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+async def test_an_http_server_sending_garbage_events_is_summarised_and_marked_failed(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _GarbageSse)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    fake.script(Reply.stream(text_stream(["works without it"])))
+    try:
+        async with raw_acp(state, fake) as raw:
+            url = f"http://127.0.0.1:{http.server_address[1]}/mcp"
+            sid = await start(raw, state, {"url": url})
+            failed = await status(raw, "failed")
+            assert "keeps violating the protocol" in failed["error"], failed
+            answer = await raw.response(prompt(raw, sid))
+            assert answer["result"] == {"stopReason": "end_turn"}
+    finally:
+        http.shutdown()
+    log = log_of(state)
+    assert "Traceback" not in log and "Error parsing SSE message" not in log, log[-3000:]
+    assert log.count("malformed message dropped") == 3
