@@ -93,13 +93,17 @@ class StdinReader:
             self._waiter = None
 
     async def more(self, wait_s: float) -> bool:
-        """Wait for more bytes (or EOF); False when none came within `wait_s` seconds."""
+        """Wait for more bytes (or EOF); False when none came within `wait_s` seconds. The waiter is
+        registered before anything is awaited: bytes fed in between would otherwise wake nobody."""
         if self._eof:
             return True
+        waiter = self._waiter = self._loop.create_future()
         try:
-            await asyncio.wait_for(self._more(), wait_s)
+            await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
             return False
+        finally:
+            self._waiter = None
         return True
 
     @property
