@@ -259,6 +259,16 @@ class ConversationCut(Payload):
     before_turn: int
 
 
+@dataclass(frozen=True, slots=True)
+class LogGap(Payload):
+    """This seq (one of `from`..`to`) was reserved by a driver that stopped before storing it: an event
+    sent with it, if any, never happened (`session/gaps.py`)."""
+
+    TYPE: ClassVar[str] = ev.LOG_GAP
+    from_: int
+    to: int
+
+
 # ---- live ----------------------------------------------------------------------------------------------
 
 
@@ -372,6 +382,7 @@ PAYLOADS: dict[str, Any] = {
         ContextCompacted,
         FilesRewound,
         ConversationCut,
+        LogGap,
         StatusChanged,
         InboxInserted,
         InboxClaimed,

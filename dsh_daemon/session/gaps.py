@@ -27,10 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
-LOG_GAP = "log/gap"
+from dsh_daemon.model.events import LOG_GAP
+from dsh_daemon.model.payloads import LogGap
+
+__all__ = ["LOG_GAP", "RESERVE_SEQS", "gap_data"]
 RESERVE_SEQS = 64
 
 
 def gap_data(first: int, last: int) -> dict[str, Any]:
     """The data of each `log/gap` event of one gap: the seqs it covers."""
-    return {"from": first, "to": last}
+    return LogGap(first, last).data()
