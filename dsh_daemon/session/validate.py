@@ -112,6 +112,8 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         *_message("message"),
     ),
     ev.SESSION_TITLE: (Field(("title",), TEXT),),
+    ev.REWIND_FILES: (Field(("rewindId",), TEXT), Field(("phase",), TEXT), Field(("beforeTurn",), INT)),
+    ev.CONVERSATION_CUT: (Field(("beforeTurn",), INT),),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 
