@@ -358,6 +358,8 @@ class McpStatusChanged(Payload):
     transport: Literal["stdio", "http"]
     tools: tuple[str, ...] | None = None
     error: str | None = None
+    stderr: tuple[str, ...] | None = None  # the last lines it wrote on stderr (bounded)
+    malformed: int | None = None  # messages of its dropped so far
 
 
 PAYLOADS: dict[str, Any] = {

@@ -140,7 +140,7 @@ export interface EventDataMap {
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
-  'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string };
+  'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string; stderr?: string[]; malformed?: number };
 }
 export type EventType = keyof EventDataMap;
 
