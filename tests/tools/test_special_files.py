@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from dsh_daemon.tools import ToolKit, Workspace, build_tool_registry
+from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import run_tool, text_of
 
 SPECIAL = ("pipe", "null", "zero")
