@@ -114,6 +114,7 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
     ev.SESSION_TITLE: (Field(("title",), TEXT),),
     ev.REWIND_FILES: (Field(("rewindId",), TEXT), Field(("phase",), TEXT), Field(("beforeTurn",), INT)),
     ev.CONVERSATION_CUT: (Field(("beforeTurn",), INT),),
+    ev.SESSION_MODE: (Field(("mode",), TEXT),),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 
