@@ -26,9 +26,10 @@ from dsh_daemon.host.editor_context import (
 )
 from dsh_daemon.host.errors import invalid_params, shown
 from dsh_daemon.host.port import Workspace
+from dsh_daemon.model.codec import uri_problem
 from dsh_daemon.model.messages import InvalidMessageError, UserMessage
 
-_LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$")
+_LINES = re.compile(r"^L(\d+)(?:[:\-]L?(\d+))?$", re.ASCII)  # `#L٣` is no line number
 MAX_LINE_DIGITS = 9  # a line number past 999,999,999 names no line of any file
 
 
@@ -103,6 +104,9 @@ def read_file(uri: str, workspace: Workspace) -> str:
 
 
 def _split(uri: str, where: str) -> tuple[str, LineSpan | None]:
+    problem = uri_problem(uri)
+    if problem is not None:
+        raise invalid_params(f"'{where}' {shown(uri)} {problem}")
     try:
         return split_uri(uri)
     except LineSpanError as exc:

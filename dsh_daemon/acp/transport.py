@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeAlias
 
 from dsh_daemon.acp.errors import INVALID_REQUEST, PARSE_ERROR
-from dsh_daemon.model.jsondepth import MAX_DEPTH, TooDeepError, check_depth, top_level_member
+from dsh_daemon.model.jsondepth import (
+    TooDeepError,
+    UnusableNumberError,
+    loads_message,
+    top_level_member,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +75,10 @@ def decode(line: bytes) -> Incoming | None:
     if line == TOO_LONG:
         return Malformed(INVALID_REQUEST, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
-        text = line.decode("utf-8")
-        check_depth(line)  # before decoding: deep nesting would exhaust the stack (docs: jsondepth)
-        obj = json.loads(text)
-    except TooDeepError as exc:
-        return _too_deep(line, exc)
+        # depth bounded before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
+        obj = loads_message(line, line.decode("utf-8"))
+    except (TooDeepError, UnusableNumberError) as exc:
+        return _unusable(line, exc)
     except (UnicodeDecodeError, ValueError) as exc:
         return Malformed(PARSE_ERROR, f"parse error: {exc}")
     if not isinstance(obj, dict):
@@ -104,9 +108,10 @@ def decode(line: bytes) -> Incoming | None:
     return Malformed(INVALID_REQUEST, "neither a request, a notification nor a response", usable_id)
 
 
-def _too_deep(line: bytes, exc: TooDeepError) -> Malformed | None:
-    """A line nested deeper than MAX_DEPTH: a request is refused with its own id (found without
-    decoding the rest), a notification or a response is dropped, anything else answered id null."""
+def _unusable(line: bytes, exc: ValueError) -> Malformed | None:
+    """A line nested deeper than MAX_DEPTH, or holding a number Python will not decode: a request is
+    refused with its own id (found without decoding the rest), a notification or a response is
+    dropped, anything else answered id null."""
     raw_id = top_level_member(line, "id")
     method = top_level_member(line, "method")
     message = f"invalid request: {exc}"
@@ -114,7 +119,7 @@ def _too_deep(line: bytes, exc: TooDeepError) -> Malformed | None:
         return Malformed(INVALID_REQUEST, message, raw_id)
     if isinstance(method, str) or _valid_id(raw_id):
         kind = "notification" if isinstance(method, str) else "response"
-        logger.warning("a %s nested deeper than %d levels: dropped", kind, MAX_DEPTH)
+        logger.warning("a %s dropped: %s", kind, exc)
         return None
     return Malformed(INVALID_REQUEST, message)
 

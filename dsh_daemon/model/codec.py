@@ -24,6 +24,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NewType, TypeAlias, TypeVar, get_args, get_origin
+from urllib.parse import urlsplit
 
 import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError, IterableValidationNote
@@ -36,6 +37,7 @@ T = TypeVar("T")
 JsonObject: TypeAlias = Mapping[str, Any]  # a JSON object kept as it came (frozen when stored)
 JsonValue: TypeAlias = Any  # any JSON value
 NonEmptyStr = NewType("NonEmptyStr", str)
+UriStr = NewType("UriStr", str)  # a non-empty string that splits as a URI (`uri_problem`)
 PositiveInt = NewType("PositiveInt", int)  # ≥ 1
 NonNegativeInt = NewType("NonNegativeInt", int)  # ≥ 0
 
@@ -89,6 +91,25 @@ def _non_empty(value: Any, _: Any) -> str:
     return value
 
 
+def uri_problem(value: str) -> str | None:
+    """Why `value` is no URI this daemon can take apart (None: it is one). A client's URI is split
+    wherever it is used (a path, a fragment); one `urlsplit` refuses (`file://[x/a.py`: an unclosed
+    IPv6 host) must be the client's mistake where it arrives, not a daemon fault later."""
+    try:
+        urlsplit(value)
+    except ValueError as exc:
+        return f"is not a URI ({exc})"
+    return None
+
+
+def _uri(value: Any, _: Any) -> str:
+    text = _non_empty(value, _)
+    problem = uri_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
 def _at_least(minimum: int) -> Callable[[Any, Any], int]:
     problem = "must be a positive integer" if minimum == 1 else "must be a non-negative integer"
 
@@ -112,7 +133,7 @@ def _describe(kind: Any) -> str:
     origin: Any = get_origin(kind)
     if origin is typing.Literal:
         return "one of " + ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in get_args(kind))
-    if kind is str or kind is NonEmptyStr:
+    if kind in (str, NonEmptyStr, UriStr):
         return "a string"
     if kind is int or kind in (PositiveInt, NonNegativeInt):
         return "an integer"
@@ -154,6 +175,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, _strict(int, "must be an integer"))
     converter.register_structure_hook(float, _number)
     converter.register_structure_hook(NonEmptyStr, _non_empty)
+    converter.register_structure_hook(UriStr, _uri)
     converter.register_structure_hook(PositiveInt, _at_least(1))
     converter.register_structure_hook(NonNegativeInt, _at_least(0))
     converter.register_structure_hook_func(lambda t: _unannotated(t) is JsonObject, _json_object)

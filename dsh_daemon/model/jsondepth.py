@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from array import array
 from collections.abc import Iterator
 from itertools import accumulate
@@ -44,6 +45,14 @@ class TooDeepError(ValueError):
         super().__init__(f"JSON nested deeper than {limit} levels")
         self.depth = depth  # at least this deep (the scan stops once past the limit)
         self.limit = limit
+
+
+class UnusableNumberError(ValueError):
+    """Valid JSON that Python refuses to decode: an integer of more digits than
+    `sys.get_int_max_str_digits()` (4300), a guard against quadratic int parsing."""
+
+    def __init__(self) -> None:
+        super().__init__(f"a number has more than {sys.get_int_max_str_digits()} digits")
 
 
 def _slices(data: bytes, end: int, pos: int = 0, inside: bool = False) -> Iterator[tuple[bytes, bool]]:
@@ -111,6 +120,20 @@ def loads_bounded(data: bytes | str, limit: int = MAX_DEPTH) -> Any:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     check_depth(raw, limit)
     return json.loads(data)
+
+
+def loads_message(data: bytes, text: str | None = None) -> Any:
+    """A client's message decoded: `TooDeepError` before decoding anything nested deeper than
+    `MAX_DEPTH`, `UnusableNumberError` for an integer Python will not convert (both ValueErrors whose
+    request can still be answered with its own id, `top_level_member`); any other ValueError
+    (UnicodeDecodeError included) for what is not JSON. `text`: `data` already decoded."""
+    check_depth(data)
+    try:
+        return json.loads(data if text is None else text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # json's only other failure: int() refusing a number's digits
+        raise UnusableNumberError() from None
 
 
 def top_level_member(data: bytes, key: str) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs
+from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs, UriStr
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -285,7 +285,7 @@ class InboxMoveParams:
 @dataclass(frozen=True)
 class ContextAddParams:
     session_id: SessionId
-    uri: NonEmptyStr
+    uri: UriStr
     kind: ClientContextKind
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
@@ -302,7 +302,7 @@ class ContextDidChangeParams:
     """The editor's current state, latest wins (without `sessionId`: every session followed)."""
 
     session_id: str | None = None
-    active_uri: str | None = None
+    active_uri: UriStr | None = None
     selection: Range | None = None
     visible_range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None

@@ -22,6 +22,7 @@ from dsh_daemon.model.codec import (
     NonNegativeInt,
     PositiveInt,
     SchemaAs,
+    UriStr,
     camel,
     is_union,
 )
@@ -94,6 +95,7 @@ class _Builder:
         simple: dict[Any, dict[str, Any]] = {
             str: {"type": "string"},
             NonEmptyStr: {"type": "string", "minLength": 1},
+            UriStr: {"type": "string", "minLength": 1},
             int: {"type": "integer"},
             PositiveInt: {"type": "integer", "minimum": 1},
             NonNegativeInt: {"type": "integer", "minimum": 0},

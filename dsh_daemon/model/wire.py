@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeAlias
 
-from dsh_daemon.model.codec import JsonObject, JsonValue, NonEmptyStr, NonNegativeInt, SchemaAs
+from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, SchemaAs, UriStr
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
@@ -418,7 +418,7 @@ class TranscriptTurn:
 class ContextRef:
     """Editor context a client asks for (`context` on a send, `dsh/context/add`)."""
 
-    uri: NonEmptyStr
+    uri: UriStr
     kind: ClientContextKind
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None

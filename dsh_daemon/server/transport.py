@@ -38,9 +38,16 @@ from typing import Any, BinaryIO
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
-from dsh_daemon.host.errors import shown
+from dsh_daemon.host.errors import lone_surrogate_at, shown
 from dsh_daemon.host.preload import settle
-from dsh_daemon.model.jsondepth import MAX_DEPTH, TooDeepError, check_depth, top_level_member
+from dsh_daemon.model.codec import uri_problem
+from dsh_daemon.model.jsondepth import (
+    TooDeepError,
+    UnusableNumberError,
+    check_depth,
+    loads_message,
+    top_level_member,
+)
 from dsh_daemon.server import errors
 
 logger = logging.getLogger(__name__)
@@ -332,10 +339,10 @@ def dispatch(
     is_initialized: Callable[[], bool] = lambda: True,
 ) -> None:
     try:
-        check_depth(body)  # before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
-        data = json.loads(body)
-    except TooDeepError as exc:
-        _refuse_too_deep(protocol, body, exc)
+        # depth bounded before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
+        data = loads_message(body)
+    except (TooDeepError, UnusableNumberError) as exc:
+        _refuse_unusable(protocol, body, exc)
         return
     except (ValueError, UnicodeDecodeError) as exc:
         _error(protocol, None, errors.PARSE_ERROR, f"Parse error: {exc}")
@@ -429,16 +436,32 @@ def dispatch(
     if b"\\u" in body and _has_lone_surrogate(data):
         # JSON escapes can spell UTF-16 halves that no UTF-8 store, file or pipe can hold; refuse them
         # here once, instead of failing wherever the string would travel next.
+        where = lone_surrogate_at(data.get("params"), "params") or "params"
         if is_request:
             _error(
                 protocol,
                 msg_id,
                 errors.INVALID_PARAMS,
-                "Invalid params: a string holds a lone UTF-16 surrogate",
+                f"Invalid params: '{where.removeprefix('params.')}' holds a lone UTF-16 surrogate",
                 "invalid_params",
             )
         else:
-            logger.warning("message with a lone surrogate dropped")
+            logger.warning("message with a lone surrogate dropped (%s)", where)
+        return
+    bad_uri = _bad_uri(data.get("params")) if isinstance(method, str) else None
+    if bad_uri is not None:
+        # pygls takes these URIs apart itself (a text document's path, a workspace folder's) and would
+        # raise inside its own handler: the client's mistake is answered here, naming the field.
+        if is_request:
+            _error(
+                protocol,
+                msg_id,
+                errors.INVALID_PARAMS,
+                f"Invalid params: '{where}' is not a URI",
+                "invalid_params",
+            )
+        else:
+            logger.warning("%s dropped: '%s' is not a URI", method, bad_uri)
         return
     if method == "initialized" and data.get("params") is None:
         data["params"] = {}  # some clients leave out its (empty) params; LSP types require them
@@ -469,6 +492,31 @@ def dispatch(
             _error(protocol, msg_id, errors.INTERNAL_ERROR, f"Internal error while handling {method}")
 
 
+def _bad_uri(params: Any) -> str | None:
+    """The first URI pygls would split itself (`textDocument.uri`, `rootUri`, workspace folders) that
+    is no URI, as a field path; None when there is none."""
+    if not isinstance(params, dict):
+        return None
+    candidates: list[tuple[str, Any]] = [("rootUri", params.get("rootUri"))]
+    document = params.get("textDocument")
+    if isinstance(document, dict):
+        candidates.append(("textDocument.uri", document.get("uri")))
+    folders = params.get("workspaceFolders")
+    event = params.get("event")
+    lists = [("workspaceFolders", folders)]
+    if isinstance(event, dict):
+        lists += [("event.added", event.get("added")), ("event.removed", event.get("removed"))]
+    for name, items in lists:
+        if isinstance(items, list):
+            candidates += [
+                (f"{name}[{i}].uri", f.get("uri")) for i, f in enumerate(items) if isinstance(f, dict)
+            ]
+    for where, uri in candidates:
+        if isinstance(uri, str) and uri_problem(uri) is not None:
+            return where
+    return None
+
+
 def _unknown_command(protocol: JsonRPCProtocol, data: dict[str, Any]) -> bool:
     """`workspace/executeCommand` of a command nobody registered (the daemon registers none): a typed
     `-32602` here, instead of pygls' answer that logs a traceback for a client's mistake."""
@@ -486,9 +534,10 @@ def _unknown_command(protocol: JsonRPCProtocol, data: dict[str, Any]) -> bool:
     return True
 
 
-def _refuse_too_deep(protocol: JsonRPCProtocol, body: bytes, exc: TooDeepError) -> None:
-    """A request nested deeper than MAX_DEPTH is refused with its own id (found without decoding the
-    rest); a notification or a response is dropped; anything else is answered with id null."""
+def _refuse_unusable(protocol: JsonRPCProtocol, body: bytes, exc: ValueError) -> None:
+    """A request nested deeper than MAX_DEPTH, or holding a number Python will not decode, is refused
+    with its own id (found without decoding the rest); a notification or a response is dropped;
+    anything else is answered with id null."""
     msg_id = top_level_member(body, "id")
     method = top_level_member(body, "method")
     usable_id = isinstance(msg_id, str | int) and not isinstance(msg_id, bool)
@@ -496,7 +545,7 @@ def _refuse_too_deep(protocol: JsonRPCProtocol, body: bytes, exc: TooDeepError) 
         _error(protocol, msg_id, errors.INVALID_REQUEST, f"Invalid Request: {exc}")
     elif isinstance(method, str) or usable_id:
         kind = "notification" if isinstance(method, str) else "response"
-        logger.warning("a %s nested deeper than %d levels: dropped", kind, MAX_DEPTH)
+        logger.warning("a %s dropped: %s", kind, exc)
     else:
         _error(protocol, None, errors.INVALID_REQUEST, f"Invalid Request: {exc}")
 

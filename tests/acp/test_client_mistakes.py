@@ -57,6 +57,17 @@ def mistakes(sid: str, work: Path) -> list[tuple[str, str, dict[str, Any], str]]
         ("5,000-digit #L in a steer", "_session/steering",
          {"sessionId": sid, "prompt": [{"type": "resource_link", "uri": f"{file_uri}#L{digits}", "name": "a"}]},
          "prompt[0].uri"),
+        # a URI `urlsplit` refuses (an unclosed IPv6 host) is the client's mistake too
+        ("unsplittable resource uri", "session/prompt",
+         {"sessionId": sid, "prompt": [{"type": "resource", "resource": {"uri": "file://[x/a.py", "text": "t"}}]},
+         "prompt[0].resource.uri"),
+        ("unsplittable resource_link uri", "session/prompt",
+         {"sessionId": sid, "prompt": [{"type": "resource_link", "uri": "file://[::1/a.py", "name": "a"}]},
+         "prompt[0].uri"),
+        ("unsplittable uri in an inject", "_dsh/inject",
+         {"sessionId": sid, "prompt": [{"type": "text", "text": "x"},
+                                       {"type": "resource_link", "uri": "http://[x", "name": "a"}]},
+         "prompt[1].uri"),
         ("cwd too long", "session/new", {"cwd": "/" + "a" * 5000, "mcpServers": []}, "cwd"),
         ("cwd component too long", "session/new", {"cwd": "/" + "a" * 300, "mcpServers": []}, "cwd"),
         ("extra root too long", "session/new",
@@ -100,3 +111,22 @@ async def test_echoed_values_are_cut_to_200_characters(tmp_path: Path, fake: Fak
         assert len(error["data"]["sessionId"]) <= 200 and len(error["message"]) <= 250
         relative = (await raw.call("session/new", {"cwd": "r" * 5000, "mcpServers": []}))["error"]
         assert relative["code"] == -32602 and len(relative["message"]) <= 300
+
+
+async def test_a_number_python_will_not_decode_is_answered_with_the_requests_own_id(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """JSON allows integers of any length; Python refuses to convert one of more than 4,300 digits.
+    That request is still a request: refused with its own id (not `id: null`), no traceback."""
+    async with raw_acp(tmp_path / "state", fake) as raw:
+        await raw.call("initialize", {"protocolVersion": 1})
+        digits = b"9" * 5000
+        raw.send_line(b'{"jsonrpc":"2.0","id":"big","method":"session/list","params":{"x":%s}}' % digits)
+        answer = await raw.response("big")
+        assert answer["error"]["code"] == -32600 and "4300 digits" in answer["error"]["message"], answer
+        assert "set_int_max_str_digits" not in answer["error"]["message"]
+        raw.send_line(b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%s}}' % digits)
+        assert "sessions" in (await raw.call("session/list", {}))["result"]
+        assert not [m for m in raw.received if m.get("id") is None and "error" in m]
+    log = (tmp_path / "state" / "daemon.log").read_text()
+    assert "Traceback" not in log

@@ -435,3 +435,34 @@ async def test_a_root_uri_with_a_host_is_refused_at_initialize(
     outside = await pipe.call("new", "dsh/session/new", {"cwd": str(tmp_path)})
     assert outside["error"]["data"]["code"] == "outside_workspace", outside
     assert b"Traceback" not in await finish(pipe)
+
+
+# ---- issue 18 item 2, the LSP side: URIs no parser can split, numbers Python will not decode ---------
+
+
+async def test_unsplittable_uris_and_huge_numbers_are_client_mistakes(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """`file://[x/a.py` (an unclosed IPv6 host) made `urlsplit` raise inside a handler: -32603 and a
+    traceback. A 5,000-digit integer was answered `id: null`. Each is now the client's mistake,
+    named, answered with its own id, and the connection goes on."""
+    pipe = await spawn(tmp_path / "state", fake, keep_stderr=True)
+    sid = await started(pipe)
+    bad = "file://[x/a.py"
+    added = await pipe.call("add", "dsh/context/add", {"sessionId": sid, "uri": bad, "kind": "file"})
+    assert added["error"]["code"] == -32602 and "'uri'" in added["error"]["message"], added
+    sent = await pipe.call("send", "dsh/followup", {"sessionId": sid, "message": {"content": "x"},
+                                                    "context": [{"uri": bad, "kind": "file"}]})  # fmt: skip
+    assert sent["error"]["code"] == -32602 and "context[0].uri" in sent["error"]["message"], sent
+    # notifications: dropped, logged, nothing stored that a later send would trip over
+    pipe.frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": bad, "languageId": "python", "version": 1, "text": "x"}}})  # fmt: skip
+    pipe.frame({"jsonrpc": "2.0", "method": "dsh/context/didChange", "params": {"activeUri": bad}})
+    pipe.frame(b'{"jsonrpc":"2.0","id":"big","method":"dsh/session/list","params":{"x":%s}}' % (b"9" * 5000))
+    big = await pipe.reply("big")
+    assert big["error"]["code"] == -32600 and "4300 digits" in big["error"]["message"], big
+    assert "sessions" in (await pipe.call("list", "dsh/session/list", {}))["result"]
+    assert not [m for m in pipe.messages if m.get("id") is None and "error" in m]
+    assert not [m for m in pipe.messages if m.get("error", {}).get("code") == -32603]
+    stderr = await finish(pipe)
+    assert b"Traceback" not in stderr, stderr.decode(errors="replace")[-3000:]
