@@ -1,4 +1,4 @@
-"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`."""
+"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`, `config`."""
 
 from __future__ import annotations
 
@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_daemon_options(export, defaults=False)
     export.add_argument("session")
     sub.add_parser("schema", help="print the JSON Schema of the dsh wire: methods, results, events")
+    config = sub.add_parser(
+        "config",
+        help="print the effective configuration and where each value came from (secrets masked)",
+    )
+    _add_daemon_options(config, defaults=False)
+    config.add_argument("--json", action="store_true", help="as one JSON object")
     return parser
 
 
@@ -130,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         acp_logging(args.log_level, args.log_file)
         return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
+    if command == "config":
+        from dsh_daemon.cli_tools import show_config
+
+        return show_config(state_dir, provider_flags(args), as_json=args.json)
     if command == "sessions":
         from dsh_daemon.cli_tools import list_sessions
 

@@ -57,3 +57,21 @@ def export_session(state_dir: Path, session_id: str) -> int:
     finally:
         store.close()
     return 0
+
+
+def show_config(state_dir: Path, flags: dict[str, object], *, as_json: bool) -> int:
+    """`dsh-daemon config`: the effective configuration with each value's source; exit status 1 when
+    config.json has entries that are left out (they are listed), 2 when the flags or the environment
+    themselves are refused."""
+    import os
+
+    from dsh_daemon.host.config_report import effective_configuration
+    from dsh_daemon.host.options import OptionsError
+
+    try:
+        report = effective_configuration(state_dir, os.environ, flags)
+    except OptionsError as exc:
+        print(f"dsh-daemon: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.json(), indent=2, ensure_ascii=False) if as_json else report.text())
+    return 1 if report.problems else 0

@@ -21,6 +21,7 @@ from dsh_daemon.acp import commands
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host import errors
+from dsh_daemon.host.config_file import ProblemReporter
 from dsh_daemon.host.options import DaemonOptions, ServerSource, parse_options, parse_session_servers
 from dsh_daemon.host.paths import checked_path, is_directory
 from dsh_daemon.host.preload import preload_in_background
@@ -131,6 +132,12 @@ class Daemon:
         self._options: DaemonOptions | None = None
         self._client_capabilities: Any = None
         self.shutting_down = False
+        # config.json's left-out entries: `_dsh/notice` for clients that read it, and a message in
+        # every session this connection opens, which any ACP client shows (`_tell_session`)
+        self.file_problems = ProblemReporter(
+            lambda text: connection.notify("_dsh/notice", {"level": "warning", "message": text})
+        )
+        self._told: set[str] = set()
         self._register()
 
     @property
@@ -201,8 +208,10 @@ class Daemon:
         )
         self._client_capabilities = p.get("clientCapabilities")
         # Once this reply is written (the connection writes it before the loop runs anything else),
-        # the session machinery loads while the client sends its first session request.
+        # the session machinery loads while the client sends its first session request; config.json's
+        # left-out entries are reported then too.
         asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
+        asyncio.get_running_loop().call_soon(self.file_problems.report, self._options.file_problems)
         self._init_result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": capabilities(),
@@ -223,6 +232,7 @@ class Daemon:
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
         session_id = self.front_end.new(cwd, extra, servers)
+        self._tell_session(session_id)
         return {"sessionId": session_id, **self._session_state(session_id)}
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -232,6 +242,7 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.load(session_id, cwd, _dirs(p, method), servers)
+        self._tell_session(session_id)
         return self._session_state(session_id)
 
     def session_resume(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -241,6 +252,7 @@ class Daemon:
         cwd = _cwd(p, method, required=False)
         servers = _mcp(p, method)
         self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
+        self._tell_session(session_id)
         return self._session_state(session_id)
 
     def _session_state(self, session_id: str) -> dict[str, Any]:
@@ -255,6 +267,24 @@ class Daemon:
         p = _object(raw, "session/delete")
         self.front_end.host.delete(_str(p, "sessionId", "session/delete"))
         return {}
+
+    def _tell_session(self, session_id: str) -> None:
+        """config.json's left-out entries as an agent message in the session, once per session and
+        connection, after the reply that names the session (the person sees it in the agent panel;
+        it is not stored, so it is not replayed)."""
+        problems = self.front_end.host.options.file_problems
+        if not problems or session_id in self._told:
+            return
+        self._told.add(session_id)
+        lines = "\n".join(f"- {problem}" for problem in problems)
+        text = (
+            "dsh-daemon: some settings in config.json were left out:\n"
+            f"{lines}\n(`dsh-daemon config` shows the effective configuration.)\n\n"
+        )
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        asyncio.get_running_loop().call_soon(
+            self.connection.notify, "session/update", {"sessionId": session_id, "update": update}
+        )
 
     def session_list(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         p = _object(raw, "session/list")

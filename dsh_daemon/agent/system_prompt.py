@@ -116,16 +116,30 @@ _KEYS = {
 }
 
 
-def load_prompt_config(state_dir: str | os.PathLike[str], init_options: Mapping[str, Any]) -> PromptConfig:
-    """`agent` from `<state_dir>/config.json`, then from `initializationOptions` (see the docstring)."""
+def load_prompt_config(
+    state_dir: str | os.PathLike[str],
+    init_options: Mapping[str, Any],
+    *,
+    file_section: Mapping[str, Any] | None = None,
+) -> PromptConfig:
+    """`agent` from `<state_dir>/config.json`, then from `initializationOptions` (see the docstring).
+    `file_section`: the file's `agent`, already read and checked; None: read the file here, strictly."""
     config = PromptConfig()
     path = Path(state_dir) / CONFIG_FILE
-    try:
-        data = read_config_file(state_dir)
-    except ConfigFileError as exc:
-        raise PromptConfigError(str(exc)) from exc
-    config = _apply(config, data.get("agent"), f"{path}: agent")
+    if file_section is None:
+        try:
+            data = read_config_file(state_dir)
+        except ConfigFileError as exc:
+            raise PromptConfigError(str(exc)) from exc
+        config = _apply(config, data.get("agent"), f"{path}: agent")
+    else:
+        config = _apply(config, file_section, f"{path}: agent")
     return _apply(config, init_options.get("agent"), "initializationOptions: agent")
+
+
+def check_prompt_setting(key: str, value: Any, where: str) -> None:
+    """`PromptConfigError` naming `where` when `key: value` is no valid `agent` setting."""
+    _apply(PromptConfig(), {key: value}, where)
 
 
 def _apply(config: PromptConfig, section: Any, where: str) -> PromptConfig:

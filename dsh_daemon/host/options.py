@@ -1,28 +1,33 @@
 """The daemon's configuration, parsed once into frozen, typed values, whichever front end asked.
 
 The LSP server passes `initializationOptions` (and later `workspace/didChangeConfiguration`
-settings); ACP mode passes `initialize`'s `_meta.dsh`. Both are merged over `$DSH_HOME/config.json`,
-the environment and the command-line flags, checked here, and refused with an `OptionsError` naming
-the key; each front end turns that into its own `invalid_params`. Nothing re-reads the raw mapping
+settings); ACP mode passes `initialize`'s `_meta.dsh`. Both are merged over `$DSH_HOME/config.json`
+(`config_file.py`: the same keys, its bad entries reported rather than refused), the environment and
+the command-line flags, checked here, and refused with an `OptionsError` naming the key; each front
+end turns that into its own `invalid_params`. Nothing re-reads the raw mapping
 later, so nothing can fail on it after a session exists. Light imports only: `initialize` must stay
 as fast as a bare pygls server's.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.system_prompt import PromptConfig, PromptConfigError, load_prompt_config
+from dsh_daemon.host.config_file import (
+    TimeoutSettingError,
+    check_permission_timeout,
+    merge_objects,
+    read_file_layer,
+)
 from dsh_daemon.host.errors import HostError
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
 from dsh_daemon.mcp.config import (
     McpConfigError,
     ServerConfig,
-    load_file_servers,
     merge,
     parse_acp_servers,
     parse_servers,
@@ -47,38 +52,39 @@ class DaemonOptions:
     agent: PromptConfig = field(default_factory=PromptConfig)  # the system prompt (`agent`)
     # MCP servers every session starts: `$DSH_HOME/config.json` `mcpServers`, then `mcpServers` here
     mcp_servers: Mapping[str, ServerConfig] = field(default_factory=dict)
+    # config.json's entries that were left out, each naming the file and the key (shown and logged by
+    # the front ends: `report_file_problems`)
+    file_problems: tuple[str, ...] = ()
 
 
 def parse_options(
     state_dir: Path, env: Mapping[str, str], flags: Mapping[str, Any], raw: Any, *, what: str
 ) -> DaemonOptions:
-    """Every source of configuration merged and checked (`what` names `raw` in errors)."""
+    """Every source of configuration merged and checked (`what` names `raw` in errors). `raw` (the
+    editor's options) is refused whole when a key is bad; config.json's bad entries are left out and
+    reported in `file_problems` (`host/config_file.py`)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         raise OptionsError(f"{what} must be an object")
+    layer = read_file_layer(state_dir)
     provider_raw = {k: v for k, v in raw.items() if k not in NON_PROVIDER_KEYS}
     try:
-        provider = load_provider_config(state_dir, env, flags, provider_raw)
-        tools = ToolConfig.parse(raw.get("tools"))
-        agent = load_prompt_config(state_dir, raw)
-        mcp_servers = merge(load_file_servers(state_dir), parse_servers(raw.get("mcpServers")))
+        provider = load_provider_config(state_dir, env, flags, provider_raw, file_section=layer.provider)
+        tools = ToolConfig.parse(merge_objects(layer.tools, raw.get("tools")))
+        agent = load_prompt_config(state_dir, raw, file_section=layer.agent)
+        mcp_servers = merge(layer.mcp_servers, parse_servers(raw.get("mcpServers")))
     except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError) as exc:
         raise OptionsError(f"invalid dsh-daemon configuration: {exc}") from exc
     timeout = raw.get("permissionTimeoutS")
+    try:
+        if timeout is not None:
+            timeout = check_permission_timeout(timeout)
+    except TimeoutSettingError as exc:
+        raise OptionsError(f"invalid dsh-daemon configuration: {exc}") from exc
     if timeout is None:
-        timeout = DEFAULT_PERMISSION_TIMEOUT_S
-    elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout):
-        shown = repr(timeout) if len(repr(timeout)) <= 80 else repr(timeout)[:79] + "…"
-        raise OptionsError(
-            f"invalid dsh-daemon configuration: permissionTimeoutS must be a positive number of seconds, "
-            f"not {shown}"
-        )
-    elif timeout <= 0:
-        raise OptionsError(
-            f"invalid dsh-daemon configuration: permissionTimeoutS must be positive, not {timeout}"
-        )
-    return DaemonOptions(provider, float(timeout), tools, agent, mcp_servers)
+        timeout = layer.permission_timeout_s or DEFAULT_PERMISSION_TIMEOUT_S
+    return DaemonOptions(provider, timeout, tools, agent, mcp_servers, layer.problems)
 
 
 def parse_session_servers(raw: Any, where: str, *, acp: bool = False) -> ServerSource:

@@ -36,7 +36,9 @@ the comments below only explain the keys, and every key is optional)::
       }
     }
 
-Unknown keys are rejected with an error naming them (a misspelt key silently ignored is worse).
+Unknown keys are rejected with an error naming them (a misspelt key silently ignored is worse). The
+daemon reads config.json through `host/config_file.py`, which checks each entry alone and reports a
+bad one (left out) instead of refusing the whole configuration.
 A missing API key is not an error here: the daemon starts, and the first model request fails with
 a `CONFIG` failure that says how to set one.
 """
@@ -170,13 +172,50 @@ def load_provider_config(
     env: Mapping[str, str],
     flags: Mapping[str, Any] | None = None,
     init_options: Mapping[str, Any] | None = None,
+    *,
+    file_section: Mapping[str, Any] | None = None,
 ) -> ProviderConfig:
-    """The effective provider configuration (see the module docstring for sources and format)."""
+    """The effective provider configuration (see the module docstring for sources and format).
+    `file_section`: config.json's provider settings, already read and checked (`host/config_file.py`,
+    which reports a bad one instead of refusing them all); None: read the file here, strictly."""
     config = ProviderConfig()
-    config = _apply(config, _read_file(Path(state_dir)), "config.json")
+    section = _read_file(Path(state_dir)) if file_section is None else file_section
+    config = _apply(config, section, "config.json")
     config = _apply(config, _from_env(env), "environment")
     config = _apply(config, _section(flags or {}), "flags")
     return _apply(config, _section(init_options or {}), "initializationOptions")
+
+
+def is_provider_key(key: str) -> bool:
+    """A provider setting's name (camelCase or snake_case)."""
+    return key in _KEYS or key in _SNAKE
+
+
+def environment_keys(env: Mapping[str, str]) -> dict[str, str]:
+    """Which provider setting each environment variable in `env` sets: {camelCase key: variable}."""
+    out: dict[str, str] = {}
+    if env.get("DEEPSEEK_API_KEY"):
+        out["apiKey"] = "DEEPSEEK_API_KEY"
+    if env.get("DEEPSEEK_BASE_URL"):
+        out["baseUrl"] = "DEEPSEEK_BASE_URL"
+    elif env.get("DSH_BASE_URL"):
+        out["baseUrl"] = "DSH_BASE_URL"
+    if env.get("DSH_MODEL"):
+        out["model"] = "DSH_MODEL"
+    return out
+
+
+def camel_key(key: str) -> str:
+    """A provider setting's camelCase name (`base_url` -> `baseUrl`)."""
+    if key in _KEYS:
+        return key
+    attr = _SNAKE.get(key, key)
+    return next((camel for camel, a in _KEYS.items() if a == attr), key)
+
+
+def check_provider_setting(key: str, value: Any, where: str) -> None:
+    """`ConfigError` naming `where` when `key: value` is no valid provider setting."""
+    _apply(ProviderConfig(), {key: value}, where)
 
 
 def _read_file(state_dir: Path) -> Mapping[str, Any]:

@@ -33,6 +33,7 @@ from pygls.uris import to_fs_path
 
 from dsh_daemon import __version__
 from dsh_daemon.host import errors
+from dsh_daemon.host.config_file import ProblemReporter
 from dsh_daemon.host.options import (
     NON_PROVIDER_KEYS,
     DaemonOptions,
@@ -143,6 +144,12 @@ class Daemon:
         self._front_end: LspFrontEnd | None = None
         self.shutting_down = False
         self._closing: asyncio.Future[None] | None = None
+        # config.json's left-out entries: a warning the editor shows (the terminal chat prints it)
+        self.file_problems = ProblemReporter(
+            lambda text: self.server.window_show_message(
+                types.ShowMessageParams(types.MessageType.Warning, text)
+            )
+        )
         register(self)
 
     @property
@@ -249,6 +256,9 @@ def register(daemon: Daemon) -> None:
         # frames already written in this pass of the loop leave (the writer's flush runs first).
         if daemon.init is not None and daemon._front_end is None:
             asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
+        # after the initialize reply: the first moment the client takes notifications
+        if daemon.options is not None:
+            daemon.file_problems.report(daemon.options.file_problems)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def on_folders(ls: LanguageServer, p: types.DidChangeWorkspaceFoldersParams) -> None:
@@ -280,6 +290,7 @@ def register(daemon: Daemon) -> None:
             )
             return
         daemon.options = options
+        daemon.file_problems.report(options.file_problems)  # the file is read again: new mistakes
         if daemon._front_end is not None:
             daemon._front_end.host.reconfigure(options)
 
