@@ -5,7 +5,8 @@ Zed names a selection with a fragment, `file:///p/app.py#L10:25` (lines 10 to 25
 becomes `contextKind: "selection"` with the LSP range of those lines. An embedded resource carries its
 text; a `file:` resource link is read now, inside the session's workspace only, through the tools'
 one safe reader (regular files, non-blocking, capped), so a prompt's context is what the file held
-when the person pressed Enter.
+when the person pressed Enter. A linked directory is attached as its listing; a path outside the
+workspace is attached as a reference naming it (not read: the agent's tools meet the confinement).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from urllib.parse import unquote, urlsplit
 
 from dsh_daemon.host.editor_context import (
     context_path,
+    directory_message,
     editor_source,
     file_message,
     read_context_file,
+    reference_message,
     selection_message,
 )
-from dsh_daemon.host.errors import invalid_params, shown
+from dsh_daemon.host.errors import WireError, invalid_params, shown
 from dsh_daemon.host.port import Workspace
 from dsh_daemon.model.codec import uri_problem
 from dsh_daemon.model.messages import InvalidMessageError, UserMessage
@@ -95,14 +98,6 @@ def editor_message(uri: str, text: str, *, span: LineSpan | None, whole_file: bo
     return selection_message(path, selected, span.first, span.last, source)
 
 
-def read_file(uri: str, workspace: Workspace) -> str:
-    """A `file:` URI's text, read now, inside the workspace only (`host/editor_context.py`)."""
-    path = fs_path(uri)
-    if path is None:
-        raise invalid_params(f"cannot read {shown(uri)}: not a file URI")
-    return read_context_file(workspace, context_path(workspace, path, uri), uri).text
-
-
 def _split(uri: str, where: str) -> tuple[str, LineSpan | None]:
     problem = uri_problem(uri)
     if problem is not None:
@@ -133,7 +128,24 @@ def _block_message(block: Mapping[str, Any], index: int, workspace: Workspace, f
         return UserMessage.create(
             f"Linked resource {name}: {base}", {"kind": "editor", "uri": base, "contextKind": "file"}
         )
-    return editor_message(base, read_file(base, workspace), span=span, whole_file=True)
+    return _link_message(base, span, workspace)
+
+
+def _link_message(uri: str, span: LineSpan | None, workspace: Workspace) -> UserMessage:
+    """A `file:` link: a file inside the workspace read now, a directory as its listing, and a path
+    outside the workspace named as a reference (its read is the agent's, through the tools)."""
+    path = fs_path(uri)
+    assert path is not None
+    try:
+        real = context_path(workspace, path, uri)
+    except WireError as exc:
+        if exc.kind != "outside_workspace":
+            raise
+        return reference_message(workspace, path, uri)
+    if real.is_dir():
+        return directory_message(workspace, real, uri)
+    text = read_context_file(workspace, real, uri).text
+    return editor_message(uri, text, span=span, whole_file=True)
 
 
 def prompt_parts(blocks: Any, workspace: Workspace, *, field: str = "prompt") -> PromptParts:

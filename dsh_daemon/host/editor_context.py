@@ -18,6 +18,8 @@ from typing import Any
 from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.listing import list_directory
 from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
 from dsh_daemon.tools.workspace import Workspace
 
@@ -127,3 +129,26 @@ def read_context_file(workspace: Workspace, real: Path, uri: str) -> FileText:
     if looks_binary(raw.data[:SNIFF_BYTES]):
         raise invalid_params(f"cannot attach {shown(uri)} as context: it is a binary file")
     return FileText(raw.data.decode("utf-8", errors="replace"), raw.truncated)
+
+
+def directory_message(workspace: Workspace, real: Path, uri: str) -> UserMessage:
+    """A directory the person linked, attached as its listing (as `list_dir` shows it)."""
+    try:
+        listing = list_directory(workspace, real, ToolLimits().list_max_entries)
+    except ToolError as exc:
+        raise invalid_params(f"cannot list {shown(uri)}: {exc}") from None
+    except OSError as exc:
+        raise invalid_params(f"cannot list {shown(uri)}: {exc.strerror or exc}") from None
+    return UserMessage.create(f"Directory {real}:\n{fence(listing)}", editor_source(uri, "file"))
+
+
+def reference_message(workspace: Workspace, path: str, uri: str) -> UserMessage:
+    """A file or directory the person linked that lies outside the workspace: named, not read (the
+    agent's own read of it meets the tools' confinement like any other)."""
+    roots = ", ".join(str(r) for r in workspace.roots)
+    return UserMessage.create(
+        f"Linked {path} (outside this session's workspace: {roots}; its content is not attached). "
+        "Reading it goes through the tools, which only reach inside the workspace: if you need it, "
+        "say so, and the person can paste it or add its directory to the session.",
+        editor_source(uri, "file"),
+    )

@@ -30,6 +30,36 @@ async def run_stoppable(fn: Callable[[threading.Event], T], signal: AbortSignal)
         stop.set()
 
 
+def list_directory(workspace: Workspace, path: Path, max_entries: int) -> str:
+    """A resolved directory's entries, one a line (subdirectories end with '/', symlinks show their
+    target), at most `max_entries` of them; FileToolError when it is missing or not a directory."""
+    shown = workspace.display(path)
+    if not path.exists():
+        raise FileToolError(f"{shown} does not exist", "NOT_FOUND")
+    if not path.is_dir():
+        raise FileToolError(f"{shown} is not a directory (use read_file)", "NOT_A_DIRECTORY")
+    with os.scandir(path) as listing:
+        entries = sorted(listing, key=lambda e: e.name)
+    lines: list[str] = []
+    for entry in entries[:max_entries]:
+        if entry.is_symlink():
+            try:
+                target = os.readlink(entry.path)
+            except OSError:
+                target = "?"
+            lines.append(f"{entry.name} -> {target}")
+        elif entry.is_dir(follow_symlinks=False):
+            lines.append(f"{entry.name}/")
+        else:
+            lines.append(entry.name)
+    header = f"{shown}/ ({len(entries)} entries)"
+    if len(entries) > len(lines):
+        lines.append(f"[listing capped at {len(lines)} of {len(entries)} entries]")
+    if not entries:
+        lines.append("(empty directory)")
+    return "\n".join([header, *lines]) + "\n"
+
+
 class ListDirTool(ToolBase):
     truncation_hint = "narrow the path or the pattern"
     spec = make_spec(
@@ -54,31 +84,7 @@ class ListDirTool(ToolBase):
         return ToolOutcome.text(await asyncio.to_thread(self._list, path))
 
     def _list(self, path: Path) -> str:
-        shown = self.workspace.display(path)
-        if not path.exists():
-            raise FileToolError(f"{shown} does not exist", "NOT_FOUND")
-        if not path.is_dir():
-            raise FileToolError(f"{shown} is not a directory (use read_file)", "NOT_A_DIRECTORY")
-        with os.scandir(path) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
-        lines: list[str] = []
-        for entry in entries[: self.limits.list_max_entries]:
-            if entry.is_symlink():
-                try:
-                    target = os.readlink(entry.path)
-                except OSError:
-                    target = "?"
-                lines.append(f"{entry.name} -> {target}")
-            elif entry.is_dir(follow_symlinks=False):
-                lines.append(f"{entry.name}/")
-            else:
-                lines.append(entry.name)
-        header = f"{shown}/ ({len(entries)} entries)"
-        if len(entries) > len(lines):
-            lines.append(f"[listing capped at {len(lines)} of {len(entries)} entries]")
-        if not entries:
-            lines.append("(empty directory)")
-        return "\n".join([header, *lines]) + "\n"
+        return list_directory(self.workspace, path, self.limits.list_max_entries)
 
 
 class FindFilesTool(ToolBase):

@@ -137,14 +137,24 @@ async def test_resource_blocks_travel_with_their_prompt_as_editor_messages(
         assert selection.startswith(f"Selection in {source}, lines 2-3:") and "b = 2\nc = 3\n" in selection
         assert "a = 1" not in selection
         assert notes.startswith("File ") and "remember the milk" in notes
-        # A link outside the session's workspace is refused, and nothing is queued.
+        # Issue 24.4: a linked directory is attached as its listing; a link outside the session's
+        # workspace as a reference naming it, not read (the agent's read meets the confinement).
+        (d.work / "pkg").mkdir()
+        (d.work / "pkg" / "mod.py").write_text("")
+        (d.work / "pkg" / "sub").mkdir()
         outside = tmp_path / "secret.txt"
-        outside.write_text("no")
-        with pytest.raises(RequestError) as caught:
-            await settle(
-                d.conn.prompt(
-                    session_id=sid,
-                    prompt=[text_block("x"), resource_link_block(name="s", uri=outside.as_uri())],
-                )
-            )
-        assert caught.value.code == -32602 and caught.value.data["code"] == "outside_workspace"
+        outside.write_text("the secret")
+        fake.script(reply("seen"))
+        prompt = [
+            text_block("look"),
+            resource_link_block(name="pkg", uri=(d.work / "pkg").as_uri()),
+            resource_link_block(name="s", uri=outside.as_uri()),
+        ]
+        assert (await settle(d.conn.prompt(session_id=sid, prompt=prompt))).stop_reason == "end_turn"
+        messages = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        listing, reference, said = messages[-3:]
+        assert said == "look"
+        assert listing.startswith(f"Directory {d.work / 'pkg'}:") and "mod.py\nsub/\n" in listing, listing
+        assert reference.startswith(
+            f"Linked {outside} (outside this session's workspace"
+        ) and "secret" not in (reference.replace(str(outside), "")), reference
