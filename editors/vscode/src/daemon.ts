@@ -1,11 +1,27 @@
-// Spawns dsh-daemon over stdio with vscode-languageclient (document sync, workspace/applyEdit with
-// create and $/progress come from the client library) and exposes a DshClient over it.
+// Finds and spawns dsh-daemon over stdio with vscode-languageclient (document sync, workspace/applyEdit
+// with create and $/progress come from the client library) and exposes a DshClient over it.
+//
+// A person sees what went wrong in the chat panel, once, with what to do about it (the state below);
+// the full story, the daemon's stderr included, is in the "dsh" output channel (dsh: Show Daemon Log).
+// The client library's own error notifications are turned off for that reason.
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
+import { DAEMON_NAME, installPlans, locateDaemon, runInstall, type Located, venvBin } from './locate';
+import { DaemonUnavailable, type DaemonState } from './daemonState';
 import { DshClient, Rpc } from './protocol/client';
 import type { InitializeDshCapabilities } from './protocol/types';
 
 export const SECRET_KEY = 'dsh.apiKey';
+const INSTALLED_KEY = 'dsh.installedDaemon';
+
+export { DaemonUnavailable, type DaemonState } from './daemonState';
+
+/** The client library's errors go to the log only: the panel says what went wrong. */
+class QuietClient extends LanguageClient {
+  override error(message: string, data?: unknown): void {
+    super.error(message, data, false);
+  }
+}
 
 export class Daemon implements vscode.Disposable {
   private lc: LanguageClient | undefined;
@@ -13,11 +29,18 @@ export class Daemon implements vscode.Disposable {
   private readonly _onReady = new vscode.EventEmitter<DshClient>();
   /** Fires each time a (re)started daemon is ready: the panel (re)attaches its session. */
   readonly onReady = this._onReady.event;
-  private readonly _onState = new vscode.EventEmitter<{ state: 'starting' | 'ready' | 'stopped' | 'error'; message?: string }>();
+  private readonly _onState = new vscode.EventEmitter<DaemonState>();
   readonly onState = this._onState.event;
+  state: DaemonState = { state: 'starting' };
   private starting: Promise<DshClient> | undefined;
+  private stderrTail: string[] = [];
 
   constructor(private readonly ctx: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
+
+  private setState(s: DaemonState): void {
+    this.state = s;
+    this._onState.fire(s);
+  }
 
   /** Whether the daemon will have a key: stored in SecretStorage, or given by the environment / config. */
   async hasKey(): Promise<boolean> {
@@ -25,6 +48,16 @@ export class Daemon implements vscode.Disposable {
     const cfg = vscode.workspace.getConfiguration('dsh');
     return !!(cfg.get<Record<string, string>>('env', {}).DEEPSEEK_API_KEY || process.env.DEEPSEEK_API_KEY
       || cfg.get<Record<string, unknown>>('provider', {}).apiKey);
+  }
+
+  /** No key and an endpoint that needs one (DeepSeek's; other endpoints are asked without a key). */
+  async needsKey(): Promise<boolean> {
+    if (await this.hasKey()) return false;
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    const env = cfg.get<Record<string, string>>('env', {});
+    const base = String(cfg.get<Record<string, unknown>>('provider', {}).baseUrl ?? env.DEEPSEEK_BASE_URL ?? env.DSH_BASE_URL
+      ?? process.env.DEEPSEEK_BASE_URL ?? process.env.DSH_BASE_URL ?? 'https://api.deepseek.com');
+    return /(^|\.|\/\/)deepseek\.com(\/|:|$)/i.test(base);
   }
 
   ensureStarted(): Promise<DshClient> {
@@ -35,29 +68,83 @@ export class Daemon implements vscode.Disposable {
     return this.starting;
   }
 
-  private async start(): Promise<DshClient> {
-    this._onState.fire({ state: 'starting' });
+  /** Where the daemon is (dsh.serverCommand, PATH, the workspace's .venv, or what this extension installed). */
+  locate(): Located | DaemonState {
     const cfg = vscode.workspace.getConfiguration('dsh');
-    const command = cfg.get<string>('serverCommand', 'dsh-daemon');
-    const args = cfg.get<string[]>('serverArgs', []);
+    const extraEnv = cfg.get<Record<string, string>>('env', {});
+    const found = locateDaemon({
+      serverCommand: cfg.get<string>('serverCommand', '') ?? '',
+      serverArgs: cfg.get<string[]>('serverArgs', []) ?? [],
+      pathEnv: extraEnv.PATH ?? process.env.PATH,
+      workspaceFolders: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
+      installed: [venvBin(vscode.Uri.joinPath(this.ctx.globalStorageUri, 'venv').fsPath, DAEMON_NAME), ...this.installedPaths()],
+    });
+    if ('command' in found) return found;
+    return found.configured
+      ? { state: 'error', kind: 'startFailed', message: 'The daemon command in your settings was not found.', detail: `dsh.serverCommand is "${found.missing}", which is not an executable file.` }
+      : { state: 'error', kind: 'notFound', message: 'dsh-daemon is not installed.', detail: 'It was looked for on PATH and in the workspace\'s .venv.' };
+  }
+
+  private installedPaths(): string[] {
+    const p = this.ctx.globalState.get<string>(INSTALLED_KEY);
+    return p ? [p] : [];
+  }
+
+  private async start(): Promise<DshClient> {
+    this.setState({ state: 'starting' });
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    const where = this.locate();
+    if (!('command' in where)) {
+      this.output.error(`${where.message} ${where.detail ?? ''}`);
+      this.setState(where);
+      throw new DaemonUnavailable(where);
+    }
+    const { command, args } = where;
+    this.output.info(`starting ${command} ${args.join(' ')} (found: ${where.how})`);
     const extraEnv = cfg.get<Record<string, string>>('env', {});
     const provider = cfg.get<Record<string, unknown>>('provider', {});
     const apiKey = await this.ctx.secrets.get(SECRET_KEY);
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    // The daemon logs what it does at INFO to stderr, which is this channel (unless set otherwise).
+    const env = { ...process.env, DSH_LOG_LEVEL: process.env.DSH_LOG_LEVEL ?? 'INFO', ...extraEnv };
     const serverOptions: ServerOptions = {
-      command, args, // no `transport`: TransportKind.stdio would append --stdio, which dsh-daemon refuses
-      options: { cwd, env: { ...process.env, ...extraEnv } },
+      command, args, // no `transport`: TransportKind.stdio would append --stdio, which is not needed
+      options: { cwd, env },
     };
     const initializationOptions: Record<string, unknown> = { ...provider };
     if (apiKey) initializationOptions.apiKey = apiKey;
+    this.stderrTail = [];
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
       initializationOptions,
       outputChannel: this.output,
       // The daemon is not a language server for any language: no diagnostics UI to reveal.
       revealOutputChannelOn: 4,
+      // The daemon's stderr: into the log, and its last lines kept to say why a start failed.
+      stdioOptions: {
+        stdout: () => undefined,
+        stderr: (input) => {
+          let buf = '';
+          input.on('data', (b: Buffer) => {
+            buf += b.toString();
+            const lines = buf.split('\n');
+            buf = lines.pop() ?? '';
+            for (const line of lines) {
+              if (!line.trim()) continue;
+              this.stderrTail = [...this.stderrTail.slice(-19), line];
+              if (/\b(ERROR|CRITICAL|Traceback)\b/.test(line)) this.output.error(line);
+              else if (/\bWARNING\b/.test(line)) this.output.warn(line);
+              else this.output.info(line);
+            }
+          });
+        },
+      },
+      initializationFailedHandler: (err) => {
+        this.output.error(`initialize failed: ${(err as Error)?.message ?? err}`);
+        return false;
+      },
     };
-    const lc = new LanguageClient('dsh', 'dsh daemon', serverOptions, clientOptions);
+    const lc = new QuietClient('dsh', 'dsh daemon', serverOptions, clientOptions);
     this.lc = lc;
     const rpc: Rpc = {
       request: (method, params) => lc.sendRequest(method, params),
@@ -72,26 +159,39 @@ export class Daemon implements vscode.Disposable {
     lc.onDidChangeState((e) => {
       if (e.newState === State.Running) {
         readFeatures();
-        if (wasRunning) this._onReady.fire(client); // the library restarted a crashed daemon
+        if (wasRunning) {
+          this.output.info('the daemon was restarted after it stopped');
+          this._onReady.fire(client); // the library restarted a crashed daemon
+        }
         wasRunning = true;
-        this._onState.fire({ state: 'ready' });
-      } else if (e.newState === State.Stopped) {
-        this._onState.fire({ state: 'stopped' });
+        this.setState({ state: 'ready' });
+      } else if (e.newState === State.Stopped && this.lc === lc && wasRunning) {
+        this.output.warn('the daemon stopped');
+        this.setState({ state: 'stopped', message: 'The daemon stopped.', detail: this.lastStderr() });
       }
     });
     try {
       await lc.start();
     } catch (err) {
-      const message = `dsh: could not start the daemon (${command} ${args.join(' ')}): ${(err as Error).message ?? err}`;
-      this._onState.fire({ state: 'error', message });
+      const why = this.lastStderr() || String((err as Error)?.message ?? err);
+      this.output.error(`could not start ${command} ${args.join(' ')}: ${(err as Error)?.message ?? err}`);
+      const state: DaemonState = { state: 'error', kind: 'startFailed', message: 'The daemon exited while starting.', detail: why };
       this.lc = undefined;
-      throw new Error(message);
+      this.setState(state);
+      throw new DaemonUnavailable(state);
     }
     readFeatures();
     this.client = client;
-    this._onState.fire({ state: 'ready' });
+    this.output.info(`daemon ready${client.features?.version ? ` (dsh-daemon ${client.features.version})` : ''}`);
+    this.setState({ state: 'ready' });
     this._onReady.fire(client);
     return client;
+  }
+
+  /** The daemon's last stderr lines that say something (a traceback's last line first of all). */
+  private lastStderr(): string {
+    const lines = this.stderrTail.filter((l) => !/^\s+(File |\^|~)/.test(l));
+    return lines.slice(-2).join('\n');
   }
 
   /** Settings changed: provider settings go to a running daemon that takes them live; a changed
@@ -100,6 +200,7 @@ export class Daemon implements vscode.Disposable {
     const spawn = ['dsh.serverCommand', 'dsh.serverArgs', 'dsh.env'].some((k) => e.affectsConfiguration(k));
     const provider = e.affectsConfiguration('dsh.provider');
     if (provider || spawn) this.output.info(`settings changed: ${[provider && 'dsh.provider', spawn && 'the daemon command or environment'].filter(Boolean).join(', ')}`);
+    if (spawn && this.state.state === 'error') { void this.restart().catch(() => undefined); return; } // a fixed command: try it now
     if (!this.client || this.lc?.state !== State.Running) return;
     if (provider && !spawn && this.client.features?.configurationChange) {
       // Flat, as initializationOptions were sent: the daemon merges key by key over them (a nested
@@ -126,6 +227,38 @@ export class Daemon implements vscode.Disposable {
     this.client = undefined;
     if (lc) {
       try { await lc.stop(5000); } catch { /* already gone */ }
+    }
+  }
+
+  /** Installs dsh-daemon (`dsh.installSource`) the way the person picks, then starts it. */
+  async install(): Promise<boolean> {
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    const source = cfg.get<string>('installSource', DAEMON_NAME) || DAEMON_NAME;
+    const storage = this.ctx.globalStorageUri.fsPath;
+    const plans = installPlans({ pathEnv: process.env.PATH, storage, source });
+    if (!plans.length) {
+      void vscode.window.showErrorMessage('dsh: installing dsh-daemon needs Python 3.11+ (python3), pipx or uv on PATH.', 'Open Settings').then((c) => {
+        if (c) void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.serverCommand');
+      });
+      return false;
+    }
+    const plan = plans.length === 1 ? plans[0] : (await vscode.window.showQuickPick(plans.map((p) => ({ label: p.label, detail: p.detail, plan: p })), {
+      placeHolder: `Install ${source}`,
+    }))?.plan;
+    if (!plan) return false;
+    this.output.show(true);
+    try {
+      const bin = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `dsh: installing ${source}…` },
+        () => runInstall(plan, (line) => this.output.info(line)));
+      await this.ctx.globalState.update(INSTALLED_KEY, bin);
+      this.output.info(`installed ${bin}`);
+      await this.restart();
+      void vscode.window.showInformationMessage(`dsh: dsh-daemon installed (${plan.tool}).`);
+      return true;
+    } catch (err) {
+      this.output.error(`install failed: ${(err as Error).message}`);
+      void vscode.window.showErrorMessage('dsh: the install failed; the log says why.', 'Show Log').then((c) => { if (c) this.output.show(); });
+      return false;
     }
   }
 

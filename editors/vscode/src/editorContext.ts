@@ -23,6 +23,14 @@ export function fileChip(uri: vscode.Uri): Chip {
   return { kind: 'file', uri: uri.toString(), label: path.basename(uri.fsPath) };
 }
 
+/** The problems (diagnostics) of the editor's file, as a chip; undefined when it has none. */
+export function diagnosticsChip(editor: vscode.TextEditor | undefined): Chip | undefined {
+  if (!editor || editor.document.uri.scheme !== 'file') return undefined;
+  const diagnostics = vscode.languages.getDiagnostics(editor.document.uri).slice(0, 50).map(toLspDiagnostic);
+  if (!diagnostics.length) return undefined;
+  return { kind: 'diagnostics', uri: editor.document.uri.toString(), label: `problems in ${path.basename(editor.document.uri.fsPath)}`, diagnostics };
+}
+
 export function toLspDiagnostic(d: vscode.Diagnostic): Record<string, unknown> {
   const out: Record<string, unknown> = { range: toRange(d.range), severity: d.severity + 1, message: d.message };
   if (d.source) out.source = d.source;

@@ -1,8 +1,9 @@
 // Entry point: the daemon, the chat view, commands, ambient editor context.
 import * as vscode from 'vscode';
 import { Daemon, SECRET_KEY } from './daemon';
+import { DaemonUnavailable } from './daemonState';
 import { fileChip, selectionChip, watchAmbient } from './editorContext';
-import { ChatPanel } from './panel';
+import { ChatPanel, personText } from './panel';
 import { Permissions } from './permissions';
 
 let daemon: Daemon | undefined;
@@ -28,11 +29,19 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       }
     },
     (callId) => p.dispatch({ kind: 'permissionDone', callId }),
+    (line) => output.info(line),
   );
   const d = daemon;
   const p = new ChatPanel(ctx, d, permissions);
   const cmd = (id: string, f: (...args: any[]) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
-    try { await f(...args); } catch (err) { void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`); }
+    try {
+      await f(...args);
+    } catch (err) {
+      output.error(`${id}: ${(err as Error)?.message ?? err}`);
+      // Why the daemon is not running is shown in the panel, with what to do about it.
+      if (err instanceof DaemonUnavailable) { void p.focusComposer(); return; }
+      void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
+    }
   }));
 
   ctx.subscriptions.push(output, d, permissions, p,
@@ -51,12 +60,14 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
     if (!chip) { void vscode.window.showInformationMessage('dsh: select some text first'); return; }
     await p.contextNow(chip, 'steer');
   });
-  cmd('dsh.addFile', async (uri?: vscode.Uri) => {
-    let target = uri instanceof vscode.Uri ? uri : vscode.window.activeTextEditor?.document.uri;
+  cmd('dsh.addFile', async (uri?: vscode.Uri, uris?: vscode.Uri[]) => {
+    const picked = Array.isArray(uris) && uris.length ? uris : uri instanceof vscode.Uri ? [uri] : [];
+    if (picked.length) { for (const u of picked) await p.addChip(fileChip(u)); return; }
+    let target = vscode.window.activeTextEditor?.document.uri;
     if (!target || target.scheme !== 'file') {
       const files = await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv}/**', 500);
-      const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), uri: f })), { placeHolder: 'Add a file to the chat' });
-      target = picked?.uri;
+      const choice = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), uri: f })), { placeHolder: 'Add a file to the chat' });
+      target = choice?.uri;
     }
     if (target) await p.addChip(fileChip(target));
   });
@@ -68,16 +79,27 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   cmd('dsh.runQueue', () => p.wake());
   cmd('dsh.restartDaemon', () => d.restart());
   cmd('dsh.showLog', () => output.show());
+  cmd('dsh.installDaemon', () => d.install());
+  cmd('dsh.focusChat', () => p.focusComposer());
+  cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
+  cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));
 
   ctx.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => d.onConfigurationChanged(e)));
 
   ctx.subscriptions.push(watchAmbient((state) => {
     const client = d.client;
-    if (client && p.model.sessionId) client.contextDidChange(state);
+    if (client && p.model.sessionId && !p.model.readOnly) client.contextDidChange(state);
   }));
 
-  // Start the daemon now so a stored session is reattached (and its queue shown) as soon as the view opens.
-  void d.ensureStarted().catch((err) => output.appendLine(String(err)));
+  // Start the daemon now so a stored session is reattached (and its queue shown) as soon as the view
+  // opens. Not installed: one notification offers to install it unless the panel already shows that.
+  void d.ensureStarted().catch((err) => {
+    if (!(err instanceof DaemonUnavailable) || err.state.kind !== 'notFound' || p.visible) return;
+    void vscode.window.showInformationMessage('dsh: dsh-daemon is not installed (not on PATH, not in the workspace\'s .venv).', 'Install', 'Open Settings').then((c) => {
+      if (c === 'Install') void vscode.commands.executeCommand('dsh.installDaemon');
+      else if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.serverCommand');
+    });
+  });
   return { panel: p, daemon: d };
 }
 

@@ -1,12 +1,18 @@
 // The chat panel: a webview view fed by the shared reducer. The host keeps the SessionModel, forwards
 // the reducer's actions to the webview in batches (at most every 50 ms; a snapshot only when the view
 // (re)loads), and turns the webview's messages into daemon requests.
+//
+// The model holds the newest turns only (at most `modelTurnsMax`; older ones are dropped with a
+// `trim` action the webview applies too): the webview reads older turns with `history` requests
+// (`dsh/session/transcript`) as the person scrolls up, so neither side grows with the session.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Daemon } from './daemon';
+import { DaemonUnavailable } from './daemonState';
+import { diagnosticsChip, fileChip, selectionChip } from './editorContext';
 import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
-import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from './protocol/panelMessages';
+import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
 import { errorCode, type AnyEvent, type ContextRef, type SessionInfo } from './protocol/types';
 import { chatHtml } from './webviewHtml';
@@ -14,10 +20,34 @@ import { chatHtml } from './webviewHtml';
 const SESSION_KEY = 'dsh.sessionId';
 export const BATCH_MS = 50;
 
+/** What a person reads when a request fails: by the daemon's typed code, never an id or a pid. */
+export function personText(err: unknown): string {
+  if (err instanceof DaemonUnavailable) return err.state.message ?? 'The daemon is not running.';
+  switch (errorCode(err)) {
+    case 'session_busy': return (err as { data?: { reason?: string } }).data?.reason === 'running'
+      ? 'A turn is running in this session: stop it first.' : 'Another window drives this session.';
+    case 'unknown_session': return 'That session no longer exists.';
+    case 'unknown_message': return 'That queued message has already run or was removed.';
+    case 'shutting_down': return 'The daemon is shutting down.';
+    case 'session_unreadable': return 'This session\'s stored log cannot be read by this daemon.';
+    case 'outside_workspace': return 'That file is outside the workspace.';
+    case 'duplicate_message_id': return 'That message was already sent.';
+  }
+  const message = String((err as Error)?.message ?? err ?? 'failed');
+  // The daemon's own words, without the ids and pids they may carry.
+  return message
+    .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, 'the session')
+    .replace(/\b(pid|holderPid)\s*[=:]?\s*\d+/gi, 'another process')
+    .split('\n')[0].slice(0, 300);
+}
+
 export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable {
   static readonly viewId = 'dsh.chat';
-  /** Turns per transcript page (a fresh attach, and each older page the webview asks for). */
+  /** Turns per transcript page (a fresh attach). */
   static transcriptTurns = 20;
+  /** The model is trimmed to `modelTurnsKeep` turns once it holds more than `modelTurnsMax`. */
+  static modelTurnsMax = 60;
+  static modelTurnsKeep = 40;
   model: SessionModel = emptyModel();
   private view: vscode.WebviewView | undefined;
   private ready = false;
@@ -27,29 +57,26 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private connection: ConnectionState = { state: 'starting' };
   private subscribed = new WeakSet<DshClient>();
   private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
-  private loadingOlder = false;
   private inboxTimer: ReturnType<typeof setTimeout> | undefined;
   /** The session whose first transcript page is on its way: its events wait for the attach replay. */
   private paging: string | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   private readonly status: vscode.StatusBarItem;
+  private statusShown = '';
+  private files: { at: number; list: vscode.Uri[] } | undefined;
 
   constructor(private readonly ctx: vscode.ExtensionContext, private readonly daemon: Daemon, private readonly permissions: Permissions) {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
-    this.status.command = 'dsh.chat.focus';
+    this.status.command = 'dsh.focusChat';
     this.status.name = 'dsh';
     this.updateStatus();
     this.status.show();
     this.disposables.push(this.status);
     this.disposables.push(daemon.onReady((client) => void this.onDaemonReady(client)));
     this.disposables.push(daemon.onState((s) => {
-      this.connection = { ...s, hasKey: this.connection.hasKey };
-      this.post({ type: 'connection', connection: this.connection });
-      this.updateStatus();
-      void daemon.hasKey().then((hasKey) => {
-        this.connection = { ...this.connection, hasKey };
-        this.post({ type: 'connection', connection: this.connection });
-      });
+      this.connection = { ...this.connection, state: s.state, message: s.message, detail: s.detail, kind: s.kind };
+      this.postConnection();
+      void this.refreshKeyState();
     }));
   }
 
@@ -60,6 +87,21 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   get sessionId(): string | undefined {
     return this.model.sessionId ?? this.ctx.workspaceState.get<string>(SESSION_KEY);
+  }
+
+  private log(line: string): void { this.daemon.output.info(line); }
+
+  private postConnection(): void {
+    this.post({ type: 'connection', connection: this.connection });
+    this.updateStatus();
+  }
+
+  private async refreshKeyState(): Promise<void> {
+    const [hasKey, needsKey] = await Promise.all([this.daemon.hasKey(), this.daemon.needsKey()]);
+    const takeOver = this.daemon.client?.features?.takeOver === true;
+    if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver) return;
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver };
+    this.postConnection();
   }
 
   // ---- model and batching -------------------------------------------------------------------------
@@ -85,15 +127,30 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.timer) { clearTimeout(this.timer); this.timer = undefined; }
     this.batch = [];
     this.post({ type: 'snapshot', model: this.model, connection: this.connection });
-    for (const chip of this.pendingChips.splice(0)) this.post({ type: 'chip', chip });
+    if (this.pendingChips.length) this.post({ type: 'chips', chips: this.pendingChips.splice(0) });
   }
 
+  /** Drops the oldest turns when the model holds too many (at a turn's end: not while it streams). */
+  private trimModel(): void {
+    const items = this.model.items;
+    if (!items.length) return;
+    const first = items[0].turn;
+    const newest = items[items.length - 1].turn;
+    if (newest - first + 1 > ChatPanel.modelTurnsMax) this.dispatch({ kind: 'trim', beforeTurn: newest - ChatPanel.modelTurnsKeep + 1 });
+  }
+
+  /** The status bar item: set only when its text changes (each set is a message to the workbench). */
   private updateStatus(): void {
-    const label = this.connection.state === 'error' ? 'daemon failed' : this.connection.state === 'starting' ? 'starting' : statusLabel(this.model);
-    const icon = this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync~spin)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
-    this.status.text = `${icon} dsh: ${label}`;
-    this.status.tooltip = this.model.sessionId
-      ? `dsh session ${this.model.title ? `"${this.model.title}" (${this.model.sessionId})` : this.model.sessionId}` : 'dsh: no session yet';
+    const c = this.connection.state;
+    const label = c === 'error' ? 'daemon failed' : c === 'starting' ? 'starting' : c === 'stopped' ? 'daemon stopped'
+      : this.model.readOnly ? `read-only, ${statusLabel(this.model)}` : statusLabel(this.model);
+    const icon = c === 'error' || c === 'stopped' ? '$(error)' : this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync~spin)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
+    const text = `${icon} dsh: ${label}`;
+    const tooltip = this.model.title ? `dsh: ${this.model.title}` : 'dsh';
+    if (text + tooltip === this.statusShown) return;
+    this.statusShown = text + tooltip;
+    this.status.text = text;
+    this.status.tooltip = tooltip;
   }
 
   // ---- daemon and sessions ------------------------------------------------------------------------
@@ -104,6 +161,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       client.onEvent((e) => this.onEvent(e));
       client.setPermissionHandler(this.permissions.handle);
     }
+    void this.refreshKeyState();
     const id = this.sessionId;
     if (!id) return;
     // The same model after a daemon restart: continue after its last seq (no gap, no duplicate).
@@ -124,7 +182,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       this.permissions.edited.add(path.isAbsolute(p) ? p : path.join(vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? '', p));
     }
     if (e.type === 'tool/call' && data?.name === 'run_command') void this.permissions.saveEdited();
-    if (e.type === 'turn/end') this.permissions.cancelAll(e.sessionId);
+    if (e.type === 'turn/end') {
+      this.permissions.cancelAll(e.sessionId);
+      this.trimModel();
+    }
     if (e.type === 'session/lease' && !data?.readOnly) {
       // The other window let go and this daemon drives the session now: the queue as it stands.
       if (this.readOnlyRetry) { clearTimeout(this.readOnlyRetry); this.readOnlyRetry = undefined; }
@@ -166,6 +227,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       }
       const res = await client.attach(id, afterSeq);
       this.dispatch({ kind: 'attached', result: res });
+      if (res.readOnly) this.log('the session is driven by another process: shown read-only');
       // Requests this window still holds for the session (it asked while another session was shown).
       for (const request of this.permissions.openFor(id)) this.dispatch({ kind: 'permission', request });
       if (res.readOnly && client.features?.liveReadOnly) {
@@ -176,12 +238,14 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         // An older daemon: attach again until this one drives it.
         this.readOnlyRetry = setTimeout(() => void this.attach(client, id, false), 2000);
       }
+      this.trimModel();
     } catch (err) {
       if (errorCode(err) === 'unknown_session') {
         await this.ctx.workspaceState.update(SESSION_KEY, undefined);
         this.dispatch({ kind: 'reset', sessionId: null });
       } else {
-        void vscode.window.showErrorMessage(`dsh: could not attach session ${id}: ${(err as Error).message}`);
+        this.daemon.output.error(`could not open the session: ${(err as Error).message}`);
+        this.post({ type: 'error', message: `Could not open the session: ${personText(err)}`, actions: ['showLog'] });
       }
     }
     this.sendSnapshot();
@@ -201,6 +265,13 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.dispatch({ kind: 'reset', sessionId });
     this.sendSnapshot();
     return { client, sessionId };
+  }
+
+  /** A session this window drives: another window's session shown read-only is not driven from here. */
+  private async drivable(): Promise<{ client: DshClient; sessionId: string }> {
+    const s = await this.ensureSession();
+    if (this.model.readOnly) throw new Error('Another window drives this session: take it over or start a new session.');
+    return s;
   }
 
   async newSession(): Promise<void> {
@@ -238,7 +309,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
           }
         }
       } catch (err) {
-        void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
+        void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
       }
     }
   }
@@ -274,6 +345,16 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     await this.attach(client, id, true);
   }
 
+  /** Asks the window that drives the session shown to let go (daemons with `takeOver`); the usual
+   *  `session/lease` event follows once this one drives it. */
+  async takeOver(): Promise<void> {
+    const client = await this.daemon.ensureStarted();
+    const id = this.model.sessionId;
+    if (!id || !this.model.readOnly) return;
+    if (!client.features?.takeOver) throw new Error('This daemon cannot take a session over from another window.');
+    await client.takeOver(id);
+  }
+
   private async pickSession(client: DshClient): Promise<{ action: 'switch' | 'rename' | 'delete'; session: SessionInfo } | undefined> {
     const manage = !!client.features?.sessionManagement;
     const renameButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('edit'), tooltip: 'Rename' };
@@ -307,18 +388,16 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
   }
 
-  /** The transcript page before the oldest turn shown. */
-  async loadOlder(): Promise<void> {
+  /** Older turns for the webview (not put in the model). */
+  private async history(beforeTurn: number, limit: number): Promise<void> {
     const id = this.model.sessionId;
-    const before = this.model.olderBefore;
     const client = this.daemon.client;
-    if (!id || before === null || !client || this.loadingOlder) return;
-    this.loadingOlder = true;
+    if (!id || !client || !client.features?.transcript || limit < 1) return;
     try {
-      const page = await client.transcript(id, { beforeTurn: before, limit: ChatPanel.transcriptTurns });
-      if (this.model.sessionId === id && this.model.olderBefore === before) this.dispatch({ kind: 'transcript', page, older: true });
-    } finally {
-      this.loadingOlder = false;
+      const page = await client.transcript(id, { beforeTurn, limit });
+      this.post({ type: 'history', sessionId: id, beforeTurn, limit, page });
+    } catch (err) {
+      this.daemon.output.warn(`could not read older turns: ${(err as Error).message}`);
     }
   }
 
@@ -329,19 +408,26 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   async contextNow(chip: Chip, delivery: 'inject' | 'steer' | 'followup'): Promise<void> {
-    const { client, sessionId } = await this.ensureSession();
+    const { client, sessionId } = await this.drivable();
     const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery });
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
   }
 
   async cancel(keepInbox: boolean): Promise<void> {
     if (!this.model.sessionId || !this.daemon.client) return;
+    if (this.model.readOnly) throw new Error('Another window drives this session: stop it there.');
     await this.daemon.client.cancel(this.model.sessionId, keepInbox);
   }
 
   async wake(): Promise<void> {
-    const { client, sessionId } = await this.ensureSession();
+    const { client, sessionId } = await this.drivable();
     await client.wake(sessionId);
+  }
+
+  /** Focuses the chat view's message box. */
+  async focusComposer(): Promise<void> {
+    await vscode.commands.executeCommand('dsh.chat.focus');
+    this.post({ type: 'focusComposer' });
   }
 
   // ---- the webview ----------------------------------------------------------------------------
@@ -353,7 +439,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     view.webview.options = { enableScripts: true, localResourceRoots: [dist] };
     view.webview.html = webviewHtml(view.webview, dist);
     view.webview.onDidReceiveMessage((m: WebviewToHost) => void this.onMessage(m).catch((err) => {
-      void vscode.window.showErrorMessage(`dsh: ${(err as Error).message ?? err}`);
+      this.daemon.output.error(`${m.type}: ${(err as Error)?.message ?? err}`);
+      this.post({ type: 'error', message: personText(err), actions: actionsFor(err) });
     }), undefined, this.disposables);
     view.onDidDispose(() => { if (this.view === view) { this.view = undefined; this.ready = false; } });
   }
@@ -362,38 +449,65 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     switch (m.type) {
       case 'ready':
         this.ready = true;
-        {
-          const hasKey = await this.daemon.hasKey(); // read the state after the await: it may have moved on
-          this.connection = { ...this.connection, hasKey };
-        }
+        await this.refreshKeyState().catch(() => undefined);
         this.sendSnapshot();
         void this.daemon.ensureStarted().then(() => { if (this.sessionId && !this.model.sessionId) void this.ensureSession(); }).catch(() => undefined);
         return;
-      case 'send': return this.send(m.text, m.chips, m.mode);
+      case 'send': {
+        try {
+          await this.send(m.text, m.chips, m.mode);
+          if (m.id !== undefined) this.post({ type: 'sendResult', id: m.id, ok: true });
+        } catch (err) {
+          this.daemon.output.error(`send failed: ${(err as Error)?.message ?? err}`);
+          if (m.id === undefined) throw err;
+          // Why the daemon is not running is said once, in its own block above (with what to do).
+          const error = err instanceof DaemonUnavailable ? 'Not sent: the daemon is not running. The message stays here.' : `Not sent: ${personText(err)}`;
+          this.post({ type: 'sendResult', id: m.id, ok: false, error, actions: err instanceof DaemonUnavailable ? [] : actionsFor(err) });
+        }
+        return;
+      }
+      case 'retry': {
+        const { client, sessionId } = await this.drivable();
+        const r = await client.followup(sessionId, m.text);
+        this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'followup' });
+        return;
+      }
       case 'cancel': return this.cancel(m.keepInbox);
       case 'wake': return this.wake();
       case 'continue': {
-        const { client, sessionId } = await this.ensureSession();
+        const { client, sessionId } = await this.drivable();
         if (pendingCount(this.model)) await client.wake(sessionId);
         else this.dispatch({ kind: 'sent', messageId: (await client.followup(sessionId, 'Continue where you left off.')).messageId, via: 'followup' });
         return;
       }
-      case 'loadOlder': return this.loadOlder();
+      case 'history': return this.history(m.beforeTurn, m.limit);
+      case 'loadOlder': return;
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
+      case 'takeOver': return this.takeOver();
       case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;
+      case 'showLog': this.daemon.output.show(); return;
+      case 'openSettings': await vscode.commands.executeCommand('workbench.action.openSettings', '@ext:dsh.dsh-vscode'); return;
+      case 'installDaemon': await this.daemon.install(); return;
+      case 'restartDaemon': await this.daemon.restart(); return;
       case 'addSelection': await vscode.commands.executeCommand('dsh.addSelection'); return;
       case 'addFile': await vscode.commands.executeCommand('dsh.addFile'); return;
-      case 'inboxRemove': { const { client, sessionId } = await this.ensureSession(); await client.inboxRemove(sessionId, m.messageId); return; }
+      case 'mentions': this.post({ type: 'mentions', id: m.id, items: await this.mentions(m.query) }); return;
+      case 'dropUris': {
+        const chips = await dropChips(m.uris);
+        if (chips.length) this.post({ type: 'chips', chips });
+        return;
+      }
+      case 'inboxRemove': { const { client, sessionId } = await this.drivable(); await client.inboxRemove(sessionId, m.messageId); return; }
       case 'inboxReplace': {
-        const { client, sessionId } = await this.ensureSession();
+        const { client, sessionId } = await this.drivable();
         const old = [...this.model.inbox.nextTurn, ...this.model.inbox.nextStep].find((x) => x.id === m.messageId);
         const r = await client.inboxReplace(sessionId, m.messageId, old ? { content: m.text, source: old.source } : m.text);
         const via = this.model.via[m.messageId];
         if (via) this.dispatch({ kind: 'sent', messageId: r.messageId, via });
         return;
       }
-      case 'inboxMove': { const { client, sessionId } = await this.ensureSession(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
+      case 'inboxMove': { const { client, sessionId } = await this.drivable(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
       case 'permission': this.permissions.answer(m.callId, m.outcome); return;
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {
@@ -405,14 +519,21 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'copy': await vscode.env.clipboard.writeText(m.text); return;
       case 'insert': {
         const ed = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
-        if (ed) await ed.edit((b) => b.replace(ed.selection, m.text));
+        if (!ed) throw new Error('Open a file to insert the code into.');
+        await ed.edit((b) => b.replace(ed.selection, m.text));
+        return;
+      }
+      case 'apply': return this.permissions.proposeApply(m.text, m.path, vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0]);
+      case 'newFile': {
+        const doc = await vscode.workspace.openTextDocument({ content: m.text, language: languageId(m.lang) });
+        await vscode.window.showTextDocument(doc, { preview: false });
         return;
       }
     }
   }
 
   private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<void> {
-    const { client, sessionId } = await this.ensureSession();
+    const { client, sessionId } = await this.drivable();
     const hasText = !!text.trim();
     if (hasText && chips.length && client.features?.sendContext) {
       // The chips travel with the prompt (`context` on the send): read now, queued with it as one item
@@ -434,6 +555,33 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
   }
 
+  /** The @ picker's rows for `query`: the selection, problems, open editors, then workspace files. */
+  async mentions(query: string): Promise<MentionItem[]> {
+    const q = query.toLowerCase();
+    const match = (s: string) => !q || s.toLowerCase().includes(q);
+    const out: MentionItem[] = [];
+    const editor = vscode.window.activeTextEditor;
+    const sel = selectionChip(editor);
+    if (sel && (match('selection') || match(sel.label))) out.push({ kind: 'selection', label: sel.label, detail: 'the selected text', chips: [sel] });
+    const problems = diagnosticsChip(editor);
+    if (problems && (match('problems') || match(problems.label))) out.push({ kind: 'problems', label: problems.label, detail: `${problems.diagnostics?.length ?? 0} in this file`, chips: [problems] });
+    const seen = new Set<string>();
+    for (const tab of vscode.window.tabGroups?.all.flatMap((g) => g.tabs) ?? []) {
+      const uri = (tab.input as { uri?: vscode.Uri } | undefined)?.uri;
+      if (!(uri instanceof vscode.Uri) || uri.scheme !== 'file' || seen.has(uri.toString())) continue;
+      seen.add(uri.toString());
+      const rel = vscode.workspace.asRelativePath(uri);
+      if (match(rel)) out.push({ kind: 'editor', label: path.basename(uri.fsPath), detail: rel, chips: [fileChip(uri)] });
+    }
+    if (!this.files || Date.now() - this.files.at > 10000) {
+      this.files = { at: Date.now(), list: await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv,dist,out,__pycache__}/**', 5000) };
+    }
+    const ranked = this.files.list.map((f) => ({ f, rel: vscode.workspace.asRelativePath(f) })).filter((x) => !seen.has(x.f.toString()) && match(x.rel))
+      .sort((a, b) => score(a.rel, q) - score(b.rel, q) || a.rel.length - b.rel.length).slice(0, 40);
+    for (const { f, rel } of ranked) out.push({ kind: 'file', label: path.basename(f.fsPath), detail: rel, chips: [fileChip(f)] });
+    return out;
+  }
+
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);
     if (this.readOnlyRetry) clearTimeout(this.readOnlyRetry);
@@ -442,8 +590,42 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 }
 
+/** A file whose name starts with the query comes first, then one whose name holds it, then the rest. */
+function score(rel: string, q: string): number {
+  const name = rel.split('/').pop()!.toLowerCase();
+  return !q ? 0 : name.startsWith(q) ? 0 : name.includes(q) ? 1 : 2;
+}
+
+function actionsFor(err: unknown): PanelAction[] {
+  if (err instanceof DaemonUnavailable) return err.state.kind === 'notFound' ? ['installDaemon', 'openSettings', 'showLog'] : ['openSettings', 'showLog'];
+  return ['showLog'];
+}
+
+/** Files dropped on the panel (folders are skipped). */
+async function dropChips(uris: string[]): Promise<Chip[]> {
+  const chips: Chip[] = [];
+  for (const s of uris) {
+    try {
+      const uri = vscode.Uri.parse(s);
+      const stat = await vscode.workspace.fs.stat(uri);
+      if (stat.type & vscode.FileType.Directory) continue;
+      chips.push(fileChip(uri));
+    } catch { /* gone, or not a file */ }
+  }
+  return chips;
+}
+
+function languageId(lang: string): string {
+  const l = lang.toLowerCase();
+  const map: Record<string, string> = { py: 'python', js: 'javascript', ts: 'typescript', sh: 'shellscript', bash: 'shellscript', shell: 'shellscript', rs: 'rust', rb: 'ruby', yml: 'yaml', md: 'markdown', 'c++': 'cpp', cs: 'csharp', golang: 'go' };
+  return map[l] ?? (l || 'plaintext');
+}
+
 function contextRef(chip: Chip): ContextRef {
-  return chip.range ? { uri: chip.uri, kind: chip.kind, range: chip.range } : { uri: chip.uri, kind: chip.kind };
+  const ref: ContextRef = { uri: chip.uri, kind: chip.kind };
+  if (chip.range) ref.range = chip.range;
+  if (chip.kind === 'diagnostics' && chip.diagnostics) ref.diagnostics = chip.diagnostics;
+  return ref;
 }
 
 export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri): string {

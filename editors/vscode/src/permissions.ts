@@ -1,24 +1,51 @@
-// Permission requests from the daemon: a card in the panel answers them; "View diff" opens VS Code's
-// diff editor over a read-only content provider: the preview's oldText/newText when the daemon sends
-// them, else rebuilt from the file and the request's arguments.
+// Edits a person decides on: the daemon's permission requests (a card in the panel answers them, or
+// the diff editor's Accept / Reject title actions), and code blocks the person applies to a file
+// (a client-side WorkspaceEdit, shown in the same diff editor first and made only on Accept).
+//
+// The diff shows a read-only proposal (a content provider): the daemon applies exactly what it
+// previewed, so letting the person edit it would be a lie until the daemon can take the edited text.
+// When it can, the right side becomes an editable document and `acceptActive` sends its text with
+// the answer (the one place that answers from the diff). Every diff tab of a request closes when the
+// request is answered, wherever that happens (the card, the diff editor, another window, a timeout).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { PermissionOutcome, PermissionRequest } from './protocol/types';
 
 export const DIFF_SCHEME = 'dsh-diff';
+/** True while the active editor is a proposal's diff (editor/title actions and keybindings). */
+export const PROPOSAL_CONTEXT = 'dsh.proposedEdit';
+/** Accept / Reject from the diff editor are ignored this soon after its tab became active: a key
+ *  typed for something else as the diff opens cannot accept an edit. */
+export const DIFF_ARM_MS = 600;
+
+interface Apply { uri: vscode.Uri; range: vscode.Range | undefined; text: string; version: number | undefined; created: boolean }
 
 export class Permissions implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome) => void }>();
+  private readonly applies = new Map<string, Apply>();
   private readonly contents = new Map<string, string>();
+  private applySeq = 0;
+  private activeSince = 0;
+  private activeId: string | undefined;
   /** Files the agent edited (fsPath), saved before its next run_command so commands see them. */
   readonly edited = new Set<string>();
-  private readonly registration: vscode.Disposable;
+  private readonly subs: vscode.Disposable[] = [];
 
-  constructor(private readonly onRequest: (req: PermissionRequest) => void, private readonly onDone: (callId: string) => void) {
-    this.registration = vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, this);
+  constructor(private readonly onRequest: (req: PermissionRequest) => void, private readonly onDone: (callId: string) => void,
+    private readonly log: (line: string) => void = () => undefined) {
+    this.subs.push(vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, this));
+    const track = () => {
+      const id = this.activeProposal();
+      if (id === this.activeId) return;
+      this.activeId = id;
+      this.activeSince = Date.now();
+      void vscode.commands.executeCommand('setContext', PROPOSAL_CONTEXT, id !== undefined);
+    };
+    if (vscode.window.tabGroups?.onDidChangeTabs) this.subs.push(vscode.window.tabGroups.onDidChangeTabs(track));
+    if (vscode.window.onDidChangeActiveTextEditor) this.subs.push(vscode.window.onDidChangeActiveTextEditor(track));
   }
 
-  /** The DshClient permission handler: resolves when the person answers in the panel. */
+  /** The DshClient permission handler: resolves when the person answers (panel, notification, diff). */
   handle = async (req: PermissionRequest): Promise<PermissionOutcome> => {
     const outcome = await new Promise<PermissionOutcome>((resolve) => {
       this.pending.set(req.callId, { req, resolve });
@@ -26,12 +53,13 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     });
     this.pending.delete(req.callId);
     this.onDone(req.callId);
+    void this.closeDiff(req.callId);
     if (req.tool === 'run_command' && (outcome === 'allow-once' || outcome === 'allow-always')) await this.saveEdited();
     return outcome;
   };
 
   /** The daemon settled `callId` some other way (a timeout, a cancel, another client): the answer
-   *  this window would send is no longer waited for, and its card goes. */
+   *  this window would send is no longer waited for, and its card and diff go. */
   settled(callId: string): void {
     this.pending.get(callId)?.resolve('cancelled');
   }
@@ -55,6 +83,8 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
       if (doc.isDirty && this.edited.has(doc.uri.fsPath)) await doc.save();
     }
   }
+
+  // ---- the diff editor ---------------------------------------------------------------------------
 
   async viewDiff(callId: string, cwd: string | undefined): Promise<void> {
     const p = this.pending.get(callId);
@@ -84,12 +114,13 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     return this.showDiff(callId, abs, before, after, title);
   }
 
-  private async showDiff(callId: string, abs: string, before: string, after: string, title: string): Promise<void> {
-    const base = `/${callId}/${path.basename(abs)}`;
+  private async showDiff(id: string, abs: string, before: string, after: string, title: string): Promise<void> {
+    const base = `/${id}/${path.basename(abs)}`;
     const left = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'before' });
     const right = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'after' });
     this.contents.set(left.toString(), before);
     this.contents.set(right.toString(), after);
+    this.activeSince = Date.now();
     await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
   }
 
@@ -97,8 +128,90 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     return this.contents.get(uri.toString()) ?? '';
   }
 
+  /** The proposal whose diff is the active tab (or the one `uri` names: an editor/title action). */
+  activeProposal(uri?: unknown): string | undefined {
+    const fromUri = (u: vscode.Uri | undefined) => u?.scheme === DIFF_SCHEME ? u.path.split('/')[1] : undefined;
+    if (uri instanceof vscode.Uri && fromUri(uri)) return fromUri(uri);
+    const input = vscode.window.tabGroups?.activeTabGroup?.activeTab?.input as { modified?: vscode.Uri } | undefined;
+    return fromUri(input?.modified);
+  }
+
+  /** Accept (Allow once, or apply the code block) from the diff editor. */
+  async acceptActive(uri?: unknown): Promise<void> {
+    const id = this.activeProposal(uri);
+    if (!id || Date.now() - this.activeSince < DIFF_ARM_MS) return;
+    if (this.pending.has(id)) { this.log(`accepted ${id} in the diff editor`); this.answer(id, 'allow-once'); return; }
+    if (this.applies.has(id)) await this.acceptApply(id);
+  }
+
+  async rejectActive(uri?: unknown): Promise<void> {
+    const id = this.activeProposal(uri);
+    if (!id || Date.now() - this.activeSince < DIFF_ARM_MS) return;
+    if (this.pending.has(id)) { this.log(`rejected ${id} in the diff editor`); this.answer(id, 'reject'); return; }
+    if (this.applies.delete(id)) await this.closeDiff(id);
+  }
+
+  /** Closes every diff tab of proposal `id`. */
+  async closeDiff(id: string): Promise<void> {
+    const groups = vscode.window.tabGroups;
+    if (!groups) return;
+    const tabs = groups.all.flatMap((g) => g.tabs).filter((t) => {
+      const input = t.input as { modified?: vscode.Uri } | undefined;
+      return input?.modified?.scheme === DIFF_SCHEME && input.modified.path.split('/')[1] === id;
+    });
+    if (tabs.length) await groups.close(tabs).then(undefined, () => undefined);
+    for (const k of [...this.contents.keys()]) if (k.includes(`/${encodeURIComponent(id)}/`) || k.includes(`/${id}/`)) this.contents.delete(k);
+  }
+
+  // ---- Apply to file: a client-side edit ---------------------------------------------------------
+
+  /** Shows `text` applied to a file as a diff: the file `pathHint` names, else the active editor
+   *  (its selection is replaced; with none, the whole file), else one the person picks. */
+  async proposeApply(text: string, pathHint: string | undefined, editor: vscode.TextEditor | undefined): Promise<void> {
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri;
+    let uri: vscode.Uri | undefined;
+    if (pathHint) uri = path.isAbsolute(pathHint) ? vscode.Uri.file(pathHint) : root ? vscode.Uri.joinPath(root, pathHint) : undefined;
+    if (!uri && editor && editor.document.uri.scheme === 'file') uri = editor.document.uri;
+    if (!uri) {
+      const files = await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv}/**', 2000);
+      const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), uri: f })), { placeHolder: 'Apply the code block to which file?' });
+      uri = picked?.uri;
+    }
+    if (!uri) return;
+    let doc: vscode.TextDocument | undefined;
+    try { doc = await vscode.workspace.openTextDocument(uri); } catch { doc = undefined; } // a new file
+    const before = doc?.getText() ?? '';
+    const sel = editor && doc && editor.document.uri.toString() === uri.toString() && !editor.selection.isEmpty ? editor.selection : undefined;
+    const range = doc ? sel ?? new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)) : undefined;
+    // A whole file keeps its last line end (a code block has none).
+    if (doc && !sel && before.endsWith('\n') && !text.endsWith('\n')) text += before.endsWith('\r\n') ? '\r\n' : '\n';
+    const after = doc && range ? before.slice(0, doc.offsetAt(range.start)) + text + before.slice(doc.offsetAt(range.end)) : text;
+    const id = `apply-${++this.applySeq}`;
+    this.applies.set(id, { uri, range, text, version: doc?.version, created: !doc });
+    const what = sel ? 'selection' : doc ? 'whole file' : 'new file';
+    await this.showDiff(id, uri.fsPath, before, after, `dsh: ${path.basename(uri.fsPath)} (apply code block: ${what})`);
+  }
+
+  private async acceptApply(id: string): Promise<void> {
+    const a = this.applies.get(id)!;
+    this.applies.delete(id);
+    const doc = a.created ? undefined : await vscode.workspace.openTextDocument(a.uri);
+    if (doc && doc.version !== a.version) {
+      void vscode.window.showWarningMessage('dsh: the file changed since the diff was made; apply the code block again.');
+      await this.closeDiff(id);
+      return;
+    }
+    const edit = new vscode.WorkspaceEdit();
+    if (a.created) { edit.createFile(a.uri, { ignoreIfExists: false }); edit.insert(a.uri, new vscode.Position(0, 0), a.text); }
+    else edit.replace(a.uri, a.range!, a.text);
+    const ok = await vscode.workspace.applyEdit(edit);
+    await this.closeDiff(id);
+    if (!ok) { void vscode.window.showErrorMessage('dsh: the edit could not be applied.'); return; }
+    await vscode.window.showTextDocument(a.uri, { preview: false });
+  }
+
   dispose(): void {
     this.cancelAll();
-    this.registration.dispose();
+    this.subs.forEach((s) => s.dispose());
   }
 }

@@ -10,6 +10,8 @@ export interface Reply {
   delayMs?: number;
   /** The stream waits for this before its last chunk (the finish_reason one). */
   gate?: Promise<void>;
+  /** The stream waits for this before its first chunk. */
+  startGate?: Promise<void>;
   status?: number;
 }
 
@@ -50,7 +52,11 @@ export function toolReply(calls: Array<{ id: string; name: string; args: unknown
   return { chunks };
 }
 
-export interface RecordedRequest { body: any; disconnected: boolean; authorization?: string }
+export interface RecordedRequest {
+  body: any; disconnected: boolean; authorization?: string;
+  /** Date.now() right after each `data:` chunk was written (for latency measurements). */
+  writeTimes: number[];
+}
 
 export class FakeProvider {
   private server: Server;
@@ -92,13 +98,14 @@ export class FakeProvider {
     let raw = '';
     for await (const c of req) raw += c;
     if (!req.url?.endsWith('/chat/completions')) { res.writeHead(404).end(); return; }
-    const rec: RecordedRequest = { body: JSON.parse(raw || '{}'), disconnected: false, authorization: req.headers.authorization };
+    const rec: RecordedRequest = { body: JSON.parse(raw || '{}'), disconnected: false, authorization: req.headers.authorization, writeTimes: [] };
     this.requests.push(rec);
     for (const w of this.waiters.splice(0)) w();
     res.on('close', () => { if (!res.writableFinished) rec.disconnected = true; });
     const reply = this.queue.shift() ?? this.defaultReply();
     res.writeHead(reply.status ?? 200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     const chunks = reply.chunks;
+    if (reply.startGate) await reply.startGate;
     for (let i = 0; i < chunks.length; i++) {
       if (rec.disconnected) return;
       if (i === chunks.length - 1 && reply.gate) await reply.gate;
@@ -106,6 +113,7 @@ export class FakeProvider {
       if (rec.disconnected) return;
       const c = chunks[i];
       res.write(`data: ${typeof c === 'string' ? c : JSON.stringify(c)}\n\n`);
+      rec.writeTimes.push(Date.now());
     }
     res.end('data: [DONE]\n\n');
   }

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as vscode from 'vscode';
 import { ChatPanel } from '../src/panel';
+import { DaemonUnavailable } from '../src/daemonState';
 import { Permissions } from '../src/permissions';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
 import { writeFileSync } from 'node:fs';
@@ -27,7 +28,7 @@ afterEach(async () => {
   removeTempStates();
 });
 
-function fakeHost(stored?: string, realPermissions = false) {
+function fakeHost(stored?: string, realPermissions = false, ensureStarted: () => Promise<any> = async () => d.client) {
   const state = new Map<string, unknown>();
   if (stored) state.set('dsh.sessionId', stored);
   const ctx = {
@@ -38,7 +39,9 @@ function fakeHost(stored?: string, realPermissions = false) {
   };
   const onReady = new vscode.EventEmitter<any>();
   const onState = new vscode.EventEmitter<any>();
-  const daemon = { client: d.client, ensureStarted: async () => d.client, onReady: onReady.event, onState: onState.event, hasKey: async () => true };
+  const logged: string[] = [];
+  const output = { info: (l: string) => logged.push(l), warn: (l: string) => logged.push(l), error: (l: string) => logged.push(l), show() {} };
+  const daemon = { client: d.client, ensureStarted, onReady: onReady.event, onState: onState.event, hasKey: async () => true, needsKey: async () => false, output };
   const ref: { panel?: ChatPanel } = {};
   const permissions = realPermissions
     ? new Permissions((request) => ref.panel?.dispatch({ kind: 'permission', request }), (callId) => ref.panel?.dispatch({ kind: 'permissionDone', callId }))
@@ -49,7 +52,8 @@ function fakeHost(stored?: string, realPermissions = false) {
     webview: {
       options: {}, html: '', cspSource: 'vscode-webview://x',
       asWebviewUri: (u: vscode.Uri) => u,
-      postMessage: async (msg: HostToWebview) => { posted.push({ at: Date.now(), msg }); return true; },
+      // As VS Code does, the message is serialized when it is posted.
+      postMessage: async (msg: HostToWebview) => { posted.push({ at: Date.now(), msg: JSON.parse(JSON.stringify(msg)) }); return true; },
       onDidReceiveMessage: (h: (m: WebviewToHost) => void) => { receive = h; return { dispose() {} }; },
     },
     onDidDispose: () => ({ dispose() {} }),
@@ -59,7 +63,7 @@ function fakeHost(stored?: string, realPermissions = false) {
   onReady.fire(d.client);
   onState.fire({ state: 'ready' });
   panel.resolveWebviewView(view as any);
-  return { panel, view, posted, state, permissions, send: (m: WebviewToHost) => receive(m) };
+  return { panel, view, posted, state, permissions, logged, send: (m: WebviewToHost) => receive(m) };
 }
 
 type Host = ReturnType<typeof fakeHost>;
@@ -182,11 +186,16 @@ describe('ChatPanel (host) with the real daemon', () => {
       expect(two.panel.model.items.filter((i) => i.kind === 'user').map((i) => (i as any).message.content[0].text)).toEqual(['four', 'five']);
       g.open();
       await d.waitFor(() => ends(one) === 6 && two.panel.model.items.some((i) => i.id === 'e:6') && two.panel.model.status === 'idle', 'turns 5 and 6 in both windows');
-      await two.panel.loadOlder();
-      expect(two.panel.model.olderBefore).toBe(2);
-      await two.panel.loadOlder();
-      expect(two.panel.model.olderBefore).toBeNull();
-      expect(strip(plain(two.panel.model)).items).toEqual(strip(plain(one.panel.model)).items);
+      // Older turns: the webview asks (`history`), the page goes to it and not into the model.
+      two.send({ type: 'history', beforeTurn: 4, limit: 2 });
+      await d.waitFor(() => two.posted.some((p) => p.msg.type === 'history'), 'a history page');
+      const hist = two.posted.find((p) => p.msg.type === 'history')!.msg as Extract<HostToWebview, { type: 'history' }>;
+      expect(hist.page?.turns.map((t) => t.turn)).toEqual([3, 2]);
+      expect(hist.page?.hasMore).toBe(true);
+      expect(two.panel.model.olderBefore).toBe(4);
+      // The turns both windows hold are the same items.
+      const from4 = (m: SessionModel) => strip(plain(m)).items.filter((i) => i.turn >= 4);
+      expect(from4(two.panel.model)).toEqual(from4(one.panel.model));
       const five = two.panel.model.items.find((i) => i.id === 'a:5:1');
       expect(five?.kind === 'assistant' && five.text).toBe(Array.from({ length: 30 }, (_, i) => `p${i} `).join(''));
       await new Promise((r) => setTimeout(r, 120)); // the last batch
@@ -321,6 +330,99 @@ describe('ChatPanel (host) with the real daemon', () => {
     await host.panel.revokeGrants();
     expect((await d.client.permissionsList(sessionId)).grants).toEqual([{ scope: 'edit_file', tool: 'edit_file' }]);
     permissions.dispose();
+    host.panel.dispose();
+  });
+
+  it('the model keeps a bounded number of turns (trim at a turn end); the webview copy follows', async () => {
+    ChatPanel.modelTurnsMax = 4;
+    ChatPanel.modelTurnsKeep = 2;
+    try {
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      const ends = () => d.of(host.panel.model.sessionId ?? '', 'turn/end').length;
+      for (let n = 1; n <= 6; n++) {
+        host.send({ type: 'send', text: `prompt ${n}`, chips: [], mode: 'followup' });
+        await d.waitFor(() => ends() === n && host.panel.model.status === 'idle', `turn ${n}`);
+      }
+      const turns = [...new Set(host.panel.model.items.map((i) => i.turn))];
+      expect(turns).toEqual([4, 5, 6]); // trimmed to 2 at the end of turn 5, then turn 6 came
+      expect(host.panel.model.olderBefore).toBe(4);
+      await new Promise((r) => setTimeout(r, 120));
+      expect(strip(plain(webviewModel(host)))).toEqual(strip(plain(host.panel.model)));
+      host.panel.dispose();
+    } finally {
+      ChatPanel.modelTurnsMax = 60;
+      ChatPanel.modelTurnsKeep = 40;
+    }
+  });
+
+  it('a send that cannot go is answered with its reason and actions (the webview gives the text back)', async () => {
+    const host = fakeHost(undefined, false, async () => { throw new DaemonUnavailable({ state: 'error', kind: 'startFailed', message: 'The daemon command in your settings was not found.', detail: 'dsh.serverCommand is "/nope"' }); });
+    host.send({ type: 'ready' });
+    host.send({ type: 'send', id: 7, text: 'keep me', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.posted.some((p) => p.msg.type === 'sendResult'), 'the send result');
+    expect(host.posted.find((p) => p.msg.type === 'sendResult')!.msg).toEqual({
+      type: 'sendResult', id: 7, ok: false, error: 'Not sent: the daemon is not running. The message stays here.', actions: [],
+    });
+    expect(host.logged.some((l) => l.includes('send failed'))).toBe(true); // the log says it too
+    host.panel.dispose();
+  });
+
+  it('read-only: a session another daemon drives is followed, never driven from here; what is said has no ids or pids', async () => {
+    const other = await startDaemon(fake.baseUrl, { state: d.state, root: d.root });
+    try {
+      const { sessionId } = await other.client.newSession({ cwd: d.root });
+      const g = gate();
+      fake.script(textReply(['working', ' on it'], { gate: g.promise }));
+      await other.client.followup(sessionId, 'their prompt');
+      await other.client.followup(sessionId, 'their queued prompt');
+      const host = fakeHost(sessionId);
+      host.send({ type: 'ready' });
+      await d.waitFor(() => host.panel.model.sessionId === sessionId && host.panel.model.readOnly && queueOf(host.panel.model).length === 1, 'read-only with their queue');
+      const snapshot = host.posted.filter((p) => p.msg.type === 'snapshot').at(-1)!.msg as any;
+      expect(snapshot.connection.takeOver).toBe(false); // this daemon does not offer it
+      const requestsBefore = fake.requests.length;
+      const inserted = () => other.of(sessionId, 'agent/inbox/inserted').length;
+      const before = inserted();
+      host.send({ type: 'send', id: 1, text: 'mine', chips: [], mode: 'followup' });
+      host.send({ type: 'cancel', keepInbox: true });
+      host.send({ type: 'wake' });
+      host.send({ type: 'inboxRemove', messageId: queueOf(host.panel.model)[0].message.id });
+      host.send({ type: 'takeOver' });
+      await d.waitFor(() => host.posted.filter((p) => p.msg.type === 'error' || p.msg.type === 'sendResult').length >= 5, 'five refusals');
+      const said = host.posted.filter((p) => p.msg.type === 'error' || p.msg.type === 'sendResult').map((p) => (p.msg as any).message ?? (p.msg as any).error);
+      expect(said.sort()).toEqual([
+        'Not sent: Another window drives this session: take it over or start a new session.',
+        'Another window drives this session: stop it there.',
+        'Another window drives this session: take it over or start a new session.',
+        'Another window drives this session: take it over or start a new session.',
+        'This daemon cannot take a session over from another window.',
+      ].sort());
+      expect(JSON.stringify(host.posted.filter((p) => p.msg.type !== 'snapshot' && p.msg.type !== 'actions'))).not.toMatch(new RegExp(`${sessionId}|\\bpid\\b|${other.proc.pid}`));
+      expect(inserted()).toBe(before); // nothing reached the session
+      expect(queueOf(host.panel.model).length).toBe(1);
+      g.open();
+      await other.waitFor(() => other.of(sessionId, 'turn/end').length === 2, 'their two turns');
+      expect(fake.requests.length).toBe(requestsBefore + 1);
+      host.panel.dispose();
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('Retry sends the failed turn\'s prompt again', async () => {
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    fake.script({ chunks: [], status: 401 });
+    host.send({ type: 'send', text: 'try this', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.lastTurnEnd?.kind === 'error', 'the failed turn');
+    expect(host.panel.model.lastTurnEnd?.error?.code).toBe('AUTH');
+    const visible = host.panel.model.items.filter((i) => !(i.kind === 'notice' && i.folded));
+    expect(visible.map((i) => i.kind)).toEqual(['user', 'turnEnd']); // one block for the failure
+    fake.script(textReply('worked this time'));
+    host.send({ type: 'retry', text: 'try this' });
+    await d.waitFor(() => host.panel.model.lastTurnEnd?.kind === 'completed', 'the retried turn');
+    expect(fake.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'user', content: 'try this' });
     host.panel.dispose();
   });
 });

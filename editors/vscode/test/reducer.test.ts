@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emptyModel, queueOf, reduceAll, assistantText, type Action } from '../src/protocol/reducer';
+import { emptyModel, queueOf, reduce, reduceAll, assistantText, type Action, type Item } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
 
 const S = 's1';
@@ -109,5 +109,94 @@ describe('reducer', () => {
     const m = reduceAll(emptyModel(S), [{ kind: 'permission', request: req('other') }]);
     expect(m.permissions).toEqual([]);
     expect(reduceAll(m, [{ kind: 'permission', request: req(S) }]).permissions.map((p) => p.callId)).toEqual(['c1']);
+  });
+
+  it('a streamed delta changes its item in place: no copy of the item list, however long the session', () => {
+    const turns: Action[] = [];
+    for (let t = 1; t <= 300; t++) turns.push(ev('turn/start', { turn: t }, t * 3), ev('user/message', { id: `u${t}`, role: 'user', content: [{ type: 'text', text: 'q' }], source: { kind: 'user' } }, t * 3 + 1), ev('turn/end', { turn: t, reason: { kind: 'completed' } }, t * 3 + 2));
+    const m0 = reduceAll(emptyModel(S), [...turns, ev('turn/start', { turn: 301 }, 1000), ev('assistant/delta', { turn: 301, step: 1, offset: 0, delta: { type: 'text', text: 'a' } })]);
+    const items = m0.items;
+    const before = items[items.length - 1];
+    const m1 = reduce(m0, ev('assistant/delta', { turn: 301, step: 1, offset: 1, delta: { type: 'text', text: 'b' } }));
+    expect(m1.items).toBe(items); // the same array
+    expect(m1.items[items.length - 1]).not.toBe(before); // the item is a new object with a new rev
+    expect(m1.items[items.length - 1].rev).toBeGreaterThan(before.rev);
+    expect(assistantText(m1.items[items.length - 1] as any).text).toBe('ab');
+    expect(m1.items[0]).toBe(m0.items[0]); // the others untouched
+  });
+
+  it('retries fold into one line per step, updated in place; the answer after it; failed retries told by the error block', () => {
+    const err = { code: 'SERVER', message: '500', status: 500 };
+    const retry = (n: number, seq: number) => ev('llm/retry', { turn: 1, step: 1, retry: n, delayMs: 500 * n, error: err }, seq);
+    let m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), retry(1, 1), retry(2, 2), retry(3, 3)]);
+    expect(m.items.map((i) => [i.id, i.kind])).toEqual([['r:1:1', 'retry']]);
+    expect((m.items[0] as any).retry).toMatchObject({ retry: 3, delayMs: 1500, state: 'waiting' });
+    m = reduceAll(m, [delta('ok')]);
+    expect(m.items.map((i) => i.id)).toEqual(['r:1:1', 'a:1:1']);
+    expect((m.items[0] as any).retry.state).toBe('recovered');
+    // Text that streamed before the failure: the retry shows on the answer, whose text restarts.
+    let p = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), at(0, 'partial answ'), retry(1, 1), ev('llm/request', { turn: 1, step: 1, attempt: 2 }, 2)]);
+    expect(p.items.map((i) => i.id)).toEqual(['a:1:1']);
+    expect(shown(p)?.text).toBe('');
+    expect((p.items[0] as any).retry.state).toBe('waiting');
+    p = reduceAll(p, [at(0, 'a whole answer')]);
+    expect(shown(p)?.text).toBe('a whole answer');
+    expect((p.items[0] as any).retry.state).toBe('recovered');
+    // Five retries, then the turn fails: no separate notice, the error block counts the retries.
+    const f = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ...[1, 2, 3, 4, 5].map((n) => retry(n, n)),
+      ev('agent/error', { turn: 1, step: 1, error: err }), ev('turn/end', { turn: 1, reason: { kind: 'error', error: err } }, 6)]);
+    const visible = f.items.filter((i: Item) => !(i.kind === 'notice' && i.folded) && !(i.kind === 'retry' && i.retry.state === 'failed'));
+    expect(visible.map((i) => i.kind)).toEqual(['turnEnd']);
+    expect(f.items.find((i) => i.kind === 'turnEnd')).toMatchObject({ retries: 5 });
+    // A compaction's retries are not a step of the transcript.
+    expect(reduceAll(emptyModel(S), [ev('llm/retry', { turn: 1, step: 1, retry: 1, delayMs: 5, error: err, purpose: 'compaction' }, 0)]).items).toEqual([]);
+  });
+
+  it('an error that does not end the turn in error (e.g. another window took over) stays a block of its own', () => {
+    const m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('agent/error', { turn: 1, step: null, error: { code: 'LEASE_LOST', message: 'taken over' } }),
+      ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'shutdown' } }, 1)]);
+    expect(m.items.map((i) => [i.kind, (i as any).folded ?? false])).toEqual([['notice', false], ['turnEnd', false]]);
+  });
+
+  it('prompts are tagged: steered in, queued behind a running turn, parked; not the one that started a turn', () => {
+    const msg = (id: string) => ({ id, role: 'user', content: [{ type: 'text', text: id }], source: { kind: 'user' } });
+    const m = reduceAll(emptyModel(S), [
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [{ ...msg('p1'), verb: 'followup' }] }, 0),
+      ev('turn/start', { turn: 1 }, 1),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [], removedCount: 1 }, 2),
+      ev('user/message', msg('p1'), 3),
+      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [{ ...msg('s1'), verb: 'steer' }] }, 4),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [{ ...msg('p2'), verb: 'followup' }] }, 5),
+      ev('agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [], removedCount: 1 }, 6),
+      ev('user/message', msg('s1'), 7),
+      ev('turn/end', { turn: 1, reason: { kind: 'completed' } }, 8),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 1, inserted: [{ ...msg('p3'), verb: 'send', wakeup: false }] }, 9),
+      ev('turn/start', { turn: 2 }, 10),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [], removedCount: 1 }, 11),
+      ev('user/message', msg('p2'), 12),
+      ev('turn/end', { turn: 2, reason: { kind: 'completed' } }, 13),
+      ev('turn/start', { turn: 3 }, 14),
+      ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [], removedCount: 1 }, 15),
+      ev('user/message', msg('p3'), 16),
+    ]);
+    expect(m.items.filter((i) => i.kind === 'user').map((i) => [(i as any).message.id, (i as any).tags ?? [], i.turn])).toEqual([
+      ['p1', [], 1], ['s1', ['steer'], 1], ['p2', ['queued'], 2], ['p3', ['queued'], 3],
+    ]);
+    expect(m.claims).toEqual({});
+    expect(m.queuedIds).toEqual({});
+  });
+
+  it('trim drops the oldest turns; the events after it still update items in place', () => {
+    const msg = (id: string) => ({ id, role: 'user', content: [{ type: 'text', text: id }], source: { kind: 'user' } });
+    const acts: Action[] = [];
+    for (let t = 1; t <= 5; t++) acts.push(ev('turn/start', { turn: t }, t * 10), ev('user/message', msg(`u${t}`), t * 10 + 1), ev('turn/end', { turn: t, reason: { kind: 'completed' } }, t * 10 + 2));
+    const d6 = (offset: number, text: string) => ev('assistant/delta', { turn: 6, step: 1, offset, delta: { type: 'text', text } });
+    let m = reduceAll(emptyModel(S), [...acts, ev('turn/start', { turn: 6 }, 60), d6(0, 'x')]);
+    m = reduceAll(m, [{ kind: 'trim', beforeTurn: 4 }]);
+    expect(m.items.map((i) => i.id)).toEqual(['u:u4', 'e:4', 'u:u5', 'e:5', 'a:6:1']);
+    expect(m.olderBefore).toBe(4);
+    m = reduceAll(m, [d6(1, 'y'), ev('turn/end', { turn: 6, reason: { kind: 'completed' } }, 61)]);
+    expect(m.items.map((i) => i.id)).toEqual(['u:u4', 'e:4', 'u:u5', 'e:5', 'a:6:1', 'e:6']);
+    expect(assistantText(m.items[4] as any).text).toBe('xy');
   });
 });

@@ -45,8 +45,29 @@ function createQuickPick() {
   return qp;
 }
 
+/** Editor tabs: `vscode.diff` opens one (the active tab), `tabGroups.close` closes them. */
+export const tabs: Array<{ label: string; input: { original?: Uri; modified?: Uri; uri?: Uri } }> = [];
+export const closedTabs: Array<{ label: string }> = [];
+const tabsChanged = new EventEmitter<unknown>();
+const group = {
+  get tabs() { return tabs; },
+  get activeTab() { return tabs[tabs.length - 1]; },
+};
+export const tabGroups = {
+  get all() { return [group]; },
+  get activeTabGroup() { return group; },
+  onDidChangeTabs: tabsChanged.event,
+  close: async (list: Array<{ label: string }>) => {
+    for (const t of list) { const i = tabs.indexOf(t as any); if (i >= 0) { tabs.splice(i, 1); closedTabs.push(t); } }
+    tabsChanged.fire({});
+    return true;
+  },
+};
+
 export const window = {
   createQuickPick,
+  tabGroups,
+  onDidChangeActiveTextEditor: new EventEmitter<unknown>().event,
   createStatusBarItem: () => { const item = { text: '', tooltip: '', command: '', name: '', show() {}, hide() {}, dispose() {} }; statusItems.push(item); return item; },
   showErrorMessage: (m: string) => { errors.push(m); return Promise.resolve(undefined); },
   showInformationMessage: (m: string) => { infos.push(m); return Promise.resolve(undefined); },
@@ -68,7 +89,14 @@ export const workspace = {
 };
 
 export const commands = {
-  executeCommand: (id: string, ...args: unknown[]) => { executed.push({ id, args }); return Promise.resolve(undefined); },
+  executeCommand: (id: string, ...args: unknown[]) => {
+    executed.push({ id, args });
+    if (id === 'vscode.diff') {
+      tabs.push({ label: String(args[2]), input: { original: args[0] as Uri, modified: args[1] as Uri } });
+      tabsChanged.fire({});
+    }
+    return Promise.resolve(undefined);
+  },
   registerCommand: () => ({ dispose() {} }),
 };
 

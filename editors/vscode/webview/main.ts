@@ -1,163 +1,492 @@
 // The chat webview: plain TypeScript + DOM. It runs the same reducer as the host over the batched
-// actions the host posts, and renders incrementally (only items whose rev changed).
-import type { Chip, ConnectionState, HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
-import { assistantText, emptyModel, Item, pendingCount, queueOf, reduceAll, SessionModel, statusLabel } from '../src/protocol/reducer';
-import type { PermissionRequest, Range, Target } from '../src/protocol/types';
+// actions the host posts and renders once per animation frame: layout is read first, then the DOM is
+// written (the transcript, windowed, in TranscriptView; the panels below it only when what they show
+// changed).
+import type { Chip, ConnectionState, HostToWebview, MentionItem, WebviewToHost } from '../src/protocol/panelMessages';
+import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
+import type { Inbox, PermissionRequest, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
-import { button, el, renderMarkdown } from './markdown';
+import { button, el } from './dom';
+import { contextLabel, diffBlock } from './items';
+import { codeInfo } from './markdown';
+import { TranscriptView } from './transcriptView';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): any; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
 const post = (m: WebviewToHost) => vscode.postMessage(m);
 
+/** A permission card's buttons wait this long before they take a click or a key: a click or an Enter
+ *  meant for something else, landing as the card appears, cannot approve a tool. */
+export const ARM_MS = 600;
+const HISTORY_MAX = 100;
+
 let model: SessionModel = emptyModel();
 let connection: ConnectionState = { state: 'starting' };
 let chips: Chip[] = [];
-let shown = 200; // how many transcript items are rendered (older ones on demand)
-const PAGE = 200;
-const nodes = new Map<string, { rev: number; node: HTMLElement }>();
-let renderedSession: string | null | undefined;
 let editing: string | undefined;
-const codeActions = { copy: (text: string) => post({ type: 'copy', text }), insert: (text: string) => post({ type: 'insert', text }) };
+const saved = (vscode.getState() as { draft?: string; history?: string[] } | undefined) ?? {};
+const history: string[] = Array.isArray(saved.history) ? saved.history.slice(-HISTORY_MAX) : [];
+
+function saveState(): void {
+  vscode.setState({ draft: input.value, history });
+}
 
 // ---- skeleton -----------------------------------------------------------------------------------
 
 const app = document.getElementById('app')!;
+
 const header = el('div', 'header');
+const titleRow = el('div', 'title-row');
 const titleEl = el('span', 'session-title');
 titleEl.setAttribute('aria-label', 'session title');
-titleEl.hidden = true;
+const keyButton = button('Set API key', () => post({ type: 'setApiKey' }), 'ghost warn small', 'Store the provider API key (VS Code SecretStorage)');
+titleRow.append(titleEl, keyButton);
+const stateRow = el('div', 'state-row');
+const dot = el('span', 'dot');
+dot.setAttribute('aria-hidden', 'true');
 const statusEl = el('span', 'status');
 statusEl.setAttribute('role', 'status');
-const headerButtons = el('span', 'header-buttons');
-headerButtons.append(
-  button('New', () => post({ type: 'newSession' }), 'ghost', 'New session'),
-  button('Sessions', () => post({ type: 'switchSession' }), 'ghost', 'Switch session'),
-);
-const keyButton = button('Set API key', () => post({ type: 'setApiKey' }), 'ghost warn', 'Store the provider API key in SecretStorage');
-headerButtons.append(keyButton);
-header.append(titleEl, statusEl, headerButtons);
+const contextEl = el('span', 'context');
+const meter = el('span', 'meter');
+const meterFill = el('span', 'fill');
+meter.append(meterFill);
+const contextText = el('span', 'context-text');
+contextEl.append(meter, contextText);
+stateRow.append(dot, statusEl, el('span', 'spacer'), contextEl);
+header.append(titleRow, stateRow);
 
-const transcript = el('div', 'transcript');
-transcript.setAttribute('aria-label', 'transcript');
-const older = button('Load older messages', () => loadOlder(), 'older');
-const list = el('div', 'items');
-const empty = el('div', 'empty');
-empty.textContent = 'Ask dsh anything. Enter sends; while a turn runs, Enter queues and Steer redirects it.';
-transcript.append(older, empty, list);
-transcript.addEventListener('scroll', () => {
-  if (transcript.scrollTop < 40 && (model.items.length > shown || model.olderBefore !== null)) loadOlder();
-});
-
-/** Shows older items: those the model already has, else asks the host for an older transcript page
- *  (its items appear when the batch arrives; the view keeps its place). */
-let olderAsked: { before: number; at: number } | null = null;
-function loadOlder(): void {
-  if (model.items.length > shown) {
-    const h = transcript.scrollHeight;
-    shown += PAGE;
-    renderTranscript(true);
-    transcript.scrollTop += transcript.scrollHeight - h;
-  } else if (model.olderBefore !== null && (olderAsked?.before !== model.olderBefore || Date.now() - olderAsked.at > 3000)) {
-    olderAsked = { before: model.olderBefore, at: Date.now() }; // once per page (again if no page came)
-    shown = model.items.length + PAGE;
-    post({ type: 'loadOlder' });
-  }
-}
-
-const permissionsEl = el('div', 'permissions');
-const queueEl = el('div', 'queue');
-const controls = el('div', 'controls');
-const stopBtn = button('Stop', () => post({ type: 'cancel', keepInbox: true }), 'stop', 'Stop the turn; the queue stays');
-const clearBtn = button('Stop and clear', () => post({ type: 'cancel', keepInbox: false }), 'ghost', 'Stop the turn and discard the queue');
-const runQueueBtn = button('Run queue', () => post({ type: 'wake' }), 'primary', 'Run the queued items now');
-const continueBtn = button('Continue', () => post({ type: 'continue' }), 'primary', 'The last turn was interrupted by a shutdown: continue it');
-controls.append(stopBtn, clearBtn, runQueueBtn, continueBtn);
-
-const composer = el('div', 'composer');
-const chipsEl = el('div', 'chips');
-const input = el('textarea') as HTMLTextAreaElement;
-input.rows = 3;
-input.placeholder = 'Message dsh (Enter to send, Shift+Enter for a new line, Ctrl+Enter to steer)';
-input.setAttribute('aria-label', 'message');
-input.value = (vscode.getState() as { draft?: string } | undefined)?.draft ?? '';
-const row = el('div', 'row');
-const sendBtn = button('Send', () => send('followup'), 'primary', 'Send (queued while a turn runs)');
-const steerBtn = button('Steer', () => send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
-const addSel = button('+ Selection', () => post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
-addSel.setAttribute('aria-label', 'Add selection');
-const addFile = button('+ File', () => post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt');
-addFile.setAttribute('aria-label', 'Add file');
-row.append(addSel, addFile,
-  el('span', 'spacer'), steerBtn, sendBtn,
-);
-composer.append(chipsEl, input, row);
-app.append(header, transcript, permissionsEl, queueEl, controls, composer);
-
-input.addEventListener('keydown', (ev) => {
-  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
-    ev.preventDefault();
-    send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
-  }
-});
-input.addEventListener('input', () => vscode.setState({ draft: input.value }));
-
-function send(mode: 'followup' | 'steer'): void {
-  const text = input.value;
-  if (!text.trim() && !chips.length) return;
-  post({ type: 'send', text, chips, mode });
-  input.value = '';
-  chips = [];
-  vscode.setState({ draft: '' });
-  renderChips();
-}
-
-// ---- messages from the host ---------------------------------------------------------------------
-
-window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
-  const m = ev.data;
-  switch (m.type) {
-    case 'snapshot': model = m.model; connection = m.connection; olderAsked = null; break;
-    case 'actions': model = reduceAll(model, m.actions); break;
-    case 'connection': connection = m.connection; break;
-    case 'chip': chips.push(m.chip); renderChips(); input.focus(); return;
-    case 'focusComposer': input.focus(); return;
-  }
-  scheduleRender();
-});
+const announcer = el('div', 'sr-only');
+announcer.setAttribute('role', 'status');
+announcer.setAttribute('aria-live', 'polite');
 
 let frame = 0;
 function scheduleRender(): void {
   if (!frame) frame = requestAnimationFrame(() => { frame = 0; render(); });
 }
 
-function render(): void {
-  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 60;
-  const firstBefore = list.firstElementChild as HTMLElement | null;
-  const topBefore = firstBefore ? firstBefore.offsetTop : 0;
-  renderStatus();
-  renderTranscript(false);
-  // Items put in front (an older page): keep what the person was looking at in place.
-  if (!atBottom && firstBefore?.isConnected && firstBefore !== list.firstElementChild) transcript.scrollTop += firstBefore.offsetTop - topBefore;
-  renderPermissions();
-  renderQueue();
-  renderControls();
-  // Follow the stream when the person is at the bottom (the panels below may have changed size too).
-  if (atBottom) transcript.scrollTop = transcript.scrollHeight;
+const view = new TranscriptView({
+  requestHistory: (beforeTurn, limit) => post({ type: 'history', beforeTurn, limit }),
+  announce: (text) => { announcer.textContent = ''; announcer.textContent = text; },
+}, scheduleRender);
+const transcriptBox = el('div', 'transcript-box');
+transcriptBox.append(view.scroller, view.pill);
+
+const permissionsEl = el('div', 'permissions');
+const queueEl = el('div', 'queue');
+const controls = el('div', 'controls');
+const stopBtn = button('Stop', () => post({ type: 'cancel', keepInbox: true }), 'stop', 'Stop the turn; the queue stays (Esc)');
+const clearBtn = button('Stop and clear', () => post({ type: 'cancel', keepInbox: false }), 'ghost', 'Stop the turn and discard the queue');
+const runQueueBtn = button('Run queue', () => post({ type: 'wake' }), 'primary', 'Run the queued items now');
+const continueBtn = button('Continue', () => post({ type: 'continue' }), 'primary', 'The last turn was cut short by a shutdown: continue it');
+controls.append(stopBtn, clearBtn, runQueueBtn, continueBtn);
+
+const readOnlyBar = el('div', 'readonly-bar');
+readOnlyBar.setAttribute('role', 'status');
+const takeOverBtn = button('Take over', () => post({ type: 'takeOver' }), 'primary small', 'Drive this session from this window (the other window lets go)');
+readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), el('span', 'spacer'), takeOverBtn,
+  button('New session', () => post({ type: 'newSession' }), 'ghost small'));
+
+const daemonBox = el('div', 'daemon-error');
+daemonBox.setAttribute('role', 'alert');
+
+const composer = el('div', 'composer');
+const chipsEl = el('div', 'chips');
+chipsEl.setAttribute('aria-label', 'attached context');
+const input = el('textarea');
+input.rows = 3;
+input.placeholder = 'Message dsh — @ to attach, Enter sends, Shift+Enter new line, Ctrl+Enter steers';
+input.setAttribute('aria-label', 'message');
+input.value = typeof saved.draft === 'string' ? saved.draft : '';
+const mentionBox = el('div', 'mentions');
+mentionBox.setAttribute('role', 'listbox');
+mentionBox.id = 'mentions';
+mentionBox.hidden = true;
+const composerError = el('div', 'composer-error');
+composerError.setAttribute('role', 'alert');
+composerError.hidden = true;
+const row = el('div', 'row');
+const sendBtn = button('Send', () => send('followup'), 'primary', 'Send (queued while a turn runs)');
+const steerBtn = button('Steer', () => send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
+const addSel = button('+ Selection', () => post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
+addSel.setAttribute('aria-label', 'Add selection');
+const addFile = button('+ File', () => post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drag files here from the Explorer)');
+addFile.setAttribute('aria-label', 'Add file');
+row.append(addSel, addFile, el('span', 'spacer'), steerBtn, sendBtn);
+composer.append(mentionBox, chipsEl, input, composerError, row);
+
+app.append(header, transcriptBox, permissionsEl, queueEl, controls, daemonBox, readOnlyBar, composer, announcer);
+
+// ---- the composer -------------------------------------------------------------------------------
+
+let sendSeq = 0;
+const inflight = new Map<number, { text: string; chips: Chip[] }>();
+let recall: { at: number; draft: string } | undefined;
+
+function send(mode: 'followup' | 'steer'): void {
+  const text = input.value;
+  if (!text.trim() && !chips.length) return;
+  if (model.readOnly) return;
+  const id = ++sendSeq;
+  inflight.set(id, { text, chips: [...chips] });
+  post({ type: 'send', id, text, chips, mode });
+  if (text.trim() && history[history.length - 1] !== text) { history.push(text); if (history.length > HISTORY_MAX) history.shift(); }
+  recall = undefined;
+  input.value = '';
+  chips = [];
+  composerError.hidden = true;
+  saveState();
+  renderChips();
+  view.jumpToLive();
 }
 
-function renderStatus(): void {
-  // The session's title (none from an older daemon, or before the first prompt names the session).
+/** A send the host could not deliver: its text and chips come back to the composer. */
+function sendFailed(id: number, error: string, actions: ComposerAction[]): void {
+  const failed = inflight.get(id);
+  inflight.delete(id);
+  if (failed) {
+    input.value = input.value.trim() ? `${failed.text}\n${input.value}` : failed.text;
+    chips = [...failed.chips, ...chips];
+    renderChips();
+    saveState();
+  }
+  showComposerError(error, actions);
+}
+
+type ComposerAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';
+const ACTION_LABEL: Record<ComposerAction, string> = {
+  openSettings: 'Open settings', showLog: 'Show log', setApiKey: 'Set API key', installDaemon: 'Install dsh-daemon', restartDaemon: 'Try again',
+};
+
+function actionButtons(actions: ComposerAction[]): HTMLElement[] {
+  return actions.map((a, i) => button(ACTION_LABEL[a], () => post({ type: a }), i === 0 ? 'primary small' : 'ghost small'));
+}
+
+function showComposerError(error: string, actions: ComposerAction[]): void {
+  composerError.replaceChildren(el('span', 'composer-error-text', error), ...actionButtons(actions));
+  composerError.hidden = false;
+}
+
+input.addEventListener('keydown', (ev) => {
+  if (mentions.open && mentions.key(ev)) return;
+  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
+    return;
+  }
+  if ((ev.key === 'ArrowUp' || ev.key === 'ArrowDown') && !ev.shiftKey && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
+    if (recallHistory(ev.key === 'ArrowUp' ? -1 : 1)) ev.preventDefault();
+  }
+});
+input.addEventListener('input', () => {
+  if (recall && input.value !== history[recall.at]) recall = undefined;
+  saveState();
+  mentions.onInput();
+});
+
+/** ↑ / ↓ go through earlier prompts when the caret is at the start (↑) or end (↓) of the text, or
+ *  while a recalled prompt is shown unchanged; ↓ past the newest brings back what was being typed. */
+function recallHistory(dir: -1 | 1): boolean {
+  if (!history.length) return false;
+  const browsing = recall !== undefined && input.value === history[recall.at];
+  const atStart = input.selectionStart === 0 && input.selectionEnd === 0;
+  // Not browsing yet: only ↑ at the very start (or in an empty box) starts it.
+  if (!browsing && (dir > 0 || !(atStart || !input.value))) return false;
+  const from = recall?.at ?? history.length;
+  const draft = recall?.draft ?? input.value;
+  const at = from + dir;
+  if (at < 0) return true;
+  if (at >= history.length) {
+    recall = undefined;
+    input.value = draft;
+  } else {
+    recall = { at, draft };
+    input.value = history[at];
+  }
+  input.setSelectionRange(dir < 0 ? 0 : input.value.length, dir < 0 ? 0 : input.value.length);
+  saveState();
+  return true;
+}
+
+// The @ picker: workspace files, the selection, problems, open editors (the host finds them); a pick
+// becomes a chip, the same as + Selection / + File, and the typed @query goes.
+const mentions = new (class {
+  open = false;
+  private items: MentionItem[] = [];
+  private active = 0;
+  private query = '';
+  private start = 0;
+  private seq = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  onInput(): void {
+    const caret = input.selectionStart ?? input.value.length;
+    const m = /(^|\s)@([^\s@]*)$/.exec(input.value.slice(0, caret));
+    if (!m) { this.close(); return; }
+    this.query = m[2];
+    this.start = caret - m[2].length - 1;
+    if (!this.open) { this.open = true; this.items = []; this.active = 0; this.render(true); }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => post({ type: 'mentions', id: ++this.seq, query: this.query }), 60);
+  }
+
+  results(id: number, items: MentionItem[]): void {
+    if (!this.open || id !== this.seq) return;
+    this.items = items;
+    this.active = 0;
+    this.render(false);
+  }
+
+  key(ev: KeyboardEvent): boolean {
+    if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+      ev.preventDefault();
+      if (this.items.length) this.active = (this.active + (ev.key === 'ArrowDown' ? 1 : this.items.length - 1)) % this.items.length;
+      this.render(false);
+      return true;
+    }
+    if ((ev.key === 'Enter' || ev.key === 'Tab') && !ev.shiftKey) {
+      ev.preventDefault();
+      if (this.items[this.active]) this.pick(this.items[this.active]);
+      else this.close();
+      return true;
+    }
+    if (ev.key === 'Escape') {
+      ev.preventDefault();
+      ev.stopPropagation();
+      this.close();
+      return true;
+    }
+    return false;
+  }
+
+  pick(item: MentionItem): void {
+    const caret = input.selectionStart ?? input.value.length;
+    input.value = input.value.slice(0, this.start) + input.value.slice(caret).replace(/^\s/, '');
+    input.setSelectionRange(this.start, this.start);
+    addChips(item.chips);
+    saveState();
+    this.close();
+    input.focus();
+  }
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.seq++;
+    mentionBox.hidden = true;
+    mentionBox.replaceChildren();
+    input.removeAttribute('aria-activedescendant');
+    input.setAttribute('aria-expanded', 'false');
+  }
+
+  private render(loading: boolean): void {
+    mentionBox.hidden = false;
+    input.setAttribute('aria-expanded', 'true');
+    input.setAttribute('aria-controls', 'mentions');
+    if (loading || !this.items.length) {
+      mentionBox.replaceChildren(el('div', 'mention-empty', loading ? 'Looking…' : `Nothing matches @${this.query}`));
+      input.removeAttribute('aria-activedescendant');
+      return;
+    }
+    mentionBox.replaceChildren(...this.items.map((it, i) => {
+      const o = el('div', `mention${i === this.active ? ' active' : ''}`);
+      o.id = `mention-${i}`;
+      o.setAttribute('role', 'option');
+      o.setAttribute('aria-selected', String(i === this.active));
+      o.append(el('span', `mention-kind ${it.kind}`, it.kind), el('span', 'mention-label', it.label));
+      if (it.detail) o.append(el('span', 'mention-detail', it.detail));
+      o.addEventListener('mousedown', (ev) => { ev.preventDefault(); this.pick(it); });
+      return o;
+    }));
+    input.setAttribute('aria-activedescendant', `mention-${this.active}`);
+  }
+})();
+input.setAttribute('aria-autocomplete', 'list');
+input.setAttribute('aria-expanded', 'false');
+
+function addChips(list: Chip[]): void {
+  for (const c of list) if (!chips.some((x) => x.uri === c.uri && x.kind === c.kind && JSON.stringify(x.range) === JSON.stringify(c.range))) chips.push(c);
+  renderChips();
+}
+
+function renderChips(): void {
+  chipsEl.replaceChildren(...chips.map((c, i) => {
+    const s = el('span', 'chip');
+    s.append(button(c.label, () => post({ type: 'openFile', uri: c.uri, range: c.range }), 'chip-label', `Open ${c.label}`),
+      button('✕', () => { chips.splice(i, 1); renderChips(); input.focus(); }, 'icon', `Remove ${c.label}`));
+    return s;
+  }));
+}
+
+// Files dragged from the Explorer (or the file manager) become chips.
+const DROP_TYPES = ['application/vnd.code.uri-list', 'text/uri-list', 'resourceurls', 'codefiles'];
+app.addEventListener('dragover', (ev) => {
+  const types = [...(ev.dataTransfer?.types ?? [])].map((t) => t.toLowerCase());
+  if (!types.some((t) => DROP_TYPES.includes(t))) return;
+  ev.preventDefault();
+  if (ev.dataTransfer) ev.dataTransfer.dropEffect = 'copy';
+  composer.classList.add('drop-target');
+});
+app.addEventListener('dragleave', (ev) => { if (ev.target === app || !app.contains(ev.relatedTarget as Node)) composer.classList.remove('drop-target'); });
+app.addEventListener('drop', (ev) => {
+  composer.classList.remove('drop-target');
+  const dt = ev.dataTransfer;
+  if (!dt) return;
+  const uris = droppedUris(dt);
+  if (!uris.length) return;
+  ev.preventDefault();
+  post({ type: 'dropUris', uris });
+});
+
+function droppedUris(dt: DataTransfer): string[] {
+  const out = new Set<string>();
+  const lines = (s: string) => s.split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  for (const u of lines(dt.getData('application/vnd.code.uri-list'))) out.add(u);
+  for (const u of lines(dt.getData('text/uri-list'))) out.add(u);
+  for (const [type, file] of [['resourceurls', false], ['codefiles', true]] as const) {
+    try {
+      const list = JSON.parse(dt.getData(type) || '[]');
+      if (Array.isArray(list)) for (const x of list) if (typeof x === 'string') out.add(file ? `file://${encodeURI(x)}` : x);
+    } catch { /* not a list */ }
+  }
+  return [...out].filter((u) => /^[a-z][a-z0-9+.-]*:/i.test(u));
+}
+
+// Esc stops a running turn (the queue stays), unless it closes something first.
+document.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Escape' || ev.defaultPrevented) return;
+  if (mentions.open) { mentions.close(); return; }
+  if (editing) { editing = undefined; renderQueue(true); return; }
+  if (model.status === 'running' && !model.readOnly && connection.state === 'ready') {
+    ev.preventDefault();
+    post({ type: 'cancel', keepInbox: true });
+  }
+});
+
+// ---- actions in the transcript (one listener for every code block and error block) ----------------
+
+view.scroller.addEventListener('mousedown', (ev) => {
+  // A click on a code block's button does not move the focus (so nothing scrolls to show it).
+  if ((ev.target as HTMLElement).closest('.code-action')) ev.preventDefault();
+});
+view.scroller.addEventListener('click', (ev) => {
+  const b = (ev.target as HTMLElement).closest<HTMLElement>('[data-act]');
+  if (!b) return;
+  const act = b.dataset.act!;
+  const block = b.closest<HTMLElement>('.codeblock');
+  if (block) {
+    const info = codeInfo.get(block);
+    if (!info) return;
+    if (act === 'copy') {
+      post({ type: 'copy', text: info.code });
+      b.textContent = 'Copied';
+      setTimeout(() => { b.textContent = 'Copy'; }, 1200);
+    } else if (act === 'insert') post({ type: 'insert', text: info.code });
+    else if (act === 'apply') post({ type: 'apply', text: info.code, lang: info.lang, path: info.path });
+    else if (act === 'newfile') post({ type: 'newFile', text: info.code, lang: info.lang });
+    return;
+  }
+  if (act === 'retry') {
+    const turn = Number(b.closest<HTMLElement>('.error-block')?.dataset.turn);
+    const text = view.promptOf(turn);
+    if (text) post({ type: 'retry', text });
+    else showComposerError('The prompt of that turn is not known here: send it again.', []);
+  } else if (act === 'setApiKey' || act === 'showLog') {
+    post({ type: act });
+  }
+});
+
+// ---- messages from the host ---------------------------------------------------------------------
+
+let queueDirty = true;
+
+window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
+  const m = ev.data;
+  switch (m.type) {
+    case 'snapshot':
+      model = m.model;
+      connection = m.connection;
+      view.reload();
+      queueDirty = true;
+      break;
+    case 'actions':
+      for (const a of m.actions) {
+        if (a.kind === 'trim') view.absorbTrim(model, a.beforeTurn);
+        if (a.kind === 'sent' || a.kind === 'inbox' || a.kind === 'attached' || a.kind === 'reset') queueDirty = true;
+        model = reduce(model, a);
+      }
+      break;
+    case 'connection': connection = m.connection; break;
+    case 'history': if (m.page) view.onHistory(m.sessionId, m.page, m.beforeTurn, m.limit); return;
+    case 'chips': addChips(m.chips); input.focus(); return;
+    case 'chip': addChips([m.chip]); input.focus(); return;
+    case 'focusComposer': input.focus(); return;
+    case 'sendResult': if (m.ok) inflight.delete(m.id); else sendFailed(m.id, m.error ?? 'The message was not sent.', (m.actions ?? []) as ComposerAction[]); return;
+    case 'mentions': mentions.results(m.id, m.items); return;
+    case 'error': showComposerError(m.message, (m.actions ?? []) as ComposerAction[]); return;
+  }
+  scheduleRender();
+});
+
+// ---- rendering ----------------------------------------------------------------------------------
+
+const shown: { inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string } = {};
+
+function render(): void {
+  view.read(); // layout reads first, while the last frame's layout is valid
+  renderHeader();
+  renderPermissions();
+  renderQueue(false);
+  renderControls();
+  view.write(model);
+}
+
+function renderHeader(): void {
   const title = model.title ?? '';
-  if (titleEl.textContent !== title) { titleEl.textContent = title; titleEl.title = title; }
-  titleEl.hidden = !title;
-  const label = connection.state === 'error' ? `daemon failed: ${connection.message ?? ''}`
-    : connection.state === 'starting' ? 'starting daemon…' : connection.state === 'stopped' ? 'daemon stopped' : statusLabel(model);
-  statusEl.textContent = label;
-  statusEl.className = `status ${model.status}${model.permissions.length ? ' awaiting' : ''}${connection.state === 'error' ? ' error' : ''}`;
-  keyButton.hidden = connection.hasKey !== false;
-  if (model.context && connection.state === 'ready') statusEl.textContent += ` · context ${tokens(model.context.used)}${model.context.window ? ` of ${tokens(model.context.window)}` : ''}`;
-  if (model.readOnly) statusEl.textContent += ' (read-only: another window drives this session)';
+  const failedKey = model.lastTurnEnd?.kind === 'error' && (model.lastTurnEnd.error?.code === 'AUTH' || model.lastTurnEnd.error?.code === 'CONFIG');
+  let state: string;
+  let label: string;
+  if (connection.state === 'error') { state = 'error'; label = 'daemon failed to start'; }
+  else if (connection.state === 'starting') { state = 'starting'; label = 'starting…'; }
+  else if (connection.state === 'stopped') { state = 'error'; label = 'daemon stopped'; }
+  else if (model.readOnly) { state = model.status === 'running' ? 'running' : 'idle'; label = `read-only · ${statusLabel(model)}`; }
+  else { state = model.permissions.length ? 'awaiting' : model.status; label = statusLabel(model); }
+  const ctx = connection.state === 'ready' ? model.context : undefined;
+  // Written only when something shown changed: a streamed word leaves the header alone.
+  const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}`;
+  if (shown.header !== key) {
+    shown.header = key;
+    titleEl.textContent = title || 'New chat';
+    titleEl.title = title;
+    titleEl.classList.toggle('untitled', !title);
+    keyButton.hidden = !(connection.needsKey || failedKey);
+    statusEl.textContent = label;
+    dot.className = `dot ${state}`;
+    contextEl.hidden = !ctx;
+    if (ctx) {
+      contextText.textContent = `${tokens(ctx.used)}${ctx.window ? `/${tokens(ctx.window)}` : ''}`;
+      const pct = ctx.window ? Math.min(100, Math.round((100 * ctx.used) / ctx.window)) : 0;
+      meter.hidden = !ctx.window;
+      meterFill.style.width = `${pct}%`;
+      contextEl.title = `Context at the last step: ${ctx.used.toLocaleString()}${ctx.window ? ` of ${ctx.window.toLocaleString()} tokens (${pct} %)` : ' tokens'}`;
+      contextEl.setAttribute('aria-label', contextEl.title);
+    }
+  }
+  renderDaemon();
+}
+
+function renderDaemon(): void {
+  const key = `${connection.state}|${connection.message}|${connection.detail}|${connection.kind}`;
+  if (shown.key === key) return;
+  shown.key = key;
+  if (connection.state !== 'error' && connection.state !== 'stopped') { daemonBox.hidden = true; daemonBox.replaceChildren(); return; }
+  daemonBox.hidden = false;
+  const actions: ComposerAction[] = connection.state === 'stopped' ? ['restartDaemon', 'showLog']
+    : connection.kind === 'notFound' ? ['installDaemon', 'openSettings', 'showLog'] : ['openSettings', 'showLog', 'restartDaemon'];
+  const title = connection.state === 'stopped' ? 'The daemon stopped.' : connection.message ?? 'The daemon could not start.';
+  daemonBox.replaceChildren(el('div', 'error-title', `✗ ${title}`), ...(connection.detail ? [el('div', 'error-message', connection.detail)] : []),
+    el('div', 'row', undefined));
+  (daemonBox.lastElementChild as HTMLElement).append(...actionButtons(actions));
 }
 
 function tokens(n: number): string {
@@ -166,250 +495,114 @@ function tokens(n: number): string {
   return String(n);
 }
 
-// ---- transcript -----------------------------------------------------------------------------------
-
-function renderTranscript(force: boolean): void {
-  if (renderedSession !== model.sessionId || force) {
-    nodes.clear();
-    list.replaceChildren();
-    renderedSession = model.sessionId;
-  }
-  const start = Math.max(0, model.items.length - shown);
-  older.hidden = start === 0 && model.olderBefore === null;
-  empty.hidden = model.items.length > 0;
-  const want = new Set<string>();
-  let prev: HTMLElement | null = null;
-  for (let i = start; i < model.items.length; i++) {
-    const it = model.items[i];
-    want.add(it.id);
-    let entry = nodes.get(it.id);
-    if (!entry || entry.rev !== it.rev) {
-      const node = renderItem(it);
-      node.dataset.id = it.id;
-      if (entry) entry.node.replaceWith(node);
-      entry = { rev: it.rev, node };
-      nodes.set(it.id, entry);
-    }
-    const expected: ChildNode | null = prev ? prev.nextSibling : list.firstChild;
-    if (expected !== entry.node) list.insertBefore(entry.node, expected);
-    prev = entry.node;
-  }
-  for (const [id, e] of nodes) if (!want.has(id)) { e.node.remove(); nodes.delete(id); }
-}
-
-function renderItem(it: Item): HTMLElement {
-  switch (it.kind) {
-    case 'user': return renderUser(it.message);
-    case 'assistant': {
-      const d = el('div', `msg assistant${it.done ? '' : ' streaming'}`);
-      const { text, reasoning } = assistantText(it);
-      if (reasoning) {
-        const det = el('details', 'reasoning');
-        const sum = el('summary');
-        sum.textContent = it.done ? 'Reasoning' : 'Reasoning…';
-        const body = el('div', 'reasoning-text');
-        body.textContent = reasoning;
-        det.append(sum, body);
-        d.append(det);
-      }
-      const md = el('div', 'md');
-      md.append(renderMarkdown(text, codeActions));
-      d.append(md);
-      if (it.interrupted) { const s = el('div', 'interrupted'); s.textContent = '(interrupted)'; d.append(s); }
-      return d;
-    }
-    case 'tool': {
-      const d = el('div', `tool ${it.status}`);
-      const head = el('div', 'tool-head');
-      const badge = el('span', 'badge');
-      badge.textContent = { pending: 'pending', 'awaiting-permission': 'awaiting permission', running: 'running', ok: 'ok', error: 'error' }[it.status];
-      const name = el('span', 'tool-name');
-      name.textContent = it.name;
-      const summary = el('span', 'tool-summary');
-      summary.textContent = toolSummary(it.args);
-      head.append(badge, name, summary);
-      d.append(head);
-      // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
-      const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
-      if (tail) { const pre = el('pre', 'output'); pre.textContent = tail.trimEnd().split('\n').slice(-12).join('\n'); d.append(pre); }
-      if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
-      if (it.result && it.status !== 'running') {
-        const det = el('details', 'result');
-        const sum = el('summary');
-        sum.textContent = it.error ? `${it.error.code}` : 'result';
-        const pre = el('pre');
-        pre.textContent = it.result.length > 4000 ? it.result.slice(0, 4000) + '\n…' : it.result;
-        det.append(sum, pre);
-        if (it.status === 'error') (det as HTMLDetailsElement).open = true;
-        d.append(det);
-      }
-      return d;
-    }
-    case 'turnEnd': {
-      const r = it.reason;
-      const d = el('div', `footer ${r.kind}`);
-      const parts: string[] = [];
-      parts.push(r.kind === 'completed' ? '✓ completed' : r.kind === 'aborted' ? `■ stopped (${r.cause ?? 'user'})` : r.kind === 'error' ? `✗ error ${r.error?.code ?? ''}` : `• ${r.kind}`);
-      if (it.usage) {
-        parts.push(`${it.usage.inputTokens} in · ${it.usage.outputTokens} out tokens`);
-        const cost = it.usage.costUsd;
-        if (typeof cost === 'number') parts.push(cost === 0 ? '$0' : cost < 0.01 ? `$${cost.toPrecision(2)}` : `$${cost.toFixed(2)}`);
-      }
-      d.textContent = parts.join(' · ');
-      if (r.error?.message) { const m = el('div', 'error-message'); m.textContent = r.error.message; d.append(m); }
-      return d;
-    }
-    case 'notice': {
-      const d = el('div', `notice ${it.level}`);
-      d.textContent = it.text;
-      return d;
-    }
-  }
-}
-
-function renderUser(msg: { content: any; source: any }): HTMLElement {
-  const src = msg.source ?? { kind: 'user' };
-  const text = textOf(msg.content);
-  if (src.kind === 'editor') {
-    const d = el('details', `context-chip ${src.contextKind ?? ''}`);
-    const sum = el('summary');
-    sum.textContent = `${contextLabel(src)}`;
-    sum.title = 'Editor context';
-    const pre = el('pre');
-    pre.textContent = text;
-    d.append(sum, pre);
-    return d;
-  }
-  if (src.kind === 'user') {
-    const d = el('div', 'msg user');
-    d.textContent = text;
-    return d;
-  }
-  const d = el('div', 'notice info');
-  d.textContent = `${src.plugin ?? src.kind}: ${text}`;
-  return d;
-}
-
-function contextLabel(src: { uri?: string; contextKind?: string; range?: { start: { line: number }; end: { line: number; character: number } } }): string {
-  const name = (src.uri ?? '').split('/').pop() ?? '';
-  const kind = src.contextKind ?? 'context';
-  if (kind === 'snapshot') return `editor snapshot${name ? ` (${decodeURIComponent(name)})` : ''}`;
-  const r = src.range;
-  const lines = r ? `:${r.start.line + 1}-${r.end.character === 0 && r.end.line > r.start.line ? r.end.line : r.end.line + 1}` : '';
-  return `${kind} ${decodeURIComponent(name)}${lines}`;
-}
-
-function toolSummary(args: unknown): string {
-  if (!args || typeof args !== 'object') return String(args ?? '');
-  const a = args as Record<string, unknown>;
-  const v = a.command ?? a.path ?? a.pattern ?? a.glob ?? '';
-  return String(v).slice(0, 120);
-}
-
-function diffBlock(diff: string): HTMLElement {
-  const pre = el('pre', 'diff');
-  for (const line of diff.split('\n')) {
-    const s = el('span', line.startsWith('+') && !line.startsWith('+++') ? 'add' : line.startsWith('-') && !line.startsWith('---') ? 'del' : line.startsWith('@@') ? 'hunk' : '');
-    s.textContent = line + '\n';
-    pre.append(s);
-  }
-  return pre;
-}
-
 // ---- permissions ----------------------------------------------------------------------------------
 
+const cards = new Map<string, HTMLElement>();
+
 function renderPermissions(): void {
-  permissionsEl.replaceChildren(...model.permissions.map(permissionCard));
+  if (shown.perms === model.permissions && shown.readOnly === model.readOnly) return;
+  shown.perms = model.permissions;
+  const want = new Set(model.permissions.map((p) => p.callId));
+  for (const [id, card] of cards) if (!want.has(id)) { card.remove(); cards.delete(id); }
+  for (const p of model.permissions) if (!cards.has(p.callId)) { const c = permissionCard(p); cards.set(p.callId, c); permissionsEl.append(c); }
 }
 
 function permissionCard(p: PermissionRequest): HTMLElement {
   const d = el('div', 'permission');
-  d.setAttribute('role', 'alertdialog');
-  const title = el('div', 'permission-title');
-  title.textContent = p.title || `${p.tool}`;
-  d.append(title);
-  if (p.preview?.command !== undefined) {
-    const pre = el('pre', 'command');
-    pre.textContent = `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`;
-    d.append(pre);
-  }
+  d.setAttribute('role', 'group');
+  d.setAttribute('aria-label', `Permission: ${p.title || p.tool}`);
+  d.append(el('div', 'permission-title', p.title || p.tool));
+  if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
   if (p.preview?.diff) d.append(diffBlock(p.preview.diff));
   const buttons = el('div', 'row');
   if (p.preview?.diff !== undefined || p.tool === 'edit_file' || p.tool === 'write_file') {
     buttons.append(button('View diff', () => post({ type: 'viewDiff', callId: p.callId }), 'ghost'));
   }
-  buttons.append(
-    el('span', 'spacer'),
-    button('Reject', () => post({ type: 'permission', callId: p.callId, outcome: 'reject' }), 'ghost'),
-    button('Allow always', () => post({ type: 'permission', callId: p.callId, outcome: 'allow-always' }), ''),
-    button('Allow once', () => post({ type: 'permission', callId: p.callId, outcome: 'allow-once' }), 'primary'),
-  );
+  const answer = (outcome: 'reject' | 'allow-always' | 'allow-once') => () => post({ type: 'permission', callId: p.callId, outcome });
+  const answers = [
+    button('Reject', answer('reject'), 'ghost'),
+    button('Allow always', answer('allow-always'), ''),
+    button('Allow once', answer('allow-once'), 'primary'),
+  ];
+  for (const b of answers) b.disabled = true;
+  setTimeout(() => { for (const b of answers) b.disabled = false; }, ARM_MS);
+  buttons.append(el('span', 'spacer'), ...answers);
   d.append(buttons);
   return d;
 }
 
-// ---- the queue --------------------------------------------------------------------------------------
+// ---- the queue: one row per item, its actions on hover or focus ------------------------------------
 
-function renderQueue(): void {
+function renderQueue(force: boolean): void {
+  if (!force && !queueDirty && shown.inbox === model.inbox && shown.readOnly === model.readOnly) return;
+  queueDirty = false;
+  shown.inbox = model.inbox;
+  shown.readOnly = model.readOnly;
   const entries = queueOf(model);
   queueEl.hidden = entries.length === 0;
   if (!entries.length) { queueEl.replaceChildren(); return; }
-  const head = el('div', 'queue-head');
-  head.textContent = `Queue (${entries.length})`;
+  const head = el('div', 'queue-head', `Queue (${entries.length})`);
   const ul = el('ol', 'queue-list');
   ul.setAttribute('aria-label', 'queue');
   for (const q of entries) {
     const li = el('li', `queue-item ${q.label}`);
-    li.draggable = editing !== q.message.id;
     li.dataset.id = q.message.id;
+    li.tabIndex = 0;
     const listOf = q.target === 'next-turn' ? model.inbox.nextTurn : model.inbox.nextStep;
     const pos = listOf.findIndex((m) => m.id === q.message.id);
-    li.addEventListener('dragstart', (ev) => { ev.dataTransfer?.setData('text/plain', q.message.id); });
-    li.addEventListener('dragover', (ev) => ev.preventDefault());
-    li.addEventListener('drop', (ev) => {
-      ev.preventDefault();
-      const id = ev.dataTransfer?.getData('text/plain');
-      if (id && id !== q.message.id) post({ type: 'inboxMove', messageId: id, target: q.target, index: pos });
-    });
-    const badge = el('span', 'badge');
-    badge.textContent = q.label;
+    const badge = el('span', 'badge', q.label);
     badge.title = queueTooltip(q.message);
     li.append(badge);
-    if (editing === q.message.id) {
-      const ta = el('textarea') as HTMLTextAreaElement;
+    if (editing === q.message.id && !model.readOnly) {
+      const ta = el('textarea');
       ta.value = q.text;
       ta.rows = 2;
       ta.setAttribute('aria-label', 'edit queued message');
-      li.append(ta,
-        button('Save', () => { editing = undefined; post({ type: 'inboxReplace', messageId: q.message.id, text: ta.value }); renderQueue(); }, 'primary'),
-        button('Cancel', () => { editing = undefined; renderQueue(); }, 'ghost'));
+      ta.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); save(); }
+      });
+      const save = () => { editing = undefined; post({ type: 'inboxReplace', messageId: q.message.id, text: ta.value }); renderQueue(true); };
+      li.append(ta, button('Save', save, 'primary small'), button('Cancel', () => { editing = undefined; renderQueue(true); }, 'ghost small'));
       queueMicrotask(() => ta.focus());
     } else {
-      const t = el('span', 'queue-text');
-      t.textContent = q.message.source.kind === 'editor' ? contextLabel(q.message.source as any) : q.text;
+      const t = el('span', 'queue-text', q.message.source.kind === 'editor' ? contextLabel(q.message.source as any) : q.text);
       t.title = q.text;
-      const other: Target = q.target === 'next-turn' ? 'next-step' : 'next-turn';
-      const acts = el('span', 'queue-actions');
-      li.append(t, acts);
-      acts.append(
-        button('↑', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: Math.max(0, pos - 1) }), 'icon', 'Move up'),
-        button('↓', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: pos + 1 }), 'icon', 'Move down'),
-        button(other === 'next-step' ? '→ step' : '→ turn', () => post({ type: 'inboxMove', messageId: q.message.id, target: other }), 'icon',
-          other === 'next-step' ? 'Move to the next step of the running turn' : 'Make it a prompt of its own turn'),
-        button('Edit', () => { editing = q.message.id; renderQueue(); }, 'icon', 'Edit in place'),
-        button('✕', () => post({ type: 'inboxRemove', messageId: q.message.id }), 'icon', 'Delete'));
-    }
-    // The editor context that travels with this item (kept when its text is edited).
-    if (q.context.length) {
-      const cs = el('div', 'queue-context');
-      cs.setAttribute('aria-label', 'attached context');
-      for (const c of q.context) {
-        const src = c.source as { uri?: string; range?: Range };
-        const chip = el('span', 'chip context');
-        chip.append(button(contextLabel(c.source as any), () => { if (src.uri) post({ type: 'openFile', uri: src.uri, range: src.range }); }, 'chip-label', textOf(c.content)));
-        cs.append(chip);
+      li.append(t);
+      // The editor context that travels with this item (kept when its text is edited).
+      if (q.context.length) {
+        const cs = el('span', 'queue-context');
+        cs.setAttribute('aria-label', 'attached context');
+        for (const c of q.context) {
+          const src = c.source as { uri?: string; range?: any };
+          const chip = el('span', 'chip context');
+          chip.append(button(contextLabel(c.source as any), () => { if (src.uri) post({ type: 'openFile', uri: src.uri, range: src.range }); }, 'chip-label', `Open ${contextLabel(c.source as any)}`));
+          chip.title = textOf(c.content);
+          cs.append(chip);
+        }
+        li.append(cs);
       }
-      li.append(cs);
+      if (!model.readOnly) {
+        const other: Target = q.target === 'next-turn' ? 'next-step' : 'next-turn';
+        const acts = el('span', 'queue-actions');
+        acts.append(
+          button('↑', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: Math.max(0, pos - 1) }), 'icon', 'Move up'),
+          button('↓', () => post({ type: 'inboxMove', messageId: q.message.id, target: q.target, index: pos + 1 }), 'icon', 'Move down'),
+          button(other === 'next-step' ? '→ step' : '→ turn', () => post({ type: 'inboxMove', messageId: q.message.id, target: other }), 'icon',
+            other === 'next-step' ? 'Move to the next step of the running turn' : 'Make it a prompt of its own turn'),
+          button('Edit', () => { editing = q.message.id; renderQueue(true); }, 'icon', 'Edit'),
+          button('✕', () => post({ type: 'inboxRemove', messageId: q.message.id }), 'icon', 'Delete'));
+        li.append(acts);
+        li.draggable = true;
+        li.addEventListener('dragstart', (ev) => { ev.dataTransfer?.setData('application/x-dsh-queue', q.message.id); });
+        li.addEventListener('dragover', (ev) => { if (ev.dataTransfer?.types.includes('application/x-dsh-queue')) ev.preventDefault(); });
+        li.addEventListener('drop', (ev) => {
+          const id = ev.dataTransfer?.getData('application/x-dsh-queue');
+          if (!id) return;
+          ev.preventDefault();
+          ev.stopPropagation();
+          if (id !== q.message.id) post({ type: 'inboxMove', messageId: id, target: q.target, index: pos });
+        });
+      }
     }
     ul.append(li);
   }
@@ -417,7 +610,7 @@ function renderQueue(): void {
 }
 
 /** When an item was queued, and whether it waits for Run queue (a non-waking send). */
-function queueTooltip(m: { queuedAt?: number; wakeup?: boolean; target?: string }): string {
+function queueTooltip(m: { queuedAt?: number; wakeup?: boolean }): string {
   const parts: string[] = [];
   if (typeof m.queuedAt === 'number') parts.push(`queued at ${new Date(m.queuedAt).toLocaleTimeString()}`);
   if (m.wakeup === false) parts.push('waits for Run queue or the next prompt');
@@ -427,26 +620,24 @@ function queueTooltip(m: { queuedAt?: number; wakeup?: boolean; target?: string 
 function renderControls(): void {
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
-  stopBtn.hidden = !running;
-  clearBtn.hidden = !running && !pending;
+  const ro = model.readOnly;
+  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}`;
+  if (shown.status === key) return;
+  shown.status = key;
+  stopBtn.hidden = ro || !running;
+  clearBtn.hidden = ro || (!running && !pending);
   clearBtn.textContent = running ? 'Stop and clear' : 'Clear queue';
-  runQueueBtn.hidden = running || !pending;
+  runQueueBtn.hidden = ro || running || !pending;
   const shutdown = model.lastTurnEnd?.kind === 'aborted' && model.lastTurnEnd.cause === 'shutdown' || model.lastTurnEnd?.kind === 'interrupted';
-  continueBtn.hidden = running || pending || !shutdown;
+  continueBtn.hidden = ro || running || pending || !shutdown;
   controls.hidden = stopBtn.hidden && clearBtn.hidden && runQueueBtn.hidden && continueBtn.hidden;
   sendBtn.textContent = running ? 'Queue' : 'Send';
-  sendBtn.setAttribute('aria-label', 'Send');
-  input.disabled = model.readOnly;
+  // Read-only: nothing that drives the session is shown; one line says why, with what can be done.
+  readOnlyBar.hidden = !ro;
+  takeOverBtn.hidden = !connection.takeOver;
+  composer.hidden = ro;
 }
 
-function renderChips(): void {
-  chipsEl.replaceChildren(...chips.map((c, i) => {
-    const s = el('span', 'chip');
-    const label = button(`${c.label}`, () => post({ type: 'openFile', uri: c.uri, range: c.range }), 'chip-label', c.uri);
-    s.append(label, button('✕', () => { chips.splice(i, 1); renderChips(); }, 'icon', 'Remove'));
-    return s;
-  }));
-}
-
+renderChips();
 render();
 post({ type: 'ready' });

@@ -64,6 +64,11 @@ export class DshClient {
   detach(sessionId: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/detach', { sessionId });
   }
+  /** Asks the process that drives `sessionId` to let go, so this connection drives it (daemons with
+   *  `takeOver`): `{}`, then the usual `session/lease {readOnly: false}` event once it does. */
+  takeOver(sessionId: string): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/takeOver', { sessionId });
+  }
   renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/rename', { sessionId, title });
   }

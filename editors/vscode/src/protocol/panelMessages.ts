@@ -1,30 +1,68 @@
 // Messages between the extension host and the chat webview (both directions). No vscode import.
 import type { Action, SessionModel } from './reducer';
-import type { PermissionOutcome, Range, Target } from './types';
+import type { PermissionOutcome, Range, Target, TranscriptPage } from './types';
 
-export interface Chip { kind: 'selection' | 'file'; uri: string; range?: Range; label: string }
+/** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
+export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
+
+/** A row of the @ picker: what is offered, and the chip(s) it becomes. */
+export interface MentionItem { kind: 'selection' | 'problems' | 'editor' | 'file'; label: string; detail?: string; chips: Chip[] }
+
+/** What a person can do about an error shown in the panel (each is a WebviewToHost message). */
+export type PanelAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';
 
 export type HostToWebview =
   | { type: 'snapshot'; model: SessionModel; connection: ConnectionState }
   | { type: 'actions'; actions: Action[] }
   | { type: 'connection'; connection: ConnectionState }
+  /** A `dsh/session/transcript` page the webview asked for (`history`); not part of the model. */
+  | { type: 'history'; sessionId: string; beforeTurn: number; limit: number; page: TranscriptPage | null }
   | { type: 'chip'; chip: Chip }
-  | { type: 'focusComposer' };
+  | { type: 'chips'; chips: Chip[] }
+  | { type: 'focusComposer' }
+  /** The outcome of a `send`: a failed one gives its text back to the composer. */
+  | { type: 'sendResult'; id: number; ok: boolean; error?: string; actions?: PanelAction[] }
+  | { type: 'mentions'; id: number; items: MentionItem[] }
+  /** Something the person asked for failed: said under the composer. */
+  | { type: 'error'; message: string; actions?: PanelAction[] };
 
-export interface ConnectionState { state: 'starting' | 'ready' | 'stopped' | 'error'; message?: string; hasKey?: boolean }
+export interface ConnectionState {
+  state: 'starting' | 'ready' | 'stopped' | 'error';
+  /** One short sentence for a person (never a stack, an id or a pid). */
+  message?: string;
+  /** A second line: what was tried (e.g. the command). */
+  detail?: string;
+  /** `notFound`: no dsh-daemon was found (the panel offers to install it). */
+  kind?: 'notFound' | 'startFailed';
+  hasKey?: boolean;
+  /** No key is stored and the configured endpoint needs one: Set API key is offered. */
+  needsKey?: boolean;
+  /** The daemon can make another window let go of a session (`experimental.dsh.takeOver`). */
+  takeOver?: boolean;
+}
 
 export type WebviewToHost =
   | { type: 'ready' }
-  | { type: 'send'; text: string; chips: Chip[]; mode: 'followup' | 'steer' }
+  | { type: 'send'; id?: number; text: string; chips: Chip[]; mode: 'followup' | 'steer' }
   | { type: 'cancel'; keepInbox: boolean }
   | { type: 'wake' }
   | { type: 'continue' }
+  /** Sends `text` (the failed turn's prompt) again. */
+  | { type: 'retry'; text: string }
+  | { type: 'history'; beforeTurn: number; limit: number }
   | { type: 'loadOlder' }
   | { type: 'newSession' }
   | { type: 'switchSession' }
+  | { type: 'takeOver' }
   | { type: 'setApiKey' }
+  | { type: 'showLog' }
+  | { type: 'openSettings' }
+  | { type: 'installDaemon' }
+  | { type: 'restartDaemon' }
   | { type: 'addSelection' }
   | { type: 'addFile' }
+  | { type: 'mentions'; id: number; query: string }
+  | { type: 'dropUris'; uris: string[] }
   | { type: 'inboxRemove'; messageId: string }
   | { type: 'inboxReplace'; messageId: string; text: string }
   | { type: 'inboxMove'; messageId: string; target: Target; index?: number }
@@ -32,4 +70,7 @@ export type WebviewToHost =
   | { type: 'viewDiff'; callId: string }
   | { type: 'openFile'; uri: string; range?: Range }
   | { type: 'copy'; text: string }
-  | { type: 'insert'; text: string };
+  | { type: 'insert'; text: string }
+  /** A code block proposed for a file: shown as a diff first, applied when the person accepts. */
+  | { type: 'apply'; text: string; lang: string; path?: string }
+  | { type: 'newFile'; text: string; lang: string };

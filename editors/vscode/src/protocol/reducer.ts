@@ -1,5 +1,12 @@
-// A pure reducer from daemon events (and a few local actions) to the model a chat panel renders.
-// Shared by the extension host, the webview and the tests. The model is plain JSON.
+// A reducer from daemon events (and a few local actions) to the model a chat panel renders. Shared by
+// the extension host, the webview and the tests. The model is plain JSON.
+//
+// Cost does not grow with the session: an action changes items in place (an updated item is a new
+// object with a new rev, put at its old position; a new one is pushed), so a streamed delta costs the
+// same with 20 items or 20,000. The model a reduce returns is a new shell, but it shares `items`,
+// `index`, `via` and `turnUsage` with the version it came from: only the newest version may be read
+// (every caller replaces its model with the result). Items are in turn order (every item has the
+// turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
   AnyEvent, AttachResult, EditMeta, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, TranscriptPage,
   TranscriptTurn, TurnEndReason, Usage, UserMessage,
@@ -8,7 +15,10 @@ import { textOf } from './types';
 
 export type Via = 'followup' | 'steer' | 'inject' | 'context';
 
-export interface UserItem { id: string; kind: 'user'; rev: number; message: UserMessage }
+/** How a prompt reached the turn, when it did not simply start it: sent as a steer (or injected) into a
+ *  running turn, or queued behind one (or parked) before it ran. */
+export type PromptTag = 'steer' | 'inject' | 'queued';
+export interface UserItem { id: string; kind: 'user'; rev: number; turn: number; message: UserMessage; tags?: PromptTag[] }
 export interface AssistantItem {
   id: string; kind: 'assistant'; rev: number; turn: number; step: number;
   /** Text/reasoning confirmed by durable chunks (or the final message). */
@@ -19,16 +29,31 @@ export interface AssistantItem {
    *  offsets; normally the durable length (a larger value: deltas after a gap a chunk will fill). */
   liveTextAt?: number; liveReasoningAt?: number;
   done: boolean; interrupted: boolean;
+  /** Model requests of this step that failed and were retried (the step's text restarts with each). */
+  retry?: RetryState;
 }
+/** The latest `llm/retry` of a step: `waiting` until the step streams again (`recovered`) or the turn
+ *  ends in an error (`failed`, told by the turn's error block). */
+export interface RetryState { retry: number; delayMs: number; code: string; message: string; status?: number; state: 'waiting' | 'recovered' | 'failed' }
+/** A step's retries before any of its text arrived: one line, updated in place. */
+export interface RetryItem { id: string; kind: 'retry'; rev: number; turn: number; step: number; retry: RetryState }
 export type ToolStatus = 'pending' | 'awaiting-permission' | 'running' | 'ok' | 'error';
 export interface ToolItem {
   id: string; kind: 'tool'; rev: number; turn: number; step: number; callId: string; name: string;
   args: unknown; status: ToolStatus; output: string; result: string; error?: ToolError; meta?: EditMeta;
   synthetic?: boolean;
 }
-export interface TurnEndItem { id: string; kind: 'turnEnd'; rev: number; turn: number; reason: TurnEndReason; usage?: Usage }
-export interface NoticeItem { id: string; kind: 'notice'; rev: number; level: 'info' | 'warning' | 'error'; text: string }
-export type Item = UserItem | AssistantItem | ToolItem | TurnEndItem | NoticeItem;
+export interface TurnEndItem {
+  id: string; kind: 'turnEnd'; rev: number; turn: number; reason: TurnEndReason; usage?: Usage;
+  /** How many times the failing step was retried before the turn gave up. */
+  retries?: number;
+}
+export interface NoticeItem {
+  id: string; kind: 'notice'; rev: number; turn: number; level: 'info' | 'warning' | 'error'; text: string; code?: string;
+  /** Told again by the turn's own error block: not shown on its own. */
+  folded?: boolean;
+}
+export type Item = UserItem | AssistantItem | ToolItem | TurnEndItem | NoticeItem | RetryItem;
 
 export interface SessionModel {
   sessionId: string | null;
@@ -55,6 +80,10 @@ export interface SessionModel {
   olderBefore: number | null;
   /** The last step's input tokens and the model's context window (`context/usage`). */
   context?: { used: number; window: number | null };
+  /** Pending items as they were when a turn claimed them (removed when their user/message comes),
+   *  and ids queued while a turn ran: what tags a prompt in the transcript. Shared like `index`. */
+  claims: Record<string, { verb?: string; target: string; queued: boolean }>;
+  queuedIds: Record<string, true>;
   rev: number;
 }
 
@@ -69,12 +98,16 @@ export type Action =
   /** The pending items as `dsh/inbox/list` gave them (a read-only view, or one that just became writable). */
   | { kind: 'inbox'; inbox: Inbox }
   | { kind: 'permission'; request: PermissionRequest }
-  | { kind: 'permissionDone'; callId: string };
+  | { kind: 'permissionDone'; callId: string }
+  /** Drops the items of turns before `beforeTurn` (the model keeps a bounded number of turns; older
+   *  ones are read again with `dsh/session/transcript` when a person scrolls back to them). */
+  | { kind: 'trim'; beforeTurn: number };
 
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
     sessionId, lastSeq: -1, status: 'idle', readOnly: false, items: [], index: {},
-    inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, olderBefore: null, rev: 0,
+    inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, olderBefore: null,
+    claims: {}, queuedIds: {}, rev: 0,
   };
 }
 
@@ -86,6 +119,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       return { ...emptyModel(action.sessionId), rev: model.rev + 1 };
     case 'attached': {
       const r = action.result;
+      // What waits while a turn runs was queued behind it.
+      if (r.status === 'running') for (const it of [...r.inbox.nextTurn, ...r.inbox.nextStep]) model.queuedIds[it.id] = true;
       return {
         ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
         title: typeof r.title === 'string' ? r.title || undefined : model.title,
@@ -97,7 +132,10 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
     case 'inbox':
       return { ...model, inbox: action.inbox, rev: model.rev + 1 };
     case 'sent':
-      return { ...model, via: { ...model.via, [action.messageId]: action.via }, rev: model.rev + 1 };
+      model.via[action.messageId] = action.via;
+      return { ...model, rev: model.rev + 1 };
+    case 'trim':
+      return trim(model, action.beforeTurn);
     case 'permission': {
       if (model.sessionId !== null && action.request.sessionId !== model.sessionId) return model; // another session's
       const m = { ...model, permissions: [...model.permissions.filter((p) => p.callId !== action.request.callId), action.request], rev: model.rev + 1 };
@@ -130,7 +168,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'agent/status':
       return { ...model, status: ev.data.status };
     case 'turn/start':
-      return { ...model, status: 'running', currentTurn: ev.data.turn };
+      return { ...model, status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined };
     case 'context/usage':
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
     case 'session/lease':
@@ -138,15 +176,37 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
     case 'agent/inbox/spliced': {
-      const d = ev.data as { target: string; start: number; inserted: InboxItem[]; removedCount?: number };
+      const d = ev.data as { target: string; start: number; inserted: InboxItem[]; removedCount?: number; outcome?: string };
       const key = d.target === 'next-step' ? 'nextStep' : 'nextTurn';
       const list = [...model.inbox[key]];
-      list.splice(d.start, d.removedCount ?? 0, ...d.inserted);
+      const removed = list.splice(d.start, d.removedCount ?? 0, ...d.inserted);
+      if (!d.outcome) {
+        // Claimed by a turn: remember how each was sent, to tag it when it enters the transcript.
+        for (const it of removed) {
+          model.claims[it.id] = { verb: typeof it.verb === 'string' ? it.verb : undefined, target: d.target, queued: !!model.queuedIds[it.id] || it.wakeup === false };
+          delete model.queuedIds[it.id];
+        }
+      } else if (d.outcome !== 'moved' && d.outcome !== 'replaced') {
+        for (const it of removed) delete model.queuedIds[it.id];
+      }
+      // A prompt inserted while a turn runs waits for it: "queued" once it runs.
+      if (model.status === 'running') {
+        for (const it of d.inserted) model.queuedIds[it.id] = true;
+      }
       return { ...model, inbox: { ...model.inbox, [key]: list } };
     }
     case 'user/message': {
       const msg = ev.data as UserMessage;
-      return upsert(model, { id: 'u:' + msg.id, kind: 'user', rev: 0, message: msg });
+      const claim = model.claims[msg.id];
+      delete model.claims[msg.id];
+      const tags = promptTags(msg, claim);
+      return upsert(model, { id: 'u:' + msg.id, kind: 'user', rev: 0, turn: model.currentTurn, message: msg, ...(tags.length ? { tags } : {}) });
+    }
+    case 'llm/request': {
+      // A retried request streams its step from the start again: the failed attempt's text goes.
+      if (!(ev.data.attempt > 1)) return model;
+      return updateItem(model, `a:${ev.data.turn}:${ev.data.step}`, (it) => it.kind === 'assistant' && !it.done
+        ? { ...it, text: '', reasoning: '', liveText: '', liveReasoning: '', liveTextAt: undefined, liveReasoningAt: undefined } : it);
     }
     case 'assistant/delta':
       return applyDelta(model, ev.data.turn, ev.data.step, ev.data.delta as StreamDelta, true,
@@ -161,11 +221,14 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const id = `a:${ev.data.turn}:${ev.data.step}`;
       const text = textOf(msg.content, 'text');
       const reasoning = textOf(msg.content, 'reasoning');
-      const existing = indexOf(model, id) !== undefined;
-      if (!existing && !text && !reasoning) return model; // a pure tool-call message: the cards show it
-      return upsert(model, {
+      const at = indexOf(model, id);
+      const prev = at === undefined ? undefined : model.items[at];
+      const m = recovered(model, `r:${ev.data.turn}:${ev.data.step}`);
+      if (at === undefined && !text && !reasoning) return m; // a pure tool-call message: the cards show it
+      const retry = prev?.kind === 'assistant' && prev.retry ? { ...prev.retry, state: prev.retry.state === 'waiting' ? 'recovered' as const : prev.retry.state } : undefined;
+      return upsert(m, {
         id, kind: 'assistant', rev: 0, turn: ev.data.turn, step: ev.data.step, text, reasoning,
-        liveText: '', liveReasoning: '', done: true, interrupted: !!ev.data.interrupted,
+        liveText: '', liveReasoning: '', done: true, interrupted: !!ev.data.interrupted, ...(retry ? { retry } : {}),
       });
     }
     case 'tool/call': {
@@ -202,21 +265,31 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return model;
     case 'turn/end': {
       const turn = ev.data.turn as number;
+      const reason = ev.data.reason as TurnEndReason;
       // Streams still open at the end of a turn are closed (their text stays as it is).
-      let m: SessionModel = { ...model, status: 'idle', lastTurnEnd: ev.data.reason, permissions: [] };
-      m = closeOpen(m, turn);
-      return upsert(m, { id: 'e:' + turn, kind: 'turnEnd', rev: 0, turn, reason: ev.data.reason, usage: m.turnUsage[turn] });
+      let m: SessionModel = { ...model, status: 'idle', lastTurnEnd: reason, permissions: [] };
+      const retries = closeOpen(m, turn, reason.kind === 'error');
+      // One error block per failure: the turn's own `agent/error` notice is told by the footer.
+      if (reason.kind === 'error') m = updateItem(m, 'x:' + turn, (it) => it.kind === 'notice' ? { ...it, folded: true } : it);
+      return upsert(m, { id: 'e:' + turn, kind: 'turnEnd', rev: 0, turn, reason, usage: m.turnUsage[turn], ...(retries ? { retries } : {}) });
     }
-    case 'llm/retry':
+    case 'llm/retry': {
+      const d = ev.data;
+      if (d.purpose) return model; // a compaction's summary request: not a step of the transcript
+      const retry: RetryState = { retry: d.retry, delayMs: d.delayMs, code: d.error?.code ?? 'UNKNOWN', message: d.error?.message ?? '', status: d.error?.status, state: 'waiting' };
+      const aid = `a:${d.turn}:${d.step}`;
+      // Where the retry happens: on the step's answer when some of it had streamed, else one line
+      // (the answer then streams below it).
+      if (indexOf(model, aid) !== undefined) return updateItem(model, aid, (it) => it.kind === 'assistant' ? { ...it, retry } : it);
+      return upsert(model, { id: `r:${d.turn}:${d.step}`, kind: 'retry', rev: 0, turn: d.turn, step: d.step, retry });
+    }
+    case 'agent/error': {
+      const turn = typeof ev.data.turn === 'number' ? ev.data.turn : model.currentTurn;
       return upsert(model, {
-        id: `r:${ev.data.turn}:${ev.data.step}:${ev.data.retry}`, kind: 'notice', rev: 0, level: 'warning',
-        text: `Retrying (${ev.data.retry}) in ${Math.round(ev.data.delayMs / 100) / 10} s: ${ev.data.error.code} ${ev.data.error.message}`,
+        id: 'x:' + turn, kind: 'notice', rev: 0, turn, level: 'error', code: ev.data.error.code,
+        text: ev.data.error.message || ev.data.error.code,
       });
-    case 'agent/error':
-      return upsert(model, {
-        id: `x:${ev.data.turn ?? 0}:${ev.data.error.code}`, kind: 'notice', rev: 0, level: 'error',
-        text: `${ev.data.error.code}: ${ev.data.error.message}`,
-      });
+    }
     default:
       return model; // step/*, llm/request, request/header, live inbox events, unknown types
   }
@@ -224,13 +297,16 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
 
 /** Items of transcript turns (oldest first), with the ids the event path gives the same things, so
  *  the live events after the page update them in place. */
-function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
+export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
   const out: Item[] = [];
   for (const t of turns) {
     for (const it of t.items) {
       if (it.type === 'message') {
         const text = it.truncated ? `${it.text}\n… (${it.length ?? '?'} characters in all)` : it.text;
-        out.push({ id: 'u:' + it.id, kind: 'user', rev, message: { id: it.id, role: 'user', content: [{ type: 'text', text }], source: it.source } });
+        // A person's prompt entered after the turn's first step came in as a steer (the page does not
+        // say how the others were sent).
+        const tags: PromptTag[] = it.step > 1 && it.source?.kind === 'user' ? ['steer'] : [];
+        out.push({ id: 'u:' + it.id, kind: 'user', rev, turn: t.turn, message: { id: it.id, role: 'user', content: [{ type: 'text', text }], source: it.source }, ...(tags.length ? { tags } : {}) });
       } else if (it.type === 'assistant') {
         if (!it.text && !it.reasoning && !it.partial) continue; // a pure tool-call message: the cards show it
         out.push({
@@ -279,10 +355,12 @@ function applyDelta(model: SessionModel, turn: number, step: number, d: StreamDe
   const id = `a:${turn}:${step}`;
   let m = model;
   if (indexOf(m, id) === undefined) {
+    m = recovered(m, `r:${turn}:${step}`);
     m = upsert(m, { id, kind: 'assistant', rev: 0, turn, step, text: '', reasoning: '', liveText: '', liveReasoning: '', done: false, interrupted: false });
   }
   return updateItem(m, id, (it) => {
     if (it.kind !== 'assistant' || it.done) return it;
+    if (it.retry?.state === 'waiting') it = { ...it, retry: { ...it.retry, state: 'recovered' } };
     const isText = d.type === 'text';
     const durable = isText ? it.text : it.reasoning;
     const liveTail = isText ? it.liveText : it.liveReasoning;
@@ -334,17 +412,57 @@ function dropOverlap(chunk: string, live: string): string {
   return live;
 }
 
-function closeOpen(model: SessionModel, turn: number): SessionModel {
-  let m = model;
-  for (const it of model.items) {
-    if (it.kind === 'assistant' && it.turn === turn && !it.done) {
-      m = updateItem(m, it.id, (x) => x.kind === 'assistant' ? { ...x, text: x.text + x.liveText, reasoning: x.reasoning + x.liveReasoning, liveText: '', liveReasoning: '', liveTextAt: undefined, liveReasoningAt: undefined, done: true } : x);
+/** Closes what is still open in `turn` (in place; the turn's items are at the end). Returns how many
+ *  times its last retried step was retried, when the turn `failed`. */
+function closeOpen(model: SessionModel, turn: number, failed: boolean): number {
+  let retries = 0;
+  for (let i = model.items.length - 1; i >= 0; i--) {
+    const it = model.items[i];
+    if (it.turn < turn) break;
+    if (it.turn !== turn) continue;
+    let next: Item = it;
+    if (it.kind === 'assistant' && !it.done) {
+      next = { ...it, text: it.text + it.liveText, reasoning: it.reasoning + it.liveReasoning, liveText: '', liveReasoning: '', liveTextAt: undefined, liveReasoningAt: undefined, done: true };
     }
-    if (it.kind === 'tool' && it.turn === turn && (it.status === 'running' || it.status === 'pending' || it.status === 'awaiting-permission')) {
-      m = updateItem(m, it.id, (x) => x.kind === 'tool' ? { ...x, status: 'error' } : x);
+    if (it.kind === 'tool' && (it.status === 'running' || it.status === 'pending' || it.status === 'awaiting-permission')) {
+      next = { ...it, status: 'error' };
     }
+    const retry = (next.kind === 'assistant' || next.kind === 'retry') ? next.retry : undefined;
+    if (retry?.state === 'waiting') {
+      if (failed) retries ||= retry.retry;
+      next = { ...next, retry: { ...retry, state: failed ? 'failed' : 'recovered' } } as Item;
+    }
+    if (next !== it) model.items[i] = { ...next, rev: model.rev };
   }
-  return m;
+  return retries;
+}
+
+/** A step's retry line once the step streams again. */
+function recovered(model: SessionModel, id: string): SessionModel {
+  return updateItem(model, id, (it) => it.kind === 'retry' && it.retry.state === 'waiting' ? { ...it, retry: { ...it.retry, state: 'recovered' } } : it);
+}
+
+/** The tags of a prompt that entered the transcript, from how its pending item was sent. */
+function promptTags(msg: UserMessage, claim: SessionModel['claims'][string] | undefined): PromptTag[] {
+  if (!claim || msg.source?.kind !== 'user') return [];
+  const tags: PromptTag[] = [];
+  const verb = claim.verb ?? (claim.target === 'next-step' ? 'steer' : undefined);
+  if (verb === 'steer') tags.push('steer');
+  else if (verb === 'inject') tags.push('inject');
+  else if (claim.queued) tags.push('queued');
+  return tags;
+}
+
+function trim(model: SessionModel, beforeTurn: number): SessionModel {
+  let k = 0;
+  while (k < model.items.length && model.items[k].turn < beforeTurn) k++;
+  if (k === 0) return model;
+  const items = model.items.slice(k);
+  const index: Record<string, number> = {};
+  items.forEach((it, i) => { index[it.id] = i; });
+  const turnUsage: Record<number, Usage> = {};
+  for (const [t, u] of Object.entries(model.turnUsage)) if (Number(t) >= beforeTurn) turnUsage[Number(t)] = u;
+  return { ...model, items, index, turnUsage, olderBefore: beforeTurn, rev: model.rev + 1 };
 }
 
 export function indexOf(model: SessionModel, id: string): number | undefined {
@@ -352,27 +470,26 @@ export function indexOf(model: SessionModel, id: string): number | undefined {
   return at !== undefined && at < model.items.length && model.items[at].id === id ? at : undefined;
 }
 
+/** Puts `item` at its position (a new one at the end), in place. */
 function upsert(model: SessionModel, item: Item): SessionModel {
   const at = indexOf(model, item.id);
-  const items = [...model.items];
   if (at === undefined) {
-    items.push({ ...item, rev: model.rev });
-    model.index[item.id] = items.length - 1;
-    return { ...model, items };
+    model.items.push({ ...item, rev: model.rev });
+    model.index[item.id] = model.items.length - 1;
+  } else {
+    model.items[at] = { ...item, rev: model.rev };
   }
-  items[at] = { ...item, rev: model.rev };
-  return { ...model, items };
+  return model;
 }
 
+/** Replaces item `id` with `f(item)` in place (nothing when `f` returns it unchanged). */
 function updateItem(model: SessionModel, id: string, f: (it: Item) => Item): SessionModel {
   const at = indexOf(model, id);
   if (at === undefined) return model;
   const before = model.items[at];
   const after = f(before);
-  if (after === before) return model;
-  const items = [...model.items];
-  items[at] = { ...after, rev: model.rev };
-  return { ...model, items };
+  if (after !== before) model.items[at] = { ...after, rev: model.rev };
+  return model;
 }
 
 function parseArgs(a: unknown): unknown {

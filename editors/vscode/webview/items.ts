@@ -1,0 +1,293 @@
+// One transcript item as DOM. An assistant item is updated in place as it streams (its markdown
+// incrementally, see MarkdownView); the other kinds are small and are built again when they change.
+// Nothing here reads layout.
+import type { AssistantItem, Item, RetryState, ToolItem, TurnEndItem, UserItem } from '../src/protocol/reducer';
+import { assistantText } from '../src/protocol/reducer';
+import { textOf } from '../src/protocol/types';
+import { el } from './dom';
+import { MarkdownView } from './markdown';
+
+/** An item's DOM; `update` is given the item again when its rev changed. */
+export interface ItemView { node: HTMLElement; rev: number; update(it: Item): void }
+
+export function itemView(it: Item): ItemView {
+  if (it.kind === 'assistant') return new AssistantView(it);
+  let node = build(it);
+  const view: ItemView = {
+    node, rev: it.rev,
+    update(next) {
+      if (next.rev === view.rev) return;
+      view.rev = next.rev;
+      const fresh = build(next);
+      node.replaceWith(fresh);
+      node = fresh;
+      view.node = fresh;
+    },
+  };
+  return view;
+}
+
+function build(it: Item): HTMLElement {
+  const node = buildInner(it);
+  node.dataset.id = it.id;
+  return node;
+}
+
+function buildInner(it: Item): HTMLElement {
+  switch (it.kind) {
+    case 'user': return userNode(it);
+    case 'tool': return toolNode(it);
+    case 'turnEnd': return turnEndNode(it);
+    case 'retry': return retryLine(it.retry);
+    case 'notice': {
+      if (it.folded) { const d = el('div', 'folded'); d.hidden = true; return d; }
+      if (it.level === 'error') return errorBlock(noticeTitle(it.code), it.text, it.code, it.turn, it.code !== 'LEASE_LOST');
+      return el('div', `notice ${it.level}`, it.text);
+    }
+    case 'assistant': return el('div');
+  }
+}
+
+// ---- assistant ----------------------------------------------------------------------------------
+
+class AssistantView implements ItemView {
+  node = el('div', 'msg assistant');
+  rev = -1;
+  private md = new MarkdownView();
+  private reasoning: HTMLDetailsElement | undefined;
+  private reasoningBody: HTMLElement | undefined;
+  private reasoningText = '';
+  private retryEl: HTMLElement | undefined;
+  private retry: RetryState | undefined;
+  private interruptedEl: HTMLElement | undefined;
+
+  constructor(it: AssistantItem) {
+    this.node.dataset.id = it.id;
+    this.node.append(this.md.el);
+    this.update(it);
+  }
+
+  update(it: Item): void {
+    if (it.kind !== 'assistant' || it.rev === this.rev) return;
+    this.rev = it.rev;
+    const { text, reasoning } = assistantText(it);
+    this.node.classList.toggle('streaming', !it.done);
+    this.setRetry(it.retry);
+    this.setReasoning(reasoning, it.done);
+    this.md.update(text, it.done);
+    if (it.interrupted && !this.interruptedEl) {
+      this.interruptedEl = el('div', 'interrupted', '(interrupted)');
+      this.node.append(this.interruptedEl);
+    }
+  }
+
+  private setRetry(retry: RetryState | undefined): void {
+    if (retry === this.retry) return;
+    this.retry = retry;
+    const line = retry ? retryLine(retry) : undefined;
+    if (this.retryEl) this.retryEl.remove();
+    this.retryEl = line;
+    if (line) this.node.prepend(line);
+  }
+
+  /** Reasoning stays collapsed; its text is put in only while it is open. */
+  private setReasoning(reasoning: string, done: boolean): void {
+    this.reasoningText = reasoning;
+    if (!reasoning) return;
+    if (!this.reasoning) {
+      const det = el('details', 'reasoning');
+      const sum = el('summary');
+      const body = el('div', 'reasoning-text');
+      det.append(sum, body);
+      det.addEventListener('toggle', () => { if (det.open) body.textContent = this.reasoningText; else body.textContent = ''; });
+      this.reasoning = det;
+      this.reasoningBody = body;
+      this.node.insertBefore(det, this.md.el);
+    }
+    const summary = this.reasoning.firstElementChild as HTMLElement;
+    const label = done ? 'Reasoning' : 'Reasoning…';
+    if (summary.textContent !== label) summary.textContent = label;
+    if (this.reasoning.open && this.reasoningBody) this.reasoningBody.textContent = reasoning;
+  }
+}
+
+// ---- the others ---------------------------------------------------------------------------------
+
+const TAG_LABEL: Record<string, [string, string]> = {
+  steer: ['steer', 'Sent as a steer: it joined the running turn at its next step'],
+  inject: ['injected', 'Injected into the running turn at its next step'],
+  queued: ['queued', 'Waited in the queue until the turn before it ended'],
+};
+
+function userNode(it: UserItem): HTMLElement {
+  const msg = it.message;
+  const src = (msg.source ?? { kind: 'user' }) as { kind: string; plugin?: string; form?: string; contextKind?: string; uri?: string; range?: any };
+  const text = textOf(msg.content);
+  if (src.kind === 'editor') {
+    // Ambient editor state: one quiet line. Attached context: a chip that opens to its text.
+    const quiet = src.contextKind === 'snapshot';
+    const d = el('details', quiet ? 'quiet-line snapshot' : `context-chip ${src.contextKind ?? ''}`);
+    const sum = el('summary', undefined, quiet ? `editor state · ${fileName(src.uri)}` : contextLabel(src));
+    sum.title = quiet ? 'What the editor showed the model at this step' : 'Context sent with the prompt';
+    const pre = el('pre');
+    d.addEventListener('toggle', () => { pre.textContent = d.open ? text : ''; });
+    d.append(sum, pre);
+    return d;
+  }
+  if (src.kind === 'user') {
+    const d = el('div', 'msg user');
+    for (const tag of it.tags ?? []) {
+      const [label, title] = TAG_LABEL[tag] ?? [tag, ''];
+      const b = el('span', `tag ${tag}`, label);
+      b.title = title;
+      d.append(b);
+    }
+    d.append(el('span', 'user-text', text));
+    return d;
+  }
+  if (src.kind === 'plugin' && src.form === 'notice') {
+    // What the daemon tells the model (e.g. a file changed since it was read): for the model, not an
+    // alarm for the person; one quiet line that opens to the text.
+    const d = el('details', 'quiet-line model-note');
+    const sum = el('summary', undefined, 'note to the model');
+    const pre = el('pre');
+    d.addEventListener('toggle', () => { pre.textContent = d.open ? text : ''; });
+    d.append(sum, pre);
+    return d;
+  }
+  return el('div', 'notice info', `${src.plugin ?? src.kind}: ${text}`);
+}
+
+function fileName(uri: string | undefined): string {
+  return uri ? decodeURIComponent(uri.split('/').pop() ?? '') : '';
+}
+
+export function contextLabel(src: { uri?: string; contextKind?: string; range?: { start: { line: number }; end: { line: number; character: number } } }): string {
+  const name = fileName(src.uri);
+  const kind = src.contextKind ?? 'context';
+  const r = src.range;
+  const lines = r ? `:${r.start.line + 1}-${r.end.character === 0 && r.end.line > r.start.line ? r.end.line : r.end.line + 1}` : '';
+  return `${kind} ${name}${lines}`;
+}
+
+function toolNode(it: ToolItem): HTMLElement {
+  const d = el('div', `tool ${it.status}`);
+  const head = el('div', 'tool-head');
+  const badge = el('span', 'badge', { pending: 'pending', 'awaiting-permission': 'awaiting permission', running: 'running', ok: 'ok', error: 'error' }[it.status]);
+  head.append(badge, el('span', 'tool-name', it.name), el('span', 'tool-summary', toolSummary(it.args)));
+  d.append(head);
+  // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
+  const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
+  if (tail) d.append(el('pre', 'output', tail.trimEnd().split('\n').slice(-12).join('\n')));
+  if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
+  if (it.result && it.status !== 'running') {
+    const det = el('details', 'result');
+    const sum = el('summary', undefined, it.error ? friendlyToolError(it.error.code) : 'result');
+    const pre = el('pre');
+    const full = it.result.length > 4000 ? it.result.slice(0, 4000) + '\n…' : it.result;
+    det.addEventListener('toggle', () => { pre.textContent = det.open ? full : ''; });
+    det.append(sum, pre);
+    d.append(det);
+  }
+  return d;
+}
+
+function friendlyToolError(code: string): string {
+  const known: Record<string, string> = {
+    REJECTED: 'rejected', EDIT_CONFLICT: 'the file changed: not applied', OUTSIDE_WORKSPACE: 'outside the workspace',
+    NOT_FOUND_IN_FILE: 'text not found in the file', TOOL_NOT_STARTED: 'not started', TOOL_OUTCOME_UNKNOWN: 'outcome unknown',
+    ABORTED_BEFORE_DISPATCH: 'stopped before it ran',
+  };
+  return known[code] ?? code;
+}
+
+export function toolSummary(args: unknown): string {
+  if (!args || typeof args !== 'object') return String(args ?? '');
+  const a = args as Record<string, unknown>;
+  return String(a.command ?? a.path ?? a.pattern ?? a.glob ?? '').slice(0, 120);
+}
+
+export function diffBlock(diff: string): HTMLElement {
+  const pre = el('pre', 'diff');
+  for (const line of diff.split('\n')) {
+    const cls = line.startsWith('+') && !line.startsWith('+++') ? 'add' : line.startsWith('-') && !line.startsWith('---') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
+    pre.append(el('span', cls, line + '\n'));
+  }
+  return pre;
+}
+
+function retryLine(r: RetryState): HTMLElement {
+  const d = el('div', `retry-line ${r.state}`);
+  d.hidden = r.state === 'failed'; // the turn's error block says how many times it was retried
+  const why = r.status ? `${friendlyCode(r.code)} ${r.status}` : friendlyCode(r.code);
+  d.textContent = r.state === 'waiting'
+    ? `↻ Retrying ${r.retry}/5 in ${seconds(r.delayMs)}… (${why})`
+    : `↻ Recovered after ${r.retry} ${r.retry === 1 ? 'retry' : 'retries'} (${why})`;
+  d.title = r.message;
+  return d;
+}
+
+function seconds(ms: number): string {
+  return ms < 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
+/** What a provider error code means, for a person. */
+export function friendlyCode(code: string): string {
+  const known: Record<string, string> = {
+    AUTH: 'the API key was refused', QUOTA: 'the provider quota is used up', RATE_LIMIT: 'rate limited',
+    SERVER: 'server error', TIMEOUT: 'timed out', TRANSPORT: 'could not reach the provider', STREAM_CLOSED: 'the stream broke off',
+    MALFORMED_RESPONSE: 'an unreadable reply', EMPTY_RESPONSE: 'an empty reply', CONTENT_FILTER: 'blocked by the content filter',
+    INVALID_REQUEST: 'the provider refused the request', CONTEXT_WINDOW_EXCEEDED: "the conversation no longer fits the model's context window",
+    INSUFFICIENT_SYSTEM_RESOURCE: 'the provider is overloaded', CONFIG: 'not configured', LEASE_LOST: 'another window took this session over',
+  };
+  return known[code] ?? (/^HTTP_\d+$/.test(code) ? `HTTP ${code.slice(5)}` : code.toLowerCase().replace(/_/g, ' '));
+}
+
+function noticeTitle(code: string | undefined): string {
+  if (code === 'LEASE_LOST') return 'Another window took this session over';
+  return code ? `Error: ${friendlyCode(code)}` : 'Error';
+}
+
+function turnEndNode(it: TurnEndItem): HTMLElement {
+  const r = it.reason;
+  if (r.kind === 'error') {
+    const code = r.error?.code ?? 'UNKNOWN';
+    const title = `The turn failed: ${friendlyCode(code)}${it.retries ? ` (after ${it.retries} ${it.retries === 1 ? 'retry' : 'retries'})` : ''}`;
+    return errorBlock(title, r.error?.message ?? '', code, it.turn, true, it.usage ? usageText(it) : '');
+  }
+  const d = el('div', `footer ${r.kind}`);
+  const parts: string[] = [];
+  parts.push(r.kind === 'completed' ? '✓ completed'
+    : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
+      : r.kind === 'max-tokens' ? '• stopped at the token limit'
+        : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)' : `• ${r.kind}`);
+  if (it.usage) parts.push(usageText(it));
+  d.textContent = parts.join(' · ');
+  return d;
+}
+
+function usageText(it: TurnEndItem): string {
+  const u = it.usage!;
+  const cost = u.costUsd;
+  const money = typeof cost === 'number' ? ` · ${cost === 0 ? '$0' : cost < 0.01 ? `$${cost.toPrecision(2)}` : `$${cost.toFixed(2)}`}` : '';
+  return `${u.inputTokens} in · ${u.outputTokens} out tokens${money}`;
+}
+
+/** One block per failure: what failed, the daemon's words, and what the person can do about it
+ *  (Retry sends the failed turn's prompt again). */
+function errorBlock(title: string, message: string, code: string | undefined, turn: number, retry: boolean, usage = ''): HTMLElement {
+  const d = el('div', 'error-block');
+  d.dataset.turn = String(turn);
+  d.append(el('div', 'error-title', `✗ ${title}`));
+  if (message) d.append(el('div', 'error-message', message));
+  {
+    const row = el('div', 'row error-actions');
+    const act = (name: string, text: string) => { const b = el('button', name === 'retry' ? 'primary' : 'ghost', text); b.type = 'button'; b.dataset.act = name; return b; };
+    if (retry) row.append(act('retry', 'Retry'));
+    if (code === 'AUTH' || code === 'CONFIG') row.append(act('setApiKey', 'Set API key'));
+    row.append(act('showLog', 'Show log'));
+    d.append(row);
+  }
+  if (usage) d.append(el('div', 'error-usage', usage));
+  return d;
+}
