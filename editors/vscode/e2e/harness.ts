@@ -40,7 +40,7 @@ export class CodeServer {
   readonly shots = process.env.DSH_E2E_SHOTS ?? mkdtempSync(join(tmpdir(), 'dsh-e2e-shots-'));
   fake = new FakeProvider();
   page!: Page;
-  private browser: Browser | undefined;
+  browser: Browser | undefined;
   private server: ChildProcess | undefined;
   private port = 0;
   private shotNo = 0;

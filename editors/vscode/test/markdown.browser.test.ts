@@ -108,10 +108,10 @@ describe.skipIf(!haveBrowser)('markdown in the chat webview', () => {
       await w.frame();
       if (i === 24) {
         // Mark the blocks that are done so far: they must be the very same nodes at the end.
-        marked.push(...await page().evaluate(() => [...document.querySelectorAll('.msg.assistant .md > *')].slice(0, -1).map((e, k) => { (e as any).__mark = k; return e.textContent ?? ''; })));
+        marked.push(...await page().evaluate(() => [...document.querySelectorAll('.msg.assistant .md .md-chunk > *')].map((e, k) => { (e as any).__mark = k; return e.textContent ?? ''; })));
       }
     }
-    const kept = await page().evaluate(() => [...document.querySelectorAll('.msg.assistant .md > *')].filter((e) => (e as any).__mark !== undefined).map((e) => e.textContent ?? ''));
+    const kept = await page().evaluate(() => [...document.querySelectorAll('.msg.assistant .md .md-chunk > *')].filter((e) => (e as any).__mark !== undefined).map((e) => e.textContent ?? ''));
     expect(marked.length).toBeGreaterThan(2);
     expect(kept).toEqual(marked);
     // An open code fence streams as it comes, without re-rendering the block each time.

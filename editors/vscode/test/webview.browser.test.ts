@@ -528,7 +528,7 @@ describe.skipIf(!haveBrowser)('a long session in the chat webview', () => {
     }
     expect((await shownTurns())[0]).toBe(1);
     expect(requested).toBeGreaterThanOrEqual(99); // every older page of 20 turns came from `history`
-    expect(maxItems).toBeLessThanOrEqual(300);
+    expect(maxItems).toBeLessThanOrEqual(250);
     maxNodes = Math.max(maxNodes, await nodes());
     expect(maxNodes).toBeLessThan(5000);
     await v.shot('20-long-session-top');
@@ -544,7 +544,7 @@ describe.skipIf(!haveBrowser)('a long session in the chat webview', () => {
     }
     expect((await shownTurns())).toContain(300);
     expect(again).toBeGreaterThan(0);
-    expect(await domItems()).toBeLessThanOrEqual(300);
+    expect(await domItems()).toBeLessThanOrEqual(250);
     // Output while reading old turns: nothing moves; "↓ New output" brings the newest back.
     const top = await p().evaluate(() => (document.querySelector('.transcript') as HTMLElement).scrollTop);
     model = reduceAll(model, [ev('turn/start', { turn: 2001 }, 30000), ev('assistant/delta', { turn: 2001, step: 1, offset: 0, delta: { type: 'text', text: 'fresh output' } })]);
@@ -580,7 +580,7 @@ describe.skipIf(!haveBrowser)('a long session in the chat webview', () => {
       offset += piece.length;
       await v.frame();
     }
-    expect(await layouts() - l0).toBeLessThanOrEqual(44);
+    expect(await layouts() - l0).toBeLessThanOrEqual(50); // 40 batches (a read after a write would double it)
     expect(await atBottom()).toBe(true); // followed by scroll anchoring, not by script
     // Scrolled up: the view stays where the person put it; ↓ New output appears.
     await p().evaluate(() => { (document.querySelector('.transcript') as HTMLElement).scrollTop = 200; });

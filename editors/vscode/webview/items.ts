@@ -10,6 +10,14 @@ import { MarkdownView } from './markdown';
 /** An item's DOM; `update` is given the item again when its rev changed. */
 export interface ItemView { node: HTMLElement; rev: number; update(it: Item): void }
 
+/** Asks for a frame (set by the transcript): a view that put an update off asks for one later. */
+let requestFrame: () => void = () => undefined;
+export function setFrameRequester(f: () => void): void { requestFrame = f; }
+
+/** A long reply still streaming is drawn at most this often (a short one at every frame). */
+const BIG_REPLY = 32_000;
+const BIG_REPLY_MS = 100;
+
 export function itemView(it: Item): ItemView {
   if (it.kind === 'assistant') return new AssistantView(it);
   let node = build(it);
@@ -67,8 +75,20 @@ class AssistantView implements ItemView {
     this.update(it);
   }
 
+  private drawnAt = 0;
+  private later: ReturnType<typeof setTimeout> | undefined;
+
   update(it: Item): void {
     if (it.kind !== 'assistant' || it.rev === this.rev) return;
+    // A long reply still streaming: at most every BIG_REPLY_MS (its rev stays old until drawn, so the
+    // frame asked for then draws it). Each frame's cost grows with the text shown; the last text
+    // comes with the finished message, which is drawn at once.
+    const wait = this.drawnAt + BIG_REPLY_MS - performance.now();
+    if (!it.done && it.text.length + it.liveText.length > BIG_REPLY && wait > 0) {
+      this.later ??= setTimeout(() => { this.later = undefined; requestFrame(); }, wait);
+      return;
+    }
+    this.drawnAt = performance.now();
     this.rev = it.rev;
     const { text, reasoning } = assistantText(it);
     this.node.classList.toggle('streaming', !it.done);

@@ -6,7 +6,7 @@
 //
 // A streaming reply is rendered incrementally (MarkdownView): the text is cut at block boundaries
 // that the rest of the text cannot change (a blank line before an unindented line, around a fence at
-// column 0); blocks before the last boundary are rendered once, only the last block is rendered again
+// column 0); pieces before the last boundary are rendered once, only the last block is rendered again
 // as text arrives, and an open code fence at the end only gets its new text appended.
 import MarkdownIt from 'markdown-it';
 import type { Token } from 'markdown-it';
@@ -191,16 +191,23 @@ function appendHighlighted(root: HTMLElement, html: string): void {
 
 const FENCE = /^(`{3,}|~{3,})/;
 const TAIL_MAX = 16_000; // a last block longer than this (no blank line in sight) is cut at a line end
+const CHUNK_CHARS = 4_000; // finished blocks are grouped in chunks of about this much text
 
-/** A markdown element that follows a growing text: `update(text)` with the whole text so far. */
+/** A markdown element that follows a growing text: `update(text)` with the whole text so far.
+ *
+ *  The text is cut at every boundary found (each piece is parsed on its own, so the result does not
+ *  depend on how the text arrived); finished pieces go into chunks of about CHUNK_CHARS, each of
+ *  which the browser skips while it is out of view (`content-visibility` in style.css). */
 export class MarkdownView {
   readonly el = el('div', 'md');
   private src = '';
   private stableEnd = 0; // text before this offset is rendered for good
-  private boundary = 0; // the latest boundary found
+  private boundaries: number[] = []; // every boundary found after stableEnd, ascending
   private scanAt = 0; // the next line to scan
   private fence: { ch: string; len: number; col0: boolean; at: number } | null = null;
   private blankBefore = false;
+  private chunk: HTMLElement | undefined;
+  private chunkStart = 0;
   private tail: Node[] = [];
   private open: { code: HTMLElement; text: Text; from: number; shown: number; wrap: HTMLElement } | null = null;
   private finalized = false;
@@ -211,14 +218,15 @@ export class MarkdownView {
     this.src = src;
     this.finalized = final;
     this.scan();
-    if (!final && !this.fence && src.length - this.boundary > TAIL_MAX) {
+    const last = () => this.boundaries.length ? this.boundaries[this.boundaries.length - 1] : this.stableEnd;
+    if (!final && !this.fence && src.length - last() > TAIL_MAX) {
       const nl = src.lastIndexOf('\n', src.length - 2);
-      if (nl + 1 > this.boundary) this.boundary = nl + 1;
+      if (nl + 1 > last()) this.boundaries.push(nl + 1);
     }
-    if (this.boundary > this.stableEnd) {
+    if (this.boundaries.length) {
       this.clearTail();
-      this.el.appendChild(renderMarkdown(src.slice(this.stableEnd, this.boundary)));
-      this.stableEnd = this.boundary;
+      for (const b of this.boundaries) this.stabilize(b);
+      this.boundaries = [];
     }
     const tail = src.slice(this.stableEnd);
     if (!final && this.fence?.col0 && this.fence.at === this.stableEnd) {
@@ -231,10 +239,24 @@ export class MarkdownView {
     this.el.appendChild(frag);
   }
 
+  /** Renders the piece up to boundary `b` for good, in the current chunk (a new one past CHUNK_CHARS). */
+  private stabilize(b: number): void {
+    if (b <= this.stableEnd) return;
+    if (!this.chunk || this.stableEnd - this.chunkStart >= CHUNK_CHARS) {
+      this.chunk = el('div', 'md-chunk');
+      this.chunkStart = this.stableEnd;
+      this.el.appendChild(this.chunk);
+    }
+    this.chunk.appendChild(renderMarkdown(this.src.slice(this.stableEnd, b)));
+    this.stableEnd = b;
+  }
+
   private reset(): void {
     this.el.replaceChildren();
     this.src = '';
-    this.stableEnd = this.boundary = this.scanAt = 0;
+    this.stableEnd = this.scanAt = this.chunkStart = 0;
+    this.boundaries = [];
+    this.chunk = undefined;
     this.fence = null;
     this.blankBefore = false;
     this.tail = [];
@@ -270,6 +292,10 @@ export class MarkdownView {
     }
   }
 
+  private boundary(at: number): void {
+    if (at > this.stableEnd && (!this.boundaries.length || at > this.boundaries[this.boundaries.length - 1])) this.boundaries.push(at);
+  }
+
   /** Finds block boundaries in the complete lines not scanned yet. */
   private scan(): void {
     const src = this.src;
@@ -282,7 +308,7 @@ export class MarkdownView {
       if (this.fence) {
         const m = FENCE.exec(line.trimStart());
         if (m && m[1][0] === this.fence.ch && m[1].length >= this.fence.len && !line.trimStart().slice(m[1].length).trim()) {
-          if (this.fence.col0) this.boundary = nl + 1; // a closed fence is a block of its own
+          if (this.fence.col0) this.boundary(nl + 1); // a closed fence is a block of its own
           this.fence = null;
         }
         this.blankBefore = false;
@@ -293,13 +319,13 @@ export class MarkdownView {
       if (m && !(m[1][0] === '`' && line.slice(indent + m[1].length).includes('`'))) {
         // A fence at column 0 starts a block (it interrupts a paragraph); an indented one may belong
         // to a list item, so only what is inside it is kept from being cut.
-        if (indent === 0) this.boundary = start;
+        if (indent === 0) this.boundary(start);
         this.fence = { ch: m[1][0], len: m[1].length, col0: indent === 0, at: start };
         this.blankBefore = false;
         continue;
       }
       if (!line.trim()) { this.blankBefore = true; continue; }
-      if (this.blankBefore && indent === 0) this.boundary = start;
+      if (this.blankBefore && indent === 0) this.boundary(start);
       this.blankBefore = false;
     }
   }

@@ -14,11 +14,11 @@ import { transcriptItems } from '../src/protocol/reducer';
 import type { TranscriptPage } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { button, el } from './dom';
-import { itemView, type ItemView } from './items';
+import { itemView, setFrameRequester, type ItemView } from './items';
 
 export const PAGE_TURNS = 20;
-const MAX_ITEMS = 240; // items in the DOM at most (a single turn longer than this is kept whole)
-const STEP_ITEMS = 60; // items added at a time when the person scrolls towards an end
+const MAX_ITEMS = 200; // items in the DOM at most (a single turn longer than this is kept whole)
+const STEP_ITEMS = 50; // items added at a time when the person scrolls towards an end
 const CACHE_TURNS = 200; // older turns kept in memory beyond those shown
 const ASK_AGAIN_MS = 3000;
 
@@ -61,6 +61,7 @@ export class TranscriptView {
   private lastTail: Item | undefined; // the model's newest item at the last frame
 
   constructor(private readonly host: TranscriptHost, private readonly schedule: () => void) {
+    setFrameRequester(schedule);
     this.scroller.setAttribute('role', 'log');
     // Announced one finished reply at a time (the announcer), not every streamed word.
     this.scroller.setAttribute('aria-live', 'off');
