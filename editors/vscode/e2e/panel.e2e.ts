@@ -163,6 +163,21 @@ async function scenario(): Promise<void> {
   await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Rejected in the card.' }).count(), { timeout: 30000 }).toBe(1);
   await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
   await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent()).toContain('ALPHA');
+  // Accepted from the keyboard in the diff editor (Ctrl+Alt+Enter; a key typed as it opens does nothing).
+  fake.script(toolReply([{ id: 'call_e3', name: 'edit_file', args: { path: 'notes.txt', old_string: 'delta', new_string: 'DELTA' } }]), textReply('Accepted with the keyboard.'));
+  await box.fill('Capitalise delta');
+  await box.press('Enter');
+  await c.locator('.permission').waitFor({ timeout: 30000 });
+  await c.getByRole('button', { name: 'View diff' }).click();
+  await diffTab.waitFor({ timeout: 15000 });
+  await page.keyboard.press('Control+Alt+Enter'); // at once: ignored
+  await page.waitForTimeout(300);
+  expect(await c.locator('.permission').count()).toBe(1);
+  await page.waitForTimeout(700);
+  await page.locator('.monaco-diff-editor .modified .view-lines').first().click();
+  await page.keyboard.press('Control+Alt+Enter');
+  await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Accepted with the keyboard.' }).count(), { timeout: 30000 }).toBe(1);
+  await expect.poll(() => diffTab.count(), { timeout: 15000 }).toBe(0);
 
   // ---- 7. Scrolled up while a reply streams: the view stays, "↓ New output" brings the end back.
   const slow = gate();
@@ -249,4 +264,33 @@ async function scenario(): Promise<void> {
   fake.script(textReply('Back, and nothing was lost.'));
   await box.press('Enter');
   await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Back, and nothing was lost.' }).count(), { timeout: 30000 }).toBe(1);
+
+  // ---- 6. A file dragged from the Explorer becomes a chip. The chat moves to the secondary side bar,
+  //         beside the Explorer; VS Code hands a drop to a webview while Shift is held.
+  await cs.runCommand('View: Toggle Secondary Side Bar Visibility');
+  const icon = page.locator('.activitybar .action-item').filter({ has: page.locator('[aria-label^="dsh"]') }).first();
+  const ib = (await icon.boundingBox())!;
+  const aux = (await page.locator('.part.auxiliarybar').boundingBox())!;
+  await page.mouse.move(ib.x + ib.width / 2, ib.y + ib.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(ib.x + 30, ib.y + 30, { steps: 5 });
+  await page.mouse.move(aux.x + aux.width / 2, aux.y + aux.height / 2, { steps: 15 });
+  await page.mouse.up();
+  await cs.runCommand('View: Show Explorer');
+  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'notes.txt' }).first();
+  await row.waitFor({ timeout: 15000 });
+  const c2 = cs.chat();
+  const target = c2.getByLabel('message', { exact: true });
+  await target.waitFor({ timeout: 30000 });
+  const from = (await row.boundingBox())!;
+  const to = (await target.boundingBox())!;
+  await page.mouse.move(from.x + 30, from.y + from.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(from.x + 10, from.y + from.height / 2 + 20, { steps: 5 });
+  await page.keyboard.down('Shift');
+  await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, { steps: 10 });
+  await page.mouse.up();
+  await page.keyboard.up('Shift');
+  await expect.poll(() => c2.locator('.chips .chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt✕']);
+  await cs.shot('explorer-drag-chip');
 }
