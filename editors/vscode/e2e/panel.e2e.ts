@@ -178,6 +178,25 @@ async function scenario(): Promise<void> {
   await page.keyboard.press('Control+Alt+Enter');
   await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Accepted with the keyboard.' }).count(), { timeout: 30000 }).toBe(1);
   await expect.poll(() => diffTab.count(), { timeout: 15000 }).toBe(0);
+  // The chat hidden: the request asks in a notification too, whose primary action (the one a key
+  // can run: notification.acceptPrimaryAction) only shows the chat.
+  await cs.runCommand('View: Show Explorer');
+  await page.locator('.explorer-folders-view').waitFor({ timeout: 15000 });
+  fake.script(toolReply([{ id: 'call_n', name: 'edit_file', args: { path: 'notes.txt', old_string: 'DELTA', new_string: 'delta' } }]), textReply('Asked in a notification.'));
+  await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+Home');
+  await page.keyboard.press('Shift+End');
+  await cs.runCommand('dsh: Steer with Selection');
+  const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'dsh:' }).first();
+  await toast.waitFor({ timeout: 30000 });
+  expect((await toast.locator('.monaco-button').allTextContents()).map((t) => t.trim())).toEqual(['Show', 'Reject', 'Allow once']);
+  await cs.shot('permission-notification');
+  await toast.locator('.monaco-button', { hasText: 'Show' }).click();
+  await expect.poll(() => c.locator('.permission').count(), { timeout: 15000 }).toBe(1); // shown, still asking
+  expect(await c.locator('.msg.assistant', { hasText: 'Asked in a notification.' }).count()).toBe(0);
+  await c.locator('.permission').getByRole('button', { name: 'Allow once' }).click();
+  await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Asked in a notification.' }).count(), { timeout: 30000 }).toBe(1);
 
   // ---- 7. Scrolled up while a reply streams: the view stays, "↓ New output" brings the end back.
   const slow = gate();

@@ -18,7 +18,9 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       // appears when that session is shown again), ask in a notification too.
       const elsewhere = request.sessionId !== p.model.sessionId;
       if (!p.visible || elsewhere) {
-        void vscode.window.showWarningMessage(`dsh: ${request.title}${elsewhere ? ' (in another session)' : ''}`, 'Allow once', 'Reject', 'Show').then((choice) => {
+        // 'Show' first: the primary action of a notification also runs from the keyboard
+        // (notification.acceptPrimaryAction), and that must not approve a tool.
+        void vscode.window.showWarningMessage(`dsh: ${request.title}${elsewhere ? ' (in another session)' : ''}`, 'Show', 'Reject', 'Allow once').then((choice) => {
           if (choice === 'Allow once') permissions.answer(request.callId, 'allow-once');
           else if (choice === 'Reject') permissions.answer(request.callId, 'reject');
           else if (choice === 'Show') {
