@@ -481,7 +481,6 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return;
       }
       case 'history': return this.history(m.beforeTurn, m.limit);
-      case 'loadOlder': return;
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
       case 'takeOver': return this.takeOver();

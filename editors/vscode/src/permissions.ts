@@ -32,13 +32,13 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
   private readonly subs: vscode.Disposable[] = [];
 
   constructor(private readonly onRequest: (req: PermissionRequest) => void, private readonly onDone: (callId: string) => void,
-    private readonly log: (line: string) => void = () => undefined) {
+    private readonly log: (line: string) => void = () => undefined, private readonly now: () => number = Date.now) {
     this.subs.push(vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, this));
     const track = () => {
       const id = this.activeProposal();
       if (id === this.activeId) return;
       this.activeId = id;
-      this.activeSince = Date.now();
+      this.activeSince = this.now();
       void vscode.commands.executeCommand('setContext', PROPOSAL_CONTEXT, id !== undefined);
     };
     if (vscode.window.tabGroups?.onDidChangeTabs) this.subs.push(vscode.window.tabGroups.onDidChangeTabs(track));
@@ -120,7 +120,7 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     const right = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'after' });
     this.contents.set(left.toString(), before);
     this.contents.set(right.toString(), after);
-    this.activeSince = Date.now();
+    this.activeSince = this.now();
     await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
   }
 
@@ -139,14 +139,14 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
   /** Accept (Allow once, or apply the code block) from the diff editor. */
   async acceptActive(uri?: unknown): Promise<void> {
     const id = this.activeProposal(uri);
-    if (!id || Date.now() - this.activeSince < DIFF_ARM_MS) return;
+    if (!id || this.now() - this.activeSince < DIFF_ARM_MS) return;
     if (this.pending.has(id)) { this.log(`accepted ${id} in the diff editor`); this.answer(id, 'allow-once'); return; }
     if (this.applies.has(id)) await this.acceptApply(id);
   }
 
   async rejectActive(uri?: unknown): Promise<void> {
     const id = this.activeProposal(uri);
-    if (!id || Date.now() - this.activeSince < DIFF_ARM_MS) return;
+    if (!id || this.now() - this.activeSince < DIFF_ARM_MS) return;
     if (this.pending.has(id)) { this.log(`rejected ${id} in the diff editor`); this.answer(id, 'reject'); return; }
     if (this.applies.delete(id)) await this.closeDiff(id);
   }

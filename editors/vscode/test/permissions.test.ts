@@ -61,7 +61,8 @@ describe('Permissions with the real daemon', () => {
       toolReply([{ id: 'call_2', name: 'edit_file', args: { path: 'notes.txt', old_string: 'alpha', new_string: 'omega' } }]), textReply('second rejected'),
     );
     const requests: string[] = [];
-    const permissions = new Permissions((req) => { requests.push(req.callId); }, () => undefined);
+    let clock = 1_000_000; // the diff editor's arm time is checked against this clock
+    const permissions = new Permissions((req) => { requests.push(req.callId); }, () => undefined, () => undefined, () => clock);
     d.client.setPermissionHandler(permissions.handle);
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'edit one');
@@ -70,10 +71,11 @@ describe('Permissions with the real daemon', () => {
     expect(tabs.map((t) => t.label)).toEqual(['dsh: notes.txt (proposed edit)']);
     expect(permissions.activeProposal()).toBe('call_1');
     // A key typed as the diff opens does not accept it.
+    clock += DIFF_ARM_MS - 1;
     await permissions.acceptActive();
     await new Promise((r) => setTimeout(r, 200));
     expect(d.of(sessionId, 'tool/result')).toEqual([]);
-    await new Promise((r) => setTimeout(r, DIFF_ARM_MS));
+    clock += 1;
     await permissions.acceptActive();
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the first turn');
     expect(JSON.stringify(d.applied)).toContain('gamma');

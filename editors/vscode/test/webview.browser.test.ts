@@ -272,15 +272,21 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await w.snapshot(m);
     await w.clearPosted();
     // The card appears while the person types and clicks: nothing they do at that moment answers it.
-    await w.actions([{ kind: 'permission', request: { sessionId: S, callId: 'e1', tool: 'edit_file', title: 'Edit a.txt', arguments: { path: 'a.txt' }, preview: { path: 'a.txt', diff: '--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-beta\n+gamma\n' } } }]);
-    await page().locator('.permission').waitFor();
-    await page().locator('.permission').getByRole('button', { name: 'Allow once' }).click({ force: true, timeout: 200 }).catch(() => undefined);
+    // (Checked in the very frame that draws the card: no timer can run before this callback.)
+    const first = await page().evaluate((request) => new Promise<{ disabled: boolean[]; focused: string | null | undefined; armMs: number }>((resolve) => {
+      window.dispatchEvent(new MessageEvent('message', { data: { type: 'actions', actions: [{ kind: 'permission', request }] } }));
+      requestAnimationFrame(() => {
+        const buttons = [...document.querySelectorAll<HTMLButtonElement>('.permission .row button')].filter((b) => b.textContent !== 'View diff');
+        for (const b of buttons) { b.click(); b.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true })); }
+        resolve({ disabled: buttons.map((b) => b.disabled), focused: document.activeElement?.getAttribute('aria-label'), armMs: Number((document.querySelector('.permission') as HTMLElement).dataset.armMs) });
+      });
+    }), { sessionId: S, callId: 'e1', tool: 'edit_file', title: 'Edit a.txt', arguments: { path: 'a.txt' }, preview: { path: 'a.txt', diff: '--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-beta\n+gamma\n' } });
+    expect(first).toMatchObject({ disabled: [true, true, true], focused: 'message' }); // Reject, Allow always, Allow once; focus stays
+    expect(first.armMs).toBeGreaterThanOrEqual(500); // disabled for at least half a second
     await page().keyboard.press('Enter');
     await page().keyboard.press(' ');
     expect((await w.posted()).filter((x) => x.type === 'permission')).toEqual([]);
     await page().getByLabel('message').fill('');
-    expect(await page().locator('.permission').getByRole('button', { name: 'Allow once' }).isDisabled()).toBe(true);
-    expect(await page().evaluate(() => document.activeElement?.getAttribute('aria-label'))).toBe('message'); // focus stays where it was
     await expect.poll(() => page().locator('.permission .diff .add').textContent()).toBe('+gamma\n');
     expect(await page().locator('.tool .badge').textContent()).toBe('awaiting permission');
     expect(await page().locator('.status').textContent()).toBe('awaiting permission');

@@ -525,6 +525,7 @@ function permissionCard(p: PermissionRequest): HTMLElement {
     button('Allow once', answer('allow-once'), 'primary'),
   ];
   for (const b of answers) b.disabled = true;
+  d.dataset.armMs = String(ARM_MS);
   setTimeout(() => { for (const b of answers) b.disabled = false; }, ARM_MS);
   buttons.append(el('span', 'spacer'), ...answers);
   d.append(buttons);

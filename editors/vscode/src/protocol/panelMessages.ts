@@ -50,7 +50,6 @@ export type WebviewToHost =
   /** Sends `text` (the failed turn's prompt) again. */
   | { type: 'retry'; text: string }
   | { type: 'history'; beforeTurn: number; limit: number }
-  | { type: 'loadOlder' }
   | { type: 'newSession' }
   | { type: 'switchSession' }
   | { type: 'takeOver' }
