@@ -19,6 +19,9 @@ import { chatHtml } from './webviewHtml';
 
 const SESSION_KEY = 'dsh.sessionId';
 export const BATCH_MS = 50;
+const LONG_REPLY = 32_000;
+const LONG_REPLY_BATCH_MS = 100;
+const FLUSH_AT_ONCE = new Set(['assistant/message', 'turn/end']);
 
 /** What a person reads when a request fails: by the daemon's typed code, never an id or a pid. */
 export function personText(err: unknown): string {
@@ -109,8 +112,24 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   dispatch(action: Action): void {
     this.model = reduce(this.model, action);
     this.batch.push(action);
-    this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
+    if (action.kind === 'event' && FLUSH_AT_ONCE.has(action.event.type)) {
+      // A finished reply (or turn) goes at once: its last text shows without waiting for a batch.
+      if (this.timer) clearTimeout(this.timer);
+      this.flush();
+    } else {
+      this.timer ??= setTimeout(() => this.flush(), this.longReply(action) ? LONG_REPLY_BATCH_MS : BATCH_MS);
+    }
     this.updateStatus();
+  }
+
+  /** A delta of a reply already longer than LONG_REPLY: the webview draws such a reply at most every
+   *  LONG_REPLY_BATCH_MS, so its deltas need not come more often. */
+  private longReply(action: Action): boolean {
+    if (action.kind !== 'event' || action.event.type !== 'assistant/delta') return false;
+    const d = action.event.data as { turn: number; step: number };
+    const at = this.model.index[`a:${d.turn}:${d.step}`];
+    const it = at === undefined ? undefined : this.model.items[at];
+    return it?.kind === 'assistant' && it.text.length + it.liveText.length > LONG_REPLY;
   }
 
   private flush(): void {
@@ -139,12 +158,13 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (newest - first + 1 > ChatPanel.modelTurnsMax) this.dispatch({ kind: 'trim', beforeTurn: newest - ChatPanel.modelTurnsKeep + 1 });
   }
 
-  /** The status bar item: set only when its text changes (each set is a message to the workbench). */
+  /** The status bar item: set only when its text changes (each set is a message to the workbench).
+   *  No spinning icon: an animation there would keep the workbench drawing while a turn runs. */
   private updateStatus(): void {
     const c = this.connection.state;
     const label = c === 'error' ? 'daemon failed' : c === 'starting' ? 'starting' : c === 'stopped' ? 'daemon stopped'
       : this.model.readOnly ? `read-only, ${statusLabel(this.model)}` : statusLabel(this.model);
-    const icon = c === 'error' || c === 'stopped' ? '$(error)' : this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync~spin)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
+    const icon = c === 'error' || c === 'stopped' ? '$(error)' : this.model.permissions.length ? '$(shield)' : this.model.status === 'running' ? '$(sync)' : pendingCount(this.model) ? '$(list-ordered)' : '$(comment-discussion)';
     const text = `${icon} dsh: ${label}`;
     const tooltip = this.model.title ? `dsh: ${this.model.title}` : 'dsh';
     if (text + tooltip === this.statusShown) return;
