@@ -514,7 +514,7 @@ describe.skipIf(!haveBrowser)('a long session in the chat webview', () => {
   const scrollTo = (where: 'top' | 'bottom') => p().evaluate((wh) => { const t = document.querySelector('.transcript') as HTMLElement; t.scrollTop = wh === 'top' ? 0 : t.scrollHeight; }, where);
   const atBottom = () => p().evaluate(() => { const t = document.querySelector('.transcript') as HTMLElement; return t.scrollHeight - t.scrollTop - t.clientHeight < 4; });
 
-  it('opens at the newest turn; the DOM stays bounded scrolling to the first of 2,000 turns and back; dropped pages are asked again', async () => {
+  it('opens at the newest turn; the DOM stays bounded scrolling to the first of 2,000 turns and back; dropped pages are asked again', { timeout: 240000 }, async () => {
     // The host's model: the newest 20 turns (a transcript page), the rest on the daemon.
     let model: SessionModel = reduceAll(emptyModel(S), [{ kind: 'transcript', page: pageOf(Array.from({ length: 20 }, (_, i) => 1981 + i), true), older: false }]);
     await v.snapshot(model);

@@ -2,10 +2,11 @@
 // actions the host posts and renders once per animation frame: layout is read first, then the DOM is
 // written (the transcript, windowed, in TranscriptView; the panels below it only when what they show
 // changed).
-import type { Chip, ConnectionState, HostToWebview, MentionItem, WebviewToHost } from '../src/protocol/panelMessages';
+import type { ConnectionState, HostToWebview, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
 import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
 import type { Inbox, PermissionRequest, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
+import { actionButtons, Composer } from './composer';
 import { button, el } from './dom';
 import { contextLabel, diffBlock } from './items';
 import { codeInfo } from './markdown';
@@ -18,18 +19,10 @@ const post = (m: WebviewToHost) => vscode.postMessage(m);
 /** A permission card's buttons wait this long before they take a click or a key: a click or an Enter
  *  meant for something else, landing as the card appears, cannot approve a tool. */
 export const ARM_MS = 600;
-const HISTORY_MAX = 100;
 
 let model: SessionModel = emptyModel();
 let connection: ConnectionState = { state: 'starting' };
-let chips: Chip[] = [];
 let editing: string | undefined;
-const saved = (vscode.getState() as { draft?: string; history?: string[] } | undefined) ?? {};
-const history: string[] = Array.isArray(saved.history) ? saved.history.slice(-HISTORY_MAX) : [];
-
-function saveState(): void {
-  vscode.setState({ draft: input.value, history });
-}
 
 // ---- skeleton -----------------------------------------------------------------------------------
 
@@ -89,273 +82,20 @@ readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), el('
 const daemonBox = el('div', 'daemon-error');
 daemonBox.setAttribute('role', 'alert');
 
-const composer = el('div', 'composer');
-const chipsEl = el('div', 'chips');
-chipsEl.setAttribute('aria-label', 'attached context');
-const input = el('textarea');
-input.rows = 3;
-input.placeholder = 'Message dsh — @ to attach, Enter sends, Shift+Enter new line, Ctrl+Enter steers';
-input.setAttribute('aria-label', 'message');
-input.value = typeof saved.draft === 'string' ? saved.draft : '';
-const mentionBox = el('div', 'mentions');
-mentionBox.setAttribute('role', 'listbox');
-mentionBox.id = 'mentions';
-mentionBox.hidden = true;
-const composerError = el('div', 'composer-error');
-composerError.setAttribute('role', 'alert');
-composerError.hidden = true;
-const row = el('div', 'row');
-const sendBtn = button('Send', () => send('followup'), 'primary', 'Send (queued while a turn runs)');
-const steerBtn = button('Steer', () => send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
-const addSel = button('+ Selection', () => post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
-addSel.setAttribute('aria-label', 'Add selection');
-const addFile = button('+ File', () => post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drag files here from the Explorer)');
-addFile.setAttribute('aria-label', 'Add file');
-row.append(addSel, addFile, el('span', 'spacer'), steerBtn, sendBtn);
-composer.append(mentionBox, chipsEl, input, composerError, row);
+const composer = new Composer({
+  post,
+  canSend: () => !model.readOnly,
+  sent: () => view.jumpToLive(),
+  save: (state) => vscode.setState(state),
+}, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
+composer.acceptDrops(app);
 
-app.append(header, transcriptBox, permissionsEl, queueEl, controls, daemonBox, readOnlyBar, composer, announcer);
-
-// ---- the composer -------------------------------------------------------------------------------
-
-let sendSeq = 0;
-const inflight = new Map<number, { text: string; chips: Chip[] }>();
-let recall: { at: number; draft: string } | undefined;
-
-function send(mode: 'followup' | 'steer'): void {
-  const text = input.value;
-  if (!text.trim() && !chips.length) return;
-  if (model.readOnly) return;
-  const id = ++sendSeq;
-  inflight.set(id, { text, chips: [...chips] });
-  post({ type: 'send', id, text, chips, mode });
-  if (text.trim() && history[history.length - 1] !== text) { history.push(text); if (history.length > HISTORY_MAX) history.shift(); }
-  recall = undefined;
-  input.value = '';
-  chips = [];
-  composerError.hidden = true;
-  saveState();
-  renderChips();
-  view.jumpToLive();
-}
-
-/** A send the host could not deliver: its text and chips come back to the composer. */
-function sendFailed(id: number, error: string, actions: ComposerAction[]): void {
-  const failed = inflight.get(id);
-  inflight.delete(id);
-  if (failed) {
-    input.value = input.value.trim() ? `${failed.text}\n${input.value}` : failed.text;
-    chips = [...failed.chips, ...chips];
-    renderChips();
-    saveState();
-  }
-  showComposerError(error, actions);
-}
-
-type ComposerAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';
-const ACTION_LABEL: Record<ComposerAction, string> = {
-  openSettings: 'Open settings', showLog: 'Show log', setApiKey: 'Set API key', installDaemon: 'Install dsh-daemon', restartDaemon: 'Try again',
-};
-
-function actionButtons(actions: ComposerAction[]): HTMLElement[] {
-  return actions.map((a, i) => button(ACTION_LABEL[a], () => post({ type: a }), i === 0 ? 'primary small' : 'ghost small'));
-}
-
-function showComposerError(error: string, actions: ComposerAction[]): void {
-  composerError.replaceChildren(el('span', 'composer-error-text', error), ...actionButtons(actions));
-  composerError.hidden = false;
-}
-
-input.addEventListener('keydown', (ev) => {
-  if (mentions.open && mentions.key(ev)) return;
-  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
-    ev.preventDefault();
-    send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
-    return;
-  }
-  if ((ev.key === 'ArrowUp' || ev.key === 'ArrowDown') && !ev.shiftKey && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
-    if (recallHistory(ev.key === 'ArrowUp' ? -1 : 1)) ev.preventDefault();
-  }
-});
-input.addEventListener('input', () => {
-  if (recall && input.value !== history[recall.at]) recall = undefined;
-  saveState();
-  mentions.onInput();
-});
-
-/** ↑ / ↓ go through earlier prompts when the caret is at the start (↑) or end (↓) of the text, or
- *  while a recalled prompt is shown unchanged; ↓ past the newest brings back what was being typed. */
-function recallHistory(dir: -1 | 1): boolean {
-  if (!history.length) return false;
-  const browsing = recall !== undefined && input.value === history[recall.at];
-  const atStart = input.selectionStart === 0 && input.selectionEnd === 0;
-  // Not browsing yet: only ↑ at the very start (or in an empty box) starts it.
-  if (!browsing && (dir > 0 || !(atStart || !input.value))) return false;
-  const from = recall?.at ?? history.length;
-  const draft = recall?.draft ?? input.value;
-  const at = from + dir;
-  if (at < 0) return true;
-  if (at >= history.length) {
-    recall = undefined;
-    input.value = draft;
-  } else {
-    recall = { at, draft };
-    input.value = history[at];
-  }
-  input.setSelectionRange(dir < 0 ? 0 : input.value.length, dir < 0 ? 0 : input.value.length);
-  saveState();
-  return true;
-}
-
-// The @ picker: workspace files, the selection, problems, open editors (the host finds them); a pick
-// becomes a chip, the same as + Selection / + File, and the typed @query goes.
-const mentions = new (class {
-  open = false;
-  private items: MentionItem[] = [];
-  private active = 0;
-  private query = '';
-  private start = 0;
-  private seq = 0;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-
-  onInput(): void {
-    const caret = input.selectionStart ?? input.value.length;
-    const m = /(^|\s)@([^\s@]*)$/.exec(input.value.slice(0, caret));
-    if (!m) { this.close(); return; }
-    this.query = m[2];
-    this.start = caret - m[2].length - 1;
-    if (!this.open) { this.open = true; this.items = []; this.active = 0; this.render(true); }
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => post({ type: 'mentions', id: ++this.seq, query: this.query }), 60);
-  }
-
-  results(id: number, items: MentionItem[]): void {
-    if (!this.open || id !== this.seq) return;
-    this.items = items;
-    this.active = 0;
-    this.render(false);
-  }
-
-  key(ev: KeyboardEvent): boolean {
-    if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
-      ev.preventDefault();
-      if (this.items.length) this.active = (this.active + (ev.key === 'ArrowDown' ? 1 : this.items.length - 1)) % this.items.length;
-      this.render(false);
-      return true;
-    }
-    if ((ev.key === 'Enter' || ev.key === 'Tab') && !ev.shiftKey) {
-      ev.preventDefault();
-      if (this.items[this.active]) this.pick(this.items[this.active]);
-      else this.close();
-      return true;
-    }
-    if (ev.key === 'Escape') {
-      ev.preventDefault();
-      ev.stopPropagation();
-      this.close();
-      return true;
-    }
-    return false;
-  }
-
-  pick(item: MentionItem): void {
-    const caret = input.selectionStart ?? input.value.length;
-    input.value = input.value.slice(0, this.start) + input.value.slice(caret).replace(/^\s/, '');
-    input.setSelectionRange(this.start, this.start);
-    addChips(item.chips);
-    saveState();
-    this.close();
-    input.focus();
-  }
-
-  close(): void {
-    if (!this.open) return;
-    this.open = false;
-    if (this.timer) clearTimeout(this.timer);
-    this.seq++;
-    mentionBox.hidden = true;
-    mentionBox.replaceChildren();
-    input.removeAttribute('aria-activedescendant');
-    input.setAttribute('aria-expanded', 'false');
-  }
-
-  private render(loading: boolean): void {
-    mentionBox.hidden = false;
-    input.setAttribute('aria-expanded', 'true');
-    input.setAttribute('aria-controls', 'mentions');
-    if (loading || !this.items.length) {
-      mentionBox.replaceChildren(el('div', 'mention-empty', loading ? 'Looking…' : `Nothing matches @${this.query}`));
-      input.removeAttribute('aria-activedescendant');
-      return;
-    }
-    mentionBox.replaceChildren(...this.items.map((it, i) => {
-      const o = el('div', `mention${i === this.active ? ' active' : ''}`);
-      o.id = `mention-${i}`;
-      o.setAttribute('role', 'option');
-      o.setAttribute('aria-selected', String(i === this.active));
-      o.append(el('span', `mention-kind ${it.kind}`, it.kind), el('span', 'mention-label', it.label));
-      if (it.detail) o.append(el('span', 'mention-detail', it.detail));
-      o.addEventListener('mousedown', (ev) => { ev.preventDefault(); this.pick(it); });
-      return o;
-    }));
-    input.setAttribute('aria-activedescendant', `mention-${this.active}`);
-  }
-})();
-input.setAttribute('aria-autocomplete', 'list');
-input.setAttribute('aria-expanded', 'false');
-
-function addChips(list: Chip[]): void {
-  for (const c of list) if (!chips.some((x) => x.uri === c.uri && x.kind === c.kind && JSON.stringify(x.range) === JSON.stringify(c.range))) chips.push(c);
-  renderChips();
-}
-
-function renderChips(): void {
-  chipsEl.replaceChildren(...chips.map((c, i) => {
-    const s = el('span', 'chip');
-    s.append(button(c.label, () => post({ type: 'openFile', uri: c.uri, range: c.range }), 'chip-label', `Open ${c.label}`),
-      button('✕', () => { chips.splice(i, 1); renderChips(); input.focus(); }, 'icon', `Remove ${c.label}`));
-    return s;
-  }));
-}
-
-// Files dragged from the Explorer (or the file manager) become chips.
-const DROP_TYPES = ['application/vnd.code.uri-list', 'text/uri-list', 'resourceurls', 'codefiles'];
-app.addEventListener('dragover', (ev) => {
-  const types = [...(ev.dataTransfer?.types ?? [])].map((t) => t.toLowerCase());
-  if (!types.some((t) => DROP_TYPES.includes(t))) return;
-  ev.preventDefault();
-  if (ev.dataTransfer) ev.dataTransfer.dropEffect = 'copy';
-  composer.classList.add('drop-target');
-});
-app.addEventListener('dragleave', (ev) => { if (ev.target === app || !app.contains(ev.relatedTarget as Node)) composer.classList.remove('drop-target'); });
-app.addEventListener('drop', (ev) => {
-  composer.classList.remove('drop-target');
-  const dt = ev.dataTransfer;
-  if (!dt) return;
-  const uris = droppedUris(dt);
-  if (!uris.length) return;
-  ev.preventDefault();
-  post({ type: 'dropUris', uris });
-});
-
-function droppedUris(dt: DataTransfer): string[] {
-  const out = new Set<string>();
-  const lines = (s: string) => s.split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-  for (const u of lines(dt.getData('application/vnd.code.uri-list'))) out.add(u);
-  for (const u of lines(dt.getData('text/uri-list'))) out.add(u);
-  for (const [type, file] of [['resourceurls', false], ['codefiles', true]] as const) {
-    try {
-      const list = JSON.parse(dt.getData(type) || '[]');
-      if (Array.isArray(list)) for (const x of list) if (typeof x === 'string') out.add(file ? `file://${encodeURI(x)}` : x);
-    } catch { /* not a list */ }
-  }
-  return [...out].filter((u) => /^[a-z][a-z0-9+.-]*:/i.test(u));
-}
+app.append(header, transcriptBox, permissionsEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
   if (ev.key !== 'Escape' || ev.defaultPrevented) return;
-  if (mentions.open) { mentions.close(); return; }
+  if (composer.pickerOpen) { composer.closePicker(); return; }
   if (editing) { editing = undefined; renderQueue(true); return; }
   if (model.status === 'running' && !model.readOnly && connection.state === 'ready') {
     ev.preventDefault();
@@ -390,7 +130,7 @@ view.scroller.addEventListener('click', (ev) => {
     const turn = Number(b.closest<HTMLElement>('.error-block')?.dataset.turn);
     const text = view.promptOf(turn);
     if (text) post({ type: 'retry', text });
-    else showComposerError('The prompt of that turn is not known here: send it again.', []);
+    else composer.showError('The prompt of that turn is not known here: send it again.', []);
   } else if (act === 'setApiKey' || act === 'showLog') {
     post({ type: act });
   }
@@ -418,12 +158,12 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
       break;
     case 'connection': connection = m.connection; break;
     case 'history': if (m.page) view.onHistory(m.sessionId, m.page, m.beforeTurn, m.limit); return;
-    case 'chips': addChips(m.chips); input.focus(); return;
-    case 'chip': addChips([m.chip]); input.focus(); return;
-    case 'focusComposer': input.focus(); return;
-    case 'sendResult': if (m.ok) inflight.delete(m.id); else sendFailed(m.id, m.error ?? 'The message was not sent.', (m.actions ?? []) as ComposerAction[]); return;
-    case 'mentions': mentions.results(m.id, m.items); return;
-    case 'error': showComposerError(m.message, (m.actions ?? []) as ComposerAction[]); return;
+    case 'chips': composer.addChips(m.chips); composer.focus(); return;
+    case 'chip': composer.addChips([m.chip]); composer.focus(); return;
+    case 'focusComposer': composer.focus(); return;
+    case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
+    case 'mentions': composer.mentionResults(m.id, m.items); return;
+    case 'error': composer.showError(m.message, m.actions ?? []); return;
   }
   scheduleRender();
 });
@@ -481,12 +221,12 @@ function renderDaemon(): void {
   shown.key = key;
   if (connection.state !== 'error' && connection.state !== 'stopped') { daemonBox.hidden = true; daemonBox.replaceChildren(); return; }
   daemonBox.hidden = false;
-  const actions: ComposerAction[] = connection.state === 'stopped' ? ['restartDaemon', 'showLog']
+  const actions: PanelAction[] = connection.state === 'stopped' ? ['restartDaemon', 'showLog']
     : connection.kind === 'notFound' ? ['installDaemon', 'openSettings', 'showLog'] : ['openSettings', 'showLog', 'restartDaemon'];
   const title = connection.state === 'stopped' ? 'The daemon stopped.' : connection.message ?? 'The daemon could not start.';
   daemonBox.replaceChildren(el('div', 'error-title', `✗ ${title}`), ...(connection.detail ? [el('div', 'error-message', connection.detail)] : []),
     el('div', 'row', undefined));
-  (daemonBox.lastElementChild as HTMLElement).append(...actionButtons(actions));
+  (daemonBox.lastElementChild as HTMLElement).append(...actionButtons(actions, post));
 }
 
 function tokens(n: number): string {
@@ -632,13 +372,12 @@ function renderControls(): void {
   const shutdown = model.lastTurnEnd?.kind === 'aborted' && model.lastTurnEnd.cause === 'shutdown' || model.lastTurnEnd?.kind === 'interrupted';
   continueBtn.hidden = ro || running || pending || !shutdown;
   controls.hidden = stopBtn.hidden && clearBtn.hidden && runQueueBtn.hidden && continueBtn.hidden;
-  sendBtn.textContent = running ? 'Queue' : 'Send';
+  composer.setRunning(running);
   // Read-only: nothing that drives the session is shown; one line says why, with what can be done.
   readOnlyBar.hidden = !ro;
   takeOverBtn.hidden = !connection.takeOver;
-  composer.hidden = ro;
+  composer.el.hidden = ro;
 }
 
-renderChips();
 render();
 post({ type: 'ready' });
