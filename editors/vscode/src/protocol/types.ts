@@ -195,9 +195,6 @@ export interface InitializeDshCapabilities {
   permissionEvents?: boolean;
   /** workspace/didChangeConfiguration {settings: {dsh: {...}}} applies without a restart (§1). */
   configurationChange?: boolean;
-  /** `dsh/session/takeOver {sessionId}` asks the process that drives a session to let go (not
-   *  implemented by the daemon yet: the panel offers Take over only when this is advertised). */
-  takeOver?: boolean;
   [flag: string]: unknown;
 }
 
