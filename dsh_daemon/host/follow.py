@@ -87,14 +87,18 @@ class ReadOnlyFollower:
             self._announce(session_id, holder, read_only=True)
             return
         try:
-            host.session(session_id)  # takes the lease; continues the stream from `delivered`
+            host.session(session_id)  # takes the lease, continues the stream, says so (`taken_over`)
         except SessionBusyError:
             return  # another process was quicker: it is announced at the next poll
         except StoreError as exc:
             # It cannot be opened (an unreadable log, a deleted session): stop following it, once;
             # the client's next request on it gets the same typed error.
             self._stop(session_id, str(exc))
-            return
+
+    def taken_over(self, session_id: str) -> None:
+        """The session this connection followed read-only is driven here now. Called by the host
+        wherever that happens (this poll, or a request of the client's, e.g. `dsh/inbox/list`, that
+        found the lease free first), so the client always learns it is writable again."""
         quiet = session_id in self._quiet
         self.forget(session_id)
         if not quiet:

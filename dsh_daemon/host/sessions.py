@@ -254,8 +254,10 @@ class SessionHost:
         self.open_args.pop(session_id, None)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
-            # Followed read-only before; driven here now: the stream goes on from where it stopped.
+            # Followed read-only before; driven here now: the stream goes on from where it stopped,
+            # and the client hears it drives (`session/lease`), whichever request got here first.
             self.follow(hosted, delivered)
+            self.follower.taken_over(session_id)
         self._enter_deferred_sends(hosted)
         return hosted
 

@@ -110,3 +110,29 @@ async def test_detaching_a_running_session_releases_it_when_the_turn_ends(
     finally:
         await stop_daemon(first)
         await stop_daemon(second)
+
+
+async def test_a_request_that_finds_the_lease_free_first_still_tells_the_read_only_window(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The VS Code panel lists the queue (`dsh/inbox/list`) when a followed session's queue changes;
+    if that request reaches the daemon after the holder let go but before the follower's poll, it
+    opens the session here. The window must still hear `session/lease {readOnly: false}`, or it
+    stays read-only while this daemon drives the session."""
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(text_reply("theirs"))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "one"}})
+        await first.wait_idle_turn(sid)
+        attached = await second.request("dsh/session/attach", {"sessionId": sid})
+        assert attached["readOnly"] is True
+        await first.request("dsh/session/detach", {"sessionId": sid})
+        await second.request("dsh/inbox/list", {"sessionId": sid})  # before the next poll (200 ms)
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=10)
+        (lease,) = second.of(sid, "session/lease")
+        assert lease["data"] == {"holder": None, "readOnly": False}
+    finally:
+        await stop_daemon(first)
+        await stop_daemon(second)
