@@ -14,7 +14,7 @@ import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
-import { errorCode, type AnyEvent, type ContextRef, type SessionInfo } from './protocol/types';
+import { errorCode, textOf, type AnyEvent, type CheckpointTurn, type ContextRef, type SessionInfo } from './protocol/types';
 import { chatHtml } from './webviewHtml';
 
 const SESSION_KEY = 'dsh.sessionId';
@@ -102,8 +102,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private async refreshKeyState(): Promise<void> {
     const [hasKey, needsKey] = await Promise.all([this.daemon.hasKey(), this.daemon.needsKey()]);
     const takeOver = this.daemon.client?.features?.takeOver === true;
-    if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver) return;
-    this.connection = { ...this.connection, hasKey, needsKey, takeOver };
+    const rewind = this.daemon.client?.features?.rewind === true;
+    if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver
+      && rewind === this.connection.rewind) return;
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind };
     this.postConnection();
   }
 
@@ -375,6 +377,61 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     await client.takeOver(id);
   }
 
+  /** "Restore checkpoint" on the prompt of turn `turn` (daemons with `rewind`): the files the agent
+   *  changed from that turn on are listed first (a modal: a stray key cannot confirm it), then the
+   *  session's files and conversation go back to how they were before the turn. Files someone else
+   *  changed since are named and only overwritten when the person says so. */
+  async rewindTo(turn: number): Promise<void> {
+    const { client, sessionId } = await this.drivable();
+    if (!client.features?.rewind) throw new Error('This daemon cannot restore checkpoints.');
+    if (this.model.status === 'running') throw new Error('Stop the running turn first, then restore the checkpoint.');
+    const { turns } = await client.checkpoints(sessionId);
+    const lines = checkpointPreview(turns.filter((t) => t.turn >= turn), (p) => vscode.workspace.asRelativePath(p));
+    const prompt = this.promptOfTurn(turn);
+    const detail = [
+      lines.length ? 'Files that go back to how they were before it:' : 'No file was changed by the agent since then.',
+      ...lines.map((l) => `  ${l}`),
+      '',
+      'The conversation goes back too: the model forgets this turn and the ones after it (they stay in the transcript, marked).',
+    ].join('\n');
+    const yes = await vscode.window.showWarningMessage(`Restore the checkpoint before ${prompt ? `"${prompt}"` : `turn ${turn}`}?`,
+      { modal: true, detail }, 'Restore');
+    if (yes !== 'Restore') return;
+    let result = await client.rewind(sessionId, turn);
+    if (result.conflicts.length) {
+      const changed = result.conflicts.map((c) => `  ${c.path ? vscode.workspace.asRelativePath(c.path) : '?'}`);
+      const force = await vscode.window.showWarningMessage('Some files were changed after the agent changed them. Nothing was restored yet.', {
+        modal: true, detail: ['Changed since (your changes there would be lost):', ...changed, '', 'Overwrite them with the checkpoint?'].join('\n'),
+      }, 'Overwrite and restore');
+      if (force !== 'Overwrite and restore') return;
+      result = await client.rewind(sessionId, turn, true);
+    }
+    this.log(`restored the checkpoint before turn ${turn}: ${result.restored.length} restored, ${result.deleted.length} deleted`);
+    if (result.notRestorable.length) {
+      void vscode.window.showWarningMessage(`dsh: restored, except what cannot be: ${result.notRestorable.map((n) => n.path ? vscode.workspace.asRelativePath(n.path) : n.reason).join('; ')}`);
+    }
+  }
+
+  /** "Fork from here" on turn `turn`'s footer (daemons with `rewind`): a new session with this one's
+   *  conversation up to the end of that turn, shown in its place (this one stays as it is). */
+  async forkAt(turn: number): Promise<void> {
+    const client = await this.daemon.ensureStarted();
+    const id = this.model.sessionId;
+    if (!id) return;
+    if (!client.features?.rewind) throw new Error('This daemon cannot fork a session.');
+    const { sessionId } = await client.fork(id, turn);
+    this.log(`forked the session at turn ${turn}`);
+    await this.openSession(sessionId);
+  }
+
+  /** The first line of the prompt that started turn `turn`, if it is loaded (cut to 60 characters). */
+  private promptOfTurn(turn: number): string | undefined {
+    const it = this.model.items.find((i) => i.kind === 'user' && i.turn === turn && i.message.source.kind === 'user');
+    if (!it || it.kind !== 'user') return undefined;
+    const line = textOf(it.message.content).split('\n')[0].trim();
+    return line.length > 60 ? line.slice(0, 59) + '…' : line;
+  }
+
   private async pickSession(client: DshClient): Promise<{ action: 'switch' | 'rename' | 'delete'; session: SessionInfo } | undefined> {
     const manage = !!client.features?.sessionManagement;
     const renameButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('edit'), tooltip: 'Rename' };
@@ -504,6 +561,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
       case 'takeOver': return this.takeOver();
+      case 'rewind': return this.rewindTo(m.turn);
+      case 'fork': return this.forkAt(m.turn);
       case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;
       case 'showLog': this.daemon.output.show(); return;
       case 'openSettings': await vscode.commands.executeCommand('workbench.action.openSettings', '@ext:dsh.dsh-vscode'); return;
@@ -653,4 +712,24 @@ export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri): string {
     scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js')).toString(),
     styleUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.css')).toString(),
   });
+}
+
+/** What a rewind to before the first of `turns` does to each file, one line per file, for a person:
+ *  a file the agent created is deleted, any other gets its earlier content, a dropped checkpoint
+ *  cannot be restored; commands run outside git are said to be out of reach. */
+export function checkpointPreview(turns: CheckpointTurn[], rel: (p: string) => string): string[] {
+  const files = new Map<string, { created: boolean; dropped: boolean }>();
+  let unknown = 0;
+  for (const t of [...turns].sort((a, b) => a.turn - b.turn)) {
+    unknown += t.unrestorableCommands ?? 0;
+    for (const f of t.files) {
+      const seen = files.get(f.path);
+      // The earliest turn decides: a file the agent created then is deleted, whatever came after.
+      if (!seen) files.set(f.path, { created: f.created, dropped: !!f.dropped });
+      else if (f.dropped) seen.dropped = true;
+    }
+  }
+  const lines = [...files].map(([p, f]) => `${rel(p)}${f.dropped ? ' (cannot be restored: its checkpoint was dropped)' : f.created ? ' (deleted: the agent created it)' : ''}`);
+  if (unknown) lines.push(`(${unknown} command${unknown === 1 ? '' : 's'} ran outside git: what ${unknown === 1 ? 'it' : 'they'} changed is not restored)`);
+  return lines;
 }

@@ -6,13 +6,13 @@ import { ChatPanel } from '../src/panel';
 import { DaemonUnavailable } from '../src/daemonState';
 import { Permissions } from '../src/permissions';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { infos, pick, quickPicks, statusItems } from './vscode.mock';
+import { infos, pick, quickPicks, statusItems, warn, warnings } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -411,6 +411,72 @@ describe('ChatPanel (host) with the real daemon', () => {
     } finally {
       await other.stop();
     }
+  });
+
+  it('Restore checkpoint lists the files first and takes files and conversation back; Fork from here opens a new session', async () => {
+    // Edits and restores on disk (this test client's applyEdit only pretends).
+    await d.stop();
+    d = await startDaemon(fake.baseUrl, undefined, { applyEdit: false });
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    await d.waitFor(() => host.posted.some((p) => p.msg.type === 'snapshot'), 'snapshot');
+    expect(d.client.features?.rewind).toBe(true);
+    await d.waitFor(() => host.posted.some((p) => (p.msg.type === 'connection' || p.msg.type === 'snapshot') && (p.msg as any).connection.rewind === true), 'rewind offered');
+    const file = join(d.root, 'notes.txt');
+    writeFileSync(file, 'alpha\nbeta\n');
+    fake.script(toolReply([{ id: 'call_ed', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('edited'), textReply('second answer'));
+    host.send({ type: 'send', text: 'change beta', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length === 1 && host.panel.model.status === 'idle', 'turn 1');
+    expect(readFileSync(file, 'utf8')).toBe('alpha\ngamma\n');
+    host.send({ type: 'send', text: 'and then?', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length === 2 && host.panel.model.status === 'idle', 'turn 2');
+    const original = host.panel.model.sessionId!;
+
+    // Dismissing the preview does nothing.
+    const before = warnings.length;
+    host.send({ type: 'rewind', turn: 1 });
+    await d.waitFor(() => warnings.length === before + 1, 'the preview');
+    const preview = warnings.at(-1)!;
+    expect(preview.message).toBe('Restore the checkpoint before "change beta"?');
+    expect(preview.options?.modal).toBe(true);
+    expect(preview.options?.detail).toContain('notes.txt');
+    expect(preview.items).toEqual(['Restore']);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(readFileSync(file, 'utf8')).toBe('alpha\ngamma\n');
+    expect(d.of(original, 'conversation/cut')).toEqual([]);
+
+    // Someone changed the file after the agent: named, nothing done until the person says overwrite.
+    writeFileSync(file, 'alpha\ngamma\nmine\n');
+    warn.next = (_m, items) => items[0]; // Restore; the conflict that follows is dismissed
+    host.send({ type: 'rewind', turn: 1 });
+    await d.waitFor(() => warnings.length === before + 3, 'the preview again, then the conflict');
+    const conflict = warnings.at(-1)!;
+    expect(conflict.message).toContain('changed after the agent changed them');
+    expect(conflict.options?.modal).toBe(true);
+    expect(conflict.options?.detail).toContain('notes.txt');
+    expect(conflict.items).toEqual(['Overwrite and restore']);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(readFileSync(file, 'utf8')).toBe('alpha\ngamma\nmine\n'); // nothing was done
+    expect(d.of(original, 'conversation/cut')).toEqual([]);
+    // Restore, then Overwrite and restore.
+    warn.next = (_m, items) => { warn.next = (_m2, items2) => items2[0]; return items[0]; };
+    host.send({ type: 'rewind', turn: 1 });
+    await d.waitFor(() => readFileSync(file, 'utf8') === 'alpha\nbeta\n', 'the file restored');
+    await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'notice' && i.text.startsWith('↶ Checkpoint restored')), 'the cut shown');
+    const prompts = host.panel.model.items.filter((i) => i.kind === 'user' && i.message.source.kind === 'user') as any[];
+    expect(prompts.map((p) => [p.turn, p.tags ?? []])).toEqual([[1, ['rewound']], [2, ['rewound']]]);
+    expect(host.panel.model.items.some((i) => i.kind === 'notice' && i.text === 'Files: restored notes.txt.')).toBe(true);
+    await d.waitFor(() => webviewModel(host).lastSeq === host.panel.model.lastSeq, 'the last batch');
+    expect(strip(plain(webviewModel(host)))).toEqual(strip(plain(host.panel.model)));
+
+    // Fork from here (turn 1 of the original): a new session, shown in its place, with that turn only.
+    fake.script(textReply('in the fork'));
+    host.send({ type: 'fork', turn: 1 });
+    await d.waitFor(() => host.panel.model.sessionId !== original && host.panel.model.items.some((i) => i.kind === 'turnEnd'), 'the fork shown');
+    const forkPrompts = host.panel.model.items.filter((i) => i.kind === 'user' && i.message.source.kind === 'user') as any[];
+    expect(forkPrompts.map((p) => p.turn)).toEqual([1]);
+    expect(host.state.get('dsh.sessionId')).toBe(host.panel.model.sessionId);
+    host.panel.dispose();
   });
 
   it('Retry sends the failed turn\'s prompt again', async () => {

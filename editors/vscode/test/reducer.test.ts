@@ -199,4 +199,20 @@ describe('reducer', () => {
     expect(m.items.map((i) => i.id)).toEqual(['u:u4', 'e:4', 'u:u5', 'e:5', 'a:6:1', 'e:6']);
     expect(assistantText(m.items[4] as any).text).toBe('xy');
   });
+  it('a restored checkpoint: the cut turns stay, marked rewound; the files restored are said once, an interrupted restore warns', () => {
+    const msg = (id: string) => ({ id, role: 'user', content: [{ type: 'text', text: id }], source: { kind: 'user' } });
+    const acts: Action[] = [];
+    for (let t = 1; t <= 3; t++) acts.push(ev('turn/start', { turn: t }, t * 10), ev('user/message', msg(`u${t}`), t * 10 + 1), ev('turn/end', { turn: t, reason: { kind: 'completed' } }, t * 10 + 2));
+    const m = reduceAll(emptyModel(S), [...acts,
+      ev('rewind/files', { rewindId: 'r1', phase: 'started', beforeTurn: 2, conversation: true, plan: [{ path: '/w/app.py', action: 'restore' }] }, 40),
+      ev('rewind/files', { rewindId: 'r1', phase: 'done', beforeTurn: 2, restored: ['/w/app.py'], deleted: ['/w/new.md'] }, 41),
+      ev('conversation/cut', { beforeTurn: 2 }, 42),
+      ev('conversation/cut', { beforeTurn: 2 }, 42), // a replay of the same event
+    ]);
+    expect(m.items.filter((i) => i.kind === 'user').map((i) => [(i as any).message.id, (i as any).tags ?? []])).toEqual([['u1', []], ['u2', ['rewound']], ['u3', ['rewound']]]);
+    const notices = m.items.filter((i) => i.kind === 'notice').map((i) => (i as any).text);
+    expect(notices).toEqual(['Files: restored app.py; deleted new.md.', expect.stringContaining('went back to before turn 2')]);
+    const crashed = reduceAll(emptyModel(S), [ev('rewind/files', { rewindId: 'r2', phase: 'interrupted', beforeTurn: 1, restored: ['/w/a.py'], deleted: [], untouched: ['/w/b.py'] }, 0)]);
+    expect(crashed.items).toMatchObject([{ kind: 'notice', level: 'warning', text: expect.stringContaining('not restored yet: b.py') }]);
+  });
 });

@@ -25,6 +25,10 @@ export const errors: string[] = [];
 export const executed: Array<{ id: string; args: unknown[] }> = [];
 export const infos: string[] = [];
 export const pick: { next?: (items: any[], options: unknown) => unknown } = {};
+/** Warnings shown (a modal's `detail` too); a test sets `warn.next` to press one of its buttons (else
+ *  none is pressed: the dialog was dismissed). */
+export const warnings: Array<{ message: string; options?: { modal?: boolean; detail?: string }; items: string[] }> = [];
+export const warn: { next?: (message: string, items: string[]) => string | undefined } = {};
 
 export class ThemeIcon { constructor(readonly id: string) {} }
 
@@ -71,6 +75,14 @@ export const window = {
   createStatusBarItem: () => { const item = { text: '', tooltip: '', command: '', name: '', show() {}, hide() {}, dispose() {} }; statusItems.push(item); return item; },
   showErrorMessage: (m: string) => { errors.push(m); return Promise.resolve(undefined); },
   showInformationMessage: (m: string) => { infos.push(m); return Promise.resolve(undefined); },
+  showWarningMessage: (message: string, ...rest: unknown[]) => {
+    const options = typeof rest[0] === 'object' && rest[0] !== null ? rest.shift() as { modal?: boolean; detail?: string } : undefined;
+    const items = rest as string[];
+    warnings.push({ message, options, items });
+    const choose = warn.next;
+    warn.next = undefined;
+    return Promise.resolve(choose ? choose(message, items) : undefined);
+  },
   /** A test sets `pick.next` to choose from the items (else nothing is picked). */
   showQuickPick: async (items: unknown, options?: unknown) => {
     const choose = pick.next;
@@ -86,6 +98,7 @@ export const workspace = {
   textDocuments: [],
   getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
+  asRelativePath: (p: string) => { const root = workspace.workspaceFolders?.[0]?.uri.fsPath; return root && p.startsWith(root + '/') ? p.slice(root.length + 1) : p; },
 };
 
 export const commands = {

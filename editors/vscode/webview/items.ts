@@ -137,6 +137,7 @@ const TAG_LABEL: Record<string, [string, string]> = {
   steer: ['steer', 'Sent as a steer: it joined the running turn at its next step'],
   inject: ['injected', 'Injected into the running turn at its next step'],
   queued: ['queued', 'Waited in the queue until the turn before it ended'],
+  rewound: ['rewound', 'A restored checkpoint took this turn back: the model no longer sees it'],
 };
 
 function userNode(it: UserItem): HTMLElement {
@@ -163,6 +164,12 @@ function userNode(it: UserItem): HTMLElement {
       d.append(b);
     }
     d.append(el('span', 'user-text', text));
+    // The prompt that started a turn (not a steer into it) can take the session back to before it.
+    if (!it.tags?.some((t) => t === 'steer' || t === 'inject' || t === 'rewound')) {
+      const row = el('div', 'turn-actions rewind-actions');
+      row.append(turnAct('rewind', 'Restore checkpoint', it.turn, 'Take the files and the conversation back to before this prompt (shows the files first)'));
+      d.append(row);
+    }
     return d;
   }
   if (src.kind === 'plugin' && src.form === 'notice') {
@@ -282,8 +289,22 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
         : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)' : `• ${r.kind}`);
   if (it.usage) parts.push(usageText(it));
-  d.textContent = parts.join(' · ');
+  d.append(el('span', 'footer-text', parts.join(' · ')));
+  const row = el('span', 'turn-actions fork-actions');
+  row.append(turnAct('fork', 'Fork from here', it.turn, 'A new session with the conversation up to here (this one stays as it is)'));
+  d.append(row);
   return d;
+}
+
+/** A small button acting on turn `turn` (shown on hover or focus; the body's classes say whether the
+ *  daemon offers it and whether it may be used now). */
+function turnAct(act: string, label: string, turn: number, title: string): HTMLButtonElement {
+  const b = el('button', 'ghost small turn-act', label);
+  b.type = 'button';
+  b.dataset.act = act;
+  b.dataset.turn = String(turn);
+  b.title = title;
+  return b;
 }
 
 function usageText(it: TurnEndItem): string {

@@ -131,6 +131,9 @@ view.scroller.addEventListener('click', (ev) => {
     const text = view.promptOf(turn);
     if (text) post({ type: 'retry', text });
     else composer.showError('The prompt of that turn is not known here: send it again.', []);
+  } else if (act === 'rewind' || act === 'fork') {
+    const turn = Number(b.dataset.turn);
+    if (turn > 0) post({ type: act, turn });
   } else if (act === 'setApiKey' || act === 'showLog') {
     post({ type: act });
   }
@@ -362,7 +365,7 @@ function renderControls(): void {
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
-  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}`;
+  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}|${connection.rewind}`;
   if (shown.status === key) return;
   shown.status = key;
   stopBtn.hidden = ro || !running;
@@ -377,6 +380,9 @@ function renderControls(): void {
   readOnlyBar.hidden = !ro;
   takeOverBtn.hidden = !connection.takeOver;
   composer.el.hidden = ro;
+  // Restore checkpoint drives the session (not while a turn runs or read-only); Fork only reads it.
+  document.body.classList.toggle('can-rewind', !!connection.rewind && !ro && !running && connection.state === 'ready');
+  document.body.classList.toggle('can-fork', !!connection.rewind && connection.state === 'ready');
 }
 
 render();

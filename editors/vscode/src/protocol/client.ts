@@ -1,8 +1,8 @@
 // A typed client of the dsh protocol over a minimal Rpc seam (vscode-jsonrpc's MessageConnection or
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
-  AnyEvent, AttachResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionGrant, PermissionOutcome, PermissionRequest, SendResult, SessionInfo, Target, TranscriptPage,
+  AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
+  OutgoingMessage, PermissionGrant, PermissionOutcome, PermissionRequest, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -68,6 +68,18 @@ export class DshClient {
    *  `takeOver`): `{}`, then the usual `session/lease {readOnly: false}` event once it does. */
   takeOver(sessionId: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/takeOver', { sessionId });
+  }
+  /** Per turn, the files the agent changed (daemons with `rewind`): a rewind's preview. */
+  checkpoints(sessionId: string): Promise<CheckpointsResult> {
+    return this.rpc.request('dsh/session/checkpoints', { sessionId });
+  }
+  /** Takes the session's files and conversation back to before turn `beforeTurn` (daemons with `rewind`). */
+  rewind(sessionId: string, beforeTurn: number, force = false): Promise<RewindResult> {
+    return this.rpc.request('dsh/session/rewind', { sessionId, beforeTurn, files: true, conversation: true, force });
+  }
+  /** A new session holding this one's log up to the end of turn `atTurn` (daemons with `rewind`). */
+  fork(sessionId: string, atTurn: number): Promise<{ sessionId: string }> {
+    return this.rpc.request('dsh/session/fork', { sessionId, atTurn });
   }
   renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/rename', { sessionId, title });

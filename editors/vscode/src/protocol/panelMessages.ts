@@ -39,6 +39,8 @@ export interface ConnectionState {
   needsKey?: boolean;
   /** The daemon can make another window let go of a session (`experimental.dsh.takeOver`). */
   takeOver?: boolean;
+  /** The daemon keeps checkpoints: Restore checkpoint and Fork from here are offered (`experimental.dsh.rewind`). */
+  rewind?: boolean;
 }
 
 export type WebviewToHost =
@@ -53,6 +55,10 @@ export type WebviewToHost =
   | { type: 'newSession' }
   | { type: 'switchSession' }
   | { type: 'takeOver' }
+  /** Restore checkpoint: files and conversation back to before turn `turn`. */
+  | { type: 'rewind'; turn: number }
+  /** Fork from here: a new session with the conversation up to the end of turn `turn`. */
+  | { type: 'fork'; turn: number }
   | { type: 'setApiKey' }
   | { type: 'showLog' }
   | { type: 'openSettings' }

@@ -16,8 +16,9 @@ import { textOf } from './types';
 export type Via = 'followup' | 'steer' | 'inject' | 'context';
 
 /** How a prompt reached the turn, when it did not simply start it: sent as a steer (or injected) into a
- *  running turn, or queued behind one (or parked) before it ran. */
-export type PromptTag = 'steer' | 'inject' | 'queued';
+ *  running turn, or queued behind one (or parked) before it ran; `rewound`: a restored checkpoint took
+ *  its turn out of what the model sees (`conversation/cut`). */
+export type PromptTag = 'steer' | 'inject' | 'queued' | 'rewound';
 export interface UserItem { id: string; kind: 'user'; rev: number; turn: number; message: UserMessage; tags?: PromptTag[] }
 export interface AssistantItem {
   id: string; kind: 'assistant'; rev: number; turn: number; step: number;
@@ -282,6 +283,32 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       // (the answer then streams below it).
       if (indexOf(model, aid) !== undefined) return updateItem(model, aid, (it) => it.kind === 'assistant' ? { ...it, retry } : it);
       return upsert(model, { id: `r:${d.turn}:${d.step}`, kind: 'retry', rev: 0, turn: d.turn, step: d.step, retry });
+    }
+    case 'conversation/cut': {
+      // The turns from `beforeTurn` on stay on screen, marked: the model no longer sees them.
+      const before = ev.data.beforeTurn as number;
+      for (const it of model.items) {
+        if (it.kind === 'user' && it.turn >= before && it.message.source.kind === 'user' && !it.tags?.includes('rewound')) {
+          updateItem(model, it.id, (u) => u.kind === 'user' ? { ...u, tags: [...(u.tags ?? []), 'rewound'] } : u);
+        }
+      }
+      return upsert(model, { id: `cut:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info',
+        text: `↶ Checkpoint restored: the conversation went back to before turn ${before}; the turns marked "rewound" are no longer seen by the model.` });
+    }
+    case 'rewind/files': {
+      const d = ev.data as { rewindId: string; phase: string; restored?: string[]; deleted?: string[]; failed?: { path?: string; reason: string }[]; untouched?: string[] };
+      if (d.phase === 'started') return model;
+      const name = (p: string) => p.split('/').pop() ?? p;
+      const parts: string[] = [];
+      if (d.restored?.length) parts.push(`restored ${d.restored.map(name).join(', ')}`);
+      if (d.deleted?.length) parts.push(`deleted ${d.deleted.map(name).join(', ')}`);
+      if (d.failed?.length) parts.push(`could not write ${d.failed.map((f) => f.path ? name(f.path) : f.reason).join(', ')}`);
+      if (d.phase === 'interrupted') {
+        return upsert(model, { id: `rw:${d.rewindId}:i`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'warning',
+          text: `A restore was interrupted (the daemon stopped)${parts.length ? `: ${parts.join('; ')}` : ''}${d.untouched?.length ? `; not restored yet: ${d.untouched.map(name).join(', ')}` : ''}. Restore the checkpoint again to finish it.` });
+      }
+      return upsert(model, { id: `rw:${d.rewindId}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: d.failed?.length ? 'warning' : 'info',
+        text: parts.length ? `Files: ${parts.join('; ')}.` : 'No file needed restoring.' });
     }
     case 'agent/error': {
       const turn = typeof ev.data.turn === 'number' ? ev.data.turn : model.currentTurn;

@@ -195,8 +195,19 @@ export interface InitializeDshCapabilities {
   permissionEvents?: boolean;
   /** workspace/didChangeConfiguration {settings: {dsh: {...}}} applies without a restart (§1). */
   configurationChange?: boolean;
+  /** dsh/session/checkpoints, dsh/session/rewind, dsh/session/fork; `rewind/files` and `conversation/cut` events (§15). */
+  rewind?: boolean;
   [flag: string]: unknown;
 }
+
+/** A file a rewind leaves alone, and why (§15). */
+export interface RewindProblem { reason: string; path?: string | null; turn?: number | null }
+/** `dsh/session/rewind`: with conflicts (and no force) nothing was done. */
+export interface RewindResult { restored: string[]; deleted: string[]; conflicts: RewindProblem[]; notRestorable: RewindProblem[]; cutSeq?: number | null }
+export interface CheckpointFile { path: string; created: boolean; by: 'edit' | 'command'; dropped?: boolean | null }
+export interface CheckpointTurn { turn: number; files: CheckpointFile[]; commands: number; unrestorableCommands?: number | null }
+/** `dsh/session/checkpoints`: per turn that changed files (oldest first), what a rewind would touch. */
+export interface CheckpointsResult { turns: CheckpointTurn[]; storedBytes: number; maxBytes: number }
 
 /** Typed `data.code` of daemon errors. */
 export type DshErrorCode = 'invalid_params' | 'unknown_session' | 'duplicate_message_id' | 'unknown_message'
