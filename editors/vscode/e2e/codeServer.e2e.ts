@@ -10,7 +10,7 @@ import { CodeServer } from './harness';
 
 const cs = new CodeServer({
   name: 'main', daemon: 'workspace-venv',
-  prepare: ({ ws }) => writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n'),
+  prepare: ({ ws }) => { writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n'); writeFileSync(join(ws, 'draft.txt'), 'draft\n'); },
 });
 const shot = (name: string) => cs.shot(name);
 
@@ -72,6 +72,12 @@ async function scenario(): Promise<void> {
     g.open();
 
     // 3. An edit approved from the permission card, after a look at the diff; the buffer changes.
+    // The person's own unsaved change in another file: no agent edit or command may save it.
+    await cs.openFile('draft.txt');
+    await page.locator('.monaco-editor .view-lines', { hasText: 'draft' }).first().click();
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type('mine');
+    await page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).waitFor({ timeout: 15000 });
     await cs.openFile('notes.txt');
     await page.locator('.monaco-editor .view-lines', { hasText: 'beta' }).first().waitFor();
     fake.script(toolReply([{ id: 'call_edit', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('Changed beta to gamma.'));
@@ -86,12 +92,17 @@ async function scenario(): Promise<void> {
     await c.getByRole('button', { name: 'Allow once' }).click();
     await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Changed beta to gamma.' }).count(), { timeout: 30000 }).toBe(1);
     expect(await c.locator('.tool.ok .tool-name').last().textContent()).toBe('edit_file');
-    // Answered in the card: the diff tab closed by itself; the file's buffer holds the edit (unsaved).
+    // Answered in the card: the diff tab closed by itself; the file's buffer holds the edit, and the
+    // editor saved it when the daemon asked (dsh/document/save), so commands see it; the person's
+    // unsaved draft stays unsaved.
     await expect.poll(() => page.locator('.tabs-container .tab', { hasText: 'proposed edit' }).count(), { timeout: 15000 }).toBe(0);
     await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
     await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('gamma');
-    expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\nbeta\n');
-    await shot('buffer-edited');
+    expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\ngamma\n');
+    expect(await page.locator('.tabs-container .tab.dirty', { hasText: 'notes.txt' }).count()).toBe(0);
+    expect(await page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).count()).toBe(1);
+    expect(readFileSync(join(ws, 'draft.txt'), 'utf8')).toBe('draft\n');
+    await shot('buffer-edited-and-saved');
 
     // A command after an edit: the command card shows command and cwd; the edited file is saved first.
     fake.script(toolReply([{ id: 'call_cat', name: 'run_command', args: { command: 'cat notes.txt' } }]), textReply('The file now says gamma.'));
@@ -106,7 +117,13 @@ async function scenario(): Promise<void> {
     expect(await cat.locator('.badge').textContent()).toBe('ok');
     expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\ngamma\n');
     expect(await cat.textContent()).toContain('gamma');
+    // The command was told about the draft, and the draft was not written.
+    expect(await cat.textContent()).toContain('draft.txt has unsaved changes in the editor');
+    expect(readFileSync(join(ws, 'draft.txt'), 'utf8')).toBe('draft\n');
     await shot('command-ran-on-saved-file');
+    await cs.openFile('draft.txt');
+    await cs.runCommand('File: Revert File');
+    await expect.poll(() => page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).count(), { timeout: 15000 }).toBe(0);
 
     // 4. The editor selection as a chip on a prompt queued while a turn runs: the chip travels with that
     //    prompt (context on the followup) into its own turn, never into the running one.

@@ -6,6 +6,7 @@
 // The client library's own error notifications are turned off for that reason.
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
+import { editorHandlers, OFFERED } from './editorAbilities';
 import { DAEMON_NAME, installPlans, locateDaemon, runInstall, type Located, venvBin } from './locate';
 import { DaemonUnavailable, type DaemonState } from './daemonState';
 import { DshClient, Rpc } from './protocol/client';
@@ -146,6 +147,14 @@ export class Daemon implements vscode.Disposable {
     };
     const lc = new QuietClient('dsh', 'dsh daemon', serverOptions, clientOptions);
     this.lc = lc;
+    // What this editor offers the daemon (protocol.md §9): saving an agent's edit, problems, language features.
+    lc.registerFeature({
+      fillClientCapabilities: (caps) => { caps.experimental = { ...(caps.experimental as object | undefined), dsh: OFFERED }; },
+      initialize: () => undefined,
+      getState: () => ({ kind: 'static' }),
+      clear: () => undefined,
+    });
+    for (const [method, handler] of Object.entries(editorHandlers((line) => this.output.info(line)))) lc.onRequest(method, handler);
     const rpc: Rpc = {
       request: (method, params) => lc.sendRequest(method, params),
       notify: (method, params) => lc.sendNotification(method, params),

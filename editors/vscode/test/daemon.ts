@@ -39,7 +39,8 @@ export function tempState(): { state: string; root: string } {
 
 /** `legacy`: leave `client.features` unset, as a client of a daemon without the experimental.dsh flags
  *  would (the panel falls back to its older requests). */
-export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { applyEdit?: boolean; legacy?: boolean } = {}): Promise<TestDaemon> {
+/** `editor`: what the client offers (`capabilities.experimental.dsh`) and the handlers of the requests it brings. */
+export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { applyEdit?: boolean; legacy?: boolean; editor?: { offered: object; handlers: Record<string, (p: any) => unknown> } } = {}): Promise<TestDaemon> {
   const { state, root } = dirs;
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('DEEPSEEK_') && !k.startsWith('DSH_')) env[k] = v;
@@ -51,12 +52,13 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
   const events: AnyEvent[] = [];
   const applied: any[] = [];
   conn.onRequest('workspace/applyEdit', (p: any) => { applied.push(p); return { applied: true }; });
+  for (const [method, handler] of Object.entries(opts.editor?.handlers ?? {})) conn.onRequest(method, handler);
   const client = new DshClient(rpcFromConnection(conn));
   client.onEvent((e) => events.push(e));
   conn.listen();
   const init: any = await conn.sendRequest('initialize', {
     processId: process.pid, rootUri: pathToFileURL(root).href,
-    capabilities: { workspace: { applyEdit: opts.applyEdit ?? true, workspaceEdit: { resourceOperations: ['create'] } } },
+    capabilities: { workspace: { applyEdit: opts.applyEdit ?? true, workspaceEdit: { resourceOperations: ['create'] } }, ...(opts.editor ? { experimental: { dsh: opts.editor.offered } } : {}) },
     initializationOptions: { baseUrl, apiKey: 'sk-test-0000', thinking: false },
   });
   if (!opts.legacy) client.features = init?.capabilities?.experimental?.dsh;

@@ -20,6 +20,30 @@ export class Uri {
 
 export enum StatusBarAlignment { Left = 1, Right = 2 }
 
+export class Position { constructor(readonly line: number, readonly character: number) {} }
+export class Range {
+  readonly start: Position; readonly end: Position;
+  /** (start, end) or (startLine, startCharacter, endLine, endCharacter), as VS Code's. */
+  constructor(a: Position | number, b: Position | number, c?: number, d?: number) {
+    this.start = typeof a === 'number' ? new Position(a, b as number) : a;
+    this.end = typeof a === 'number' ? new Position(c!, d!) : b as Position;
+  }
+}
+export class Location { constructor(readonly uri: Uri, readonly range: Range) {} }
+export enum DiagnosticSeverity { Error = 0, Warning = 1, Information = 2, Hint = 3 }
+export class Diagnostic {
+  source?: string;
+  code?: string | number | { value: string | number; target: Uri };
+  constructor(readonly range: Range, readonly message: string, readonly severity = DiagnosticSeverity.Error) {}
+}
+/** What the "language servers" know: a test fills these (diagnostics by uri string; command results by command id). */
+export const languageState = { diagnostics: new Map<string, Diagnostic[]>(), commands: new Map<string, (...args: unknown[]) => unknown>() };
+export const languages = {
+  getDiagnostics: (uri?: Uri): any => uri
+    ? languageState.diagnostics.get(uri.toString()) ?? []
+    : [...languageState.diagnostics].map(([u, ds]) => [Uri.parse(u), ds]),
+};
+
 export const statusItems: Array<{ text: string }> = [];
 export const errors: string[] = [];
 export const executed: Array<{ id: string; args: unknown[] }> = [];
@@ -104,6 +128,8 @@ export const workspace = {
 export const commands = {
   executeCommand: (id: string, ...args: unknown[]) => {
     executed.push({ id, args });
+    const answer = languageState.commands.get(id);
+    if (answer) return Promise.resolve(answer(...args));
     if (id === 'vscode.diff') {
       tabs.push({ label: String(args[2]), input: { original: args[0] as Uri, modified: args[1] as Uri } });
       tabsChanged.fire({});
@@ -114,4 +140,3 @@ export const commands = {
 };
 
 export const env = { clipboard: { writeText: () => Promise.resolve() } };
-export class Range { constructor(readonly a: number, readonly b: number, readonly c: number, readonly d: number) {} }

@@ -1,0 +1,76 @@
+// The editor's abilities the daemon asks for (protocol.md §9: diagnostics, language features, saving
+// an agent's edit), answered by the extension's handlers (src/editorAbilities.ts) over a REAL daemon:
+// the agent's tools reach them and the model gets what "VS Code" knows. VS Code's language API is the
+// mock here (the e2e in code-server runs the save for real).
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as vscode from 'vscode';
+import { editorHandlers, OFFERED } from '../src/editorAbilities';
+import { FakeProvider, textReply, toolReply } from './fakeProvider';
+import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
+import { languageState } from './vscode.mock';
+
+let fake: FakeProvider;
+let d: TestDaemon;
+const logged: string[] = [];
+
+beforeEach(async () => {
+  fake = new FakeProvider();
+  await fake.start();
+  d = await startDaemon(fake.baseUrl, undefined, { editor: { offered: OFFERED, handlers: editorHandlers((l) => logged.push(l)) } });
+});
+afterEach(async () => {
+  await d.stop();
+  await fake.stop();
+  removeTempStates();
+  languageState.diagnostics.clear();
+  languageState.commands.clear();
+});
+
+const R = (l1: number, c1: number, l2: number, c2: number) => new vscode.Range(new vscode.Position(l1, c1), new vscode.Position(l2, c2));
+
+/** Runs one tool call through the daemon and returns the text of its result. */
+async function toolResult(name: string, args: object): Promise<string> {
+  const { sessionId } = await d.client.newSession({ cwd: d.root });
+  fake.script(toolReply([{ id: 'call_x', name, args }]), textReply('done'));
+  await d.client.followup(sessionId, `use ${name}`);
+  await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the turn');
+  const result = d.of(sessionId, 'tool/result')[0] as any;
+  return JSON.stringify(result.data.message.content);
+}
+
+describe('the editor answers the daemon (diagnostics, language features)', () => {
+  it('diagnostics: the problems VS Code knows reach the model as path:line:col, severity and source', async () => {
+    const file = join(d.root, 'app.py');
+    writeFileSync(file, 'import os\nprint(undefined_name)\n');
+    const diag = new vscode.Diagnostic(R(1, 6, 1, 20), '"undefined_name" is not defined', vscode.DiagnosticSeverity.Error);
+    diag.source = 'Pyright';
+    diag.code = { value: 'reportUndefinedVariable', target: vscode.Uri.parse('https://example.invalid') };
+    languageState.diagnostics.set(pathToFileURL(file).href, [diag]);
+    const text = await toolResult('diagnostics', { path: 'app.py' });
+    expect(text).toContain('app.py:2:7');
+    expect(text).toContain('\\"undefined_name\\" is not defined');
+    expect(text).toContain('Pyright');
+  });
+
+  it('definition and symbols: answered from the language servers, as workspace locations', async () => {
+    const app = join(d.root, 'app.py');
+    const lib = join(d.root, 'lib.py');
+    writeFileSync(app, 'from lib import helper\nhelper()\n');
+    writeFileSync(lib, 'import os\n\ndef helper():\n    return 1\n');
+    languageState.commands.set('vscode.executeDefinitionProvider', (uri, pos: any) => {
+      expect(String(uri)).toBe(pathToFileURL(app).href);
+      expect([pos.line, pos.character]).toEqual([1, 0]); // line 2, the symbol's first character
+      return [{ targetUri: vscode.Uri.file(lib), targetRange: R(2, 0, 3, 12), targetSelectionRange: R(2, 4, 2, 10) }];
+    });
+    expect(await toolResult('definition', { path: 'app.py', line: 2, symbol: 'helper' })).toContain('lib.py:3:5');
+    languageState.commands.set('vscode.executeDocumentSymbolProvider', () => [
+      { name: 'Widget', kind: 4, range: R(0, 0, 3, 0), selectionRange: R(0, 6, 0, 12), children: [{ name: 'draw', kind: 5, range: R(1, 4, 2, 0), selectionRange: R(1, 8, 1, 12), children: [] }] },
+    ]);
+    const symbols = await toolResult('symbols', { path: 'lib.py' });
+    expect(symbols).toContain('Widget');
+    expect(symbols).toContain('Widget.draw');
+  });
+});
