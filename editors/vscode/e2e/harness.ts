@@ -62,6 +62,8 @@ export class CodeServer {
       'workbench.secondarySideBar.defaultVisibility': 'hidden',
       'chat.disableAIFeatures': true,
       'window.commandCenter': false,
+      // Saved is what a test saves (code-server's auto save would save an edited buffer by itself).
+      'files.autoSave': 'off',
       // A test may type settings.json as a whole: nothing may be added to what is typed.
       'editor.autoClosingBrackets': 'never',
       'editor.autoClosingQuotes': 'never',

@@ -2,7 +2,7 @@
 // real daemon and a fake provider: the layout in a narrow sidebar, markdown with Apply / New file /
 // Insert, the @ picker, Esc, Focus Chat, retries and errors with actions, edits decided in the diff
 // editor, a read-only session driven by another daemon, "↓ New output", and a daemon that cannot start.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../test/daemon';
@@ -221,7 +221,8 @@ async function scenario(): Promise<void> {
     await rowOf('A prompt from the other window').click({ timeout: 15000 });
     await expect.poll(() => c.locator('.readonly-bar').isVisible(), { timeout: 30000 }).toBe(true);
     expect(await c.locator('.readonly-bar').textContent()).toContain('Driven by another window');
-    expect(await c.getByRole('button', { name: 'Take over' }).isVisible()).toBe(false); // this daemon cannot take over yet
+    expect(await c.getByRole('button', { name: 'Take over' }).isVisible()).toBe(true);
+    expect(await c.locator('.mode-select').isVisible()).toBe(false); // nothing that drives it
     for (const name of ['Stop', 'Stop and clear', 'Steer', 'Send', 'Queue', 'Add selection', 'Add file', 'Run queue', 'Continue']) {
       expect(await c.getByRole('button', { name, exact: true }).filter({ visible: true }).count(), name).toBe(0);
     }
@@ -309,4 +310,37 @@ async function scenario(): Promise<void> {
   await page.keyboard.up('Shift');
   await expect.poll(() => c2.locator('.chips .chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt✕']);
   await cs.shot('explorer-drag-chip');
+
+  // ---- 25. Restore checkpoint: VS Code's own modal lists the files first; the turn stays, tagged
+  //          rewound, the file is back. Fork from here: a new session with the conversation so far.
+  writeFileSync(join(ws, 'plan.txt'), 'one\ntwo\n');
+  fake.script(toolReply([{ id: 'call_rw', name: 'edit_file', args: { path: 'plan.txt', old_string: 'two', new_string: 'TWO' } }]), textReply('Made it loud.'));
+  await target.fill('Make two loud in plan.txt');
+  await target.press('Enter');
+  await c2.locator('.permission').waitFor({ timeout: 30000 });
+  await c2.getByRole('button', { name: 'Allow once' }).click();
+  await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'Made it loud.' }).count(), { timeout: 30000 }).toBe(1);
+  await expect.poll(() => readFileSync(join(ws, 'plan.txt'), 'utf8'), { timeout: 15000 }).toBe('one\nTWO\n');
+  const asked = c2.locator('.msg.user', { hasText: 'Make two loud' });
+  await asked.hover();
+  await asked.getByRole('button', { name: 'Restore checkpoint' }).click();
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout: 15000 });
+  expect(await dialog.textContent()).toContain('Restore the checkpoint before "Make two loud in plan.txt"?');
+  expect(await dialog.textContent()).toContain('plan.txt');
+  await cs.shot('restore-checkpoint-preview');
+  await dialog.getByRole('button', { name: 'Restore', exact: true }).click();
+  await expect.poll(() => asked.locator('.tag.rewound').count(), { timeout: 15000 }).toBe(1);
+  await expect.poll(() => c2.locator('.notice', { hasText: 'Checkpoint restored' }).count(), { timeout: 15000 }).toBe(1);
+  await expect.poll(() => readFileSync(join(ws, 'plan.txt'), 'utf8'), { timeout: 15000 }).toBe('one\ntwo\n');
+  await cs.shot('checkpoint-restored');
+  const footer = c2.locator('.footer').last();
+  await footer.hover();
+  await footer.getByRole('button', { name: 'Fork from here' }).click();
+  await expect.poll(() => c2.locator('.session-title').textContent(), { timeout: 30000 }).toContain('(fork)');
+  await cs.shot('forked');
+  // The mode picker: Plan.
+  await c2.locator('.mode-select').selectOption('plan');
+  await expect.poll(() => c2.locator('.mode-select').inputValue(), { timeout: 15000 }).toBe('plan');
+  await cs.shot('mode-plan');
 }

@@ -103,9 +103,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const [hasKey, needsKey] = await Promise.all([this.daemon.hasKey(), this.daemon.needsKey()]);
     const takeOver = this.daemon.client?.features?.takeOver === true;
     const rewind = this.daemon.client?.features?.rewind === true;
+    const modes = this.daemon.client?.features?.modes === true;
     if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver
-      && rewind === this.connection.rewind) return;
-    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind };
+      && rewind === this.connection.rewind && modes === this.connection.modes) return;
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes };
     this.postConnection();
   }
 
@@ -561,6 +562,12 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
       case 'takeOver': return this.takeOver();
+      case 'setMode': {
+        const { client, sessionId } = await this.drivable();
+        if (!client.features?.modes) throw new Error('This daemon has no session modes.');
+        await client.setMode(sessionId, m.mode);
+        return;
+      }
       case 'rewind': return this.rewindTo(m.turn);
       case 'fork': return this.forkAt(m.turn);
       case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;

@@ -164,11 +164,14 @@ function userNode(it: UserItem): HTMLElement {
       d.append(b);
     }
     d.append(el('span', 'user-text', text));
-    // The prompt that started a turn (not a steer into it) can take the session back to before it.
+    // The prompt that started a turn (not a steer into it) can take the session back to before it:
+    // a button beside the prompt, not in it (the prompt's text stays only the prompt).
     if (!it.tags?.some((t) => t === 'steer' || t === 'inject' || t === 'rewound')) {
+      const wrap = el('div', 'prompt');
       const row = el('div', 'turn-actions rewind-actions');
       row.append(turnAct('rewind', 'Restore checkpoint', it.turn, 'Take the files and the conversation back to before this prompt (shows the files first)'));
-      d.append(row);
+      wrap.append(d, row);
+      return wrap;
     }
     return d;
   }

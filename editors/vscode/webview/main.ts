@@ -45,7 +45,18 @@ const meterFill = el('span', 'fill');
 meter.append(meterFill);
 const contextText = el('span', 'context-text');
 contextEl.append(meter, contextText);
-stateRow.append(dot, statusEl, el('span', 'spacer'), contextEl);
+// The session's mode (daemons with `modes`): what the agent may do without asking.
+const MODES: Array<[string, string, string]> = [
+  ['ask', 'Ask', 'Edits and commands ask first'],
+  ['accept-edits', 'Accept edits', 'Edits run without asking; commands still ask'],
+  ['plan', 'Plan', 'Read-only tools only: no edit, no command'],
+];
+const modeSelect = el('select', 'mode-select') as HTMLSelectElement;
+modeSelect.setAttribute('aria-label', 'Mode');
+for (const [value, label, title] of MODES) { const o = el('option', undefined, label) as HTMLOptionElement; o.value = value; o.title = title; modeSelect.append(o); }
+modeSelect.addEventListener('change', () => post({ type: 'setMode', mode: modeSelect.value as 'ask' | 'accept-edits' | 'plan' }));
+modeSelect.hidden = true;
+stateRow.append(dot, statusEl, el('span', 'spacer'), modeSelect, contextEl);
 header.append(titleRow, stateRow);
 
 const announcer = el('div', 'sr-only');
@@ -365,7 +376,7 @@ function renderControls(): void {
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
-  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}|${connection.rewind}`;
+  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}|${connection.rewind}|${connection.modes}|${model.mode}`;
   if (shown.status === key) return;
   shown.status = key;
   stopBtn.hidden = ro || !running;
@@ -380,6 +391,9 @@ function renderControls(): void {
   readOnlyBar.hidden = !ro;
   takeOverBtn.hidden = !connection.takeOver;
   composer.el.hidden = ro;
+  modeSelect.hidden = !connection.modes || ro || connection.state !== 'ready';
+  modeSelect.value = model.mode ?? 'ask';
+  modeSelect.title = MODES.find(([v]) => v === modeSelect.value)?.[2] ?? '';
   // Restore checkpoint drives the session (not while a turn runs or read-only); Fork only reads it.
   document.body.classList.toggle('can-rewind', !!connection.rewind && !ro && !running && connection.state === 'ready');
   document.body.classList.toggle('can-fork', !!connection.rewind && connection.state === 'ready');

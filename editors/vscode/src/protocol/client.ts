@@ -81,6 +81,10 @@ export class DshClient {
   fork(sessionId: string, atTurn: number): Promise<{ sessionId: string }> {
     return this.rpc.request('dsh/session/fork', { sessionId, atTurn });
   }
+  /** The session's mode (daemons with `modes`): ask, accept-edits or plan. */
+  setMode(sessionId: string, mode: 'ask' | 'accept-edits' | 'plan'): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/setMode', { sessionId, mode });
+  }
   renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/rename', { sessionId, title });
   }

@@ -39,6 +39,8 @@ export interface ConnectionState {
   needsKey?: boolean;
   /** The daemon can make another window let go of a session (`experimental.dsh.takeOver`). */
   takeOver?: boolean;
+  /** The daemon has session modes (`experimental.dsh.modes`): the mode picker is shown. */
+  modes?: boolean;
   /** The daemon keeps checkpoints: Restore checkpoint and Fork from here are offered (`experimental.dsh.rewind`). */
   rewind?: boolean;
 }
@@ -55,6 +57,7 @@ export type WebviewToHost =
   | { type: 'newSession' }
   | { type: 'switchSession' }
   | { type: 'takeOver' }
+  | { type: 'setMode'; mode: 'ask' | 'accept-edits' | 'plan' }
   /** Restore checkpoint: files and conversation back to before turn `turn`. */
   | { type: 'rewind'; turn: number }
   /** Fork from here: a new session with the conversation up to the end of turn `turn`. */

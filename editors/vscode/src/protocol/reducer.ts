@@ -79,6 +79,8 @@ export interface SessionModel {
   /** When the items start at a transcript page and older turns remain on the daemon: the `beforeTurn`
    *  of the next older page; null when the items hold the whole session. */
   olderBefore: number | null;
+  /** The session's mode (daemons with `modes`): from the attach reply and `session/mode` events. */
+  mode?: 'ask' | 'accept-edits' | 'plan';
   /** The last step's input tokens and the model's context window (`context/usage`). */
   context?: { used: number; window: number | null };
   /** Pending items as they were when a turn claimed them (removed when their user/message comes),
@@ -125,6 +127,7 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       return {
         ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
         title: typeof r.title === 'string' ? r.title || undefined : model.title,
+        mode: (r as { mode?: SessionModel['mode'] }).mode ?? model.mode,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
       };
     }
@@ -174,6 +177,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
     case 'session/lease':
       return { ...model, readOnly: !!ev.data.readOnly };
+    case 'session/mode':
+      return { ...model, mode: ev.data.mode };
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
     case 'agent/inbox/spliced': {
