@@ -197,6 +197,10 @@ export interface InitializeDshCapabilities {
   configurationChange?: boolean;
   /** dsh/session/checkpoints, dsh/session/rewind, dsh/session/fork; `rewind/files` and `conversation/cut` events (§15). */
   rewind?: boolean;
+  /** dsh/session/takeOver: asks the process that drives a session this connection follows to let go (§3). */
+  takeOver?: boolean;
+  /** dsh/session/setMode, the `session/mode` event and the attach reply's `mode` (§3). */
+  modes?: boolean;
   [flag: string]: unknown;
 }
 
