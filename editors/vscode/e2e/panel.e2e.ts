@@ -313,6 +313,8 @@ async function scenario(): Promise<void> {
 
   // ---- 25. Restore checkpoint: VS Code's own modal lists the files first; the turn stays, tagged
   //          rewound, the file is back. Fork from here: a new session with the conversation so far.
+  // (The dragged chip names a vscode-remote: URI in code-server, which the daemon cannot read: off it goes.)
+  await c2.getByRole('button', { name: 'Remove notes.txt' }).click();
   writeFileSync(join(ws, 'plan.txt'), 'one\ntwo\n');
   fake.script(toolReply([{ id: 'call_rw', name: 'edit_file', args: { path: 'plan.txt', old_string: 'two', new_string: 'TWO' } }]), textReply('Made it loud.'));
   await target.fill('Make two loud in plan.txt');

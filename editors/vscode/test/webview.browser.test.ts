@@ -357,7 +357,7 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await w.actions([ev('llm/request', { turn: 1, step: 1, attempt: 4 }, 8), ev('assistant/delta', { turn: 1, step: 1, offset: 0, delta: { type: 'text', text: 'Done.' } })]);
     await expect.poll(() => page().locator('.retry-line').allTextContents()).toEqual(['↻ Recovered after 3 retries (server error 500)']);
     const order = await page().evaluate(() => [...document.querySelectorAll('.turn > *')].map((e) => e.className.split(' ')[0] + (e.classList.contains('assistant') ? '.assistant' : '')));
-    expect(order).toEqual(['msg', 'retry-line', 'msg.assistant']);
+    expect(order).toEqual(['prompt', 'retry-line', 'msg.assistant']);
     // A turn that fails: AUTH. One block (not a notice and a footer), with Retry, Set API key, Show log.
     await w.actions([
       ev('turn/end', { turn: 1, reason: { kind: 'completed' } }, 9),
