@@ -398,6 +398,7 @@ describe('ChatPanel (host) with the real daemon', () => {
         'Not sent: Another window drives this session: take it over or start a new session.',
         'Another window drives this session: stop it there.',
         'Another window drives this session: take it over or start a new session.',
+        'Another window drives this session: take it over or start a new session.',
       ].sort());
       expect(JSON.stringify(host.posted.filter((p) => p.msg.type !== 'snapshot' && p.msg.type !== 'actions'))).not.toMatch(new RegExp(`${sessionId}|\\bpid\\b|${other.proc.pid}`));
       expect(inserted()).toBe(before); // nothing reached the session
