@@ -324,8 +324,9 @@ async function scenario(): Promise<void> {
   await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'Made it loud.' }).count(), { timeout: 30000 }).toBe(1);
   await expect.poll(() => readFileSync(join(ws, 'plan.txt'), 'utf8'), { timeout: 15000 }).toBe('one\nTWO\n');
   const asked = c2.locator('.msg.user', { hasText: 'Make two loud' });
-  await asked.hover();
-  await asked.getByRole('button', { name: 'Restore checkpoint' }).click();
+  const prompt = c2.locator('.prompt', { hasText: 'Make two loud' }); // the prompt and its button beside it
+  await prompt.hover();
+  await prompt.getByRole('button', { name: 'Restore checkpoint' }).click();
   const dialog = page.locator('.monaco-dialog-box');
   await dialog.waitFor({ timeout: 15000 });
   expect(await dialog.textContent()).toContain('Restore the checkpoint before "Make two loud in plan.txt"?');
