@@ -311,13 +311,14 @@ describe('ChatPanel (host) with the real daemon', () => {
     expect(await d.client.rpc.request('dsh/permissions/respond', { sessionId, callId: 'call_1', outcome: 'reject' })).toEqual({ answered: true });
     await d.waitFor(() => host.panel.model.permissions.length === 0 && permissions.openFor(sessionId).length === 0, 'card 1 gone');
     await d.waitFor(() => ends() === 1 && host.panel.model.status === 'idle', 'turn 1');
-    // 2. Allow always: the next edit does not ask; revoked, the one after asks again. (The test client
-    //    applies edits without writing them, so every edit finds 'one' on disk.)
+    // 2. Allow always: the next edit does not ask; revoked, the one after asks again. (The daemon
+    //    writes an applied edit to disk for a client without documentSave: each turn starts from 'one'.)
     const asked: string[] = [];
     d.client.setPermissionHandler(async (req) => { asked.push(req.callId); return 'allow-always'; });
     fake.script(edit('call_2', 'one', 'two'), textReply('ok'), edit('call_3', 'one', 'two'), textReply('ok'));
     host.send({ type: 'send', text: 'edit 2', chips: [], mode: 'followup' });
     await d.waitFor(() => ends() === 2 && host.panel.model.status === 'idle', 'turn 2');
+    writeFileSync(join(d.root, 'notes.txt'), 'one\n');
     host.send({ type: 'send', text: 'edit 3', chips: [], mode: 'followup' });
     await d.waitFor(() => ends() === 3 && host.panel.model.status === 'idle', 'turn 3');
     expect(asked).toEqual(['call_2']);
@@ -327,6 +328,7 @@ describe('ChatPanel (host) with the real daemon', () => {
     expect(offered).toEqual(['edit_file | every call of this tool']);
     expect(infos.at(-1)).toBe('dsh: 1 "Allow always" answer revoked.');
     fake.script(edit('call_4', 'one', 'two'), textReply('ok'));
+    writeFileSync(join(d.root, 'notes.txt'), 'one\n');
     host.send({ type: 'send', text: 'edit 4', chips: [], mode: 'followup' });
     await d.waitFor(() => ends() === 4 && host.panel.model.status === 'idle', 'turn 4');
     expect(asked).toEqual(['call_2', 'call_4']);
