@@ -115,3 +115,113 @@ async def test_without_the_capabilities_no_editor_tools_are_offered(
     offered = {t["function"]["name"] for t in fake.requests[0].json["tools"]}
     assert not offered & {"diagnostics", "definition", "references", "symbols", "hover"}
     await stop_daemon(d)
+
+
+class ToyNavigator(EditorModel):
+    """Answers references, symbols and hover as a language server would, one location outside the
+    workspace among them, and says it has no server for `notes.txt`."""
+
+    def __init__(self, outside: Path) -> None:
+        super().__init__(change_delay_s=0.0)
+        self.outside = outside
+        self.asked: list[tuple[str, Any]] = []
+
+    def setup(self, client: LanguageClient, daemon: Daemon) -> None:
+        super().setup(client, daemon)
+
+        def uri_of(name: str) -> str:
+            return next(u for u in self.buffers if u.endswith("/" + name))
+
+        def at(uri: str, line: int, character: int) -> dict[str, Any]:
+            point = {"line": line, "character": character}
+            return {"uri": uri, "range": {"start": point, "end": point}}
+
+        @client.feature("dsh/editor/references")
+        def on_references(params: Any) -> Any:
+            self.asked.append(("references", params))
+            if params["uri"] == uri_of("notes.txt"):
+                return {"locations": [], "noLanguageServer": True}
+            return {
+                "locations": [
+                    at(uri_of("lib.py"), 2, 4),
+                    at(uri_of("app.py"), 2, 8),
+                    at(self.outside.as_uri(), 0, 0),
+                ]
+            }
+
+        @client.feature("dsh/editor/symbols")
+        def on_symbols(params: Any) -> Any:
+            self.asked.append(("symbols", params))
+            return {
+                "symbols": [
+                    {"name": "helper", "kind": 12, "location": at(uri_of("lib.py"), 2, 4)},
+                    {"name": "Box", "kind": 5, "location": at(self.outside.as_uri(), 0, 0)},
+                ]
+            }
+
+        @client.feature("dsh/editor/hover")
+        def on_hover(params: Any) -> Any:
+            self.asked.append(("hover", params))
+            return {"contents": "```python\ndef helper() -> int\n```"}
+
+
+async def test_references_symbols_and_hover_are_the_editors_answers_confined_to_the_workspace(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("class Box: ...\n")
+    app, lib, notes = work / "app.py", work / "lib.py", work / "notes.txt"
+    app.write_text("from lib import helper\n\nvalue = helper()\n")
+    lib.write_text("import os\n\ndef helper():\n    return 1\n")
+    notes.write_text("helper is mentioned here\n")
+    editor = ToyNavigator(outside)
+    d = await start_daemon(
+        tmp_path / "state",
+        fake,
+        root=work,
+        init_options=OPTIONS,
+        dsh_client={"languageFeatures": ["references", "symbols", "hover"]},
+        setup=editor.setup,
+    )
+    for path in (app, lib, notes):
+        editor.open(path)
+    fake.script(
+        call("r1", "references", path="app.py", line=3, symbol="helper"),
+        call("s1", "symbols", query="helper"),
+        call("s2", "symbols", path="lib.py"),
+        call("h1", "hover", path="app.py", line=3, symbol="helper"),
+        call("r2", "references", path="notes.txt", line=1, symbol="helper"),
+        call("s3", "symbols", path="lib.py", query="helper"),
+        text_reply("done"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "go"}})
+    await d.wait_idle_turn(sid)
+    out = results(d, sid)
+    assert result_text(out["r1"]) == (
+        "lib.py:3:5: def helper():\n"
+        "app.py:3:9: value = helper()\n"
+        "(1 outside the workspace: libraries or other projects, not shown)"
+    )
+    assert result_text(out["s1"]) == "function helper lib.py:3:5: def helper():"
+    assert result_text(out["s2"]) == "function helper lib.py:3:5: def helper():"
+    assert result_text(out["h1"]) == "```python\ndef helper() -> int\n```"
+    assert "No language server for this file" in result_text(out["r2"])
+    assert "give exactly one of 'path'" in result_text(out["s3"])
+    assert "elsewhere" not in json.dumps([result_text(r) for r in out.values()])  # never shown
+    # What the editor was asked: UTF-16 positions of the named symbol, the declaration included.
+    refs = [p for kind, p in editor.asked if kind == "references"]
+    assert refs[0] == {
+        "uri": app.as_uri(),
+        "position": {"line": 2, "character": 8},
+        "includeDeclaration": True,
+    }
+    symbols = [p for kind, p in editor.asked if kind == "symbols"]
+    assert symbols == [{"query": "helper"}, {"uri": lib.as_uri()}]
+    (hover,) = [p for kind, p in editor.asked if kind == "hover"]
+    assert hover == {"uri": app.as_uri(), "position": {"line": 2, "character": 8}}
+    offered = {t["function"]["name"] for t in fake.requests[0].json["tools"]}
+    assert {"references", "symbols", "hover"} <= offered and "definition" not in offered
+    await stop_daemon(d)
