@@ -151,9 +151,13 @@ class Daemon:
         if self._front_end is None:
             from dsh_daemon.acp.files import FsCapabilities
             from dsh_daemon.acp.frontend import AcpFrontEnd
+            from dsh_daemon.acp.terminals import offers_terminal
 
             fs = FsCapabilities.parse(self._client_capabilities)
-            self._front_end = AcpFrontEnd(self.connection, self.settings.state_dir, self._options, fs)
+            terminal = offers_terminal(self._client_capabilities)
+            self._front_end = AcpFrontEnd(
+                self.connection, self.settings.state_dir, self._options, fs, terminal=terminal
+            )
         return self._front_end
 
     def _prompt(self, p: Mapping[str, Any], session_id: str) -> PromptParts:

@@ -21,6 +21,7 @@ from dsh_daemon.acp.files import ClientFiles, FsCapabilities
 from dsh_daemon.acp.permissions import AcpApprover
 from dsh_daemon.acp.prompts import PromptBook
 from dsh_daemon.acp.rpc import Connection
+from dsh_daemon.acp.terminals import AcpEditor, ClientTerminals
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator
 from dsh_daemon.host.hosted import HostedSession
@@ -75,10 +76,17 @@ def iso_time(ms: int) -> str:
 
 class AcpFrontEnd:
     def __init__(
-        self, connection: Connection, state_dir: Path, options: DaemonOptions, fs: FsCapabilities
+        self,
+        connection: Connection,
+        state_dir: Path,
+        options: DaemonOptions,
+        fs: FsCapabilities,
+        *,
+        terminal: bool = False,
     ) -> None:
         self.connection = connection
         self.fs = fs
+        self.terminal = terminal  # the client offers `terminal/*`
         self.driven: dict[str, AcpSession] = {}
         self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
         self.host = SessionHost(state_dir, options, self)
@@ -111,7 +119,11 @@ class AcpFrontEnd:
 
     def editor_services(self, session_id: str, workspace: Workspace) -> EditorServices:
         # ACP has no method for diagnostics, language features or unsaved buffers: none are offered.
-        return NoEditor()
+        # Its terminals are, when the client advertises them: `run_command` runs there (issue 24.6).
+        if not self.terminal:
+            return NoEditor()
+        translator = self.driven[session_id].translator
+        return AcpEditor(ClientTerminals(self.connection, session_id, translator))
 
     def new_approver(self, session_id: str) -> Approver:
         translator = self.driven[session_id].translator

@@ -2,8 +2,10 @@
 
 Live: `assistant/delta` -> `agent_message_chunk` / `agent_thought_chunk`; `tool/call` -> `tool_call`
 (or an update of the one a permission request announced); `tool/output` -> `tool_call_update` with
-the command's output so far; `tool/result` -> `tool_call_update` (completed / failed, an edit's diff);
-`turn/usage` -> `usage_update`; a new title -> `session_info_update`.
+the end of the command's output (bounded: see `_on_tool_output`), or nothing when the command runs
+in the client's terminal (then the call's content is that terminal, kept to the end);
+`tool/result` -> `tool_call_update` (completed / failed, an edit's diff); `turn/usage` ->
+`usage_update`; a new title -> `session_info_update`.
 Replay (`session/load`): the durable log only, with whole messages instead of deltas: user and editor
 messages as `user_message_chunk` (editor context as `resource` blocks), assistant text and reasoning,
 tool calls and their results.
@@ -31,7 +33,13 @@ from dsh_daemon.model.payloads import (
     TurnUsage,
 )
 
-MAX_OUTPUT_CHARS = 64_000  # the accumulated command output shown in a tool call (its tail)
+# Live command output: each update shows at most the last LIVE_TAIL_CHARS (after a marker saying how
+# much came before), and a call's updates together put at most LIVE_RATIO characters per character
+# printed on the wire (plus one tail): an update that would exceed it waits for more output (or the
+# result, which shows the output as the model got it). ACP's `content` replaces the previous one, so
+# "only the new text" would erase what was shown; a bounded tail is the nearest honest thing.
+LIVE_TAIL_CHARS = 8_000
+LIVE_RATIO = 2
 MAX_RESULT_CHARS = 64_000
 TEXT_CHUNKS = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
 KINDS = {
@@ -155,7 +163,18 @@ def _parse_args(arguments: Any) -> Mapping[str, Any] | None:
 @dataclass
 class _Call:
     description: ToolDescription
-    output: str = ""
+    output: str = ""  # the end of the live output (at most LIVE_TAIL_CHARS)
+    printed: int = 0  # characters of live output received
+    sent: int = 0  # characters of live output put on the wire
+    terminal_id: str | None = None  # runs in the client's terminal
+
+
+def terminal_content(terminal_id: str) -> dict[str, Any]:
+    return {"type": "terminal", "terminalId": terminal_id}
+
+
+def earlier_marker(hidden: int) -> str:
+    return f"[… {hidden:,} earlier characters not shown here; the result keeps the beginning and end]\n"
 
 
 @dataclass
@@ -217,13 +236,27 @@ class Translator:
             status = "pending" if call.synthetic else "in_progress"
             self.send(self.announce(call.call_id, call.name, call.arguments, status=status))
 
+    def terminal_started(self, call_id: str, terminal_id: str) -> None:
+        """The call's command runs in the client's terminal: its content is that terminal from now on."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.terminal_id = terminal_id
+        content = [terminal_content(terminal_id)]
+        self.send(self.tool_call_update(call_id, status="in_progress", content=content))
+
     def _on_tool_output(self, output: ToolOutput) -> None:
         call = self._calls.get(output.call_id)
-        if call is None:
+        if call is None or call.terminal_id is not None:
+            return  # a terminal shows its own output
+        call.printed += len(output.text)
+        call.output = (call.output + output.text)[-LIVE_TAIL_CHARS:]
+        hidden = call.printed - len(call.output)
+        shown = earlier_marker(hidden) + call.output if hidden else call.output
+        # Invariant: the wire cost of a call's live output stays proportional to the output.
+        if call.sent + len(shown) > LIVE_RATIO * call.printed + LIVE_TAIL_CHARS:
             return
-        call.output = (call.output + output.text)[-MAX_OUTPUT_CHARS:]
-        content = [text_content(call.output)]
-        self.send(self.tool_call_update(output.call_id, status="in_progress", content=content))
+        call.sent += len(shown)
+        self.send(self.tool_call_update(output.call_id, status="in_progress", content=[text_content(shown)]))
 
     def _on_tool_result(self, result: ToolResulted) -> None:
         call_id = result.call_id
@@ -234,12 +267,28 @@ class Translator:
             text = text[:MAX_RESULT_CHARS] + "\n[truncated]"
         error, meta = result.error, result.meta
         content: list[dict[str, Any]] = []
+        call = self._calls.get(call_id)
+        if call is not None and call.terminal_id is not None:
+            # The terminal stays embedded (the client keeps showing a released one); a failure's own
+            # words (timed out, cancelled) follow it.
+            content.append(terminal_content(call.terminal_id))
+            if error is not None:
+                content.append(text_content(text.rstrip("\n").rsplit("\n", 1)[-1]))
+            self._finish_call(call_id, error, content, meta)
+            return
         if meta is not None and isinstance(meta.get("diff"), str) and error is None:
             content.append(diff_content(str(meta.get("path", "")), meta["diff"]))
         content.append(text_content(text))
+        self._finish_call(call_id, error, content, meta)
+
+    def _finish_call(
+        self, call_id: str, error: Any, content: list[dict[str, Any]], meta: Mapping[str, Any] | None
+    ) -> None:
         fields: dict[str, Any] = {"status": "failed" if error else "completed", "content": content}
         if error is not None:
             fields["rawOutput"] = {"error": {"name": error.name, "code": error.code}}
+        elif meta is not None and "exitCode" in meta:
+            fields["rawOutput"] = {"exitCode": meta.get("exitCode")}
         self.send(self.tool_call_update(call_id, **fields))
         self._calls.pop(call_id, None)
 

@@ -38,6 +38,7 @@ from dsh_daemon.tools.editor import (
 )
 from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier, EditApplier
 from dsh_daemon.tools.errors import EditConflictError, OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.terminal import Terminal, TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
 from dsh_daemon.tools.textfiles import sha256_text
 from dsh_daemon.tools.workspace import Workspace
 
@@ -67,6 +68,11 @@ __all__ = [
     "PreStepContext",
     "PreStepDecision",
     "PreStepHook",
+    "Terminal",
+    "TerminalExit",
+    "TerminalOutput",
+    "TerminalUnavailable",
+    "Terminals",
     "ToolCall",
     "ToolError",
     "Workspace",

@@ -83,6 +83,8 @@ def _path_of(uri: Any) -> Path | None:
 class LspEditor:
     """`EditorServices` over the LSP connection."""
 
+    terminals = None  # the LSP wire has no terminals: commands run in the daemon
+
     def __init__(
         self,
         server: LanguageServer,

@@ -12,6 +12,7 @@ import asyncio
 import codecs
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import signal as signals
@@ -29,7 +30,10 @@ from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.editor import EditorServices, NoEditor
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.terminal import TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
 from dsh_daemon.tools.workspace import Workspace
+
+logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
 # Non-interactive defaults: a pager or a prompt would hang until the timeout.
@@ -105,6 +109,12 @@ async def _until_exit(proc: asyncio.subprocess.Process, tree: proctree.ProcessTr
     return proc.returncode
 
 
+def _exit_of(task: asyncio.Task[TerminalExit]) -> TerminalExit | None:
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    return None
+
+
 class RunCommandTool(ToolBase):
     truncation_hint = (
         "re-run with a narrower command (filter with grep, head or tail, or redirect the output to a "
@@ -169,8 +179,66 @@ class RunCommandTool(ToolBase):
             return await self._run(command, ctx, limit_s=timeout)
 
     async def _run(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
-        timeout = limit_s
         unsaved = await self._unsaved(ctx)
+        terminals = self.editor.terminals
+        if terminals is not None:
+            try:
+                outcome = await self._run_in_terminal(terminals, command, ctx, limit_s)
+            except TerminalUnavailable as exc:
+                logger.warning("the editor's terminal could not run the command (%s): run here", exc)
+            else:
+                return self._with_unsaved(outcome, unsaved)
+        return self._with_unsaved(await self._run_here(command, ctx, limit_s=limit_s), unsaved)
+
+    async def _run_in_terminal(
+        self, terminals: Terminals, command: str, ctx: ToolContext, limit_s: float
+    ) -> ToolOutcome:
+        """The command in the editor's terminal, which the person watches live; the output the editor
+        kept (its last `command_output_chars`) is the result. Timeout and cancel kill it there; the
+        terminal is released in every case (also when this task is cancelled), and the editor may go
+        on showing it."""
+        output_limit = self.limits.command_output_chars
+        terminal = await terminals.create(
+            ctx.call.call_id, self.shell, ["-c", command], self.workspace.cwd, _ENV_DEFAULTS, output_limit
+        )
+        stopped: str | None = None
+        exited = asyncio.create_task(terminal.wait_for_exit())
+        aborted = asyncio.create_task(ctx.signal.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {exited, aborted}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if exited not in done:
+                stopped = "cancelled" if aborted in done else "timeout"
+                with contextlib.suppress(TerminalUnavailable):
+                    await terminal.kill()
+            try:
+                kept = await terminal.output()
+            except TerminalUnavailable as exc:
+                kept = TerminalOutput(f"[the editor's terminal did not give its output: {exc}]\n", False)
+            ended = kept.exit or _exit_of(exited)
+        finally:
+            for task in (exited, aborted):
+                task.cancel()
+            await asyncio.gather(exited, aborted, return_exceptions=True)
+            with contextlib.suppress(TerminalUnavailable):
+                await asyncio.shield(terminal.release())
+        output = _Output(output_limit, self.truncation_hint)
+        if kept.truncated:
+            output.add(
+                f"[the editor's terminal kept only the end of the output: its last {output_limit:,} bytes]\n"
+            )
+        output.add(kept.text)
+        code = ended.exit_code if ended is not None else None
+        outcome = self._outcome(
+            command, code, output, stopped, limit_s, signal=ended.signal if ended else None
+        )
+        meta = dict(outcome.meta or {})
+        meta["terminalId"] = terminal.terminal_id
+        return dataclasses.replace(outcome, meta=FrozenDict(meta))
+
+    async def _run_here(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
+        timeout = limit_s
         proctree.become_subreaper()
         proctree.forget_finished()
         tree = proctree.ProcessTree(0)
@@ -219,7 +287,7 @@ class RunCommandTool(ToolBase):
                 transport = getattr(proc, "_transport", None)
                 if transport is not None:
                     transport.close()
-        return self._with_unsaved(self._outcome(command, proc.returncode, output, stopped, timeout), unsaved)
+        return self._outcome(command, proc.returncode, output, stopped, timeout)
 
     async def _unsaved(self, ctx: ToolContext) -> list[str]:
         """Open documents whose editor text differs from disk (the command sees the disk), shown
@@ -279,7 +347,14 @@ class RunCommandTool(ToolBase):
             await asyncio.sleep(0.01)
 
     def _outcome(
-        self, command: str, code: int | None, output: _Output, stopped: str | None, timeout: float
+        self,
+        command: str,
+        code: int | None,
+        output: _Output,
+        stopped: str | None,
+        timeout: float,
+        *,
+        signal: str | None = None,
     ) -> ToolOutcome:
         text = output.render()
         if text and not text.endswith("\n"):
@@ -298,6 +373,9 @@ class RunCommandTool(ToolBase):
                 "TIMEOUT",
                 meta=meta,
             )
+        if code is None and signal:
+            meta["signal"] = signal
+            return ToolOutcome.text(f"{text or NO_OUTPUT}[ended by signal {signal}]", meta=meta)
         return ToolOutcome.text(f"{text or NO_OUTPUT}[exit code {code}]", meta=meta)
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from dsh_daemon.tools.terminal import Terminals
+
 LanguageFeature = Literal["definition", "references", "symbols", "hover"]
 LANGUAGE_FEATURES: tuple[LanguageFeature, ...] = ("definition", "references", "symbols", "hover")
 
@@ -36,6 +38,11 @@ class EditorServices(Protocol):
     @property
     def language_features(self) -> frozenset[str]: ...
 
+    @property
+    def terminals(self) -> Terminals | None:
+        """The editor's terminals, where `run_command` runs when offered (None: the daemon runs it)."""
+        ...
+
     def unsaved_paths(self) -> list[Path]:
         """Open documents whose text differs from the file on disk (what a command would not see)."""
         ...
@@ -54,6 +61,7 @@ class NoEditor:
 
     diagnostics_supported = False
     language_features: frozenset[str] = frozenset()
+    terminals: Terminals | None = None
 
     def unsaved_paths(self) -> list[Path]:
         return []

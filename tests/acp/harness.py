@@ -136,7 +136,12 @@ class AcpDaemon:
 
 @contextlib.asynccontextmanager
 async def acp_daemon(
-    state: Path, fake: FakeDeepSeek, *, fs: bool = False, client: RecordingClient | None = None
+    state: Path,
+    fake: FakeDeepSeek,
+    *,
+    fs: bool = False,
+    client: RecordingClient | None = None,
+    terminal: bool = False,
 ) -> AsyncIterator[AcpDaemon]:
     client = client or RecordingClient()
     (state / "home").mkdir(parents=True, exist_ok=True)
@@ -153,7 +158,7 @@ async def acp_daemon(
             observers=[client.observe],
         ) as (conn, _process):
             capabilities = ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs)
+                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=terminal
             )
             init = await asyncio.wait_for(
                 conn.initialize(
