@@ -54,8 +54,8 @@ INPUT_HELP = (
     ("Esc", "cancel the running turn, keep the queue (also Ctrl-C; twice Ctrl-C when idle leaves)"),
     ("Tab", "complete a command, a path after @ or /attach, a #number after /edit or /drop"),
 )
-# Model ids DeepSeek serves (README "Model provider"); `/model` lists them with any the configuration
-# names. The daemon has no request that lists models, so the chat cannot ask it.
+# Model ids DeepSeek serves (README "Model provider"): what `/model` lists, with any the configuration
+# names, when the daemon is too old to answer `dsh/models/list` (flag `models`).
 KNOWN_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
 SHELL_SHOWN_LINES = 40
 
@@ -438,11 +438,22 @@ class Commands:
             names.append(self.chat.status.model)
         return list(dict.fromkeys(names))
 
+    async def listed_models(self) -> tuple[list[str], str]:
+        """The daemon's own list (`dsh/models/list`) and the model new requests use; the local
+        guess when the daemon does not offer the list."""
+        chat = self.chat
+        if not chat.capabilities.get("models"):
+            return self.known_models(), chat.status.model
+        result = await chat.rpc.request("dsh/models/list", {})
+        names = [str(entry["id"]) for entry in result.get("models") or [] if isinstance(entry, dict)]
+        current = str(result.get("current") or chat.status.model)
+        return list(dict.fromkeys([*names, current] if current else names)), current
+
     async def model(self, arg: str) -> None:
         chat = self.chat
         current = chat.status.model
         if not arg:
-            names = self.known_models()
+            names, current = await self.listed_models()
             now = current or "not known until the first request (the daemon's configuration picks it)"
             if chat.view.interactive:
                 options = [f"{name}{'  (current)' if name == current else ''}" for name in names]

@@ -88,6 +88,9 @@ class Chat:
         self.shown_seq = -1  # events up to this seq are already drawn (a transcript page)
         self.clearing = False
         self.failed = False  # a turn ended in error or a question had no answer (exit status)
+        # The last `agent/error` shown: the turn that it ends repeats it in `turn/end`, and a person
+        # should read one line per failure, not two.
+        self.error_shown: tuple[Any, Any] | None = None
         self.cards = CardBook()
         self.blocks: list[CodeBlock] = []  # every code block shown, for /copy N
         self.attachments: list[dict[str, Any]] = []  # travel with the next prompt
@@ -223,7 +226,8 @@ class Chat:
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")
         elif kind == "agent/error":
             error = data.get("error") or {}
-            self.error(f"[{error.get('code', 'error')}: {error.get('message', '')}]")
+            self.error_shown = (error.get("code"), error.get("message"))
+            self.error(f"[{error.get('code', 'error')}: {error.get('message', '')}]{what_to_do(error)}")
         elif kind == "turn/end":
             view.flush_stream()
             self.turn_end(data["reason"])
@@ -283,10 +287,12 @@ class Chat:
 
     def turn_end(self, reason: dict[str, Any]) -> None:
         kind = reason["kind"]
+        shown, self.error_shown = self.error_shown, None
         if kind == "error":
             self.failed = True
             error = reason.get("error") or {}
-            self.error(f"[error {error.get('code')}: {error.get('message')}]")
+            if shown != (error.get("code"), error.get("message")):
+                self.error(f"[error {error.get('code')}: {error.get('message')}]{what_to_do(error)}")
         elif kind == "aborted":
             cause = reason.get("cause", "user")
             waiting = self.status.queued + self.status.context
@@ -548,3 +554,18 @@ def _short_uri(uri: str, cwd: str) -> str:
         except ValueError:
             return str(path)
     return uri
+
+
+# What a person can do about a failure the provider reported, by its typed code (model/provider.py).
+WHAT_TO_DO = {
+    "AUTH": "set DEEPSEEK_API_KEY (or provider.apiKey in config.json), then send again",
+    "CONFIG": "`dsh-daemon config` shows the configuration and where each value comes from",
+    "QUOTA": "the account's balance is used up: top it up, then send again",
+    "TRANSPORT": "check the network or provider.baseUrl (`dsh-daemon config`), then send again",
+    "CONTEXT_WINDOW_EXCEEDED": "/compact shortens the conversation, then send again",
+}
+
+
+def what_to_do(error: dict[str, Any]) -> str:
+    advice = WHAT_TO_DO.get(str(error.get("code")))
+    return f" — {advice}" if advice else ""

@@ -144,3 +144,17 @@ def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) 
         assert "› question 12" in out and "answer 12" in out and "› question 3\n" in out
         assert "› question 2\n" not in out and "answer 2\n" not in out  # only the last 10 turns
         assert "12 turn(s) · 144 tokens in · 36 out" in out  # the totals count every turn
+
+
+def test_a_failed_turn_is_one_line_saying_what_went_wrong(tmp_path: Path) -> None:
+    """The `agent/error` line and the `turn/end` that repeats it show as one line, not two."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeDeepSeek() as fake:
+        fake.script(Reply.error(401))
+        env = daemon_env(tmp_path / "state", fake)
+        result = run_cli(["--no-thinking", "chat", "hello"], env, cwd=work)
+        assert result.returncode == 1
+        failures = [line for line in result.stderr.splitlines() if "AUTH" in line]
+        assert len(failures) == 1, result.stderr
+        assert "set DEEPSEEK_API_KEY" in failures[0]  # and says what to do

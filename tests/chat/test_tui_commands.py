@@ -8,6 +8,7 @@ from pathlib import Path
 from dsh_daemon.chat.commands import COMMANDS
 from tests.chat.screen import Screen, needs_tmux, status_line
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import daemon_env
 
 pytestmark = needs_tmux
 
@@ -91,3 +92,20 @@ def test_mentions_shell_model_context_cost_compact_and_help(
     assert "deepseek-v4-flash" in screen and "deepseek-v4-pro  (current)" in screen
     chat.keys("Escape")
     chat.wait(lambda s: "model — now" not in s, whole=False)
+
+
+def test_model_lists_what_the_daemon_serves(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> None:
+    """`/model` asks the daemon (`dsh/models/list`): a model only the daemon's configuration names is
+    offered, and marked current, before any request has been made."""
+    env = daemon_env(tmp_path / "state", fake, DSH_MODEL="local-coder")
+    chat = Screen(tmp_path, env, ["--no-thinking", "chat"], cwd=work)
+    try:
+        chat.wait("Enter sends")
+        chat.type("/model")
+        chat.keys("Enter")
+        screen = chat.wait("model — now local-coder", whole=False)
+        assert "local-coder  (current)" in screen and "deepseek-v4-pro" in screen
+        chat.keys("Escape")
+        chat.wait(lambda s: "model — now" not in s, whole=False)
+    finally:
+        chat.close()
