@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from dsh_daemon.host import gitsnap
 from dsh_daemon.host.errors import invalid_params, session_busy_because
 from dsh_daemon.host.rewind import (
+    Planned,
     apply_planned,
     done_events,
     interrupted_event,
@@ -92,6 +93,8 @@ async def rewind(
                 failed.append(RewindProblem(f"not written: {exc}", path=shown))
                 continue
             (deleted if planned.action == "delete" else restored).append(shown)
+            if conversation:
+                record_rewound(hosted, planned)
             # The rewind is a change too: a later rewind expects the file to hold what it wrote.
             host.checkpoints.record_file(
                 session_id,
@@ -113,6 +116,20 @@ async def rewind(
         return result
     finally:
         hosted.rewinding = False
+
+
+def record_rewound(hosted: HostedSession, planned: Planned) -> None:
+    """The model's memory of a file moves back with the conversation: no "changed since you read it"
+    about what the rewind wrote (undecodable content is forgotten, as a deleted file is)."""
+
+    def text(content: bytes | None) -> str | None:
+        try:
+            return None if content is None else content.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    before = planned.editor_text if planned.editor_text is not None else text(planned.current)
+    hosted.tools.kit.files_seen.record_rewound(planned.path, text(planned.target), before)
 
 
 def checkpoint_turns(host: SessionHost, session_id: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from dsh_daemon.tools.workspace import Workspace
 class ToolKit(NamedTuple):
     registry: ToolRegistry
     hooks: Hooks  # only pre_execute / post_execute are filled; merge them into the session's Hooks
+    files_seen: ReadTracker  # what the model has seen of each file (a rewind moves it back)
 
 
 def build_tool_registry(
@@ -79,4 +80,4 @@ def build_tool_registry(
             registry.add(tool)
     policy = PermissionPolicy(registry, workspace, modes)
     hooks = Hooks(pre_execute=[policy], post_execute=[ChangedFilesNotice(tracker, workspace)])
-    return ToolKit(registry, hooks)
+    return ToolKit(registry, hooks, tracker)

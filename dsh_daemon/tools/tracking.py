@@ -59,6 +59,15 @@ class ReadTracker:
         if before is not None:
             self._seen[path].superseded = sha256_text(before)
 
+    def record_rewound(self, path: Path, text: str | None, before: str | None) -> None:
+        """A rewind that cut the conversation wrote `path` back to `text` (None: deleted it). The kept
+        history saw that version (or never saw the file), so it is no change to report: a file the
+        model knew is known again as `text`; a deleted one is forgotten."""
+        if text is None:
+            self._seen.pop(path, None)
+        elif path in self._seen:
+            self.record_current(path, text, before)
+
     def changes(self) -> list[tuple[Path, Change]]:
         """Files whose current view differs from what the model saw. Each change is reported once:
         the record moves on to the new version (the model is told; it re-reads when it needs to)."""

@@ -376,3 +376,45 @@ async def test_over_the_budget_the_oldest_checkpoint_is_dropped_and_a_rewind_say
     kept = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2, "conversation": False})
     assert kept["restored"] == [str(target)] and "turn-one" in target.read_text()
     await stop_daemon(d)
+
+
+async def test_after_a_rewind_that_cuts_the_conversation_the_model_hears_no_stale_file_notice(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The files a rewind wrote are what the kept history saw (or never saw): no "deleted since you
+    read it" about a file a cut turn created. A files-only rewind keeps the turns, so the model is
+    told its file changed."""
+    work = tmp_path / "work"
+    work.mkdir()
+    kept, created = work / "a.txt", work / "new.txt"
+    kept.write_text("one\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(
+        call("read_file", {"path": str(kept)}),
+        text_reply("read it"),
+        write(created, "brand new\n"),
+        edit(kept, "one", "two", "call_2"),
+        text_reply("second done"),
+        call("list_dir", {"path": str(work)}),
+        text_reply("listed"),
+        write(created, "again\n"),
+        text_reply("written"),
+        call("list_dir", {"path": str(work)}),
+        text_reply("listed again"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "read a")
+    await run_turn(d, sid, "make new and edit a")
+    await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2})
+    assert not created.exists() and kept.read_text() == "one\n"
+    await run_turn(d, sid, "list")
+    after_tool = "\n".join(user_texts(fake.requests[-1].json))
+    assert "since you read it" not in after_tool
+
+    # files only: the turn that wrote new.txt stays in the history, so its removal is news
+    await run_turn(d, sid, "write new again")
+    await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 4, "conversation": False})
+    assert not created.exists()
+    await run_turn(d, sid, "list again")
+    assert "new.txt was deleted since you read it" in "\n".join(user_texts(fake.requests[-1].json))
+    await stop_daemon(d)
