@@ -117,3 +117,95 @@ def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
             print("--- model got:", edited, ran, sep="\n")
     finally:
         editor.quit(timeout=20)
+
+
+def test_references_symbols_and_hover_from_basedpyright_in_real_neovim(
+    nvim_bin: str, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    """What the model gets from `references`, `symbols` (a file's outline and the workspace's) and
+    `hover` when a real language server answers: paths + line:col + the line, from every file of the
+    project, and nothing from outside the roots (the standard library's stubs are counted, not shown)."""
+    server = langserver()
+    work = paths.work
+    (work / "lib.py").write_text(
+        "from pathlib import Path\n"
+        "\n"
+        "\n"
+        "class Greeter:\n"
+        '    """Says hello to someone."""\n'
+        "\n"
+        "    def greet(self, name: str) -> str:\n"
+        '        return f"hello {name}"\n'
+        "\n"
+        "\n"
+        "def helper() -> int:\n"
+        '    """The number one, for the tests."""\n'
+        "    return 1\n"
+        "\n"
+        "\n"
+        'HOME = Path("/")\n'
+    )
+    (work / "app.py").write_text(
+        'from lib import Greeter, helper\n\nvalue: int = helper()\ngreeting = Greeter().greet("ann")\n'
+    )
+    (work / "use.py").write_text("from lib import helper\n\nTWICE = helper() + helper()\n")
+    fake.script(
+        call("c1", "references", path="lib.py", line=11, symbol="helper"),
+        call("c2", "symbols", path="lib.py"),
+        call("c3", "symbols", query="Greeter"),
+        call("c4", "hover", path="app.py", line=3, symbol="helper"),
+        call("c5", "references", path="lib.py", line=16, symbol="Path"),
+        text_reply("Done."),
+    )
+    editor = Editor(nvim_bin, paths, fake.base_url, extra=extra_init(server, work))
+    try:
+        editor.cmd("edit lib.py")
+        editor.wait(
+            lambda: editor.lua(
+                "local c = vim.lsp.get_clients({name = 'basedpyright'})[1]; return c ~= nil and c.initialized"
+            ),
+            timeout=60,
+            what="basedpyright initialized",
+        )
+        editor.cmd("Dsh who calls helper, what is in lib.py, where is Greeter, what is helper, who uses Path")
+        editor.wait_footers(1, timeout=180)
+        # references: every use in every file of the project, each with its line.
+        refs = json.loads(tool_text(fake, 1))["content"]
+        for expected in (
+            "lib.py:11:5: def helper() -> int:",
+            "app.py:1:26: from lib import Greeter, helper",
+            "app.py:3:14: value: int = helper()",
+            "use.py:1:17: from lib import helper",
+            "use.py:3:9: TWICE = helper() + helper()",
+            "use.py:3:20: TWICE = helper() + helper()",
+        ):
+            assert expected in refs, refs
+        # The document's outline, nested names with their container.
+        outline = json.loads(tool_text(fake, 2))["content"]
+        for expected in (
+            "class Greeter lib.py:4:7: class Greeter:",
+            "method Greeter.greet lib.py:7:9: def greet(self, name: str) -> str:",
+            "function helper lib.py:11:5: def helper() -> int:",
+            'HOME lib.py:16:1: HOME = Path("/")',
+        ):
+            assert expected in outline, outline
+        # The workspace's symbols matching a query.
+        found = json.loads(tool_text(fake, 3))["content"]
+        assert "class Greeter lib.py:4:7: class Greeter:" in found, found
+        # hover: the signature and the docstring, from the other file.
+        hover = json.loads(tool_text(fake, 4))["content"]
+        assert "def helper() -> int" in hover and "The number one, for the tests." in hover, hover
+        # A library symbol: the uses in the project are listed; its declaration in the standard
+        # library's stubs (outside the roots) is counted, never shown.
+        lib = json.loads(tool_text(fake, 5))["content"]
+        assert "lib.py:1:21: from pathlib import Path" in lib and 'lib.py:16:8: HOME = Path("/")' in lib, lib
+        assert "outside the workspace" in lib and "pathlib.pyi" not in lib and "typeshed" not in lib, lib
+        sent = json.dumps([r.json for r in fake.requests])
+        assert "No language server" not in sent
+        if os.environ.get("DSH_NVIM_SHOW"):  # what a person sees in the chat, and what the model got
+            print("\n".join(editor.lines()))
+            for card in editor.snapshot().get("cards", []):
+                print(f"[card row {card['row']}] {card['text']}")
+            print("--- model got:", refs, outline, found, hover, lib, sep="\n")
+    finally:
+        editor.quit(timeout=20)
