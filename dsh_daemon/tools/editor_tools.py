@@ -159,8 +159,8 @@ class _LanguageTool(ToolBase):
         except OSError:
             return None
 
-    def position(self, args: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
-        """The file and LSP position of "the symbol on line N" (the first occurrence on that line)."""
+    def position(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`{uri, position}` of "the symbol on line N" (its first occurrence on that line), in LSP terms."""
         path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
         line = get_int(args, "line", 0, minimum=1)
         if line == 0:
@@ -179,7 +179,7 @@ class _LanguageTool(ToolBase):
                 f"{symbol!r} is not on line {line} of {shown}: {lines[line - 1].strip()[:CONTEXT_CHARS]!r}"
             )
         character = len(lines[line - 1][:column].encode("utf-16-le")) // 2
-        return path, {"uri": path.as_uri(), "position": {"line": line - 1, "character": character}}
+        return {"uri": path.as_uri(), "position": {"line": line - 1, "character": character}}
 
     async def ask(self, params: Mapping[str, Any]) -> dict[str, Any] | ToolOutcome:
         try:
@@ -191,6 +191,11 @@ class _LanguageTool(ToolBase):
                 "No language server for this file in the editor; use grep and read_file instead."
             )
         return answer
+
+    async def ask_at(self, args: Mapping[str, Any], **extra: Any) -> dict[str, Any] | ToolOutcome:
+        """Ask the editor about the place `args` names (path, line, symbol): its answer, or the
+        outcome the model gets when there is none (the editor failed, or no language server)."""
+        return await self.ask({**self.position(args), **extra})
 
     def render_locations(self, locations: Sequence[Any], what: str) -> str:
         lines = []
@@ -205,12 +210,12 @@ class _LanguageTool(ToolBase):
                 lines.append(rendered)
         if not lines and not outside:
             return f"No {what} found."
-        text = "\n".join(lines[:LOCATIONS_SHOWN])
+        shown = lines[:LOCATIONS_SHOWN]
         if len(lines) > LOCATIONS_SHOWN:
-            text += f"\n… and {len(lines) - LOCATIONS_SHOWN} more"
+            shown.append(f"… and {len(lines) - LOCATIONS_SHOWN} more")
         if outside:
-            text += f"\n({outside} outside the workspace: libraries or other projects, not shown)"
-        return text
+            shown.append(f"({outside} outside the workspace: libraries or other projects, not shown)")
+        return "\n".join(shown)
 
     def render_location(self, location: Mapping[str, Any], label: str = "") -> str | None:
         """`path:line:col: the line's text`; None when it is outside the workspace."""
@@ -256,8 +261,7 @@ class DefinitionTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        _, params = self.position(args)
-        answer = await self.ask(params)
+        answer = await self.ask_at(args)
         if isinstance(answer, ToolOutcome):
             return answer
         return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "definition"))
@@ -274,9 +278,8 @@ class ReferencesTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        _, params = self.position(args)
         include = args.get("include_declaration")
-        answer = await self.ask({**params, "includeDeclaration": include is not False})
+        answer = await self.ask_at(args, includeDeclaration=include is not False)
         if isinstance(answer, ToolOutcome):
             return answer
         return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "references"))
@@ -337,8 +340,7 @@ class HoverTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        _, params = self.position(args)
-        answer = await self.ask(params)
+        answer = await self.ask_at(args)
         if isinstance(answer, ToolOutcome):
             return answer
         contents = answer.get("contents")
