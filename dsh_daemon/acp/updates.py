@@ -52,6 +52,8 @@ KINDS = {
     "run_command": "execute",
 }
 
+MCP_PREFIX = "mcp__"  # an MCP tool's name: mcp__{server}__{tool}
+
 Send = Callable[[dict[str, Any]], None]
 
 
@@ -97,6 +99,9 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         title = f"Write {shown_path}"
     elif name == "run_command":
         title = f"Run: {args.get('command', '')}"
+    elif name.startswith(MCP_PREFIX) and "__" in name[len(MCP_PREFIX) :]:
+        server, tool = name[len(MCP_PREFIX) :].split("__", 1)
+        title = f"{server}: {tool}"  # `mcp__everything__echo` -> "everything: echo"
     else:
         title = name
     return ToolDescription(title[:300], kind, locations)
@@ -279,6 +284,12 @@ class Translator:
         if meta is not None and isinstance(meta.get("diff"), str) and error is None:
             content.append(diff_content(str(meta.get("path", "")), meta["diff"]))
         content.append(text_content(text))
+        shown = meta.get("mcpContent") if meta is not None else None
+        if isinstance(shown, list | tuple):
+            # An MCP tool's images, resource links and embedded resources (MCP's blocks are ACP's).
+            content += [
+                {"type": "content", "content": block} for block in shown if isinstance(block, Mapping)
+            ]
         self._finish_call(call_id, error, content, meta)
 
     def _finish_call(

@@ -31,7 +31,15 @@ from dsh_daemon.agent.tools import Allow, Ask, Deny, PreExecuteDecision, ToolCal
 from dsh_daemon.mcp.config import HttpServer, ServerConfig, StdioServer
 from dsh_daemon.mcp.monitor import ProtocolMonitor, ProtocolViolationError, StderrTail
 from dsh_daemon.mcp.stdio import CALL_MARKER, StdioChannel, stdio_transport
-from dsh_daemon.mcp.tools import PREFIX, McpCallError, McpTool, ServerGoneError, make_spec, tool_name
+from dsh_daemon.mcp.tools import (
+    PREFIX,
+    McpCallError,
+    McpTool,
+    Progress,
+    ServerGoneError,
+    make_spec,
+    tool_name,
+)
 from dsh_daemon.tools import proctree
 from dsh_daemon.tools.factory import ToolKit
 from dsh_daemon.tools.policy import PermissionPolicy
@@ -96,7 +104,9 @@ class ServerConnection:
         self.start()
         await self._settled.wait()
 
-    async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
+    async def call(
+        self, tool: str, arguments: Mapping[str, Any], progress: Progress | None = None
+    ) -> CallToolResult:
         """The server's answer to one `tools/call`, within `toolTimeoutS`. Cancelled (the turn was),
         timed out or cut short by the server's end, the call is abandoned at once, and the server is
         told with `notifications/cancelled`."""
@@ -108,7 +118,18 @@ class ServerConnection:
             raise ServerGoneError(self.unavailable_reason())
         marker = uuid.uuid4().hex
         ended = asyncio.ensure_future(self._ended.wait())
-        answer = asyncio.ensure_future(session.call_tool(tool, dict(arguments), meta={CALL_MARKER: marker}))
+        on_progress = None
+        if progress is not None:
+            report = progress
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                report(progress, total, message)
+
+        answer = asyncio.ensure_future(
+            session.call_tool(
+                tool, dict(arguments), progress_callback=on_progress, meta={CALL_MARKER: marker}
+            )
+        )
         self._calls.add(answer)  # held until it is over, cancelled or not
         answer.add_done_callback(self._calls.discard)
         timeout = self.config.tool_timeout_s

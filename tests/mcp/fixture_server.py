@@ -12,8 +12,10 @@ import base64
 import os
 import subprocess
 import sys
+from typing import Any
 
-from mcp.server.fastmcp import FastMCP, Image
+from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.types import EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
 
 # A 1x1 PNG.
 PNG = base64.b64decode(
@@ -45,6 +47,32 @@ def crash() -> str:
 def picture() -> Image:
     """A tiny PNG."""
     return Image(data=PNG, format="png")
+
+
+@server.tool()
+def chart() -> list[Any]:
+    """Words, a PNG, a link to a file and an embedded text resource."""
+    return [
+        TextContent(type="text", text="the chart:"),
+        ImageContent(type="image", data=base64.b64encode(PNG * 200).decode(), mimeType="image/png"),
+        ResourceLink(
+            type="resource_link", uri="file:///data/report.csv", name="report.csv", mimeType="text/csv"
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri="file:///data/notes.md", mimeType="text/markdown", text="# Notes\nfine"
+            ),
+        ),
+    ]
+
+
+@server.tool()
+async def slow(steps: int, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Report progress `steps` times, then answer."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return "slow done"
 
 
 @server.tool()

@@ -98,7 +98,10 @@ async def test_results_errors_images_and_the_result_budget(tmp_path: Path, fake:
     assert failed["error"]["code"] == "MCP_TOOL_ERROR"
     assert "no such thing" in fake.requests[1].json["messages"][-1]["content"]
     assert "error" not in picture
-    assert fake.requests[2].json["messages"][-1]["content"].startswith("[image: image/png")
+    note = fake.requests[2].json["messages"][-1]["content"]
+    assert note == "[image/png, 72 bytes from fix: picture; not readable by this text-only model]"
+    (shown,) = picture["meta"]["mcpContent"]  # the image itself, for an editor that shows it
+    assert shown["type"] == "image" and shown["mimeType"] == "image/png" and shown["data"]
     text = fake.requests[3].json["messages"][-1]["content"]
     assert len(text) < 2500 and text.startswith("line 0\n") and "elided" in text  # whole lines kept
     assert d.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "completed"}
