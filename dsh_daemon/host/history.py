@@ -69,7 +69,7 @@ async def rewind(
         plan = None
         if files:
             documents = host.front_end.document_source(session_id, hosted.workspace)
-            plan = make_plan(host.checkpoints, session_id, before_turn, documents, force=force)
+            plan = await make_plan(host.checkpoints, session_id, before_turn, documents, force=force)
             result["conflicts"] = [unstructure(c) for c in plan.conflicts]
             result["notRestorable"] = [unstructure(p) for p in plan.not_restorable]
             if plan.conflicts:

@@ -1,9 +1,10 @@
 """Rewinding a session's files to before a turn (docs/design.md §14, protocol.md §15).
 
-The plan, per file the agent changed in turn `beforeTurn` or later (the checkpoint rows, in order):
-the content to restore is the content before the *first* of those changes; the content the file is
-expected to hold now is the content after the *last* one. A file that holds neither was changed by
-someone else after the agent: a conflict, left alone unless `force`.
+The plan (`make_plan`; git and the disk are read off the event loop), per file the agent changed in
+turn `beforeTurn` or later (the checkpoint rows, in order): the content to restore is the content
+before the *first* of those changes; the content the file is expected to hold now is the content
+after the *last* one. A file that holds neither was changed by someone else after the agent: a
+conflict, left alone unless `force`.
 
 Invariants kept here (crash safety):
 - Nothing is written before a durable `rewind/files {phase: "started", plan}` is on disk; each file is
@@ -73,12 +74,10 @@ class Plan:
     not_restorable: tuple[RewindProblem, ...]
 
 
-def _entries(
-    store: CheckpointStore, session_id: str, before_turn: int
-) -> tuple[dict[Path, _Entry], list[RewindProblem]]:
+def _entries(rows: list[Checkpoint]) -> tuple[dict[Path, _Entry], list[RewindProblem]]:
     entries: dict[Path, _Entry] = {}
     problems: list[RewindProblem] = []
-    for row in store.since_turn(session_id, before_turn):
+    for row in rows:
         for path, before, after, root in _changes(row, problems):
             entry = entries.get(path)
             if entry is None:
@@ -135,7 +134,7 @@ def _read_disk(path: Path) -> bytes | None:
         return None
 
 
-def make_plan(
+async def make_plan(
     store: CheckpointStore,
     session_id: str,
     before_turn: int,
@@ -143,8 +142,27 @@ def make_plan(
     *,
     force: bool,
 ) -> Plan:
-    """What a rewind to before `before_turn` would write (blocking: run it off the event loop)."""
-    entries, problems = _entries(store, session_id, before_turn)
+    """What a rewind to before `before_turn` would write. The store and the editor's documents are
+    read on the event loop (they belong to it); git and the files on disk are read on a thread, so a
+    large rewind never stalls the other sessions' streams."""
+    rows = store.since_turn(session_id, before_turn)
+    entries, problems = await asyncio.to_thread(_entries, rows)  # git diffs of command snapshots
+    editor_texts = {path: documents.text_for(path) for path in entries}
+    blobs = {
+        entry.target[1]: store.blob(session_id, entry.target[1])
+        for entry in entries.values()
+        if entry.target is not None and entry.target[0] == "sha256" and not entry.lost
+    }
+    return await asyncio.to_thread(_plan, entries, problems, editor_texts, blobs, force)
+
+
+def _plan(
+    entries: dict[Path, _Entry],
+    problems: list[RewindProblem],
+    editor_texts: dict[Path, str | None],
+    blobs: dict[str, bytes | None],
+    force: bool,
+) -> Plan:
     actions: list[Planned] = []
     conflicts: list[RewindProblem] = []
     for path, entry in entries.items():
@@ -152,7 +170,7 @@ def make_plan(
         if entry.lost:
             problems.append(RewindProblem(DROPPED, path=shown, turn=entry.turn))
             continue
-        editor_text = documents.text_for(path)
+        editor_text = editor_texts.get(path)
         current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
         if _matches(entry.target, current):
             continue  # already as it was (a rewind already restored it, or the change was undone)
@@ -166,7 +184,7 @@ def make_plan(
                 )
             )
             continue
-        target = _target_bytes(store, session_id, entry)
+        target = _target_bytes(blobs, entry)
         if isinstance(target, RewindProblem):
             problems.append(target)
             continue
@@ -177,12 +195,12 @@ def make_plan(
     return Plan(tuple(actions), tuple(conflicts), tuple(problems))
 
 
-def _target_bytes(store: CheckpointStore, session_id: str, entry: _Entry) -> bytes | RewindProblem | None:
+def _target_bytes(blobs: dict[str, bytes | None], entry: _Entry) -> bytes | RewindProblem | None:
     if entry.target is None:
         return None
     kind, value = entry.target
     if kind == "sha256":
-        data = store.blob(session_id, value)
+        data = blobs.get(value)
         if data is None:
             return RewindProblem(DROPPED, path=str(entry.path), turn=entry.turn)
         return data
@@ -195,9 +213,6 @@ def _target_bytes(store: CheckpointStore, session_id: str, entry: _Entry) -> byt
             path=str(entry.path),
             turn=entry.turn,
         )
-
-
-# ---- applying --------------------------------------------------------------------------------------
 
 
 async def apply_planned(planned: Planned, applier: EditApplier) -> None:
