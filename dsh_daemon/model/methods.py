@@ -372,12 +372,16 @@ class DocumentSaveResult:
 @dataclass(frozen=True)
 class EditorDiagnosticsParams:
     uris: tuple[str, ...] | None = None  # null: every document with problems
+    # after an edit, to a client offering `diagnosticsSettle`: answer once the language servers
+    # re-checked `uris`, after this many ms at most
+    settle_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class FileDiagnosticsJson:
     uri: str
     diagnostics: tuple[Annotated[JsonObject, SchemaAs(Diagnostic)], ...]  # LSP `Diagnostic`s, as sent
+    settled: bool | None = None  # with `settleMs`: false when the wait ran out before a re-check
 
 
 @dataclass(frozen=True)
@@ -446,6 +450,7 @@ class DshClientCapabilities:
 
     document_save: bool | None = None
     diagnostics: bool | None = None
+    diagnostics_settle: bool | None = None  # understands `settleMs` on dsh/editor/diagnostics
     language_features: tuple[Literal["definition", "references", "symbols", "hover"], ...] | None = None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ class ClientDsh:
     document_save: bool = False
     diagnostics: bool = False
     language_features: frozenset[str] = frozenset()
+    # `settleMs` on dsh/editor/diagnostics: the client answers when its language servers re-checked
+    diagnostics_settle: bool = False
 
     @classmethod
     def of(cls, capabilities: types.ClientCapabilities | None) -> ClientDsh:
@@ -47,7 +50,12 @@ class ClientDsh:
         offered = frozenset(
             f for f in (features if isinstance(features, list) else []) if f in LANGUAGE_FEATURES
         )
-        return cls(dsh.get("documentSave") is True, dsh.get("diagnostics") is True, offered)
+        return cls(
+            dsh.get("documentSave") is True,
+            dsh.get("diagnostics") is True,
+            offered,
+            dsh.get("diagnostics") is True and dsh.get("diagnosticsSettle") is True,
+        )
 
 
 async def client_request(
@@ -127,15 +135,28 @@ class LspEditor:
                 out.append(path)
         return out
 
-    async def diagnostics(self, paths: Sequence[Path] | None) -> list[FileDiagnostics]:
-        if not self.diagnostics_supported:
+    async def diagnostics(
+        self, paths: Sequence[Path] | None, settle_s: float | None = None
+    ) -> list[FileDiagnostics]:
+        offered = self._offered()
+        if not offered.diagnostics:
             return []
         uris = None if paths is None else [p.as_uri() for p in paths]
-        answer = await client_request(
-            self._server, "dsh/editor/diagnostics", {"uris": uris}, self._timeout_s()
-        )
+        params: dict[str, Any] = {"uris": uris}
+        timeout_s = self._timeout_s()
+        if settle_s is not None and settle_s > 0:
+            if offered.diagnostics_settle and uris is not None:
+                # The client answers as soon as its language servers re-checked: usually well
+                # before the cap, which bounds the wait as the fixed settle time did.
+                params["settleMs"] = round(settle_s * 1000)
+                timeout_s += settle_s
+            else:
+                await asyncio.sleep(settle_s)  # a client that cannot tell: a fixed settle time
+        started = time.monotonic()
+        answer = await client_request(self._server, "dsh/editor/diagnostics", params, timeout_s)
         items = answer.get("items")
         out = []
+        unsettled = []
         for item in items if isinstance(items, list) else []:
             if not isinstance(item, Mapping):
                 continue
@@ -143,7 +164,17 @@ class LspEditor:
             found = item.get("diagnostics")
             if path is None or not isinstance(found, list):
                 continue
+            if item.get("settled") is False:
+                unsettled.append(path.name)
             out.append(FileDiagnostics(path, tuple(d for d in found if isinstance(d, Mapping))))
+        if "settleMs" in params:
+            logger.info(
+                "diagnostics after an edit: %s (answered after %.2f s)",
+                f"not re-checked within {settle_s:g} s: {', '.join(unsettled)}"
+                if unsettled
+                else "re-checked by the editor's language servers",
+                time.monotonic() - started,
+            )
         return out
 
     async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -47,8 +47,12 @@ class EditorServices(Protocol):
         """Open documents whose text differs from the file on disk (what a command would not see)."""
         ...
 
-    async def diagnostics(self, paths: Sequence[Path] | None) -> list[FileDiagnostics]:
-        """The editor's current diagnostics of `paths` (None: every document with problems)."""
+    async def diagnostics(
+        self, paths: Sequence[Path] | None, settle_s: float | None = None
+    ) -> list[FileDiagnostics]:
+        """The editor's diagnostics of `paths` (None: every document with problems). With `settle_s`
+        (after an edit): once the language servers have re-checked `paths`, waiting `settle_s` at most
+        (an editor that cannot say when they have is asked after `settle_s`)."""
         ...
 
     async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +70,9 @@ class NoEditor:
     def unsaved_paths(self) -> list[Path]:
         return []
 
-    async def diagnostics(self, paths: Sequence[Path] | None) -> list[FileDiagnostics]:
+    async def diagnostics(
+        self, paths: Sequence[Path] | None, settle_s: float | None = None
+    ) -> list[FileDiagnostics]:
         return []
 
     async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:

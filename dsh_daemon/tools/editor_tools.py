@@ -10,7 +10,6 @@ models count columns badly.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -85,10 +84,10 @@ async def diagnostics_after_edit(
     before: Sequence[FileDiagnostics],
     settle_s: float,
 ) -> str | None:
-    """After a short settle (the language server re-checks), the new errors an edit introduced."""
-    await asyncio.sleep(settle_s)
+    """The new errors an edit introduced, once the language server re-checked the file (the editor
+    says when, or after `settle_s`)."""
     try:
-        after = await editor.diagnostics([path])
+        after = await editor.diagnostics([path], settle_s=settle_s)
     except EditorUnavailable:
         return None
     return new_errors_note(workspace, path, before, after)

@@ -37,11 +37,17 @@ def tool_text(fake: FakeDeepSeek, request: int) -> str:
     return json.dumps([m for m in fake.requests[request].json["messages"] if m["role"] == "tool"][-1])
 
 
+# The most an edit waits for the language server to re-check the file. Far beyond the turn's wait
+# below: the edit's result comes when basedpyright has re-checked the file (Neovim answers
+# `settleMs` then), never by running out this cap.
+SETTLE_CAP_S = 600
+
+
 def extra_init(server: str, work: Path) -> str:
     return f"""
 require('dsh.config').options.init_options.tools = {{
   permissions = {{ edit_file = 'allow', run_command = 'allow' }},
-  limits = {{ diagnostics_settle_s = 4 }},
+  limits = {{ diagnostics_settle_s = {SETTLE_CAP_S} }},
 }}
 vim.api.nvim_create_autocmd('FileType', {{
   pattern = 'python',
@@ -110,6 +116,9 @@ def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
         assert editor.lua("return vim.fn.getline(3)") == "value: int = helper()"
         sent = json.dumps([r.json for r in fake.requests])
         assert "app.py changed on disk (or in the editor) since you read it" not in sent
+        # The edit's diagnostics were asked with the cap as `settleMs`, and answered on the re-check.
+        log = (paths.tmp / "daemon.log").read_text()
+        assert "diagnostics after an edit: re-checked by the editor's language servers" in log
         if os.environ.get("DSH_NVIM_SHOW"):  # what a person sees in the chat, and what the model got
             print("\n".join(editor.lines()))
             for card in editor.snapshot().get("cards", []):

@@ -99,6 +99,45 @@ async def test_new_errors_after_an_edit_reach_the_model_and_definition_finds_ano
     assert {"diagnostics", "definition"} <= offered and "references" not in offered
     system = fake.requests[0].json["messages"][0]["content"]
     assert "prefer them to grep" in system
+    # A client that did not offer diagnosticsSettle is asked after the fixed settle time, plainly.
+    assert [p for kind, p in editor.asked if kind == "diagnostics"] == [{"uris": [app.as_uri()]}] * 2
+    await stop_daemon(d)
+
+
+async def test_an_editor_offering_diagnostics_settle_answers_after_the_edit_when_it_has_rechecked(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The settle time is a cap sent to the editor (`settleMs`), not a sleep: the edit's result comes
+    when the editor answers (the toy re-checks at once), and the new error is in it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    app = work / "app.py"
+    app.write_text("value = 1\n")
+    editor = ToyLanguageServer()
+    cap_s = 600  # a sleep of this long would outlast the turn's wait below
+    d = await start_daemon(
+        tmp_path / "state",
+        fake,
+        root=work,
+        init_options={"thinking": False, "tools": {"limits": {"diagnostics_settle_s": cap_s}}},
+        dsh_client={"documentSave": True, "diagnostics": True, "diagnosticsSettle": True},
+        setup=editor.setup,
+    )
+    editor.open(app)
+    fake.script(
+        call("c1", "edit_file", path="app.py", old_string="value = 1", new_string="value = undefined_name"),
+        text_reply("done"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "go"}})
+    await d.wait_idle_turn(sid)  # 15 s at most, far below the cap
+    edited = result_text(results(d, sid)["c1"])
+    assert 'app.py:1:5: error: "undefined_name" is not defined [toy]' in edited
+    # Before the edit: as it is now; after: once re-checked, the cap in milliseconds.
+    assert [p for kind, p in editor.asked if kind == "diagnostics"] == [
+        {"uris": [app.as_uri()]},
+        {"uris": [app.as_uri()], "settleMs": cap_s * 1000},
+    ]
     await stop_daemon(d)
 
 

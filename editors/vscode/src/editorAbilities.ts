@@ -8,8 +8,70 @@ import * as vscode from 'vscode';
 export const OFFERED = {
   documentSave: true,
   diagnostics: true,
+  diagnosticsSettle: true,
   languageFeatures: ['definition', 'references', 'symbols', 'hover'],
 };
+
+/** Whether an installed extension with code serves documents of `languageId`: one that activates on
+ *  the language, or contributes it and has code. VS Code lists no language-feature providers, so this
+ *  is how "no language server for this file" is told from "the server found nothing"; extensions that
+ *  activate on everything (`*`, such as git) do not count. */
+export function languageServed(languageId: string): boolean {
+  return vscode.extensions.all.some((e) => {
+    const pj = e.packageJSON ?? {};
+    if (!pj.main && !pj.browser) return false;
+    const events: unknown[] = Array.isArray(pj.activationEvents) ? pj.activationEvents : [];
+    if (events.includes(`onLanguage:${languageId}`)) return true;
+    const langs: unknown[] = Array.isArray(pj.contributes?.languages) ? pj.contributes.languages : [];
+    return langs.some((l) => (l as { id?: unknown })?.id === languageId);
+  });
+}
+
+function documentOf(uri: string): vscode.TextDocument | undefined {
+  const key = vscode.Uri.parse(uri).toString();
+  return vscode.workspace.textDocuments.find((d) => d.uri.toString() === key);
+}
+
+/** No language server for the document at `uri` (not open: judged by its file name's language). */
+async function unserved(uri: string): Promise<boolean> {
+  let doc = documentOf(uri);
+  try {
+    doc ??= await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
+  } catch { /* no such file: nothing serves it */ }
+  return doc === undefined || !languageServed(doc.languageId);
+}
+
+const QUIET_MS = 100; // after a re-check, how long to wait for another report (TypeScript sends three kinds)
+
+/** When each document last changed and when its diagnostics last changed (ms), for `settleMs`: the
+ *  diagnostics changed after the document did means its language server re-checked it. */
+class Rechecks {
+  private changed = new Map<string, number>();
+  private reported = new Map<string, number>();
+  constructor(subscriptions: vscode.Disposable[]) {
+    subscriptions.push(
+      vscode.workspace.onDidChangeTextDocument((e) => { if (e.contentChanges.length) this.changed.set(e.document.uri.toString(), Date.now()); }),
+      vscode.languages.onDidChangeDiagnostics((e) => { const now = Date.now(); for (const u of e.uris) this.reported.set(u.toString(), now); }),
+      vscode.workspace.onDidCloseTextDocument((d) => { this.changed.delete(d.uri.toString()); this.reported.delete(d.uri.toString()); }),
+    );
+  }
+
+  settled(uri: vscode.Uri): boolean {
+    const key = uri.toString();
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === key);
+    if (!doc || !languageServed(doc.languageId)) return true; // nothing will re-check it
+    const reported = this.reported.get(key);
+    return reported !== undefined && reported > (this.changed.get(key) ?? 0) && Date.now() - reported >= QUIET_MS;
+  }
+
+  /** Waits until every one of `uris` is settled, `capMs` at most; which are. */
+  async wait(uris: vscode.Uri[], capMs: number): Promise<boolean[]> {
+    const deadline = Date.now() + Math.min(capMs, 60000);
+    while (!uris.every((u) => this.settled(u)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return uris.map((u) => this.settled(u));
+  }
+}
+let rechecks: Rechecks | undefined;
 
 interface LspPosition { line: number; character: number }
 interface LspRange { start: LspPosition; end: LspPosition }
@@ -54,8 +116,13 @@ function symbolRows(uri: vscode.Uri, list: Array<vscode.DocumentSymbol | vscode.
 type Handler = (params: any) => Promise<unknown>;
 
 /** The request handlers, by method. `log` says what was done (the daemon log the person can open). */
-export function editorHandlers(log: (line: string) => void): Record<string, Handler> {
+export function editorHandlers(log: (line: string) => void, subscriptions: vscode.Disposable[] = []): Record<string, Handler> {
   const run = <T>(command: string, ...args: unknown[]) => vscode.commands.executeCommand<T>(command, ...args);
+  const watcher = rechecks ??= new Rechecks(subscriptions); // once per extension host, across daemon restarts
+  /** An empty answer for a document no language server serves says so (protocol.md §9). */
+  const orNone = async <T extends object>(uri: string | undefined, answer: T, empty: boolean): Promise<T & { noLanguageServer?: true }> =>
+    empty && (uri !== undefined ? await unserved(uri) : !vscode.workspace.textDocuments.some((d) => languageServed(d.languageId)))
+      ? { ...answer, noLanguageServer: true } : answer;
   return {
     // Exactly the documents named (those an agent edit just changed), never another: the person's
     // unsaved changes elsewhere stay unsaved.
@@ -75,15 +142,25 @@ export function editorHandlers(log: (line: string) => void): Record<string, Hand
       log(`saved after an agent edit: ${saved.map((u) => vscode.workspace.asRelativePath(vscode.Uri.parse(u))).join(', ') || 'nothing'}`);
       return failed.length ? { saved, failed } : { saved };
     },
-    'dsh/editor/diagnostics': async (p: { uris: string[] | null }) => {
-      const pairs: Array<[vscode.Uri, readonly vscode.Diagnostic[]]> = p.uris
-        ? p.uris.map((u) => { const uri = vscode.Uri.parse(u); return [uri, vscode.languages.getDiagnostics(uri)]; })
-        : vscode.languages.getDiagnostics().filter(([, ds]) => ds.length > 0);
-      return { items: pairs.map(([uri, ds]) => ({ uri: uri.toString(), diagnostics: ds.map(lspDiagnostic) })) };
+    // With `settleMs` (after an agent edit): once the language server re-checked each document.
+    'dsh/editor/diagnostics': async (p: { uris: string[] | null; settleMs?: number }) => {
+      if (!p.uris) {
+        const all = vscode.languages.getDiagnostics().filter(([, ds]) => ds.length > 0);
+        return { items: all.map(([uri, ds]) => ({ uri: uri.toString(), diagnostics: ds.map(lspDiagnostic) })) };
+      }
+      const uris = p.uris.map((u) => vscode.Uri.parse(u));
+      const settled = typeof p.settleMs === 'number' && p.settleMs > 0 ? await watcher.wait(uris, p.settleMs) : undefined;
+      return {
+        items: uris.map((uri, i) => ({
+          uri: uri.toString(), diagnostics: vscode.languages.getDiagnostics(uri).map(lspDiagnostic),
+          ...(settled ? { settled: settled[i] } : {}),
+        })),
+      };
     },
     'dsh/editor/definition': async (p: { uri: string; position: LspPosition }) => {
       const found = await run<Array<vscode.Location | vscode.LocationLink>>('vscode.executeDefinitionProvider', vscode.Uri.parse(p.uri), position(p.position));
-      return { locations: (found ?? []).map(location) };
+      const locations = (found ?? []).map(location);
+      return orNone(p.uri, { locations }, locations.length === 0);
     },
     'dsh/editor/references': async (p: { uri: string; position: LspPosition; includeDeclaration?: boolean }) => {
       const found = await run<vscode.Location[]>('vscode.executeReferenceProvider', vscode.Uri.parse(p.uri), position(p.position));
@@ -94,20 +171,23 @@ export function editorHandlers(log: (line: string) => void): Record<string, Hand
         const skip = new Set((decl ?? []).map(location).map(key));
         locations = locations.filter((l) => !skip.has(key(l)));
       }
-      return { locations };
+      return orNone(p.uri, { locations }, (found ?? []).length === 0);
     },
     'dsh/editor/symbols': async (p: { uri?: string; query?: string }) => {
       if (p.uri !== undefined) {
         const uri = vscode.Uri.parse(p.uri);
         const found = await run<Array<vscode.DocumentSymbol | vscode.SymbolInformation>>('vscode.executeDocumentSymbolProvider', uri);
-        return { symbols: symbolRows(uri, found ?? []) };
+        const symbols = symbolRows(uri, found ?? []);
+        return orNone(p.uri, { symbols }, symbols.length === 0);
       }
       const found = await run<vscode.SymbolInformation[]>('vscode.executeWorkspaceSymbolProvider', p.query ?? '');
-      return { symbols: symbolRows(vscode.Uri.parse('file:///'), found ?? []) };
+      const symbols = symbolRows(vscode.Uri.parse('file:///'), found ?? []);
+      return orNone(undefined, { symbols }, symbols.length === 0);
     },
     'dsh/editor/hover': async (p: { uri: string; position: LspPosition }) => {
       const found = await run<vscode.Hover[]>('vscode.executeHoverProvider', vscode.Uri.parse(p.uri), position(p.position));
-      return { contents: (found ?? []).map(hoverText).filter((t) => t.trim()).join('\n\n---\n\n') };
+      const contents = (found ?? []).map(hoverText).filter((t) => t.trim()).join('\n\n---\n\n');
+      return orNone(p.uri, { contents }, contents === '');
     },
   };
 }

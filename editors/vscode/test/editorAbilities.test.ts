@@ -74,3 +74,30 @@ describe('the editor answers the daemon (diagnostics, language features)', () =>
     expect(symbols).toContain('Widget.draw');
   });
 });
+
+describe('no language server, and the wait for a re-check after an edit', () => {
+  it('an empty answer for a file no installed extension serves says there is no language server', async () => {
+    writeFileSync(join(d.root, 'notes.txt'), 'helper is mentioned here\n');
+    languageState.commands.set('vscode.executeDefinitionProvider', () => []);
+    languageState.commands.set('vscode.executeHoverProvider', () => []);
+    // The mock's workspace has no open documents: the file's language is asked of openTextDocument.
+    (vscode.workspace as any).openTextDocument = async (uri: vscode.Uri) => ({ uri, languageId: 'plaintext' });
+    try {
+      expect(await toolResult('definition', { path: 'notes.txt', line: 1, symbol: 'helper' })).toContain('No language server for this file');
+      // An extension that activates on the language: its server found nothing, which is said as such.
+      (vscode.extensions.all as any[]).push({ id: 'x.plain', packageJSON: { main: './x.js', activationEvents: ['onLanguage:plaintext'] } });
+      expect(await toolResult('hover', { path: 'notes.txt', line: 1, symbol: 'helper' })).toContain('nothing to say');
+    } finally {
+      (vscode.extensions.all as any[]).length = 0;
+      delete (vscode.workspace as any).openTextDocument;
+    }
+  });
+
+  it('settleMs: answered at once, settled, for a document nothing re-checks', async () => {
+    expect(OFFERED.diagnosticsSettle).toBe(true);
+    const handlers = editorHandlers(() => undefined);
+    const uri = pathToFileURL(join(d.root, 'closed.py')).href;
+    const answer = await handlers['dsh/editor/diagnostics']({ uris: [uri], settleMs: 60000 }) as any;
+    expect(answer.items).toEqual([{ uri: vscode.Uri.parse(uri).toString(), diagnostics: [], settled: true }]);
+  });
+});

@@ -38,7 +38,9 @@ export class Diagnostic {
 }
 /** What the "language servers" know: a test fills these (diagnostics by uri string; command results by command id). */
 export const languageState = { diagnostics: new Map<string, Diagnostic[]>(), commands: new Map<string, (...args: unknown[]) => unknown>() };
+export const diagnosticsChanged = new EventEmitter<{ uris: Uri[] }>();
 export const languages = {
+  onDidChangeDiagnostics: diagnosticsChanged.event,
   getDiagnostics: (uri?: Uri): any => uri
     ? languageState.diagnostics.get(uri.toString()) ?? []
     : [...languageState.diagnostics].map(([u, ds]) => [Uri.parse(u), ds]),
@@ -117,9 +119,15 @@ export const window = {
   visibleTextEditors: [],
 };
 
+/** Installed extensions: a test adds `{packageJSON}` rows (a language server is one with code that
+ *  activates on its language). */
+export const extensions = { all: [] as Array<{ id: string; packageJSON: any }> };
+
 export const workspace = {
   workspaceFolders: undefined as undefined | Array<{ uri: Uri }>,
   textDocuments: [],
+  onDidChangeTextDocument: new EventEmitter<unknown>().event,
+  onDidCloseTextDocument: new EventEmitter<unknown>().event,
   getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   asRelativePath: (p: string) => { const root = workspace.workspaceFolders?.[0]?.uri.fsPath; return root && p.startsWith(root + '/') ? p.slice(root.length + 1) : p; },

@@ -12,7 +12,7 @@ local M = {}
 M.features = { 'definition', 'references', 'symbols', 'hover' }
 
 function M.capabilities()
-  return { documentSave = true, diagnostics = true, languageFeatures = M.features }
+  return { documentSave = true, diagnostics = true, diagnosticsSettle = true, languageFeatures = M.features }
 end
 
 local function timeout_ms()
@@ -77,24 +77,120 @@ local function lsp_diagnostic(d)
   return out
 end
 
+-- For `settleMs`: when each buffer's current text was last sent to its language servers (didChange,
+-- with the buffer's LSP version) and when its diagnostics were last set. Diagnostics set after
+-- the didChange of the current text are a re-check of that text (a report on an older text that
+-- was already on its way may still pass; the cap bounds everything else).
+local sent = {} -- buf -> { version = LSP version, at = ms }
+local checked = {} -- buf -> ms
+local QUIET_MS = 100 -- after a re-check, how long to wait for another server's (or kind's) report
+
+local function now_ms()
+  return vim.uv.hrtime() / 1e6
+end
+
+local group = api.nvim_create_augroup('dsh.editor.diagnostics', { clear = true })
+api.nvim_create_autocmd('LspNotify', {
+  group = group,
+  callback = function(ev)
+    local data = ev.data or {}
+    local doc = data.method == 'textDocument/didChange' and type(data.params) == 'table' and data.params.textDocument
+    local client = doc and vim.lsp.get_client_by_id(data.client_id)
+    if client and client.name ~= 'dsh' and type(doc.version) == 'number' then
+      local ok, buf = pcall(vim.uri_to_bufnr, doc.uri)
+      if ok then
+        sent[buf] = { version = doc.version, at = now_ms() }
+      end
+    end
+  end,
+})
+api.nvim_create_autocmd('DiagnosticChanged', {
+  group = group,
+  callback = function(ev)
+    checked[ev.buf] = now_ms()
+  end,
+})
+api.nvim_create_autocmd('BufWipeout', {
+  group = group,
+  callback = function(ev)
+    sent[ev.buf], checked[ev.buf] = nil, nil
+  end,
+})
+
+--- Whether `buf`'s language servers have reported on its current text (and then stayed quiet for a
+--- moment); a buffer no language server checks never will, so it is settled at once.
+local function settled(buf)
+  local checkers = vim.tbl_filter(function(c)
+    return c.name ~= 'dsh'
+  end, vim.lsp.get_clients({ bufnr = buf }))
+  if #checkers == 0 then
+    return true
+  end
+  local change, report = sent[buf], checked[buf]
+  return change ~= nil
+    and change.version == vim.lsp.util.buf_versions[buf]
+    and report ~= nil
+    and report > change.at
+    and now_ms() - report >= QUIET_MS
+end
+
+--- Wait until every buffer in `bufs` is settled, `cap_ms` at most: yields in the coroutine Neovim made
+--- for the daemon's request (the editor stays responsive), else waits on the event loop. Returns the
+--- buffers that are settled.
+local function wait_settled(bufs, cap_ms)
+  local function all()
+    for _, buf in ipairs(bufs) do
+      if not settled(buf) then
+        return false
+      end
+    end
+    return true
+  end
+  local deadline = now_ms() + cap_ms
+  local co, is_main = coroutine.running()
+  if co and not is_main then
+    while not all() and now_ms() < deadline do
+      vim.defer_fn(function()
+        coroutine.resume(co)
+      end, 20)
+      coroutine.yield()
+    end
+  else
+    vim.wait(cap_ms, all, 20)
+  end
+  local out = {}
+  for _, buf in ipairs(bufs) do
+    out[buf] = settled(buf)
+  end
+  return out
+end
+
 function M.diagnostics(params)
   local items = {}
-  local function add(buf)
+  local function add(buf, fresh)
     local found = vim.diagnostic.get(buf)
-    if #found > 0 then
+    if #found > 0 or fresh == false then
       local list = {}
       for _, d in ipairs(found) do
         list[#list + 1] = lsp_diagnostic(d)
       end
-      items[#items + 1] = { uri = vim.uri_from_bufnr(buf), diagnostics = list }
+      items[#items + 1] = { uri = vim.uri_from_bufnr(buf), diagnostics = list, settled = fresh }
     end
   end
   if params and type(params.uris) == 'table' then
+    local bufs = {}
     for _, uri in ipairs(params.uris) do
       local ok, buf = pcall(vim.uri_to_bufnr, uri)
       if ok and api.nvim_buf_is_loaded(buf) then
-        add(buf)
+        bufs[#bufs + 1] = buf
       end
+    end
+    local fresh = {}
+    if type(params.settleMs) == 'number' and params.settleMs > 0 then
+      fresh = wait_settled(bufs, math.min(params.settleMs, 60000))
+    end
+    for _, buf in ipairs(bufs) do
+      add(buf, fresh[buf])
     end
   else
     local seen = {}
