@@ -5,9 +5,10 @@
 1. followups/s through the whole loop (instant scripted provider) vs bare SQLite insert+commit/s;
 2. median latency of an acknowledged `send` (durable commit included) vs a bare insert+commit;
 3. a resume of a 100,000-event session (`SessionManager.open`: load, repair check, inbox, the state
-   an attach needs; goal <= 3x and < 0.5 s), and open + the derivation of the history its first
-   model request carries (issue 20.3, goal <= 3x), each vs a bare `SELECT` of the same rows, in
-   `--runs` interleaved rounds (median [min-max]).
+   an attach needs), and open + the derivation of the history its first model request carries
+   (issue 20.3, goal <= 3x), each vs a bare `SELECT` of the same rows, in `--runs` interleaved rounds
+   (median [min-max]): from the derived-state snapshot a turn end wrote, from it plus the most events
+   a resume folds after one, and with no snapshot; plus what writing a snapshot costs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 from dsh_daemon.agent.loop import AgentOptions
-from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, SnapshotCodec
+from dsh_daemon.host.manager import SNAPSHOT_EVERY, SessionManager
 from dsh_daemon.llm.scripted import ScriptedProvider, reply
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import freeze_json
@@ -73,38 +75,51 @@ async def send_latencies(state: Path, n: int) -> list[float]:
     return times
 
 
+def _turn_rows(turn: int, seq: int) -> list[Event]:
+    """One stored turn of the big session: a prompt, a streamed answer (7 events)."""
+    user = UserMessage.create(f"question {turn}").to_json()
+    answer = {
+        "id": f"a{turn}",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "answer " * 10}],
+        "source": {"kind": "model", "provider": "p", "model": "m"},
+    }
+    rows = [
+        ("turn/start", {"turn": turn}),
+        ("step/start", {"turn": turn, "step": 1}),
+        ("user/message", user),
+        ("assistant/chunk", {"turn": turn, "step": 1, "deltas": [{"type": "text", "text": "answer "}]}),
+        ("assistant/message", {"turn": turn, "step": 1, "message": answer, "sourceEventSeqs": [seq + 3]}),
+        ("step/end", {"turn": turn, "step": 1}),
+        ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
+    ]
+    return [Event(kind, freeze_json(data), seq + i, 0) for i, (kind, data) in enumerate(rows)]
+
+
+def append_turns(state: Path, sid: str, events: int) -> None:
+    """Store whole turns (at least `events` events) after the session's last one, as a daemon that
+    crashed before its next snapshot would have left them."""
+    store = SessionStore(state)
+    seq = store.last_seq(sid) + 1
+    turn = store.load_events_of_type(sid, "turn/start")[-1].data["turn"] if seq else 0
+    target, batch = seq + events, []
+    while seq < target:
+        turn += 1
+        rows = _turn_rows(turn, seq)
+        batch += rows
+        seq += len(rows)
+        if len(batch) >= 5000:
+            store.append_events(sid, batch)
+            batch = []
+    store.append_events(sid, batch)
+    store.close()
+
+
 def build_big_session(state: Path, events: int) -> str:
     store = SessionStore(state)
     store.create_session("big", title=None, cwd=None)
-    batch: list[Event] = []
-    seq = 0
-    turn = 0
-    while seq < events:
-        turn += 1
-        user = UserMessage.create(f"question {turn}").to_json()
-        answer = {
-            "id": f"a{turn}",
-            "role": "assistant",
-            "content": [{"type": "text", "text": "answer " * 10}],
-            "source": {"kind": "model", "provider": "p", "model": "m"},
-        }
-        rows = [
-            ("turn/start", {"turn": turn}),
-            ("step/start", {"turn": turn, "step": 1}),
-            ("user/message", user),
-            ("assistant/chunk", {"turn": turn, "step": 1, "deltas": [{"type": "text", "text": "answer "}]}),
-            ("assistant/message", {"turn": turn, "step": 1, "message": answer, "sourceEventSeqs": [seq + 3]}),
-            ("step/end", {"turn": turn, "step": 1}),
-            ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
-        ]
-        for kind, data in rows:
-            batch.append(Event(kind, freeze_json(data), seq, 0))
-            seq += 1
-        if len(batch) >= 5000:
-            store.append_events("big", batch)
-            batch = []
-    store.append_events("big", batch)
     store.close()
+    append_turns(state, "big", events)
     return "big"
 
 
@@ -112,11 +127,36 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}, n={len(values)}]"
 
 
-def resume_figures(state: Path, sid: str, runs: int) -> None:
-    """Issue 20.3: opening a long session and deriving what its first model request carries, each
-    round beside a bare SELECT of the same rows (interleaved, so a loaded machine hits both)."""
+async def drive_one_turn(state: Path, sid: str) -> float:
+    """Resume the session and run one turn, as the daemon does: its end writes the derived-state
+    snapshot (issue 20.3). Returns how long the snapshot's encode and write took."""
+    manager = SessionManager(
+        state, provider=ScriptedProvider(default=reply("ok")), options=lambda: AgentOptions(model="m")
+    )
+    agent = manager.open(sid)
+    agent.followup(UserMessage.create("one more"))
+    await agent.when_idle()
+    codec = SnapshotCodec()
+    start = time.perf_counter()
+    manager.store.write_snapshot(sid, agent.log.next_seq - 1, SNAPSHOT_FORMAT, codec.encode(agent.snapshot()))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    manager.store.write_snapshot(sid, agent.log.next_seq - 1, SNAPSHOT_FORMAT, codec.encode(agent.snapshot()))
+    again = time.perf_counter() - start
+    print(
+        f"snapshot of {agent.log.next_seq:,} events: first encode+write {first:.3f} s, "
+        f"the next one (the codec encodes only what is new) {again:.3f} s"
+    )
+    await manager.close()
+    return again
+
+
+def resume_rounds(state: Path, sid: str, runs: int, label: str) -> None:
+    """Opening a long session and deriving what its first model request carries, each round beside a
+    bare SELECT of the same rows (interleaved, so a loaded machine hits both)."""
     raw, opened, first = [], [], []
     events = 0
+    messages: list[object] = []
     for _ in range(runs):
         store = SessionStore(state)
         start = time.perf_counter()
@@ -129,20 +169,34 @@ def resume_figures(state: Path, sid: str, runs: int) -> None:
         start = time.perf_counter()
         agent = manager.open(sid)
         opened.append(time.perf_counter() - start)
-        messages = agent.derive().messages  # the history the first request carries (D7: from the log)
+        messages = list(agent.derive().messages)  # the history the first request carries (D7)
         first.append(time.perf_counter() - start)
-        events = len(agent.log.events)
+        events = agent.log.next_seq
         manager.leases.release(sid)
+        manager.store.close()
         assert len(rows) == events and messages
     select = statistics.median(raw)
-    print(f"bare SELECT of {events:,} rows: {spread(raw)}")
+    print(f"{label}:")
+    print(f"  bare SELECT of {events:,} rows: {spread(raw)}")
+    print(f"  resume (open): {spread(opened)}   ratio {statistics.median(opened) / select:.1f}")
     print(
-        f"resume (open) {events:,} events: {spread(opened)}   ratio {statistics.median(opened) / select:.1f}"
-    )
-    print(
-        f"open + the first request's history ({len(messages):,} messages): {spread(first)}   "
+        f"  open + the first request's history ({len(messages):,} messages): {spread(first)}   "
         f"ratio {statistics.median(first) / select:.1f} (issue 20.3 goal <= 3)"
     )
+
+
+def resume_figures(state: Path, sid: str, runs: int) -> None:
+    """Issue 20.3, three cases: the snapshot a turn end wrote; that snapshot plus the most a resume
+    folds (SNAPSHOT_EVERY events logged after it, as if the daemon died just before the next one);
+    no snapshot at all (deleted: the whole log is derived, as before snapshots existed)."""
+    asyncio.run(drive_one_turn(state, sid))
+    resume_rounds(state, sid, runs, "resumed from the snapshot its last turn end wrote")
+    append_turns(state, sid, SNAPSHOT_EVERY - 7)
+    resume_rounds(state, sid, runs, f"... with ~{SNAPSHOT_EVERY} events logged after the snapshot (the most)")
+    store = SessionStore(state)
+    store.drop_snapshot(sid)
+    store.close()
+    resume_rounds(state, sid, max(1, runs // 2), "no snapshot (deleted: derived from the whole log)")
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ checker can rebuild every request from scratch with the same code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, overload
 
 from dsh_daemon.agent import compaction
@@ -36,18 +36,36 @@ from dsh_daemon.model.payloads import (
 from dsh_daemon.model.provider import ModelRequest, ToolSpec
 
 
-class _TurnMark:
+class TurnMark:
     """The history as it stood when a turn began, kept cheaply: the lists only grow until compaction
     or a cut replaces them (with new lists), so a list and its length at that moment are that state."""
 
     __slots__ = ("context_used", "cuts", "entries", "summary", "turn_starts")
 
-    def __init__(self, derivation: Derivation) -> None:
-        self.entries = (derivation.entries, len(derivation.entries))
-        self.cuts = (derivation.cuts, len(derivation.cuts))
-        self.turn_starts = (derivation.turn_starts, len(derivation.turn_starts))
-        self.summary = derivation.summary
-        self.context_used = derivation.context_used
+    def __init__(
+        self,
+        entries: tuple[list[tuple[int, Message]], int],
+        cuts: tuple[list[int], int],
+        turn_starts: tuple[list[int], int],
+        summary: Message | None,
+        context_used: int | None,
+    ) -> None:
+        self.entries = entries
+        self.cuts = cuts
+        self.turn_starts = turn_starts
+        self.summary = summary
+        self.context_used = context_used
+
+    @classmethod
+    def of(cls, derivation: Derivation) -> TurnMark:
+        d = derivation
+        return cls(
+            (d.entries, len(d.entries)),
+            (d.cuts, len(d.cuts)),
+            (d.turn_starts, len(d.turn_starts)),
+            d.summary,
+            d.context_used,
+        )
 
 
 class Derivation:
@@ -65,7 +83,7 @@ class Derivation:
         self.cuts: list[int] = []  # seqs of turn/start and step/start after the last kept tail began
         self.turn_starts: list[int] = []
         self.summary: Message | None = None  # the last compaction's summary message
-        self._marks: dict[int, _TurnMark] = {}  # turn -> the history when it began (the last such turn)
+        self.marks: dict[int, TurnMark] = {}  # turn -> the history when it began (the last such turn)
 
     @property
     def messages(self) -> list[Message]:
@@ -90,21 +108,18 @@ class Derivation:
             header, entries, count = self.header, self.entries, len(self.entries)
             if header is None:
                 raise ValueError("no request/header logged before the request")
-            if LlmRequested.of(event).purpose == compaction.PURPOSE:
-                data = event.data
-                self.requests.add(lambda: _compaction_request(header, entries, data))
-            else:
-                self.requests.add(lambda: request_from_header(header, tuple(m for _, m in entries[:count])))
+            data = event.data if LlmRequested.of(event).purpose == compaction.PURPOSE else None
+            self.requests.add(header, entries, count, data)
         elif kind == CONTEXT_USAGE:
             self.context_used = ContextUsage.of(event).used
         elif kind in (TURN_START, STEP_START):
             if kind == TURN_START:
-                self._marks[int(event.data["turn"])] = _TurnMark(self)
+                self.marks[int(event.data["turn"])] = TurnMark.of(self)
             self.cuts.append(seq)
             if kind == TURN_START:
                 self.turn_starts.append(seq)
         elif kind == CONVERSATION_CUT:
-            mark = self._marks.get(ConversationCut.of(event).before_turn)
+            mark = self.marks.get(ConversationCut.of(event).before_turn)
             if mark is not None:  # (the host refuses a cut before a turn that never began)
                 # New lists: the old ones stay as the requests logged before the cut saw them.
                 self.entries = mark.entries[0][: mark.entries[1]]
@@ -139,20 +154,27 @@ def _compaction_request(
     return compaction.compaction_request(header, [m for p, m in entries if p < kept], data)
 
 
+# A logged request as the derivation keeps it: (header, the entries list it saw, that list's length
+# then, the `llm/request` data of a compaction request or None for a step request).
+RequestSpec = tuple[FrozenDict, list[tuple[int, Message]], int, FrozenDict | None]
+
+
 class LoggedRequests(Sequence[ModelRequest]):
     """The requests the log says were sent, each rebuilt on first access. A request is the history as
     it stood at its `llm/request`: the entries list is only appended to (compaction starts a new
     one), so a (list, length) pair is that history for good."""
 
     def __init__(self) -> None:
-        self._makers: list[Callable[[], ModelRequest]] = []
+        self.specs: list[RequestSpec] = []
         self._built: dict[int, ModelRequest] = {}
 
-    def add(self, maker: Callable[[], ModelRequest]) -> None:
-        self._makers.append(maker)
+    def add(
+        self, header: FrozenDict, entries: list[tuple[int, Message]], count: int, data: FrozenDict | None
+    ) -> None:
+        self.specs.append((header, entries, count, data))
 
     def __len__(self) -> int:
-        return len(self._makers)
+        return len(self.specs)
 
     @overload
     def __getitem__(self, index: int) -> ModelRequest: ...
@@ -160,13 +182,18 @@ class LoggedRequests(Sequence[ModelRequest]):
     def __getitem__(self, index: slice) -> list[ModelRequest]: ...
     def __getitem__(self, index: int | slice) -> ModelRequest | list[ModelRequest]:
         if isinstance(index, slice):
-            return [self[i] for i in range(len(self._makers))[index]]
-        position = index + len(self._makers) if index < 0 else index
-        if not 0 <= position < len(self._makers):
+            return [self[i] for i in range(len(self.specs))[index]]
+        position = index + len(self.specs) if index < 0 else index
+        if not 0 <= position < len(self.specs):
             raise IndexError(index)
         built = self._built.get(position)
         if built is None:
-            built = self._built[position] = self._makers[position]()
+            header, entries, count, data = self.specs[position]
+            if data is None:
+                built = request_from_header(header, tuple(m for _, m in entries[:count]))
+            else:
+                built = _compaction_request(header, entries[:count], data)
+            self._built[position] = built
         return built
 
 

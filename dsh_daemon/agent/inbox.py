@@ -13,7 +13,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dsh_daemon.agent.errors import AgentError
@@ -55,6 +55,14 @@ class Inbox:
         self._log = log
         self._bus = bus
         self._lists: dict[str, list[InboxItem]] = {"next-turn": [], "next-step": []}
+
+    def restore(self, lists: Mapping[str, Sequence[InboxItem]]) -> None:
+        """Start from the pending lists a derived-state snapshot recorded (then `replay` what follows)."""
+        self._lists = {target: list(lists.get(target, ())) for target in TARGETS}
+
+    def lists(self) -> dict[str, tuple[InboxItem, ...]]:
+        """The pending lists as they stand (a snapshot records them)."""
+        return {target: tuple(items) for target, items in self._lists.items()}
 
     def replay(self, events: Iterable[Event]) -> None:
         for event in events:

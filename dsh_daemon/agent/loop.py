@@ -33,6 +33,7 @@ from dsh_daemon.agent.hooks import (
 from dsh_daemon.agent.inbox import Inbox
 from dsh_daemon.agent.options import AgentOptions
 from dsh_daemon.agent.signal import AbortSignal
+from dsh_daemon.agent.snapshot import DerivedSnapshot
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.agent.turn import Turn
 from dsh_daemon.agent.turnstate import Claim
@@ -97,7 +98,10 @@ class Agent:
         approver: Approver | None = None,
         bus: EventBus | None = None,
         rng: random.Random | None = None,
+        snapshot: DerivedSnapshot | None = None,
     ) -> None:
+        """`snapshot`: the derived state of the log's first events (`agent/snapshot.py`), taken when
+        the log was at `snapshot.upto`; only the events after it are folded here."""
         self.log = session_log
         self.session_id = session_log.session_id
         self.bus = bus or session_log.bus
@@ -109,16 +113,22 @@ class Agent:
         self.always_allowed: set[str] = set()
         self.rng = rng or random.Random()
         self.inbox = Inbox(session_log, self.bus)
-        self.inbox.replay(session_log.events)
+        events = session_log.events
+        start = 0 if snapshot is None else snapshot.upto + 1
+        if snapshot is not None:
+            self.inbox.restore(snapshot.inbox)
+        self.inbox.replay(events[start:])
         self.status: Status = "idle"
         # Turn numbers only grow, so the last turn/start has the highest (parsing every one would
         # cost a long session's resume more than the rest of opening it).
-        self.turn = next(
-            (TurnStarted.of(e).turn for e in reversed(session_log.events) if e.type == ev.TURN_START), 0
-        )
+        last_start = next((e for e in reversed(events[start:]) if e.type == ev.TURN_START), None)
+        if last_start is not None:
+            self.turn = TurnStarted.of(last_start).turn
+        else:
+            self.turn = snapshot.turn if snapshot is not None else 0
         self._phase = _Phase()
-        self._derivation = Derivation()
-        self._derived_upto = 0
+        self._derivation = Derivation() if snapshot is None else snapshot.derivation
+        self._derived_upto = start
         self.header_logged = False
         self._idle_waiters: list[asyncio.Future[None]] = []
         self.compact_requested = False  # `compact()` while running: the next boundary compacts
@@ -398,6 +408,12 @@ class Agent:
             self._derivation.feed(event)
         self._derived_upto = len(events)
         return self._derivation
+
+    def snapshot(self) -> DerivedSnapshot:
+        """The derived state as it stands (the log folded through its last event), for a resume to
+        start from. Meaningful at a turn end only: the caller checks no turn is open."""
+        derivation = self.derive()
+        return DerivedSnapshot(self.log.next_seq - 1, self.turn, self.inbox.lists(), derivation)
 
     def context_window(self, model: str | None = None) -> int | None:
         """The model's context window in tokens: the options', else the provider's; None if unknown."""

@@ -24,6 +24,7 @@ from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import SessionModeSet, entry
 from dsh_daemon.model.wire import SessionMode
+from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
 
@@ -153,10 +154,9 @@ class HostedSession:
 
     def restore_mode(self) -> None:
         """The mode the log last recorded (a session opened again keeps its mode)."""
-        for event in reversed(self.agent.log.events):
-            if event.type == SESSION_MODE:
-                self._apply_mode(SessionModeSet.of(event).mode)
-                return
+        event = last_of(self.agent.log.events, SESSION_MODE)
+        if event is not None:
+            self._apply_mode(SessionModeSet.of(event).mode)
 
     def set_mode_durably(self, mode: SessionMode) -> None:
         """A new mode: a durable `session/mode` (on disk on return; nothing when it is the mode

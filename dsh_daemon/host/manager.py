@@ -4,6 +4,10 @@ Invariants kept here:
 - A process drives a session only while it holds the session's lease; others may read it.
 - On open for driving, an open tail turn is closed by the repair closers, durably, before anything
   (attach replay included) reads the log.
+- A derived-state snapshot (`agent/snapshot.py`) is a cache: an open with it and an open without it
+  build the same agent (history, requests, inbox, turn number). It is written only at a turn end with
+  every event on disk, so it never describes more than the stored log; one that cannot be trusted is
+  logged, dropped, and the whole log derived instead.
 """
 
 from __future__ import annotations
@@ -17,19 +21,24 @@ from pathlib import Path
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec, SnapshotError
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
-from dsh_daemon.model.events import INBOX_INSERTED, STATUS, Event, EventBus
+from dsh_daemon.model.events import INBOX_INSERTED, STATUS, TURN_END, Event, EventBus
 from dsh_daemon.model.payloads import InboxInserted, SessionTitled, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
+from dsh_daemon.session.logevents import LogEvents
 from dsh_daemon.session.repair import repair_closers, unentered_claims
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AUTO_TITLE_CHARS = 80
+# A resume folds at most about this many events after the last derived-state snapshot; writing one
+# costs about as much as folding the whole history once, so not at every turn end.
+SNAPSHOT_EVERY = 500
 MAX_TITLE_CHARS = 200
 
 
@@ -58,6 +67,7 @@ class SessionManager:
         approver: Callable[[str], Approver | None] | None = None,
         write_delay: float | None = None,
         durable_auto_title: bool = False,
+        snapshot_every: int = SNAPSHOT_EVERY,
     ) -> None:
         """`durable_auto_title`: the title taken from the first prompt is also a durable `session/title`
         event (the daemon's choice, so attached clients see it); off, it goes to the sessions row only
@@ -75,6 +85,9 @@ class SessionManager:
         self.agents: dict[str, Agent] = {}
         self._titled: set[str] = set()  # open sessions whose title is set (no automatic title any more)
         self._heartbeat: asyncio.Task[None] | None = None
+        self.snapshot_every = snapshot_every  # events logged between two derived-state snapshots
+        self._snapshot_upto: dict[str, int] = {}  # per session, the seq its stored snapshot ends at
+        self._codecs: dict[str, SnapshotCodec] = {}  # per session, what its snapshots already encoded
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -97,18 +110,37 @@ class SessionManager:
         self.store.session_info(session_id)
         self.leases.acquire(session_id)
         self.store.clear_handover(session_id, requester=self.leases.holder)  # asked for and got
+        self._forget_snapshots(session_id)
         try:
             try:
-                events = self.store.load_events(session_id)
-                closers = repair_closers(events)
-                agent = self._build(session_id, events)
+                snapshot = self._read_snapshot(session_id)
+                if snapshot is None:
+                    tail = self.store.load_events(session_id)
+                    events = LogEvents(tail)
+                else:
+                    # Only the rows after the snapshot are read (and checked) now; the older ones stay
+                    # on disk until something asks for them (they were checked when it was taken).
+                    base = snapshot.upto + 1
+                    tail = self.store.load_events(session_id, after_seq=snapshot.upto)
+                    events = LogEvents(
+                        tail,
+                        base=base,
+                        load_prefix=lambda: self.store.load_events(session_id, before_seq=base),
+                        last_stored=lambda kind, below: self.store.last_event_of_type(
+                            session_id, kind, below
+                        ),
+                    )
+                # A snapshot is taken with no turn open, so an open turn lies wholly in the tail.
+                closers = repair_closers(tail)
+                agent = self._build(session_id, events, snapshot)
             except (KeyError, TypeError, ValueError, sqlite3.DatabaseError) as exc:
                 # A stored event of the wrong shape (or a file that is not a database): the log cannot
                 # be read; not a daemon bug, and said once, here, where the stored data is read.
                 raise CorruptSessionError(f"session {session_id} cannot be loaded: {exc}") from exc
             if closers:
-                stamp = events[-1].time
-                next_step, prompt = unentered_claims(events)
+                stamp = tail[-1].time
+                pending_before = () if snapshot is None else [i for t in snapshot.inbox.values() for i in t]
+                next_step, prompt = unentered_claims(tail, pending_before)
                 agent.inbox.return_claimed_durably(next_step, prompt, discard=False)
                 for kind, data in closers:
                     agent.log.append(kind, data, time=stamp)
@@ -151,9 +183,75 @@ class SessionManager:
             agent.log.commit()  # nothing left to write behind into a deleted session
         self.store.delete_session(session_id, holder=self.leases.holder)
         self.agents.pop(session_id, None)
+        self._forget_snapshots(session_id)
         self._titled.discard(session_id)
 
-    def _build(self, session_id: str, events: list[Event]) -> Agent:
+    def _read_snapshot(self, session_id: str) -> DerivedSnapshot | None:
+        """The session's derived-state snapshot, when there is one this build can trust; an unreadable
+        or inconsistent one is said in the log, dropped, and the state derived from the log instead
+        (it is a cache: nothing but speed depends on it)."""
+        stored = self.store.read_snapshot(session_id)
+        if stored is None:
+            return None
+        upto, format, data = stored
+        try:
+            if format != SNAPSHOT_FORMAT:
+                raise SnapshotError(f"snapshot format {format}, this build reads {SNAPSHOT_FORMAT}")
+            codec = SnapshotCodec()
+            snapshot = codec.decode(data)
+            last = self.store.session_info(session_id).last_seq
+            if snapshot.upto != upto or upto > last:
+                raise SnapshotError(f"snapshot of seq {snapshot.upto} (row: {upto}), the log ends at {last}")
+        except SnapshotError as exc:
+            logger.warning(
+                "session %s: derived-state snapshot ignored, deriving from the log: %s", session_id, exc
+            )
+            self.store.drop_snapshot(session_id)
+            return None
+        self._snapshot_upto[session_id] = upto
+        self._codecs[session_id] = codec
+        return snapshot
+
+    def _forget_snapshots(self, session_id: str) -> None:
+        """This process no longer drives the session (or opens it afresh): what it knew of its
+        snapshots goes (a codec holds the encoded history)."""
+        self._snapshot_upto.pop(session_id, None)
+        self._codecs.pop(session_id, None)
+
+    def _snapshot_writer(self, agent: Agent) -> Callable[[Event], None]:
+        """Writes the session's derived-state snapshot at a turn end once `snapshot_every` events
+        have been logged since the last one. Only then: no turn is open, and with every event on disk
+        the snapshot never runs ahead of the stored log (a crash before it is written leaves the older
+        snapshot, which the next open extends with the events after it)."""
+        session_id = agent.session_id
+
+        def write(event: Event) -> None:
+            if event.type != TURN_END or event.seq is None or self.agents.get(session_id) is not agent:
+                return
+            last = self._snapshot_upto.get(session_id, -1)
+            if event.seq - last < self.snapshot_every or not agent.log.on_disk:
+                return
+            if agent.log.next_seq != event.seq + 1:
+                return  # (not at the turn end itself any more)
+            try:
+                snapshot = agent.snapshot()
+                codec = self._codecs.setdefault(session_id, SnapshotCodec())
+                try:
+                    text = codec.encode(snapshot)
+                except BaseException:
+                    del self._codecs[session_id]  # it may be half-way through: the next one starts over
+                    raise
+                if self.store.write_snapshot(session_id, snapshot.upto, SNAPSHOT_FORMAT, text):
+                    self._snapshot_upto[session_id] = snapshot.upto
+            except Exception:
+                # A cache that could not be written: the next open derives more of the log, that is all.
+                logger.exception("session %s: writing the derived-state snapshot failed", session_id)
+
+        return write
+
+    def _build(
+        self, session_id: str, events: list[Event] | LogEvents, snapshot: DerivedSnapshot | None = None
+    ) -> Agent:
         bus = EventBus()
         kwargs = {} if self._write_delay is None else {"write_delay": self._write_delay}
 
@@ -161,6 +259,7 @@ class SessionManager:
             agent.stop_for_lost_lease(exc)
             if self.agents.get(session_id) is agent:
                 del self.agents[session_id]  # a later open asks the store again (and hears session_busy)
+                self._forget_snapshots(session_id)
 
         # The log's callbacks reach the agent built just below (it needs the log first).
         session_log = SessionLog(
@@ -181,8 +280,10 @@ class SessionManager:
             hooks=self._hooks(session_id),
             approver=self._approver(session_id),
             bus=bus,
+            snapshot=snapshot,
         )
         bus.subscribe(self._status_tracker(agent))
+        bus.subscribe(self._snapshot_writer(agent))
         self.agents[session_id] = agent
         return agent
 
@@ -235,6 +336,7 @@ class SessionManager:
         if agent.running:
             return False
         del self.agents[session_id]
+        self._forget_snapshots(session_id)
         agent.log.commit()
         self.leases.release(session_id)
         disposal = asyncio.ensure_future(agent.dispose("detached"))  # idle: only marks it disposed
@@ -257,6 +359,7 @@ class SessionManager:
         if agent is not None:
             del self.agents[session_id]
             self._titled.discard(session_id)
+            self._forget_snapshots(session_id)
             disposal = asyncio.ensure_future(agent.dispose("handover"))  # idle: only marks it disposed
             self._disposals.add(disposal)
             disposal.add_done_callback(self._disposals.discard)
@@ -266,6 +369,7 @@ class SessionManager:
         agent = self.agents.pop(session_id, None)
         if agent is None:
             return
+        self._forget_snapshots(session_id)
         await agent.dispose(cause)
         self.leases.release(session_id)
 

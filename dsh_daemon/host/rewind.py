@@ -23,7 +23,7 @@ import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +33,7 @@ from dsh_daemon.model.events import REWIND_FILES, Event
 from dsh_daemon.model.payloads import ConversationCut, FilesRewound
 from dsh_daemon.model.wire import RewindAction, RewindProblem
 from dsh_daemon.session.checkpoints import Checkpoint, CheckpointStore, content_hash
+from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import EditApplier, compute_edit
 from dsh_daemon.tools.errors import EditConflictError
@@ -306,13 +307,13 @@ def done_events(
 # ---- after a crash ---------------------------------------------------------------------------------
 
 
-def unfinished(events: list[Event]) -> FilesRewound | None:
+def unfinished(events: Sequence[Event]) -> FilesRewound | None:
     """The last `rewind/files` started and never done nor reported interrupted (None: none)."""
-    for event in reversed(events):
-        if event.type == REWIND_FILES:
-            rewound = FilesRewound.of(event)
-            return rewound if rewound.phase == "started" else None
-    return None
+    last = last_of(events, REWIND_FILES)
+    if last is None:
+        return None
+    rewound = FilesRewound.of(last)
+    return rewound if rewound.phase == "started" else None
 
 
 def interrupted_event(

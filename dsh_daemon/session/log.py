@@ -25,6 +25,7 @@ from typing import Any
 from dsh_daemon.model.events import ASSISTANT_CHUNK, Event, EventBus
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.session.gaps import RESERVE_SEQS
+from dsh_daemon.session.logevents import LogEvents
 from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class SessionLog:
         self,
         store: SessionStore,
         session_id: str,
-        events: list[Event],
+        events: list[Event] | LogEvents,
         bus: EventBus,
         *,
         write_delay: float = WRITE_DELAY_S,
@@ -65,7 +66,8 @@ class SessionLog:
         write. Building a log reserves seqs on disk (`gaps.py`): call it to drive the session."""
         self.store = store
         self.session_id = session_id
-        self.events = events
+        # Seq i is `events[i]`; a resume from a snapshot leaves the older events on disk until read.
+        self.events: LogEvents = events if isinstance(events, LogEvents) else LogEvents(events)
         self.bus = bus
         self.write_delay = write_delay
         self.pending_count = pending_count
@@ -243,6 +245,15 @@ class SessionLog:
             self.write_failures += 1
             logger.exception("session %s: write-behind batch failed; retrying", self.session_id)
             self._schedule_write(RETRY_WRITE_S)
+
+    @property
+    def on_disk(self) -> bool:
+        """Every event appended so far is stored (and the lease still ours)."""
+        return not self._unwritten and self._chunks_empty and self.lease_lost is None
+
+    @property
+    def _chunks_empty(self) -> bool:
+        return self._chunks is None or not self._chunks.buffer
 
     def close(self) -> None:
         self.commit()

@@ -11,7 +11,7 @@ acknowledged message stays entered, pending, or discarded by an acknowledged req
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dsh_daemon.model.events import (
@@ -65,14 +65,18 @@ def open_turn(events: Sequence[Event]) -> int | None:
     return None
 
 
-def unentered_claims(events: Sequence[Event]) -> tuple[list[InboxItem], InboxItem | None]:
+def unentered_claims(
+    events: Sequence[Event], pending_before: Iterable[InboxItem] = ()
+) -> tuple[list[InboxItem], InboxItem | None]:
     """(next-step messages, next-turn prompt) that the open tail turn claimed after its last
-    `step/start` (or since `turn/start`) and that no step entered; ([], None) when the tail is closed."""
+    `step/start` (or since `turn/start`) and that no step entered; ([], None) when the tail is closed.
+    `events` may be the log's tail after a point where no turn was open; `pending_before` are the
+    items pending at that point (a claim may take an item inserted before it)."""
     if open_turn(events) is None:
         return [], None
     start = max(i for i, e in enumerate(events) if e.type == TURN_START)
     last_step = max((i for i, e in enumerate(events) if e.type == STEP_START and i > start), default=start)
-    known: dict[str, InboxItem] = {}
+    known: dict[str, InboxItem] = {item.id: item for item in pending_before}
     next_step: list[InboxItem] = []
     prompt: InboxItem | None = None
     for index, event in enumerate(events):

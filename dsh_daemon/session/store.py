@@ -31,6 +31,7 @@ from dsh_daemon.session.validate import ROW_IS_WELL_FORMED, describe_row, summar
 FORMAT_VERSION = 1
 DB_FILENAME = "sessions.sqlite3"
 LAST_PROMPT_CHARS = 120
+_NO_SEQ_LIMIT = 2**62
 _SESSION_COLUMNS = "session_id, title, cwd, created_at, updated_at, status, last_seq, pending"
 # The latest human prompt a session entered: read backwards along the (session_id, seq) key, so it
 # costs the events after that prompt, not the whole log.
@@ -192,6 +193,12 @@ CREATE TABLE IF NOT EXISTS handovers (
     force INTEGER NOT NULL DEFAULT 0,
     requested_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS derived_snapshots (
+    session_id TEXT PRIMARY KEY,
+    upto_seq INTEGER NOT NULL,
+    format INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS deferred_sends (
     session_id TEXT NOT NULL,
     message_id TEXT NOT NULL,
@@ -200,6 +207,18 @@ CREATE TABLE IF NOT EXISTS deferred_sends (
     PRIMARY KEY (session_id, message_id)
 );
 """
+
+# A derived-state snapshot stands for the rows it was folded from (`agent/snapshot.py`): a row at or
+# below its seq that changes or goes (a hand edit, a tool, a newer build) drops it, in the same
+# statement, so a resume never trusts state derived from rows that are no longer there. (The log
+# itself is append-only: the daemon never updates or deletes an event except with its session.)
+_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS derived_snapshots_row_changed AFTER UPDATE ON events BEGIN "
+    "DELETE FROM derived_snapshots WHERE session_id IN (old.session_id, new.session_id) "
+    "AND upto_seq >= min(old.seq, new.seq); END",
+    "CREATE TRIGGER IF NOT EXISTS derived_snapshots_row_deleted AFTER DELETE ON events BEGIN "
+    "DELETE FROM derived_snapshots WHERE session_id = old.session_id AND upto_seq >= old.seq; END",
+)
 
 
 class SessionStore:
@@ -217,6 +236,8 @@ class SessionStore:
             for statement in _SCHEMA.strip().split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+            for trigger in _TRIGGERS:
+                self._db.execute(trigger)
             row = self._db.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
             if row is None:
                 self._db.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
@@ -341,6 +362,7 @@ class SessionStore:
             db.execute("DELETE FROM checkpoint_contents WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM deferred_sends WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
@@ -416,7 +438,9 @@ class SessionStore:
                     (last.seq, last.time, pending, session_id),
                 )
 
-    def load_events(self, session_id: str, after_seq: int = -1) -> list[Event]:
+    def load_events(
+        self, session_id: str, after_seq: int = -1, before_seq: int | None = None
+    ) -> list[Event]:
         """The session's events after `after_seq`, each row checked first (`validate.py`): a row of
         the wrong shape, or a sessions row that disagrees with the log, is `CorruptSessionError`
         naming what is wrong, and nothing is changed. One read transaction: a consistent snapshot
@@ -427,10 +451,11 @@ class SessionStore:
             info = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             if info is None:
                 raise UnknownSessionError(session_id)
+            below = _NO_SEQ_LIMIT if before_seq is None else before_seq
             bad = db.execute(
-                "SELECT seq, type, data FROM events WHERE session_id=? AND seq>? "
+                "SELECT seq, type, data FROM events WHERE session_id=? AND seq>? AND seq<? "
                 f"AND NOT {ROW_IS_WELL_FORMED} ORDER BY seq LIMIT 1",
-                (session_id, after_seq),
+                (session_id, after_seq, below),
             ).fetchone()
             if bad is not None:
                 seq, kind, data = bad
@@ -438,7 +463,7 @@ class SessionStore:
                 raise CorruptSessionError(
                     f"session {session_id}: unreadable event at seq {seq} ({kind}): {why}"
                 )
-            events = self._read_events(session_id, after_seq)
+            events = self._read_events(session_id, after_seq, below)
             (stored_last,) = db.execute(
                 "SELECT coalesce(max(seq), -1) FROM events WHERE session_id=?", (session_id,)
             ).fetchone()
@@ -449,13 +474,14 @@ class SessionStore:
         finally:
             db.execute("COMMIT")
 
-    def _read_events(self, session_id: str, after_seq: int) -> list[Event]:
+    def _read_events(self, session_id: str, after_seq: int, below: int) -> list[Event]:
         events: list[Event] = []
         append, stored, known = events.append, Event.stored, DURABLE_TYPES
         expected = after_seq + 1
         for seq, stamp, kind, data, ignorable in self._db.execute(
-            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq>? ORDER BY seq",
-            (session_id, after_seq),
+            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq>? AND seq<? "
+            "ORDER BY seq",
+            (session_id, after_seq, below),
         ):
             # The one loop a resume runs per stored row: the checks of `_decode`, inlined.
             if (
@@ -483,6 +509,44 @@ class SessionStore:
         return [
             _decode(session_id, seq, stamp, k, data, ignorable) for seq, stamp, k, data, ignorable in rows
         ]
+
+    def last_event_of_type(self, session_id: str, kind: str, below_seq: int) -> Event | None:
+        """The newest event of type `kind` with seq < `below_seq` (read backwards along the key)."""
+        row = self._db.execute(
+            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq<? AND type=? "
+            "ORDER BY seq DESC LIMIT 1",
+            (session_id, below_seq, kind),
+        ).fetchone()
+        return None if row is None else _decode(session_id, *row)
+
+    # ---- derived-state snapshots (agent/snapshot.py; a cache of what the log derives) --------------
+
+    def read_snapshot(self, session_id: str) -> tuple[int, int, str] | None:
+        """`(upto_seq, format, data)` of the session's derived-state snapshot, if it has one."""
+        row = self._db.execute(
+            "SELECT upto_seq, format, data FROM derived_snapshots WHERE session_id=?", (session_id,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
+
+    def write_snapshot(self, session_id: str, upto_seq: int, format: int, data: str) -> bool:
+        """Store a snapshot of the state after seq `upto_seq`, replacing an older one, in one
+        transaction; refused (False) unless the log holds `upto_seq` on disk, and never replacing a
+        newer snapshot."""
+        with self.transaction() as db:
+            row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            if row is None or int(row[0]) < upto_seq:
+                return False
+            db.execute(
+                "INSERT INTO derived_snapshots (session_id, upto_seq, format, data) VALUES (?,?,?,?) "
+                "ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
+                "format=excluded.format, data=excluded.data WHERE excluded.upto_seq >= upto_seq",
+                (session_id, upto_seq, format, data),
+            )
+        return True
+
+    def drop_snapshot(self, session_id: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
 
     def turn_start_seq(self, session_id: str, turn: int) -> int | None:
         """The seq of turn `turn`'s `turn/start` (None: no such turn), found without decoding events."""

@@ -13,7 +13,7 @@ from dsh_daemon.agent.invariants import check_log, requests_match_log
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.agent.retry import RetryPolicy
 from dsh_daemon.agent.tools import Approver, ToolContext, ToolOutcome, ToolRegistry
-from dsh_daemon.host.manager import SessionManager
+from dsh_daemon.host.manager import SNAPSHOT_EVERY, SessionManager
 from dsh_daemon.llm.scripted import Script, ScriptedProvider
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
@@ -70,6 +70,7 @@ class Harness:
         max_tokens: int | None = None,
         session_id: str | None = None,
         retry: RetryPolicy = FAST_RETRY,
+        snapshot_every: int = SNAPSHOT_EVERY,
     ) -> None:
         self.state_dir = state_dir
         self.provider = ScriptedProvider(script)
@@ -80,6 +81,7 @@ class Harness:
         self.approver = approver
         self.max_tokens = max_tokens
         self.retry = retry
+        self.snapshot_every = snapshot_every
         self.manager = self._manager()
         self.agent: Agent = (
             self.manager.open(session_id) if session_id else self.manager.create(cwd=str(state_dir))
@@ -97,6 +99,7 @@ class Harness:
             hooks=lambda _sid: self.hooks,
             approver=lambda _sid: self.approver,
             write_delay=0.005,
+            snapshot_every=self.snapshot_every,
         )
 
     # ---- views ---------------------------------------------------------------------------------------

@@ -1,0 +1,419 @@
+"""A derived-state snapshot: what folding a session's log up to one seq produced (the model history
+with everything `Derivation` keeps, the pending inbox, the last turn number), stored so that a resume
+of a long session folds only the events after it (issue 20.3, docs/design.md §6.7).
+
+Invariants kept here and by its writer (`host/manager.py`) and reader (`Agent(snapshot=...)`):
+- A snapshot is a cache, never a source of truth: the state it holds is exactly what folding events
+  0..`upto` gives, so deleting it, or ignoring it because it is stale, corrupt or of another format,
+  changes nothing but speed. `SNAPSHOT_FORMAT` names the encoding *and* the derivation rules: bump it
+  whenever `Derivation`, the inbox projection or this encoding changes meaning, and every stored
+  snapshot is ignored (rebuilt from the log) from then on.
+- It is taken only at a turn end (no turn open, so repair never needs what lies before it) and only
+  when every event through `upto` is on disk: a crash before or after writing it leaves either no
+  snapshot or one that is older than the log, which the reader extends with the events after `upto`.
+- Decoding either gives the whole state or raises `SnapshotError`; a half-read snapshot is never used.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from dsh_daemon.agent.derive import Derivation, TurnMark
+from dsh_daemon.model.inbox import TARGETS, InboxItem
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.messages import (
+    AssistantMessage,
+    ContentBlock,
+    Message,
+    OtherBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+)
+
+SNAPSHOT_FORMAT = 1
+T = TypeVar("T")
+
+
+class SnapshotError(ValueError):
+    """A stored snapshot that cannot be used (unreadable, another format, inconsistent)."""
+
+
+@dataclass(frozen=True)
+class DerivedSnapshot:
+    """The state after folding events 0..`upto` of a session's log."""
+
+    upto: int
+    turn: int
+    inbox: Mapping[str, Sequence[InboxItem]]
+    derivation: Derivation
+
+    def encode(self) -> str:
+        """This snapshot alone (a session keeps a `SnapshotCodec`, which encodes only what is new)."""
+        return SnapshotCodec().encode(self)
+
+    @staticmethod
+    def decode(text: str) -> DerivedSnapshot:
+        return SnapshotCodec().decode(text)
+
+
+class _NoCollection:
+    """Tens of thousands of new objects and not one cycle among them: a cyclic collection triggered
+    every few hundred allocations would only walk them again and again."""
+
+    def __enter__(self) -> None:
+        self.collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_: object) -> None:
+        if self.collecting:
+            gc.enable()
+
+
+# ---- encoding ----------------------------------------------------------------------------------------
+# Lists and messages are shared between the current history, the turn marks and the logged requests
+# (a compaction's new list holds the same message objects as the old one): each distinct object is
+# written once, and referred to by its index. The codec of a session remembers what it encoded (or
+# decoded), and the history only grows between compactions, so the next snapshot encodes only the
+# messages, list items, marks and requests that are new; what it writes is still the whole state.
+
+
+class SnapshotCodec:
+    """Encodes one session's snapshots, each building on what the previous encode (or the decode it
+    was resumed from) already turned into JSON values."""
+
+    def __init__(self) -> None:
+        self.keep: list[object] = []  # the objects whose id() is a key below stay alive meanwhile
+        self.messages: list[Any] = []
+        self.message_index: dict[int, int] = {}
+        self.sources: list[Any] = []
+        self.source_index: dict[object, int] = {}
+        self.headers: list[Any] = []
+        self.header_index: dict[int, int] = {}
+        self.lists: list[list[Any]] = []  # each entry list, encoded (flat position, message pairs)
+        self.entry_lists: list[list[tuple[int, Message]]] = []  # ... and itself
+        self.list_index: dict[int, int] = {}
+        self.list_done: list[int] = []  # per list, how many of its pairs are encoded
+        self.ints: list[list[int]] = []
+        self.int_index: dict[int, int] = {}
+        self.datas: list[Any] = []
+        self.requests: list[int] = []
+        self.requests_done = 0
+        self.marks: dict[int, tuple[int, list[Any]]] = {}  # turn -> (id of its mark, encoded)
+
+    # ---- encode ------------------------------------------------------------------------------------
+
+    def encode(self, snapshot: DerivedSnapshot) -> str:
+        with _NoCollection():
+            value = self._encode(snapshot)
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def _encode(self, snapshot: DerivedSnapshot) -> dict[str, Any]:
+        d = snapshot.derivation
+        now = [
+            self.entry_list(d.entries),
+            self.int_list(d.cuts),
+            self.int_list(d.turn_starts),
+            self.header(d.header),
+            self.message(d.summary),
+            d.context_used,
+        ]
+        marks: list[Any] = []
+        for turn, mark in d.marks.items():
+            known = self.marks.get(turn)
+            if known is None or known[0] != id(mark):
+                encoded = [
+                    turn,
+                    self.entry_list(mark.entries[0]),
+                    mark.entries[1],
+                    self.int_list(mark.cuts[0]),
+                    mark.cuts[1],
+                    self.int_list(mark.turn_starts[0]),
+                    mark.turn_starts[1],
+                    self.message(mark.summary),
+                    mark.context_used,
+                ]
+                self.keep.append(mark)
+                known = self.marks[turn] = (id(mark), encoded)
+            marks += known[1]
+        specs = d.requests.specs
+        for header, entries, count, data in specs[self.requests_done :]:
+            index = -1
+            if data is not None:
+                index = len(self.datas)
+                self.datas.append(data)
+            self.requests += [self.header(header), self.entry_list(entries), count, index]
+        self.requests_done = len(specs)
+        for index, entries in enumerate(self.entry_lists):
+            self._extend(index, entries)
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "upto": snapshot.upto,
+            "turn": snapshot.turn,
+            "inbox": {t: [item.to_json() for item in snapshot.inbox.get(t, ())] for t in TARGETS},
+            "sources": self.sources,
+            "messages": self.messages,
+            "headers": self.headers,
+            "lists": self.lists,
+            "ints": self.ints,
+            "datas": self.datas,
+            "now": now,
+            "marks": marks,
+            "requests": self.requests,
+        }
+
+    def header(self, header: FrozenDict | None) -> int:
+        if header is None:
+            return -1
+        index = self.header_index.get(id(header))
+        if index is None:
+            index = self.header_index[id(header)] = len(self.headers)
+            self.headers.append(header)
+            self.keep.append(header)
+        return index
+
+    def entry_list(self, entries: list[tuple[int, Message]]) -> int:
+        index = self.list_index.get(id(entries))
+        if index is None:
+            index = self.list_index[id(entries)] = len(self.lists)
+            self.lists.append([])
+            self.list_done.append(0)
+            self.entry_lists.append(entries)
+        return index
+
+    def _extend(self, index: int, entries: list[tuple[int, Message]]) -> None:
+        """Encode the pairs appended to a list since the last encode (lists only grow)."""
+        done = self.list_done[index]
+        if done == len(entries):
+            return
+        flat = self.lists[index]
+        message = self.message
+        for position, item in entries[done:]:
+            flat += (position, message(item))
+        self.list_done[index] = len(entries)
+
+    def int_list(self, values: list[int]) -> int:
+        index = self.int_index.get(id(values))
+        if index is None:
+            index = self.int_index[id(values)] = len(self.ints)
+            self.ints.append(values)  # the list itself: it only grows, and is written as it stands
+            self.keep.append(values)
+        return index
+
+    def message(self, message: Message | None) -> int:
+        if message is None:
+            return -1
+        index = self.message_index.get(id(message))
+        if index is None:
+            index = self.message_index[id(message)] = len(self.messages)
+            role = "u" if isinstance(message, UserMessage) else "a"
+            self.messages.append(
+                [message.id, role, self.source(message.source), *(_block(b) for b in message.content)]
+            )
+            self.keep.append(message)
+        return index
+
+    def source(self, source: FrozenDict) -> int:
+        key = _source_key(source)
+        index = self.source_index.get(key)
+        if index is None:
+            index = self.source_index[key] = len(self.sources)
+            self.sources.append(source)
+        return index
+
+    # ---- decode ------------------------------------------------------------------------------------
+
+    def decode(self, text: str) -> DerivedSnapshot:
+        """The snapshot `text` holds (`SnapshotError` when it cannot be used); this codec then
+        continues from it."""
+        with _NoCollection():
+            try:
+                data = json.loads(text)
+                if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+                    found = data.get("format") if isinstance(data, dict) else None
+                    raise SnapshotError(f"snapshot format {found!r}, this build reads {SNAPSHOT_FORMAT}")
+                return _decode_into(self, data)
+            except SnapshotError:
+                raise
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+                raise SnapshotError(f"unreadable snapshot: {type(exc).__name__}: {exc}") from None
+
+
+def _block(block: ContentBlock) -> Any:
+    """A text block is its string; the others are arrays tagged by their first item."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ReasoningBlock):
+        return ["r", block.text]
+    if isinstance(block, ToolCallBlock):
+        return ["c", block.id, block.name, block.arguments]
+    if isinstance(block, ToolResultBlock):
+        return ["t", block.tool_call_id, int(block.is_error), [_block(b) for b in block.content]]
+    return ["o", block.data]
+
+
+# ---- decoding ----------------------------------------------------------------------------------------
+
+
+# Messages and blocks are made without their dataclass `__init__` (which sets each frozen field
+# through `object.__setattr__`): a long session's history is tens of thousands of them, and the
+# values were checked when they were logged. Each setter is the slot's own descriptor.
+_new = object.__new__
+_SET_TEXT = vars(TextBlock)["text"].__set__
+_SET_ID = {cls: vars(cls)["id"].__set__ for cls in (UserMessage, AssistantMessage)}
+_SET_CONTENT = {cls: vars(cls)["content"].__set__ for cls in (UserMessage, AssistantMessage)}
+_SET_SOURCE = {cls: vars(cls)["source"].__set__ for cls in (UserMessage, AssistantMessage)}
+
+
+def _text_block(text: str) -> TextBlock:
+    block: TextBlock = _new(TextBlock)
+    _SET_TEXT(block, text)
+    return block
+
+
+def _message(
+    cls: type[Message], message_id: str, content: tuple[ContentBlock, ...], source: FrozenDict
+) -> Any:
+    message = _new(cls)
+    _SET_ID[cls](message, message_id)
+    _SET_CONTENT[cls](message, content)
+    _SET_SOURCE[cls](message, source)
+    return message
+
+
+def _unblock(raw: Any) -> ContentBlock:
+    if type(raw) is str:
+        return _text_block(raw)
+    tag = raw[0]
+    if tag == "r":
+        return ReasoningBlock(_str(raw[1]))
+    if tag == "c":
+        return ToolCallBlock(_str(raw[1]), _str(raw[2]), _str(raw[3]))
+    if tag == "t":
+        return ToolResultBlock(_str(raw[1]), tuple(_unblock(b) for b in raw[3]), bool(raw[2]))
+    if tag == "o":
+        data = freeze_json(raw[1])
+        if not isinstance(data, FrozenDict):
+            raise SnapshotError("an opaque content block that is not an object")
+        return OtherBlock(data)
+    raise SnapshotError(f"unknown content block tag {tag!r}")
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise SnapshotError(f"expected a string, found {type(value).__name__}")
+    return value
+
+
+def _frozen(value: Any) -> FrozenDict:
+    frozen = freeze_json(value)
+    if not isinstance(frozen, FrozenDict):
+        raise SnapshotError("expected an object")
+    return frozen
+
+
+def _source_key(source: FrozenDict) -> object:
+    try:
+        key: object = tuple(sorted(source.items()))
+        hash(key)
+    except TypeError:
+        key = json.dumps(source, sort_keys=True)
+    return key
+
+
+def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
+    sources = [_frozen(s) for s in data["sources"]]
+    messages: list[Message] = []
+    add = messages.append
+    roles: dict[str, type[Message]] = {"u": UserMessage, "a": AssistantMessage}
+    for row in data["messages"]:
+        message_id, role, source = row[0], roles[row[1]], sources[row[2]]
+        if type(message_id) is not str:
+            raise SnapshotError("a message id that is not a string")
+        add(_message(role, message_id, tuple([_unblock(b) for b in row[3:]]), source))
+    headers = [_frozen(h) for h in data["headers"]]
+    lists: list[list[tuple[int, Message]]] = []
+    for flat in data["lists"]:
+        positions, indexes = flat[0::2], flat[1::2]
+        if len(positions) != len(indexes) or not all(type(p) is int for p in positions):
+            raise SnapshotError("an entry list that is not (position, message) pairs")
+        if indexes and (min(indexes) < 0 or max(indexes) >= len(messages)):
+            raise SnapshotError("an entry list refers to a message the snapshot does not hold")
+        lists.append(list(zip(positions, map(messages.__getitem__, indexes), strict=True)))
+    ints = [[int(v) for v in values] for values in data["ints"]]
+    datas = [_frozen(d) for d in data["datas"]]
+
+    def message(index: int) -> Message | None:
+        return None if index == -1 else _ref(messages, index)
+
+    derivation = Derivation()
+    entries, cuts, turn_starts, header, summary, context_used = data["now"]
+    derivation.entries = _ref(lists, entries)
+    derivation.cuts = _ref(ints, cuts)
+    derivation.turn_starts = _ref(ints, turn_starts)
+    derivation.header = None if header == -1 else _ref(headers, header)
+    derivation.summary = message(summary)
+    derivation.context_used = _optional_int(context_used)
+    marks = data["marks"]
+    for at in range(0, len(marks), 9):
+        turn, e, en, c, cn, t, tn, s, used = marks[at : at + 9]
+        derivation.marks[int(turn)] = TurnMark(
+            (_ref(lists, e), int(en)),
+            (_ref(ints, c), int(cn)),
+            (_ref(ints, t), int(tn)),
+            message(s),
+            _optional_int(used),
+        )
+    specs = data["requests"]
+    for at in range(0, len(specs), 4):
+        h, e, count, d = specs[at : at + 4]
+        derivation.requests.add(
+            _ref(headers, h), _ref(lists, e), int(count), None if d == -1 else _ref(datas, d)
+        )
+    inbox: dict[str, list[InboxItem]] = {
+        target: [InboxItem.from_json(item) for item in data["inbox"][target]] for target in TARGETS
+    }
+    snapshot = DerivedSnapshot(int(data["upto"]), int(data["turn"]), inbox, derivation)
+    # The codec goes on from here: what was decoded is what it would have encoded.
+    codec.sources = list(data["sources"])
+    codec.source_index = {_source_key(s): i for i, s in enumerate(sources)}
+    codec.messages = list(data["messages"])
+    codec.message_index = {id(m): i for i, m in enumerate(messages)}
+    codec.headers = list(data["headers"])
+    codec.header_index = {id(h): i for i, h in enumerate(headers)}
+    codec.lists = [list(flat) for flat in data["lists"]]
+    codec.list_index = {id(entries): i for i, entries in enumerate(lists)}
+    codec.list_done = [len(entries) for entries in lists]
+    codec.ints = ints
+    codec.int_index = {id(values): i for i, values in enumerate(ints)}
+    codec.datas = list(data["datas"])
+    codec.requests = list(specs)
+    codec.requests_done = len(derivation.requests)
+    codec.marks = {
+        turn: (id(mark), list(marks[at * 9 : at * 9 + 9]))
+        for at, (turn, mark) in enumerate(derivation.marks.items())
+    }
+    codec.entry_lists = lists
+    codec.keep = [*messages, *headers, *ints, *derivation.marks.values()]
+    return snapshot
+
+
+def _ref(table: list[T], index: Any) -> T:
+    """`table[index]` for an index the snapshot itself holds (a negative one is corruption)."""
+    if type(index) is not int or not 0 <= index < len(table):
+        raise SnapshotError(f"a reference ({index!r}) to nothing the snapshot holds")
+    return table[index]
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise SnapshotError(f"expected an integer, found {type(value).__name__}")
+    return value
