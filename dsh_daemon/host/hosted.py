@@ -74,7 +74,7 @@ class HostedSession:
 
     def events_after(self, seq: int) -> list[Event]:
         """Its durable events after `seq`, from memory (including those not yet written behind)."""
-        return [e for e in self.agent.log.events if e.seq is not None and e.seq > seq]
+        return list(self.agent.log.events[max(0, seq + 1) :])  # seq i is at index i
 
     def mcp_status(self) -> list[dict[str, Any]] | None:
         return None if self.tools.mcp is None else self.tools.mcp.status()

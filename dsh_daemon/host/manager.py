@@ -129,6 +129,7 @@ class SessionManager:
                         last_stored=lambda kind, below: self.store.last_event_of_type(
                             session_id, kind, below
                         ),
+                        read_backward=lambda seq: self.store.iter_events_backward(session_id, seq),
                     )
                 # A snapshot is taken with no turn open, so an open turn lies wholly in the tail.
                 closers = repair_closers(tail)

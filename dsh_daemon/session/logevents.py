@@ -27,10 +27,13 @@ class LogEvents(Sequence[Event]):
         base: int = 0,
         load_prefix: Callable[[], list[Event]] | None = None,
         last_stored: Callable[[str, int], Event | None] | None = None,
+        read_backward: Callable[[int], Iterator[Event]] | None = None,
     ) -> None:
         """`tail`: the events from seq `base` on; `load_prefix()` returns the events with seq < `base`
         (required when `base` > 0); `last_stored(type, below)`: the last stored event of a type with
-        seq < `below`, read without loading the prefix (None: load it and scan)."""
+        seq < `below`, read without loading the prefix (None: load it and scan); `read_backward(seq)`:
+        the stored events from `seq` down to 0, newest first, read lazily (a transcript page reads
+        the newest turns only)."""
         if base and load_prefix is None:
             raise ValueError("a log that starts after seq 0 needs a way to read its prefix")
         self._tail: list[Event] = [] if tail is None else tail
@@ -38,6 +41,7 @@ class LogEvents(Sequence[Event]):
         self._prefix: list[Event] | None = [] if base == 0 else None
         self._load_prefix = load_prefix
         self._last_stored = last_stored
+        self._read_backward = read_backward
 
     @property
     def base(self) -> int:
@@ -101,7 +105,11 @@ class LogEvents(Sequence[Event]):
 
     def __reversed__(self) -> Iterator[Event]:
         yield from reversed(self._tail)
-        if self._base:
+        if not self._base:
+            return
+        if self._prefix is None and self._read_backward is not None:
+            yield from self._read_backward(self._base - 1)
+        else:
             yield from reversed(self.prefix())
 
     def __eq__(self, other: object) -> bool:

@@ -5,6 +5,7 @@ the same next model request, byte for byte; only the number of rows read differs
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import shutil
@@ -230,3 +231,24 @@ async def test_a_snapshot_round_trips_the_derivation(tmp_path: Path) -> None:
     resumed = Agent(h.agent.log, None, snapshot=DerivedSnapshot.decode(codec.encode(h.agent.snapshot())))
     assert derived_state(resumed) == derived_state(h.agent)
     await h.manager.close()
+
+
+async def test_the_log_of_a_resumed_session_reads_its_older_events_only_when_asked(tmp_path: Path) -> None:
+    session_id = await _scenario(tmp_path / "s")
+    manager = SessionManager(tmp_path / "s")
+    agent = manager.open(session_id)
+    events = agent.log.events
+    stored = manager.store.load_events(session_id)
+    base = events.base
+    assert 0 < base < len(events) == len(stored)
+    assert (
+        list(itertools.islice(reversed(events), len(events) - base + 2))
+        == stored[::-1][: len(events) - base + 2]
+    )
+    assert events[base:] == stored[base:] and events[-1] == stored[-1]
+    first_cut = events.last_of(ev.CONVERSATION_CUT)
+    assert first_cut is not None and first_cut == [e for e in stored if e.type == ev.CONVERSATION_CUT][-1]
+    assert not events.prefix_loaded  # none of the above read the older rows into memory
+    assert list(events) == stored and events[:base] == stored[:base] and events[3] == stored[3]
+    assert events.prefix_loaded
+    await manager.close()
