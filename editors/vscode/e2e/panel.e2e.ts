@@ -148,11 +148,25 @@ async function scenario(): Promise<void> {
   await diffTab.waitFor({ timeout: 15000 });
   await page.locator('.editor-actions [aria-label^="Reject Proposed Edit"]').first().waitFor();
   await cs.shot('diff-editor-accept-reject');
+  // The person changes the proposed side before accepting: the file gets their version, and the
+  // model and the transcript are told.
+  expect(await diffTab.textContent()).toContain('proposed edit, editable');
+  await page.locator('.monaco-diff-editor .modified .view-line', { hasText: 'ALPHA' }).first().click();
+  await page.keyboard.press('End');
+  await page.keyboard.type(' (by hand)');
+  await expect.poll(() => page.locator('.monaco-diff-editor .modified .view-lines').first().textContent(), { timeout: 15000 }).toMatch(/ALPHA\s\(by\shand\)/);
+  await expect.poll(() => c.locator('.permission .proposal-edited').isVisible(), { timeout: 15000 }).toBe(true);
+  await cs.shot('diff-edited-before-accept');
   await page.waitForTimeout(700);
   await page.locator('.editor-actions [aria-label^="Accept Proposed Edit"]').first().click();
   await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Accepted in the diff.' }).count(), { timeout: 30000 }).toBe(1);
   await expect.poll(() => diffTab.count(), { timeout: 15000 }).toBe(0);
+  expect(await page.locator('.monaco-dialog-box').count()).toBe(0); // closing the edited side asked nothing
   expect(await c.locator('.permission').count()).toBe(0);
+  await expect.poll(() => readFileSync(join(ws, 'notes.txt'), 'utf8'), { timeout: 15000 }).toBe('ALPHA (by hand)\ndelta\n');
+  expect(await c.locator('.tool .edited-by-you').last().textContent()).toBe('✎ You changed the proposal before accepting it: notes.txt holds your version.');
+  expect(JSON.stringify(fake.requests.at(-1)!.body.messages)).toContain('The user changed your proposed edit of notes.txt before accepting it');
+  await cs.shot('accepted-your-version');
   await box.fill('Now omega');
   await box.press('Enter');
   await c.locator('.permission').waitFor({ timeout: 30000 });
@@ -222,6 +236,12 @@ async function scenario(): Promise<void> {
     await expect.poll(() => c.locator('.readonly-bar').isVisible(), { timeout: 30000 }).toBe(true);
     expect(await c.locator('.readonly-bar').textContent()).toContain('Driven by another window');
     expect(await c.getByRole('button', { name: 'Take over' }).isVisible()).toBe(true);
+    // No label breaks in the sidebar: each is one line.
+    expect(await frame.evaluate(() => [...document.querySelectorAll<HTMLElement>('.readonly-bar button, .readonly-text')].map((b) => {
+      const r = document.createRange();
+      r.selectNodeContents(b);
+      return [b.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
+    }))).toEqual([['Driven by another window', 1], ['Take over', 1], ['New session', 1]]);
     expect(await c.locator('.mode-select').isVisible()).toBe(false); // nothing that drives it
     for (const name of ['Stop', 'Stop and clear', 'Steer', 'Send', 'Queue', 'Add selection', 'Add file', 'Run queue', 'Continue']) {
       expect(await c.getByRole('button', { name, exact: true }).filter({ visible: true }).count(), name).toBe(0);
@@ -310,11 +330,17 @@ async function scenario(): Promise<void> {
   await page.keyboard.up('Shift');
   await expect.poll(() => c2.locator('.chips .chip').allTextContents(), { timeout: 15000 }).toEqual(['notes.txt✕']);
   await cs.shot('explorer-drag-chip');
+  // code-server hands the drop over as a vscode-remote: URI; the chip names the file the daemon reads.
+  fake.script(textReply('It holds your notes.'));
+  await target.fill('What is in this file?');
+  await target.press('Enter');
+  await expect.poll(() => c2.locator('.msg.assistant', { hasText: 'It holds your notes.' }).count(), { timeout: 30000 }).toBe(1);
+  expect(JSON.stringify(fake.requests.at(-1)!.body.messages)).toContain('ALPHA (by hand)');
+  expect(await c2.locator('.composer-error').filter({ visible: true }).count()).toBe(0);
+  expect(await c2.locator('.chips .chip').count()).toBe(0);
 
   // ---- 25. Restore checkpoint: VS Code's own modal lists the files first; the turn stays, tagged
   //          rewound, the file is back. Fork from here: a new session with the conversation so far.
-  // (The dragged chip names a vscode-remote: URI in code-server, which the daemon cannot read: off it goes.)
-  await c2.getByRole('button', { name: 'Remove notes.txt' }).click();
   writeFileSync(join(ws, 'plan.txt'), 'one\ntwo\n');
   fake.script(toolReply([{ id: 'call_rw', name: 'edit_file', args: { path: 'plan.txt', old_string: 'two', new_string: 'TWO' } }]), textReply('Made it loud.'));
   await target.fill('Make two loud in plan.txt');

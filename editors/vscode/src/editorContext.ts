@@ -19,6 +19,21 @@ export function selectionChip(editor: vscode.TextEditor | undefined): Chip | und
   };
 }
 
+/** A URI the workbench side handed over as text (a drop on the webview) names the file the extension
+ *  host sees as `file:`: in a remote window (code-server, Remote-SSH) such text keeps the renderer's
+ *  `vscode-remote://authority/path`, which the daemon (on the same machine as this host) cannot
+ *  read. A `vscode-remote:` URI whose path is inside a workspace folder is that folder's file. Any
+ *  other URI is returned as it is. */
+export function localFileUri(uri: vscode.Uri, folders: readonly { uri: vscode.Uri }[] = vscode.workspace.workspaceFolders ?? []): vscode.Uri {
+  if (uri.scheme !== 'vscode-remote') return uri;
+  for (const f of folders) {
+    if (f.uri.scheme !== 'file') continue;
+    const root = f.uri.path.endsWith('/') ? f.uri.path : f.uri.path + '/';
+    if (uri.path === f.uri.path || uri.path.startsWith(root)) return vscode.Uri.file(uri.path);
+  }
+  return uri;
+}
+
 export function fileChip(uri: vscode.Uri): Chip {
   return { kind: 'file', uri: uri.toString(), label: path.basename(uri.fsPath) };
 }

@@ -31,7 +31,11 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       }
     },
     (callId) => p.dispatch({ kind: 'permissionDone', callId }),
-    (line) => output.info(line),
+    {
+      log: (line) => output.info(line),
+      editedAccept: () => daemon?.client?.features?.editedAccept === true,
+      onEdited: (callId, edited) => p.proposalEdited(callId, edited),
+    },
   );
   const d = daemon;
   const p = new ChatPanel(ctx, d, permissions);

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Daemon } from './daemon';
 import { DaemonUnavailable } from './daemonState';
-import { diagnosticsChip, fileChip, selectionChip } from './editorContext';
+import { diagnosticsChip, fileChip, localFileUri, selectionChip } from './editorContext';
 import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
@@ -502,6 +502,12 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     await client.wake(sessionId);
   }
 
+  /** The person changed the proposed side of `callId`'s diff (or undid it): its card says that
+   *  allowing writes their version. */
+  proposalEdited(callId: string, edited: boolean): void {
+    this.post({ type: 'proposalEdited', callId, edited });
+  }
+
   /** Focuses the chat view's message box. */
   async focusComposer(): Promise<void> {
     await vscode.commands.executeCommand('dsh.chat.focus');
@@ -686,12 +692,12 @@ function actionsFor(err: unknown): PanelAction[] {
   return ['showLog'];
 }
 
-/** Files dropped on the panel (folders are skipped). */
+/** Files dropped on the panel (folders are skipped), as the files this host sees. */
 async function dropChips(uris: string[]): Promise<Chip[]> {
   const chips: Chip[] = [];
   for (const s of uris) {
     try {
-      const uri = vscode.Uri.parse(s);
+      const uri = localFileUri(vscode.Uri.parse(s));
       const stat = await vscode.workspace.fs.stat(uri);
       if (stat.type & vscode.FileType.Directory) continue;
       chips.push(fileChip(uri));

@@ -2,38 +2,61 @@
 // the diff editor's Accept / Reject title actions), and code blocks the person applies to a file
 // (a client-side WorkspaceEdit, shown in the same diff editor first and made only on Accept).
 //
-// The diff shows a read-only proposal (a content provider): the daemon applies exactly what it
-// previewed, so letting the person edit it would be a lie until the daemon can take the edited text.
-// When it can, the right side becomes an editable document and `acceptActive` sends its text with
-// the answer (the one place that answers from the diff). Every diff tab of a request closes when the
-// request is answered, wherever that happens (the card, the diff editor, another window, a timeout).
+// The diff's proposed side is an in-memory file (ProposalFiles) the person may change before
+// accepting, when the daemon can take a changed proposal (`editedAccept`, and the request previews
+// the whole before/after text): an allowing answer given anywhere in this window (the diff editor, the
+// card, the notification) then carries the side's text as `newText`, since that is what the person
+// sees and allows. Otherwise the side is read-only: the daemon applies exactly what it previewed.
+// Every diff tab of a request closes when the request is answered, wherever that happens (the card,
+// the diff editor, another window, a timeout).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { PermissionOutcome, PermissionRequest } from './protocol/types';
+import { DIFF_SCHEME, ProposalFiles } from './proposalFiles';
+import type { PermissionAnswer, PermissionOutcome, PermissionRequest } from './protocol/types';
 
-export const DIFF_SCHEME = 'dsh-diff';
+export { DIFF_SCHEME } from './proposalFiles';
 /** True while the active editor is a proposal's diff (editor/title actions and keybindings). */
 export const PROPOSAL_CONTEXT = 'dsh.proposedEdit';
 /** Accept / Reject from the diff editor are ignored this soon after its tab became active: a key
  *  typed for something else as the diff opens cannot accept an edit. */
 export const DIFF_ARM_MS = 600;
+/** The proposed side is saved (into memory) this long after the person stops typing in it. */
+const SAVE_AFTER_MS = 300;
+
+export interface PermissionOptions {
+  log?: (line: string) => void;
+  now?: () => number;
+  /** Whether the daemon takes a changed proposal (`experimental.dsh.editedAccept`). */
+  editedAccept?: () => boolean;
+  /** The proposed side of `callId` now differs from the proposal (or no longer does). */
+  onEdited?: (callId: string, edited: boolean) => void;
+}
 
 interface Apply { uri: vscode.Uri; range: vscode.Range | undefined; text: string; version: number | undefined; created: boolean }
 
-export class Permissions implements vscode.TextDocumentContentProvider, vscode.Disposable {
+/** A diff tab's two sides and the text proposed (what "not edited" means). */
+interface Shown { before: vscode.Uri; after: vscode.Uri; proposed: string; editable: boolean; edited: boolean }
+
+export class Permissions implements vscode.Disposable {
   private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome) => void }>();
   private readonly applies = new Map<string, Apply>();
-  private readonly contents = new Map<string, string>();
+  private readonly shown = new Map<string, Shown>();
+  private readonly files = new ProposalFiles();
+  private readonly saveTimers = new Map<string, ReturnType<typeof setTimeout>>();
   private applySeq = 0;
   private activeSince = 0;
   private activeId: string | undefined;
   /** Files the agent edited (fsPath), saved before its next run_command so commands see them. */
   readonly edited = new Set<string>();
   private readonly subs: vscode.Disposable[] = [];
+  private readonly log: (line: string) => void;
+  private readonly now: () => number;
 
   constructor(private readonly onRequest: (req: PermissionRequest) => void, private readonly onDone: (callId: string) => void,
-    private readonly log: (line: string) => void = () => undefined, private readonly now: () => number = Date.now) {
-    this.subs.push(vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, this));
+    private readonly opts: PermissionOptions = {}) {
+    this.log = opts.log ?? (() => undefined);
+    this.now = opts.now ?? Date.now;
+    this.subs.push(this.files);
     const track = () => {
       const id = this.activeProposal();
       if (id === this.activeId) return;
@@ -43,19 +66,24 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     };
     if (vscode.window.tabGroups?.onDidChangeTabs) this.subs.push(vscode.window.tabGroups.onDidChangeTabs(track));
     if (vscode.window.onDidChangeActiveTextEditor) this.subs.push(vscode.window.onDidChangeActiveTextEditor(track));
+    if (vscode.workspace.onDidChangeTextDocument) this.subs.push(vscode.workspace.onDidChangeTextDocument((e) => this.typed(e.document)));
   }
 
-  /** The DshClient permission handler: resolves when the person answers (panel, notification, diff). */
-  handle = async (req: PermissionRequest): Promise<PermissionOutcome> => {
+  /** The DshClient permission handler: resolves when the person answers (panel, notification, diff).
+   *  An allowing answer carries the proposed side's text when the person changed it. */
+  handle = async (req: PermissionRequest): Promise<PermissionAnswer> => {
     const outcome = await new Promise<PermissionOutcome>((resolve) => {
       this.pending.set(req.callId, { req, resolve });
       this.onRequest(req);
     });
     this.pending.delete(req.callId);
+    const allowed = outcome === 'allow-once' || outcome === 'allow-always';
+    const newText = allowed ? this.editedText(req.callId) : undefined;
+    if (newText !== undefined) this.log(`allowed ${req.callId} with the person's changes to the proposal`);
     this.onDone(req.callId);
     void this.closeDiff(req.callId);
-    if (req.tool === 'run_command' && (outcome === 'allow-once' || outcome === 'allow-always')) await this.saveEdited();
-    return outcome;
+    if (req.tool === 'run_command' && allowed) await this.saveEdited();
+    return newText === undefined ? { outcome } : { outcome, newText };
   };
 
   /** The daemon settled `callId` some other way (a timeout, a cancel, another client): the answer
@@ -94,10 +122,12 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     const abs = path.isAbsolute(rel) ? rel : path.join(cwd ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? '/', rel);
     const fileUri = vscode.Uri.file(abs);
     const preview = p.req.preview;
-    const title = `dsh: ${path.basename(abs)} (proposed edit${preview?.truncated ? ', cut to 1 MB' : ''})`;
     if (typeof preview?.oldText === 'string' && typeof preview.newText === 'string') {
-      // The daemon's own before/after texts: exactly what the edit would do.
-      return this.showDiff(callId, abs, preview.oldText, preview.newText, title);
+      // The daemon's own before/after texts: exactly what the edit would do. The daemon takes a
+      // changed proposal only for such a preview, whole (not cut to 1 MB).
+      const editable = !preview.truncated && typeof preview.diff === 'string' && this.opts.editedAccept?.() === true;
+      const title = `dsh: ${path.basename(abs)} (proposed edit${preview.truncated ? ', cut to 1 MB' : editable ? ', editable' : ''})`;
+      return this.showDiff(callId, abs, preview.oldText, preview.newText, title, editable);
     }
     let before = '';
     try {
@@ -111,21 +141,54 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     } else {
       after = p.req.preview?.diff ?? JSON.stringify(p.req.arguments, null, 2);
     }
-    return this.showDiff(callId, abs, before, after, title);
+    return this.showDiff(callId, abs, before, after, `dsh: ${path.basename(abs)} (proposed edit)`, false);
   }
 
-  private async showDiff(id: string, abs: string, before: string, after: string, title: string): Promise<void> {
-    const base = `/${id}/${path.basename(abs)}`;
-    const left = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'before' });
-    const right = vscode.Uri.from({ scheme: DIFF_SCHEME, path: base, query: 'after' });
-    this.contents.set(left.toString(), before);
-    this.contents.set(right.toString(), after);
+  private async showDiff(id: string, abs: string, before: string, after: string, title: string, editable: boolean): Promise<void> {
+    const name = path.basename(abs);
+    let s = this.shown.get(id);
+    if (!s) {
+      // The proposed side keeps the file's name (its language); the before side is in a folder of its own.
+      s = { before: vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/before/${name}` }), after: vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/${name}` }), proposed: after, editable, edited: false };
+      this.shown.set(id, s);
+      this.files.set(s.before, before, true);
+      this.files.set(s.after, after, !editable);
+    }
+    // Shown again: the proposed side as the person left it.
     this.activeSince = this.now();
-    await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
+    await vscode.commands.executeCommand('vscode.diff', s.before, s.after, title, { preview: true });
   }
 
-  provideTextDocumentContent(uri: vscode.Uri): string {
-    return this.contents.get(uri.toString()) ?? '';
+  /** The text of a diff side as shown: its open document (the person's typing), else as stored. */
+  sideText(uri: vscode.Uri): string {
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+    return doc ? doc.getText() : this.files.text(uri) ?? '';
+  }
+
+  /** The proposed side of `id` when the person changed it (undefined: unchanged, or not editable). */
+  editedText(id: string): string | undefined {
+    const s = this.shown.get(id);
+    if (!s?.editable) return undefined;
+    const text = this.sideText(s.after);
+    // A document's line ends are its own: a proposal with \r\n is not "changed" by being shown.
+    return sameText(text, s.proposed) ? undefined : text;
+  }
+
+  /** The person typed in a document: a proposed side is saved into memory soon after (closing its tab
+   *  then never asks to save it), and the card learns whether the proposal is now changed. */
+  private typed(doc: vscode.TextDocument): void {
+    if (doc.uri.scheme !== DIFF_SCHEME) return;
+    const id = doc.uri.path.split('/')[1];
+    const s = this.shown.get(id);
+    if (!s || doc.uri.toString() !== s.after.toString()) return;
+    const edited = this.editedText(id) !== undefined;
+    if (edited !== s.edited) { s.edited = edited; this.opts.onEdited?.(id, edited); }
+    const t = this.saveTimers.get(id);
+    if (t) clearTimeout(t);
+    this.saveTimers.set(id, setTimeout(() => {
+      this.saveTimers.delete(id);
+      if (doc.isDirty && !doc.isClosed) void doc.save().then(undefined, () => undefined);
+    }, SAVE_AFTER_MS));
   }
 
   /** The proposal whose diff is the active tab (or the one `uri` names: an editor/title action). */
@@ -151,16 +214,24 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     if (this.applies.delete(id)) await this.closeDiff(id);
   }
 
-  /** Closes every diff tab of proposal `id`. */
+  /** Closes every diff tab of proposal `id` and forgets its sides. */
   async closeDiff(id: string): Promise<void> {
+    const t = this.saveTimers.get(id);
+    if (t) { clearTimeout(t); this.saveTimers.delete(id); }
+    // A side still unsaved is saved into memory first: closing it must not ask the person anything.
+    for (const doc of vscode.workspace.textDocuments) {
+      if (doc.uri.scheme === DIFF_SCHEME && doc.uri.path.split('/')[1] === id && doc.isDirty) await doc.save().then(undefined, () => false);
+    }
     const groups = vscode.window.tabGroups;
-    if (!groups) return;
-    const tabs = groups.all.flatMap((g) => g.tabs).filter((t) => {
-      const input = t.input as { modified?: vscode.Uri } | undefined;
-      return input?.modified?.scheme === DIFF_SCHEME && input.modified.path.split('/')[1] === id;
-    });
-    if (tabs.length) await groups.close(tabs).then(undefined, () => undefined);
-    for (const k of [...this.contents.keys()]) if (k.includes(`/${encodeURIComponent(id)}/`) || k.includes(`/${id}/`)) this.contents.delete(k);
+    if (groups) {
+      const tabs = groups.all.flatMap((g) => g.tabs).filter((t) => {
+        const input = t.input as { modified?: vscode.Uri } | undefined;
+        return input?.modified?.scheme === DIFF_SCHEME && input.modified.path.split('/')[1] === id;
+      });
+      if (tabs.length) await groups.close(tabs).then(undefined, () => undefined);
+    }
+    this.shown.delete(id);
+    this.files.drop(id);
   }
 
   // ---- Apply to file: a client-side edit ---------------------------------------------------------
@@ -189,12 +260,15 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
     const id = `apply-${++this.applySeq}`;
     this.applies.set(id, { uri, range, text, version: doc?.version, created: !doc });
     const what = sel ? 'selection' : doc ? 'whole file' : 'new file';
-    await this.showDiff(id, uri.fsPath, before, after, `dsh: ${path.basename(uri.fsPath)} (apply code block: ${what})`);
+    // The proposed side is editable: Accept applies what it then holds.
+    await this.showDiff(id, uri.fsPath, before, after, `dsh: ${path.basename(uri.fsPath)} (apply code block: ${what})`, true);
   }
 
   private async acceptApply(id: string): Promise<void> {
     const a = this.applies.get(id)!;
     this.applies.delete(id);
+    // The person changed the proposed side: it is the whole file as they want it.
+    const whole = this.editedText(id);
     const doc = a.created ? undefined : await vscode.workspace.openTextDocument(a.uri);
     if (doc && doc.version !== a.version) {
       void vscode.window.showWarningMessage('dsh: the file changed since the diff was made; apply the code block again.');
@@ -202,7 +276,8 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
       return;
     }
     const edit = new vscode.WorkspaceEdit();
-    if (a.created) { edit.createFile(a.uri, { ignoreIfExists: false }); edit.insert(a.uri, new vscode.Position(0, 0), a.text); }
+    if (a.created) { edit.createFile(a.uri, { ignoreIfExists: false }); edit.insert(a.uri, new vscode.Position(0, 0), whole ?? a.text); }
+    else if (whole !== undefined) edit.replace(a.uri, new vscode.Range(doc!.positionAt(0), doc!.positionAt(doc!.getText().length)), whole);
     else edit.replace(a.uri, a.range!, a.text);
     const ok = await vscode.workspace.applyEdit(edit);
     await this.closeDiff(id);
@@ -212,6 +287,12 @@ export class Permissions implements vscode.TextDocumentContentProvider, vscode.D
 
   dispose(): void {
     this.cancelAll();
+    for (const t of this.saveTimers.values()) clearTimeout(t);
     this.subs.forEach((s) => s.dispose());
   }
+}
+
+/** The same text but for its line ends. */
+function sameText(a: string, b: string): boolean {
+  return a === b || a.replace(/\r\n/g, '\n') === b.replace(/\r\n/g, '\n');
 }

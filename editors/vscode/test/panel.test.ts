@@ -13,7 +13,7 @@ import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
 import { textOf } from '../src/protocol/types';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { infos, pick, quickPicks, statusItems, warn, warnings } from './vscode.mock';
+import { infos, pick, quickPicks, statusItems, warn, warnings, workspace as mockWorkspace } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -150,6 +150,31 @@ describe('ChatPanel (host) with the real daemon', () => {
     const verbs = d.of(host.panel.model.sessionId!, 'agent/inbox/inserted').map((e) => (e.data as any).message.verb);
     expect(verbs).toEqual(['followup', 'followup', 'context', 'followup']);
     host.panel.dispose();
+  });
+
+  it('a file dropped from a remote window\'s Explorer (vscode-remote:, as code-server hands it over) becomes a file: chip the daemon reads', async () => {
+    const file = join(d.root, 'notes.txt');
+    writeFileSync(file, 'alpha from the dropped file\n');
+    const folders = mockWorkspace.workspaceFolders;
+    mockWorkspace.workspaceFolders = [{ uri: vscode.Uri.file(d.root) }] as any;
+    try {
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      await d.waitFor(() => host.posted.some((p) => p.msg.type === 'snapshot'), 'snapshot');
+      host.send({ type: 'dropUris', uris: [`vscode-remote://127.0.0.1:8080${file}`, 'vscode-remote://127.0.0.1:8080/not/in/the/workspace.txt'] });
+      await d.waitFor(() => host.posted.some((p) => p.msg.type === 'chips'), 'the chips');
+      const chips = (host.posted.find((p) => p.msg.type === 'chips')!.msg as { chips: any[] }).chips;
+      expect(chips.map((c) => c.uri)).toEqual([vscode.Uri.file(file).toString()]);
+      expect(chips[0]).toMatchObject({ kind: 'file', label: 'notes.txt' });
+      fake.script(textReply('It says alpha.'));
+      host.send({ type: 'send', text: 'what does it say?', chips, mode: 'followup' });
+      await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd'), 'the turn');
+      expect(JSON.stringify(fake.requests[0].body.messages)).toContain('alpha from the dropped file');
+      expect(host.posted.filter((p) => p.msg.type === 'error')).toEqual([]);
+      host.panel.dispose();
+    } finally {
+      mockWorkspace.workspaceFolders = folders;
+    }
   });
 
   it('a reopened window starts from a transcript page plus the events after it (no gap, no duplicate mid-stream), older pages load in front', async () => {

@@ -8,7 +8,7 @@ import { Permissions } from '../src/permissions';
 import type { PermissionRequest } from '../src/protocol/types';
 import { FakeProvider, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { closedTabs, executed, tabs } from './vscode.mock';
+import { closedTabs, executed, FilePermission, fileSystems, openFakeDocument, tabs, workspace } from './vscode.mock';
 import { DIFF_ARM_MS } from '../src/permissions';
 
 let fake: FakeProvider;
@@ -35,7 +35,7 @@ describe('Permissions with the real daemon', () => {
       seen.push(req);
       void permissions.viewDiff(req.callId, d.root).then(() => {
         const [left, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
-        shown.push(permissions.provideTextDocumentContent(left), permissions.provideTextDocumentContent(right));
+        shown.push(permissions.sideText(left), permissions.sideText(right));
         permissions.answer(req.callId, 'allow-once');
       });
     }, () => undefined);
@@ -48,6 +48,9 @@ describe('Permissions with the real daemon', () => {
     const title = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args[2];
     expect(shown).toEqual(['alpha\nbeta\n', 'alpha\ngamma\n']);
     expect(title).toBe('dsh: notes.txt (proposed edit)');
+    // A daemon without editedAccept: the proposed side is read-only.
+    const [, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
+    expect(right.scheme).toBe('dsh-diff');
     expect(JSON.stringify(d.applied)).toContain('gamma');
     permissions.dispose();
   });
@@ -62,7 +65,7 @@ describe('Permissions with the real daemon', () => {
     );
     const requests: string[] = [];
     let clock = 1_000_000; // the diff editor's arm time is checked against this clock
-    const permissions = new Permissions((req) => { requests.push(req.callId); }, () => undefined, () => undefined, () => clock);
+    const permissions = new Permissions((req) => { requests.push(req.callId); }, () => undefined, { now: () => clock });
     d.client.setPermissionHandler(permissions.handle);
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'edit one');
@@ -91,6 +94,95 @@ describe('Permissions with the real daemon', () => {
     expect(tabs).toEqual([]);
     const results = d.of(sessionId, 'tool/result').map((e) => (e.data as any).error?.code ?? 'ok');
     expect(results).toEqual(['ok', 'REJECTED']);
+    permissions.dispose();
+  });
+
+  it('the proposed side changed in the diff editor: Accept sends the person\'s version (editedAccept), the daemon writes it and tells the model', async () => {
+    tabs.length = 0;
+    workspace.textDocuments.length = 0;
+    writeFileSync(join(d.root, 'calc.py'), 'def add(a, b):\n    return a - b\n');
+    fake.script(
+      toolReply([{ id: 'call_fix', name: 'edit_file', args: { path: 'calc.py', old_string: 'a - b', new_string: 'a + b  # fixed' } }]),
+      textReply('Thanks for the change.'),
+    );
+    const requests: string[] = [];
+    const edited: Array<[string, boolean]> = [];
+    let clock = 1_000_000;
+    const permissions = new Permissions((req) => { requests.push(req.callId); }, () => undefined, {
+      now: () => clock, editedAccept: () => d.client.features?.editedAccept === true, onEdited: (id, e) => edited.push([id, e]),
+    });
+    d.client.setPermissionHandler(permissions.handle);
+    expect(d.client.features?.editedAccept).toBe(true);
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    await d.client.followup(sessionId, 'fix add');
+    await d.waitFor(() => requests.length === 1, 'the request');
+    await permissions.viewDiff('call_fix', d.root);
+    const [left, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
+    expect(tabs.map((t) => t.label)).toEqual(['dsh: calc.py (proposed edit, editable)']);
+    const fs = fileSystems.get('dsh-diff');
+    expect(fs.stat(left).permissions).toBe(FilePermission.Readonly);
+    expect(fs.stat(right).permissions).toBeUndefined(); // the person may type in it
+    expect(right.path.endsWith('/calc.py')).toBe(true); // (its language from the file's name)
+    // The person retypes the proposed line in the diff editor.
+    const doc = openFakeDocument(right);
+    expect(doc.getText()).toBe('def add(a, b):\n    return a + b  # fixed\n');
+    doc.type('def add(a, b):\n    return b + a\n');
+    expect(edited).toEqual([['call_fix', true]]);
+    clock += DIFF_ARM_MS;
+    await permissions.acceptActive();
+    await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the turn');
+    // Written as the person changed it, and the model was told so.
+    expect(JSON.stringify(d.applied)).toContain('return b + a');
+    const result = d.of(sessionId, 'tool/result')[0].data as any;
+    expect(result.meta.editedByUser).toBe(true);
+    const told = JSON.stringify(fake.requests.at(-1)!.body.messages);
+    expect(told).toContain('The user changed your proposed edit of calc.py before accepting it');
+    expect(told).toContain('-    return a + b  # fixed');
+    expect(told).toContain('+    return b + a');
+    // Its tab closed (the side saved into memory first: no question on closing), its files gone.
+    expect(tabs).toEqual([]);
+    expect(doc.saves).toBeGreaterThan(0);
+    expect(() => fs.stat(right)).toThrow();
+    permissions.dispose();
+  });
+
+  it('an unchanged proposal, or one the daemon cannot take changed, is answered without newText', async () => {
+    tabs.length = 0;
+    workspace.textDocuments.length = 0;
+    writeFileSync(join(d.root, 'a.txt'), 'one\r\ntwo\r\n');
+    fake.script(
+      toolReply([{ id: 'call_a', name: 'edit_file', args: { path: 'a.txt', old_string: 'two', new_string: 'TWO' } }]), textReply('a done'),
+    );
+    const answers: unknown[] = [];
+    let clock = 1_000_000;
+    let accepts = true;
+    const permissions = new Permissions(() => undefined, () => undefined, { now: () => clock, editedAccept: () => accepts });
+    d.client.setPermissionHandler(async (req) => { const a = await permissions.handle(req); answers.push(a); return a; });
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    await d.client.followup(sessionId, 'edit a');
+    await d.waitFor(() => permissions.openFor(sessionId).length === 1, 'the request');
+    await permissions.viewDiff('call_a', d.root);
+    const [, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
+    // Opened (its line ends as a document's own) but not changed.
+    const doc = openFakeDocument(right);
+    doc.type('one\ntwo\n'.replace('two', 'TWO'));
+    clock += DIFF_ARM_MS;
+    await permissions.acceptActive();
+    await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the turn');
+    expect(answers).toEqual([{ outcome: 'allow-once' }]);
+    expect((d.of(sessionId, 'tool/result')[0].data as any).meta.editedByUser).toBeUndefined();
+    // A daemon that cannot take a changed proposal: its proposed side is read-only.
+    accepts = false;
+    fake.script(toolReply([{ id: 'call_b', name: 'edit_file', args: { path: 'a.txt', old_string: 'one', new_string: 'ONE' } }]), textReply('b done'));
+    await d.client.followup(sessionId, 'edit b');
+    await d.waitFor(() => permissions.openFor(sessionId).length === 1, 'the second request');
+    await permissions.viewDiff('call_b', d.root);
+    const [, right2] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
+    expect(fileSystems.get('dsh-diff').stat(right2).permissions).toBe(FilePermission.Readonly);
+    expect(tabs.map((t) => t.label)).toEqual(['dsh: a.txt (proposed edit)']);
+    permissions.answer('call_b', 'allow-once');
+    await d.waitFor(() => d.of(sessionId, 'turn/end').length === 2, 'the second turn');
+    expect(answers[1]).toEqual({ outcome: 'allow-once' });
     permissions.dispose();
   });
 });

@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 // The parts of the `vscode` API that the panel touches, for host-side tests in plain Node.
 type Listener<T> = (e: T) => unknown;
 
@@ -123,13 +124,58 @@ export const window = {
  *  activates on its language). */
 export const extensions = { all: [] as Array<{ id: string; packageJSON: any }> };
 
+export enum FileType { Unknown = 0, File = 1, Directory = 2, SymbolicLink = 64 }
+export enum FilePermission { Readonly = 1 }
+export enum FileChangeType { Changed = 1, Created = 2, Deleted = 3 }
+export class FileSystemError extends Error {
+  constructor(message: string, readonly code: string) { super(message); }
+  static FileNotFound(u?: unknown): FileSystemError { return new FileSystemError(`not found: ${String(u)}`, 'FileNotFound'); }
+  static NoPermissions(u?: unknown): FileSystemError { return new FileSystemError(`no permissions: ${String(u)}`, 'NoPermissions'); }
+}
+
+/** File system providers by scheme (registerFileSystemProvider). */
+export const fileSystems = new Map<string, any>();
+
+/** An open document a test types into: `type(text)` replaces its text as a person would (it is
+ *  dirty then, and onDidChangeTextDocument fires); `save()` writes it through its file system. */
+export class FakeDocument {
+  isDirty = false;
+  isClosed = false;
+  saves = 0;
+  constructor(readonly uri: Uri, private text: string) {}
+  getText(): string { return this.text; }
+  type(text: string): void { this.text = text; this.isDirty = true; documentChanged.fire({ document: this }); }
+  async save(): Promise<boolean> {
+    this.saves++;
+    fileSystems.get(this.uri.scheme)?.writeFile(this.uri, new TextEncoder().encode(this.text), { create: false, overwrite: true });
+    this.isDirty = false;
+    return true;
+  }
+}
+const documentChanged = new EventEmitter<{ document: FakeDocument }>();
+/** Opens a document over a registered file system's file (as the diff editor would). */
+export function openFakeDocument(uri: Uri): FakeDocument {
+  const doc = new FakeDocument(uri, new TextDecoder().decode(fileSystems.get(uri.scheme).readFile(uri)));
+  workspace.textDocuments.push(doc);
+  return doc;
+}
+
 export const workspace = {
   workspaceFolders: undefined as undefined | Array<{ uri: Uri }>,
-  textDocuments: [],
-  onDidChangeTextDocument: new EventEmitter<unknown>().event,
+  textDocuments: [] as FakeDocument[],
   onDidCloseTextDocument: new EventEmitter<unknown>().event,
   getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
+  registerFileSystemProvider: (scheme: string, provider: unknown) => { fileSystems.set(scheme, provider); return { dispose() { fileSystems.delete(scheme); } }; },
+  onDidChangeTextDocument: documentChanged.event,
+  /** The disk, for `file:` URIs only (what this host sees). */
+  fs: {
+    stat: async (u: Uri) => {
+      if (u.scheme !== 'file') throw FileSystemError.FileNotFound(u);
+      const st = statSync(u.fsPath);
+      return { type: st.isDirectory() ? FileType.Directory : FileType.File, ctime: st.ctimeMs, mtime: st.mtimeMs, size: st.size };
+    },
+  },
   asRelativePath: (p: string) => { const root = workspace.workspaceFolders?.[0]?.uri.fsPath; return root && p.startsWith(root + '/') ? p.slice(root.length + 1) : p; },
 };
 

@@ -295,6 +295,17 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await page().getByRole('button', { name: 'View diff' }).click();
     await page().getByRole('button', { name: 'Allow once' }).click(); // waits until it is enabled
     expect(await w.posted()).toEqual([{ type: 'viewDiff', callId: 'e1' }, { type: 'permission', callId: 'e1', outcome: 'allow-once' }]);
+    // The person changed the proposed side in the diff editor: the card says allowing writes their version.
+    expect(await page().locator('.permission .proposal-edited').isVisible()).toBe(false);
+    await w.host({ type: 'proposalEdited', callId: 'e1', edited: true });
+    await expect.poll(() => page().locator('.permission .proposal-edited').isVisible()).toBe(true);
+    expect(await page().locator('.permission .proposal-edited').textContent()).toBe('✎ You changed the proposal in the diff editor: allowing writes your version.');
+    await w.host({ type: 'proposalEdited', callId: 'e1', edited: false });
+    await expect.poll(() => page().locator('.permission .proposal-edited').isVisible()).toBe(false);
+    // Written as the person changed it: the tool card says so.
+    await w.actions([ev('tool/result', { turn: 1, step: 1, callId: 'e1', name: 'edit_file', meta: { path: 'src/a.txt', diff: '@@ -1 +1 @@\n-beta\n+mine\n', editedByUser: true },
+      message: { id: 'r1', role: 'user', content: [{ type: 'tool-result', toolCallId: 'e1', content: [{ type: 'text', text: 'Wrote a.txt as the user changed it' }] }], source: { kind: 'tool', callId: 'e1' } } }, 2)]);
+    await expect.poll(() => page().locator('.tool .edited-by-you').textContent()).toBe('✎ You changed the proposal before accepting it: a.txt holds your version.');
   });
 
   it('the header shows the session title, updated live', async () => {
@@ -332,6 +343,14 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await w.posted()).toEqual([{ type: 'newSession' }]);
     await w.host({ type: 'connection', connection: { state: 'ready', hasKey: true, takeOver: true } });
     await expect.poll(() => page().getByRole('button', { name: 'Take over' }).isVisible()).toBe(true);
+    // In a 300 px sidebar no label breaks: each button's text is one line, inside the view.
+    const lines = await page().evaluate(() => [...document.querySelectorAll<HTMLElement>('.readonly-bar button, .readonly-text')].map((b) => {
+      const r = document.createRange();
+      r.selectNodeContents(b);
+      return { text: b.textContent, lines: new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size, right: b.getBoundingClientRect().right };
+    }));
+    expect(lines.map((l) => [l.text, l.lines])).toEqual([['Driven by another window', 1], ['Take over', 1], ['New session', 1]]);
+    expect(Math.max(...lines.map((l) => l.right))).toBeLessThanOrEqual(300);
     await w.clearPosted();
     await page().getByRole('button', { name: 'Take over' }).click();
     expect(await w.posted()).toEqual([{ type: 'takeOver' }]);

@@ -209,6 +209,8 @@ function toolNode(it: ToolItem): HTMLElement {
   // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
   const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
   if (tail) d.append(el('pre', 'output', tail.trimEnd().split('\n').slice(-12).join('\n')));
+  // The person changed the proposal before allowing it: the diff below is their version.
+  if (it.meta?.editedByUser) d.append(el('div', 'edited-by-you', `✎ You changed the proposal before accepting it: ${it.meta.path.split('/').pop() || 'the file'} holds your version.`));
   if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
   if (it.result && it.status !== 'running') {
     const det = el('details', 'result');

@@ -87,8 +87,10 @@ controls.append(stopBtn, clearBtn, runQueueBtn, continueBtn);
 const readOnlyBar = el('div', 'readonly-bar');
 readOnlyBar.setAttribute('role', 'status');
 const takeOverBtn = button('Take over', () => post({ type: 'takeOver' }), 'primary small', 'Drive this session from this window (the other window lets go)');
-readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), el('span', 'spacer'), takeOverBtn,
-  button('New session', () => post({ type: 'newSession' }), 'ghost small'));
+// The buttons are one group that never breaks a label: in a narrow sidebar it moves below the line.
+const readOnlyActions = el('span', 'readonly-actions');
+readOnlyActions.append(takeOverBtn, button('New session', () => post({ type: 'newSession' }), 'ghost small'));
+readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), readOnlyActions);
 
 const daemonBox = el('div', 'daemon-error');
 daemonBox.setAttribute('role', 'alert');
@@ -178,6 +180,10 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
+    case 'proposalEdited':
+      if (m.edited) editedProposals.add(m.callId); else editedProposals.delete(m.callId);
+      markEdited(m.callId);
+      return;
   }
   scheduleRender();
 });
@@ -252,13 +258,22 @@ function tokens(n: number): string {
 // ---- permissions ----------------------------------------------------------------------------------
 
 const cards = new Map<string, HTMLElement>();
+/** Requests whose proposed side the person changed in the diff editor: allowing sends their version. */
+const editedProposals = new Set<string>();
+
+function markEdited(callId: string): void {
+  const card = cards.get(callId);
+  if (!card) return;
+  const note = card.querySelector<HTMLElement>('.proposal-edited');
+  if (note) note.hidden = !editedProposals.has(callId);
+}
 
 function renderPermissions(): void {
   if (shown.perms === model.permissions && shown.readOnly === model.readOnly) return;
   shown.perms = model.permissions;
   const want = new Set(model.permissions.map((p) => p.callId));
-  for (const [id, card] of cards) if (!want.has(id)) { card.remove(); cards.delete(id); }
-  for (const p of model.permissions) if (!cards.has(p.callId)) { const c = permissionCard(p); cards.set(p.callId, c); permissionsEl.append(c); }
+  for (const [id, card] of cards) if (!want.has(id)) { card.remove(); cards.delete(id); editedProposals.delete(id); }
+  for (const p of model.permissions) if (!cards.has(p.callId)) { const c = permissionCard(p); cards.set(p.callId, c); permissionsEl.append(c); markEdited(p.callId); }
 }
 
 function permissionCard(p: PermissionRequest): HTMLElement {
@@ -268,6 +283,9 @@ function permissionCard(p: PermissionRequest): HTMLElement {
   d.append(el('div', 'permission-title', p.title || p.tool));
   if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
   if (p.preview?.diff) d.append(diffBlock(p.preview.diff));
+  const note = el('div', 'proposal-edited', '✎ You changed the proposal in the diff editor: allowing writes your version.');
+  note.hidden = true;
+  d.append(note);
   const buttons = el('div', 'row');
   if (p.preview?.diff !== undefined || p.tool === 'edit_file' || p.tool === 'write_file') {
     buttons.append(button('View diff', () => post({ type: 'viewDiff', callId: p.callId }), 'ghost'));

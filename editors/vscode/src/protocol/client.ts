@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionGrant, PermissionOutcome, PermissionRequest, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
+  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -14,7 +14,8 @@ export interface Rpc {
   onRequest(method: string, handler: (params: any) => unknown | Promise<unknown>): Disposable;
 }
 
-export type PermissionHandler = (req: PermissionRequest) => Promise<PermissionOutcome>;
+/** Answers a permission request: an outcome, or an answer carrying the person's version of the edit. */
+export type PermissionHandler = (req: PermissionRequest) => Promise<PermissionOutcome | PermissionAnswer>;
 
 export class DshClient {
   private readonly eventHandlers = new Set<(e: AnyEvent) => void>();
@@ -30,7 +31,8 @@ export class DshClient {
     }));
     this.subs.push(rpc.onRequest('dsh/requestPermission', async (p: PermissionRequest) => {
       try {
-        return { outcome: await this.permissionHandler(p) };
+        const answer = await this.permissionHandler(p);
+        return typeof answer === 'string' ? { outcome: answer } : answer;
       } catch {
         return { outcome: 'cancelled' as const };
       }

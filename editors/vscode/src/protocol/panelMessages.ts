@@ -23,6 +23,8 @@ export type HostToWebview =
   /** The outcome of a `send`: a failed one gives its text back to the composer. */
   | { type: 'sendResult'; id: number; ok: boolean; error?: string; actions?: PanelAction[] }
   | { type: 'mentions'; id: number; items: MentionItem[] }
+  /** The proposed side of a request's diff now differs from the proposal (`edited`), or no longer. */
+  | { type: 'proposalEdited'; callId: string; edited: boolean }
   /** Something the person asked for failed: said under the composer. */
   | { type: 'error'; message: string; actions?: PanelAction[] };
 

@@ -98,7 +98,11 @@ export type StreamDelta =
   | { type: 'tool-call'; index: number; id?: string; name?: string; arguments: string };
 
 export interface ToolError { name?: string; code: string; message?: string }
-export interface EditMeta { path: string; diff: string; beforeHash?: string; afterHash?: string; created?: boolean }
+export interface EditMeta {
+  path: string; diff: string; beforeHash?: string; afterHash?: string; created?: boolean;
+  /** The person changed the proposal before allowing it: `diff` is what was written (§8). */
+  editedByUser?: boolean;
+}
 
 /** dsh/event params, by type. */
 export interface EventDataMap {
@@ -156,6 +160,9 @@ export type AnyEvent = DshEvent | UnknownEvent;
 export interface PermissionGrant { scope: string; tool: string; command?: string }
 
 export type PermissionOutcome = 'allow-once' | 'allow-always' | 'reject' | 'cancelled';
+/** The reply to dsh/requestPermission. `newText` (daemons with `editedAccept`, beside an allowing
+ *  outcome, for a request previewing a whole edit): the file as the person accepted it (§8). */
+export interface PermissionAnswer { outcome: PermissionOutcome; newText?: string }
 export interface PermissionPreview {
   path?: string; diff?: string; command?: string; cwd?: string;
   /** The whole text before and after an edit (newer daemons; capped, `truncated` says so). */
@@ -201,6 +208,8 @@ export interface InitializeDshCapabilities {
   takeOver?: boolean;
   /** dsh/session/setMode, the `session/mode` event and the attach reply's `mode` (§3). */
   modes?: boolean;
+  /** A permission answer may carry `newText`: the edit as the person changed it (§8). */
+  editedAccept?: boolean;
   [flag: string]: unknown;
 }
 
