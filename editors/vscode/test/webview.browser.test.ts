@@ -501,7 +501,11 @@ function transcriptTurn(turn: number, seq: number): TranscriptTurn {
     turn, startSeq: seq, startedAt: 0, endSeq: seq + 3, end: { kind: 'completed' }, usage: { inputTokens: 10, outputTokens: 5 },
     items: [
       { type: 'message', seq: seq + 1, step: 1, id: `u${turn}`, source: { kind: 'user' }, text: `⟪T${turn}⟫ question ${turn}` },
-      { type: 'assistant', seq: seq + 2, step: 1, text: `Answer **${turn}**:\n\n- one\n- two\n\n\`\`\`python\nprint(${turn})\n\`\`\`` },
+      // As a real reply (bench/vscode_session.py's): a paragraph, a list, a highlighted code block, some tables.
+      { type: 'assistant', seq: seq + 2, step: 1, text: `Answer **${turn}**: the parser reads the **whole line** before it splits it, so a trailing \`\\r\` stays in the last field.\n\n`
+        + '- strip the line ending first\n- keep the `maxsplit` argument\n- add a test with `\\r\\n` input\n'
+        + (turn % 5 === 0 ? '\n| file | lines | status |\n|---|---:|---|\n| `src/app.py` | 120 | changed |\n| `tests/test_app.py` | 48 | new |\n' : '')
+        + `\n\`\`\`python\ndef parse(line: str) -> list[str]:\n    line = line.rstrip('\\r\\n')\n    return line.split(',', maxsplit=${turn % 7 + 1})\n\`\`\`\n\nAfter this change \`pytest -q\` passes (${turn} tests).` },
     ],
   };
 }

@@ -1,5 +1,6 @@
-// The transcript, windowed: at most MAX_ITEMS items are in the DOM, as one section per turn, however
-// long the session. The live model (kept short by the host's `trim`) holds the newest turns; older
+// The transcript, windowed: at most MAX_ITEMS items and about MAX_NODES DOM nodes are in the DOM, as
+// one section per turn, however long the session (items differ a lot in size: a reply with code and
+// tables is a hundred nodes, a tool card a few). The live model (kept short by the host's `trim`) holds the newest turns; older
 // turns come from `dsh/session/transcript` pages (asked of the host as the person scrolls up), kept in
 // a bounded cache and read again when they were dropped. Sections far out of view are removed.
 //
@@ -18,11 +19,21 @@ import { itemView, setFrameRequester, type ItemView } from './items';
 
 export const PAGE_TURNS = 20;
 const MAX_ITEMS = 200; // items in the DOM at most (a single turn longer than this is kept whole)
+const MAX_NODES = 3_500; // the sections' DOM nodes at most, when scrolled (the rest of the page is ~200)
 const STEP_ITEMS = 50; // items added at a time when the person scrolls towards an end
 const CACHE_TURNS = 200; // older turns kept in memory beyond those shown
 const ASK_AGAIN_MS = 3000;
 
-interface Section { turn: number; el: HTMLElement; views: Map<string, ItemView>; order: string[]; count: number }
+/** A turn's items in the DOM; `nodes` its DOM nodes, counted again when `stale` (an item changed). */
+interface Section { turn: number; el: HTMLElement; views: Map<string, ItemView>; order: string[]; count: number; nodes: number; stale: boolean }
+
+/** The nodes (elements, text) in `root`'s tree: a walk of the tree, no layout. */
+function nodesIn(root: Node): number {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_ALL);
+  let n = 1;
+  while (walker.nextNode()) n++;
+  return n;
+}
 
 export interface TranscriptHost {
   /** Asks for the turns before `beforeTurn` (at most `limit`); the page comes to `onHistory`. */
@@ -135,7 +146,7 @@ export class TranscriptView {
     this.pinned = atBottom && this.live;
     if (this.pinned) this.unseen = false;
     // Where each section is, to drop only those far out of view (only when that may be needed).
-    this.edges = this.count() > MAX_ITEMS - STEP_ITEMS ? this.sections.map((x) => ({ top: x.el.offsetTop, bottom: x.el.offsetTop + x.el.offsetHeight })) : [];
+    this.edges = this.count() > MAX_ITEMS - STEP_ITEMS || this.nodes() > MAX_NODES * 0.7 ? this.sections.map((x) => ({ top: x.el.offsetTop, bottom: x.el.offsetTop + x.el.offsetHeight })) : [];
   }
 
   /** Brings the DOM up to `model` (writes only, except a jump to the newest item). */
@@ -210,6 +221,18 @@ export class TranscriptView {
   }
   private hi(): number { return this.sections[this.sections.length - 1].turn; }
   private count(): number { return this.sections.reduce((n, s) => n + s.count, 0); }
+  /** The sections' DOM nodes; a section whose items changed is counted again unless `stale` is fine
+   *  (following the stream: its reply's nodes are counted once it is scrolled or finished). */
+  private nodes(staleOk = false): number {
+    let n = 0;
+    for (const s of this.sections) {
+      if (s.stale && !staleOk) { s.nodes = nodesIn(s.el); s.stale = false; }
+      n += s.nodes;
+    }
+    return n;
+  }
+  /** More in the DOM than the window keeps. */
+  private over(staleOk = false): boolean { return this.count() > MAX_ITEMS || this.nodes(staleOk) > MAX_NODES; }
 
   private firstModelTurn(): number {
     const m = this.model!;
@@ -266,7 +289,7 @@ export class TranscriptView {
   }
 
   private makeSection(turn: number, items: Item[]): Section {
-    const s: Section = { turn, el: el('section', 'turn'), views: new Map(), order: [], count: items.length };
+    const s: Section = { turn, el: el('section', 'turn'), views: new Map(), order: [], count: items.length, nodes: 0, stale: true };
     s.el.dataset.turn = String(turn);
     for (const it of items) {
       const v = itemView(it);
@@ -274,6 +297,8 @@ export class TranscriptView {
       s.order.push(it.id);
       s.el.append(v.node);
     }
+    s.nodes = nodesIn(s.el);
+    s.stale = false;
     return s;
   }
 
@@ -304,7 +329,7 @@ export class TranscriptView {
         const it = items[i];
         const v = s.views.get(it.id);
         if (v) {
-          if (v.rev !== it.rev) { v.update(it); changed = true; this.noteFinished([it]); }
+          if (v.rev !== it.rev) { v.update(it); changed = true; s.stale = true; this.noteFinished([it]); }
           continue;
         }
         const nv = itemView(it);
@@ -313,6 +338,7 @@ export class TranscriptView {
         s.el.insertBefore(nv.node, next?.node ?? null);
         s.order.splice(i, 0, it.id);
         s.count++;
+        s.stale = true;
         changed = true;
         this.noteFinished([it]);
       }
@@ -352,13 +378,13 @@ export class TranscriptView {
   }
 
   private shrink(m: { top: number; client: number }, grew: 'up' | 'down' | undefined): void {
-    if (this.count() <= MAX_ITEMS || !this.edges.length) return;
+    if (!this.edges.length || !this.over()) return;
     // Positions were read before this frame's writes; sections prepended now shift those below, so
     // from the bottom only sections measured before are dropped, by their old position.
     const added = grew === 'up' ? this.sections.length - this.edges.length : 0;
     const edge = (i: number) => this.edges[i - added];
     // Drop far below (the person reads older turns) …
-    while (this.count() > MAX_ITEMS && this.sections.length > 1) {
+    while (this.sections.length > 1 && this.over()) {
       const i = this.sections.length - 1;
       const e = edge(i);
       if (!e || e.top <= m.top + 2 * m.client) break;
@@ -368,7 +394,7 @@ export class TranscriptView {
     }
     // … and far above (newer turns, or following the stream).
     let dropped = 0;
-    while (this.count() > MAX_ITEMS && this.sections.length > 1) {
+    while (this.sections.length > 1 && this.over()) {
       const e = edge(added + dropped);
       if (grew === 'up' || !e || e.bottom >= m.top - m.client) break;
       this.sections.shift()!.el.remove();
@@ -381,10 +407,12 @@ export class TranscriptView {
    *  fill any view (no layout is read for that: the bottom stays in view by scroll anchoring). */
   private dropAboveWhilePinned(): void {
     let total = this.count();
-    while (total > MAX_ITEMS && this.sections.length > 1) {
+    let nodes = this.nodes(true);
+    while ((total > MAX_ITEMS || nodes > MAX_NODES) && this.sections.length > 1) {
       const rest = total - this.sections[0].count;
       if (rest < STEP_ITEMS * 2) break;
       total = rest;
+      nodes -= this.sections[0].nodes;
       this.sections.shift()!.el.remove();
       this.edges = [];
     }
