@@ -255,6 +255,8 @@ class EditMeta:
     before_hash: str | None
     after_hash: str
     created: bool
+    # The person changed the proposal before allowing it (`newText`, §8): `diff` is what was written.
+    edited_by_user: bool | None = None
 
 
 @dataclass(frozen=True)
