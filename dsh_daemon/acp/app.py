@@ -34,6 +34,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+API_KEY_VARIABLE = "DEEPSEEK_API_KEY"
+# ACP's environment-variable auth method: the client sets the variable when it starts the agent.
+AUTH_METHOD: dict[str, Any] = {
+    "id": "deepseek-api-key",
+    "name": "DeepSeek API key",
+    "description": f"Set {API_KEY_VARIABLE} in the environment dsh-daemon acp starts with",
+    "type": "env_var",
+    "vars": [{"name": API_KEY_VARIABLE, "label": "DeepSeek API key", "secret": True}],
+    "link": "https://platform.deepseek.com/api_keys",
+}
+NO_KEY_MESSAGE = (
+    f"No DeepSeek API key: set {API_KEY_VARIABLE} in the environment dsh-daemon acp starts with "
+    "(Zed: \"env\" of the agent server in settings.json; CodeCompanion: the adapter's env), or "
+    "\"apiKey\" in $DSH_HOME/config.json"
+)
+
 # What the first session request imports (`front_end`, `_prompt`), loaded after `initialize`'s reply.
 PRELOAD = ("dsh_daemon.acp.frontend", "dsh_daemon.acp.files", "dsh_daemon.acp.context")
 
@@ -175,7 +191,7 @@ class Daemon:
     def _register(self) -> None:
         c = self.connection
         c.request("initialize")(self.initialize)
-        c.request("authenticate")(lambda raw, rid: {})
+        c.request("authenticate")(self.authenticate)
         c.request("session/new")(self.session_new)
         c.request("session/load")(self.session_load)
         c.request("session/resume")(self.session_resume)
@@ -219,10 +235,29 @@ class Daemon:
         self._init_result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": capabilities(),
-            "authMethods": [],
+            "authMethods": [AUTH_METHOD],
             "agentInfo": {"name": "dsh-daemon", "title": "dsh", "version": __version__},
         }
         return self._init_result
+
+    def authenticate(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """The one method is an environment variable the client sets when it starts the agent: nothing
+        to do here but say whether the key is there (`{}`) or what to set (`auth_required`)."""
+        p = _object(raw, "authenticate")
+        method_id = p.get("methodId")
+        if method_id != AUTH_METHOD["id"]:
+            raise errors.invalid_params(
+                f"authenticate: unknown 'methodId' {errors.shown(method_id)}; the one method is "
+                f"{AUTH_METHOD['id']!r}"
+            )
+        self._check_api_key()
+        return {}
+
+    def _check_api_key(self) -> None:
+        from dsh_daemon.host.options import api_key_missing
+
+        if self._options is not None and api_key_missing(self._options):
+            raise errors.auth_required(API_KEY_VARIABLE, NO_KEY_MESSAGE)
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -308,7 +343,10 @@ class Daemon:
         session_id = _str(p, "sessionId", method)
         command = commands.parse(p.get("prompt"))
         if command is not None:
+            if command.name in commands.NEED_THE_MODEL:
+                self._check_api_key()
             return self._run_command(session_id, command)
+        self._check_api_key()
         parts = self._prompt(p, session_id)
         return self.front_end.prompt(session_id, rid, parts)
 

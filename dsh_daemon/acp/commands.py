@@ -36,6 +36,8 @@ COMMANDS: tuple[dict[str, Any], ...] = (
      "input": {"hint": "N [files|conversation] [force]"}},
 )  # fmt: skip
 NAMES = frozenset(c["name"] for c in COMMANDS)
+# The commands that start or feed a model request: refused without an API key, as a prompt is.
+NEED_THE_MODEL = frozenset({"queue", "steer", "wake", "compact"})
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002  # ACP
 REQUEST_CANCELLED = -32800  # ACP / LSP
 REQUEST_FAILED = -32803  # a well-formed request that failed (as in the LSP front end)
+AUTH_REQUIRED = -32000  # ACP: "authentication required"
 
 CODES: dict[Kind, int] = {
     "invalid_params": INVALID_PARAMS,
@@ -31,6 +32,7 @@ CODES: dict[Kind, int] = {
     "shutting_down": REQUEST_FAILED,
     "not_initialized": RESOURCE_NOT_FOUND,  # -32002, as LSP's "server not initialized"
     "request_cancelled": REQUEST_CANCELLED,
+    "auth_required": AUTH_REQUIRED,
     "turn_failed": INTERNAL_ERROR,
     "internal_error": INTERNAL_ERROR,
 }

@@ -9,7 +9,6 @@ effect in the order they arrive.
 from __future__ import annotations
 
 import builtins
-import datetime
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from dsh_daemon.acp.prompts import PromptBook
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.terminals import AcpEditor, ClientTerminals
 from dsh_daemon.acp.transport import RequestId
-from dsh_daemon.acp.updates import Translator
+from dsh_daemon.acp.updates import Translator, iso_time
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions, ServerSource
 from dsh_daemon.host.port import (
@@ -68,10 +67,6 @@ class AcpView:
     book: PromptBook
     workspace: Workspace
     deferred: list[str]  # message ids of the prompts kept for the holder to let go
-
-
-def iso_time(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 class AcpFrontEnd:

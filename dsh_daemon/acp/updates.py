@@ -13,6 +13,7 @@ tool calls and their results.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -25,7 +26,9 @@ from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
     AssistantMessageLogged,
+    ContextCompacted,
     SessionModeSet,
+    SessionNoticed,
     SessionTitled,
     ToolCalled,
     ToolOutput,
@@ -55,6 +58,10 @@ KINDS = {
 MCP_PREFIX = "mcp__"  # an MCP tool's name: mcp__{server}__{tool}
 
 Send = Callable[[dict[str, Any]], None]
+
+
+def iso_time(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,8 @@ class Translator:
     title: Callable[[], str | None] = lambda: None
     _calls: dict[str, _Call] = field(default_factory=dict)
     _shown_title: str | None = None
+    _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
+    _shown_time: int | None = None
     _cost: float = 0.0
     _used: int = 0
 
@@ -331,16 +340,40 @@ class Translator:
         self.send({"sessionUpdate": "agent_message_chunk", "content": content})
 
     def title_changed(self, title: str | None = None) -> None:
-        """Show the session's title once it is known or changes."""
+        """Show the session's title once it is known or changes, and when it was last updated (the
+        time of the latest stored event) once that changed: one `session_info_update` for both."""
         title = title if title is not None else self.title()
+        update: dict[str, Any] = {"sessionUpdate": "session_info_update"}
         if title and title != self._shown_title:
             self._shown_title = title
-            self.send({"sessionUpdate": "session_info_update", "title": title})
+            update["title"] = title
+        if self._time is not None and self._time != self._shown_time:
+            self._shown_time = self._time
+            update["updatedAt"] = iso_time(self._time)
+        if len(update) > 1:
+            self.send(update)
+
+    def _stored_notice(self, event: Event) -> None:
+        """A notice the log keeps (a compaction, an MCP server that failed, a take-over), live and in
+        a replay alike."""
+        if event.type == ev.CONTEXT_COMPACTED:
+            compacted = ContextCompacted.of(event)
+            why = {"ratio": "the context was filling up", "overflow": "the context overflowed"}.get(
+                compacted.reason, "asked"
+            )
+            self.notice(
+                f"Compacted the conversation ({why}): {compacted.tokens_before:,} → "
+                f"{compacted.tokens_after:,} tokens; a summary now stands for the earlier messages."
+            )
+        else:
+            self.notice(SessionNoticed.of(event).message)
 
     # ---- entry points --------------------------------------------------------------------------------
 
     def live(self, event: Event) -> None:
         kind = event.type
+        if event.time is not None:
+            self._time = event.time
         if kind == ev.ASSISTANT_DELTA:
             delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
             self._send_text(delta)
@@ -360,11 +393,15 @@ class Translator:
             self.send(
                 {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
             )
-        elif kind in (ev.INBOX_INSERTED, ev.TURN_END):
+        elif kind in (ev.INBOX_INSERTED, ev.INBOX_SPLICED, ev.TURN_END):
             self.title_changed()
+        elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
+            self._stored_notice(event)
 
     def replay(self, event: Event) -> None:
         kind = event.type
+        if event.time is not None:
+            self._time = event.time
         if kind == ev.USER_MESSAGE:
             self._replay_user(event.data)  # the payload is the message itself
         elif kind == ev.ASSISTANT_MESSAGE:
@@ -385,6 +422,8 @@ class Translator:
             self.send(
                 {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
             )
+        elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
+            self._stored_notice(event)
 
     def _send_text(self, part: Mapping[str, Any]) -> None:
         """A live delta or a stored content block of text or reasoning, as its message chunk."""

@@ -28,6 +28,7 @@ Kind: TypeAlias = Literal[
     "shutting_down",
     "not_initialized",
     "request_cancelled",
+    "auth_required",
     "turn_failed",
     "internal_error",
 ]
@@ -122,6 +123,11 @@ def not_initialized() -> WireError:
 
 def request_cancelled(message: str = "request cancelled") -> WireError:
     return WireError("request_cancelled", message)
+
+
+def auth_required(variable: str, message: str) -> WireError:
+    """No API key where the provider needs one: said before any turn runs, naming the variable."""
+    return WireError("auth_required", message, variable=variable)
 
 
 def turn_failed(error: Any) -> WireError:

@@ -94,3 +94,15 @@ def parse_session_servers(raw: Any, where: str, *, acp: bool = False) -> ServerS
         return parse_acp_servers(raw, where) if acp else parse_servers(raw, where)
     except McpConfigError as exc:
         raise OptionsError(str(exc)) from exc
+
+
+API_KEY_VARIABLE = "DEEPSEEK_API_KEY"
+
+
+def api_key_missing(options: DaemonOptions) -> bool:
+    """No API key although the provider needs one (DeepSeek's own API; a local OpenAI-compatible
+    server may take none): a prompt could only fail."""
+    from dsh_daemon.llm.deepseek import needs_api_key
+
+    provider = options.provider
+    return not provider.api_key and needs_api_key(provider.base_url)

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SessionModeSet, StatusChanged
+from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
@@ -258,6 +258,16 @@ class SessionHost:
             # and the client hears it drives (`session/lease`), whichever request got here first.
             self.follow(hosted, delivered)
             self.follower.taken_over(session_id)
+            leases = self.manager.leases
+            self._notice_durably(
+                session_id,
+                SessionNoticed(
+                    "lease",
+                    "info",
+                    f"dsh-daemon process {leases.pid} on {leases.host} took this chat over; "
+                    "it drives it from here on.",
+                ),
+            )
         self._enter_deferred_sends(hosted)
         return hosted
 
@@ -305,10 +315,44 @@ class SessionHost:
         )
         checkpoints = SessionCheckpoints(self.checkpoints, session_id, workspace)
         tools = wire_session_tools(
-            self.front_end, session_id, workspace, self.options, mcp_servers, checkpoints
+            self.front_end,
+            session_id,
+            workspace,
+            self.options,
+            mcp_servers,
+            checkpoints,
+            mcp_status=lambda data: self._mcp_status(session_id, data),
         )
         self._wiring[session_id] = tools
         return tools
+
+    def _mcp_status(self, session_id: str, data: Mapping[str, Any]) -> None:
+        """An MCP server's state, to the front end; a server that failed or died is also said in the
+        session's log (a `session/notice`), so whoever reads the session later sees it where it
+        happened, not only the model through its missing tools."""
+        self.front_end.report_mcp_status(session_id, data)
+        state = data.get("state")
+        if state not in ("failed", "exited"):
+            return
+        server, error = data.get("server"), data.get("error")
+        what = "could not start" if state == "failed" else "stopped"
+        because = f" ({error})" if error else ""
+        self._notice_durably(
+            session_id,
+            SessionNoticed(
+                "mcp", "warning", f"MCP server {server} {what}{because}; its tools are no longer offered."
+            ),
+        )
+
+    def _notice_durably(self, session_id: str, notice: SessionNoticed) -> None:
+        """A `session/notice` in the log of a session driven here (on disk on return; published live)."""
+        hosted = self.sessions.get(session_id)
+        if hosted is None or hosted.agent.log.lease_lost is not None:
+            return
+        try:
+            hosted.agent.log.append(*entry(notice), commit=True, ignorable=True)
+        except Exception:  # a notice must never break the session
+            logger.exception("session %s: the notice could not be stored", session_id)
 
     def _workspace(self, cwd: str | None, extra_roots: Sequence[str]) -> Workspace:
         """Roots: the editor's folders, the session cwd (when it is a directory outside them), the

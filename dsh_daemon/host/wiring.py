@@ -11,8 +11,9 @@ once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks, PreStepHook
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
@@ -52,6 +53,7 @@ def wire_session_tools(
     options: DaemonOptions,
     session_servers: ServerSource | None,
     checkpoints: Checkpointer | None = None,
+    mcp_status: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> SessionTools:
     """The coding tools over `workspace` (reading and editing through the front end, recording what
     they change in `checkpoints`), plus the configured MCP servers and the session's own."""
@@ -68,9 +70,8 @@ def wire_session_tools(
         editor=editor,
     )
     servers = merge(options.mcp_servers, session_servers or {})
-    mcp = attach_mcp(
-        kit, servers, lambda data: front_end.report_mcp_status(session_id, data), str(workspace.cwd)
-    )
+    report = mcp_status or (lambda data: front_end.report_mcp_status(session_id, data))
+    mcp = attach_mcp(kit, servers, report, str(workspace.cwd))
     return SessionTools(kit, workspace, mcp)
 
 

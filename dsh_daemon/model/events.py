@@ -38,6 +38,7 @@ CONTEXT_COMPACTED = "context/compacted"
 REWIND_FILES = "rewind/files"
 CONVERSATION_CUT = "conversation/cut"
 SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
+SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -62,6 +63,7 @@ DURABLE_TYPES = frozenset(
         REWIND_FILES,
         CONVERSATION_CUT,
         SESSION_MODE,
+        SESSION_NOTICE,
         LOG_GAP,
     }
 )

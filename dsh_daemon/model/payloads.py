@@ -212,6 +212,17 @@ class SessionModeSet(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionNoticed(Payload):
+    """Words for the person about the session itself, kept so a replay shows them where they happened:
+    an MCP server that failed or died (`mcp`), the session taken over by another process (`lease`)."""
+
+    TYPE: ClassVar[str] = ev.SESSION_NOTICE
+    kind: Literal["mcp", "lease"]
+    level: Literal["info", "warning"]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class ContextUsage(Payload):
     TYPE: ClassVar[str] = ev.CONTEXT_USAGE
     turn: int
@@ -380,6 +391,7 @@ PAYLOADS: dict[str, Any] = {
         TurnUsage,
         SessionTitled,
         SessionModeSet,
+        SessionNoticed,
         ContextUsage,
         ContextCompacted,
         FilesRewound,

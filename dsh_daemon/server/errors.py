@@ -30,6 +30,7 @@ CODES: dict[Kind, int] = {
     "shutting_down": REQUEST_FAILED,
     "not_initialized": SERVER_NOT_INITIALIZED,
     "request_cancelled": REQUEST_CANCELLED,
+    "auth_required": REQUEST_FAILED,  # not raised on the LSP wire: a turn fails with AUTH / CONFIG there
     "turn_failed": INTERNAL_ERROR,
     "internal_error": INTERNAL_ERROR,
 }

@@ -115,6 +115,7 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
     ev.REWIND_FILES: (Field(("rewindId",), TEXT), Field(("phase",), TEXT), Field(("beforeTurn",), INT)),
     ev.CONVERSATION_CUT: (Field(("beforeTurn",), INT),),
     ev.SESSION_MODE: (Field(("mode",), TEXT),),
+    ev.SESSION_NOTICE: (Field(("message",), TEXT),),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 

@@ -142,6 +142,7 @@ async def acp_daemon(
     fs: bool = False,
     client: RecordingClient | None = None,
     terminal: bool = False,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[AcpDaemon]:
     client = client or RecordingClient()
     (state / "home").mkdir(parents=True, exist_ok=True)
@@ -151,7 +152,7 @@ async def acp_daemon(
         async with spawn_agent_process(
             client,
             *COMMAND,
-            env=daemon_env(state, fake, DSH_LOG_LEVEL="INFO"),
+            env=daemon_env(state, fake, DSH_LOG_LEVEL="INFO", **(env or {})),
             # The SDK terminates a child still running 2 s after stdin closed, racing its own exit
             # (ProcessLookupError) on a loaded machine: the daemon gets as long as it needs to shut down.
             transport_kwargs={"stderr": log, "shutdown_timeout": 30.0},

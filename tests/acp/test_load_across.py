@@ -44,6 +44,15 @@ async def test_loading_a_chat_an_idle_process_holds_replays_it_and_drives_it(
         assert response.stop_reason == "end_turn"
         assert "third answer" in chat_text(first, sid)
         assert "session_busy" not in (state / "daemon.log").read_text()
+        # Each take-over is said in the chat of the process that lost the session, from the log.
+        await second.wait_for(lambda: "took this chat over" in chat_text(second, sid))
+    # ... so a later replay shows both where they happened (issue 24.11).
+    fake.script()
+    async with acp_daemon(state, fake) as third:
+        await settle(third.conn.load_session(cwd=str(third.work), session_id=sid, mcp_servers=[]))
+        text = chat_text(third, sid)
+        assert text.count("took this chat over") == 2
+        assert text.index("first answer") < text.index("took this chat over") < text.index("second answer")
 
 
 async def test_a_prompt_sent_while_the_holder_runs_a_turn_is_kept_and_runs_when_it_ends(

@@ -130,6 +130,8 @@ export interface EventDataMap {
   'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
   'session/mode': { mode: 'ask' | 'accept-edits' | 'plan' };
+  /** Words about the session itself, stored (an MCP server that failed, a take-over). */
+  'session/notice': { kind: 'mcp' | 'lease'; level: 'info' | 'warning'; message: string };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
   'session/title': { title: string };
   'context/usage': { turn: number; step: number; used: number; window: number | null };
