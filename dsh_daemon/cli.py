@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,13 +116,8 @@ def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "serve"
-    if command == "schema":  # from the declarations alone: nothing of the server is imported
-        import json
-
-        from dsh_daemon.model.schema import wire_schema
-
-        print(json.dumps(wire_schema(), indent=2, ensure_ascii=False))
-        return 0
+    if command in PRINTING:
+        return _printing(lambda: _print_command(command, args))
     state_dir = _state_dir(args.state_dir)
     if command == "serve":
         from dsh_daemon.server.app import Settings
@@ -136,6 +132,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         acp_logging(args.log_level, args.log_file)
         return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
+    from dsh_daemon.chat import run_chat
+
+    return run_chat(args, state_dir)
+
+
+# The commands that print a result and end: their output is often piped into `head`, `less` or `grep`.
+PRINTING = frozenset({"schema", "config", "sessions", "export"})
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a program a SIGPIPE ended (128 + 13)
+
+
+def _print_command(command: str, args: argparse.Namespace) -> int:
+    if command == "schema":  # from the declarations alone: nothing of the server is imported
+        import json
+
+        from dsh_daemon.model.schema import wire_schema
+
+        print(json.dumps(wire_schema(), indent=2, ensure_ascii=False))
+        return 0
+    state_dir = _state_dir(args.state_dir)
     if command == "config":
         from dsh_daemon.cli_tools import show_config
 
@@ -144,10 +159,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dsh_daemon.cli_tools import list_sessions
 
         return list_sessions(state_dir)
-    if command == "export":
-        from dsh_daemon.cli_tools import export_session
+    from dsh_daemon.cli_tools import export_session
 
-        return export_session(state_dir, args.session)
-    from dsh_daemon.chat import run_chat
+    return export_session(state_dir, args.session)
 
-    return run_chat(args, state_dir)
+
+def _printing(run: Callable[[], int]) -> int:
+    """Run a printing command; a reader that stops reading (`dsh-daemon schema | head -1`) ends it
+    quietly, like any Unix tool, instead of with a BrokenPipeError traceback."""
+    try:
+        code = run()
+        sys.stdout.flush()  # inside the try: the last buffered lines may be what meets the closed pipe
+        return code
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and report that failure too: point it at
+        # /dev/null first (the reader is gone; nothing more can reach it).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE

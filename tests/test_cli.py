@@ -168,3 +168,26 @@ def test_provider_flags_after_the_command_are_taken(tmp_path: Path) -> None:
         body = fake.requests[0].json
         assert body["model"] == "flag-model"
         assert body["thinking"] == {"type": "disabled"}
+
+
+def test_printing_commands_end_quietly_when_the_reader_stops_reading(tmp_path: Path) -> None:
+    """`dsh-daemon schema | head -1` and the like: a closed pipe ends the command like any Unix tool
+    (the shell's SIGPIPE status), with no BrokenPipeError traceback on the terminal."""
+    from dsh_daemon.session.store import SessionStore
+
+    store = SessionStore(tmp_path)
+    store.create_session("s1", title="a title", cwd=None)
+    store.close()
+    env = {**os.environ, "DSH_HOME": str(tmp_path)}
+    for command in (["schema"], ["sessions"], ["config"], ["export", "s1"]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the first line is written
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "dsh_daemon", *command],
+                stdout=write_end, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True, timeout=60,
+            )  # fmt: skip
+        finally:
+            os.close(write_end)
+        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, (command, result.stderr)
+        assert result.returncode == 141, (command, result.returncode, result.stderr)
