@@ -8,6 +8,7 @@ shared machine hits both.
    server (goals <= 1.0x and <= 0.5x), `--starts` rounds each running the three in a rotating order;
    the first session's round trip right after the reply (both modes), and ACP's `session/new` sent
    `--pause` seconds after it (the session machinery preloaded meanwhile; goal <= 50 ms); RSS;
+   `dsh-daemon --version` and `dsh-daemon sessions` (spawn -> exit) vs `python -c pass`;
 2. added latency, provider SSE write -> client `assistant/delta` (p50/p99 at ~2k deltas/s) vs the same
    bytes read raw from the socket in this process;
 3. end-to-end deltas/s at full speed vs a bare pygls server notifying the same number of messages;
@@ -290,6 +291,40 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
     )
 
 
+def cli_figures(tmp: Path, rounds: int) -> None:
+    """Issue 20.5: `dsh-daemon --version` and `dsh-daemon sessions` (a store holding 20 sessions) vs
+    the interpreter starting and doing nothing, interleaved in a rotating order."""
+    import subprocess
+
+    from dsh_daemon.session.store import SessionStore
+
+    state = tmp / "cli-state"
+    store = SessionStore(state)
+    for index in range(20):
+        store.create_session(f"session-{index}", title=f"title {index}", cwd=str(tmp))
+    store.close()
+    env = {**base_env(state), "DSH_HOME": str(state)}
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "dsh-daemon --version": daemon_argv("--version"),
+        "dsh-daemon sessions": daemon_argv("sessions"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    names = list(commands)
+    for index in range(rounds):
+        for name in names[index % 3 :] + names[: index % 3]:
+            start = time.perf_counter()
+            subprocess.run(commands[name], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
+            times[name].append(time.perf_counter() - start)
+    base = times["python -c pass"]
+    print(f"printing commands, spawn -> exit, {rounds} interleaved rounds (goal < 100 ms; issue 20.5):")
+    print(f"  python -c pass          {spread(base)}")
+    for name in names[1:]:
+        extra = statistics.median(times[name]) - statistics.median(base)
+        figure = f"{spread(times[name])}   {ratio(times[name], base)}; +{extra * 1e3:.0f} ms over pass"
+        print(f"  {name:<22}  {figure}")
+
+
 # ---- a timestamping SSE provider -------------------------------------------------------------------
 
 
@@ -415,8 +450,9 @@ async def main_async(args: argparse.Namespace) -> None:
     # every module of ours from source at every start.
     compileall.compile_dir(ROOT / "dsh_daemon", quiet=1)
 
-    # 1: start-up of both modes against bare pygls
+    # 1: start-up of both modes against bare pygls; the printing commands against `python -c pass`
     await startup_figures(tmp, bare, args.starts, args.pause)
+    cli_figures(tmp, args.starts)
 
     # 2-4: one daemon with a session and one bare pygls server, measured in alternating rounds
     provider = SseProvider()

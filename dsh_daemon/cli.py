@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from dsh_daemon import __version__
+
+# Nothing more at the top: `dsh-daemon --version` must answer before argparse (and `typing`) are even
+# imported, and every command imports only what it runs (issue 20.5).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 
 def _state_dir(value: str | None) -> Path:
@@ -23,6 +28,7 @@ def _add_daemon_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     (`dsh-daemon --model X acp` and `dsh-daemon acp --model X`, as Zed's `"args"` pass them): the
     subcommand's copies default to SUPPRESS, so a value given after the command wins and one given
     before it is not reset."""
+    import argparse
 
     def default(value: Any) -> Any:
         return value if defaults else argparse.SUPPRESS
@@ -46,6 +52,8 @@ def _add_daemon_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="dsh-daemon", description="Agent daemon for code editors (LSP-framed JSON-RPC on stdio)."
     )
@@ -114,6 +122,9 @@ def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else list(argv)) == ["--version"]:
+        print(f"dsh-daemon {__version__}")  # what argparse's version action prints, without argparse
+        return 0
     args = build_parser().parse_args(argv)
     command = args.command or "serve"
     if command in PRINTING:

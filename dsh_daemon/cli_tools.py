@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+import time
 from pathlib import Path
 
-from dsh_daemon.model import events as ev
 from dsh_daemon.session.store import SessionStore, UnknownSessionError
 
 
@@ -18,7 +17,7 @@ def list_sessions(state_dir: Path) -> int:
         if not sessions:
             print("no sessions yet", file=sys.stderr)
         for s in sessions:
-            stamp = datetime.fromtimestamp(s.updated_at / 1000).strftime("%Y-%m-%d %H:%M")
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at / 1000))
             pending = f"  [{s.pending} queued]" if s.pending else ""
             print(f"{s.session_id}  {stamp}  {s.status:<7}  {s.title or '(untitled)'}{pending}")
     finally:
@@ -26,21 +25,21 @@ def list_sessions(state_dir: Path) -> int:
     return 0
 
 
-TRANSCRIPT_TYPES = frozenset(
-    {
-        ev.USER_MESSAGE,
-        ev.ASSISTANT_MESSAGE,
-        ev.TOOL_CALL,
-        ev.TOOL_RESULT,
-        ev.TURN_START,
-        ev.TURN_END,
-        ev.LLM_RETRY,
-    }
-)
-
-
 def export_session(state_dir: Path, session_id: str) -> int:
     """One JSON object per line: the session header, then every transcript event in log order."""
+    from dsh_daemon.model import events as ev  # here, not at the top: `sessions` needs none of it
+
+    transcript_types = frozenset(
+        {
+            ev.USER_MESSAGE,
+            ev.ASSISTANT_MESSAGE,
+            ev.TOOL_CALL,
+            ev.TOOL_RESULT,
+            ev.TURN_START,
+            ev.TURN_END,
+            ev.LLM_RETRY,
+        }
+    )
     store = SessionStore(state_dir)
     try:
         try:
@@ -51,7 +50,7 @@ def export_session(state_dir: Path, session_id: str) -> int:
         out = sys.stdout
         out.write(json.dumps({"type": "session", **info.to_json()}, ensure_ascii=False) + "\n")
         for event in store.load_events(session_id):
-            if event.type in TRANSCRIPT_TYPES:
+            if event.type in transcript_types:
                 record = {"seq": event.seq, "time": event.time, "type": event.type, "data": event.data}
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     finally:

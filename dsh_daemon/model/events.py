@@ -6,7 +6,6 @@ the epoch); live events carry neither. The server forwards both kinds unchanged 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,6 @@ from dsh_daemon.model.jsonvalue import FrozenDict, loads
 
 _UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
 
-logger = logging.getLogger(__name__)
 
 # durable
 INBOX_SPLICED = "agent/inbox/spliced"
@@ -209,4 +207,8 @@ class EventBus:
             try:
                 subscriber(event)
             except Exception:
-                logger.exception("event subscriber failed on %s", event.type)
+                # (logging is imported here, not with the module: `dsh-daemon sessions` reads the
+                # event type names and nothing else of it)
+                import logging
+
+                logging.getLogger(__name__).exception("event subscriber failed on %s", event.type)

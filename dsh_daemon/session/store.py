@@ -19,14 +19,14 @@ import sqlite3
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from dsh_daemon.model.events import DURABLE_TYPES, Event
 from dsh_daemon.model.jsonvalue import dumps, loads
 from dsh_daemon.session.gaps import LOG_GAP, gap_data
-from dsh_daemon.session.validate import ROW_IS_WELL_FORMED, describe_row, summary_row_problem
+
+if TYPE_CHECKING:
+    from dsh_daemon.model.events import Event
 
 FORMAT_VERSION = 1
 DB_FILENAME = "sessions.sqlite3"
@@ -73,8 +73,23 @@ class UnknownSessionError(StoreError):
         self.session_id = session_id
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
+# The event and row-checking modules are imported where rows are read, not with the store: listing
+# sessions (`dsh-daemon sessions`, issue 20.5) needs neither, nor the `dataclasses` they pull in.
+
+
+_EVENT_TYPES: tuple[type[Event], frozenset[str]] | None = None
+
+
+def _event_types() -> tuple[type[Event], frozenset[str]]:
+    global _EVENT_TYPES
+    if _EVENT_TYPES is None:
+        from dsh_daemon.model.events import DURABLE_TYPES, Event
+
+        _EVENT_TYPES = (Event, DURABLE_TYPES)
+    return _EVENT_TYPES
+
+
+class SessionInfo(NamedTuple):
     session_id: str
     title: str | None
     cwd: str | None
@@ -101,8 +116,7 @@ class SessionInfo:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPage:
+class SessionPage(NamedTuple):
     """One page of `list_page`: most recently updated first; `has_more` when older sessions remain."""
 
     sessions: tuple[SessionInfo, ...]
@@ -220,6 +234,11 @@ _TRIGGERS = (
     "DELETE FROM derived_snapshots WHERE session_id = old.session_id AND upto_seq >= old.seq; END",
 )
 
+# The name each `CREATE ... IF NOT EXISTS <name>` statement creates.
+_SCHEMA_NAMES = frozenset(
+    part.split()[0] for part in (_SCHEMA + " ".join(_TRIGGERS)).split("IF NOT EXISTS")[1:]
+)
+
 
 class SessionStore:
     """All SQL lives here. One connection per store object; use it from one thread."""
@@ -232,6 +251,8 @@ class SessionStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=10000")
+        if self._schema_is_current():
+            return
         with self.transaction():
             for statement in _SCHEMA.strip().split(";"):
                 if statement.strip():
@@ -246,6 +267,25 @@ class SessionStore:
                     f"the session store {self.path} was written by a newer dsh-daemon "
                     f"(format {row[0]}, this build reads up to {FORMAT_VERSION}) — upgrade dsh-daemon"
                 )
+
+    def _schema_is_current(self) -> bool:
+        """Every table, index and trigger is there and the format is one this build reads: nothing to
+        create, so opening the store writes nothing (no transaction, no disk flush: a session list
+        or a first session costs one flush less). A newer format is refused here too."""
+        found = {
+            str(name) for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type<>'view'")
+        }
+        if not _SCHEMA_NAMES <= found:
+            return False
+        row = self._db.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
+        if row is None:
+            return False
+        if int(row[0]) > FORMAT_VERSION:
+            raise NewerFormatError(
+                f"the session store {self.path} was written by a newer dsh-daemon "
+                f"(format {row[0]}, this build reads up to {FORMAT_VERSION}) — upgrade dsh-daemon"
+            )
+        return True
 
     def close(self) -> None:
         self._db.close()
@@ -438,13 +478,13 @@ class SessionStore:
                     (last.seq, last.time, pending, session_id),
                 )
 
-    def load_events(
-        self, session_id: str, after_seq: int = -1, before_seq: int | None = None
-    ) -> list[Event]:
+    def load_events(self, session_id: str, after_seq: int = -1, before_seq: int | None = None) -> list[Event]:
         """The session's events after `after_seq`, each row checked first (`validate.py`): a row of
         the wrong shape, or a sessions row that disagrees with the log, is `CorruptSessionError`
         naming what is wrong, and nothing is changed. One read transaction: a consistent snapshot
         even while another process appends."""
+        from dsh_daemon.session.validate import ROW_IS_WELL_FORMED, describe_row, summary_row_problem
+
         db = self._db
         db.execute("BEGIN")
         try:
@@ -476,7 +516,8 @@ class SessionStore:
 
     def _read_events(self, session_id: str, after_seq: int, below: int) -> list[Event]:
         events: list[Event] = []
-        append, stored, known = events.append, Event.stored, DURABLE_TYPES
+        event_type, known = _event_types()
+        append, stored = events.append, event_type.stored
         expected = after_seq + 1
         for seq, stamp, kind, data, ignorable in self._db.execute(
             "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq>? AND seq<? "
@@ -767,7 +808,8 @@ def _fill_reserved_gap(db: sqlite3.Connection, session_id: str) -> None:
 
 
 def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorable: int) -> Event:
-    if kind not in DURABLE_TYPES and not ignorable:
+    event_type, known = _event_types()
+    if kind not in known and not ignorable:
         raise CorruptSessionError(
             f"session {session_id}: unknown event type {kind!r} at seq {seq} "
             "(written by a newer dsh-daemon? upgrade to read it)"
@@ -776,4 +818,4 @@ def _decode(session_id: str, seq: int, stamp: int, kind: str, data: str, ignorab
         raise CorruptSessionError(f"session {session_id}: unreadable event at seq {seq}: not a JSON object")
     # Parsed when first used (Event.data): a resume parses only what it looks at. A row that passes
     # the check above but still is not JSON fails there, as `UnreadableEventError` (`session_unreadable`).
-    return Event.stored(kind, data, seq, stamp, bool(ignorable))
+    return event_type.stored(kind, data, seq, stamp, bool(ignorable))
