@@ -110,6 +110,25 @@ def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
             str(work / "other.py"),
         )
         assert state == {"app": False, "other": True}
+        # What the person sees: the edit's card says it broke a type, and K on it shows the error
+        # as the agent was told it, under the diff.
+        row = next(i for i, line in enumerate(editor.lines()) if line.startswith("⚙ edit_file"))
+        (card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+        assert card["text"].strip() == "✓ ok +1 −1 · 1 new error", card
+        editor.lua(
+            "local w = vim.fn.win_findbuf(T.chat().buf)[1]; vim.api.nvim_set_current_win(w);"
+            " vim.api.nvim_win_set_cursor(w, {..., 0})",
+            row + 1,
+        )
+        editor.keys("K")
+        float = editor.wait(
+            lambda: next((f for f in editor.floats() if f["title"] == " edit_file "), None), what="the card"
+        )
+        assert float["lines"][1] == "app.py" and "+value: str = helper()" in float["lines"]
+        assert "1 new error in app.py after this edit (from the editor's language server):" in float["lines"]
+        if os.environ.get("DSH_NVIM_SHOW"):
+            print("--- K on the edit card:", *float["lines"], sep="\n")
+        editor.keys("q")
         # Undo still reverts the agent's edit in the buffer.
         editor.cmd("buffer app.py")
         editor.keys("u")

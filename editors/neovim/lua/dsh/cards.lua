@@ -85,7 +85,9 @@ function M.lines(chat, tool)
   if type(args.command) == 'string' then
     out[#out + 1] = '$ ' .. args.command
   elseif type(args.path) == 'string' then
-    out[#out + 1] = labels.rel(chat.root, vim.uri_from_fname(args.path))
+    -- a path as the model gave it: relative to the session's directory, or absolute
+    local absolute = args.path:sub(1, 1) == '/'
+    out[#out + 1] = absolute and labels.rel(chat.root, vim.uri_from_fname(args.path)) or args.path
   elseif next(args) then
     out[#out + 1] = vim.json.encode(args)
   end
@@ -95,6 +97,12 @@ function M.lines(chat, tool)
     vim.list_extend(out, split(diff))
     if r.meta.diffTruncated then
       out[#out + 1] = ('[diff cut at 4,000 of %s characters]'):format(tostring(r.meta.diffLength or '?'))
+    end
+    -- What the agent was told beyond "Edited …": new errors from the language server, notes.
+    local notes = (r.text or ''):match('^[^\n]*\n(.+)$')
+    if notes then
+      out[#out + 1] = ''
+      vim.list_extend(out, split(notes))
     end
     return out, 'diff'
   end

@@ -279,13 +279,20 @@ local function card_status(op)
   end
   local extra = ''
   local meta = op.meta or {}
+  local new_errors = nil
   if meta.diff then
     local add, del = labels.diff_counts(meta.diff)
     extra = (' +%d −%d'):format(add, del)
+    -- the language server's verdict on the edit, as the agent was told it (protocol.md §9)
+    new_errors = (op.text or ''):match('\n(%d+ new errors?) in [^\n]* after this edit')
   elseif type(meta.exitCode) == 'number' then
     extra = ' · exit ' .. meta.exitCode
   end
-  return { { '  ✓ ok' .. extra, 'DshToolOk' } }
+  local out = { { '  ✓ ok' .. extra, 'DshToolOk' } }
+  if new_errors then
+    out[#out + 1] = { ' · ' .. new_errors, 'DshToolError' }
+  end
+  return out
 end
 
 function R.tool_result(chat, op)
