@@ -28,6 +28,23 @@ def langserver() -> str:
     return found
 
 
+def wait_analyzed(editor: Editor, path: Path, line: int, character: int) -> None:
+    """Until basedpyright answers a hover in `path` (0-based place): it has analyzed the project, as a
+    person would see from hovering before asking the agent (an answer before that can be empty)."""
+    editor.cmd(f"edit {path}")
+    editor.wait(
+        lambda: editor.lua(
+            "local r = vim.lsp.buf_request_sync(0, 'textDocument/hover', {textDocument = {uri = vim.uri_from_bufnr(0)},"
+            " position = {line = select(1, ...), character = select(2, ...)}}, 5000) or {};"
+            " for _, x in pairs(r) do if x.result and x.result.contents then return true end end; return false",
+            line,
+            character,
+        ),
+        timeout=120,
+        what=f"basedpyright analyzed {path.name}",
+    )
+
+
 def call(call_id: str, name: str, **args: object) -> Reply:
     return Reply.stream(tool_call_stream([(call_id, name, args)]))
 
@@ -81,14 +98,7 @@ def test_definition_new_type_errors_and_a_command_after_an_edit_in_real_neovim(
     try:
         editor.cmd("edit other.py")
         editor.keys("GoUNSAVED = 1<Esc>")  # the person's own change, not saved
-        editor.cmd("edit app.py")
-        editor.wait(
-            lambda: editor.lua(
-                "local c = vim.lsp.get_clients({name = 'basedpyright'})[1]; return c ~= nil and c.initialized"
-            ),
-            timeout=60,
-            what="basedpyright initialized",
-        )
+        wait_analyzed(editor, work / "app.py", 0, 17)  # `helper`, imported from lib.py
         editor.cmd("Dsh find helper, then make value a string and show the file")
         editor.wait_footers(1, timeout=180)
         # definition: the symbol is defined in another file, found by the language server.
@@ -177,25 +187,24 @@ def test_references_symbols_and_hover_from_basedpyright_in_real_neovim(
         'from lib import Greeter, helper\n\nvalue: int = helper()\ngreeting = Greeter().greet("ann")\n'
     )
     (work / "use.py").write_text("from lib import helper\n\nTWICE = helper() + helper()\n")
+    (work / "notes.txt").write_text("helper is mentioned here\n")
     fake.script(
         call("c1", "references", path="lib.py", line=11, symbol="helper"),
         call("c2", "symbols", path="lib.py"),
         call("c3", "symbols", query="Greeter"),
         call("c4", "hover", path="app.py", line=3, symbol="helper"),
         call("c5", "references", path="lib.py", line=16, symbol="Path"),
+        call("c6", "definition", path="notes.txt", line=1, symbol="helper"),
+        call("c7", "edit_file", path="use.py", old_string="helper() + helper()", new_string="2 * helper()"),
         text_reply("Done."),
     )
     editor = Editor(nvim_bin, paths, fake.base_url, extra=extra_init(server, work))
     try:
-        editor.cmd("edit lib.py")
-        editor.wait(
-            lambda: editor.lua(
-                "local c = vim.lsp.get_clients({name = 'basedpyright'})[1]; return c ~= nil and c.initialized"
-            ),
-            timeout=60,
-            what="basedpyright initialized",
+        editor.cmd("edit use.py")
+        wait_analyzed(editor, work / "lib.py", 10, 5)  # `def helper`
+        editor.cmd(
+            "Dsh who calls helper, what is in lib.py, where is Greeter, what is helper, who uses Path; tidy use.py"
         )
-        editor.cmd("Dsh who calls helper, what is in lib.py, where is Greeter, what is helper, who uses Path")
         editor.wait_footers(1, timeout=180)
         # references: every use in every file of the project, each with its line.
         refs = json.loads(tool_text(fake, 1))["content"]
@@ -228,12 +237,26 @@ def test_references_symbols_and_hover_from_basedpyright_in_real_neovim(
         lib = json.loads(tool_text(fake, 5))["content"]
         assert "lib.py:1:21: from pathlib import Path" in lib and 'lib.py:16:8: HOME = Path("/")' in lib, lib
         assert "outside the workspace" in lib and "pathlib.pyi" not in lib and "typeshed" not in lib, lib
-        sent = json.dumps([r.json for r in fake.requests])
-        assert "No language server" not in sent
+        # The cards say which symbol was looked up, and where.
+        transcript = editor.lines()
+        assert "⚙ references  helper  lib.py:11" in transcript and "⚙ hover  helper  app.py:3" in transcript
+        # A plain-text file has no language server attached: said in words, not "No definition found".
+        none = json.loads(tool_text(fake, 6))["content"]
+        assert none.startswith("No language server for this file"), none
+        # An edit that breaks nothing: no note, and the wait ended when basedpyright re-checked use.py
+        # (its report after the didChange), not at the cap.
+        clean = json.loads(tool_text(fake, 7))["content"]
+        assert clean.startswith("Edited use.py") and "new error" not in clean, clean
+        log = (paths.tmp / "daemon.log").read_text()
+        assert "diagnostics after an edit: re-checked by the editor's language servers" in log
+        assert editor.lua(
+            "return #vim.lsp.get_clients({bufnr = vim.fn.bufnr(...), name = 'basedpyright'})",
+            str(work / "use.py"),
+        )
         if os.environ.get("DSH_NVIM_SHOW"):  # what a person sees in the chat, and what the model got
             print("\n".join(editor.lines()))
             for card in editor.snapshot().get("cards", []):
                 print(f"[card row {card['row']}] {card['text']}")
-            print("--- model got:", refs, outline, found, hover, lib, sep="\n")
+            print("--- model got:", refs, outline, found, hover, lib, none, clean, sep="\n")
     finally:
         editor.quit(timeout=20)

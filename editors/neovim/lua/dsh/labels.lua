@@ -108,6 +108,10 @@ function M.call_summary(root, arguments)
       if args.path and root and vim.startswith(main, root .. '/') then
         main = main:sub(#root + 2)
       end
+      if args.path and type(args.symbol) == 'string' and tonumber(args.line) then
+        -- definition / references / hover: which symbol, where (`helper  app.py:3`)
+        main = ('%s  %s:%d'):format(args.symbol, main, tonumber(args.line))
+      end
       return M.first_line(main, 80)
     end
     return M.first_line(vim.json.encode(args), 60)
