@@ -215,6 +215,9 @@ async function scenario(): Promise<void> {
   await box.fill('A long answer, please');
   await box.press('Enter');
   await expect.poll(() => c.locator('.msg.assistant.streaming').count(), { timeout: 30000 }).toBe(1);
+  // One dsh item in the status bar while a turn runs: no second, spinning work-done progress item.
+  expect(await page.locator('.statusbar-item', { hasText: 'dsh:' }).count()).toBe(1);
+  expect(await page.locator('.statusbar-item', { hasText: 'agent turn' }).count()).toBe(0);
   await frame.evaluate(() => { (document.querySelector('.transcript') as HTMLElement).scrollTop = 0; });
   await expect.poll(() => c.locator('.new-output').textContent(), { timeout: 15000 }).toBe('↓ New output');
   await cs.shot('new-output');

@@ -148,8 +148,15 @@ export class Daemon implements vscode.Disposable {
     const lc = new QuietClient('dsh', 'dsh daemon', serverOptions, clientOptions);
     this.lc = lc;
     // What this editor offers the daemon (protocol.md §9): saving an agent's edit, problems, language features.
+    // No work-done progress (registered after the library's features, this overrides its `true`): the
+    // panel and the dsh status bar item already show a running turn, and the library's window
+    // progress would be a second status bar item, re-laid out at every report and spinning for the
+    // whole turn (renderer frames the workbench pays for while a reply streams).
     lc.registerFeature({
-      fillClientCapabilities: (caps) => { caps.experimental = { ...(caps.experimental as object | undefined), dsh: OFFERED }; },
+      fillClientCapabilities: (caps) => {
+        caps.experimental = { ...(caps.experimental as object | undefined), dsh: OFFERED };
+        caps.window = { ...caps.window, workDoneProgress: false };
+      },
       initialize: () => undefined,
       getState: () => ({ kind: 'static' }),
       clear: () => undefined,

@@ -20,7 +20,7 @@ import { chatHtml } from './webviewHtml';
 const SESSION_KEY = 'dsh.sessionId';
 export const BATCH_MS = 50;
 const LONG_REPLY = 32_000;
-const LONG_REPLY_BATCH_MS = 100;
+const LONG_REPLY_BATCH_MS = 200;
 const FLUSH_AT_ONCE = new Set(['assistant/message', 'turn/end']);
 
 /** What a person reads when a request fails: by the daemon's typed code, never an id or a pid. */
