@@ -46,7 +46,7 @@ AUTH_METHOD: dict[str, Any] = {
 }
 NO_KEY_MESSAGE = (
     f"No DeepSeek API key: set {API_KEY_VARIABLE} in the environment dsh-daemon acp starts with "
-    "(Zed: \"env\" of the agent server in settings.json; CodeCompanion: the adapter's env), or "
+    "(Zed: \"env\" of the agent server in settings.json; CodeCompanion: Neovim's environment), or "
     "\"apiKey\" in $DSH_HOME/config.json"
 )
 
