@@ -1,0 +1,61 @@
+"""Optional (issue 24): the official TypeScript ACP SDK (npm `@agentclientprotocol/sdk` 2.4.0) as a
+client of `dsh-daemon acp` over pipes, every message the agent writes checked against the SDK's zod
+schema. Skipped unless its packages are installed (CI has no registry):
+
+    (cd tests/acp/ts && npm install)
+    .venv/bin/python -m pytest tests/acp/test_ts_sdk.py
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.acp.harness import COMMAND
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import daemon_env, tool_call_stream
+
+TS = Path(__file__).with_name("ts")
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    node = shutil.which("node")
+    if node is None or not (TS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
+        pytest.skip("the TypeScript ACP SDK is not installed (cd tests/acp/ts && npm install)")
+    state = tmp_path / "state"
+    work = state / "work"
+    work.mkdir(parents=True)
+    (state / "home").mkdir()
+    call = ("call_ts_1", "run_command", {"command": "echo from the ts sdk"})
+    fake.script(Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran it"])))
+    env = daemon_env(state, fake, DSH_AGENT_COMMAND=json.dumps(COMMAND), DSH_WORK=str(work))
+    ran = subprocess.run(
+        [node, str(TS / "session.mjs")], cwd=TS, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report = json.loads(ran.stdout.strip().splitlines()[-1])
+    print(json.dumps({"checked": report["checked"], "seen": report["seen"]}))
+    assert report["violations"] == [], json.dumps(report["violations"], indent=1)[:4000]
+    seen = report["seen"]
+    assert report["checked"] >= 30, report
+    assert seen["authMethods"] == ["deepseek-api-key"]
+    assert seen["first"] == "end_turn" and seen["command"] == "end_turn" and seen["listed"] == 1
+    assert seen["terminalContent"] is True  # the command ran in the SDK client's terminal
+    for kind in (
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "session_info_update",
+        "usage_update",
+    ):
+        assert kind in seen["kinds"], seen
+    (tool,) = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
+    assert "from the ts sdk" in tool["content"]
