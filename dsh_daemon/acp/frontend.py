@@ -239,7 +239,8 @@ class AcpFrontEnd:
         if attached.status == "running":
             view.translator.notice(
                 f"This chat is open in another dsh-daemon (process {busy.pid}) that is running a turn: "
-                "you see it live here. A prompt you send now is kept and runs here when that turn ends."
+                "you see it live here. A prompt you send now is kept and runs here once it has finished "
+                "(that turn and the prompts queued there)."
             )
         host.take_over(session_id)
 

@@ -106,3 +106,32 @@ async def test_a_kept_prompt_survives_the_loading_process(tmp_path: Path, fake: 
         await first.wait_for(lambda: "kept answer" in chat_text(first, sid))
         contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
         assert contents == ["long", "keep me"]
+
+
+async def test_a_busy_holder_runs_its_whole_queue_before_it_lets_go(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """A take over that does not force waits for the holder to finish what it was asked to do: the
+    turn running and the prompts queued there before the loader's prompt (the queue is the person's
+    work in that window; a forced take over is the way to stop it)."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(
+            Reply.stream(text_stream(["long answer"]), gate_after=(0, "long")),
+            Reply.stream(text_stream(["queued there"])),
+            Reply.stream(text_stream(["from here"])),
+        )
+        sid = await first.new_session()
+        running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("long")]))
+        await first.wait_for(lambda: len(fake.requests) == 1)
+        queued = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("second")]))
+        await asyncio.sleep(0.3)  # the second prompt is in the holder's queue (queued durably on arrival)
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        mine = asyncio.ensure_future(second.conn.prompt(session_id=sid, prompt=[text_block("third")]))
+        fake.open_gate("long")
+        assert (await settle(running)).stop_reason == "end_turn"
+        assert (await settle(queued)).stop_reason == "end_turn"
+        assert (await settle(mine)).stop_reason == "end_turn"
+        users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert users == ["long", "second", "third"]
+        assert "from here" in chat_text(second, sid) and "queued there" in chat_text(second, sid)
