@@ -41,8 +41,16 @@ local out = os.getenv("DSH_CC_OUT")
 local function dump(state)
   local chat = require("codecompanion").last_chat()
   local lines = chat and vim.api.nvim_buf_get_lines(chat.bufnr, 0, -1, false) or {}
+  -- What CodeCompanion's model picker and its "/" completion offer for this chat.
+  local connection = chat and chat.acp_connection
+  local models = connection and connection.session_id and connection:get_models() or vim.NIL
+  local commands = {}
+  local registry = require("codecompanion.interactions.chat.acp.commands")
+  for _, command in ipairs(connection and registry.get_commands_for_session(connection.session_id) or {}) do
+    table.insert(commands, command.name)
+  end
   local f = assert(io.open(out, "w"))
-  f:write(vim.json.encode({ state = state, lines = lines, notified = notified }))
+  f:write(vim.json.encode({ state = state, lines = lines, notified = notified, models = models, commands = commands }))
   f:close()
 end
 local function run()
@@ -149,6 +157,12 @@ def test_the_readme_snippet_passes_the_key_neovim_has(tmp_path: Path, fake: Fake
     assert shown["state"] == "answered", shown
     (request,) = fake.requests
     assert request.headers["authorization"] == "Bearer sk-from-neovims-env"
+    # Its model picker lists the session's models (ACP configOptions, category "model"), and "/"
+    # completes dsh's slash commands (available_commands_update).
+    models = shown["models"]
+    assert models["currentModelId"] == "deepseek-v4-flash"
+    assert [m["modelId"] for m in models["availableModels"]] == ["deepseek-v4-flash", "deepseek-v4-pro"]
+    assert {"queue", "steer", "wake", "compact", "model"} <= set(shown["commands"]), shown["commands"]
 
 
 def test_without_a_key_codecompanion_says_what_to_set(tmp_path: Path, fake: FakeDeepSeek) -> None:
