@@ -308,6 +308,24 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await expect.poll(() => page().locator('.tool .edited-by-you').textContent()).toBe('✎ You changed the proposal before accepting it: a.txt holds your version.');
   });
 
+  it('a tool card says what the language server told the agent, and which symbol it asked about', async () => {
+    const result = (callId: string, name: string, text: string, seq: number): Action => ev('tool/result', { turn: 1, step: 1, callId, name,
+      message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }] }], source: { kind: 'tool', callId } } }, seq);
+    await w.snapshot(reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 1),
+      ev('tool/call', { turn: 1, step: 1, callId: 'd1', name: 'definition', arguments: '{"path":"src/app.ts","line":3,"symbol":"greet"}' }, 2),
+      result('d1', 'definition', 'lib.ts:2:17: export function greet(name: string): string {', 3),
+      ev('tool/call', { turn: 1, step: 1, callId: 'h1', name: 'hover', arguments: '{"path":"notes.txt","line":1,"symbol":"greet"}' }, 4),
+      result('h1', 'hover', 'No language server for this file in the editor; use grep and read_file instead.', 5),
+      ev('tool/call', { turn: 1, step: 1, callId: 'e1', name: 'edit_file', arguments: '{"path":"app.ts","old_string":"a","new_string":"b"}' }, 6),
+      result('e1', 'edit_file', "Edited app.ts.\n\n1 new error in app.ts after this edit (from the editor's language server):\napp.ts:4:14: error: Type 'number' is not assignable to type 'string'.", 7),
+    ]));
+    await expect.poll(() => page().locator('.tool .tool-summary').allTextContents()).toEqual(['greet  app.ts:3', 'greet  notes.txt:1', 'app.ts']);
+    expect(await page().locator('.tool .tool-note').allTextContents()).toEqual(['no language server', '⚠ 1 new error']);
+    expect(await page().locator('.tool .tool-note.warn').count()).toBe(1);
+    await w.shot('11-tool-notes');
+  });
+
   it('the header shows the session title, updated live', async () => {
     const title = page().getByLabel('session title');
     await w.snapshot(emptyModel(S));

@@ -207,6 +207,8 @@ function toolNode(it: ToolItem): HTMLElement {
   const head = el('div', 'tool-head');
   const badge = el('span', 'badge', { pending: 'pending', 'awaiting-permission': 'awaiting permission', running: 'running', ok: 'ok', error: 'error' }[it.status]);
   head.append(badge, el('span', 'tool-name', it.name), el('span', 'tool-summary', toolSummary(it.args)));
+  const told = it.status === 'running' ? undefined : resultNote(it.result);
+  if (told) head.append(el('span', `tool-note ${told.kind}`, told.text));
   d.append(head);
   // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
   const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
@@ -238,7 +240,21 @@ function friendlyToolError(code: string): string {
 export function toolSummary(args: unknown): string {
   if (!args || typeof args !== 'object') return String(args ?? '');
   const a = args as Record<string, unknown>;
-  return String(a.command ?? a.path ?? a.pattern ?? a.glob ?? '').slice(0, 120);
+  // definition / references / hover name a symbol on a line of a file: say which and where.
+  if (typeof a.symbol === 'string' && typeof a.path === 'string') {
+    return `${a.symbol}  ${a.path.split('/').pop()}${typeof a.line === 'number' ? `:${a.line}` : ''}`.slice(0, 120);
+  }
+  return String(a.command ?? a.path ?? a.pattern ?? a.glob ?? a.query ?? '').slice(0, 120);
+}
+
+/** What the agent was told beyond the tool's own answer, worth seeing without opening the result:
+ *  new problems the language server reported after an edit, or that no language server answered. */
+export function resultNote(result: string | undefined): { kind: 'warn' | 'quiet'; text: string } | undefined {
+  if (!result) return undefined;
+  const errors = /(\d+ new errors?) in [^\n]* after this edit/.exec(result);
+  if (errors) return { kind: 'warn', text: `⚠ ${errors[1]}` };
+  if (result.startsWith('No language server for this file')) return { kind: 'quiet', text: 'no language server' };
+  return undefined;
 }
 
 export function diffBlock(diff: string): HTMLElement {
