@@ -1,14 +1,16 @@
 """Optional (issue 24): the official TypeScript ACP SDK (npm `@agentclientprotocol/sdk` 2.4.0) as a
 client of `dsh-daemon acp` over pipes, every message the agent writes checked against the SDK's zod
-schema. Skipped unless its packages are installed (CI has no registry):
+schema. `.ci/run` installs the SDK (`scripts/setup-acp-sdk.sh`, from the npm registry); without it
+the test skips, or fails when `CI` is set:
 
-    (cd tests/acp/ts && npm install)
+    bash scripts/setup-acp-sdk.sh
     .venv/bin/python -m pytest tests/acp/test_ts_sdk.py
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,7 +31,10 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
 ) -> None:
     node = shutil.which("node")
     if node is None or not (TS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        pytest.skip("the TypeScript ACP SDK is not installed (cd tests/acp/ts && npm install)")
+        missing = "node or the TypeScript ACP SDK is not installed: run scripts/setup-acp-sdk.sh"
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing} (CI is set, so this is a failure)")
+        pytest.skip(missing)
     state = tmp_path / "state"
     work = state / "work"
     work.mkdir(parents=True)
