@@ -19,7 +19,7 @@ import pytest
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.codec import WireValueError, structure, unstructure
 from dsh_daemon.model.methods import DAEMON_METHODS, METHODS, DshCapabilities, EventParams
-from dsh_daemon.model.payloads import PAYLOADS, AssistantDelta, TurnEnded
+from dsh_daemon.model.payloads import PAYLOADS, TOOL_RESULT_META, AssistantDelta, ToolResulted, TurnEnded
 from dsh_daemon.model.schema import wire_schema
 from dsh_daemon.model.wire import Message, TextDelta, TurnEndReason
 from dsh_daemon.server import errors as lsp_errors
@@ -126,7 +126,13 @@ def check_frames(block: str) -> int:
                 assert params["type"] in PAYLOADS, params
                 assert ("seq" in params) == (params["type"] in ev.DURABLE_TYPES), params
                 if not frame.elided:
-                    structure(structure(params, EventParams).data, PAYLOADS[params["type"]])
+                    data = structure(structure(params, EventParams).data, PAYLOADS[params["type"]])
+                    if (
+                        isinstance(data, ToolResulted)
+                        and data.meta is not None
+                        and data.name in TOOL_RESULT_META
+                    ):
+                        structure(data.meta, TOOL_RESULT_META[data.name])  # its tool's declared meta
             checked += 1
         elif method is not None:
             assert not method.startswith("dsh/"), f"{method} is not declared in model/methods.py"
@@ -170,6 +176,16 @@ def test_a_frame_that_does_not_fit_is_caught() -> None:
     )
     with pytest.raises(AssertionError):
         check_frames(unknown)
+    # A tool result's meta is checked against its tool's declaration (newErrors is a count).
+    message = '{"id":"m","role":"user","content":[],"source":{"kind":"tool","callId":"c"}}'
+    meta = '{"path":"/p/a.py","diff":"","beforeHash":null,"afterHash":"h","created":false,"newErrors":"2 new errors"}'
+    result = (
+        '← {"jsonrpc":"2.0","method":"dsh/event","params":{"sessionId":"s","seq":5,"type":"tool/result","data":'
+        f'{{"turn":1,"step":1,"callId":"c","name":"edit_file","message":{message},"meta":{meta}}}}}}}'
+    )
+    with pytest.raises(WireValueError, match="newErrors"):
+        check_frames(result)
+    assert check_frames(result.replace('"2 new errors"', "2")) == 1
 
 
 # ---- dsh-daemon schema -----------------------------------------------------------------------------

@@ -16,8 +16,10 @@ from dsh_daemon.model.codec import JsonObject, structure, unstructure
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.wire import (
+    EditMeta,
     ErrorJson,
     InboxItemJson,
+    LanguageToolMeta,
     LeaseHolder,
     Message,
     MessageJson,
@@ -174,7 +176,7 @@ class ToolResulted(Payload):
     name: str
     message: MessageJson  # a tool-result UserMessage
     error: ToolErrorInfo | None = None
-    meta: JsonObject | None = None  # an edit's: EditMeta
+    meta: JsonObject | None = None  # what clients render; its shape by tool: TOOL_RESULT_META
     source_event_seqs: tuple[int, ...] | None = None
 
 
@@ -411,3 +413,14 @@ PAYLOADS: dict[str, Any] = {
     )
 }
 PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself
+
+# The declared shape of a `tool/result`'s `meta`, by tool name (other tools' meta is plain JSON).
+# Clients read what the language server said from here, never from the text the model got.
+TOOL_RESULT_META: dict[str, type] = {
+    "edit_file": EditMeta,
+    "write_file": EditMeta,
+    "definition": LanguageToolMeta,
+    "references": LanguageToolMeta,
+    "symbols": LanguageToolMeta,
+    "hover": LanguageToolMeta,
+}

@@ -33,7 +33,7 @@ from dsh_daemon.model.methods import (
     DshClientCapabilities,
     Method,
 )
-from dsh_daemon.model.payloads import PAYLOADS
+from dsh_daemon.model.payloads import PAYLOADS, TOOL_RESULT_META
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 PROTOCOL_VERSION = 1
@@ -147,8 +147,10 @@ def wire_schema() -> dict[str, Any]:
         DshCapabilities,
         DshClientCapabilities,
         wire.EditMeta,
+        wire.LanguageToolMeta,
     ):  # shapes named in protocol.md, carried as JSON
         builder.ref(extra)
+    tool_meta = {name: builder.ref(shape) for name, shape in sorted(TOOL_RESULT_META.items())}
     defs = dict(sorted(builder.defs.items()))
     defs["DshEvent"] = {
         "description": "dsh/event params: one of the event types below (a client keeps, and does not "
@@ -162,4 +164,5 @@ def wire_schema() -> dict[str, Any]:
         "$defs": defs,
         "x-methods": methods,
         "x-events": events,
+        "x-toolResultMeta": tool_meta,  # a tool/result's `meta`, by tool name
     }

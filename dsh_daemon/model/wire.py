@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeAlias
 
-from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, SchemaAs, UriStr
+from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, PositiveInt, SchemaAs, UriStr
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
@@ -247,6 +247,20 @@ class ToolErrorInfo:
 
 
 @dataclass(frozen=True)
+class ReportedProblem:
+    """One problem the editor's language server reported, as the model was told it (§9): the path as
+    shown to the model, 1-based line and column."""
+
+    path: str
+    line: PositiveInt
+    col: PositiveInt
+    severity: Literal["error", "warning", "info", "hint"]
+    message: str
+    source: str | None = None
+    code: str | int | None = None
+
+
+@dataclass(frozen=True)
 class EditMeta:
     """What an edit's `tool/result` carries for clients."""
 
@@ -257,6 +271,18 @@ class EditMeta:
     created: bool
     # The person changed the proposal before allowing it (`newText`, §8): `diff` is what was written.
     edited_by_user: bool | None = None
+    # Errors the editor's language server reported after the edit that were not there before (§9):
+    # how many, and the first of them as the model was told (at most 10). Absent: none, or no report.
+    new_errors: PositiveInt | None = None
+    new_error_list: tuple[ReportedProblem, ...] | None = None
+
+
+@dataclass(frozen=True)
+class LanguageToolMeta:
+    """What a `definition` / `references` / `symbols` / `hover` `tool/result` carries for clients."""
+
+    # The editor has no language server for the file: the model was told to use grep instead (§9).
+    no_language_server: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,15 @@ class _EditToolBase(ToolBase):
         text = f"{summary} (+{added} -{removed} lines)"
         if note:
             text += f"\n{note}"
+        meta = edit.meta()
         if before is not None:
             settle = self.limits.diagnostics_settle_s
             errors = await diagnostics_after_edit(self.editor, self.workspace, edit.path, before, settle)
             if errors:
-                text += f"\n{errors}"
-        return ToolOutcome.text(text, meta=edit.meta())
+                # Told twice: in words for the model, as data for the clients (which never parse the words).
+                text += f"\n{errors.note()}"
+                meta.update(errors.meta())
+        return ToolOutcome.text(text, meta=meta)
 
     async def _diagnostics_before(self, path: Path) -> list[FileDiagnostics] | None:
         """The file's diagnostics before an edit, to tell the new errors from the old (None: the

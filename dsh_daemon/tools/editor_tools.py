@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,53 @@ def _errors(found: Sequence[FileDiagnostics], path: Path) -> list[Mapping[str, A
     return [d for f in found if f.path == path for d in f.diagnostics if (d.get("severity") or 1) == 1]
 
 
-def new_errors_note(
+def reported_problem(shown: str, diagnostic: Mapping[str, Any]) -> dict[str, Any]:
+    """A diagnostic as the model is told it, as data for clients (`ReportedProblem`, protocol.md §9)."""
+    line, character = _line_of(diagnostic)
+    problem: dict[str, Any] = {
+        "path": shown,
+        "line": line + 1,
+        "col": character + 1,
+        "severity": SEVERITY.get(diagnostic.get("severity") or 1, "error"),
+        "message": " ".join(str(diagnostic.get("message", "")).split()),
+    }
+    source, code = diagnostic.get("source"), diagnostic.get("code")
+    if isinstance(source, str) and source:
+        problem["source"] = source
+    if isinstance(code, (str, int)) and not isinstance(code, bool) and code != "":
+        problem["code"] = code
+    return problem
+
+
+@dataclass(frozen=True, slots=True)
+class NewErrors:
+    """Errors the editor reports in a file after an edit that it did not report before."""
+
+    shown: str  # the file, as the model names it
+    errors: tuple[Mapping[str, Any], ...]  # LSP diagnostics, in the editor's order
+
+    def note(self) -> str:
+        """ "2 new errors in app.py after this edit: …", for the model."""
+        count, shown = len(self.errors), self.shown
+        noun = "error" if count == 1 else "errors"
+        lines = [f"{count} new {noun} in {shown} after this edit (from the editor's language server):"]
+        lines += [f"  {format_diagnostic(shown, d)}" for d in self.errors[:NEW_ERRORS_SHOWN]]
+        if count > NEW_ERRORS_SHOWN:
+            lines.append(f"  … and {count - NEW_ERRORS_SHOWN} more (the diagnostics tool lists them)")
+        return "\n".join(lines)
+
+    def meta(self) -> dict[str, Any]:
+        """The same for clients: the edit's `EditMeta.newErrors` and `newErrorList` (the ones shown)."""
+        return {
+            "newErrors": len(self.errors),
+            "newErrorList": [reported_problem(self.shown, d) for d in self.errors[:NEW_ERRORS_SHOWN]],
+        }
+
+
+def new_errors(
     workspace: Workspace, path: Path, before: Sequence[FileDiagnostics], after: Sequence[FileDiagnostics]
-) -> str | None:
-    """ "2 new errors in app.py after this edit: …": errors the editor reports now that it did not before."""
+) -> NewErrors | None:
+    """The errors the editor reports now that it did not before (None: no new one)."""
     known = Counter(_identity(d) for d in _errors(before, path))
     new = []
     for diagnostic in _errors(after, path):
@@ -66,15 +110,7 @@ def new_errors_note(
             known[identity] -= 1
         else:
             new.append(diagnostic)
-    if not new:
-        return None
-    shown = workspace.display(path)
-    noun = "error" if len(new) == 1 else "errors"
-    lines = [f"{len(new)} new {noun} in {shown} after this edit (from the editor's language server):"]
-    lines += [f"  {format_diagnostic(shown, d)}" for d in new[:NEW_ERRORS_SHOWN]]
-    if len(new) > NEW_ERRORS_SHOWN:
-        lines.append(f"  … and {len(new) - NEW_ERRORS_SHOWN} more (the diagnostics tool lists them)")
-    return "\n".join(lines)
+    return NewErrors(workspace.display(path), tuple(new)) if new else None
 
 
 async def diagnostics_after_edit(
@@ -83,14 +119,14 @@ async def diagnostics_after_edit(
     path: Path,
     before: Sequence[FileDiagnostics],
     settle_s: float,
-) -> str | None:
+) -> NewErrors | None:
     """The new errors an edit introduced, once the language server re-checked the file (the editor
     says when, or after `settle_s`)."""
     try:
         after = await editor.diagnostics([path], settle_s=settle_s)
     except EditorUnavailable:
         return None
-    return new_errors_note(workspace, path, before, after)
+    return new_errors(workspace, path, before, after)
 
 
 class DiagnosticsTool(ToolBase):
@@ -187,7 +223,8 @@ class _LanguageTool(ToolBase):
             return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         if answer.get("noLanguageServer"):
             return ToolOutcome.text(
-                "No language server for this file in the editor; use grep and read_file instead."
+                "No language server for this file in the editor; use grep and read_file instead.",
+                meta={"noLanguageServer": True},  # LanguageToolMeta: what clients show (protocol.md §9)
             )
         return answer
 

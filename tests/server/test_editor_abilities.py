@@ -92,6 +92,23 @@ async def test_new_errors_after_an_edit_reach_the_model_and_definition_finds_ano
     assert 'app.py:3:5: error: "undefined_name" is not defined [toy]' in edited
     # The model's next request carries it.
     assert "1 new error in app.py after this edit" in json.dumps(fake.requests[1].json["messages"][-1])
+    # Clients get it as data (EditMeta), never by reading the words above.
+    assert out["c1"]["meta"]["newErrors"] == 1
+    assert out["c1"]["meta"]["newErrorList"] == [
+        {
+            "path": "app.py",
+            "line": 3,
+            "col": 5,
+            "severity": "error",
+            "message": '"undefined_name" is not defined',
+            "source": "toy",
+        }
+    ]
+    assert "meta" not in out["c2"]  # an answer from a language server needs no mark
+    # Kept in the log: a client opening the session later reads the same (dsh/session/transcript).
+    page = await d.request("dsh/session/transcript", {"sessionId": sid, "limit": 10})
+    tools = {i["callId"]: i for t in page["turns"] for i in t["items"] if i["type"] == "tool"}
+    assert tools["c1"]["result"]["meta"] == out["c1"]["meta"]
     assert result_text(out["c2"]) == "lib.py:3:5: def helper():"
     (asked,) = [p for kind, p in editor.asked if kind == "definition"]
     assert asked == {"uri": app.as_uri(), "position": {"line": 0, "character": 16}}
@@ -248,6 +265,11 @@ async def test_references_symbols_and_hover_are_the_editors_answers_confined_to_
     assert result_text(out["s2"]) == "function helper lib.py:3:5: def helper():"
     assert result_text(out["h1"]) == "```python\ndef helper() -> int\n```"
     assert "No language server for this file" in result_text(out["r2"])
+    assert out["r2"]["meta"] == {"noLanguageServer": True}
+    page = await d.request("dsh/session/transcript", {"sessionId": sid, "limit": 10})
+    tools = {i["callId"]: i for t in page["turns"] for i in t["items"] if i["type"] == "tool"}
+    assert tools["r2"]["result"]["meta"] == {"noLanguageServer": True}
+    assert all("meta" not in out[c] for c in ("r1", "s1", "s2", "h1"))
     assert "give exactly one of 'path'" in result_text(out["s3"])
     assert "elsewhere" not in json.dumps([result_text(r) for r in out.values()])  # never shown
     # What the editor was asked: UTF-16 positions of the named symbol, the declaration included.
