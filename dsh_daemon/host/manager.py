@@ -17,6 +17,7 @@ import logging
 import sqlite3
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dsh_daemon.agent.hooks import Hooks
@@ -88,6 +89,8 @@ class SessionManager:
         self.snapshot_every = snapshot_every  # events logged between two derived-state snapshots
         self._snapshot_upto: dict[str, int] = {}  # per session, the seq its stored snapshot ends at
         self._codecs: dict[str, SnapshotCodec] = {}  # per session, what its snapshots already encoded
+        self._snapshot_writes: set[asyncio.Future[bool]] = set()  # under way on the thread below
+        self._snapshot_thread: ThreadPoolExecutor | None = None
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -242,13 +245,48 @@ class SessionManager:
                 except BaseException:
                     del self._codecs[session_id]  # it may be half-way through: the next one starts over
                     raise
-                if self.store.write_snapshot(session_id, snapshot.upto, SNAPSHOT_FORMAT, text):
-                    self._snapshot_upto[session_id] = snapshot.upto
             except Exception:
                 # A cache that could not be written: the next open derives more of the log, that is all.
-                logger.exception("session %s: writing the derived-state snapshot failed", session_id)
+                logger.exception("session %s: encoding the derived-state snapshot failed", session_id)
+                return
+            # Encoding reads the agent's state, so it runs here; the write (megabytes for a long
+            # session, and a disk flush) runs on the snapshot writer's thread, so that this turn end
+            # does not hold up the streams on this loop. One thread: the writes land in order.
+            if self._snapshot_thread is None:
+                self._snapshot_thread = ThreadPoolExecutor(1, thread_name_prefix="dsh-snapshot")
+            written = asyncio.get_running_loop().run_in_executor(
+                self._snapshot_thread,
+                self.store.write_snapshot,
+                session_id,
+                snapshot.upto,
+                SNAPSHOT_FORMAT,
+                text,
+            )
+            self._snapshot_writes.add(written)
+
+            def done(future: asyncio.Future[bool]) -> None:
+                self._snapshot_writes.discard(future)
+                if future.cancelled():
+                    return
+                if (exc := future.exception()) is not None:
+                    logger.error(
+                        "session %s: writing the derived-state snapshot failed", session_id, exc_info=exc
+                    )
+                elif future.result() and self._codecs.get(session_id) is codec:
+                    last = self._snapshot_upto.get(session_id, -1)
+                    self._snapshot_upto[session_id] = max(last, snapshot.upto)
+
+            written.add_done_callback(done)
 
         return write
+
+    async def _snapshots_written(self) -> None:
+        """Wait for the snapshot writes under way (before the store closes under them)."""
+        while self._snapshot_writes:
+            await asyncio.gather(*self._snapshot_writes, return_exceptions=True)
+        if self._snapshot_thread is not None:
+            self._snapshot_thread.shutdown()
+            self._snapshot_thread = None
 
     def _build(
         self, session_id: str, events: list[Event] | LogEvents, snapshot: DerivedSnapshot | None = None
@@ -381,4 +419,5 @@ class SessionManager:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
+        await self._snapshots_written()
         self.store.close()

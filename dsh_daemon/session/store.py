@@ -16,6 +16,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -240,6 +241,13 @@ _SCHEMA_NAMES = frozenset(
 )
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA busy_timeout=10000")
+    return db
+
+
 class SessionStore:
     """All SQL lives here. One connection per store object; use it from one thread."""
 
@@ -247,10 +255,10 @@ class SessionStore:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.state_dir / DB_FILENAME
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        self._db = _connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=10000")
+        self._snapshot_db: sqlite3.Connection | None = None  # `write_snapshot`'s own, opened when needed
+        self._snapshot_lock = threading.Lock()
         if self._schema_is_current():
             return
         with self.transaction():
@@ -288,6 +296,10 @@ class SessionStore:
         return True
 
     def close(self) -> None:
+        with self._snapshot_lock:  # (after a snapshot write under way on a worker thread)
+            if self._snapshot_db is not None:
+                self._snapshot_db.close()
+                self._snapshot_db = None
         self._db.close()
 
     @property
@@ -572,17 +584,32 @@ class SessionStore:
     def write_snapshot(self, session_id: str, upto_seq: int, format: int, data: str) -> bool:
         """Store a snapshot of the state after seq `upto_seq`, replacing an older one, in one
         transaction; refused (False) unless the log holds `upto_seq` on disk, and never replacing a
-        newer snapshot."""
-        with self.transaction() as db:
-            row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-            if row is None or int(row[0]) < upto_seq:
-                return False
-            db.execute(
-                "INSERT INTO derived_snapshots (session_id, upto_seq, format, data) VALUES (?,?,?,?) "
-                "ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
-                "format=excluded.format, data=excluded.data WHERE excluded.upto_seq >= upto_seq",
-                (session_id, upto_seq, format, data),
-            )
+        newer snapshot.
+
+        Safe to call from a worker thread, unlike the rest of the store: it writes through a
+        connection of its own. A long session's snapshot is megabytes, and its write (with the disk
+        flush) is best done away from the event loop that appends events; SQLite orders the two
+        writers, and the GIL is released while it writes."""
+        with self._snapshot_lock:
+            if self._snapshot_db is None:
+                self._snapshot_db = _connect(self.path)
+            db = self._snapshot_db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+                if row is None or int(row[0]) < upto_seq:
+                    db.execute("ROLLBACK")
+                    return False
+                db.execute(
+                    "INSERT INTO derived_snapshots (session_id, upto_seq, format, data) VALUES (?,?,?,?) "
+                    "ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
+                    "format=excluded.format, data=excluded.data WHERE excluded.upto_seq >= upto_seq",
+                    (session_id, upto_seq, format, data),
+                )
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
         return True
 
     def drop_snapshot(self, session_id: str) -> None:

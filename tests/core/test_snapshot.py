@@ -6,17 +6,19 @@ the same next model request, byte for byte; only the number of rows read differs
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dsh_daemon.agent.loop import Agent
-from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot
+from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec
 from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import reply, usage
 from dsh_daemon.model import events as ev
@@ -252,3 +254,41 @@ async def test_the_log_of_a_resumed_session_reads_its_older_events_only_when_ask
     assert list(events) == stored and events[:base] == stored[:base] and events[3] == stored[3]
     assert events.prefix_loaded
     await manager.close()
+
+
+async def test_each_snapshot_is_the_whole_state_dumped_and_is_written_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The codec turns into text only what is new since its last encode (issue 20: dumping a 100k-event
+    session's whole state held the event loop ~0.1 s at a turn end); what it writes must still be
+    exactly `json.dumps` of the whole state, at every snapshot of a session that compacts, is cut and
+    is resumed from its snapshot. The write itself runs on the snapshot writer's thread."""
+    encoded: list[tuple[str, str]] = []
+    threads: list[str] = []
+    encode, write = SnapshotCodec.encode, SessionStore.write_snapshot
+
+    def checked_encode(codec: SnapshotCodec, snapshot: DerivedSnapshot) -> str:
+        text = encode(codec, snapshot)
+        # the value behind the text just encoded (encoding it again adds nothing to the codec)
+        whole = json.dumps(codec._encode(snapshot), separators=(",", ":"), ensure_ascii=False)
+        encoded.append((text, whole))
+        return text
+
+    def recorded_write(store: SessionStore, session_id: str, upto: int, format: int, data: str) -> bool:
+        threads.append(threading.current_thread().name)
+        return write(store, session_id, upto, format, data)
+
+    monkeypatch.setattr(SnapshotCodec, "encode", checked_encode)
+    monkeypatch.setattr(SessionStore, "write_snapshot", recorded_write)
+    session_id = await _scenario(tmp_path)
+    first = len(encoded)
+    h = Harness(tmp_path, [reply("resumed"), reply("again")], session_id=session_id, snapshot_every=1)
+    for text in ("F", "G"):
+        h.agent.followup(msg(text, id=text))
+        await h.idle()
+    await h.manager.close()
+
+    assert first >= 5 and len(encoded) >= first + 2 and len(threads) == len(encoded)
+    for text, whole in encoded:
+        assert text == whole
+    assert all(name.startswith("dsh-snapshot") for name in threads)
