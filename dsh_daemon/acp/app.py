@@ -24,11 +24,12 @@ from dsh_daemon.host import errors
 from dsh_daemon.host.config_file import ProblemReporter
 from dsh_daemon.host.options import DaemonOptions, ServerSource, parse_options, parse_session_servers
 from dsh_daemon.host.paths import checked_path, is_directory
-from dsh_daemon.host.preload import preload_in_background
+from dsh_daemon.host.preload import preload_in_background, settle
 
 if TYPE_CHECKING:
     from dsh_daemon.acp.context import PromptParts
     from dsh_daemon.acp.frontend import AcpFrontEnd
+    from dsh_daemon.host.early import EarlySessions
     from dsh_daemon.model.inbox import Target
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ NO_KEY_MESSAGE = (
 
 # What the first session request imports (`front_end`, `_prompt`), loaded after `initialize`'s reply.
 PRELOAD = ("dsh_daemon.acp.frontend", "dsh_daemon.acp.files", "dsh_daemon.acp.context")
+# What a first `session/new` is answered with, before the rest (`_new_early`): loaded first; the rest
+# waits for that answer, or this long when none comes (a client sends it as soon as it can).
+PRELOAD_FIRST = ("dsh_daemon.host.early", "dsh_daemon.host.models", "dsh_daemon.acp.sessionstate")
+PRELOAD_HOLD_S = 0.1
 
 
 @dataclass
@@ -143,6 +148,7 @@ class Daemon:
         self.connection = connection
         self.settings = settings
         self._front_end: AcpFrontEnd | None = None
+        self._early: EarlySessions | None = None  # sessions created before the front end (`_new_early`)
         self._init_result: dict[str, Any] | None = None
         # What `initialize` gave, for the front end built at the first session request.
         self._options: DaemonOptions | None = None
@@ -156,15 +162,21 @@ class Daemon:
         self._told: set[str] = set()
         self._register()
 
-    @property
-    def front_end(self) -> AcpFrontEnd:
-        """The session host and this front end's side of it, built (and imported) on the first request
-        that needs a session: `initialize` is answered before any of it is loaded."""
+    def _check_ready(self) -> DaemonOptions:
         if self.shutting_down:
             raise errors.shutting_down()
         if self._options is None:
             raise errors.not_initialized()
+        return self._options
+
+    @property
+    def front_end(self) -> AcpFrontEnd:
+        """The session host and this front end's side of it, built (and imported) on the first request
+        that needs a session: `initialize` is answered before any of it is loaded. Sessions created
+        before it (`_new_early`) are wired here, before anything can use them."""
+        options = self._check_ready()
         if self._front_end is None:
+            settle()  # the machinery is imported by the preload (waited for here), or now
             from dsh_daemon.acp.files import FsCapabilities
             from dsh_daemon.acp.frontend import AcpFrontEnd
             from dsh_daemon.acp.terminals import offers_terminal
@@ -172,9 +184,30 @@ class Daemon:
             fs = FsCapabilities.parse(self._client_capabilities)
             terminal = offers_terminal(self._client_capabilities)
             self._front_end = AcpFrontEnd(
-                self.connection, self.settings.state_dir, self._options, fs, terminal=terminal
+                self.connection, self.settings.state_dir, options, fs, terminal=terminal, early=self._early
             )
+        if self._early is not None and self._early.pending:
+            self._wire_early(self._front_end)
         return self._front_end
+
+    def _build_front_end(self) -> None:
+        if not self.shutting_down:
+            self.front_end  # noqa: B018  (built, and the early sessions wired, as a side effect)
+
+    def _wire_early(self, front_end: AcpFrontEnd) -> None:
+        """The tools, agent and provider of the sessions `_new_early` created. A failure (which the
+        checks before their reply leave to races such as a directory removed meanwhile) removes the
+        session, as a failed `session/new` leaves none; the client is told in the session and later
+        requests naming it get `unknown session`."""
+        assert self._early is not None
+        for early in self._early.take():
+            try:
+                front_end.host.adopt_early(early)
+            except Exception as exc:
+                logger.exception("session %s could not be set up", early.session_id)
+                refused = errors.wire_error(exc)
+                reason = refused.message if refused is not None else f"{type(exc).__name__}: {exc}"
+                self._say(early.session_id, f"dsh-daemon could not set this session up: {reason}")
 
     def _prompt(self, p: Mapping[str, Any], session_id: str) -> PromptParts:
         """A request's `prompt` blocks as the message (and attachments) they make in this session."""
@@ -190,6 +223,8 @@ class Daemon:
 
     def _register(self) -> None:
         c = self.connection
+        # Answered with the first preloaded modules only (`_new_early`), the rest may still be loading.
+        c.first_preloaded_only = frozenset({"session/new"})
         c.request("initialize")(self.initialize)
         c.request("authenticate")(self.authenticate)
         c.request("session/new")(self.session_new)
@@ -230,7 +265,7 @@ class Daemon:
         # Once this reply is written (the connection writes it before the loop runs anything else),
         # the session machinery loads while the client sends its first session request; config.json's
         # left-out entries are reported then too.
-        asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
+        asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD, PRELOAD_FIRST, PRELOAD_HOLD_S)
         asyncio.get_running_loop().call_soon(self.file_problems.report, self._options.file_problems)
         self._init_result = {
             "protocolVersion": PROTOCOL_VERSION,
@@ -270,9 +305,39 @@ class Daemon:
         extra = _dirs(p, method)
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
+        if self._front_end is None:
+            return self._new_early(cwd, extra, servers)
         session_id = self.front_end.new(cwd, extra, servers)
         self._tell_session(session_id)
         return {"sessionId": session_id, **self._session_state(session_id)}
+
+    def _new_early(self, cwd: str, extra: list[str], servers: ServerSource) -> dict[str, Any]:
+        """Issue 20.2: a `session/new` before the session machinery is built (the connection's first,
+        typically sent right after `initialize`'s reply while the preload still imports the agent,
+        the tools and the provider) is answered from the store alone: the session's row and lease, the
+        reply a new session's state makes (the same as `_session_state` gives). Its wiring follows
+        once the reply is out, or at the first request that needs the front end, whichever comes
+        first (`front_end`): a `session/prompt` sent at once waits for it. Everything here is among
+        `PRELOAD_FIRST` (the connection waited for those only): nothing else may be imported here."""
+        options = self._check_ready()
+        from dsh_daemon.acp.sessionstate import config_options, mode_state
+        from dsh_daemon.host.early import EarlySessions
+        from dsh_daemon.host.models import ModelSettings, configured_models
+
+        if self._early is None:
+            self._early = EarlySessions(self.settings.state_dir)
+        session_id = self._early.create_durably(cwd, extra, servers).session_id
+        logger.info("session %s: created before the session machinery, wired after its reply", session_id)
+        self._tell_session(session_id)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(self._advertise_commands, session_id)
+        loop.call_soon(self._build_front_end)  # the wiring, once the reply and the updates above are out
+        provider = options.provider
+        return {
+            "sessionId": session_id,
+            "modes": mode_state("ask"),  # a new session's mode
+            "configOptions": config_options(configured_models(provider), ModelSettings().effective(provider)),
+        }
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "session/load"
@@ -311,7 +376,7 @@ class Daemon:
         """config.json's left-out entries as an agent message in the session, once per session and
         connection, after the reply that names the session (the person sees it in the agent panel;
         it is not stored, so it is not replayed)."""
-        problems = self.front_end.host.options.file_problems
+        problems = self._check_ready().file_problems  # the options the session host was given
         if not problems or session_id in self._told:
             return
         self._told.add(session_id)

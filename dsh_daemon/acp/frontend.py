@@ -20,9 +20,11 @@ from dsh_daemon.acp.files import ClientFiles, FsCapabilities
 from dsh_daemon.acp.permissions import AcpApprover
 from dsh_daemon.acp.prompts import PromptBook
 from dsh_daemon.acp.rpc import Connection
+from dsh_daemon.acp.sessionstate import config_options, mode_state
 from dsh_daemon.acp.terminals import AcpEditor, ClientTerminals
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator, iso_time
+from dsh_daemon.host.early import EarlySessions
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions, ServerSource
 from dsh_daemon.host.port import (
@@ -39,13 +41,6 @@ from dsh_daemon.model.events import SESSION_LEASE, Event
 from dsh_daemon.model.inbox import PRESETS, Target
 
 logger = logging.getLogger(__name__)
-
-
-MODES: tuple[dict[str, str], ...] = (
-    {"id": "ask", "name": "Ask", "description": "Edits and commands ask before they run"},
-    {"id": "accept-edits", "name": "Accept edits", "description": "Edits apply at once; commands ask"},
-    {"id": "plan", "name": "Plan", "description": "Read-only: no edit or command tools are offered"},
-)
 
 
 @dataclass
@@ -78,13 +73,16 @@ class AcpFrontEnd:
         fs: FsCapabilities,
         *,
         terminal: bool = False,
+        early: EarlySessions | None = None,
     ) -> None:
+        """`early`: sessions created before this front end (`Daemon.session_new`), wired by the
+        caller with `host.adopt_early` once this is built."""
         self.connection = connection
         self.fs = fs
         self.terminal = terminal  # the client offers `terminal/*`
         self.driven: dict[str, AcpSession] = {}
         self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
-        self.host = SessionHost(state_dir, options, self)
+        self.host = SessionHost(state_dir, options, self, early=early)
 
     # ---- the front-end port (host/port.py) ---------------------------------------------------------------
 
@@ -284,45 +282,12 @@ class AcpFrontEnd:
 
     def config_options(self, session_id: str) -> builtins.list[dict[str, Any]]:
         """ACP `SessionConfigOption`s: the model picker, thinking on/off, the reasoning effort."""
-        models, (model, thinking, effort) = self.host.model_settings(session_id)
-        return [
-            {
-                "id": "model",
-                "name": "Model",
-                "category": "model",
-                "type": "select",
-                "currentValue": model,
-                "options": [
-                    {"value": m["id"], "name": m["name"]}
-                    | (
-                        {"description": f"{m['contextWindow']:,} tokens of context"}
-                        if "contextWindow" in m
-                        else {}
-                    )
-                    for m in models
-                ],
-            },
-            {
-                "id": "thinking",
-                "name": "Thinking",
-                "description": "Let the model reason before it answers",
-                "category": "thought_level",
-                "type": "boolean",
-                "currentValue": thinking,
-            },
-            {
-                "id": "reasoning_effort",
-                "name": "Reasoning effort",
-                "category": "thought_level",
-                "type": "select",
-                "currentValue": effort,
-                "options": [{"value": "high", "name": "High"}, {"value": "max", "name": "Max"}],
-            },
-        ]
+        models, current = self.host.model_settings(session_id)
+        return config_options(models, current)
 
     def modes(self, session_id: str) -> dict[str, Any]:
         """ACP `SessionModeState`: the session's mode and the three there are."""
-        return {"currentModeId": self.host.mode(session_id), "availableModes": list(MODES)}
+        return mode_state(self.host.mode(session_id))
 
     def workspace(self, session_id: str) -> Workspace:
         view = self.viewing.get(session_id)

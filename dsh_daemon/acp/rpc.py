@@ -37,7 +37,7 @@ from dsh_daemon.host.errors import (
     request_cancelled,
     wire_error,
 )
-from dsh_daemon.host.preload import settle
+from dsh_daemon.host.preload import proceed, settle
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ class Connection:
         self._ids = itertools.count(1)
         self._outgoing: dict[RequestId, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Requests whose handler needs only the preload's first modules (it imports nothing else).
+        self.first_preloaded_only: frozenset[str] = frozenset()
 
     # ---- registration --------------------------------------------------------------------------------
 
@@ -128,7 +130,6 @@ class Connection:
                 line = await reader.next()
                 if line is None:
                     return
-                settle()  # no import of ours while the session machinery is being preloaded
                 self.dispatch(line)
         finally:
             for future in list(self._outgoing.values()):
@@ -139,6 +140,9 @@ class Connection:
         message = decode(line)
         if message is None:
             return
+        # No import of ours while the session machinery is being preloaded (`host/preload.py`).
+        first_only = isinstance(message, Request) and message.method in self.first_preloaded_only
+        settle(first_only=first_only)
         if isinstance(message, Malformed):
             logger.info("malformed line: %s", message.message)
             self._respond_plain_error(message.id, message.code, message.message)
@@ -148,6 +152,8 @@ class Connection:
             self._on_notification(message)
         else:
             self._on_request(message)
+        if first_only:
+            proceed()  # answered: the preload goes on with the rest
 
     def _on_response(self, message: Response) -> None:
         future = self._outgoing.pop(message.id, None)

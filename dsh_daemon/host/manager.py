@@ -69,12 +69,14 @@ class SessionManager:
         write_delay: float | None = None,
         durable_auto_title: bool = False,
         snapshot_every: int = SNAPSHOT_EVERY,
+        leases: LeaseHolder | None = None,
     ) -> None:
         """`durable_auto_title`: the title taken from the first prompt is also a durable `session/title`
         event (the daemon's choice, so attached clients see it); off, it goes to the sessions row only
-        and the log holds exactly what the agent core writes."""
-        self.store = SessionStore(state_dir)
-        self.leases = LeaseHolder(self.store)
+        and the log holds exactly what the agent core writes. `leases`: this process's lease holder
+        and its store, when they were made before the manager (`host/early.py`)."""
+        self.store = SessionStore(state_dir) if leases is None else leases.store
+        self.leases = LeaseHolder(self.store) if leases is None else leases
         self.provider = provider
         self._options = options or AgentOptions
         self._tools = tools or (lambda _sid: ToolRegistry())
@@ -100,6 +102,10 @@ class SessionManager:
         session_id = session_id or str(uuid.uuid4())
         self.store.create_session(session_id, title=title, cwd=cwd)
         self.leases.acquire(session_id)
+        return self.build_created(session_id, title)
+
+    def build_created(self, session_id: str, title: str | None = None) -> Agent:
+        """The agent of a session just created, whose row and lease exist (`create`, `host/early.py`)."""
         agent = self._build(session_id, [])
         if title is not None:
             self.write_title(agent, title, commit=True)

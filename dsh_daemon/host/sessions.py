@@ -32,6 +32,7 @@ from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
+from dsh_daemon.host.early import EarlySession, EarlySessions
 from dsh_daemon.host.errors import HostError, invalid_params, session_busy, session_busy_because, shown
 from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.handover import HandoverWatcher
@@ -93,9 +94,11 @@ class SessionHost:
         roots: Sequence[str] = (),
         durable_auto_title: bool = False,
         provider: Provider | None = None,
+        early: EarlySessions | None = None,
     ) -> None:
         """`roots`: the editor's workspace folders (each session's tools may touch them and its cwd).
-        `durable_auto_title`: the title taken from the first prompt is a durable `session/title`."""
+        `durable_auto_title`: the title taken from the first prompt is a durable `session/title`.
+        `early`: the store and lease holder of sessions created before the host (`adopt_early`)."""
         if provider is None:
             from dsh_daemon.llm.deepseek import make_provider
 
@@ -123,6 +126,7 @@ class SessionHost:
             hooks=self._hooks,
             approver=front_end.new_approver,
             durable_auto_title=durable_auto_title,
+            leases=None if early is None else early.leases,
         )
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
@@ -215,6 +219,23 @@ class SessionHost:
             self._wiring.pop(session_id, None)
         hosted = self._adopt(agent, tools)
         self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
+        return hosted
+
+    def adopt_early(self, early: EarlySession) -> HostedSession:
+        """A session created before the host (`host/early.py`: its row and lease exist): its tools
+        and agent wired, driven and followed here, as `create` would have left it. Should that fail,
+        the session goes (row and lease), as a failed `create` leaves none."""
+        session_id = early.session_id
+        try:
+            tools = self._wire(session_id, early.cwd, None, early.extra_roots, early.mcp_servers)
+            agent = self.manager.build_created(session_id)
+        except BaseException:
+            self._discard_new(session_id)
+            raise
+        finally:
+            self._wiring.pop(session_id, None)
+        hosted = self._adopt(agent, tools)
+        self.follow(hosted)
         return hosted
 
     def session(
