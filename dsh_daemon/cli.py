@@ -121,21 +121,26 @@ def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+# How editors start the daemon (VS Code's language client appends `--stdio`): served without argparse,
+# whose import and parser (with the `shutil` its help formatter imports) cost more than anything else
+# of ours before the `initialize` reply.
+PLAIN_SERVE: tuple[list[str], ...] = (["--stdio"], [], ["serve"], ["serve", "--stdio"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else list(argv)) == ["--version"]:
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given == ["--version"]:
         print(f"dsh-daemon {__version__}")  # what argparse's version action prints, without argparse
         return 0
+    if given in PLAIN_SERVE:  # the parser's defaults, as `build_parser` sets them
+        return _serve(_state_dir(None), {}, os.environ.get("DSH_LOG_LEVEL", "WARNING"), None)
     args = build_parser().parse_args(argv)
     command = args.command or "serve"
     if command in PRINTING:
         return _printing(lambda: _print_command(command, args))
     state_dir = _state_dir(args.state_dir)
     if command == "serve":
-        from dsh_daemon.server.app import Settings
-        from dsh_daemon.server.main import configure_logging, run
-
-        configure_logging(args.log_level, args.log_file)
-        return run(Settings(state_dir=state_dir, flags=provider_flags(args)))
+        return _serve(state_dir, provider_flags(args), args.log_level, args.log_file)
     if command == "acp":
         from dsh_daemon.acp.main import Settings as AcpSettings
         from dsh_daemon.acp.main import configure_logging as acp_logging
@@ -146,6 +151,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dsh_daemon.chat import run_chat
 
     return run_chat(args, state_dir)
+
+
+def _serve(state_dir: Path, flags: dict[str, Any], log_level: str, log_file: str | None) -> int:
+    from dsh_daemon.host.startup_gc import pause_collection
+
+    pause_collection()  # until the first frame is answered: see host/startup_gc.py
+    from dsh_daemon.server.app import Settings
+    from dsh_daemon.server.main import configure_logging, run
+
+    configure_logging(log_level, log_file)
+    return run(Settings(state_dir=state_dir, flags=flags))
 
 
 # The commands that print a result and end: their output is often piped into `head`, `less` or `grep`.

@@ -230,3 +230,110 @@ def test_wire_error_knows_every_module_it_takes_error_classes_from() -> None:
     function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "wire_error")
     imported = {n.module for n in ast.walk(function) if isinstance(n, ast.ImportFrom)}
     assert imported - {"dsh_daemon.model.errors"} == set(errors._FAMILY_MODULES)
+
+
+# `dsh-daemon` as an editor starts it, through the command line, with a spy on the protocol stream:
+# what the process looked like when it wrote its first reply, and when it ended.
+CLI_HARNESS = textwrap.dedent(
+    """
+    import gc, json, os, sys
+    from dsh_daemon.host import stdio
+
+    protect = stdio.protect_stdout
+    seen = {}
+
+    class FirstWrite:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def write(self, data):
+            if not seen:
+                seen["collecting"] = gc.isenabled()
+                seen["modules"] = sorted(k for k, v in sys.modules.items() if v is not None)
+            return self.stream.write(data)
+
+        def flush(self):
+            self.stream.flush()
+
+        def close(self):
+            self.stream.close()
+
+    stdio.protect_stdout = lambda: FirstWrite(protect())
+    from dsh_daemon.cli import main
+
+    code = main(sys.argv[1:])
+    seen.update(code=code, collecting_at_exit=gc.isenabled(), frozen=gc.get_freeze_count())
+    os.write(2, b"\\nSEEN " + json.dumps(seen).encode() + b"\\n")
+    """
+)
+
+
+def serve_through_the_command_line(argv: list[str], state: Path, *messages: dict[str, Any]) -> dict[str, Any]:
+    """`dsh-daemon argv…` served `messages` over real pipes, then the end of its input."""
+    frames = b""
+    for message in messages:
+        body = json.dumps(message).encode()
+        frames += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    result = subprocess.run(
+        [sys.executable, "-c", CLI_HARNESS, *argv], input=frames, capture_output=True, cwd=ROOT,
+        env={**_clean_env(), "DSH_HOME": str(state)}, check=True, timeout=120,
+    )  # fmt: skip
+    line = next(x for x in result.stderr.decode().splitlines() if x.startswith("SEEN "))
+    seen: dict[str, Any] = json.loads(line.removeprefix("SEEN "))
+    seen["stdout"] = result.stdout
+    return seen
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
+
+
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}}
+SHUTDOWN = {"jsonrpc": "2.0", "id": 3, "method": "shutdown"}
+EXIT = {"jsonrpc": "2.0", "method": "exit"}
+
+
+def test_the_collector_is_paused_until_the_initialize_reply_and_collects_after(tmp_path: Path) -> None:
+    """host/startup_gc.py: no collection pass while the start builds its objects, the collector on
+    again (the start's objects frozen) once the first frame is answered."""
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    seen = serve_through_the_command_line(
+        ["--stdio"], tmp_path, LSP_INITIALIZE, initialized, LIST, SHUTDOWN, EXIT
+    )
+    assert b'"sessions": []' in seen["stdout"] and seen["code"] == 0
+    assert seen["collecting"] is False
+    assert seen["collecting_at_exit"] is True and seen["frozen"] > 10_000
+
+
+def test_a_first_frame_that_is_no_initialize_resumes_the_collector_all_the_same(tmp_path: Path) -> None:
+    seen = serve_through_the_command_line([], tmp_path, LIST)
+    assert b"-32002" in seen["stdout"]  # refused: not initialized
+    assert seen["collecting"] is False and seen["collecting_at_exit"] is True
+
+
+def test_serving_as_editors_start_it_needs_no_argument_parser(tmp_path: Path) -> None:
+    """`dsh-daemon` and `dsh-daemon --stdio` (what language clients run) skip argparse."""
+    seen = serve_through_the_command_line(["--stdio"], tmp_path, LSP_INITIALIZE)
+    assert b'"experimental"' in seen["stdout"]
+    # nor the wire's codec (the read loop checks URIs with model/uris.py) nor datetime (the prompt's date)
+    unused = {"argparse", "dsh_daemon.model.codec", "datetime"}
+    assert unused & set(seen["modules"]) == set()
+
+
+def test_the_plain_serve_command_lines_mean_what_the_parser_makes_of_them(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from dsh_daemon import cli
+
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    monkeypatch.setenv("DSH_LOG_LEVEL", "INFO")
+    served: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(cli, "_serve", lambda *args: served.append(args) or 0)
+    for argv in cli.PLAIN_SERVE:
+        served.clear()
+        cli.main(argv)
+        args = cli.build_parser().parse_args(argv)
+        parsed = (cli._state_dir(args.state_dir), cli.provider_flags(args), args.log_level, args.log_file)
+        assert served == [parsed], argv

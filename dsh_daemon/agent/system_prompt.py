@@ -28,7 +28,6 @@ tools, an instruction file, configuration), so the loop logs a new `request/head
 
 from __future__ import annotations
 
-import datetime
 import os
 import platform
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -187,6 +186,8 @@ def os_name() -> str:
 
 
 def today() -> str:
+    import datetime  # here: this module is imported to parse options before `initialize` is answered
+
     return datetime.date.today().isoformat()
 
 

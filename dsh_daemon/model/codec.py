@@ -24,13 +24,13 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NewType, TypeAlias, TypeVar, get_args, get_origin
-from urllib.parse import urlsplit
 
 import cattrs
 from cattrs.errors import ClassValidationError, IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from dsh_daemon.model.errors import ModelError
+from dsh_daemon.model.uris import uri_problem as uri_problem  # where the wire's URIs are checked
 
 T = TypeVar("T")
 
@@ -89,17 +89,6 @@ def _non_empty(value: Any, _: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("must be a non-empty string")
     return value
-
-
-def uri_problem(value: str) -> str | None:
-    """Why `value` is no URI this daemon can take apart (None: it is one). A client's URI is split
-    wherever it is used (a path, a fragment); one `urlsplit` refuses (`file://[x/a.py`: an unclosed
-    IPv6 host) must be the client's mistake where it arrives, not a daemon fault later."""
-    try:
-        urlsplit(value)
-    except ValueError as exc:
-        return f"is not a URI ({exc})"
-    return None
 
 
 def _uri(value: Any, _: Any) -> str:

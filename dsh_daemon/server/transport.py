@@ -40,7 +40,7 @@ from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.errors import lone_surrogate_at, shown
 from dsh_daemon.host.preload import settle
-from dsh_daemon.model.codec import uri_problem
+from dsh_daemon.host.startup_gc import collection_paused, resume_collection
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
     UnusableNumberError,
@@ -48,6 +48,7 @@ from dsh_daemon.model.jsondepth import (
     loads_message,
     top_level_member,
 )
+from dsh_daemon.model.uris import uri_problem
 from dsh_daemon.server import errors
 
 logger = logging.getLogger(__name__)
@@ -235,6 +236,10 @@ async def read_loop(
         body = _cut_overrun(body, reader)
         settle()  # no import of ours while the session machinery is being preloaded
         dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
+        if collection_paused():
+            # The first frame is answered: collect cycles again once its reply (whose flush is
+            # already scheduled) has left (host/startup_gc.py).
+            asyncio.get_running_loop().call_soon(resume_collection)
 
 
 async def _read_body(reader: StdinReader, length: int) -> bytes | None:
