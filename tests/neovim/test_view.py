@@ -4,6 +4,9 @@ written in few buffer changes with very long lines continued (item 9)."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.neovim.harness import Editor
 from tests.neovim.test_permissions import review_state
@@ -253,3 +256,78 @@ def test_a_burst_is_written_in_few_buffer_changes_and_long_lines_are_continued(
     editor.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", at + 2)
     editor.keys("\\y")
     assert editor.lua("return vim.fn.getreg('\"')") == long_line + "\n"  # yanked joined again
+
+
+def _tool_turn(
+    sid: str, seq: int, turn: int, calls: list[tuple[str, str, str, str, dict | None]]
+) -> list[dict]:
+    """A turn's events as the daemon sends them: per call (id, tool, arguments, result text, meta)."""
+    events: list[dict] = [{"sessionId": sid, "seq": seq, "type": "turn/start", "data": {"turn": turn}}]
+    for call_id, name, arguments, text, meta in calls:
+        events.append(
+            {"sessionId": sid, "seq": seq + len(events), "type": "tool/call",
+             "data": {"turn": turn, "step": 1, "callId": call_id, "name": name, "arguments": arguments}}
+        )  # fmt: skip
+        content = [
+            {"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
+        ]
+        message = {
+            "id": f"r-{call_id}",
+            "role": "user",
+            "content": content,
+            "source": {"kind": "tool", "callId": call_id},
+        }
+        data = {"turn": turn, "step": 1, "callId": call_id, "name": name, "message": message}
+        if meta is not None:
+            data["meta"] = meta
+        events.append({"sessionId": sid, "seq": seq + len(events), "type": "tool/result", "data": data})
+    reason = {"kind": "completed"}
+    events.append(
+        {
+            "sessionId": sid,
+            "seq": seq + len(events),
+            "type": "turn/end",
+            "data": {"turn": turn, "reason": reason},
+        }
+    )
+    return events
+
+
+def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    """What the language server told the agent is read from `meta` (protocol.md §9): an edit whose
+    meta counts new errors says so however the model was told; words that look like the note, without
+    the meta, show nothing."""
+    fake.script(text_reply("Hello."))
+    editor.cmd("Dsh hi")
+    editor.wait_footers(1)
+    chat = editor.lua("local c = T.chat(); return {id = c.id, seq = c.state.last_seq}")
+    diff = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-a = 1\n+a = b\n"
+    edit = {"path": "/w/app.py", "diff": diff, "beforeHash": "h0", "afterHash": "h1", "created": False}
+    problem = {"path": "app.py", "line": 1, "col": 5, "severity": "error", "message": '"b" is not defined'}
+    told = "Edited app.py (+1 -1 lines)\n1 new error in app.py after this edit (from the editor's language server):"
+    events = _tool_turn(chat["id"], chat["seq"] + 1, 2, [
+        ("e1", "edit_file", '{"path":"app.py"}', "Edited app.py (+1 -1 lines)\nThe checker is unhappy.",
+         {**edit, "newErrors": 2, "newErrorList": [problem, {**problem, "col": 1}]}),
+        ("e2", "edit_file", '{"path":"app.py"}', told, edit),
+        ("d1", "definition", '{"path":"notes.txt","line":1,"symbol":"b"}', "Ask grep.", {"noLanguageServer": True}),
+        ("d2", "definition", '{"path":"app.py","line":1,"symbol":"b"}', "No language server for this file in the editor; use grep and read_file instead.", None),
+    ])  # fmt: skip
+    editor.lua(
+        "for _, ev in ipairs(vim.json.decode(..., {luanil = {object = true}})) do T.dsh().on_event(T.chat().root, ev) end",
+        json.dumps(events),
+    )
+    editor.wait_footers(2)
+    lines = editor.lines()
+    cards = {c["row"]: c["text"].strip() for c in editor.snapshot()["cards"]}
+    shown = [(lines[row].split()[1], cards[row]) for row in sorted(cards) if lines[row].startswith("⚙ ")]
+    assert shown == [
+        ("edit_file", "✓ ok +1 −1 · 2 new errors"),
+        ("edit_file", "✓ ok +1 −1"),
+        ("definition", "✓ ok · no language server"),
+        ("definition", "✓ ok"),
+    ], shown
+    if os.environ.get("DSH_NVIM_SHOW"):
+        for row in sorted(cards):
+            print(f"{lines[row]}  {cards[row]}")

@@ -279,18 +279,20 @@ local function card_status(op)
   end
   local extra = ''
   local meta = op.meta or {}
-  local new_errors = nil
   if meta.diff then
     local add, del = labels.diff_counts(meta.diff)
     extra = (' +%d −%d'):format(add, del)
-    -- the language server's verdict on the edit, as the agent was told it (protocol.md §9)
-    new_errors = (op.text or ''):match('\n(%d+ new errors?) in [^\n]* after this edit')
   elseif type(meta.exitCode) == 'number' then
     extra = ' · exit ' .. meta.exitCode
   end
   local out = { { '  ✓ ok' .. extra, 'DshToolOk' } }
-  if new_errors then
-    out[#out + 1] = { ' · ' .. new_errors, 'DshToolError' }
+  -- What the language server told the agent, from the result's meta (protocol.md §9); the words the
+  -- model got are for the model and may change, so they are never matched here.
+  local new_errors = tonumber(meta.newErrors)
+  if new_errors and new_errors > 0 then
+    out[#out + 1] = { (' · %d new error%s'):format(new_errors, new_errors == 1 and '' or 's'), 'DshToolError' }
+  elseif meta.noLanguageServer == true then
+    out[#out + 1] = { ' · no language server', 'DshNotice' }
   end
   return out
 end
