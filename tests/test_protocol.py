@@ -243,6 +243,8 @@ MIRRORS = {
     "Usage": "Usage",
     "TurnEndReason": "TurnEndReason",
     "EditMeta": "EditMeta",
+    "ReportedProblem": "ReportedProblem",
+    "LanguageToolMeta": "LanguageToolMeta",
     "PermissionGrant": "PermissionGrant",
     "PermissionPreview": "PermissionPreview",
     "PermissionRequest": "PermissionRequest",

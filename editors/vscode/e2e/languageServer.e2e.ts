@@ -155,4 +155,7 @@ async function scenario(): Promise<void> {
   await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: 60000 });
   await shot('type-error-in-editor');
   expect(await c.locator('.tool .tool-name').allTextContents()).toEqual(['definition', 'references', 'hover', 'symbols', 'definition', 'edit_file', 'run_command']);
+  // The cards' notes come from the results' meta (the daemon's data, not the model's words).
+  expect(await c.locator('.tool').evaluateAll((cards) => cards.map((t) => t.querySelector('.tool-note')?.textContent ?? ''))).toEqual(['', '', '', '', 'no language server', '⚠ 1 new error', '']);
+  expect(await c.locator('.tool .tool-note.warn').getAttribute('title')).toBe("app.ts:4:14: Type 'number' is not assignable to type 'string'. [ts]");
 }

@@ -2,7 +2,7 @@
 // mode, errors, the windowed transcript on a long session, accessibility.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emptyModel, reduceAll, type Action, type SessionModel } from '../src/protocol/reducer';
-import type { TranscriptPage, TranscriptTurn } from '../src/protocol/types';
+import type { ToolResultMeta, TranscriptPage, TranscriptTurn } from '../src/protocol/types';
 import { ev, haveBrowser, S, turnActions, user, WebviewPage } from './browserPage';
 
 const w = new WebviewPage();
@@ -308,21 +308,38 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await expect.poll(() => page().locator('.tool .edited-by-you').textContent()).toBe('✎ You changed the proposal before accepting it: a.txt holds your version.');
   });
 
-  it('a tool card says what the language server told the agent, and which symbol it asked about', async () => {
-    const result = (callId: string, name: string, text: string, seq: number): Action => ev('tool/result', { turn: 1, step: 1, callId, name,
+  it('a tool card says what the language server told the agent (from the result\'s meta), and which symbol it asked about', async () => {
+    const result = (callId: string, name: string, text: string, seq: number, meta?: ToolResultMeta): Action => ev('tool/result', { turn: 1, step: 1, callId, name, ...(meta ? { meta } : {}),
       message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }] }], source: { kind: 'tool', callId } } }, seq);
+    const edit = { path: '/w/app.ts', diff: '@@ -4 +4 @@\n-const n: string = "1";\n+const n: string = 1;\n', beforeHash: 'h0', afterHash: 'h1', created: false };
+    const problem = { path: 'app.ts', line: 4, col: 7, severity: 'error' as const, message: "Type 'number' is not assignable to type 'string'.", source: 'ts', code: 2322 };
+    const told = "Edited app.ts (+1 -1 lines)\n1 new error in app.ts after this edit (from the editor's language server):\n  app.ts:4:7: error: Type 'number' is not assignable to type 'string'. [ts 2322]";
     await w.snapshot(reduceAll(emptyModel(S), [
       ev('turn/start', { turn: 1 }, 1),
       ev('tool/call', { turn: 1, step: 1, callId: 'd1', name: 'definition', arguments: '{"path":"src/app.ts","line":3,"symbol":"greet"}' }, 2),
       result('d1', 'definition', 'lib.ts:2:17: export function greet(name: string): string {', 3),
       ev('tool/call', { turn: 1, step: 1, callId: 'h1', name: 'hover', arguments: '{"path":"notes.txt","line":1,"symbol":"greet"}' }, 4),
-      result('h1', 'hover', 'No language server for this file in the editor; use grep and read_file instead.', 5),
+      result('h1', 'hover', 'No language server for this file in the editor; use grep and read_file instead.', 5, { noLanguageServer: true }),
       ev('tool/call', { turn: 1, step: 1, callId: 'e1', name: 'edit_file', arguments: '{"path":"app.ts","old_string":"a","new_string":"b"}' }, 6),
-      result('e1', 'edit_file', "Edited app.ts.\n\n1 new error in app.ts after this edit (from the editor's language server):\napp.ts:4:14: error: Type 'number' is not assignable to type 'string'.", 7),
+      result('e1', 'edit_file', told, 7, { ...edit, newErrors: 1, newErrorList: [problem] }),
+      // The words are for the model: other words with the same meta show the same note...
+      ev('tool/call', { turn: 1, step: 1, callId: 'e2', name: 'edit_file', arguments: '{"path":"app.ts","old_string":"b","new_string":"c"}' }, 8),
+      result('e2', 'edit_file', 'Edited app.ts (+1 -1 lines)\nThe checker found problems.', 9, { ...edit, newErrors: 12, newErrorList: [problem, { ...problem, line: 5 }] }),
+      ev('tool/call', { turn: 1, step: 1, callId: 'd2', name: 'definition', arguments: '{"path":"notes.txt","line":2,"symbol":"greet"}' }, 10),
+      result('d2', 'definition', 'Try grep.', 11, { noLanguageServer: true }),
+      // ...and the old words without the meta show none.
+      ev('tool/call', { turn: 1, step: 1, callId: 'e3', name: 'edit_file', arguments: '{"path":"app.ts","old_string":"c","new_string":"d"}' }, 12),
+      result('e3', 'edit_file', told, 13, edit),
+      ev('tool/call', { turn: 1, step: 1, callId: 'd3', name: 'definition', arguments: '{"path":"app.ts","line":3,"symbol":"greet"}' }, 14),
+      result('d3', 'definition', 'No language server for this file in the editor; use grep and read_file instead.', 15),
     ]));
-    await expect.poll(() => page().locator('.tool .tool-summary').allTextContents()).toEqual(['greet  app.ts:3', 'greet  notes.txt:1', 'app.ts']);
-    expect(await page().locator('.tool .tool-note').allTextContents()).toEqual(['no language server', '⚠ 1 new error']);
-    expect(await page().locator('.tool .tool-note.warn').count()).toBe(1);
+    await expect.poll(() => page().locator('.tool .tool-summary').allTextContents()).toEqual(['greet  app.ts:3', 'greet  notes.txt:1', 'app.ts', 'app.ts', 'greet  notes.txt:2', 'app.ts', 'greet  app.ts:3']);
+    const notes = await page().locator('.tool').evaluateAll((cards) => cards.map((c) => c.querySelector('.tool-note')?.textContent ?? ''));
+    expect(notes).toEqual(['', 'no language server', '⚠ 1 new error', '⚠ 12 new errors', 'no language server', '', '']);
+    expect(await page().locator('.tool .tool-note.warn').count()).toBe(2);
+    // The errors the model was shown are in the note's tooltip.
+    expect(await page().locator('.tool .tool-note.warn').nth(1).getAttribute('title')).toBe(
+      "app.ts:4:7: Type 'number' is not assignable to type 'string'. [ts]\napp.ts:5:7: Type 'number' is not assignable to type 'string'. [ts]\n… and 10 more");
     await w.shot('11-tool-notes');
   });
 

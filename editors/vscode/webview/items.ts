@@ -3,6 +3,7 @@
 // Nothing here reads layout.
 import type { AssistantItem, Item, RetryState, ToolItem, TurnEndItem, UserItem } from '../src/protocol/reducer';
 import { assistantText } from '../src/protocol/reducer';
+import type { ToolResultMeta } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { el } from './dom';
 import { MarkdownView } from './markdown';
@@ -207,14 +208,18 @@ function toolNode(it: ToolItem): HTMLElement {
   const head = el('div', 'tool-head');
   const badge = el('span', 'badge', { pending: 'pending', 'awaiting-permission': 'awaiting permission', running: 'running', ok: 'ok', error: 'error' }[it.status]);
   head.append(badge, el('span', 'tool-name', it.name), el('span', 'tool-summary', toolSummary(it.args)));
-  const told = it.status === 'running' ? undefined : resultNote(it.result);
-  if (told) head.append(el('span', `tool-note ${told.kind}`, told.text));
+  const told = it.status === 'running' ? undefined : resultNote(it.meta);
+  if (told) {
+    const note = el('span', `tool-note ${told.kind}`, told.text);
+    if (told.title) note.title = told.title;
+    head.append(note);
+  }
   d.append(head);
   // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
   const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
   if (tail) d.append(el('pre', 'output', tail.trimEnd().split('\n').slice(-12).join('\n')));
   // The person changed the proposal before allowing it: the diff below is their version.
-  if (it.meta?.editedByUser) d.append(el('div', 'edited-by-you', `✎ You changed the proposal before accepting it: ${it.meta.path.split('/').pop() || 'the file'} holds your version.`));
+  if (it.meta?.editedByUser) d.append(el('div', 'edited-by-you', `✎ You changed the proposal before accepting it: ${(it.meta.path ?? '').split('/').pop() || 'the file'} holds your version.`));
   if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
   if (it.result && it.status !== 'running') {
     const det = el('details', 'result');
@@ -248,12 +253,17 @@ export function toolSummary(args: unknown): string {
 }
 
 /** What the agent was told beyond the tool's own answer, worth seeing without opening the result:
- *  new problems the language server reported after an edit, or that no language server answered. */
-export function resultNote(result: string | undefined): { kind: 'warn' | 'quiet'; text: string } | undefined {
-  if (!result) return undefined;
-  const errors = /(\d+ new errors?) in [^\n]* after this edit/.exec(result);
-  if (errors) return { kind: 'warn', text: `⚠ ${errors[1]}` };
-  if (result.startsWith('No language server for this file')) return { kind: 'quiet', text: 'no language server' };
+ *  new problems the language server reported after an edit (the errors in the tooltip), or that no
+ *  language server answered. Read from the result's meta (protocol.md §9), never from its words:
+ *  those are for the model and may change. */
+export function resultNote(meta: ToolResultMeta | undefined): { kind: 'warn' | 'quiet'; text: string; title?: string } | undefined {
+  const count = meta?.newErrors;
+  if (typeof count === 'number' && count > 0) {
+    const listed = (meta?.newErrorList ?? []).map((p) => `${p.path}:${p.line}:${p.col}: ${p.message}${p.source ? ` [${p.source}]` : ''}`);
+    if (listed.length < count) listed.push(`… and ${count - listed.length} more`);
+    return { kind: 'warn', text: `⚠ ${count} new error${count === 1 ? '' : 's'}`, title: listed.join('\n') };
+  }
+  if (meta?.noLanguageServer === true) return { kind: 'quiet', text: 'no language server' };
   return undefined;
 }
 

@@ -8,8 +8,8 @@
 // (every caller replaces its model with the result). Items are in turn order (every item has the
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
-  AnyEvent, AttachResult, EditMeta, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, TranscriptPage,
-  TranscriptTurn, TurnEndReason, Usage, UserMessage,
+  AnyEvent, AttachResult, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, ToolResultMeta,
+  TranscriptPage, TranscriptTurn, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
 
@@ -41,7 +41,7 @@ export interface RetryItem { id: string; kind: 'retry'; rev: number; turn: numbe
 export type ToolStatus = 'pending' | 'awaiting-permission' | 'running' | 'ok' | 'error';
 export interface ToolItem {
   id: string; kind: 'tool'; rev: number; turn: number; step: number; callId: string; name: string;
-  args: unknown; status: ToolStatus; output: string; result: string; error?: ToolError; meta?: EditMeta;
+  args: unknown; status: ToolStatus; output: string; result: string; error?: ToolError; meta?: ToolResultMeta;
   synthetic?: boolean;
 }
 export interface TurnEndItem {

@@ -80,7 +80,7 @@ export type TranscriptItem =
   | { type: 'assistant'; seq: number; step: number; text: string; reasoning?: string; finishReason?: string; interrupted?: true; partial?: true }
   | {
     type: 'tool'; seq: number; step: number; callId: string; name: string; arguments: string; synthetic?: true;
-    result?: { seq: number; output: string; isError?: boolean; error?: ToolError; meta?: EditMeta & Record<string, unknown>; truncated?: boolean; length?: number };
+    result?: { seq: number; output: string; isError?: boolean; error?: ToolError; meta?: ToolResultMeta; truncated?: boolean; length?: number };
   };
 
 export interface Usage {
@@ -102,7 +102,23 @@ export interface EditMeta {
   path: string; diff: string; beforeHash?: string; afterHash?: string; created?: boolean;
   /** The person changed the proposal before allowing it: `diff` is what was written (§8). */
   editedByUser?: boolean;
+  /** Errors the language server reported after the edit that were not there before (§9): how many,
+   *  and those the model was shown. Absent: none. */
+  newErrors?: number; newErrorList?: ReportedProblem[];
 }
+
+/** A problem as the model was told it: the path as shown to the model, 1-based line and column (§9). */
+export interface ReportedProblem {
+  path: string; line: number; col: number; severity: 'error' | 'warning' | 'info' | 'hint'; message: string;
+  source?: string; code?: string | number;
+}
+
+/** definition / references / symbols / hover results: no language server answered for the file (§9). */
+export interface LanguageToolMeta { noLanguageServer?: boolean }
+
+/** A `tool/result`'s meta: its tool's declared shape (schema `x-toolResultMeta`), other tools' JSON.
+ *  What the language server told the agent is read here, never from the text the model got. */
+export type ToolResultMeta = Partial<EditMeta> & LanguageToolMeta & Record<string, unknown>;
 
 /** dsh/event params, by type. */
 export interface EventDataMap {
@@ -116,7 +132,7 @@ export interface EventDataMap {
   'assistant/chunk': { turn: number; step: number; deltas: StreamDelta[] };
   'assistant/message': { turn: number; step: number; message: UserMessage; finishReason?: string; usage?: unknown; interrupted?: true; sourceEventSeqs?: number[] };
   'tool/call': { turn: number; step: number; callId: string; name: string; arguments: unknown; synthetic?: true };
-  'tool/result': { turn: number; step: number; callId?: string; name?: string; message: UserMessage; error?: ToolError; meta?: EditMeta & Record<string, unknown>; sourceEventSeqs?: number[] };
+  'tool/result': { turn: number; step: number; callId?: string; name?: string; message: UserMessage; error?: ToolError; meta?: ToolResultMeta; sourceEventSeqs?: number[] };
   'llm/retry': { turn: number; step: number; retry: number; delayMs: number; error: { code: string; message: string; status?: number; retryAfterMs?: number } };
   'turn/usage': { turn: number; usage: Usage };
   'turn/end': { turn: number; reason: TurnEndReason };
