@@ -47,6 +47,10 @@ def call_summary(name: str, raw_arguments: Any) -> str:
     if name == "write_file" and path:
         lines = len(str(args.get("content") or "").splitlines())
         return f"{name} {clip(path, 70)} ({lines} line{'s' if lines != 1 else ''})"
+    if isinstance(args.get("symbol"), str) and path:  # definition, references, hover: which, where
+        line = args.get("line")
+        where = f"{clip(path, 60)}{f':{line}' if isinstance(line, int) else ''}"
+        return f"{name} {clip(args['symbol'], 40)}  {where}"
     if name == "run_command" and args.get("command"):
         return f"{name} {clip(str(args['command']), 90)}"
     if name == "read_file" and path:
@@ -85,12 +89,21 @@ class Card:
     exit_code: int | None = None
     truncated: bool = False  # only the first characters of the output are known (a transcript page)
     path: str = ""
+    # What the language server told the agent, from the result's meta (protocol.md §9; the words the
+    # model got are for the model and are never matched): new errors after an edit, no server.
+    new_errors: int = 0
+    no_language_server: bool = False
 
     def result_line(self) -> str:
         """What came of it, in one line (without the mark): `edit_file notes.md (+1 −0)`,
         `run_command pytest -q · exit 1 · 12 lines`."""
         if self.diff is not None and not self.error:
-            return f"{self.name} {clip(self.path, 70)} {_stat(*diff_stat(self.diff))}"
+            line = f"{self.name} {clip(self.path, 70)} {_stat(*diff_stat(self.diff))}"
+            if self.new_errors:
+                line += f" · {self.new_errors} new error{'s' if self.new_errors != 1 else ''}"
+            return line
+        if self.no_language_server and not self.error:
+            return f"{self.summary} · no language server"
         output = self.output or ""
         lines = output.rstrip("\n").count("\n") + 1 if output.strip() else 0
         parts = [self.summary]
@@ -150,6 +163,9 @@ class CardBook:
             card.diff = meta["diff"]
         if isinstance(meta.get("exitCode"), int):
             card.exit_code = meta["exitCode"]
+        count = meta.get("newErrors")
+        card.new_errors = count if isinstance(count, int) and not isinstance(count, bool) else 0
+        card.no_language_server = meta.get("noLanguageServer") is True
         return card
 
     def get(self, number: int) -> Card | None:

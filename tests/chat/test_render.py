@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -130,3 +131,47 @@ def test_a_session_is_found_by_id_prefix_or_title() -> None:
         find_session(sessions, "ce4")
     with pytest.raises(NoSuchSession, match="no session matches 'zzz'"):
         find_session(sessions, "zzz")
+
+
+def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say() -> None:
+    """The terminal chat's cards read what the language server told the agent from `meta`
+    (protocol.md §9), as the editors do: other words with the meta show the note, the usual words
+    without it show none."""
+    from dsh_daemon.chat.core import Chat
+    from tests.test_event_fixtures import RecordingView
+
+    view = RecordingView()
+    chat = Chat(None, view, cwd="/w", auto_allow=False)  # type: ignore[arg-type]  # events only, no rpc
+    chat.status = Status(session_id="s")
+    edit = {"path": "/w/app.py", "diff": "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-a = 1\n+a = b\n",
+            "beforeHash": "h0", "afterHash": "h1", "created": False}  # fmt: skip
+    told = "Edited app.py (+1 -1 lines)\n1 new error in app.py after this edit (from the editor's language server):"
+    calls = [
+        ("e1", "edit_file", {"path": "app.py"}, "Edited app.py (+1 -1 lines)\nThe checker is unhappy.",
+         {**edit, "newErrors": 2}),
+        ("e2", "edit_file", {"path": "app.py"}, told, edit),
+        ("d1", "definition", {"path": "notes.txt", "line": 1, "symbol": "b"}, "Use grep.", {"noLanguageServer": True}),
+        ("d2", "definition", {"path": "app.py", "line": 1, "symbol": "b"},
+         "No language server for this file in the editor; use grep and read_file instead.", None),
+    ]  # fmt: skip
+    for call_id, name, arguments, text, meta in calls:
+        call = {"turn": 1, "step": 1, "callId": call_id, "name": name, "arguments": json.dumps(arguments)}
+        chat.on_notification("dsh/event", {"sessionId": "s", "seq": 1, "type": "tool/call", "data": call})
+        content = [
+            {"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
+        ]
+        message = {
+            "id": f"r-{call_id}",
+            "role": "user",
+            "content": content,
+            "source": {"kind": "tool", "callId": call_id},
+        }
+        data = {"turn": 1, "step": 1, "callId": call_id, "name": name, "message": message, "meta": meta}
+        chat.on_notification("dsh/event", {"sessionId": "s", "seq": 2, "type": "tool/result", "data": data})
+    results = [line.split(" · /show")[0] for line in view.lines if line.startswith("  ✓")]
+    assert results == [
+        "  ✓ edit_file app.py (+1 −1) · 2 new errors",
+        "  ✓ edit_file app.py (+1 −1)",
+        "  ✓ definition b  notes.txt:1 · no language server",
+        "  ✓ definition b  app.py:1 · 1 line",
+    ], results
