@@ -100,6 +100,8 @@ def replay_through_chat(fixture: dict[str, Any]) -> tuple[Chat, list[dict[str, A
             card = chat.cards.cards[item["card"]]
             result = None if card.output is None else "error" if card.error else "ok"
             item = {"type": "tool", "callId": card.call_id, "name": card.name, "result": result}
+            if card.note():  # what the language server told the agent, read from meta
+                item["note"] = card.note()
         shown.append(item)
     return chat, shown
 

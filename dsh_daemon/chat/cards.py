@@ -97,13 +97,12 @@ class Card:
     def result_line(self) -> str:
         """What came of it, in one line (without the mark): `edit_file notes.md (+1 −0)`,
         `run_command pytest -q · exit 1 · 12 lines`."""
+        note = self.note()
         if self.diff is not None and not self.error:
             line = f"{self.name} {clip(self.path, 70)} {_stat(*diff_stat(self.diff))}"
-            if self.new_errors:
-                line += f" · {self.new_errors} new error{'s' if self.new_errors != 1 else ''}"
-            return line
-        if self.no_language_server and not self.error:
-            return f"{self.summary} · no language server"
+            return f"{line} · {note}" if note else line
+        if note:
+            return f"{self.summary} · {note}"
         output = self.output or ""
         lines = output.rstrip("\n").count("\n") + 1 if output.strip() else 0
         parts = [self.summary]
@@ -115,6 +114,14 @@ class Card:
         elif lines:
             parts.append(f"{lines} line{'s' if lines != 1 else ''}")
         return " · ".join(parts)
+
+    def note(self) -> str | None:
+        """What the language server told the agent: "2 new errors", "no language server" (None: nothing)."""
+        if self.error:
+            return None
+        if self.new_errors:
+            return f"{self.new_errors} new error{'s' if self.new_errors != 1 else ''}"
+        return "no language server" if self.no_language_server else None
 
     @property
     def failed(self) -> bool:

@@ -22,11 +22,15 @@ from tests.test_event_fixtures import fixture_files
 REPLAY = """
 local session = require('dsh.session')
 local fixture = vim.json.decode(..., { luanil = { object = true } })
+local render = require('dsh.render')
 local st = session.new(fixture.sessionId)
 local ops = {}
 for _, ev in ipairs(fixture.events) do
   ev.sessionId = fixture.sessionId
   for _, op in ipairs(session.reduce(st, ev)) do
+    if op.op == 'tool_result' and not op.error then
+      op.note = render.tool_note(op.meta) -- what the card says the language server told the agent
+    end
     ops[#ops + 1] = op
   end
 end
@@ -74,6 +78,8 @@ def fold(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
             items.append(tools[op["callId"]])
         elif kind == "tool_result" and op.get("callId") in tools:
             tools[op["callId"]]["result"] = "error" if op.get("error") else "ok"
+            if op.get("note"):
+                tools[op["callId"]]["note"] = op["note"]
         elif kind == "turn_end":
             ends.append(op["reason"].get("kind"))
     return items, ends

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { emptyModel, reduce, assistantText, type Action, type SessionModel } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
+import { resultNote } from '../webview/items';
 
 const FIXTURES = join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'events');
 
@@ -49,7 +50,9 @@ function shownState(m: SessionModel): Expected {
       transcript.push({ type: 'assistant', text, ...(reasoning ? { reasoning } : {}), ...(it.interrupted ? { interrupted: true } : {}) });
     } else if (it.kind === 'tool') {
       const result = it.status === 'ok' ? 'ok' : it.status === 'error' ? 'error' : null;
-      transcript.push({ type: 'tool', callId: it.callId, name: it.name, result });
+      // What the card says the language server told the agent (the webview's note, without its mark).
+      const note = it.status === 'ok' ? resultNote(it.meta)?.text.replace(/^⚠ /, '') : undefined;
+      transcript.push({ type: 'tool', callId: it.callId, name: it.name, result, ...(note ? { note } : {}) });
     } else if (it.kind === 'turnEnd') {
       turnEnds.push(it.reason.kind);
     }

@@ -272,6 +272,19 @@ function R.tool_output(chat, op)
   })
 end
 
+--- What the language server told the agent, from a tool result's meta (protocol.md §9): the note
+--- (`'2 new errors'`, `'no language server'`) and its highlight, or nil. The words the model got are
+--- for the model and may change, so they are never matched.
+function M.tool_note(meta)
+  meta = meta or {}
+  local new_errors = tonumber(meta.newErrors)
+  if new_errors and new_errors > 0 then
+    return ('%d new error%s'):format(new_errors, new_errors == 1 and '' or 's'), 'DshToolError'
+  elseif meta.noLanguageServer == true then
+    return 'no language server', 'DshNotice'
+  end
+end
+
 --- The status at the end of a card line: `✓ ok +3 −1`, `✓ ok · exit 1`, `✗ REJECTED`.
 local function card_status(op)
   if op.error then
@@ -286,13 +299,9 @@ local function card_status(op)
     extra = ' · exit ' .. meta.exitCode
   end
   local out = { { '  ✓ ok' .. extra, 'DshToolOk' } }
-  -- What the language server told the agent, from the result's meta (protocol.md §9); the words the
-  -- model got are for the model and may change, so they are never matched here.
-  local new_errors = tonumber(meta.newErrors)
-  if new_errors and new_errors > 0 then
-    out[#out + 1] = { (' · %d new error%s'):format(new_errors, new_errors == 1 and '' or 's'), 'DshToolError' }
-  elseif meta.noLanguageServer == true then
-    out[#out + 1] = { ' · no language server', 'DshNotice' }
+  local note, hl = M.tool_note(meta)
+  if note then
+    out[#out + 1] = { ' · ' .. note, hl }
   end
   return out
 end
