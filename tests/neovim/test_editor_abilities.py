@@ -247,6 +247,10 @@ def test_references_symbols_and_hover_from_basedpyright_in_real_neovim(
         # (its report after the didChange), not at the cap.
         clean = json.loads(tool_text(fake, 7))["content"]
         assert clean.startswith("Edited use.py") and "new error" not in clean, clean
+        # The cards say so from the results' meta: no language server for notes.txt, the clean edit no note.
+        lines, cards = editor.lines(), {c["row"]: c["text"].strip() for c in editor.snapshot()["cards"]}
+        assert cards[lines.index("⚙ definition  helper  notes.txt:1")] == "✓ ok · no language server"
+        assert cards[lines.index("⚙ edit_file  use.py")] == "✓ ok +1 −1"
         log = (paths.tmp / "daemon.log").read_text()
         assert "diagnostics after an edit: re-checked by the editor's language servers" in log
         assert editor.lua(
