@@ -134,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if given in PLAIN_SERVE:  # the parser's defaults, as `build_parser` sets them
         return _serve(_state_dir(None), {}, os.environ.get("DSH_LOG_LEVEL", "WARNING"), None)
+    if given == ["sessions"]:  # as typed most often: no parser either (< 100 ms in all, issue 20.5)
+        from dsh_daemon.cli_tools import list_sessions
+
+        return _printing(lambda: list_sessions(_state_dir(None)))
     args = build_parser().parse_args(argv)
     command = args.command or "serve"
     if command in PRINTING:

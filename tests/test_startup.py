@@ -219,6 +219,32 @@ def test_version_and_sessions_import_no_server(tmp_path: Path) -> None:
     assert server == [] and not [m for m in modules if m.split(".")[0] in (*LSP_LIBRARIES, "httpx")]
 
 
+def test_sessions_as_typed_needs_no_argument_parser(tmp_path: Path) -> None:
+    """`dsh-daemon sessions` (the store from $DSH_HOME) lists without argparse (issue 20.5)."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from dsh_daemon import cli
+        code = cli.main(["sessions"])
+        sys.stdout.flush()
+        print(" ".join(sys.modules), file=sys.stderr)
+        sys.exit(code)
+        """
+    )
+    env = {**_clean_env(), "DSH_HOME": str(tmp_path)}
+    from dsh_daemon.session.store import SessionStore
+
+    store = SessionStore(tmp_path)
+    store.create_session("s-1", title="first", cwd=str(tmp_path))
+    store.close()
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
+    )
+    assert result.stdout.startswith("s-1  ") and "first" in result.stdout
+    modules = result.stderr.split()
+    assert "argparse" not in modules and "shutil" not in modules
+
+
 def test_wire_error_knows_every_module_it_takes_error_classes_from() -> None:
     """`wire_error` skips the layers' error classes while none of their modules is loaded: that list
     must name every module the function imports them from."""
