@@ -7,10 +7,13 @@ the epoch); live events carry neither. The server forwards both kinds unchanged 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.jsonvalue import FrozenDict, loads
+
+TYPE_CHECKING = False  # `typing` is not imported at run time: `dsh-daemon sessions` loads this module
+if TYPE_CHECKING:
+    from typing import Any
 
 _UNPARSED: Any = FrozenDict({"__unparsed__": True})  # a sentinel only `Event.stored` uses
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, NoReturn, TypeAlias
 
 from dsh_daemon.model.errors import ModelError
+
+TYPE_CHECKING = False  # `typing` is not imported at run time: `dsh-daemon sessions` loads this module
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, TypeAlias
 
 JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | FrozenDict | None"
 
@@ -24,7 +27,7 @@ class NotJsonError(ModelError):
     """A value that is not lossless JSON."""
 
 
-class FrozenDict(dict[str, Any]):
+class FrozenDict(dict[str, "Any"]):
     """A JSON object that cannot be changed after creation."""
 
     __slots__ = ()

@@ -25,9 +25,11 @@ The invariant, and how it is kept:
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsh_daemon.model.events import LOG_GAP
+
+TYPE_CHECKING = False  # `typing` is not imported at run time: `dsh-daemon sessions` loads this module
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LOG_GAP", "RESERVE_SEQS", "gap_data"]
 RESERVE_SEQS = 64
