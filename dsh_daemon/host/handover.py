@@ -3,9 +3,10 @@ session another process drives).
 
 The asking process writes a handover request into the shared store; the holder's watcher polls for
 requests on the sessions it drives and, once the session is idle (at once, or when its turn ends; a
-forcing request aborts the turn with cause `handover`, keeping its queue), passes its lease to the
-asker in one store transaction. The asker's read-only follower then finds the lease is its own and
-opens the session for driving, continuing its stream from the last seq delivered; the old holder's
+forcing request aborts the turn with cause `handover`, keeping its queue, which the asker runs once
+it drives the session: `SessionHost.forced`), passes its lease to the asker in one store
+transaction. The asker's read-only follower then finds the lease is its own and opens the session
+for driving, continuing its stream from the last seq delivered; the old holder's
 connection, if it followed the session, goes on following it read-only.
 
 Invariants kept here:

@@ -115,6 +115,8 @@ class SessionHost:
         self.read_only: dict[str, int] = {}
         self.follower = ReadOnlyFollower(self)
         self.handover = HandoverWatcher(self)
+        # sessions this process forced its holder to hand over: their kept queue runs here once open
+        self.forced: set[str] = set()
         # how to open a session followed read-only once it is handed over (ACP load's cwd, roots, MCP)
         self.open_args: dict[str, tuple[str | None, Sequence[str], ServerSource | None]] = {}
         self.manager = SessionManager(
@@ -290,6 +292,11 @@ class SessionHost:
                 ),
             )
         self._enter_deferred_sends(hosted)
+        if session_id in self.forced:
+            # The holder's turn was aborted to hand it over; what was queued behind it is what the
+            # person asked next, which the holder would have run after that turn: it runs here now.
+            self.forced.discard(session_id)
+            hosted.wake()
         return hosted
 
     def followed(self, session_id: str) -> HostedSession:
@@ -444,6 +451,8 @@ class SessionHost:
             self.manager.store.request_handover(
                 session_id, leases.holder, leases.pid, leases.host, force=force
             )
+            if force:
+                self.forced.add(session_id)
         self.follower.poll_once(session_id)  # nobody drives it (or it was handed over already): now
 
     def hand_over(self, session_id: str) -> bool:
@@ -597,6 +606,7 @@ class SessionHost:
         """A session this connection no longer follows read-only: its handover request goes, and a lease
         handed to this process that it has not picked up is released (nobody else could take it)."""
         self.open_args.pop(session_id, None)
+        self.forced.discard(session_id)
         store, leases = self.manager.store, self.manager.leases
         store.clear_handover(session_id, requester=leases.holder)
         if session_id not in self.sessions:

@@ -94,11 +94,47 @@ async def test_a_running_holder_lets_go_when_its_turn_ends_or_at_once_with_force
         await first.wait_for(lambda: len(first.of(sid, "user/message")) == 2)  # "hang" runs
         await first.request("dsh/session/takeOver", {"sessionId": sid, "force": True})
         await first.wait_for(lambda: leases(first, sid)[-1:] == [{"holder": None, "readOnly": False}])
-        reason = first.of(sid, "turn/end")[-1]["data"]["reason"]
-        assert reason == {"kind": "aborted", "cause": "handover"}
+        reasons = await first.wait_idle_turn(sid, 3)
+        assert reasons[1:] == [{"kind": "aborted", "cause": "handover"}, {"kind": "completed"}]
+        # The holder's queue is kept, and runs here by itself, as it would have there after its turn.
+        assert first.of(sid, "agent/inbox/claimed")[-1]["data"]["message"]["id"] == "kept"
         listing = await first.request("dsh/inbox/list", {"sessionId": sid})
-        assert [m["id"] for m in listing["nextTurn"]] == ["kept"]  # the holder's queue is kept
+        assert listing["nextTurn"] == []
         seqs = durable_seqs(first, sid)
+        assert seqs == list(range(len(seqs)))
+    finally:
+        fake.open_gate("never")
+        await stop_daemon(first)
+        await stop_daemon(second)
+
+
+async def test_a_forced_take_over_runs_the_holders_queue_in_the_new_driver(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The queue the forced holder kept is what the person asked of the session next: the process that
+    took the session runs it at once, by itself, as the holder would have after its turn (protocol.md
+    §3, `dsh/session/takeOver`)."""
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(Reply.stream(text_stream(["x"] * 30), gate_after=(3, "never")), text_reply("queued done"))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "hang"}})
+        await first.wait_event(sid, "assistant/delta")
+        queued = {"id": "queued-1", "content": "then this"}
+        await first.request("dsh/followup", {"sessionId": sid, "message": queued})
+        await second.request("dsh/session/attach", {"sessionId": sid})
+        await second.request("dsh/session/takeOver", {"sessionId": sid, "force": True})
+        await second.wait_for(lambda: {"holder": None, "readOnly": False} in leases(second, sid))
+        # No request of the second's: the kept queue runs there by itself.
+        reasons = await second.wait_idle_turn(sid, 2)
+        assert reasons == [{"kind": "aborted", "cause": "handover"}, {"kind": "completed"}]
+        claimed = second.of(sid, "agent/inbox/claimed")
+        assert [c["data"]["message"]["id"] for c in claimed][-1:] == ["queued-1"]
+        assert len(fake.requests) == 2
+        listing = await second.request("dsh/inbox/list", {"sessionId": sid})
+        assert listing["nextTurn"] == [] and listing["nextStep"] == []
+        seqs = durable_seqs(second, sid)
         assert seqs == list(range(len(seqs)))
     finally:
         fake.open_gate("never")
