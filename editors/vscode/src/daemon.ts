@@ -6,7 +6,7 @@
 // The client library's own error notifications are turned off for that reason.
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
-import { editorHandlers, OFFERED } from './editorAbilities';
+import { editorHandlers, OFFERED, Rechecks } from './editorAbilities';
 import { DAEMON_NAME, installPlans, locateDaemon, runInstall, type Located, venvBin } from './locate';
 import { DaemonUnavailable, type DaemonState } from './daemonState';
 import { DshClient, Rpc } from './protocol/client';
@@ -35,6 +35,9 @@ export class Daemon implements vscode.Disposable {
   state: DaemonState = { state: 'starting' };
   private starting: Promise<DshClient> | undefined;
   private stderrTail: string[] = [];
+  /** When language servers re-checked a document (`settleMs`): one watch for every daemon this
+   *  extension starts, disposed with it. */
+  private readonly rechecks = new Rechecks();
 
   constructor(private readonly ctx: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
 
@@ -161,7 +164,7 @@ export class Daemon implements vscode.Disposable {
       getState: () => ({ kind: 'static' }),
       clear: () => undefined,
     });
-    for (const [method, handler] of Object.entries(editorHandlers((line) => this.output.info(line)))) lc.onRequest(method, handler);
+    for (const [method, handler] of Object.entries(editorHandlers((line) => this.output.info(line), this.rechecks))) lc.onRequest(method, handler);
     const rpc: Rpc = {
       request: (method, params) => lc.sendRequest(method, params),
       notify: (method, params) => lc.sendNotification(method, params),
@@ -280,6 +283,7 @@ export class Daemon implements vscode.Disposable {
 
   dispose(): void {
     void this.stop();
+    this.rechecks.dispose();
     this._onReady.dispose();
     this._onState.dispose();
   }

@@ -44,16 +44,25 @@ async function unserved(uri: string): Promise<boolean> {
 const QUIET_MS = 100; // after a re-check, how long to wait for another report (TypeScript sends three kinds)
 
 /** When each document last changed and when its diagnostics last changed (ms), for `settleMs`: the
- *  diagnostics changed after the document did means its language server re-checked it. */
-class Rechecks {
+ *  diagnostics changed after the document did means its language server re-checked it. One per
+ *  extension (the Daemon owns it, across daemon restarts, and disposes it with the extension): its
+ *  listeners live exactly as long as it does. */
+export class Rechecks implements vscode.Disposable {
   private changed = new Map<string, number>();
   private reported = new Map<string, number>();
-  constructor(subscriptions: vscode.Disposable[]) {
-    subscriptions.push(
+  private readonly listeners: vscode.Disposable[];
+  constructor() {
+    this.listeners = [
       vscode.workspace.onDidChangeTextDocument((e) => { if (e.contentChanges.length) this.changed.set(e.document.uri.toString(), Date.now()); }),
       vscode.languages.onDidChangeDiagnostics((e) => { const now = Date.now(); for (const u of e.uris) this.reported.set(u.toString(), now); }),
       vscode.workspace.onDidCloseTextDocument((d) => { this.changed.delete(d.uri.toString()); this.reported.delete(d.uri.toString()); }),
-    );
+    ];
+  }
+
+  dispose(): void {
+    for (const l of this.listeners.splice(0)) l.dispose();
+    this.changed.clear();
+    this.reported.clear();
   }
 
   settled(uri: vscode.Uri): boolean {
@@ -71,7 +80,6 @@ class Rechecks {
     return uris.map((u) => this.settled(u));
   }
 }
-let rechecks: Rechecks | undefined;
 
 interface LspPosition { line: number; character: number }
 interface LspRange { start: LspPosition; end: LspPosition }
@@ -115,10 +123,10 @@ function symbolRows(uri: vscode.Uri, list: Array<vscode.DocumentSymbol | vscode.
 
 type Handler = (params: any) => Promise<unknown>;
 
-/** The request handlers, by method. `log` says what was done (the daemon log the person can open). */
-export function editorHandlers(log: (line: string) => void, subscriptions: vscode.Disposable[] = []): Record<string, Handler> {
+/** The request handlers, by method. `log` says what was done (the daemon log the person can open);
+ *  `watcher` is the extension's one re-check watch (handlers are made again at each daemon start). */
+export function editorHandlers(log: (line: string) => void, watcher: Rechecks): Record<string, Handler> {
   const run = <T>(command: string, ...args: unknown[]) => vscode.commands.executeCommand<T>(command, ...args);
-  const watcher = rechecks ??= new Rechecks(subscriptions); // once per extension host, across daemon restarts
   /** An empty answer for a document no language server serves says so (protocol.md §9). */
   const orNone = async <T extends object>(uri: string | undefined, answer: T, empty: boolean): Promise<T & { noLanguageServer?: true }> =>
     empty && (uri !== undefined ? await unserved(uri) : !vscode.workspace.textDocuments.some((d) => languageServed(d.languageId)))

@@ -7,21 +7,24 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as vscode from 'vscode';
-import { editorHandlers, OFFERED } from '../src/editorAbilities';
+import { editorHandlers, OFFERED, Rechecks } from '../src/editorAbilities';
 import { FakeProvider, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { languageState } from './vscode.mock';
+import { diagnosticsChanged, documentChanged, languageState } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
+let watch: Rechecks;
 const logged: string[] = [];
 
 beforeEach(async () => {
   fake = new FakeProvider();
   await fake.start();
-  d = await startDaemon(fake.baseUrl, undefined, { editor: { offered: OFFERED, handlers: editorHandlers((l) => logged.push(l)) } });
+  watch = new Rechecks();
+  d = await startDaemon(fake.baseUrl, undefined, { editor: { offered: OFFERED, handlers: editorHandlers((l) => logged.push(l), watch) } });
 });
 afterEach(async () => {
+  watch.dispose();
   await d.stop();
   await fake.stop();
   removeTempStates();
@@ -95,9 +98,20 @@ describe('no language server, and the wait for a re-check after an edit', () => 
 
   it('settleMs: answered at once, settled, for a document nothing re-checks', async () => {
     expect(OFFERED.diagnosticsSettle).toBe(true);
-    const handlers = editorHandlers(() => undefined);
+    const handlers = editorHandlers(() => undefined, watch);
     const uri = pathToFileURL(join(d.root, 'closed.py')).href;
     const answer = await handlers['dsh/editor/diagnostics']({ uris: [uri], settleMs: 60000 }) as any;
     expect(answer.items).toEqual([{ uri: vscode.Uri.parse(uri).toString(), diagnostics: [], settled: true }]);
+  });
+
+  it('the re-check watch: one set of listeners however often the daemon restarts, none once the extension is disposed', () => {
+    const before = [diagnosticsChanged.listening, documentChanged.listening];
+    const extension = new Rechecks(); // the Daemon's, made once with the extension
+    const once = [diagnosticsChanged.listening, documentChanged.listening];
+    expect(once).toEqual([before[0] + 1, before[1] + 1]);
+    for (let start = 0; start < 3; start++) editorHandlers(() => undefined, extension); // each daemon (re)start
+    expect([diagnosticsChanged.listening, documentChanged.listening]).toEqual(once);
+    extension.dispose();
+    expect([diagnosticsChanged.listening, documentChanged.listening]).toEqual(before);
   });
 });

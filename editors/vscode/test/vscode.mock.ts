@@ -7,6 +7,8 @@ export class EventEmitter<T> {
   event = (l: Listener<T>) => { this.listeners.add(l); return { dispose: () => this.listeners.delete(l) }; };
   fire(e: T): void { for (const l of [...this.listeners]) l(e); }
   dispose(): void { this.listeners.clear(); }
+  /** How many listeners are subscribed (a test checks none is left behind). */
+  get listening(): number { return this.listeners.size; }
 }
 
 export class Uri {
@@ -152,7 +154,7 @@ export class FakeDocument {
     return true;
   }
 }
-const documentChanged = new EventEmitter<{ document: FakeDocument }>();
+export const documentChanged = new EventEmitter<{ document: FakeDocument }>();
 /** Opens a document over a registered file system's file (as the diff editor would). */
 export function openFakeDocument(uri: Uri): FakeDocument {
   const doc = new FakeDocument(uri, new TextDecoder().decode(fileSystems.get(uri.scheme).readFile(uri)));
