@@ -12,9 +12,10 @@ import { textReply, toolReply } from '../test/fakeProvider';
 import { CodeServer, EXT } from './harness';
 
 // The most an edit waits for the language server to re-check the file. Far beyond the waits below:
-// the edit's result comes when TypeScript's diagnostics changed (VS Code answers `settleMs` then),
-// never by running out this cap.
-const SETTLE_CAP_S = 600;
+// the edit's result comes when TypeScript's diagnostics changed (VS Code answers `settleMs` then), or,
+// for an edit that leaves them as they were (no diagnostics event comes), when TypeScript's own answer
+// for the new text is what the editor shows; never by running out this cap.
+const SETTLE_CAP_S = 60;
 
 const cs = new CodeServer({
   name: 'ls', daemon: 'setting',
@@ -86,6 +87,9 @@ async function scenario(): Promise<void> {
   await page.keyboard.press('Control+End');
   await page.keyboard.type('export const UNSAVED = 1;');
   await page.locator('.tabs-container .tab.dirty', { hasText: 'other.ts' }).waitFor({ timeout: 15000 });
+  // lib.ts open as well (clean, and so never reported on: TypeScript announces no empty list).
+  await cs.openFile('lib.ts');
+  await page.locator('.monaco-editor .view-lines', { hasText: 'Greets someone' }).first().waitFor();
   // app.ts open: TypeScript starts (its language status item names it once the project is loaded).
   await cs.openFile('app.ts');
   await page.locator('.monaco-editor .view-lines', { hasText: 'COUNT + 1' }).first().waitFor();
@@ -99,6 +103,9 @@ async function scenario(): Promise<void> {
     toolReply([{ id: 'c5', name: 'definition', args: { path: 'notes.txt', line: 1, symbol: 'alpha' } }]),
     toolReply([{ id: 'c6', name: 'edit_file', args: { path: 'app.ts', old_string: 'export const total: number', new_string: 'export const total: string' } }]),
     toolReply([{ id: 'c7', name: 'run_command', args: { command: 'cat app.ts other.ts' } }]),
+    // Two edits that leave lib.ts clean: the second brings no diagnostics event at all.
+    toolReply([{ id: 'c8', name: 'edit_file', args: { path: 'lib.ts', old_string: 'hello ${name}', new_string: 'hi ${name}' } }]),
+    toolReply([{ id: 'c9', name: 'edit_file', args: { path: 'lib.ts', old_string: 'hi ${name}', new_string: 'hey ${name}' } }]),
     textReply('Done: total is a string now, which TypeScript rejects.'),
   );
   await c.getByLabel('message').fill('Where is greet defined and used, what is it, what is in lib.ts; then make total a string and show the files');
@@ -112,11 +119,15 @@ async function scenario(): Promise<void> {
   await c.locator('.permission pre.command').waitFor({ timeout: 120000 });
   expect(await c.locator('.permission pre.command').textContent()).toContain('$ cat app.ts other.ts');
   await c.getByRole('button', { name: 'Allow once' }).click();
-  await expect.poll(() => c.locator('.msg.assistant', { hasText: 'which TypeScript rejects' }).count(), { timeout: 120000 }).toBe(1);
+  for (const line of ['+  return `hi ${name}`;', '+  return `hey ${name}`;']) {
+    await c.locator('.permission .diff', { hasText: line }).waitFor({ timeout: 120000 });
+    await c.getByRole('button', { name: 'Allow once' }).click();
+  }
+  await expect.poll(() => c.locator('.msg.assistant', { hasText: 'which TypeScript rejects' }).count(), { timeout: 240000 }).toBe(1);
   await shot('turn-done');
   if (process.env.DSH_E2E_SHOW) { // what the person sees on the tool cards, and what the model got
     console.log('--- tool cards:\n' + (await c.locator('.tool').allTextContents()).join('\n'));
-    for (const id of ['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7']) console.log(`--- model got (${id}):\n${modelGot(id)}`);
+    for (const id of ['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9']) console.log(`--- model got (${id}):\n${modelGot(id)}`);
   }
 
   // (b) definition: the symbol is defined in another file, found by TypeScript.
@@ -138,8 +149,15 @@ async function scenario(): Promise<void> {
   const edited = modelGot('c6');
   expect(edited).toContain('1 new error in app.ts after this edit');
   expect(edited).toContain("app.ts:4:14: error: Type 'number' is not assignable to type 'string'.");
-  // ... answered when TypeScript's diagnostics changed, not when the cap ran out.
-  expect(dshLog()).toContain("diagnostics after an edit: re-checked by the editor's language servers");
+  // ... answered when TypeScript's diagnostics changed, not when the cap ran out; and the edits that
+  // left lib.ts clean (no diagnostics event) when TypeScript's answer for the new text agreed.
+  const log = dshLog().split('\n');
+  const settles = log.filter((l) => l.includes('diagnostics after an edit:')); // the daemon's
+  const how = log.filter((l) => l.includes('diagnostics after an edit (')); // the extension's
+  console.log(`--- how each edit's diagnostics settled (cap ${SETTLE_CAP_S} s):\n${[...how, ...settles].join('\n')}`);
+  expect(settles).toHaveLength(3);
+  for (const line of settles) expect(line).toContain("diagnostics after an edit: re-checked by the editor's language servers");
+  expect(modelGot('c9')).not.toContain('new error');
   // (d) The command after the allowed edit saw it; (e) the unsaved other.ts was named, not written.
   const ran = modelGot('c7');
   expect(ran).toContain('export const total: string = COUNT + 1;');
@@ -154,8 +172,8 @@ async function scenario(): Promise<void> {
   await page.locator('.tabs-container .tab', { hasText: 'app.ts' }).first().click();
   await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: 60000 });
   await shot('type-error-in-editor');
-  expect(await c.locator('.tool .tool-name').allTextContents()).toEqual(['definition', 'references', 'hover', 'symbols', 'definition', 'edit_file', 'run_command']);
+  expect(await c.locator('.tool .tool-name').allTextContents()).toEqual(['definition', 'references', 'hover', 'symbols', 'definition', 'edit_file', 'run_command', 'edit_file', 'edit_file']);
   // The cards' notes come from the results' meta (the daemon's data, not the model's words).
-  expect(await c.locator('.tool').evaluateAll((cards) => cards.map((t) => t.querySelector('.tool-note')?.textContent ?? ''))).toEqual(['', '', '', '', 'no language server', '⚠ 1 new error', '']);
+  expect(await c.locator('.tool').evaluateAll((cards) => cards.map((t) => t.querySelector('.tool-note')?.textContent ?? ''))).toEqual(['', '', '', '', 'no language server', '⚠ 1 new error', '', '', '']);
   expect(await c.locator('.tool .tool-note.warn').getAttribute('title')).toBe("app.ts:4:14: Type 'number' is not assignable to type 'string'. [ts]");
 }

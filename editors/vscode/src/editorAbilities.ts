@@ -65,19 +65,68 @@ export class Rechecks implements vscode.Disposable {
     this.reported.clear();
   }
 
-  settled(uri: vscode.Uri): boolean {
+  /** Why `uri`'s diagnostics are those of its current text: nothing re-checks it, or a report came
+   *  after its last change (then 100 ms without another); undefined: not (yet). */
+  settled(uri: vscode.Uri): Settled | undefined {
     const key = uri.toString();
     const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === key);
-    if (!doc || !languageServed(doc.languageId)) return true; // nothing will re-check it
+    if (!doc || !languageServed(doc.languageId)) return 'no language server'; // nothing will re-check it
     const reported = this.reported.get(key);
-    return reported !== undefined && reported > (this.changed.get(key) ?? 0) && Date.now() - reported >= QUIET_MS;
+    return reported !== undefined && reported > (this.changed.get(key) ?? 0) && Date.now() - reported >= QUIET_MS ? 'reported' : undefined;
   }
 
-  /** Waits until every one of `uris` is settled, `capMs` at most; which are. */
-  async wait(uris: vscode.Uri[], capMs: number): Promise<boolean[]> {
+  /** Waits until every one of `uris` is settled, `capMs` at most; which are. A TypeScript/JavaScript
+   *  document is also settled when TypeScript's own answer for its current text is what the editor
+   *  already shows: an edit that leaves its problems as they were brings no diagnostics event
+   *  (the TypeScript extension does not re-announce an unchanged empty list), which without this
+   *  waited the whole cap. */
+  async wait(uris: vscode.Uri[], capMs: number): Promise<Array<Settled | undefined>> {
     const deadline = Date.now() + Math.min(capMs, 60000);
-    while (!uris.every((u) => this.settled(u)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    return uris.map((u) => this.settled(u));
+    const confirmed = new Set<string>();
+    for (const uri of uris) {
+      void typescriptConfirms(uri).then((yes) => { if (yes) confirmed.add(uri.toString()); });
+    }
+    const how = (u: vscode.Uri): Settled | undefined => this.settled(u) ?? (confirmed.has(u.toString()) ? 'TypeScript agrees' : undefined);
+    while (!uris.every(how) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return uris.map(how);
+  }
+}
+
+/** How a document's diagnostics were known to be those of its current text (said in the log). */
+type Settled = 'no language server' | 'reported' | 'TypeScript agrees';
+
+const TYPESCRIPT_LANGUAGES = new Set(['typescript', 'typescriptreact', 'javascript', 'javascriptreact']);
+/** A TypeScript diagnostic as tsserver sends it (1-based line and offset). */
+interface TsDiagnostic { start: { line: number; offset: number }; text: string; code?: number; category?: string }
+
+/** Whether the editor's TypeScript problems for the open document at `uri` are already those of its
+ *  current text: tsserver is asked for the syntactic and semantic diagnostics (the TypeScript
+ *  extension's `typescript.tsserverRequest`, which sends the editor's pending changes first), and
+ *  they are compared, by place, code and message, with the diagnostics the editor holds from
+ *  TypeScript (its hints are suggestions, a third kind not asked). Equal: nothing more will come for
+ *  this text. Different, not TypeScript's document, no TypeScript extension, an error, or the
+ *  document changed meanwhile: false (the wait goes on for the extension's report, up to the cap).
+ *  The extension leaves nothing out of what it shows, except by settings (`validate.enable`,
+ *  `showUnused`…), and then this says false, never a wrong true. */
+async function typescriptConfirms(uri: vscode.Uri): Promise<boolean> {
+  const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+  if (!doc || !TYPESCRIPT_LANGUAGES.has(doc.languageId)) return false;
+  const version = doc.version;
+  try {
+    const ask = (command: string) => vscode.commands.executeCommand<{ success?: boolean; body?: TsDiagnostic[] } | undefined>(
+      'typescript.tsserverRequest', command, { file: doc.uri, includeLinePosition: false });
+    const [syntax, semantic] = await Promise.all([ask('syntacticDiagnosticsSync'), ask('semanticDiagnosticsSync')]);
+    if (!syntax?.success || !semantic?.success || !Array.isArray(syntax.body) || !Array.isArray(semantic.body)) return false;
+    if (doc.isClosed || doc.version !== version) return false;
+    const key = (line: number, character: number, code: unknown, message: string) => `${line}:${character}:${String(code ?? '')}:${message}`;
+    const truth = [...syntax.body, ...semantic.body].filter((t) => t.category !== 'suggestion')
+      .map((t) => key(t.start.line - 1, t.start.offset - 1, t.code, t.text)).sort();
+    const shown = vscode.languages.getDiagnostics(doc.uri)
+      .filter((d) => (d.source === 'ts' || d.source === 'js') && d.severity !== vscode.DiagnosticSeverity.Hint)
+      .map((d) => key(d.range.start.line, d.range.start.character, typeof d.code === 'object' && d.code !== null ? d.code.value : d.code, d.message)).sort();
+    return truth.length === shown.length && truth.every((k, i) => k === shown[i]);
+  } catch {
+    return false;
   }
 }
 
@@ -157,11 +206,16 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
         return { items: all.map(([uri, ds]) => ({ uri: uri.toString(), diagnostics: ds.map(lspDiagnostic) })) };
       }
       const uris = p.uris.map((u) => vscode.Uri.parse(u));
+      const started = Date.now();
       const settled = typeof p.settleMs === 'number' && p.settleMs > 0 ? await watcher.wait(uris, p.settleMs) : undefined;
+      if (settled) {
+        const said = uris.map((u, i) => `${vscode.workspace.asRelativePath(u)}: ${settled[i] ?? `not re-checked within ${p.settleMs} ms`}`);
+        log(`diagnostics after an edit (${Date.now() - started} ms): ${said.join(', ')}`);
+      }
       return {
         items: uris.map((uri, i) => ({
           uri: uri.toString(), diagnostics: vscode.languages.getDiagnostics(uri).map(lspDiagnostic),
-          ...(settled ? { settled: settled[i] } : {}),
+          ...(settled ? { settled: settled[i] !== undefined } : {}),
         })),
       };
     },

@@ -104,6 +104,43 @@ describe('no language server, and the wait for a re-check after an edit', () => 
     expect(answer.items).toEqual([{ uri: vscode.Uri.parse(uri).toString(), diagnostics: [], settled: true }]);
   });
 
+  it('settleMs, TypeScript: settled as soon as tsserver\'s answer for the current text is what the editor shows, not after the cap', async () => {
+    const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'clean.ts')).href);
+    const doc = { uri, languageId: 'typescript', version: 3, isClosed: false };
+    (vscode.workspace.textDocuments as any[]).push(doc);
+    (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
+    const asked: unknown[] = [];
+    let tsserver: Record<string, unknown[]> = { syntacticDiagnosticsSync: [], semanticDiagnosticsSync: [] };
+    languageState.commands.set('typescript.tsserverRequest', (command, args: any) => {
+      asked.push([command, String(args.file)]);
+      return { type: 'response', success: true, body: tsserver[command as string] };
+    });
+    const handlers = editorHandlers(() => undefined, watch);
+    try {
+      // An edit that left the file clean: no diagnostics event will come; TypeScript agrees it is clean.
+      const clean = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 4000 }) as any;
+      expect(clean.items).toEqual([{ uri: uri.toString(), diagnostics: [], settled: true }]);
+      expect(asked).toContainEqual(['semanticDiagnosticsSync', uri.toString()]);
+      // TypeScript knows an error the editor does not show yet: not settled by that (the extension's
+      // report is still to come); here it never comes, so the cap answers, unsettled.
+      tsserver = { syntacticDiagnosticsSync: [], semanticDiagnosticsSync: [{ start: { line: 1, offset: 14 }, end: { line: 1, offset: 19 }, text: "Type 'number' is not assignable to type 'string'.", code: 2322, category: 'error' }] };
+      const stale = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 1500 }) as any;
+      expect(stale.items[0].settled).toBe(false);
+      // The editor shows it: they agree.
+      const shown = new vscode.Diagnostic(R(0, 13, 0, 18), "Type 'number' is not assignable to type 'string'.", vscode.DiagnosticSeverity.Error);
+      shown.source = 'ts';
+      shown.code = 2322;
+      languageState.diagnostics.set(uri.toString(), [shown]);
+      const agreed = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 4000 }) as any;
+      expect(agreed.items[0].settled).toBe(true);
+      expect(agreed.items[0].diagnostics).toHaveLength(1);
+    } finally {
+      (vscode.extensions.all as any[]).length = 0;
+      const open = vscode.workspace.textDocuments as any[];
+      open.splice(open.indexOf(doc), 1);
+    }
+  });
+
   it('the re-check watch: one set of listeners however often the daemon restarts, none once the extension is disposed', () => {
     const before = [diagnosticsChanged.listening, documentChanged.listening];
     const extension = new Rechecks(); // the Daemon's, made once with the extension

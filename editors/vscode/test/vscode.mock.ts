@@ -178,7 +178,11 @@ export const workspace = {
       return { type: st.isDirectory() ? FileType.Directory : FileType.File, ctime: st.ctimeMs, mtime: st.mtimeMs, size: st.size };
     },
   },
-  asRelativePath: (p: string) => { const root = workspace.workspaceFolders?.[0]?.uri.fsPath; return root && p.startsWith(root + '/') ? p.slice(root.length + 1) : p; },
+  asRelativePath: (where: string | Uri) => {
+    const p = typeof where === 'string' ? where : where.fsPath;
+    const root = workspace.workspaceFolders?.[0]?.uri.fsPath;
+    return root && p.startsWith(root + '/') ? p.slice(root.length + 1) : p;
+  },
 };
 
 export const commands = {
