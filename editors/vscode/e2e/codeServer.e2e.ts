@@ -95,7 +95,7 @@ async function scenario(): Promise<void> {
     // Answered in the card: the diff tab closed by itself; the file's buffer holds the edit, and the
     // editor saved it when the daemon asked (dsh/document/save), so commands see it; the person's
     // unsaved draft stays unsaved.
-    await expect.poll(() => page.locator('.tabs-container .tab', { hasText: 'proposed edit' }).count(), { timeout: 15000 }).toBe(0);
+    await expect.poll(() => page.locator('.tabs-container .tab', { hasText: 'proposed by dsh' }).count(), { timeout: 15000 }).toBe(0);
     await page.locator('.tabs-container .tab', { hasText: 'notes.txt' }).first().click();
     await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('gamma');
     expect(readFileSync(join(ws, 'notes.txt'), 'utf8')).toBe('alpha\ngamma\n');

@@ -64,7 +64,7 @@ async function scenario(): Promise<void> {
   expect(await c.locator('.codeblock code .hljs-keyword').first().textContent()).toBe('def');
   await cs.shot('markdown');
   await c.locator('.codeblock').first().getByRole('button', { name: /Apply to notes\.txt/ }).click();
-  const applyTab = page.locator('.tabs-container .tab', { hasText: 'apply code block' });
+  const applyTab = page.locator('.tabs-container .tab', { hasText: 'code block from dsh' });
   await applyTab.waitFor({ timeout: 15000 });
   await page.locator('.monaco-diff-editor').first().waitFor();
   const accept = page.locator('.editor-actions [aria-label^="Accept Proposed Edit"]').first();
@@ -144,13 +144,17 @@ async function scenario(): Promise<void> {
   await box.press('Enter');
   await c.locator('.permission').waitFor({ timeout: 30000 });
   await c.getByRole('button', { name: 'View diff' }).click();
-  const diffTab = page.locator('.tabs-container .tab', { hasText: 'proposed edit' });
+  const diffTab = page.locator('.tabs-container .tab', { hasText: 'proposed by dsh' });
   await diffTab.waitFor({ timeout: 15000 });
   await page.locator('.editor-actions [aria-label^="Reject Proposed Edit"]').first().waitFor();
+  // The diff reads as the file: its breadcrumb is the file's workspace path, not the in-memory one.
+  const crumbs = page.locator('.editor-group-container.active .breadcrumbs-control').first();
+  await expect.poll(() => crumbs.textContent(), { timeout: 15000 }).toContain('notes.txt');
+  expect(await crumbs.textContent()).not.toContain('call_e1');
   await cs.shot('diff-editor-accept-reject');
   // The person changes the proposed side before accepting: the file gets their version, and the
   // model and the transcript are told.
-  expect(await diffTab.textContent()).toContain('proposed edit, editable');
+  expect(await diffTab.textContent()).toContain('proposed by dsh, editable');
   await page.locator('.monaco-diff-editor .modified .view-line', { hasText: 'ALPHA' }).first().click();
   await page.keyboard.press('End');
   await page.keyboard.type(' (by hand)');

@@ -11,7 +11,7 @@
 // the diff editor, another window, a timeout).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { DIFF_SCHEME, ProposalFiles } from './proposalFiles';
+import { ProposalFiles, proposalOf, sideUri } from './proposalFiles';
 import type { PermissionAnswer, PermissionOutcome, PermissionRequest } from './protocol/types';
 
 export { DIFF_SCHEME } from './proposalFiles';
@@ -126,7 +126,7 @@ export class Permissions implements vscode.Disposable {
       // The daemon's own before/after texts: exactly what the edit would do. The daemon takes a
       // changed proposal only for such a preview, whole (not cut to 1 MB).
       const editable = !preview.truncated && typeof preview.diff === 'string' && this.opts.editedAccept?.() === true;
-      const title = `dsh: ${path.basename(abs)} (proposed edit${preview.truncated ? ', cut to 1 MB' : editable ? ', editable' : ''})`;
+      const title = `${path.basename(abs)} (proposed by dsh${preview.truncated ? ', cut to 1 MB' : editable ? ', editable' : ''})`;
       return this.showDiff(callId, abs, preview.oldText, preview.newText, title, editable);
     }
     let before = '';
@@ -141,15 +141,16 @@ export class Permissions implements vscode.Disposable {
     } else {
       after = p.req.preview?.diff ?? JSON.stringify(p.req.arguments, null, 2);
     }
-    return this.showDiff(callId, abs, before, after, `dsh: ${path.basename(abs)} (proposed edit)`, false);
+    return this.showDiff(callId, abs, before, after, `${path.basename(abs)} (proposed by dsh)`, false);
   }
 
   private async showDiff(id: string, abs: string, before: string, after: string, title: string, editable: boolean): Promise<void> {
-    const name = path.basename(abs);
     let s = this.shown.get(id);
     if (!s) {
-      // The proposed side keeps the file's name (its language); the before side is in a folder of its own.
-      s = { before: vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/before/${name}` }), after: vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${id}/${name}` }), proposed: after, editable, edited: false };
+      // Both sides have the file's own workspace path (the breadcrumb and the language read as the
+      // file); the proposal and the side are in the query.
+      const rel = vscode.workspace.asRelativePath(abs, false);
+      s = { before: sideUri(id, rel, 'original'), after: sideUri(id, rel, 'proposed'), proposed: after, editable, edited: false };
       this.shown.set(id, s);
       this.files.set(s.before, before, true);
       this.files.set(s.after, after, !editable);
@@ -177,8 +178,8 @@ export class Permissions implements vscode.Disposable {
   /** The person typed in a document: a proposed side is saved into memory soon after (closing its tab
    *  then never asks to save it), and the card learns whether the proposal is now changed. */
   private typed(doc: vscode.TextDocument): void {
-    if (doc.uri.scheme !== DIFF_SCHEME) return;
-    const id = doc.uri.path.split('/')[1];
+    const id = proposalOf(doc.uri);
+    if (id === undefined) return;
     const s = this.shown.get(id);
     if (!s || doc.uri.toString() !== s.after.toString()) return;
     const edited = this.editedText(id) !== undefined;
@@ -193,10 +194,9 @@ export class Permissions implements vscode.Disposable {
 
   /** The proposal whose diff is the active tab (or the one `uri` names: an editor/title action). */
   activeProposal(uri?: unknown): string | undefined {
-    const fromUri = (u: vscode.Uri | undefined) => u?.scheme === DIFF_SCHEME ? u.path.split('/')[1] : undefined;
-    if (uri instanceof vscode.Uri && fromUri(uri)) return fromUri(uri);
+    if (uri instanceof vscode.Uri && proposalOf(uri) !== undefined) return proposalOf(uri);
     const input = vscode.window.tabGroups?.activeTabGroup?.activeTab?.input as { modified?: vscode.Uri } | undefined;
-    return fromUri(input?.modified);
+    return proposalOf(input?.modified);
   }
 
   /** Accept (Allow once, or apply the code block) from the diff editor. */
@@ -220,13 +220,13 @@ export class Permissions implements vscode.Disposable {
     if (t) { clearTimeout(t); this.saveTimers.delete(id); }
     // A side still unsaved is saved into memory first: closing it must not ask the person anything.
     for (const doc of vscode.workspace.textDocuments) {
-      if (doc.uri.scheme === DIFF_SCHEME && doc.uri.path.split('/')[1] === id && doc.isDirty) await doc.save().then(undefined, () => false);
+      if (proposalOf(doc.uri) === id && doc.isDirty) await doc.save().then(undefined, () => false);
     }
     const groups = vscode.window.tabGroups;
     if (groups) {
       const tabs = groups.all.flatMap((g) => g.tabs).filter((t) => {
         const input = t.input as { modified?: vscode.Uri } | undefined;
-        return input?.modified?.scheme === DIFF_SCHEME && input.modified.path.split('/')[1] === id;
+        return proposalOf(input?.modified) === id;
       });
       if (tabs.length) await groups.close(tabs).then(undefined, () => undefined);
     }
@@ -261,7 +261,7 @@ export class Permissions implements vscode.Disposable {
     this.applies.set(id, { uri, range, text, version: doc?.version, created: !doc });
     const what = sel ? 'selection' : doc ? 'whole file' : 'new file';
     // The proposed side is editable: Accept applies what it then holds.
-    await this.showDiff(id, uri.fsPath, before, after, `dsh: ${path.basename(uri.fsPath)} (apply code block: ${what})`, true);
+    await this.showDiff(id, uri.fsPath, before, after, `${path.basename(uri.fsPath)} (code block from dsh: ${what})`, true);
   }
 
   private async acceptApply(id: string): Promise<void> {

@@ -47,10 +47,14 @@ describe('Permissions with the real daemon', () => {
     expect(seen[0].preview).toMatchObject({ oldText: 'alpha\nbeta\n', newText: 'alpha\ngamma\n' });
     const title = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args[2];
     expect(shown).toEqual(['alpha\nbeta\n', 'alpha\ngamma\n']);
-    expect(title).toBe('dsh: notes.txt (proposed edit)');
+    expect(title).toBe('notes.txt (proposed by dsh)');
     // A daemon without editedAccept: the proposed side is read-only.
     const [, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
     expect(right.scheme).toBe('dsh-diff');
+    // Both sides read as the file (its path: the breadcrumb, the language); proposal and side in the query.
+    const [left] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri];
+    expect([left.path, right.path]).toEqual([join(d.root, 'notes.txt'), join(d.root, 'notes.txt')]);
+    expect([left.query, right.query]).toEqual(['id=call_ed&side=original', 'id=call_ed&side=proposed']);
     expect(JSON.stringify(d.applied)).toContain('gamma');
     permissions.dispose();
   });
@@ -71,7 +75,7 @@ describe('Permissions with the real daemon', () => {
     await d.client.followup(sessionId, 'edit one');
     await d.waitFor(() => requests.length === 1, 'the first request');
     await permissions.viewDiff('call_1', d.root);
-    expect(tabs.map((t) => t.label)).toEqual(['dsh: notes.txt (proposed edit)']);
+    expect(tabs.map((t) => t.label)).toEqual(['notes.txt (proposed by dsh)']);
     expect(permissions.activeProposal()).toBe('call_1');
     // A key typed as the diff opens does not accept it.
     clock += DIFF_ARM_MS - 1;
@@ -83,7 +87,7 @@ describe('Permissions with the real daemon', () => {
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the first turn');
     expect(JSON.stringify(d.applied)).toContain('gamma');
     expect(tabs).toEqual([]); // closed with the answer
-    expect(closedTabs.map((t) => t.label)).toEqual(['dsh: notes.txt (proposed edit)']);
+    expect(closedTabs.map((t) => t.label)).toEqual(['notes.txt (proposed by dsh)']);
     // Answered in the panel (Reject): the diff tab goes too.
     await d.client.followup(sessionId, 'edit two');
     await d.waitFor(() => requests.length === 2, 'the second request');
@@ -118,7 +122,7 @@ describe('Permissions with the real daemon', () => {
     await d.waitFor(() => requests.length === 1, 'the request');
     await permissions.viewDiff('call_fix', d.root);
     const [left, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
-    expect(tabs.map((t) => t.label)).toEqual(['dsh: calc.py (proposed edit, editable)']);
+    expect(tabs.map((t) => t.label)).toEqual(['calc.py (proposed by dsh, editable)']);
     const fs = fileSystems.get('dsh-diff');
     expect(fs.stat(left).permissions).toBe(FilePermission.Readonly);
     expect(fs.stat(right).permissions).toBeUndefined(); // the person may type in it
@@ -179,7 +183,7 @@ describe('Permissions with the real daemon', () => {
     await permissions.viewDiff('call_b', d.root);
     const [, right2] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
     expect(fileSystems.get('dsh-diff').stat(right2).permissions).toBe(FilePermission.Readonly);
-    expect(tabs.map((t) => t.label)).toEqual(['dsh: a.txt (proposed edit)']);
+    expect(tabs.map((t) => t.label)).toEqual(['a.txt (proposed by dsh)']);
     permissions.answer('call_b', 'allow-once');
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 2, 'the second turn');
     expect(answers[1]).toEqual({ outcome: 'allow-once' });
