@@ -291,6 +291,13 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await page().locator('.tool .badge').textContent()).toBe('awaiting permission');
     expect(await page().locator('.status').textContent()).toBe('awaiting permission');
     await w.shot('06-permission');
+    // In a 300 px sidebar the three answers stay together on one line (wrapping, they move as a
+    // group): no "Allow once" alone on a row of its own.
+    const answerBoxes = await page().locator('.permission button').evaluateAll((bs) => bs
+      .filter((b) => b.textContent !== 'View diff').map((b) => { const r = b.getBoundingClientRect(); return { name: b.textContent, top: Math.round(r.top), right: r.right }; }));
+    expect(answerBoxes.map((b) => b.name)).toEqual(['Reject', 'Allow always', 'Allow once']);
+    expect(new Set(answerBoxes.map((b) => b.top)).size).toBe(1);
+    expect(Math.max(...answerBoxes.map((b) => b.right))).toBeLessThanOrEqual(300);
     await w.clearPosted();
     await page().getByRole('button', { name: 'View diff' }).click();
     await page().getByRole('button', { name: 'Allow once' }).click(); // waits until it is enabled

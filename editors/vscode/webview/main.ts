@@ -299,7 +299,13 @@ function permissionCard(p: PermissionRequest): HTMLElement {
   for (const b of answers) b.disabled = true;
   d.dataset.armMs = String(ARM_MS);
   setTimeout(() => { for (const b of answers) b.disabled = false; }, ARM_MS);
-  buttons.append(el('span', 'spacer'), ...answers);
+  // The answers are one group, kept in their order and together: in a narrow sidebar the group
+  // moves to its own line as a whole rather than leaving "Allow once" alone on a row.
+  const group = el('div', 'answers');
+  group.setAttribute('role', 'group');
+  group.setAttribute('aria-label', 'answer');
+  group.append(...answers);
+  buttons.append(el('span', 'spacer'), group);
   d.append(buttons);
   return d;
 }
