@@ -161,6 +161,9 @@ def _serve(state_dir: Path, flags: dict[str, Any], log_level: str, log_file: str
     from dsh_daemon.host.startup_gc import pause_collection
 
     pause_collection()  # until the first frame is answered: see host/startup_gc.py
+    from dsh_daemon.server.codecache import install_for_start
+
+    install_for_start(state_dir)  # lsprotocol's generated methods, compiled once: server/codecache.py
     from dsh_daemon.server.app import Settings
     from dsh_daemon.server.main import configure_logging, run
 

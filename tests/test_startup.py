@@ -365,3 +365,71 @@ def test_the_plain_serve_command_lines_mean_what_the_parser_makes_of_them(
         args = cli.build_parser().parse_args(argv)
         parsed = (cli._state_dir(args.state_dir), cli.provider_flags(args), args.log_level, args.log_file)
         assert served == [parsed], argv
+
+
+def _cache_file(state: Path) -> Path:
+    return state / "cache" / f"generated-code.{sys.implementation.cache_tag}.marshal"
+
+
+def test_a_start_from_the_generated_code_cache_answers_as_a_cold_one(tmp_path: Path) -> None:
+    """server/codecache.py: the first start writes the code attrs and cattrs generated; the next one
+    takes it from there (nothing worth writing again) and says byte for byte what the first said."""
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    conversation = (LSP_INITIALIZE, initialized, LIST, SHUTDOWN, EXIT)
+    cold = serve_through_the_command_line([], tmp_path, *conversation)
+    cache = _cache_file(tmp_path)
+    written = cache.read_bytes()
+    assert len(written) > 100_000
+    warm = serve_through_the_command_line([], tmp_path, *conversation)
+    assert warm["stdout"] == cold["stdout"] and b'"experimental"' in warm["stdout"]
+    assert cache.read_bytes() == written  # served from the file: not written again
+
+
+def test_every_cached_code_object_is_what_compile_makes_of_its_key(tmp_path: Path) -> None:
+    import marshal
+
+    serve_through_the_command_line([], tmp_path, LSP_INITIALIZE)
+    cached = marshal.loads(_cache_file(tmp_path).read_bytes())
+    assert len(cached) > 500  # lsprotocol's classes' methods, cattrs' hooks
+    for (source, filename, mode, flags), code in cached.items():
+        assert compile(source, filename, mode, flags, True) == code, filename
+
+
+def test_the_cache_compiles_as_the_library_itself_would(tmp_path: Path) -> None:
+    """The cached `compile` passes the future flags the library's own call inherits (attrs and cattrs
+    are `from __future__ import annotations` modules): the methods are the same code either way."""
+    import attr
+
+    from dsh_daemon.server.codecache import GeneratedCode
+
+    def build() -> type:
+        @attr.define
+        class Point:
+            x: int
+            y: list[int] = attr.Factory(list)
+
+        return Point
+
+    plain = build()
+    cache = GeneratedCode.install(tmp_path)
+    try:
+        cached = build()
+    finally:
+        cache.uninstall()
+    assert cache.missed > 0
+
+    def shape(method: Any) -> tuple[Any, ...]:
+        code = method.__code__
+        return code.co_code, code.co_flags, code.co_consts
+
+    for name in ("__init__", "__eq__", "__repr__"):
+        assert shape(getattr(cached, name)) == shape(getattr(plain, name)), name
+
+
+def test_an_unreadable_cache_is_rebuilt_and_changes_no_answer(tmp_path: Path) -> None:
+    cache = _cache_file(tmp_path)
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"\x00not marshal at all")
+    seen = serve_through_the_command_line([], tmp_path, LSP_INITIALIZE)
+    assert b'"experimental"' in seen["stdout"]
+    assert len(cache.read_bytes()) > 100_000

@@ -40,7 +40,7 @@ from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.errors import lone_surrogate_at, shown
 from dsh_daemon.host.preload import settle
-from dsh_daemon.host.startup_gc import collection_paused, resume_collection
+from dsh_daemon.host.startup_gc import resume_collection
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
     UnusableNumberError,
@@ -50,6 +50,7 @@ from dsh_daemon.model.jsondepth import (
 )
 from dsh_daemon.model.uris import uri_problem
 from dsh_daemon.server import errors
+from dsh_daemon.server.codecache import finish_start
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +187,7 @@ async def read_loop(
     is_initialized: Callable[[], bool] = lambda: True,
 ) -> None:
     """Read frames until EOF (or until a handler raises SystemExit, i.e. `exit`)."""
+    started = False
     while True:
         length: int | None = None
         saw_header = False
@@ -236,10 +238,16 @@ async def read_loop(
         body = _cut_overrun(body, reader)
         settle()  # no import of ours while the session machinery is being preloaded
         dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
-        if collection_paused():
-            # The first frame is answered: collect cycles again once its reply (whose flush is
-            # already scheduled) has left (host/startup_gc.py).
-            asyncio.get_running_loop().call_soon(resume_collection)
+        if not started:
+            # The first frame is answered: once its reply (whose flush is already scheduled) has left,
+            # the start's cached code is written and cycles are collected again.
+            started = True
+            asyncio.get_running_loop().call_soon(_start_answered)
+
+
+def _start_answered() -> None:
+    finish_start()  # server/codecache.py
+    resume_collection()  # host/startup_gc.py
 
 
 async def _read_body(reader: StdinReader, length: int) -> bytes | None:
