@@ -189,5 +189,8 @@ def test_printing_commands_end_quietly_when_the_reader_stops_reading(tmp_path: P
             )  # fmt: skip
         finally:
             os.close(write_end)
-        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, (command, result.stderr)
+        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, (
+            command,
+            result.stderr,
+        )
         assert result.returncode == 141, (command, result.returncode, result.stderr)

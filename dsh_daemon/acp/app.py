@@ -47,8 +47,8 @@ AUTH_METHOD: dict[str, Any] = {
 }
 NO_KEY_MESSAGE = (
     f"No DeepSeek API key: set {API_KEY_VARIABLE} in the environment dsh-daemon acp starts with "
-    "(Zed: \"env\" of the agent server in settings.json; CodeCompanion: Neovim's environment), or "
-    "\"apiKey\" in $DSH_HOME/config.json"
+    '(Zed: "env" of the agent server in settings.json; CodeCompanion: Neovim\'s environment), or '
+    '"apiKey" in $DSH_HOME/config.json'
 )
 
 # What the first session request imports (`front_end`, `_prompt`), loaded after `initialize`'s reply.

@@ -59,16 +59,20 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
         assert first["modes"]["currentModeId"] == "ask"
         model = first["configOptions"][0]
         assert model["currentValue"] == "my-local-model"
-        assert {"value": "my-local-model", "name": "my-local-model", "description": "32,768 tokens of context"} in (
-            model["options"]
-        )
+        assert {
+            "value": "my-local-model",
+            "name": "my-local-model",
+            "description": "32,768 tokens of context",
+        } in (model["options"])
         assert [o["currentValue"] for o in first["configOptions"][1:]] == [False, "max"]
         # Both sessions hear the slash commands, both are listed, and the first is driven here.
         for session_id in (first["sessionId"], second["sessionId"]):
             await raw.until(
-                lambda m, sid=session_id: m.get("method") == "session/update"
-                and m["params"]["sessionId"] == sid
-                and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+                lambda m, sid=session_id: (
+                    m.get("method") == "session/update"
+                    and m["params"]["sessionId"] == sid
+                    and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+                )
             )
         commands = [u for s in (first, second) for u in updates_of(raw, s["sessionId"])]
         assert commands[0] == commands[1]
@@ -82,7 +86,9 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
         assert f"session {second['sessionId']}: {early}" not in log
 
 
-async def test_a_prompt_sent_at_once_runs_once_the_session_is_wired(tmp_path: Path, fake: FakeDeepSeek) -> None:
+async def test_a_prompt_sent_at_once_runs_once_the_session_is_wired(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
     fake.script(Reply.stream(text_stream(["hello ", "there"])))
     async with raw_acp(tmp_path / "state", fake) as raw:
         work = str(tmp_path / "state" / "work")
@@ -93,7 +99,9 @@ async def test_a_prompt_sent_at_once_runs_once_the_session_is_wired(tmp_path: Pa
         answer = await raw.call("session/prompt", {"sessionId": session_id, "prompt": prompt})
         assert answer["result"]["stopReason"] == "end_turn"
         text = "".join(
-            u["content"]["text"] for u in updates_of(raw, session_id) if u["sessionUpdate"] == "agent_message_chunk"
+            u["content"]["text"]
+            for u in updates_of(raw, session_id)
+            if u["sessionUpdate"] == "agent_message_chunk"
         )
         assert text == "hello there"
         assert len(fake.requests) == 1

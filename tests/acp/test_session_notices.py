@@ -67,7 +67,9 @@ async def test_session_info_update_carries_updated_at(tmp_path: Path, fake: Fake
         await settle(d.conn.prompt(session_id=sid, prompt=[text_block("first")]))
         first = [u["updatedAt"] for u in info_updates(d.client, sid) if "updatedAt" in u]
         await settle(d.conn.prompt(session_id=sid, prompt=[text_block("second")]))
-        await d.wait_for(lambda: len([u for u in info_updates(d.client, sid) if "updatedAt" in u]) > len(first))
+        await d.wait_for(
+            lambda: len([u for u in info_updates(d.client, sid) if "updatedAt" in u]) > len(first)
+        )
         times = [u["updatedAt"] for u in info_updates(d.client, sid) if "updatedAt" in u]
         assert first and times == sorted(times) and times[-1] > first[-1]
         assert all(t.endswith("Z") and "T" in t for t in times)

@@ -98,7 +98,9 @@ async def test_command_output_accumulates_in_the_tool_call(tmp_path: Path, fake:
             for u in updates
             if u.get("status") == "in_progress" and u.get("content")
         ]
-        assert outputs and "one\ntwo" in outputs[-1]  # each update shows the end of the output so far (all of it, this short)
+        assert (
+            outputs and "one\ntwo" in outputs[-1]
+        )  # each update shows the end of the output so far (all of it, this short)
         assert updates[-1]["status"] == "completed"
 
 

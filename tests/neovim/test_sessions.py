@@ -113,7 +113,9 @@ def test_context_typed_in_the_input_attaches_like_the_visual_keys(editor: Editor
     editor.wait_footers(1)
     texts = user_texts(fake)
     assert texts[-1] == "#selection and @notes.md, #buffer: why?"
-    assert any(t.startswith("Selection in ") and "lines 1-2" in t and "    return 1\n" in t for t in texts), texts
+    assert any(t.startswith("Selection in ") and "lines 1-2" in t and "    return 1\n" in t for t in texts), (
+        texts
+    )
     assert any(t.startswith("File ") and "note text" in t for t in texts)
     assert any(t.startswith("File ") and "print(f())" in t for t in texts)
     lines = editor.lines()
