@@ -36,6 +36,8 @@ const cs = new CodeServer({
     ].join('\n'));
     writeFileSync(join(ws, 'app.ts'), "import { greet, COUNT } from './lib';\n\nexport const message: string = greet('ann');\nexport const total: number = COUNT + 1;\n");
     writeFileSync(join(ws, 'other.ts'), 'export const SAVED = true;\n');
+    // Open in no tab, ever: an agent edit to it is checked all the same.
+    writeFileSync(join(ws, 'util.ts'), 'export const LIMIT: number = 10;\n');
     writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
     writeFileSync(join(state, 'config.json'), JSON.stringify({ tools: { limits: { diagnostics_settle_s: SETTLE_CAP_S } } }));
   },
@@ -106,6 +108,8 @@ async function scenario(): Promise<void> {
     // Two edits that leave lib.ts clean: the second brings no diagnostics event at all.
     toolReply([{ id: 'c8', name: 'edit_file', args: { path: 'lib.ts', old_string: 'hello ${name}', new_string: 'hi ${name}' } }]),
     toolReply([{ id: 'c9', name: 'edit_file', args: { path: 'lib.ts', old_string: 'hi ${name}', new_string: 'hey ${name}' } }]),
+    // A file open in no tab: VS Code syncs it to TypeScript only while it is among its documents.
+    toolReply([{ id: 'c10', name: 'edit_file', args: { path: 'util.ts', old_string: 'LIMIT: number = 10', new_string: 'LIMIT: number = "10"' } }]),
     textReply('Done: total is a string now, which TypeScript rejects.'),
   );
   await c.getByLabel('message').fill('Where is greet defined and used, what is it, what is in lib.ts; then make total a string and show the files');
@@ -119,7 +123,7 @@ async function scenario(): Promise<void> {
   await c.locator('.permission pre.command').waitFor({ timeout: 120000 });
   expect(await c.locator('.permission pre.command').textContent()).toContain('$ cat app.ts other.ts');
   await c.getByRole('button', { name: 'Allow once' }).click();
-  for (const line of ['+  return `hi ${name}`;', '+  return `hey ${name}`;']) {
+  for (const line of ['+  return `hi ${name}`;', '+  return `hey ${name}`;', '+export const LIMIT: number = "10";']) {
     await c.locator('.permission .diff', { hasText: line }).waitFor({ timeout: 120000 });
     await c.getByRole('button', { name: 'Allow once' }).click();
   }
@@ -127,7 +131,7 @@ async function scenario(): Promise<void> {
   await shot('turn-done');
   if (process.env.DSH_E2E_SHOW) { // what the person sees on the tool cards, and what the model got
     console.log('--- tool cards:\n' + (await c.locator('.tool').allTextContents()).join('\n'));
-    for (const id of ['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9']) console.log(`--- model got (${id}):\n${modelGot(id)}`);
+    for (const id of ['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9', 'c10']) console.log(`--- model got (${id}):\n${modelGot(id)}`);
   }
 
   // (b) definition: the symbol is defined in another file, found by TypeScript.
@@ -155,9 +159,15 @@ async function scenario(): Promise<void> {
   const settles = log.filter((l) => l.includes('diagnostics after an edit:')); // the daemon's
   const how = log.filter((l) => l.includes('diagnostics after an edit (')); // the extension's
   console.log(`--- how each edit's diagnostics settled (cap ${SETTLE_CAP_S} s):\n${[...how, ...settles].join('\n')}`);
-  expect(settles).toHaveLength(3);
+  expect(settles).toHaveLength(4);
   for (const line of settles) expect(line).toContain("diagnostics after an edit: re-checked by the editor's language servers");
   expect(modelGot('c9')).not.toContain('new error');
+  // The file open in no tab: opened for TypeScript (not shown), its new error reached the model too.
+  const unopened = modelGot('c10');
+  console.log(`--- model got (c10, util.ts open in no tab):\n${unopened}`);
+  expect(unopened).toContain('1 new error in util.ts after this edit');
+  expect(unopened).toContain("util.ts:1:14: error: Type 'string' is not assignable to type 'number'.");
+  expect(how.find((l) => l.includes('util.ts'))).toContain('util.ts: asked TypeScript');
   // (d) The command after the allowed edit saw it; (e) the unsaved other.ts was named, not written.
   const ran = modelGot('c7');
   expect(ran).toContain('export const total: string = COUNT + 1;');
@@ -172,8 +182,10 @@ async function scenario(): Promise<void> {
   await page.locator('.tabs-container .tab', { hasText: 'app.ts' }).first().click();
   await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: 60000 });
   await shot('type-error-in-editor');
-  expect(await c.locator('.tool .tool-name').allTextContents()).toEqual(['definition', 'references', 'hover', 'symbols', 'definition', 'edit_file', 'run_command', 'edit_file', 'edit_file']);
+  expect(await c.locator('.tool .tool-name').allTextContents()).toEqual(['definition', 'references', 'hover', 'symbols', 'definition', 'edit_file', 'run_command', 'edit_file', 'edit_file', 'edit_file']);
+  // No tab the person did not open: util.ts was opened for TypeScript only.
+  expect(await page.locator('.tabs-container .tab', { hasText: 'util.ts' }).count()).toBe(0);
   // The cards' notes come from the results' meta (the daemon's data, not the model's words).
-  expect(await c.locator('.tool').evaluateAll((cards) => cards.map((t) => t.querySelector('.tool-note')?.textContent ?? ''))).toEqual(['', '', '', '', 'no language server', '⚠ 1 new error', '', '', '']);
-  expect(await c.locator('.tool .tool-note.warn').getAttribute('title')).toBe("app.ts:4:14: Type 'number' is not assignable to type 'string'. [ts]");
+  expect(await c.locator('.tool').evaluateAll((cards) => cards.map((t) => t.querySelector('.tool-note')?.textContent ?? ''))).toEqual(['', '', '', '', 'no language server', '⚠ 1 new error', '', '', '', '⚠ 1 new error']);
+  expect(await c.locator('.tool .tool-note.warn').first().getAttribute('title')).toBe("app.ts:4:14: Type 'number' is not assignable to type 'string'. [ts]");
 }

@@ -65,6 +65,25 @@ export class Rechecks implements vscode.Disposable {
     this.reported.clear();
   }
 
+  /** Opens the document at `uri` for its language servers, in no editor tab, when VS Code has none
+   *  (its key then; undefined when it was open, cannot be opened, or no server serves its language):
+   *  VS Code keeps a document an agent edit opened only until the edit is saved, and language servers
+   *  check only the documents VS Code has, so without this an edit to a file open in no tab was never
+   *  checked. Opening counts as a change: only a report after it is for this text. A file that cannot
+   *  be opened, or that no server serves, is settled at once ("no language server") as before. */
+  private async openForServers(uri: vscode.Uri): Promise<string | undefined> {
+    const key = uri.toString();
+    if (vscode.workspace.textDocuments.some((d) => d.uri.toString() === key)) return undefined;
+    const asked = Date.now();
+    try {
+      const doc = await vscode.workspace.openTextDocument(uri);
+      if (!languageServed(doc.languageId)) return undefined;
+      this.changed.set(key, Math.max(this.changed.get(key) ?? 0, asked));
+      return key;
+    } catch { /* no such file, or no way to read it: nothing will re-check it */ }
+    return undefined;
+  }
+
   /** Why `uri`'s diagnostics are those of its current text: nothing re-checks it, or a report came
    *  after its last change (then 100 ms without another); undefined: not (yet). */
   settled(uri: vscode.Uri): Settled | undefined {
@@ -79,25 +98,67 @@ export class Rechecks implements vscode.Disposable {
    *  document is also settled when TypeScript's own answer for its current text is what the editor
    *  already shows: an edit that leaves its problems as they were brings no diagnostics event
    *  (the TypeScript extension does not re-announce an unchanged empty list), which without this
-   *  waited the whole cap. */
-  async wait(uris: vscode.Uri[], capMs: number): Promise<Array<Settled | undefined>> {
+   *  waited the whole cap. A TypeScript document that was open in no editor is settled by tsserver's
+   *  answer, put in `asked` (the extension reports only on files open in tabs). */
+  async wait(uris: vscode.Uri[], capMs: number, asked?: Map<string, Record<string, unknown>[]>): Promise<Array<Settled | undefined>> {
     const deadline = Date.now() + Math.min(capMs, 60000);
+    const opened = new Set((await Promise.all(uris.map((u) => this.openForServers(u)))).filter((k) => k !== undefined));
     const confirmed = new Set<string>();
     for (const uri of uris) {
       void typescriptConfirms(uri).then((yes) => { if (yes) confirmed.add(uri.toString()); });
     }
-    const how = (u: vscode.Uri): Settled | undefined => this.settled(u) ?? (confirmed.has(u.toString()) ? 'TypeScript agrees' : undefined);
+    // A TypeScript document opened just now, in no tab: the TypeScript extension asks tsserver for
+    // the diagnostics of the files open in tabs only, so none are ever reported for it; tsserver's own
+    // answer for its text is its diagnostics.
+    const answers = asked ?? new Map<string, Record<string, unknown>[]>();
+    const asking = new Set<string>();
+    for (const uri of uris) {
+      if (!opened.has(uri.toString()) || !isTypescript(uri)) continue;
+      asking.add(uri.toString());
+      void typescriptDiagnostics(uri).then((found) => {
+        if (found) answers.set(uri.toString(), found);
+        asking.delete(uri.toString()); // no answer: its reports are waited for as for any document
+      });
+    }
+    const how = (u: vscode.Uri): Settled | undefined => {
+      if (answers.has(u.toString())) return 'asked TypeScript';
+      if (asking.has(u.toString())) return undefined;
+      return this.settled(u) ?? (confirmed.has(u.toString()) ? 'TypeScript agrees' : undefined);
+    };
     while (!uris.every(how) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     return uris.map(how);
   }
 }
 
 /** How a document's diagnostics were known to be those of its current text (said in the log). */
-type Settled = 'no language server' | 'reported' | 'TypeScript agrees';
+type Settled = 'no language server' | 'reported' | 'TypeScript agrees' | 'asked TypeScript';
 
 const TYPESCRIPT_LANGUAGES = new Set(['typescript', 'typescriptreact', 'javascript', 'javascriptreact']);
+const isTypescript = (uri: vscode.Uri): boolean =>
+  vscode.workspace.textDocuments.some((d) => d.uri.toString() === uri.toString() && TYPESCRIPT_LANGUAGES.has(d.languageId));
 /** A TypeScript diagnostic as tsserver sends it (1-based line and offset). */
-interface TsDiagnostic { start: { line: number; offset: number }; text: string; code?: number; category?: string }
+interface TsDiagnostic { start: { line: number; offset: number }; end?: { line: number; offset: number }; text: string; code?: number; category?: string }
+
+/** tsserver's diagnostics (syntax and semantics, not its suggestions) for the document at `uri`, as
+ *  LSP diagnostics from "ts" as the editor shows them; undefined when it cannot be asked. */
+async function typescriptDiagnostics(uri: vscode.Uri): Promise<Record<string, unknown>[] | undefined> {
+  try {
+    const ask = (command: string) => vscode.commands.executeCommand<{ success?: boolean; body?: TsDiagnostic[] } | undefined>(
+      'typescript.tsserverRequest', command, { file: uri, includeLinePosition: false });
+    const [syntax, semantic] = await Promise.all([ask('syntacticDiagnosticsSync'), ask('semanticDiagnosticsSync')]);
+    if (!syntax?.success || !semantic?.success || !Array.isArray(syntax.body) || !Array.isArray(semantic.body)) return undefined;
+    const severity: Record<string, number> = { error: 1, warning: 2, message: 3 };
+    return [...syntax.body, ...semantic.body].filter((t) => t.category !== 'suggestion').map((t) => {
+      const end = t.end ?? t.start;
+      return {
+        range: { start: { line: t.start.line - 1, character: t.start.offset - 1 }, end: { line: end.line - 1, character: end.offset - 1 } },
+        message: t.text, severity: severity[t.category ?? 'error'] ?? 1, source: 'ts', ...(t.code !== undefined ? { code: t.code } : {}),
+      };
+    });
+  } catch {
+    return undefined;
+  }
+}
 
 /** Whether the editor's TypeScript problems for the open document at `uri` are already those of its
  *  current text: tsserver is asked for the syntactic and semantic diagnostics (the TypeScript
@@ -172,6 +233,13 @@ function symbolRows(uri: vscode.Uri, list: Array<vscode.DocumentSymbol | vscode.
 
 type Handler = (params: any) => Promise<unknown>;
 
+/** The editor's diagnostics for `uri`, TypeScript's replaced by tsserver's answer when it was asked. */
+function diagnosticsOf(uri: vscode.Uri, fromTsserver: Record<string, unknown>[] | undefined): Record<string, unknown>[] {
+  const shown = vscode.languages.getDiagnostics(uri);
+  if (!fromTsserver) return shown.map(lspDiagnostic);
+  return [...shown.filter((d) => d.source !== 'ts' && d.source !== 'js').map(lspDiagnostic), ...fromTsserver];
+}
+
 /** The request handlers, by method. `log` says what was done (the daemon log the person can open);
  *  `watcher` is the extension's one re-check watch (handlers are made again at each daemon start). */
 export function editorHandlers(log: (line: string) => void, watcher: Rechecks): Record<string, Handler> {
@@ -207,14 +275,15 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
       }
       const uris = p.uris.map((u) => vscode.Uri.parse(u));
       const started = Date.now();
-      const settled = typeof p.settleMs === 'number' && p.settleMs > 0 ? await watcher.wait(uris, p.settleMs) : undefined;
+      const asked = new Map<string, Record<string, unknown>[]>();
+      const settled = typeof p.settleMs === 'number' && p.settleMs > 0 ? await watcher.wait(uris, p.settleMs, asked) : undefined;
       if (settled) {
         const said = uris.map((u, i) => `${vscode.workspace.asRelativePath(u)}: ${settled[i] ?? `not re-checked within ${p.settleMs} ms`}`);
         log(`diagnostics after an edit (${Date.now() - started} ms): ${said.join(', ')}`);
       }
       return {
         items: uris.map((uri, i) => ({
-          uri: uri.toString(), diagnostics: vscode.languages.getDiagnostics(uri).map(lspDiagnostic),
+          uri: uri.toString(), diagnostics: diagnosticsOf(uri, asked.get(uri.toString())),
           ...(settled ? { settled: settled[i] !== undefined } : {}),
         })),
       };

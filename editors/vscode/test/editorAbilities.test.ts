@@ -10,7 +10,7 @@ import * as vscode from 'vscode';
 import { editorHandlers, OFFERED, Rechecks } from '../src/editorAbilities';
 import { FakeProvider, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { diagnosticsChanged, documentChanged, languageState } from './vscode.mock';
+import { diagnosticsChanged, documentChanged, FakeDocument, languageState } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -138,6 +138,78 @@ describe('no language server, and the wait for a re-check after an edit', () => 
       (vscode.extensions.all as any[]).length = 0;
       const open = vscode.workspace.textDocuments as any[];
       open.splice(open.indexOf(doc), 1);
+    }
+  });
+
+  it('settleMs, a document open in no editor: opened for its language server (no tab), and its new error asked of tsserver', async () => {
+    const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'util.ts')).href);
+    const notes = vscode.Uri.parse(pathToFileURL(join(d.root, 'notes.txt')).href);
+    (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
+    const opened: string[] = [];
+    const error = { message: "Type 'string' is not assignable to type 'number'." };
+    // VS Code dropped the documents once the edit was saved; opening one again (no tab), the
+    // "TypeScript extension" syncs it, but reports diagnostics only for files open in tabs: none come.
+    (vscode.workspace as any).openTextDocument = async (u: vscode.Uri) => {
+      opened.push(u.toString());
+      const doc = new FakeDocument(u, '', u.toString().endsWith('.ts') ? 'typescript' : 'plaintext');
+      (vscode.workspace.textDocuments as any[]).push(doc);
+      return doc;
+    };
+    // tsserver knows the error (its "ts" report would say the same; an eslint one stays as shown).
+    const lint = new vscode.Diagnostic(R(0, 0, 0, 6), 'Prefer const.', vscode.DiagnosticSeverity.Warning);
+    lint.source = 'eslint';
+    languageState.diagnostics.set(uri.toString(), [lint]);
+    languageState.commands.set('typescript.tsserverRequest', (command) => ({
+      type: 'response', success: true,
+      body: command === 'semanticDiagnosticsSync'
+        ? [{ start: { line: 1, offset: 14 }, end: { line: 1, offset: 19 }, text: error.message, code: 2322, category: 'error' }, { start: { line: 1, offset: 1 }, end: { line: 1, offset: 2 }, text: 'unused', code: 6133, category: 'suggestion' }]
+        : [],
+    }));
+    logged.length = 0;
+    const handlers = editorHandlers((l) => logged.push(l), watch);
+    try {
+      const answer = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 20000 }) as any;
+      expect(opened).toEqual([uri.toString()]);
+      expect(answer.items).toEqual([{ uri: uri.toString(), settled: true, diagnostics: [
+        { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 6 } }, message: 'Prefer const.', severity: 2, source: 'eslint' },
+        { range: { start: { line: 0, character: 13 }, end: { line: 0, character: 18 } }, message: error.message, severity: 1, source: 'ts', code: 2322 },
+      ] }]);
+      expect(logged.join('\n')).toMatch(/util\.ts: asked TypeScript/);
+      // A language nothing serves: opened to learn its language, then settled at once (the cap is
+      // far beyond this test's timeout), "no language server".
+      const plain = await handlers['dsh/editor/diagnostics']({ uris: [notes.toString()], settleMs: 60000 }) as any;
+      expect(plain.items).toEqual([{ uri: notes.toString(), diagnostics: [], settled: true }]);
+      expect(logged.join('\n')).toMatch(/notes\.txt: no language server/);
+    } finally {
+      (vscode.extensions.all as any[]).length = 0;
+      (vscode.workspace.textDocuments as any[]).length = 0;
+      delete (vscode.workspace as any).openTextDocument;
+    }
+  });
+
+  it('the re-check watch: a change of the text after a report means not settled until the next report', () => {
+    const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'typed.ts')).href);
+    (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
+    const doc = new FakeDocument(uri, 'export const A = 1;\n', 'typescript');
+    (vscode.workspace.textDocuments as any[]).push(doc);
+    const now = Date.now();
+    const at = (ms: number) => { (Date as any).now = () => now + ms; };
+    const realNow = Date.now;
+    try {
+      at(0);
+      diagnosticsChanged.fire({ uris: [uri] });
+      at(200);
+      expect(watch.settled(uri)).toBe('reported');
+      doc.type('export const A: string = 1;\n'); // carries its contentChanges, as VS Code's event does
+      at(400);
+      expect(watch.settled(uri)).toBeUndefined();
+      diagnosticsChanged.fire({ uris: [uri] });
+      at(600);
+      expect(watch.settled(uri)).toBe('reported');
+    } finally {
+      Date.now = realNow;
+      (vscode.extensions.all as any[]).length = 0;
+      (vscode.workspace.textDocuments as any[]).length = 0;
     }
   });
 

@@ -139,14 +139,25 @@ export class FileSystemError extends Error {
 export const fileSystems = new Map<string, any>();
 
 /** An open document a test types into: `type(text)` replaces its text as a person would (it is
- *  dirty then, and onDidChangeTextDocument fires); `save()` writes it through its file system. */
+ *  dirty then, its version goes up, and onDidChangeTextDocument fires with the change, as VS Code's
+ *  does: listeners tell a change of text from one of dirty state by `contentChanges`); `save()` writes
+ *  it through its file system. */
 export class FakeDocument {
   isDirty = false;
   isClosed = false;
   saves = 0;
-  constructor(readonly uri: Uri, private text: string) {}
+  version = 1;
+  constructor(readonly uri: Uri, private text: string, readonly languageId = 'plaintext') {}
   getText(): string { return this.text; }
-  type(text: string): void { this.text = text; this.isDirty = true; documentChanged.fire({ document: this }); }
+  type(text: string): void {
+    const old = this.text;
+    const lines = old.split('\n');
+    const whole = new Range(0, 0, lines.length - 1, lines[lines.length - 1].length);
+    this.text = text;
+    this.isDirty = true;
+    this.version++;
+    documentChanged.fire({ document: this, contentChanges: [{ range: whole, rangeOffset: 0, rangeLength: old.length, text }], reason: undefined });
+  }
   async save(): Promise<boolean> {
     this.saves++;
     fileSystems.get(this.uri.scheme)?.writeFile(this.uri, new TextEncoder().encode(this.text), { create: false, overwrite: true });
@@ -154,7 +165,9 @@ export class FakeDocument {
     return true;
   }
 }
-export const documentChanged = new EventEmitter<{ document: FakeDocument }>();
+/** A change to a document's text, as VS Code's `TextDocumentContentChangeEvent`. */
+export interface ContentChange { range: Range; rangeOffset: number; rangeLength: number; text: string }
+export const documentChanged = new EventEmitter<{ document: FakeDocument; contentChanges: ContentChange[]; reason: undefined }>();
 /** Opens a document over a registered file system's file (as the diff editor would). */
 export function openFakeDocument(uri: Uri): FakeDocument {
   const doc = new FakeDocument(uri, new TextDecoder().decode(fileSystems.get(uri.scheme).readFile(uri)));
