@@ -36,8 +36,8 @@ const cs = new CodeServer({
     ].join('\n'));
     writeFileSync(join(ws, 'app.ts'), "import { greet, COUNT } from './lib';\n\nexport const message: string = greet('ann');\nexport const total: number = COUNT + 1;\n");
     writeFileSync(join(ws, 'other.ts'), 'export const SAVED = true;\n');
-    // Open in no tab, ever: an agent edit to it is checked all the same.
-    writeFileSync(join(ws, 'util.ts'), 'export const LIMIT: number = 10;\n');
+    // Open in no tab, ever: an agent edit to it is checked all the same (its old error is not new).
+    writeFileSync(join(ws, 'util.ts'), 'export const LIMIT: number = 10;\nexport const OLD: boolean = 0;\n');
     writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
     writeFileSync(join(state, 'config.json'), JSON.stringify({ tools: { limits: { diagnostics_settle_s: SETTLE_CAP_S } } }));
   },
@@ -167,6 +167,8 @@ async function scenario(): Promise<void> {
   console.log(`--- model got (c10, util.ts open in no tab):\n${unopened}`);
   expect(unopened).toContain('1 new error in util.ts after this edit');
   expect(unopened).toContain("util.ts:1:14: error: Type 'string' is not assignable to type 'number'.");
+  expect(unopened).not.toContain('OLD'); // there before the edit: not told as new
+  expect(unopened).not.toContain("Type 'number' is not assignable to type 'boolean'");
   expect(how.find((l) => l.includes('util.ts'))).toContain('util.ts: asked TypeScript');
   // (d) The command after the allowed edit saw it; (e) the unsaved other.ts was named, not written.
   const ran = modelGot('c7');

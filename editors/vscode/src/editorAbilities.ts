@@ -65,23 +65,19 @@ export class Rechecks implements vscode.Disposable {
     this.reported.clear();
   }
 
-  /** Opens the document at `uri` for its language servers, in no editor tab, when VS Code has none
-   *  (its key then; undefined when it was open, cannot be opened, or no server serves its language):
+  /** Opens the document at `uri` for its language servers, in no editor tab, when VS Code has none:
    *  VS Code keeps a document an agent edit opened only until the edit is saved, and language servers
    *  check only the documents VS Code has, so without this an edit to a file open in no tab was never
    *  checked. Opening counts as a change: only a report after it is for this text. A file that cannot
    *  be opened, or that no server serves, is settled at once ("no language server") as before. */
-  private async openForServers(uri: vscode.Uri): Promise<string | undefined> {
+  private async openForServers(uri: vscode.Uri): Promise<void> {
     const key = uri.toString();
-    if (vscode.workspace.textDocuments.some((d) => d.uri.toString() === key)) return undefined;
+    if (vscode.workspace.textDocuments.some((d) => d.uri.toString() === key)) return;
     const asked = Date.now();
     try {
       const doc = await vscode.workspace.openTextDocument(uri);
-      if (!languageServed(doc.languageId)) return undefined;
-      this.changed.set(key, Math.max(this.changed.get(key) ?? 0, asked));
-      return key;
+      if (languageServed(doc.languageId)) this.changed.set(key, Math.max(this.changed.get(key) ?? 0, asked));
     } catch { /* no such file, or no way to read it: nothing will re-check it */ }
-    return undefined;
   }
 
   /** Why `uri`'s diagnostics are those of its current text: nothing re-checks it, or a report came
@@ -98,22 +94,22 @@ export class Rechecks implements vscode.Disposable {
    *  document is also settled when TypeScript's own answer for its current text is what the editor
    *  already shows: an edit that leaves its problems as they were brings no diagnostics event
    *  (the TypeScript extension does not re-announce an unchanged empty list), which without this
-   *  waited the whole cap. A TypeScript document that was open in no editor is settled by tsserver's
-   *  answer, put in `asked` (the extension reports only on files open in tabs). */
+   *  waited the whole cap. A TypeScript document in no editor tab is settled by tsserver's answer,
+   *  put in `asked` (the extension reports only on files open in tabs). */
   async wait(uris: vscode.Uri[], capMs: number, asked?: Map<string, Record<string, unknown>[]>): Promise<Array<Settled | undefined>> {
     const deadline = Date.now() + Math.min(capMs, 60000);
-    const opened = new Set((await Promise.all(uris.map((u) => this.openForServers(u)))).filter((k) => k !== undefined));
+    await Promise.all(uris.map((u) => this.openForServers(u)));
     const confirmed = new Set<string>();
     for (const uri of uris) {
       void typescriptConfirms(uri).then((yes) => { if (yes) confirmed.add(uri.toString()); });
     }
-    // A TypeScript document opened just now, in no tab: the TypeScript extension asks tsserver for
+    // A TypeScript document in no tab (one opened just now, or before the edit): the TypeScript extension asks tsserver for
     // the diagnostics of the files open in tabs only, so none are ever reported for it; tsserver's own
     // answer for its text is its diagnostics.
     const answers = asked ?? new Map<string, Record<string, unknown>[]>();
     const asking = new Set<string>();
     for (const uri of uris) {
-      if (!opened.has(uri.toString()) || !isTypescript(uri)) continue;
+      if (!isTypescript(uri) || inTab(uri)) continue;
       asking.add(uri.toString());
       void typescriptDiagnostics(uri).then((found) => {
         if (found) answers.set(uri.toString(), found);
@@ -134,6 +130,30 @@ export class Rechecks implements vscode.Disposable {
 type Settled = 'no language server' | 'reported' | 'TypeScript agrees' | 'asked TypeScript';
 
 const TYPESCRIPT_LANGUAGES = new Set(['typescript', 'typescriptreact', 'javascript', 'javascriptreact']);
+/** Whether the document at `uri` is shown in an editor tab (a text or a diff tab). */
+function inTab(uri: vscode.Uri): boolean {
+  const key = uri.toString();
+  return vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => {
+    const input = t.input as { uri?: vscode.Uri; original?: vscode.Uri; modified?: vscode.Uri } | undefined;
+    return [input?.uri, input?.original, input?.modified].some((u) => u?.toString() === key);
+  }));
+}
+
+/** tsserver's diagnostics for each TypeScript document of `uris` that is in no editor tab (opened for
+ *  it when VS Code has none), whose problems the editor never shows: what it had before an edit. */
+async function untabbedTypescript(uris: vscode.Uri[], into: Map<string, Record<string, unknown>[]>): Promise<void> {
+  await Promise.all(uris.map(async (uri) => {
+    if (inTab(uri)) return;
+    try {
+      if (!vscode.workspace.textDocuments.some((d) => d.uri.toString() === uri.toString())) await vscode.workspace.openTextDocument(uri);
+    } catch { return; }
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+    if (!doc || !isTypescript(uri) || !languageServed(doc.languageId)) return;
+    const found = await typescriptDiagnostics(uri);
+    if (found) into.set(uri.toString(), found);
+  }));
+}
+
 const isTypescript = (uri: vscode.Uri): boolean =>
   vscode.workspace.textDocuments.some((d) => d.uri.toString() === uri.toString() && TYPESCRIPT_LANGUAGES.has(d.languageId));
 /** A TypeScript diagnostic as tsserver sends it (1-based line and offset). */
@@ -277,6 +297,9 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
       const started = Date.now();
       const asked = new Map<string, Record<string, unknown>[]>();
       const settled = typeof p.settleMs === 'number' && p.settleMs > 0 ? await watcher.wait(uris, p.settleMs, asked) : undefined;
+      // Asked before an edit (or by the diagnostics tool): a TypeScript file in no tab has what
+      // tsserver says, so its old errors are not later told as new.
+      if (!settled) await untabbedTypescript(uris, asked);
       if (settled) {
         const said = uris.map((u, i) => `${vscode.workspace.asRelativePath(u)}: ${settled[i] ?? `not re-checked within ${p.settleMs} ms`}`);
         log(`diagnostics after an edit (${Date.now() - started} ms): ${said.join(', ')}`);

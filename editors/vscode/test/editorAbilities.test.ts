@@ -10,7 +10,7 @@ import * as vscode from 'vscode';
 import { editorHandlers, OFFERED, Rechecks } from '../src/editorAbilities';
 import { FakeProvider, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, type TestDaemon } from './daemon';
-import { diagnosticsChanged, documentChanged, FakeDocument, languageState } from './vscode.mock';
+import { diagnosticsChanged, documentChanged, FakeDocument, languageState, tabs } from './vscode.mock';
 
 let fake: FakeProvider;
 let d: TestDaemon;
@@ -108,6 +108,8 @@ describe('no language server, and the wait for a re-check after an edit', () => 
     const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'clean.ts')).href);
     const doc = { uri, languageId: 'typescript', version: 3, isClosed: false };
     (vscode.workspace.textDocuments as any[]).push(doc);
+    const tab = { label: 'clean.ts', input: { uri } }; // open in an editor: the extension reports on it
+    tabs.push(tab);
     (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
     const asked: unknown[] = [];
     let tsserver: Record<string, unknown[]> = { syntacticDiagnosticsSync: [], semanticDiagnosticsSync: [] };
@@ -138,6 +140,7 @@ describe('no language server, and the wait for a re-check after an edit', () => 
       (vscode.extensions.all as any[]).length = 0;
       const open = vscode.workspace.textDocuments as any[];
       open.splice(open.indexOf(doc), 1);
+      tabs.splice(tabs.indexOf(tab), 1);
     }
   });
 
@@ -168,8 +171,13 @@ describe('no language server, and the wait for a re-check after an edit', () => 
     logged.length = 0;
     const handlers = editorHandlers((l) => logged.push(l), watch);
     try {
-      const answer = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 20000 }) as any;
+      // Before the edit (no settleMs): what tsserver says too, so an old error is not told as new.
+      const before = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()] }) as any;
       expect(opened).toEqual([uri.toString()]);
+      expect(before.items[0].diagnostics.map((x: any) => x.message)).toEqual(['Prefer const.', error.message]);
+      (vscode.workspace.textDocuments as any[]).length = 0; // dropped again once the edit is saved
+      const answer = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 20000 }) as any;
+      expect(opened).toEqual([uri.toString(), uri.toString()]);
       expect(answer.items).toEqual([{ uri: uri.toString(), settled: true, diagnostics: [
         { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 6 } }, message: 'Prefer const.', severity: 2, source: 'eslint' },
         { range: { start: { line: 0, character: 13 }, end: { line: 0, character: 18 } }, message: error.message, severity: 1, source: 'ts', code: 2322 },
