@@ -211,9 +211,40 @@ class SessionHost:
         """A new session, driven and followed here. All or nothing: what can fail is built before the
         session row exists, and a failure while creating it removes the row and the lease again."""
         session_id = str(uuid.uuid4())
+        return self._host_new(
+            session_id,
+            cwd,
+            extra_roots,
+            mcp_servers,
+            lambda: self.manager.create(cwd=cwd, title=title, session_id=session_id),
+        )
+
+    def adopt_early(self, early: EarlySession) -> HostedSession:
+        """A session created before the host (`host/early.py`: its row and lease exist): its tools
+        and agent wired, driven and followed here, as `create` would have left it. Should that fail,
+        the session goes (row and lease), as a failed `create` leaves none."""
+        session_id = early.session_id
+        return self._host_new(
+            session_id,
+            early.cwd,
+            early.extra_roots,
+            early.mcp_servers,
+            lambda: self.manager.build_created(session_id),
+        )
+
+    def _host_new(
+        self,
+        session_id: str,
+        cwd: str | None,
+        extra_roots: Sequence[str],
+        mcp_servers: ServerSource | None,
+        build: Callable[[], Agent],
+    ) -> HostedSession:
+        """Wire a new session's tools, `build` its agent, then drive and follow it here; a failure
+        removes the session (row and lease), so a failed creation leaves none."""
         try:
             tools = self._wire(session_id, cwd, None, extra_roots, mcp_servers)
-            agent = self.manager.create(cwd=cwd, title=title, session_id=session_id)
+            agent = build()
         except BaseException:
             self._discard_new(session_id)
             raise
@@ -221,23 +252,6 @@ class SessionHost:
             self._wiring.pop(session_id, None)
         hosted = self._adopt(agent, tools)
         self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
-        return hosted
-
-    def adopt_early(self, early: EarlySession) -> HostedSession:
-        """A session created before the host (`host/early.py`: its row and lease exist): its tools
-        and agent wired, driven and followed here, as `create` would have left it. Should that fail,
-        the session goes (row and lease), as a failed `create` leaves none."""
-        session_id = early.session_id
-        try:
-            tools = self._wire(session_id, early.cwd, None, early.extra_roots, early.mcp_servers)
-            agent = self.manager.build_created(session_id)
-        except BaseException:
-            self._discard_new(session_id)
-            raise
-        finally:
-            self._wiring.pop(session_id, None)
-        hosted = self._adopt(agent, tools)
-        self.follow(hosted)
         return hosted
 
     def session(
