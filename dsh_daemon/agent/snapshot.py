@@ -292,15 +292,95 @@ class SnapshotCodec:
         continues from it."""
         with _NoCollection():
             try:
-                data = json.loads(text)
+                parsed = _parse_with_texts(text)
+                data: Any = parsed[0] if parsed is not None else json.loads(text)
                 if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
                     found = data.get("format") if isinstance(data, dict) else None
                     raise SnapshotError(f"snapshot format {found!r}, this build reads {SNAPSHOT_FORMAT}")
-                return _decode_into(self, data)
+                snapshot = _decode_into(self, data)
+                if parsed is not None:
+                    self._adopt_texts(data, parsed[1], parsed[2])
+                return snapshot
             except SnapshotError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
                 raise SnapshotError(f"unreadable snapshot: {type(exc).__name__}: {exc}") from None
+
+    def _adopt_texts(self, data: dict[str, Any], texts: dict[str, str], nested: dict[str, list[str]]) -> None:
+        """Take the stored text of the growing tables as already dumped, so that the first snapshot
+        after a resume turns into JSON only what is new, as every later one does. The text is the
+        stored snapshot's own and `_decode_into` made each table equal to its decoded value, so it is
+        that table's JSON (a writer with other spacing would still give the same value)."""
+        for key, body in texts.items():
+            if key in _GROWING and isinstance(data[key], list):
+                self._texts[key].body, self._texts[key].done = body, len(data[key])
+        for key, bodies in nested.items():
+            table = self.lists if key == "lists" else self.ints
+            adopted = []
+            for body, inner in zip(bodies, table, strict=True):
+                known = _ArrayText()
+                known.body, known.done = body, len(inner)
+                adopted.append(known)
+            self._nested_texts[key] = adopted
+        # A mark's nine items are numbers (or null), so the marks' text splits at its commas.
+        marks = texts.get("marks")
+        parts = marks.split(",") if marks else []
+        if len(parts) == 9 * len(self.marks):
+            for at, (turn, (mark_id, _)) in enumerate(self.marks.items()):
+                self.mark_texts[turn] = (mark_id, ",".join(parts[at * 9 : at * 9 + 9]))
+
+
+def _parse_with_texts(text: str) -> tuple[dict[str, Any], dict[str, str], dict[str, list[str]]] | None:
+    """The snapshot's value, as `json.loads` gives it, with the text of each growing table's items
+    (between its brackets) and of each nested list's; `None` when the text is not the compact form this
+    codec writes (then it is parsed the plain way and nothing is adopted). One pass of the C scanner,
+    as `json.loads` makes."""
+    try:
+        if text[:1] != "{":
+            return None
+        values: dict[str, Any] = {}
+        texts: dict[str, str] = {}
+        nested: dict[str, list[str]] = {}
+        pos = 1
+        while text[pos] != "}":
+            if text[pos] != '"':
+                return None
+            key, pos = _raw_decode(text, pos)
+            if text[pos] != ":":
+                return None
+            pos += 1
+            if key in _NESTED and text[pos] == "[":
+                inner_values: list[Any] = []
+                bodies: list[str] = []
+                pos += 1
+                while text[pos] != "]":
+                    start = pos
+                    item, pos = _raw_decode(text, pos)
+                    if not isinstance(item, list):
+                        return None
+                    inner_values.append(item)
+                    bodies.append(text[start + 1 : pos - 1])
+                    if text[pos] == ",":
+                        pos += 1
+                pos += 1
+                values[key], nested[key] = inner_values, bodies
+            else:
+                start = pos
+                values[key], pos = _raw_decode(text, pos)
+                if (key in _GROWING or key == "marks") and isinstance(values[key], list):
+                    texts[key] = text[start + 1 : pos - 1]
+            if text[pos] == ",":
+                pos += 1
+            elif text[pos] != "}":
+                return None
+        if pos + 1 != len(text):
+            return None
+        return values, texts, nested
+    except (IndexError, ValueError):
+        return None
+
+
+_raw_decode = json.JSONDecoder().raw_decode
 
 
 def _block(block: ContentBlock) -> Any:

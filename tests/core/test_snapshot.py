@@ -292,3 +292,38 @@ async def test_each_snapshot_is_the_whole_state_dumped_and_is_written_off_the_ev
     for text, whole in encoded:
         assert text == whole
     assert all(name.startswith("dsh-snapshot") for name in threads)
+
+
+async def test_the_first_snapshot_after_a_resume_dumps_only_what_is_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed codec takes the stored snapshot's text of its tables as already dumped: the first turn
+    end after a resume turns into JSON only that turn's messages and requests, as every later one does
+    (dumping a 100k-event session's tables again held the event loop 0.1–0.36 s). What it writes is
+    still the whole state, which the test above checks at every snapshot, this one included."""
+    import dsh_daemon.agent.snapshot as snapshot_module
+
+    session_id = await _scenario(tmp_path)
+    dumped: list[int] = []
+    decoded: list[int] = []
+    dumps_, decode = snapshot_module._dumps, SnapshotCodec.decode
+
+    def counted_dumps(value: Any) -> str:
+        text = dumps_(value)
+        dumped.append(len(text))
+        return text
+
+    def recorded_decode(codec: SnapshotCodec, text: str) -> DerivedSnapshot:
+        decoded.append(len(text))
+        return decode(codec, text)
+
+    monkeypatch.setattr(snapshot_module, "_dumps", counted_dumps)
+    monkeypatch.setattr(SnapshotCodec, "decode", recorded_decode)
+    h = Harness(tmp_path, [reply("resumed")], session_id=session_id, snapshot_every=1)
+    h.agent.followup(msg("F", id="F"))
+    await h.idle()
+    await h.manager.close()
+    assert decoded, "the session was not resumed from its snapshot"
+    # the new turn's text (a user message, a reply, a request, their list items) and the keys, next to
+    # the resumed tables' text: without the adopted text the whole of it is dumped again
+    assert 0 < sum(dumped) < decoded[0] / 2, (sum(dumped), decoded[0])
