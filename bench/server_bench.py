@@ -2,12 +2,13 @@
 beside a baseline measured in the same run, the two interleaved round by round so a slow moment of a
 shared machine hits both.
 
-    .venv/bin/python -m bench.server_bench [--starts N] [--runs N] [--deltas N] [--events N]
+    .venv/bin/python -m bench.server_bench [--starts N] [--runs N] [--deltas N] [--events N] [--only-startup]
 
 1. start-up, spawn -> `initialize` reply: dsh-daemon (LSP) and `dsh-daemon acp` vs a bare pygls
    server (goals <= 1.0x and <= 0.5x), `--starts` rounds each running the three in a rotating order;
-   the first session's round trip right after the reply (both modes), and ACP's `session/new` sent
-   `--pause` seconds after it (the session machinery preloaded meanwhile; goal <= 50 ms); RSS;
+   the first session's round trip sent right after the reply (ACP) or `initialized` (LSP), each
+   beside the same request sent `--pause` seconds later (the session machinery preloaded; goal
+   <= 50 ms for both); RSS;
    `dsh-daemon --version` and `dsh-daemon sessions` (spawn -> exit) vs `python -c pass`;
 2. added latency, provider SSE write -> client `assistant/delta` (p50/p99 at ~2k deltas/s) vs the same
    bytes read raw from the socket in this process;
@@ -219,13 +220,16 @@ async def start_bare(bare: Path, env: dict[str, str]) -> tuple[float, float]:
     return elapsed, rss
 
 
-async def start_lsp(env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
-    """Spawn -> `initialize` reply, then `initialized` + `dsh/session/new` at once: its round trip."""
+async def start_lsp(env: dict[str, str], cwd: Path, pause: float = 0.0) -> tuple[float, float, float]:
+    """Spawn -> `initialize` reply, then `initialized` and, `pause` seconds later (at once by default),
+    `dsh/session/new`: its round trip."""
     start = time.perf_counter()
     peer = await Peer.spawn(daemon_argv(), env)
     await peer.call("initialize", INIT)
     elapsed = time.perf_counter() - start
     peer.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    if pause:
+        await asyncio.sleep(pause)
     start = time.perf_counter()
     await peer.call("dsh/session/new", {"cwd": str(cwd)})
     new = time.perf_counter() - start
@@ -256,10 +260,12 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
     cwd = tmp / "start-cwd"
     cwd.mkdir()
     bare_t, lsp_t, acp_t, lsp_new, acp_new, acp_new_later = [], [], [], [], [], []
+    lsp_new_later: list[float] = []
     bare_rss, lsp_rss = [], []
+    order = ["bare", "lsp", "acp", "acp-pause", "lsp-pause"]
     for index in range(rounds):
-        order = ["bare", "lsp", "acp", "acp-pause"]
-        for which in order[index % 4 :] + order[: index % 4]:
+        at = index % len(order)
+        for which in order[at:] + order[:at]:
             if which == "bare":
                 t, r = await start_bare(bare, env)
                 bare_t.append(t)
@@ -269,6 +275,9 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
                 lsp_t.append(t)
                 lsp_new.append(new)
                 lsp_rss.append(r)
+            elif which == "lsp-pause":
+                _, new, _ = await start_lsp(env, cwd, pause)
+                lsp_new_later.append(new)
             elif which == "acp":
                 t, new = await start_acp(env, cwd, 0.0)
                 acp_t.append(t)
@@ -281,10 +290,15 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
     print(f"  dsh-daemon (LSP)    {spread(lsp_t)}   vs bare pygls: {ratio(lsp_t, bare_t)} (goal <= 1.0)")
     print(f"  dsh-daemon acp      {spread(acp_t)}   vs bare pygls: {ratio(acp_t, bare_t)} (goal <= 0.5)")
     print(
-        f"  first session, sent right after the reply: LSP dsh/session/new {spread(lsp_new)}, ACP session/new {spread(acp_new)}"
+        f"  first session (goal <= 50 ms), sent at once vs sent {pause:g} s later (the machinery preloaded):"
     )
     print(
-        f"  ACP session/new sent {pause:g} s after the reply (the session machinery preloaded): {spread(acp_new_later)} (goal <= 50 ms)"
+        f"    LSP dsh/session/new right after `initialized` {spread(lsp_new)}   "
+        f"{pause:g} s after {spread(lsp_new_later)}   {ratio(lsp_new, lsp_new_later)}"
+    )
+    print(
+        f"    ACP session/new right after the reply        {spread(acp_new)}   "
+        f"{pause:g} s after {spread(acp_new_later)}   {ratio(acp_new, acp_new_later)}"
     )
     print(
         f"  RSS 0.3 s after: bare pygls {spread(bare_rss, 1, 'MiB', 1)}, dsh-daemon with one session {spread(lsp_rss, 1, 'MiB', 1)}"
@@ -452,6 +466,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
     # 1: start-up of both modes against bare pygls; the printing commands against `python -c pass`
     await startup_figures(tmp, bare, args.starts, args.pause)
+    if args.only_startup:
+        return
     cli_figures(tmp, args.starts)
 
     # 2-4: one daemon with a session and one bare pygls server, measured in alternating rounds
@@ -561,13 +577,18 @@ async def resume_big_session(tmp: Path, events: int, runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--starts", type=int, default=10, help="start-up rounds (each: bare, LSP, ACP)")
-    parser.add_argument("--pause", type=float, default=1.0, help="seconds before ACP's session/new")
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds before the later session/new")
     parser.add_argument("--runs", type=int, default=5, help="rounds of every other figure")
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=20000)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument(
+        "--only-startup", action="store_true", help="the start-up figures (1) only, without the CLI's"
+    )
     args = parser.parse_args()
     asyncio.run(main_async(args))
+    if args.only_startup:
+        return
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         asyncio.run(resume_big_session(Path(tmp), args.events, args.runs))
 

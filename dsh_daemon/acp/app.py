@@ -195,19 +195,13 @@ class Daemon:
             self.front_end  # noqa: B018  (built, and the early sessions wired, as a side effect)
 
     def _wire_early(self, front_end: AcpFrontEnd) -> None:
-        """The tools, agent and provider of the sessions `_new_early` created. A failure (which the
-        checks before their reply leave to races such as a directory removed meanwhile) removes the
-        session, as a failed `session/new` leaves none; the client is told in the session and later
-        requests naming it get `unknown session`."""
+        """The tools, agent and provider of the sessions `_new_early` created; one that cannot be set
+        up is gone (`SessionHost.adopt_early_sessions`) and the client is told in the session."""
         assert self._early is not None
-        for early in self._early.take():
-            try:
-                front_end.host.adopt_early(early)
-            except Exception as exc:
-                logger.exception("session %s could not be set up", early.session_id)
-                refused = errors.wire_error(exc)
-                reason = refused.message if refused is not None else f"{type(exc).__name__}: {exc}"
-                self._say(early.session_id, f"dsh-daemon could not set this session up: {reason}")
+        front_end.host.adopt_early_sessions(self._early, self._say_not_set_up)
+
+    def _say_not_set_up(self, session_id: str, reason: str) -> None:
+        self._say(session_id, f"dsh-daemon could not set this session up: {reason}")
 
     def _prompt(self, p: Mapping[str, Any], session_id: str) -> PromptParts:
         """A request's `prompt` blocks as the message (and attachments) they make in this session."""
@@ -220,6 +214,8 @@ class Daemon:
         self.shutting_down = True
         if self._front_end is not None:
             await self._front_end.close()
+        elif self._early is not None:
+            self._early.close()  # no host took the early sessions over: their leases go
 
     def _register(self) -> None:
         c = self.connection

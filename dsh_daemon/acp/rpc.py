@@ -115,6 +115,10 @@ class Connection:
 
     def _respond_failure(self, message: Request, exc: Exception) -> None:
         """A handler's failure as its typed error; a daemon bug as `internal_error`, logged."""
+        if not isinstance(exc, WireError):
+            # `wire_error` imports the layers' error classes: never beside the preload (a request
+            # answered with the preload's first modules may fail here while it runs).
+            settle()
         error = wire_error(exc)
         if error is None:
             logger.exception("request %s failed", message.method)

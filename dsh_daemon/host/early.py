@@ -61,3 +61,11 @@ class EarlySessions:
         out = list(self.pending.values())
         self.pending.clear()
         return out
+
+    def close(self) -> None:
+        """The process ends before a session host took these sessions over: the leases of those still
+        to be wired go (their rows stay: their ids were given out, and a later attach opens them), and
+        the store closes. Not for a store a host has taken over (the host closes it)."""
+        for early in self.take():
+            self.leases.release(early.session_id)
+        self.store.close()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +59,19 @@ def proceed() -> None:
     _go_on.set()
 
 
-def settle(*, first_only: bool = False) -> None:
+def settle(*, first_only: bool = False, before_wait: Callable[[], None] | None = None) -> None:
     """Wait for a preload in progress to finish (at once when there is none); with `first_only`, for
-    its first modules only: the caller then imports nothing that is not among them."""
+    its first modules only: the caller then imports nothing that is not among them. `before_wait` runs
+    first when there is something to wait for (the LSP front end sends the frames it has made, so a
+    reply already made does not wait with the next request)."""
     if first_only:
+        if before_wait is not None and not _first_done.is_set():
+            before_wait()
         _first_done.wait()
         return
     _go_on.set()
+    if before_wait is not None and any(thread.is_alive() for thread in _running):
+        before_wait()
     while _running:
         _running[0].join()
         _running.pop(0)

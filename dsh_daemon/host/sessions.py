@@ -33,7 +33,14 @@ from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.early import EarlySession, EarlySessions
-from dsh_daemon.host.errors import HostError, invalid_params, session_busy, session_busy_because, shown
+from dsh_daemon.host.errors import (
+    HostError,
+    invalid_params,
+    session_busy,
+    session_busy_because,
+    shown,
+    wire_error,
+)
 from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.handover import HandoverWatcher
 from dsh_daemon.host.hosted import HostedSession
@@ -231,6 +238,20 @@ class SessionHost:
             early.mcp_servers,
             lambda: self.manager.build_created(session_id),
         )
+
+    def adopt_early_sessions(self, early: EarlySessions, failed: Callable[[str, str], None]) -> None:
+        """Every session `early` still holds unwired (`adopt_early`), in the order they were created.
+        One that cannot be wired (the checks before its reply leave that to races, such as a directory
+        removed meanwhile) is gone, as a failed creation leaves none, and `failed(session_id, reason)`
+        lets the front end tell its client; later requests naming it get `unknown session`."""
+        for session in early.take():
+            try:
+                self.adopt_early(session)
+            except Exception as exc:
+                logger.exception("session %s could not be set up", session.session_id)
+                refused = wire_error(exc)
+                reason = refused.message if refused is not None else f"{type(exc).__name__}: {exc}"
+                failed(session.session_id, reason)
 
     def _host_new(
         self,

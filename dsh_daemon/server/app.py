@@ -2,7 +2,8 @@
 
 Each handler validates its params (clear `-32602` errors), calls the host, and answers. The host, and
 with it the agent core, the store and the provider, is imported and built on the first `dsh/*`
-request, so `initialize` is answered as fast as a bare pygls server.
+request, so `initialize` is answered as fast as a bare pygls server; a first `dsh/session/new` is
+answered before it is, from the store alone (`Daemon.new_early`).
 """
 
 from __future__ import annotations
@@ -38,16 +39,19 @@ from dsh_daemon.host.options import (
     NON_PROVIDER_KEYS,
     DaemonOptions,
     OptionsError,
+    ServerSource,
     parse_options,
     parse_session_servers,
 )
 from dsh_daemon.host.paths import checked_path
-from dsh_daemon.host.preload import preload_in_background
+from dsh_daemon.host.preload import preload_in_background, settle
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 from dsh_daemon.server.roots import check_root_uris
+from dsh_daemon.server.stdout import flush_made
 
 if TYPE_CHECKING:
+    from dsh_daemon.host.early import EarlySessions
     from dsh_daemon.model import methods as m
     from dsh_daemon.model.inbox import Target
     from dsh_daemon.server.frontend import LspFrontEnd
@@ -59,6 +63,12 @@ LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
 INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
 # What the first dsh/* request imports (the front end, the declarations), loaded after `initialized`.
 PRELOAD = ("dsh_daemon.server.frontend", "dsh_daemon.model.methods")
+# What a first `dsh/session/new` is answered with (`Daemon.new_early`): loaded first; the rest waits
+# for that answer, or this long when none comes (an editor sends it as soon as it can).
+PRELOAD_FIRST = ("dsh_daemon.host.early",)
+PRELOAD_HOLD_S = 0.1
+# The requests whose handler imports nothing beyond PRELOAD_FIRST (server/transport.py: `dispatch`).
+FIRST_PRELOADED_ONLY = frozenset({"dsh/session/new"})
 
 
 class _Declarations:
@@ -142,6 +152,7 @@ class Daemon:
         self.init: types.InitializeParams | None = None
         self.options: DaemonOptions | None = None  # initializationOptions, parsed at initialize
         self._front_end: LspFrontEnd | None = None
+        self._early: EarlySessions | None = None  # sessions created before the front end (`new_early`)
         self.shutting_down = False
         self._closing: asyncio.Future[None] | None = None
         # config.json's left-out entries: a warning the editor shows (the terminal chat prints it)
@@ -152,24 +163,69 @@ class Daemon:
         )
         register(self)
 
-    @property
-    def front_end(self) -> LspFrontEnd:
-        """The session host and this front end's side of it, built on the first `dsh/*` request."""
+    def _check_ready(self) -> tuple[types.InitializeParams, DaemonOptions]:
         if self.shutting_down:
             raise errors.shutting_down()
         if self.init is None or self.options is None:
             raise errors.not_initialized()
+        return self.init, self.options
+
+    @property
+    def front_end(self) -> LspFrontEnd:
+        """The session host and this front end's side of it, built on the first `dsh/*` request that
+        needs it (or right after a `new_early` reply). Sessions created before it (`new_early`) are
+        wired here, before anything can use them."""
+        p, options = self._check_ready()
         if self._front_end is None:
+            settle()  # the machinery is imported by the preload (waited for here), or now
             from dsh_daemon.server.frontend import LspFrontEnd
 
-            p = self.init
             folders = [to_fs_path(f.uri) for f in p.workspace_folders or []]
             root = to_fs_path(p.root_uri) if p.root_uri else p.root_path
             roots = [r for r in [*folders, root] if r]
             self._front_end = LspFrontEnd(
-                self.server, self.settings.state_dir, self.options, roots, p.capabilities
+                self.server, self.settings.state_dir, options, roots, p.capabilities, early=self._early
             )
+        if self._early is not None and self._early.pending:
+            self._front_end.host.adopt_early_sessions(self._early, self._tell_not_set_up)
         return self._front_end
+
+    def new_early(self, cwd: str, servers: ServerSource) -> str:
+        """Issue 20.2 for the LSP front end: a `dsh/session/new` before the front end is built (the
+        connection's first, typically sent right after `initialized` while the preload still imports
+        the agent, the tools and the provider) is answered from the store alone: the session's row and
+        lease (`host/early.py`). Its tools, agent and provider are wired right after the reply, or by
+        the first request that needs the front end, whichever comes first (`front_end`), so a send
+        that comes at once waits for them. Everything here is among PRELOAD_FIRST (the read loop waited
+        for those only): nothing else may be imported here."""
+        self._check_ready()
+        from dsh_daemon.host.early import EarlySessions
+
+        if self._early is None:
+            self._early = EarlySessions(self.settings.state_dir)
+        session_id = self._early.create_durably(cwd, (), servers).session_id
+        logger.info("session %s: created before the session machinery, wired after its reply", session_id)
+        asyncio.get_running_loop().call_soon(self._build_front_end)
+        return session_id
+
+    def _build_front_end(self) -> None:
+        """Right after a `new_early` reply: the front end built and the early sessions wired (unless a
+        request behind the reply has done it already). A failure is the next request's to report."""
+        if self.shutting_down:
+            return
+        flush_made(self.server.protocol)  # the reply leaves first: building waits for the preload
+        try:
+            self.front_end  # noqa: B018  (built, and the early sessions wired, as a side effect)
+        except Exception:
+            logger.exception("the session host could not be built")
+
+    def _tell_not_set_up(self, session_id: str, reason: str) -> None:
+        """A session answered early whose tools or agent could not be set up (it is gone again)."""
+        self.server.window_show_message(
+            types.ShowMessageParams(
+                types.MessageType.Error, f"dsh: session {session_id} could not be set up: {reason}"
+            )
+        )
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queues stay parked for the next attach. Every
@@ -184,6 +240,8 @@ class Daemon:
         if self._front_end is not None:
             await self._front_end.close()
             self._front_end = None
+        elif self._early is not None:
+            self._early.close()  # no host took the early sessions over: their leases go
 
 
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -227,6 +285,10 @@ def _typed_failures() -> Iterator[None]:
 
 
 def _typed(exc: Exception) -> errors.WireError:
+    if not isinstance(exc, errors.WireError):
+        # `wire_error` imports the layers' error classes: never beside the preload (a request answered
+        # with the preload's first modules may fail here while it runs).
+        settle()
     typed = errors.wire_error(exc)
     if typed is not None:
         return typed
@@ -255,7 +317,9 @@ def register(daemon: Daemon) -> None:
         # The session machinery loads while the editor gets to its first dsh/* request: after the
         # frames already written in this pass of the loop leave (the writer's flush runs first).
         if daemon.init is not None and daemon._front_end is None:
-            asyncio.get_running_loop().call_soon(preload_in_background, PRELOAD)
+            asyncio.get_running_loop().call_soon(
+                preload_in_background, PRELOAD, PRELOAD_FIRST, PRELOAD_HOLD_S
+            )
         # after the initialize reply: the first moment the client takes notifications
         if daemon.options is not None:
             daemon.file_problems.report(daemon.options.file_problems)
@@ -311,8 +375,7 @@ def register(daemon: Daemon) -> None:
 
     def session_new(ls: LanguageServer, p: m.SessionNewParams) -> m.SessionNewResult:
         method = "dsh/session/new"
-        cwd = _absolute(ls, checked_path(p.cwd, method, "cwd")) if p.cwd else _default_cwd(ls)
-        _check_inside_workspace(ls, cwd, method)
+        cwd = _session_cwd(ls, p.cwd, method)
         title = p.title
         if title is not None:
             from dsh_daemon.host.manager import MAX_TITLE_CHARS, collapse_title
@@ -458,7 +521,6 @@ def register(daemon: Daemon) -> None:
         return m.MessageIdResult(daemon.front_end.context_add(p.session_id, spec, p.delivery))
 
     handlers: dict[str, Callable[..., Any]] = {
-        "dsh/session/new": session_new,
         "dsh/session/list": session_list,
         "dsh/session/attach": session_attach,
         "dsh/session/detach": session_detach,
@@ -489,6 +551,23 @@ def register(daemon: Daemon) -> None:
     }
     for name, handler in handlers.items():  # tests/server/test_declared.py: exactly the declared ones
         feature(name)(typed_errors(params.typed(name, handler)))
+
+    typed_session_new = params.typed("dsh/session/new", session_new)
+
+    @feature("dsh/session/new")
+    @typed_errors
+    def first_session_new(ls: LanguageServer, raw: Any) -> Any:
+        # Before the front end is built, plain params (no title, each of its declared type) are
+        # answered from the store alone (`Daemon.new_early`), with the checks `session_new` makes, in
+        # its order; anything else is decoded and answered by `session_new`, as every later request.
+        method = "dsh/session/new"
+        plain = params.plain_session_new(raw) if daemon._front_end is None else None
+        if plain is None:
+            settle()  # the declarations (and for a title the session machinery): not beside the preload
+            return typed_session_new(ls, raw)
+        cwd = _session_cwd(ls, plain[0], method)
+        servers = parse_session_servers(plain[1], f"{method}: mcpServers")
+        return {"sessionId": daemon.new_early(cwd, servers)}
 
     @feature("dsh/context/didChange")
     def context_did_change(ls: LanguageServer, raw: Any) -> None:
@@ -530,6 +609,13 @@ def _provider_nested(raw: Mapping[str, Any]) -> dict[str, Any]:
     elif flat or nested is not None:
         out["provider"] = {**flat, **(nested or {})}
     return out
+
+
+def _session_cwd(ls: LanguageServer, cwd: str | None, method: str) -> str:
+    """A new session's cwd: the client's, made absolute, else the workspace's; inside the workspace."""
+    path = _absolute(ls, checked_path(cwd, method, "cwd")) if cwd else _default_cwd(ls)
+    _check_inside_workspace(ls, path, method)
+    return path
 
 
 def _absolute(ls: LanguageServer, path: str) -> str:

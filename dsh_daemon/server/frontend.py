@@ -17,6 +17,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
+from dsh_daemon.host.early import EarlySessions
 from dsh_daemon.host.errors import internal_error, session_busy
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions
@@ -65,7 +66,10 @@ class LspFrontEnd:
         client_capabilities: types.ClientCapabilities | None,
         *,
         provider: Provider | None = None,
+        early: EarlySessions | None = None,
     ) -> None:
+        """`early`: sessions created before this front end (`Daemon.new_early`), wired by the caller
+        with `host.adopt_early_sessions` once this is built."""
         self.server = server
         self.client_capabilities = client_capabilities
         self.ambient_default = AmbientState()
@@ -73,7 +77,7 @@ class LspFrontEnd:
         self.progress: dict[str, TurnProgress] = {}
         # clients see a session's title change live (`session/title`)
         self.host = SessionHost(
-            state_dir, options, self, roots=roots, durable_auto_title=True, provider=provider
+            state_dir, options, self, roots=roots, durable_auto_title=True, provider=provider, early=early
         )
 
     def session(self, session_id: str) -> HostedSession:

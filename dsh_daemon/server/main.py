@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
 from dsh_daemon.host.stdio import protect_stdout, stop_on_signals
-from dsh_daemon.server.app import Daemon, Settings
+from dsh_daemon.server.app import FIRST_PRELOADED_ONLY, Daemon, Settings
 from dsh_daemon.server.stdout import CoalescingWriter
 from dsh_daemon.server.transport import StdinReader, read_loop
 
@@ -47,6 +47,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
             protocol,
             is_shut_down=lambda: bool(getattr(protocol, "_shutdown", False)),
             is_initialized=lambda: daemon.init is not None,
+            first_preloaded_only=FIRST_PRELOADED_ONLY,
         )
     except SystemExit as exc:  # the `exit` notification: pygls has closed stdout already
         code = exc.code if isinstance(exc.code, int) else 0

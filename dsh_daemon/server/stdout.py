@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 logger = logging.getLogger(__name__)
 
@@ -53,3 +53,12 @@ class CoalescingWriter:
     def close(self) -> None:
         self.flush()
         self._stream.close()
+
+
+def flush_made(protocol: Any) -> None:
+    """The frames `protocol` has made leave now, not when the loop next runs its callbacks: for the
+    moments the loop is about to be held up (waiting for the preload, `host/preload.py`), so a reply
+    already made does not wait with it."""
+    writer = getattr(protocol, "writer", None)
+    if isinstance(writer, CoalescingWriter):
+        writer.flush()

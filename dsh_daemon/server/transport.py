@@ -39,7 +39,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.errors import lone_surrogate_at, shown
-from dsh_daemon.host.preload import settle
+from dsh_daemon.host.preload import proceed, settle
 from dsh_daemon.host.startup_gc import resume_collection
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
@@ -51,6 +51,7 @@ from dsh_daemon.model.jsondepth import (
 from dsh_daemon.model.uris import uri_problem
 from dsh_daemon.server import errors
 from dsh_daemon.server.codecache import finish_start
+from dsh_daemon.server.stdout import flush_made
 
 logger = logging.getLogger(__name__)
 
@@ -185,8 +186,10 @@ async def read_loop(
     *,
     is_shut_down: Callable[[], bool],
     is_initialized: Callable[[], bool] = lambda: True,
+    first_preloaded_only: frozenset[str] = frozenset(),
 ) -> None:
-    """Read frames until EOF (or until a handler raises SystemExit, i.e. `exit`)."""
+    """Read frames until EOF (or until a handler raises SystemExit, i.e. `exit`).
+    `first_preloaded_only`: the requests whose handler needs only the preload's first modules."""
     started = False
     while True:
         length: int | None = None
@@ -236,8 +239,13 @@ async def read_loop(
             _error(protocol, None, errors.PARSE_ERROR, "Parse error: the frame body is not a JSON object")
             continue
         body = _cut_overrun(body, reader)
-        settle()  # no import of ours while the session machinery is being preloaded
-        dispatch(protocol, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
+        dispatch(
+            protocol,
+            body,
+            is_shut_down=is_shut_down,
+            is_initialized=is_initialized,
+            first_preloaded_only=first_preloaded_only,
+        )
         if not started:
             # The first frame is answered: once its reply (whose flush is already scheduled) has left,
             # the start's cached code is written and cycles are collected again.
@@ -350,16 +358,47 @@ def dispatch(
     *,
     is_shut_down: Callable[[], bool],
     is_initialized: Callable[[], bool] = lambda: True,
+    first_preloaded_only: frozenset[str] = frozenset(),
 ) -> None:
+    """Handle one frame's body. No import of ours runs beside the preload of the session machinery
+    (`host/preload.py`): a request named in `first_preloaded_only` waits for the preload's first
+    modules (its handler imports nothing else) and is answered at once, before the preload goes on;
+    anything else waits for the whole preload, and a reply already made leaves before that wait."""
     try:
         # depth bounded before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
         data = loads_message(body)
     except (TooDeepError, UnusableNumberError) as exc:
+        settle()
         _refuse_unusable(protocol, body, exc)
         return
     except (ValueError, UnicodeDecodeError) as exc:
+        settle()
         _error(protocol, None, errors.PARSE_ERROR, f"Parse error: {exc}")
         return
+    method = data.get("method") if isinstance(data, dict) else None
+    first_only = (
+        isinstance(data, dict)
+        and data.get("id") is not None
+        and isinstance(method, str)
+        and method in first_preloaded_only
+    )
+    settle(first_only=first_only, before_wait=lambda: flush_made(protocol))
+    try:
+        _dispatch(protocol, data, body, is_shut_down=is_shut_down, is_initialized=is_initialized)
+    finally:
+        if first_only:
+            flush_made(protocol)  # its answer leaves before the preload takes the interpreter again
+            proceed()
+
+
+def _dispatch(
+    protocol: JsonRPCProtocol,
+    data: Any,
+    body: bytes,
+    *,
+    is_shut_down: Callable[[], bool],
+    is_initialized: Callable[[], bool],
+) -> None:
     if not isinstance(data, dict):
         _error(
             protocol,

@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +134,11 @@ async def start_daemon(
     env: Mapping[str, str] | None = None,
     dsh_client: Mapping[str, Any] | None = None,
     setup: Callable[[LanguageClient, Daemon], None] | None = None,
+    args: Sequence[str] = (),
 ) -> Daemon:
     """`dsh_client`: the client's `capabilities.experimental.dsh` (what it offers the daemon);
-    `setup`: registers more client handlers before the daemon starts."""
+    `setup`: registers more client handlers before the daemon starts; `args`: the command line after
+    `python -m dsh_daemon`."""
     client = raw_client()
     daemon = Daemon(client, state, fake)
 
@@ -161,7 +163,9 @@ async def start_daemon(
     if setup is not None:
         setup(client, daemon)
     (state / "home").mkdir(parents=True, exist_ok=True)
-    await client.start_io(sys.executable, "-m", "dsh_daemon", env=daemon_env(state, fake, **(env or {})))
+    await client.start_io(
+        sys.executable, "-m", "dsh_daemon", *args, env=daemon_env(state, fake, **(env or {}))
+    )
     root = root or state / "work"
     root.mkdir(parents=True, exist_ok=True)
     await client.initialize_session(
