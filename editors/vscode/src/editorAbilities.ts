@@ -99,20 +99,19 @@ export class Rechecks implements vscode.Disposable {
   async wait(uris: vscode.Uri[], capMs: number, asked?: Map<string, Record<string, unknown>[]>): Promise<Array<Settled | undefined>> {
     const deadline = Date.now() + Math.min(capMs, 60000);
     await Promise.all(uris.map((u) => this.openForServers(u)));
-    const confirmed = new Set<string>();
-    for (const uri of uris) {
-      void typescriptConfirms(uri).then((yes) => { if (yes) confirmed.add(uri.toString()); });
-    }
-    // A TypeScript document in no tab (one opened just now, or before the edit): the TypeScript extension asks tsserver for
-    // the diagnostics of the files open in tabs only, so none are ever reported for it; tsserver's own
-    // answer for its text is its diagnostics.
+    // One question to tsserver per TypeScript document and settle: its answer both is the
+    // diagnostics of a document in no tab (the TypeScript extension asks tsserver for the
+    // diagnostics of the files open in tabs only, so none are ever reported for it) and tells
+    // whether what the editor shows is already that of the current text.
     const answers = asked ?? new Map<string, Record<string, unknown>[]>();
+    const confirmed = new Set<string>();
     const asking = new Set<string>();
     for (const uri of uris) {
-      if (!isTypescript(uri) || inTab(uri)) continue;
-      asking.add(uri.toString());
-      void typescriptDiagnostics(uri).then((found) => {
-        if (found) answers.set(uri.toString(), found);
+      const untabbed = isTypescript(uri) && !inTab(uri);
+      if (untabbed) asking.add(uri.toString());
+      void askTsserver(uri).then((answer) => {
+        if (answer && untabbed) answers.set(uri.toString(), answer.diagnostics);
+        if (answer && editorAgrees(answer)) confirmed.add(uri.toString());
         asking.delete(uri.toString()); // no answer: its reports are waited for as for any document
       });
     }
@@ -149,8 +148,8 @@ async function untabbedTypescript(uris: vscode.Uri[], into: Map<string, Record<s
     } catch { return; }
     const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
     if (!doc || !isTypescript(uri) || !languageServed(doc.languageId)) return;
-    const found = await typescriptDiagnostics(uri);
-    if (found) into.set(uri.toString(), found);
+    const answer = await askTsserver(uri);
+    if (answer) into.set(uri.toString(), answer.diagnostics);
   }));
 }
 
@@ -159,56 +158,55 @@ const isTypescript = (uri: vscode.Uri): boolean =>
 /** A TypeScript diagnostic as tsserver sends it (1-based line and offset). */
 interface TsDiagnostic { start: { line: number; offset: number }; end?: { line: number; offset: number }; text: string; code?: number; category?: string }
 
-/** tsserver's diagnostics (syntax and semantics, not its suggestions) for the document at `uri`, as
- *  LSP diagnostics from "ts" as the editor shows them; undefined when it cannot be asked. */
-async function typescriptDiagnostics(uri: vscode.Uri): Promise<Record<string, unknown>[] | undefined> {
+/** What tsserver said of a TypeScript document: its diagnostics, and whether the document changed
+ *  (or closed) while it was asked, when they are no longer those of its current text. */
+interface TsserverAnswer { uri: vscode.Uri; diagnostics: Record<string, unknown>[]; stale: boolean }
+
+/** Asks tsserver (the TypeScript extension's `typescript.tsserverRequest`, which sends the editor's
+ *  pending changes first) for the syntactic and semantic diagnostics of the TypeScript document at
+ *  `uri` (not its suggestions, a third kind the editor shows as hints), as LSP diagnostics from "ts"
+ *  as the editor shows them. Undefined when it is no open TypeScript document or tsserver cannot be
+ *  asked. Every use of tsserver's diagnostics goes through this one question. */
+async function askTsserver(uri: vscode.Uri): Promise<TsserverAnswer | undefined> {
+  const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+  if (!doc || !TYPESCRIPT_LANGUAGES.has(doc.languageId)) return undefined;
+  const version = doc.version;
   try {
     const ask = (command: string) => vscode.commands.executeCommand<{ success?: boolean; body?: TsDiagnostic[] } | undefined>(
-      'typescript.tsserverRequest', command, { file: uri, includeLinePosition: false });
+      'typescript.tsserverRequest', command, { file: doc.uri, includeLinePosition: false });
     const [syntax, semantic] = await Promise.all([ask('syntacticDiagnosticsSync'), ask('semanticDiagnosticsSync')]);
     if (!syntax?.success || !semantic?.success || !Array.isArray(syntax.body) || !Array.isArray(semantic.body)) return undefined;
     const severity: Record<string, number> = { error: 1, warning: 2, message: 3 };
-    return [...syntax.body, ...semantic.body].filter((t) => t.category !== 'suggestion').map((t) => {
+    const diagnostics = [...syntax.body, ...semantic.body].filter((t) => t.category !== 'suggestion').map((t) => {
       const end = t.end ?? t.start;
       return {
         range: { start: { line: t.start.line - 1, character: t.start.offset - 1 }, end: { line: end.line - 1, character: end.offset - 1 } },
         message: t.text, severity: severity[t.category ?? 'error'] ?? 1, source: 'ts', ...(t.code !== undefined ? { code: t.code } : {}),
       };
     });
+    return { uri: doc.uri, diagnostics, stale: doc.isClosed || doc.version !== version };
   } catch {
     return undefined;
   }
 }
 
-/** Whether the editor's TypeScript problems for the open document at `uri` are already those of its
- *  current text: tsserver is asked for the syntactic and semantic diagnostics (the TypeScript
- *  extension's `typescript.tsserverRequest`, which sends the editor's pending changes first), and
- *  they are compared, by place, code and message, with the diagnostics the editor holds from
- *  TypeScript (its hints are suggestions, a third kind not asked). Equal: nothing more will come for
- *  this text. Different, not TypeScript's document, no TypeScript extension, an error, or the
- *  document changed meanwhile: false (the wait goes on for the extension's report, up to the cap).
- *  The extension leaves nothing out of what it shows, except by settings (`validate.enable`,
- *  `showUnused`…), and then this says false, never a wrong true. */
-async function typescriptConfirms(uri: vscode.Uri): Promise<boolean> {
-  const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
-  if (!doc || !TYPESCRIPT_LANGUAGES.has(doc.languageId)) return false;
-  const version = doc.version;
-  try {
-    const ask = (command: string) => vscode.commands.executeCommand<{ success?: boolean; body?: TsDiagnostic[] } | undefined>(
-      'typescript.tsserverRequest', command, { file: doc.uri, includeLinePosition: false });
-    const [syntax, semantic] = await Promise.all([ask('syntacticDiagnosticsSync'), ask('semanticDiagnosticsSync')]);
-    if (!syntax?.success || !semantic?.success || !Array.isArray(syntax.body) || !Array.isArray(semantic.body)) return false;
-    if (doc.isClosed || doc.version !== version) return false;
-    const key = (line: number, character: number, code: unknown, message: string) => `${line}:${character}:${String(code ?? '')}:${message}`;
-    const truth = [...syntax.body, ...semantic.body].filter((t) => t.category !== 'suggestion')
-      .map((t) => key(t.start.line - 1, t.start.offset - 1, t.code, t.text)).sort();
-    const shown = vscode.languages.getDiagnostics(doc.uri)
-      .filter((d) => (d.source === 'ts' || d.source === 'js') && d.severity !== vscode.DiagnosticSeverity.Hint)
-      .map((d) => key(d.range.start.line, d.range.start.character, typeof d.code === 'object' && d.code !== null ? d.code.value : d.code, d.message)).sort();
-    return truth.length === shown.length && truth.every((k, i) => k === shown[i]);
-  } catch {
-    return false;
-  }
+/** Whether the editor's TypeScript problems for the document tsserver was asked about are already
+ *  those of its current text: tsserver's answer compared, by place, code and message, with the
+ *  diagnostics the editor holds from TypeScript (not its hints). Equal: nothing more will come for this
+ *  text. Different, or the document changed meanwhile: false (the wait goes on for the extension's
+ *  report, up to the cap). The extension leaves nothing out of what it shows, except by settings
+ *  (`validate.enable`, `showUnused`…), and then this says false, never a wrong true. */
+function editorAgrees(answer: TsserverAnswer): boolean {
+  if (answer.stale) return false;
+  const key = (line: number, character: number, code: unknown, message: string) => `${line}:${character}:${String(code ?? '')}:${message}`;
+  const truth = answer.diagnostics.map((t) => {
+    const { range: r, code, message } = t as { range: LspRange; code?: unknown; message: string };
+    return key(r.start.line, r.start.character, code, message);
+  }).sort();
+  const shown = vscode.languages.getDiagnostics(answer.uri)
+    .filter((d) => (d.source === 'ts' || d.source === 'js') && d.severity !== vscode.DiagnosticSeverity.Hint)
+    .map((d) => key(d.range.start.line, d.range.start.character, typeof d.code === 'object' && d.code !== null ? d.code.value : d.code, d.message)).sort();
+  return truth.length === shown.length && truth.every((k, i) => k === shown[i]);
 }
 
 interface LspPosition { line: number; character: number }

@@ -195,6 +195,36 @@ describe('no language server, and the wait for a re-check after an edit', () => 
     }
   });
 
+  it('settleMs, TypeScript: tsserver is asked once per settle (its syntactic and its semantic diagnostics), for a file in a tab and for one in none', async () => {
+    const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'once.ts')).href);
+    (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
+    const doc = new FakeDocument(uri, 'export const A: number = 1;\n', 'typescript');
+    (vscode.workspace.textDocuments as any[]).push(doc);
+    const asked: string[] = [];
+    languageState.commands.set('typescript.tsserverRequest', (command) => {
+      asked.push(String(command));
+      return { type: 'response', success: true, body: [] };
+    });
+    const handlers = editorHandlers(() => undefined, watch);
+    const tab = { label: 'once.ts', input: { uri } };
+    try {
+      // In no tab: tsserver's answer is the file's diagnostics (and also what is compared with the editor's).
+      const untabbed = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 20000 }) as any;
+      expect(untabbed.items[0].settled).toBe(true);
+      expect(asked.sort()).toEqual(['semanticDiagnosticsSync', 'syntacticDiagnosticsSync']);
+      asked.length = 0;
+      // In a tab: the same one answer, compared with what the editor shows (nothing, as tsserver says).
+      tabs.push(tab);
+      const tabbed = await handlers['dsh/editor/diagnostics']({ uris: [uri.toString()], settleMs: 20000 }) as any;
+      expect(tabbed.items[0].settled).toBe(true);
+      expect(asked.sort()).toEqual(['semanticDiagnosticsSync', 'syntacticDiagnosticsSync']);
+    } finally {
+      (vscode.extensions.all as any[]).length = 0;
+      (vscode.workspace.textDocuments as any[]).length = 0;
+      if (tabs.includes(tab)) tabs.splice(tabs.indexOf(tab), 1);
+    }
+  });
+
   it('the re-check watch: a change of the text after a report means not settled until the next report', () => {
     const uri = vscode.Uri.parse(pathToFileURL(join(d.root, 'typed.ts')).href);
     (vscode.extensions.all as any[]).push({ id: 'vscode.typescript-language-features', packageJSON: { main: './x.js', activationEvents: ['onLanguage:typescript'] } });
