@@ -36,16 +36,6 @@ def _line_of(diagnostic: Mapping[str, Any]) -> tuple[int, int]:
     return (line if isinstance(line, int) else 0), (character if isinstance(character, int) else 0)
 
 
-def format_diagnostic(shown: str, diagnostic: Mapping[str, Any]) -> str:
-    line, character = _line_of(diagnostic)
-    severity = SEVERITY.get(diagnostic.get("severity") or 1, "error")
-    message = " ".join(str(diagnostic.get("message", "")).split())
-    source = diagnostic.get("source")
-    code = diagnostic.get("code")
-    tag = f" [{source}{f' {code}' if code not in (None, '') else ''}]" if source else ""
-    return f"{shown}:{line + 1}:{character + 1}: {severity}: {message}{tag}"
-
-
 def _identity(diagnostic: Mapping[str, Any]) -> tuple[str, str, str]:
     """What makes an error the same error before and after an edit (its line may move)."""
     return (str(diagnostic.get("message")), str(diagnostic.get("source")), str(diagnostic.get("code")))
@@ -56,7 +46,9 @@ def _errors(found: Sequence[FileDiagnostics], path: Path) -> list[Mapping[str, A
 
 
 def reported_problem(shown: str, diagnostic: Mapping[str, Any]) -> dict[str, Any]:
-    """A diagnostic as the model is told it, as data for clients (`ReportedProblem`, protocol.md §9)."""
+    """A diagnostic as the model is told it, as data for clients (`ReportedProblem`, protocol.md §9).
+    The one reading of an LSP diagnostic: the model's words are made from this (`format_problem`), so
+    what a client shows from `newErrorList` and what the model read cannot disagree."""
     line, character = _line_of(diagnostic)
     problem: dict[str, Any] = {
         "path": shown,
@@ -73,6 +65,15 @@ def reported_problem(shown: str, diagnostic: Mapping[str, Any]) -> dict[str, Any
     return problem
 
 
+def format_problem(problem: Mapping[str, Any]) -> str:
+    """A reported problem as the model reads it: `path:line:col: severity: message [source code]`
+    (the code is said only with its source)."""
+    source, code = problem.get("source"), problem.get("code")
+    tag = f" [{source}{'' if code is None else f' {code}'}]" if source else ""
+    where = f"{problem['path']}:{problem['line']}:{problem['col']}"
+    return f"{where}: {problem['severity']}: {problem['message']}{tag}"
+
+
 @dataclass(frozen=True, slots=True)
 class NewErrors:
     """Errors the editor reports in a file after an edit that it did not report before."""
@@ -85,7 +86,7 @@ class NewErrors:
         count, shown = len(self.errors), self.shown
         noun = "error" if count == 1 else "errors"
         lines = [f"{count} new {noun} in {shown} after this edit (from the editor's language server):"]
-        lines += [f"  {format_diagnostic(shown, d)}" for d in self.errors[:NEW_ERRORS_SHOWN]]
+        lines += [f"  {format_problem(p)}" for p in self.shown_problems()]
         if count > NEW_ERRORS_SHOWN:
             lines.append(f"  … and {count - NEW_ERRORS_SHOWN} more (the diagnostics tool lists them)")
         return "\n".join(lines)
@@ -94,8 +95,12 @@ class NewErrors:
         """The same for clients: the edit's `EditMeta.newErrors` and `newErrorList` (the ones shown)."""
         return {
             "newErrors": len(self.errors),
-            "newErrorList": [reported_problem(self.shown, d) for d in self.errors[:NEW_ERRORS_SHOWN]],
+            "newErrorList": self.shown_problems(),
         }
+
+    def shown_problems(self) -> list[dict[str, Any]]:
+        """The first errors, read once for both the model's words and the clients' list."""
+        return [reported_problem(self.shown, d) for d in self.errors[:NEW_ERRORS_SHOWN]]
 
 
 def new_errors(
@@ -161,7 +166,7 @@ class DiagnosticsTool(ToolBase):
                 continue
             shown = self.workspace.display(item.path)
             ordered = sorted(item.diagnostics, key=lambda d: (d.get("severity") or 1, _line_of(d)))
-            lines += [format_diagnostic(shown, d) for d in ordered]
+            lines += [format_problem(reported_problem(shown, d)) for d in ordered]
         if not lines:
             where = self.workspace.display(paths[0]) if paths else "the open files"
             return ToolOutcome.text(f"No problems reported in {where}.")
