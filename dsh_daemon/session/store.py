@@ -272,7 +272,10 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class SessionStore:
-    """All SQL lives here. One connection per store object; use it from one thread."""
+    """All SQL lives here. Two connections: the store's own, for every method but `write_snapshot`,
+    used from one thread (the event loop's); and `write_snapshot`'s, opened when first needed, used
+    from a worker thread (the `dsh-snapshot` one) under `_snapshot_lock`. SQLite orders the two
+    writers; both write only inside `transaction`."""
 
     def __init__(self, state_dir: Path | str) -> None:
         self.state_dir = Path(state_dir)
@@ -331,14 +334,18 @@ class SessionStore:
         return self._db
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+    def transaction(self, db: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the store's connection, or on `db` (`write_snapshot`'s own):
+        BEGIN IMMEDIATE takes the write lock at once (waiting up to the busy timeout), so it never
+        fails half way for want of it; committed when the block ends, rolled back when it raises."""
+        db = self._db if db is None else db
+        db.execute("BEGIN IMMEDIATE")
         try:
-            yield self._db
+            yield db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        db.execute("COMMIT")
 
     # ---- sessions ----------------------------------------------------------------------------------
 
@@ -616,23 +623,16 @@ class SessionStore:
         with self._snapshot_lock:
             if self._snapshot_db is None:
                 self._snapshot_db = _connect(self.path)
-            db = self._snapshot_db
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self.transaction(self._snapshot_db) as db:
                 row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
                 if row is None or int(row[0]) < upto_seq:
-                    db.execute("ROLLBACK")
-                    return False
+                    return False  # nothing written (the empty transaction ends)
                 db.execute(
                     "INSERT INTO derived_snapshots (session_id, upto_seq, format, data) VALUES (?,?,?,?) "
                     "ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
                     "format=excluded.format, data=excluded.data WHERE excluded.upto_seq >= upto_seq",
                     (session_id, upto_seq, format, data),
                 )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
         return True
 
     def drop_snapshot(self, session_id: str) -> None:
