@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 import pytest
@@ -22,6 +21,7 @@ from dsh_daemon.chat.render import (
 )
 from dsh_daemon.chat.sessions import NoSuchSession, find_session
 from dsh_daemon.chat.status import Status
+from tests.fakes.tool_events import tool_call_events
 
 
 def test_the_status_line_follows_the_events() -> None:
@@ -154,20 +154,9 @@ def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say() 
         ("d2", "definition", {"path": "app.py", "line": 1, "symbol": "b"},
          "No language server for this file in the editor; use grep and read_file instead.", None),
     ]  # fmt: skip
-    for call_id, name, arguments, text, meta in calls:
-        call = {"turn": 1, "step": 1, "callId": call_id, "name": name, "arguments": json.dumps(arguments)}
-        chat.on_notification("dsh/event", {"sessionId": "s", "seq": 1, "type": "tool/call", "data": call})
-        content = [
-            {"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
-        ]
-        message = {
-            "id": f"r-{call_id}",
-            "role": "user",
-            "content": content,
-            "source": {"kind": "tool", "callId": call_id},
-        }
-        data = {"turn": 1, "step": 1, "callId": call_id, "name": name, "message": message, "meta": meta}
-        chat.on_notification("dsh/event", {"sessionId": "s", "seq": 2, "type": "tool/result", "data": data})
+    for i, (call_id, name, arguments, text, meta) in enumerate(calls):
+        for frame in tool_call_events("s", 1 + 2 * i, call_id, name, arguments, text, meta):
+            chat.on_notification("dsh/event", frame)
     results = [line.split(" · /show")[0] for line in view.lines if line.startswith("  ✓")]
     assert results == [
         "  ✓ edit_file app.py (+1 −1) · 2 new errors",

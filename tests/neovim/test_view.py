@@ -8,6 +8,7 @@ import json
 import os
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.fakes.tool_events import tool_call_events
 from tests.neovim.harness import Editor
 from tests.neovim.test_permissions import review_state
 from tests.neovim.test_tools import answer, edit_call, permission_float
@@ -259,28 +260,12 @@ def test_a_burst_is_written_in_few_buffer_changes_and_long_lines_are_continued(
 
 
 def _tool_turn(
-    sid: str, seq: int, turn: int, calls: list[tuple[str, str, str, str, dict | None]]
+    sid: str, seq: int, turn: int, calls: list[tuple[str, str, dict, str, dict | None]]
 ) -> list[dict]:
     """A turn's events as the daemon sends them: per call (id, tool, arguments, result text, meta)."""
     events: list[dict] = [{"sessionId": sid, "seq": seq, "type": "turn/start", "data": {"turn": turn}}]
     for call_id, name, arguments, text, meta in calls:
-        events.append(
-            {"sessionId": sid, "seq": seq + len(events), "type": "tool/call",
-             "data": {"turn": turn, "step": 1, "callId": call_id, "name": name, "arguments": arguments}}
-        )  # fmt: skip
-        content = [
-            {"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
-        ]
-        message = {
-            "id": f"r-{call_id}",
-            "role": "user",
-            "content": content,
-            "source": {"kind": "tool", "callId": call_id},
-        }
-        data = {"turn": turn, "step": 1, "callId": call_id, "name": name, "message": message}
-        if meta is not None:
-            data["meta"] = meta
-        events.append({"sessionId": sid, "seq": seq + len(events), "type": "tool/result", "data": data})
+        events += tool_call_events(sid, seq + len(events), call_id, name, arguments, text, meta, turn=turn)
     reason = {"kind": "completed"}
     events.append(
         {
@@ -308,11 +293,11 @@ def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say(
     problem = {"path": "app.py", "line": 1, "col": 5, "severity": "error", "message": '"b" is not defined'}
     told = "Edited app.py (+1 -1 lines)\n1 new error in app.py after this edit (from the editor's language server):"
     events = _tool_turn(chat["id"], chat["seq"] + 1, 2, [
-        ("e1", "edit_file", '{"path":"app.py"}', "Edited app.py (+1 -1 lines)\nThe checker is unhappy.",
+        ("e1", "edit_file", {"path": "app.py"}, "Edited app.py (+1 -1 lines)\nThe checker is unhappy.",
          {**edit, "newErrors": 2, "newErrorList": [problem, {**problem, "col": 1}]}),
-        ("e2", "edit_file", '{"path":"app.py"}', told, edit),
-        ("d1", "definition", '{"path":"notes.txt","line":1,"symbol":"b"}', "Ask grep.", {"noLanguageServer": True}),
-        ("d2", "definition", '{"path":"app.py","line":1,"symbol":"b"}', "No language server for this file in the editor; use grep and read_file instead.", None),
+        ("e2", "edit_file", {"path": "app.py"}, told, edit),
+        ("d1", "definition", {"path": "notes.txt", "line": 1, "symbol": "b"}, "Ask grep.", {"noLanguageServer": True}),
+        ("d2", "definition", {"path": "app.py", "line": 1, "symbol": "b"}, "No language server for this file in the editor; use grep and read_file instead.", None),
     ])  # fmt: skip
     editor.lua(
         "for _, ev in ipairs(vim.json.decode(..., {luanil = {object = true}})) do T.dsh().on_event(T.chat().root, ev) end",
