@@ -9,6 +9,9 @@ Invariants kept here:
   a synthetic `tool/call` and an `ABORTED_BEFORE_DISPATCH` error result.
 - Context from a call (post-execute `additional_contexts`, `defer_context`) enters next-step as that
   call's result commits, in call order, so it reaches the model only after the whole batch (D3).
+- A call's live output is also shared through the store (`session/liveoutput.py`) for windows in
+  other processes; it is closed (its last row written) when the body ends, before its result is
+  appended, so a follower sees all of it before the result.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dsh_daemon.model.messages import (
 )
 from dsh_daemon.model.payloads import ToolCalled, ToolOutput, ToolResulted, entry
 from dsh_daemon.model.wire import ToolErrorInfo
+from dsh_daemon.session.liveoutput import SharedOutput
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +67,29 @@ class _RunningCall:
     concluded: bool = False
     approved_preview: Mapping[str, Any] | None = None
     accepted_text: str | None = None
+    shared: SharedOutput | None = None  # for other processes' windows, made at the first output
 
     def emit_output(self, text: str) -> None:
         if text:
             call = self.call
             self.agent.bus.publish(ToolOutput(call.turn, call.step, call.call_id, text).event())
+            if self.shared is None:
+                log = self.agent.log
+                self.shared = SharedOutput(
+                    log.store,
+                    log.session_id,
+                    call.turn,
+                    call.step,
+                    call.call_id,
+                    last_seq=lambda: log.next_seq - 1,
+                    writable=lambda: log.lease_lost is None,
+                )
+            self.shared.add(text)
+
+    def close_output(self) -> None:
+        """The body ended: the shared output's last row is written (before the result is appended)."""
+        if self.shared is not None:
+            self.shared.close()
 
     def defer_context(self, message: UserMessage) -> None:
         if not isinstance(message, UserMessage):
@@ -251,6 +273,7 @@ async def _run_one_unguarded(
         except Exception as exc:
             logger.info("tool %s failed: %s", call.name, exc, exc_info=True)
             outcome = ToolOutcome.error(f"Error: {type(exc).__name__}: {exc}", "TOOL_ERROR")
+        context.close_output()
         contexts = list(context.deferred)
         for hook in agent.hooks.post_execute:
             try:

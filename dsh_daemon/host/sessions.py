@@ -314,8 +314,13 @@ class SessionHost:
         if delivered is not None:
             # Followed read-only before; driven here now: the stream goes on from where it stopped,
             # and the client hears it drives (`session/lease`), whichever request got here first.
-            self.follow(hosted, delivered)
-            self.follower.taken_over(session_id)
+            # The previous driver's shared output this view has not shown yet goes between the
+            # events as a poll would have sent it (it is all on disk: it let go after its last write).
+            follower = self.follower
+            follower.read_output(session_id)
+            self.follow(hosted, delivered, before=lambda seq: follower.deliver_output(session_id, seq))
+            follower.deliver_output(session_id, hosted.last_seq)
+            follower.taken_over(session_id)
             leases = self.manager.leases
             self._notice_durably(
                 session_id,
@@ -537,12 +542,22 @@ class SessionHost:
 
     # ---- following -------------------------------------------------------------------------------------
 
-    def follow(self, hosted: HostedSession, after_seq: int = -1, *, replay: bool = True) -> None:
+    def follow(
+        self,
+        hosted: HostedSession,
+        after_seq: int = -1,
+        *,
+        replay: bool = True,
+        before: Callable[[int], None] | None = None,
+    ) -> None:
         """The connection receives the session's events: (with `replay`) its durable events after
-        `after_seq`, then its live ones, with nothing between the two and nothing twice."""
+        `after_seq`, then its live ones, with nothing between the two and nothing twice. `before(n)`
+        runs before each replayed event `n + 1` (a read-only view's shared output goes there)."""
         session_id = hosted.session_id
         if replay:
             for event in hosted.events_after(after_seq):
+                if before is not None and event.seq is not None:
+                    before(event.seq - 1)
                 self.front_end.deliver(session_id, event, replayed=True)
         if not hosted.followed:
             hosted._unfollow = hosted.agent.subscribe(

@@ -119,6 +119,7 @@ class DshProtocol(LanguageServerProtocol):
                 "sessionManagement": True,  # rename, delete, list paging + lastPrompt, session/title (§3)
                 "detach": True,  # dsh/session/detach (§3)
                 "liveReadOnly": True,  # a read-only attach follows the store; session/lease (§3)
+                "followerOutput": True,  # …and gets the driver's running commands' tool/output (§3)
                 "configurationChange": True,  # workspace/didChangeConfiguration (§1)
                 "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
                 "rewind": True,  # dsh/session/rewind, checkpoints, fork (§15)

@@ -111,6 +111,15 @@ if TYPE_CHECKING:  # the fields as mypy checks every use; at run time the same n
         sessions: tuple[SessionInfo, ...]
         has_more: bool
 
+    class SharedOutputRow(NamedTuple):
+        id: int
+        turn: int
+        step: int
+        call_id: str
+        after_seq: int  # the last seq the driver had logged when it wrote the row
+        start: int  # where `text` starts in the call's whole output, in characters
+        text: str
+
 else:
     from collections import namedtuple
 
@@ -120,6 +129,7 @@ else:
         defaults=(None,),
     )
     _PageRow = namedtuple("_PageRow", "sessions has_more")
+    SharedOutputRow = namedtuple("SharedOutputRow", "id turn step call_id after_seq start text")
 
 
 class SessionInfo(_SessionRow):
@@ -244,6 +254,17 @@ CREATE TABLE IF NOT EXISTS deferred_sends (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (session_id, message_id)
 );
+CREATE TABLE IF NOT EXISTS tool_output (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    after_seq INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tool_output_by_session ON tool_output (session_id, id);
 """
 
 # A derived-state snapshot stands for the rows it was folded from (`agent/snapshot.py`): a row at or
@@ -444,6 +465,7 @@ class SessionStore:
             db.execute("DELETE FROM checkpoint_contents WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM handovers WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM deferred_sends WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM tool_output WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
@@ -818,6 +840,57 @@ class SessionStore:
             db.execute(
                 "DELETE FROM deferred_sends WHERE session_id=? AND message_id=?", (session_id, message_id)
             )
+
+    # ---- live tool output shared with other processes (`liveoutput.py`; not the log) -----------------
+
+    def share_tool_output(
+        self,
+        session_id: str,
+        row: SharedOutputRow,
+        *,
+        drop_through: int | None = None,
+        drop_before_turn: int | None = None,
+    ) -> int:
+        """Store one row of a running call's live output (its `id` is ignored) and return its id. In
+        the same transaction, `drop_through` removes the call's rows up to that id (its per-call
+        cap) and `drop_before_turn` the session's rows of older turns. Not flushed to disk on
+        commit (`synchronous=NORMAL`): live output is a view for other processes, not history, so a
+        crash may lose it; the next `FULL` commit flushes it with everything before it."""
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with self.transaction() as db:
+                if drop_through is not None:
+                    db.execute(
+                        "DELETE FROM tool_output WHERE session_id=? AND call_id=? AND id<=?",
+                        (session_id, row.call_id, drop_through),
+                    )
+                if drop_before_turn is not None:
+                    db.execute(
+                        "DELETE FROM tool_output WHERE session_id=? AND turn<?",
+                        (session_id, drop_before_turn),
+                    )
+                cursor = db.execute(
+                    "INSERT INTO tool_output (session_id, turn, step, call_id, after_seq, start, text) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (session_id, row.turn, row.step, row.call_id, row.after_seq, row.start, row.text),
+                )
+        finally:
+            self._db.execute("PRAGMA synchronous=FULL")
+        return int(cursor.lastrowid or 0)
+
+    def tool_output_after(self, session_id: str, after_id: int) -> list[SharedOutputRow]:
+        """The session's live-output rows with an id above `after_id`, oldest first."""
+        rows = self._db.execute(
+            "SELECT id, turn, step, call_id, after_seq, start, text FROM tool_output "
+            "WHERE session_id=? AND id>? ORDER BY id",
+            (session_id, after_id),
+        ).fetchall()
+        return [SharedOutputRow(*row) for row in rows]
+
+    def last_tool_output_id(self, session_id: str) -> int:
+        """The id of the session's newest live-output row (0 when there is none)."""
+        row = self._db.execute("SELECT max(id) FROM tool_output WHERE session_id=?", (session_id,)).fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 def _raise_ceiling(db: sqlite3.Connection, session_id: str, ceiling: int) -> None:

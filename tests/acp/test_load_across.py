@@ -10,6 +10,7 @@ from acp import text_block
 
 from tests.acp.harness import AcpDaemon, acp_daemon, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
+from tests.server.harness import tool_call_stream
 
 
 def chat_text(d: AcpDaemon, sid: str) -> str:
@@ -135,3 +136,47 @@ async def test_a_busy_holder_runs_its_whole_queue_before_it_lets_go(
         users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
         assert users == ["long", "second", "third"]
         assert "from here" in chat_text(second, sid) and "queued there" in chat_text(second, sid)
+
+
+async def test_a_chat_loaded_while_the_holder_runs_a_command_shows_its_output_live(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The holder's running command prints on in the loading process's chat (`followerOutput`): its
+    output after the load arrives as `tool_call_update`s, after a line saying what came before."""
+    state = tmp_path / "state"
+    go = tmp_path / "go"
+    command = f"echo before; while [ ! -f {go} ]; do sleep 0.02; done; echo after"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(
+            Reply.stream(tool_call_stream([("call_run", "run_command", {"command": command})])),
+            Reply.stream(text_stream(["ran it"])),
+        )
+        sid = await first.new_session()
+        running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("run")]))
+        await first.wait_for(lambda: "before" in output_shown(first, sid, "call_run"))
+
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        go.write_text("")
+        assert (await settle(running)).stop_reason == "end_turn"
+        await second.wait_for(lambda: "ran it" in chat_text(second, sid))
+        shown = output_shown(second, sid, "call_run")
+        assert shown.startswith("[… 7 characters of output not shown here")  # "before\n", printed earlier
+        assert shown.endswith("\nafter\n")
+        updates = call_updates(second, sid, "call_run")
+        live = [i for i, u in enumerate(updates) if u.get("status") == "in_progress" and u.get("content")]
+        done = [i for i, u in enumerate(updates) if u.get("status") == "completed"]
+        assert live and done and max(live) < done[0]  # the output before the result
+
+
+def call_updates(d: AcpDaemon, sid: str, call_id: str) -> list[dict[str, object]]:
+    return [u for u in d.client.updates(sid) if u.get("toolCallId") == call_id]
+
+
+def output_shown(d: AcpDaemon, sid: str, call_id: str) -> str:
+    """The text of the call's last live (`in_progress`) update with content: its output so far."""
+    shown = ""
+    for update in call_updates(d, sid, call_id):
+        content = update.get("content")
+        if update.get("status") == "in_progress" and isinstance(content, list) and content:
+            shown = content[0]["content"]["text"]
+    return shown

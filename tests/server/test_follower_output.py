@@ -1,0 +1,164 @@
+"""Live command output for a window that follows a session another daemon drives (protocol.md §3,
+"Read-only attach"): two daemons on one state directory, over real pipes, as two editor windows."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.session.liveoutput import SHARED_CHARS_PER_CALL
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+
+ALLOW_COMMANDS = {"thinking": False, "tools": {"permissions": {"run_command": "allow"}}}
+# A command that prints for a while (its own sleeps pace it; the test waits on events, never on time).
+PRINTS = "for i in $(seq 1 40); do echo line $i; sleep 0.02; done"
+PRINTED = "".join(f"line {i}\n" for i in range(1, 41))
+
+
+def output_of(daemon: Daemon, sid: str, call_id: str) -> str:
+    return "".join(e["data"]["text"] for e in daemon.of(sid, "tool/output") if e["data"]["callId"] == call_id)
+
+
+def positions(events: list[dict[str, Any]], call_id: str) -> dict[str, list[int]]:
+    """Where the call's tool/call, tool/output and tool/result stand in one connection's stream."""
+    found: dict[str, list[int]] = {"tool/call": [], "tool/output": [], "tool/result": []}
+    for index, event in enumerate(events):
+        if event["type"] in found and event["data"].get("callId") == call_id:
+            found[event["type"]].append(index)
+    return found
+
+
+async def test_a_follower_gets_the_drivers_command_output_in_order_and_once(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    driver = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    follower = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    try:
+        fake.script(
+            Reply.stream(tool_call_stream([("c1", "run_command", {"command": PRINTS})])),
+            text_reply("ran it"),
+        )
+        sid = await driver.new_session()
+        attached = await follower.request("dsh/session/attach", {"sessionId": sid})
+        assert attached["readOnly"] is True
+        await driver.request("dsh/followup", {"sessionId": sid, "message": {"content": "run it"}})
+        await driver.wait_idle_turn(sid)
+        await follower.wait_for(lambda: bool(follower.of(sid, "turn/end")))
+
+        # The driver's connection got the output live, once (no second copy from the store).
+        assert output_of(driver, sid, "c1") == PRINTED
+        # The follower got the same text, as `tool/output` events, after the call, before its result.
+        assert output_of(follower, sid, "c1") == PRINTED
+        seen = positions(follower.events, "c1")
+        assert len(seen["tool/call"]) == 1 and len(seen["tool/result"]) == 1
+        assert seen["tool/output"], seen
+        assert seen["tool/call"][0] < min(seen["tool/output"])
+        assert max(seen["tool/output"]) < seen["tool/result"][0]
+        # Coalesced: fewer events than lines the command printed one by one.
+        assert len(seen["tool/output"]) <= len(driver.of(sid, "tool/output"))
+        # Output carries no seq: the follower's durable stream stays contiguous, as the driver's.
+        for daemon in (driver, follower):
+            seqs = [e["seq"] for e in daemon.of(sid) if "seq" in e]
+            assert seqs == list(range(len(seqs)))
+            assert all("seq" not in e for e in daemon.of(sid, "tool/output"))
+        # The log holds no output (the model's history is the log's); the shared rows are elsewhere.
+        with sqlite3.connect(state / "sessions.sqlite3") as db:
+            types = {t for (t,) in db.execute("SELECT DISTINCT type FROM events WHERE session_id=?", (sid,))}
+            shared = "".join(
+                t
+                for (t,) in db.execute("SELECT text FROM tool_output WHERE session_id=? ORDER BY id", (sid,))
+            )
+        assert not any("output" in t for t in types), types
+        assert shared == PRINTED
+    finally:
+        await stop_daemon(driver)
+        await stop_daemon(follower)
+
+
+async def test_a_follower_that_attached_when_the_command_was_over_gets_no_stale_output(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """A finished call's output is not replayed (its result holds what the model saw)."""
+    state = tmp_path / "state"
+    driver = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    follower = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    try:
+        fake.script(
+            Reply.stream(tool_call_stream([("c1", "run_command", {"command": "echo once"})])),
+            text_reply("ran it"),
+            text_reply("two"),
+        )
+        sid = await driver.new_session()
+        await driver.request("dsh/followup", {"sessionId": sid, "message": {"content": "run it"}})
+        await driver.wait_idle_turn(sid)
+        await follower.request("dsh/session/attach", {"sessionId": sid})
+        assert follower.of(sid, "tool/result")  # the history, replayed
+        await driver.request("dsh/followup", {"sessionId": sid, "message": {"content": "again"}})
+        await follower.wait_for(lambda: len(follower.of(sid, "turn/end")) == 2)
+        assert follower.of(sid, "tool/output") == []
+    finally:
+        await stop_daemon(driver)
+        await stop_daemon(follower)
+
+
+MISSING = re.compile(
+    r"\[… ([\d,]+) characters of output not shown here; the result keeps the beginning and end\]\n"
+)
+
+
+def account_for(shown: str, whole: str) -> int:
+    """Check `shown` is `whole` with some stretches replaced by a line saying how long they were; the
+    number of characters it says are missing."""
+    position, missing = 0, 0
+    pieces = MISSING.split(shown)  # text, count, text, count, …, text
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            skipped = int(piece.replace(",", ""))
+            position += skipped
+            missing += skipped
+            continue
+        assert whole[position : position + len(piece)] == piece, (position, piece[:80])
+        position += len(piece)
+    assert position == len(whole)
+    return missing
+
+
+async def test_a_chatty_commands_output_reaches_a_follower_bounded_and_accounted_for(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """300,000 characters at once, three times what the store keeps of a call: the follower gets the
+    text it could read, and a line saying how much it missed wherever it missed some."""
+    lines = 3_000
+    printer = f"{sys.executable} -c \"for i in range({lines}): print('%06d' % i + 'x' * 93)\""
+    whole = "".join(f"{i:06d}{'x' * 93}\n" for i in range(lines))
+    state = tmp_path / "state"
+    driver = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    follower = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    try:
+        fake.script(
+            Reply.stream(tool_call_stream([("c1", "run_command", {"command": printer})])),
+            text_reply("ran it"),
+        )
+        sid = await driver.new_session()
+        await follower.request("dsh/session/attach", {"sessionId": sid})
+        await driver.request("dsh/followup", {"sessionId": sid, "message": {"content": "run it"}})
+        await driver.wait_idle_turn(sid)
+        await follower.wait_for(lambda: bool(follower.of(sid, "turn/end")))
+        assert output_of(driver, sid, "c1") == whole
+        shown = output_of(follower, sid, "c1")
+        missing = account_for(shown, whole)
+        assert MISSING.split(shown)[-1].endswith(f"{lines - 1:06d}{'x' * 93}\n")  # the end is shown
+        assert missing < len(whole)
+        with sqlite3.connect(state / "sessions.sqlite3") as db:
+            (stored,) = db.execute(
+                "SELECT sum(length(text)) FROM tool_output WHERE session_id=?", (sid,)
+            ).fetchone()
+        assert stored <= SHARED_CHARS_PER_CALL
+    finally:
+        await stop_daemon(driver)
+        await stop_daemon(follower)
