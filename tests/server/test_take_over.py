@@ -92,6 +92,8 @@ async def test_a_running_holder_lets_go_when_its_turn_ends_or_at_once_with_force
              "wakeup": False},
         )  # fmt: skip
         await first.wait_for(lambda: len(first.of(sid, "user/message")) == 2)  # "hang" runs
+        # ... and its request holds the hanging reply (else the kept turn below would get it, and hang)
+        await first.wait_for(lambda: fake.pending == 0)
         await first.request("dsh/session/takeOver", {"sessionId": sid, "force": True})
         await first.wait_for(lambda: leases(first, sid)[-1:] == [{"holder": None, "readOnly": False}])
         reasons = await first.wait_idle_turn(sid, 3)
