@@ -65,7 +65,8 @@ M.defaults = {
   },
   -- How long changed lines flash after an edit from the agent (ms, 0: no flash).
   flash_ms = 900,
-  -- How long a language server may take to answer the agent's definition/references/symbols/hover.
+  -- How long a language server may take to answer the agent's definition/references/symbols/hover,
+  -- and to report on a file loaded for the agent before an edit.
   editor_timeout_ms = 4000,
   -- Push the editor state (active file, cursor/selection, visible lines, diagnostics near the
   -- cursor) with dsh/context/didChange; the daemon adds a short snapshot to a request when it changed.

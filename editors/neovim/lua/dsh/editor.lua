@@ -1,11 +1,16 @@
 -- What this editor does for the agent (protocol.md §9), answered to the daemon's requests:
 --   dsh/document/save        write the buffers the agent just edited (undo kept; no other buffer),
---   dsh/editor/diagnostics   vim.diagnostic.get as LSP Diagnostics,
+--   dsh/editor/diagnostics   vim.diagnostic.get as LSP Diagnostics (once the servers checked the
+--                            text: settle.lua),
 --   dsh/editor/definition|references|symbols|hover
 --                            asked of the other language servers attached to the buffer.
+-- A file the daemon asks about that has no loaded buffer is loaded for the language servers only
+-- (borrowed.lua) and let go when the agent is done with it.
 -- `capabilities()` is what the client advertises under capabilities.experimental.dsh.
 local api = vim.api
+local borrowed = require('dsh.borrowed')
 local config = require('dsh.config')
+local settle = require('dsh.settle')
 
 local M = {}
 
@@ -19,18 +24,6 @@ local function timeout_ms()
   return (config.options.editor_timeout_ms or 5000)
 end
 
---- A loaded buffer for `uri` (loaded now if it was not; nil when it cannot be).
-local function buffer_for(uri)
-  local ok, buf = pcall(vim.uri_to_bufnr, uri)
-  if not ok then
-    return nil
-  end
-  if not api.nvim_buf_is_loaded(buf) then
-    pcall(vim.fn.bufload, buf)
-  end
-  return api.nvim_buf_is_loaded(buf) and buf or nil
-end
-
 -- ---- dsh/document/save ---------------------------------------------------------------------------
 
 --- Write exactly the named documents: `:write` in the buffer (BufWrite autocommands run, so the
@@ -38,7 +31,7 @@ end
 function M.save(params)
   local saved, failed = {}, {}
   for _, uri in ipairs(params and params.uris or {}) do
-    local buf = buffer_for(uri)
+    local buf = borrowed.take(uri, false)
     if not buf then
       failed[#failed + 1] = { uri = uri, message = 'not loaded in Neovim' }
     else
@@ -54,6 +47,7 @@ function M.save(params)
       else
         failed[#failed + 1] = { uri = uri, message = ok and 'still modified after writing' or tostring(err) }
       end
+      borrowed.done(buf, false)
     end
   end
   return { saved = saved, failed = #failed > 0 and failed or nil }
@@ -77,94 +71,6 @@ local function lsp_diagnostic(d)
   return out
 end
 
--- For `settleMs`: when each buffer's current text was last sent to its language servers (didChange,
--- with the buffer's LSP version) and when its diagnostics were last set. Diagnostics set after
--- the didChange of the current text are a re-check of that text (a report on an older text that
--- was already on its way may still pass; the cap bounds everything else).
-local sent = {} -- buf -> { version = LSP version, at = ms }
-local checked = {} -- buf -> ms
-local QUIET_MS = 100 -- after a re-check, how long to wait for another server's (or kind's) report
-
-local function now_ms()
-  return vim.uv.hrtime() / 1e6
-end
-
-local group = api.nvim_create_augroup('dsh.editor.diagnostics', { clear = true })
-api.nvim_create_autocmd('LspNotify', {
-  group = group,
-  callback = function(ev)
-    local data = ev.data or {}
-    local doc = data.method == 'textDocument/didChange' and type(data.params) == 'table' and data.params.textDocument
-    local client = doc and vim.lsp.get_client_by_id(data.client_id)
-    if client and client.name ~= 'dsh' and type(doc.version) == 'number' then
-      local ok, buf = pcall(vim.uri_to_bufnr, doc.uri)
-      if ok then
-        sent[buf] = { version = doc.version, at = now_ms() }
-      end
-    end
-  end,
-})
-api.nvim_create_autocmd('DiagnosticChanged', {
-  group = group,
-  callback = function(ev)
-    checked[ev.buf] = now_ms()
-  end,
-})
-api.nvim_create_autocmd('BufWipeout', {
-  group = group,
-  callback = function(ev)
-    sent[ev.buf], checked[ev.buf] = nil, nil
-  end,
-})
-
---- Whether `buf`'s language servers have reported on its current text (and then stayed quiet for a
---- moment); a buffer no language server checks never will, so it is settled at once.
-local function settled(buf)
-  local checkers = vim.tbl_filter(function(c)
-    return c.name ~= 'dsh'
-  end, vim.lsp.get_clients({ bufnr = buf }))
-  if #checkers == 0 then
-    return true
-  end
-  local change, report = sent[buf], checked[buf]
-  return change ~= nil
-    and change.version == vim.lsp.util.buf_versions[buf]
-    and report ~= nil
-    and report > change.at
-    and now_ms() - report >= QUIET_MS
-end
-
---- Wait until every buffer in `bufs` is settled, `cap_ms` at most: yields in the coroutine Neovim made
---- for the daemon's request (the editor stays responsive), else waits on the event loop. Returns the
---- buffers that are settled.
-local function wait_settled(bufs, cap_ms)
-  local function all()
-    for _, buf in ipairs(bufs) do
-      if not settled(buf) then
-        return false
-      end
-    end
-    return true
-  end
-  local deadline = now_ms() + cap_ms
-  local co, is_main = coroutine.running()
-  if co and not is_main then
-    while not all() and now_ms() < deadline do
-      vim.defer_fn(function()
-        coroutine.resume(co)
-      end, 20)
-      coroutine.yield()
-    end
-  else
-    vim.wait(cap_ms, all, 20)
-  end
-  local out = {}
-  for _, buf in ipairs(bufs) do
-    out[buf] = settled(buf)
-  end
-  return out
-end
-
 function M.diagnostics(params)
   local items = {}
   local function add(buf, fresh)
@@ -178,19 +84,32 @@ function M.diagnostics(params)
     end
   end
   if params and type(params.uris) == 'table' then
-    local bufs = {}
+    -- After an edit (`settleMs`): once the servers checked the edited text. A file with no loaded
+    -- buffer is loaded for its servers (and held until the edit is done), and asked once they checked
+    -- the text it was loaded with: what it had before an edit is then known, so its old errors are
+    -- not told as new; a file no server checks is answered at once.
+    local after_edit = type(params.settleMs) == 'number' and params.settleMs > 0
+    local bufs, loaded_now = {}, {}
     for _, uri in ipairs(params.uris) do
-      local ok, buf = pcall(vim.uri_to_bufnr, uri)
-      if ok and api.nvim_buf_is_loaded(buf) then
+      local buf, fresh = borrowed.take(uri, true)
+      if buf then
         bufs[#bufs + 1] = buf
+        if fresh then
+          loaded_now[#loaded_now + 1] = buf
+        end
       end
     end
-    local fresh = {}
-    if type(params.settleMs) == 'number' and params.settleMs > 0 then
-      fresh = wait_settled(bufs, math.min(params.settleMs, 60000))
+    local settled = {}
+    if after_edit then
+      settled = settle.wait(bufs, math.min(params.settleMs, 60000))
+    elseif #loaded_now > 0 then
+      settled = settle.wait(loaded_now, timeout_ms())
     end
     for _, buf in ipairs(bufs) do
-      add(buf, fresh[buf])
+      add(buf, settled[buf])
+    end
+    for _, buf in ipairs(bufs) do
+      borrowed.done(buf, after_edit or #settle.checkers(buf) == 0)
     end
   else
     local seen = {}
@@ -324,14 +243,8 @@ local function workspace_buffer()
   end
 end
 
-function M.language(feature, params)
-  local empty = feature == 'symbols' and { symbols = {} } or feature == 'hover' and { contents = '' } or { locations = {} }
-  local buf, method = nil, METHOD[feature]
-  if feature == 'symbols' and not params.uri then
-    buf, method = workspace_buffer(), METHOD.workspace_symbols
-  else
-    buf = buffer_for(params.uri)
-  end
+--- `feature` asked of `buf`'s servers (none: `empty` with noLanguageServer).
+local function ask_language(feature, method, buf, params, empty)
   local clients = buf and servers(buf, method) or {}
   if #clients == 0 then
     empty.noLanguageServer = true
@@ -372,6 +285,19 @@ function M.language(feature, params)
     end
   end
   return { locations = locations }
+end
+
+function M.language(feature, params)
+  local empty = feature == 'symbols' and { symbols = {} } or feature == 'hover' and { contents = '' } or { locations = {} }
+  if feature == 'symbols' and not params.uri then
+    return ask_language(feature, METHOD.workspace_symbols, workspace_buffer(), params, empty)
+  end
+  local buf = borrowed.take(params.uri, true)
+  local answer = ask_language(feature, METHOD[feature], buf, params, empty)
+  if buf then
+    borrowed.done(buf, false)
+  end
+  return answer
 end
 
 --- The daemon's request `method` (one of the above), answered.

@@ -1,8 +1,10 @@
 -- workspace/applyEdit from the daemon: applied with Neovim's own workspace-edit code (undoable; the
 -- daemon then asks for the edited buffer to be written, dsh/document/save in editor.lua), without the
 -- built-in handler's "Workspace edit" message;
--- changed lines flash, and :DshEdits lists every touched place in the quickfix list.
+-- changed lines flash, and :DshEdits lists every touched place in the quickfix list. A file with no
+-- loaded buffer is edited in a hidden, unlisted one, let go when the agent is done (borrowed.lua).
 local api = vim.api
+local borrowed = require('dsh.borrowed')
 local config = require('dsh.config')
 local layout = require('dsh.layout')
 local notify = require('dsh.notify')
@@ -35,11 +37,14 @@ local function uris_of(edit)
   return uris
 end
 
-local function loaded_lines(uri)
-  local buf = vim.uri_to_bufnr(uri)
-  if api.nvim_buf_is_loaded(buf) then
+--- The lines an edit starts from: the loaded buffer's, else the file's (none for a new file).
+local function lines_before(uri)
+  local buf = borrowed.existing(uri)
+  if buf and api.nvim_buf_is_loaded(buf) then
     return api.nvim_buf_get_lines(buf, 0, -1, false)
   end
+  local fname = vim.uri_to_fname(uri)
+  return vim.fn.filereadable(fname) == 1 and vim.fn.readfile(fname) or {}
 end
 
 local diff = (vim.text and vim.text.diff) or vim.diff
@@ -87,11 +92,18 @@ function M.apply(_root, params, ctx)
   end
   local client = vim.lsp.get_client_by_id(ctx.client_id)
   local uris = uris_of(edit)
-  local before = {}
+  local before, state = {}, {}
   for _, uri in ipairs(uris) do
-    before[uri] = loaded_lines(uri) or {}
+    before[uri] = lines_before(uri)
+    state[uri] = borrowed.state(uri)
   end
   local ok, err = pcall(vim.lsp.util.apply_workspace_edit, edit, client and client.offset_encoding or 'utf-16')
+  for _, uri in ipairs(uris) do
+    local buf = borrowed.existing(uri)
+    if buf then
+      borrowed.edited(buf, state[uri]) -- loaded (and listed) by the edit: hidden again, held
+    end
+  end
   if not ok then
     return { applied = false, failureReason = tostring(err) }
   end
@@ -99,13 +111,15 @@ function M.apply(_root, params, ctx)
   for _, uri in ipairs(uris) do
     local buf = vim.uri_to_bufnr(uri)
     if api.nvim_buf_is_loaded(buf) then
+      -- A buffer the person never opened is let go: the quickfix entry names the file.
+      local qbuf = not borrowed.held(buf) and buf or nil
       local ranges = changed(before[uri], api.nvim_buf_get_lines(buf, 0, -1, false))
       flash(buf, ranges)
       for _, r in ipairs(ranges) do
-        M.touched[#M.touched + 1] = { bufnr = buf, filename = vim.uri_to_fname(uri), lnum = r[1], end_lnum = r[2], text = label }
+        M.touched[#M.touched + 1] = { bufnr = qbuf, filename = vim.uri_to_fname(uri), lnum = r[1], end_lnum = r[2], text = label }
       end
       if #ranges == 0 then
-        M.touched[#M.touched + 1] = { bufnr = buf, filename = vim.uri_to_fname(uri), lnum = 1, text = label }
+        M.touched[#M.touched + 1] = { bufnr = qbuf, filename = vim.uri_to_fname(uri), lnum = 1, text = label }
       end
     end
   end
