@@ -72,7 +72,8 @@ class _RunningCall:
     def emit_output(self, text: str) -> None:
         if text:
             call = self.call
-            self.agent.bus.publish(ToolOutput(call.turn, call.step, call.call_id, text).event())
+            # Into the store before any client sees it: a call's first output is written at once,
+            # so a window opened on seeing it follows the output from there on.
             if self.shared is None:
                 log = self.agent.log
                 self.shared = SharedOutput(
@@ -85,6 +86,7 @@ class _RunningCall:
                     writable=lambda: log.lease_lost is None,
                 )
             self.shared.add(text)
+            self.agent.bus.publish(ToolOutput(call.turn, call.step, call.call_id, text).event())
 
     def close_output(self) -> None:
         """The body ended: the shared output's last row is written (before the result is appended)."""
