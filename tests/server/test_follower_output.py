@@ -9,6 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pygls.lsp.server import LanguageServer
+
+from dsh_daemon.host.options import parse_options
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.server.frontend import LspFrontEnd
 from dsh_daemon.session.liveoutput import SHARED_CHARS_PER_CALL
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
@@ -162,3 +168,53 @@ async def test_a_chatty_commands_output_reaches_a_follower_bounded_and_accounted
     finally:
         await stop_daemon(driver)
         await stop_daemon(follower)
+
+
+class Recording(LspFrontEnd):
+    """An LSP front end (in-process, no client) that keeps what it would send its connection."""
+
+    def __init__(self, *args: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+        super().__init__(*args)
+
+    def deliver(self, session_id: str, event: Event, *, replayed: bool) -> None:
+        self.sent.append({"type": event.type, "seq": event.seq, "data": dict(event.data)})
+
+
+async def test_a_view_taken_over_by_a_request_before_its_poll_still_gets_the_output(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The lease became free and a request of the follower's drove the session before its poll read
+    the last events: the output it had not read goes between them as the poll would have sent it."""
+    state, work = tmp_path / "state", tmp_path / "work"
+    work.mkdir()
+    env = {"DEEPSEEK_API_KEY": "sk-test-secret-key-0000", "DEEPSEEK_BASE_URL": fake.base_url}
+
+    def front_end() -> Recording:
+        options = parse_options(state, env, {}, ALLOW_COMMANDS, what="initializationOptions")
+        return Recording(LanguageServer("t", "0"), state, options, [str(work)], None)
+
+    driver, follower = front_end(), front_end()
+    try:
+        fake.script(
+            Reply.stream(tool_call_stream([("c1", "run_command", {"command": "echo one; echo two"})])),
+            text_reply("ran it"),
+        )
+        hosted = driver.host.create(str(work))
+        sid = hosted.session_id
+        assert follower.host.attach(sid, -1).holder is not None  # read-only
+        await follower.host.follower.close()  # its poll never runs: the request below gets there first
+        hosted.send(UserMessage.create("run it"), "next-turn", True)
+        await hosted.agent.when_idle()
+        await driver.host.close_session(sid)  # lets go
+        follower.host.session(sid)  # a request of the follower's drives it now
+        types = [e["type"] for e in follower.sent]
+        texts = "".join(e["data"]["text"] for e in follower.sent if e["type"] == "tool/output")
+        assert texts == "one\ntwo\n"
+        outputs = [i for i, t in enumerate(types) if t == "tool/output"]
+        assert types.index("tool/call") < outputs[0] and outputs[-1] < types.index("tool/result")
+        seqs = [e["seq"] for e in follower.sent if e["seq"] is not None]
+        assert seqs == list(range(len(seqs)))
+    finally:
+        await driver.close()
+        await follower.close()
