@@ -278,6 +278,8 @@ CLI_HARNESS = textwrap.dedent(
             if not seen:
                 seen["collecting"] = gc.isenabled()
                 seen["modules"] = sorted(k for k, v in sys.modules.items() if v is not None)
+            # per write: whether the collector was on, and whether a session's id left in it
+            seen.setdefault("writes", []).append([gc.isenabled(), b"sessionId" in data])
             return self.stream.write(data)
 
         def flush(self):
@@ -333,6 +335,64 @@ def test_the_collector_is_paused_until_the_initialize_reply_and_collects_after(t
     assert b'"sessions": []' in seen["stdout"] and seen["code"] == 0
     assert seen["collecting"] is False
     assert seen["collecting_at_exit"] is True and seen["frozen"] > 10_000
+
+
+def test_the_collection_pass_waits_until_the_first_session_is_answered(tmp_path: Path) -> None:
+    """An editor sends `initialized` and its first `dsh/session/new` the moment `initialize` is
+    answered: the start's collection pass (100-250 ms) must not run in between, where that request
+    waited for it. It runs once that reply has left (and the collector is on at the end)."""
+    errors = tmp_path / "stderr"
+    with errors.open("wb") as stderr_file:  # a file: a pipe nobody reads could fill up
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLI_HARNESS, "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=stderr_file, cwd=ROOT, env={**_clean_env(), "DSH_HOME": str(tmp_path)},
+        )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        _write(proc, LSP_INITIALIZE)
+        assert _read_until(proc, 1)["result"]["capabilities"]
+        # As an editor does: only once the reply has come (the pass used to run in this moment).
+        new = {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/new", "params": {"cwd": str(tmp_path)}}
+        _write(proc, {"jsonrpc": "2.0", "method": "initialized", "params": {}}, new)
+        assert _read_until(proc, 2)["result"]["sessionId"]
+        _write(proc, SHUTDOWN, EXIT)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    line = next(x for x in errors.read_text().splitlines() if x.startswith("SEEN "))
+    seen = json.loads(line.removeprefix("SEEN "))
+    assert seen["code"] == 0
+    with_session = [enabled for enabled, has_session in seen["writes"] if has_session]
+    assert with_session == [False]  # the reply left before the pass
+    assert seen["collecting_at_exit"] is True and seen["frozen"] > 10_000
+
+
+def _write(proc: subprocess.Popen[bytes], *messages: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    for message in messages:
+        body = json.dumps(message).encode()
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    proc.stdin.flush()
+
+
+def _read_until(proc: subprocess.Popen[bytes], msg_id: int) -> dict[str, Any]:
+    """The daemon's frames up to the answer to request `msg_id` (that answer)."""
+    assert proc.stdout is not None
+    while True:
+        length = None
+        while True:
+            line = proc.stdout.readline()
+            assert line, "the daemon ended"
+            if line == b"\r\n":
+                break
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        assert length is not None
+        message: dict[str, Any] = json.loads(proc.stdout.read(length))
+        if message.get("id") == msg_id and "method" not in message:
+            return message
 
 
 def test_a_first_frame_that_is_no_initialize_resumes_the_collector_all_the_same(tmp_path: Path) -> None:

@@ -6,16 +6,22 @@ process. The collector walks them over and over while they are made (about 120 p
 reply, one of them over everything: 10-15 % of the time from spawn to the reply, measured with
 `gc.callbacks`). A bare pygls server pays that too; the daemon need not.
 
-So `dsh-daemon` pauses the collector before those imports, and the front end resumes it once its
-first frame is answered (the reply has left by then): one full collection frees what the start left
-behind (attrs replaces each slotted class by a new one: some 16,000 objects, 8 MB, in cycles), then
-what is still alive is frozen (`gc.freeze`: the modules, classes and functions of the start live as
-long as the process, and no later pass walks them again) and collection goes on as usual. One pass,
-in the moment the client spends reading the reply, instead of a hundred before it.
+So `dsh-daemon` pauses the collector before those imports, and the front end resumes it once the
+client's start-up frames are answered (the replies have left by then): one full collection frees
+what the start left behind (attrs replaces each slotted class by a new one: some 16,000 objects, 8 MB,
+in cycles), then what is still alive is frozen (`gc.freeze`: the modules, classes and functions of
+the start live as long as the process, and no later pass walks them again) and collection goes on as
+usual. One pass, in a moment the client is not waiting for, instead of a hundred before the reply.
+The start-up frames are `initialize`, `initialized` and a first `dsh/session/new`, which an editor
+sends in a row (the pass, 180-250 ms on a loaded 2-core machine, ran right after the first, and the
+third waited for it):
+the pass runs once the early session's machinery is built (`server/app.py: _build_front_end`), or
+after the first other frame is answered (`server/transport.py: read_loop`).
 
-Invariant: the collector is paused at most until the first frame has been answered, whatever that
-frame was (`read_loop` resumes it after its first dispatch), so a client that never sends
-`initialize` cannot leave it off.
+Invariant: the collector is paused at most until a frame other than those has been answered or the
+first session's machinery is built, whatever the first frame was. A client that sends nothing else
+leaves it off, but then the daemon makes nothing a pass would free (the preload's modules live as
+long as the process, and are frozen with the rest).
 """
 
 from __future__ import annotations

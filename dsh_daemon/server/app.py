@@ -45,6 +45,7 @@ from dsh_daemon.host.options import (
 )
 from dsh_daemon.host.paths import checked_path
 from dsh_daemon.host.preload import preload_in_background, settle
+from dsh_daemon.host.startup_gc import resume_collection
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 from dsh_daemon.server.roots import check_root_uris
@@ -219,6 +220,9 @@ class Daemon:
             self.front_end  # noqa: B018  (built, and the early sessions wired, as a side effect)
         except Exception:
             logger.exception("the session host could not be built")
+        # The start's collection pass waited for this reply (server/transport.py); now, while the
+        # client reads it, with the session machinery's objects among those it then freezes.
+        resume_collection()
 
     def _tell_not_set_up(self, session_id: str, reason: str) -> None:
         """A session answered early whose tools or agent could not be set up (it is gone again)."""

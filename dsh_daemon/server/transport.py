@@ -40,7 +40,7 @@ from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.errors import lone_surrogate_at, shown
 from dsh_daemon.host.preload import proceed, settle
-from dsh_daemon.host.startup_gc import resume_collection
+from dsh_daemon.host.startup_gc import collection_paused, resume_collection
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
     UnusableNumberError,
@@ -58,6 +58,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_LINE = 1 << 20
 QUIET_S = 0.05  # a body still short of its length after this long without bytes is looked at
+START_NOTIFICATIONS = frozenset({"initialized"})
 _WHITESPACE = b" \t\r\n"
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
 _MARK = b"content-length:"
@@ -239,23 +240,29 @@ async def read_loop(
             _error(protocol, None, errors.PARSE_ERROR, "Parse error: the frame body is not a JSON object")
             continue
         body = _cut_overrun(body, reader)
-        dispatch(
+        method = dispatch(
             protocol,
             body,
             is_shut_down=is_shut_down,
             is_initialized=is_initialized,
             first_preloaded_only=first_preloaded_only,
         )
+        loop = asyncio.get_running_loop()
         if not started:
             # The first frame is answered: once its reply (whose flush is already scheduled) has left,
-            # the start's cached code is written and cycles are collected again.
+            # the start's cached code is written.
             started = True
-            asyncio.get_running_loop().call_soon(_start_answered)
+            loop.call_soon(finish_start)  # server/codecache.py
+        if collection_paused() and not _start_frame(method, first_preloaded_only):
+            # The start's collection pass (host/startup_gc.py), once its reply has left: not after
+            # `initialize`, `initialized` or a first session request, which the client sends in a row
+            # (and then waits for), nor while it waits for a reply to them.
+            loop.call_soon(resume_collection)
 
 
-def _start_answered() -> None:
-    finish_start()  # server/codecache.py
-    resume_collection()  # host/startup_gc.py
+def _start_frame(method: str | None, first_preloaded_only: frozenset[str]) -> bool:
+    """A frame a client sends in a row as it starts: the collection pass waits until after them."""
+    return method == "initialize" or method in START_NOTIFICATIONS or method in first_preloaded_only
 
 
 async def _read_body(reader: StdinReader, length: int) -> bytes | None:
@@ -359,22 +366,23 @@ def dispatch(
     is_shut_down: Callable[[], bool],
     is_initialized: Callable[[], bool] = lambda: True,
     first_preloaded_only: frozenset[str] = frozenset(),
-) -> None:
-    """Handle one frame's body. No import of ours runs beside the preload of the session machinery
-    (`host/preload.py`): a request named in `first_preloaded_only` waits for the preload's first
-    modules (its handler imports nothing else) and is answered at once, before the preload goes on;
-    anything else waits for the whole preload, and a reply already made leaves before that wait."""
+) -> str | None:
+    """Handle one frame's body; its method (None: a response, or no message at all). No import of
+    ours runs beside the preload of the session machinery (`host/preload.py`): a request named in
+    `first_preloaded_only` waits for the preload's first modules (its handler imports nothing else)
+    and is answered at once, before the preload goes on; anything else waits for the whole preload,
+    and a reply already made leaves before that wait."""
     try:
         # depth bounded before decoding: deep nesting would exhaust the stack (model/jsondepth.py)
         data = loads_message(body)
     except (TooDeepError, UnusableNumberError) as exc:
         settle()
         _refuse_unusable(protocol, body, exc)
-        return
+        return None
     except (ValueError, UnicodeDecodeError) as exc:
         settle()
         _error(protocol, None, errors.PARSE_ERROR, f"Parse error: {exc}")
-        return
+        return None
     method = data.get("method") if isinstance(data, dict) else None
     first_only = (
         isinstance(data, dict)
@@ -389,6 +397,7 @@ def dispatch(
         if first_only:
             flush_made(protocol)  # its answer leaves before the preload takes the interpreter again
             proceed()
+    return method if isinstance(method, str) else None
 
 
 def _dispatch(
