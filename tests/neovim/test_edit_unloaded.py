@@ -56,6 +56,7 @@ def test_an_edit_to_a_file_with_no_buffer_tells_the_model_its_new_type_error_onl
     (work / "app.py").write_text("from lib import helper\n\nvalue: int = helper()\n")
     (work / "notes.txt").write_text("draft\n")
     fake.script(
+        call("c0", "diagnostics", path="lib.py"),
         call("c1", "edit_file", path="lib.py", old_string="return 1", new_string='return "one"'),
         call("c2", "edit_file", path="notes.txt", old_string="draft", new_string="final"),
         call("c3", "run_command", command="cat lib.py notes.txt"),
@@ -65,21 +66,24 @@ def test_an_edit_to_a_file_with_no_buffer_tells_the_model_its_new_type_error_onl
     try:
         wait_analyzed(editor, work / "app.py", 0, 17)  # the server runs; lib.py has no buffer
         assert set(buffers(editor)) == {"app.py"}
-        editor.cmd("Dsh make helper return a string, finalise the notes, show both")
+        editor.cmd("Dsh check lib.py, make helper return a string, finalise the notes, show both")
         editor.wait_footers(1, timeout=300)
+        # Asked, the editor's language server tells the problem lib.py has (not "No problems").
+        problems = content(fake, 1)
+        assert problems.startswith("lib.py:1:12: error: Type \"Literal['old']\" is not assignable"), problems
         # The model hears of the error its edit made, and not of the one lib.py already had.
-        edited = content(fake, 1)
+        edited = content(fake, 2)
         assert edited.startswith("Edited lib.py: replaced 1 occurrence (+1 -1 lines)\n1 new error in lib.py"), edited
         assert NEW_ERROR in edited and OLD_ERROR not in edited, edited
         assert card(editor, "⚙ edit_file  lib.py") == "✓ ok +1 −1 · 1 new error"
         # A file no language server checks: no note, answered without waiting for one.
-        plain = content(fake, 2)
+        plain = content(fake, 3)
         assert plain == "Edited notes.txt: replaced 1 occurrence (+1 -1 lines)", plain
         # Both were re-checked (or had nothing to check) before the cap: the log says so each time.
         log = (paths.tmp / "daemon.log").read_text()
         assert log.count("diagnostics after an edit: re-checked by the editor's language servers") == 2, log
         # What the agent edited is what its command saw, and what is on disk.
-        ran = content(fake, 3)
+        ran = content(fake, 4)
         assert 'return "one"' in ran and "final" in ran and "unsaved changes" not in ran, ran
         assert (work / "lib.py").read_text() == LIB.replace("return 1", 'return "one"')
         assert (work / "notes.txt").read_text() == "final\n"
