@@ -102,14 +102,15 @@ function M.take(uri, must_exist)
   return buf, true
 end
 
---- A buffer the agent's edit loaded (Neovim's workspace-edit code loads and lists an edited file):
---- held as if taken, unlisted again, and let go when unused. A buffer held already stays unlisted.
+--- After the agent's edit (`before`: M.state from just before it): Neovim's workspace-edit code loads
+--- and lists an edited file; the edit changes neither. A buffer it loaded is held as if taken, and let
+--- go when unused.
 function M.edited(buf, before)
-  if held[buf] then
-    vim.bo[buf].buflisted = held[buf].listed
+  if not api.nvim_buf_is_loaded(buf) then
     return
   end
-  if not before.loaded and api.nvim_buf_is_loaded(buf) then
+  vim.bo[buf].buflisted = before.listed
+  if not before.loaded and not held[buf] then
     hold(buf, before)
     M.done(buf, false)
   end
