@@ -82,7 +82,9 @@ class Daemon:
         deadline = loop.time() + timeout
         while not predicate():
             if loop.time() > deadline:
-                raise AssertionError("timed out waiting; last events: " + json.dumps(self.events[-8:])[:3000])
+                # each event cut short: a request/header's system prompt would hide the ones after it
+                last = "\n".join(json.dumps(e)[:300] for e in self.events[-12:])
+                raise AssertionError(f"timed out waiting; the last events:\n{last}")
             await asyncio.sleep(0.01)
 
     async def wait_event(self, session_id: str, type_: str, count: int = 1) -> dict[str, Any]:
