@@ -77,7 +77,9 @@ class Daemon:
             e for e in self.events if e["sessionId"] == session_id and (not types_ or e["type"] in types_)
         ]
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 45.0) -> None:
+        """Waits until `predicate()` holds. The timeout only bounds a failure: a test never waits it out
+        when things go right, and 15 s was too short for a turn on a loaded CI machine."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not predicate():
