@@ -67,7 +67,7 @@ async def test_a_session_reattached_from_the_store_is_opened_in_the_background(
         await second.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
         # Within a poll this daemon drives it (takes the lease) without any further request.
         pid = second.client._server.pid  # type: ignore[union-attr]
-        await second.wait_for(lambda: (store.read_lease(sid) or (None, 0))[1] == pid, timeout=10)
+        await second.wait_for(lambda: (store.read_lease(sid) or (None, 0))[1] == pid)
     finally:
         store.close()
         await stop_daemon(second)

@@ -71,13 +71,13 @@ async def test_a_read_only_window_follows_live_and_becomes_the_driver_when_the_h
         fake.open_gate("long")
 
         # The turn the first window runs reaches the second live, without another attach.
-        await second.wait_for(lambda: bool(second.of(sid, "turn/end")), timeout=20)
+        await second.wait_for(lambda: bool(second.of(sid, "turn/end")))
         await first.wait_idle_turn(sid)
-        await second.wait_for(lambda: durable_seqs(second, sid) == durable_seqs(first, sid), timeout=10)
+        await second.wait_for(lambda: durable_seqs(second, sid) == durable_seqs(first, sid))
 
         # The first window detaches (idle): the second takes the session over by itself.
         await first.request("dsh/session/detach", {"sessionId": sid})
-        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=10)
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")))
         (lease,) = second.of(sid, "session/lease")
         assert lease["data"] == {"holder": None, "readOnly": False} and "seq" not in lease
         await second.request("dsh/wake", {"sessionId": sid})
@@ -104,7 +104,7 @@ async def test_detaching_a_running_session_releases_it_when_the_turn_ends(
         attached = await second.request("dsh/session/attach", {"sessionId": sid})
         assert attached["readOnly"] is True  # still running in the first window
         fake.open_gate("long")
-        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=20)
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")))
         assert second.of(sid, "turn/end")[0]["data"]["reason"] == {"kind": "completed"}
         assert first.of(sid, "turn/end") == []  # detached: the first window was told nothing more
     finally:
@@ -130,7 +130,7 @@ async def test_a_request_that_finds_the_lease_free_first_still_tells_the_read_on
         assert attached["readOnly"] is True
         await first.request("dsh/session/detach", {"sessionId": sid})
         await second.request("dsh/inbox/list", {"sessionId": sid})  # before the next poll (200 ms)
-        await second.wait_for(lambda: bool(second.of(sid, "session/lease")), timeout=10)
+        await second.wait_for(lambda: bool(second.of(sid, "session/lease")))
         (lease,) = second.of(sid, "session/lease")
         assert lease["data"] == {"holder": None, "readOnly": False}
     finally:
