@@ -84,6 +84,7 @@ class _RunningCall:
                     call.call_id,
                     last_seq=lambda: log.next_seq - 1,
                     writable=lambda: log.lease_lost is None,
+                    holder=log.lease_holder,
                 )
             self.shared.add(text)
             self.agent.bus.publish(ToolOutput(call.turn, call.step, call.call_id, text).event())

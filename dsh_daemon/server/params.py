@@ -54,14 +54,18 @@ def decode(name: str, raw: Any) -> Any:
         raise invalid_params(f"{name}: {shown(str(exc), 500)}") from None
 
 
+_PLAIN_SESSION_NEW = frozenset({"cwd", "mcpServers", "title"})
+
+
 def plain_session_new(raw: Any) -> tuple[str | None, Mapping[str, Any] | None] | None:
     """`dsh/session/new`'s `cwd` and `mcpServers` as `decode` would give them, read without the
     declarations, when no `title` is given and each is of its declared type (or absent): what a first
     session request is answered with before the declarations are loaded (`server/app.py`). None
-    otherwise: `decode` judges those params, so a bad one is refused as it always was."""
+    otherwise, and for any other field, so that a field later declared for `SessionNewParams` is never
+    dropped here: `decode` judges those params, so a bad one is refused as it always was."""
     if raw is None:
         raw = {}
-    if not isinstance(raw, Mapping) or raw.get("title") is not None:
+    if not isinstance(raw, Mapping) or not _PLAIN_SESSION_NEW.issuperset(raw) or raw.get("title") is not None:
         return None
     cwd, servers = raw.get("cwd"), raw.get("mcpServers")
     if not (cwd is None or isinstance(cwd, str)) or not (servers is None or isinstance(servers, Mapping)):

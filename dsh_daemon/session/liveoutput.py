@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from dsh_daemon.session.store import SessionStore, SharedOutputRow
+from dsh_daemon.session.store import LeaseLostError, SessionStore, SharedOutputRow
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +46,20 @@ class SharedOutput:
         *,
         last_seq: Callable[[], int],
         writable: Callable[[], bool] = lambda: True,
+        holder: str | None = None,
         every: float = SHARE_EVERY_S,
         cap: int = SHARED_CHARS_PER_CALL,
     ) -> None:
         """`last_seq`: the log's last seq now; `writable`: whether this process still drives the
-        session (nothing is written once it lost the lease)."""
+        session as far as it knows (nothing is written once it lost the lease); `holder`: its lease
+        holder id, which the store checks in each row's transaction (a command prints on after
+        another process took the session, with no log write to find out)."""
         self.store = store
         self.session_id = session_id
         self.turn, self.step, self.call_id = turn, step, call_id
         self.last_seq = last_seq
         self.writable = writable
+        self.holder = holder
         self.every = every
         self.cap = cap
         self._pending: list[str] = []
@@ -121,7 +125,11 @@ class SharedOutput:
                 row,
                 drop_through=drop_through,
                 drop_before_turn=self.turn - 1 if first else None,
+                holder=self.holder,
             )
+        except LeaseLostError:
+            self._closed = True  # another process drives the session now: its output is not ours
+            return
         except Exception:
             logger.warning(
                 "session %s: live output of %s not shared", self.session_id, self.call_id, exc_info=True

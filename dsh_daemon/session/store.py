@@ -456,9 +456,7 @@ class SessionStore:
         no such session. With `holder`, refuse (`LeaseLostError`) while another holder has the lease."""
         with self.transaction() as db:
             if holder is not None:
-                lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
-                if lease is not None and lease[0] != holder:
-                    raise LeaseLostError(session_id, lease[0])
+                _check_holder(db, session_id, holder)
             db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM leases WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
@@ -514,9 +512,7 @@ class SessionStore:
             if reserve_to is not None:
                 _raise_ceiling(db, session_id, reserve_to)
             if holder is not None:
-                lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
-                if lease is not None and lease[0] != holder:
-                    raise LeaseLostError(session_id, lease[0])
+                _check_holder(db, session_id, holder)
             row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             if row is None:
                 raise UnknownSessionError(session_id)
@@ -850,15 +846,20 @@ class SessionStore:
         *,
         drop_through: int | None = None,
         drop_before_turn: int | None = None,
+        holder: str | None = None,
     ) -> int:
         """Store one row of a running call's live output (its `id` is ignored) and return its id. In
         the same transaction, `drop_through` removes the call's rows up to that id (its per-call
-        cap) and `drop_before_turn` the session's rows of older turns. Not flushed to disk on
+        cap) and `drop_before_turn` the session's rows of older turns. With `holder`, a writer whose
+        lease another process has taken is refused (`LeaseLostError`), as `append_events` refuses it:
+        its rows would reach followers after the new driver's result for the call. Not flushed to disk on
         commit (`synchronous=NORMAL`): live output is a view for other processes, not history, so a
         crash may lose it; the next `FULL` commit flushes it with everything before it."""
         self._db.execute("PRAGMA synchronous=NORMAL")
         try:
             with self.transaction() as db:
+                if holder is not None:
+                    _check_holder(db, session_id, holder)
                 if drop_through is not None:
                     db.execute(
                         "DELETE FROM tool_output WHERE session_id=? AND call_id=? AND id<=?",
@@ -891,6 +892,13 @@ class SessionStore:
         """The id of the session's newest live-output row (0 when there is none)."""
         row = self._db.execute("SELECT max(id) FROM tool_output WHERE session_id=?", (session_id,)).fetchone()
         return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def _check_holder(db: sqlite3.Connection, session_id: str, holder: str) -> None:
+    """Inside a write transaction: `LeaseLostError` when another process holds the session's lease."""
+    lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
+    if lease is not None and lease[0] != holder:
+        raise LeaseLostError(session_id, lease[0])
 
 
 def _raise_ceiling(db: sqlite3.Connection, session_id: str, ceiling: int) -> None:

@@ -141,3 +141,19 @@ def test_a_lost_lease_or_a_failed_write_never_fails_the_call(tmp_path: Path) -> 
     broken.add("x")
     broken.add("y")
     broken.close()
+
+
+def test_a_driver_whose_lease_was_taken_shares_no_more_output(tmp_path: Path) -> None:
+    """A command goes on printing after another process took the session (a forced take-over): no log
+    write tells this process yet, so the store checks the lease with each row, and refuses it, as it
+    refuses an event append; a follower would otherwise show it after the new driver's result."""
+    store = SessionStore(tmp_path)
+    store.create_session("s", title=None, cwd=None)
+    assert store.write_lease("s", "me", 1, "h", replace_holder=None)
+    shared = SharedOutput(store, "s", 1, 1, "c1", last_seq=lambda: 0, holder="me")
+    shared.add("mine")
+    assert store.write_lease("s", "them", 2, "h", replace_holder="me")  # taken over
+    shared.add("after the take-over")
+    shared.close()
+    assert [r.text for r in store.tool_output_after("s", 0)] == ["mine"]
+    store.close()

@@ -16,7 +16,7 @@ from tests.server.harness import text_reply
 
 LIB = 'OLD: int = "old"\n\n\ndef helper() -> int:\n    return 1\n'
 OLD_ERROR = "Literal['old']"  # the error lib.py has before any edit
-NEW_ERROR = "lib.py:5:12: error: Type \"Literal['one']\" is not assignable to return type \"int\""
+NEW_ERROR = 'lib.py:5:12: error: Type "Literal[\'one\']" is not assignable to return type "int"'
 
 
 def init(server: str, work: Path) -> str:
@@ -73,7 +73,9 @@ def test_an_edit_to_a_file_with_no_buffer_tells_the_model_its_new_type_error_onl
         assert problems.startswith("lib.py:1:12: error: Type \"Literal['old']\" is not assignable"), problems
         # The model hears of the error its edit made, and not of the one lib.py already had.
         edited = content(fake, 2)
-        assert edited.startswith("Edited lib.py: replaced 1 occurrence (+1 -1 lines)\n1 new error in lib.py"), edited
+        assert edited.startswith(
+            "Edited lib.py: replaced 1 occurrence (+1 -1 lines)\n1 new error in lib.py"
+        ), edited
         assert NEW_ERROR in edited and OLD_ERROR not in edited, edited
         assert card(editor, "⚙ edit_file  lib.py") == "✓ ok +1 −1 · 1 new error"
         # A file no language server checks: no note, answered without waiting for one.
@@ -98,7 +100,9 @@ def test_an_edit_to_a_file_with_no_buffer_tells_the_model_its_new_type_error_onl
             assert name not in left or not (left[name]["listed"] or left[name]["loaded"]), left
         # :DshEdits still lists both edits, by file name.
         editor.cmd("DshEdits")
-        entries = editor.lua("return vim.tbl_map(function(e) return vim.fn.bufname(e.bufnr) end, vim.fn.getqflist())")
+        entries = editor.lua(
+            "return vim.tbl_map(function(e) return vim.fn.bufname(e.bufnr) end, vim.fn.getqflist())"
+        )
         assert [Path(e).name for e in entries] == ["lib.py", "notes.txt"], entries
     finally:
         editor.quit(timeout=20)
@@ -124,7 +128,9 @@ def test_an_edit_to_hidden_buffers_lands_in_the_buffer_and_on_disk_and_tells_onl
     try:
         wait_analyzed(editor, work / "lib.py", 3, 5)
         editor.wait(
-            lambda: editor.lua("return #vim.diagnostic.get(0, {severity = 1})") == 1, timeout=120, what="the old error"
+            lambda: editor.lua("return #vim.diagnostic.get(0, {severity = 1})") == 1,
+            timeout=120,
+            what="the old error",
         )
         editor.cmd("edit other.py")
         editor.keys("GoUNSAVED = 1<Esc>")
@@ -166,7 +172,9 @@ def test_an_edit_to_hidden_buffers_lands_in_the_buffer_and_on_disk_and_tells_onl
         editor.quit(timeout=20)
 
 
-def test_a_buffer_loaded_for_the_agent_is_let_go_unless_the_person_took_it(editor: Editor, paths: Paths) -> None:
+def test_a_buffer_loaded_for_the_agent_is_let_go_unless_the_person_took_it(
+    editor: Editor, paths: Paths
+) -> None:
     """borrowed.lua's rules, without a language server: what is let go, and how."""
     for name in ("a.py", "b.py", "c.py", "d.py"):
         (paths.work / name).write_text(f"# {name}\n")

@@ -152,7 +152,7 @@ PARAMS = (
     {"mcpServers": None},
     {"mcpServers": {"files": {"command": "x"}}},
     {"mcpServers": {"files": {"command": 3}}},  # the type is an object: the server's own check refuses
-    {"other": 1},  # unknown members are ignored by both
+    {"other": 1},  # left to the decoder: a member declared later is never dropped by the early path
     {"title": None},
     {"title": ""},
     {"title": "t"},
@@ -184,6 +184,6 @@ def test_params_read_early_are_the_ones_the_declarations_decode() -> None:
             taken += 1
             assert plain == (decoded.cwd, decoded.mcp_servers), raw
             assert decoded.title is None, raw
-        else:
-            assert decoded.title is not None, raw  # a title: answered as every later request
-    assert taken == 11
+        else:  # a title or another member: answered as every later request
+            assert decoded.title is not None or "other" in raw, raw
+    assert taken == 10
