@@ -179,12 +179,19 @@ class Daemon:
             settle()  # the machinery is imported by the preload (waited for here), or now
             from dsh_daemon.acp.files import FsCapabilities
             from dsh_daemon.acp.frontend import AcpFrontEnd
+            from dsh_daemon.acp.sessionstate import takes_booleans
             from dsh_daemon.acp.terminals import offers_terminal
 
             fs = FsCapabilities.parse(self._client_capabilities)
             terminal = offers_terminal(self._client_capabilities)
             self._front_end = AcpFrontEnd(
-                self.connection, self.settings.state_dir, options, fs, terminal=terminal, early=self._early
+                self.connection,
+                self.settings.state_dir,
+                options,
+                fs,
+                terminal=terminal,
+                booleans=takes_booleans(self._client_capabilities),
+                early=self._early,
             )
         if self._early is not None and self._early.pending:
             self._wire_early(self._front_end)
@@ -316,7 +323,7 @@ class Daemon:
         first (`front_end`): a `session/prompt` sent at once waits for it. Everything here is among
         `PRELOAD_FIRST` (the connection waited for those only): nothing else may be imported here."""
         options = self._check_ready()
-        from dsh_daemon.acp.sessionstate import config_options, mode_state
+        from dsh_daemon.acp.sessionstate import config_options, mode_state, takes_booleans
         from dsh_daemon.host.early import EarlySessions
         from dsh_daemon.host.models import ModelSettings, configured_models
 
@@ -332,7 +339,12 @@ class Daemon:
         return {
             "sessionId": session_id,
             "modes": mode_state("ask"),  # a new session's mode
-            "configOptions": config_options(configured_models(provider), ModelSettings().effective(provider)),
+            "configOptions": config_options(
+                configured_models(provider),
+                ModelSettings().effective(provider),
+                "ask",
+                booleans=takes_booleans(self._client_capabilities),
+            ),
         }
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -529,13 +541,26 @@ class Daemon:
         return {}
 
     def session_set_config_option(self, raw: Any, rid: RequestId) -> dict[str, Any]:
-        """`{sessionId, configId, value}` → `{configOptions}`: the model, thinking, reasoning effort."""
+        """`{sessionId, configId, value}` → `{configOptions}`: the mode, the model, thinking, reasoning
+        effort. `mode` is `session/set_mode` by another name (the client hears `current_mode_update` and
+        `config_option_update` both); `thinking` takes `true`/`false` or the select's `on`/`off`."""
         method = "session/set_config_option"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         config_id = _str(p, "configId", method)
+        value = p.get("value")
+        host = self.front_end.host
         self.front_end.session(session_id)
-        self.front_end.host.set_model_setting(session_id, config_id, p.get("value"), method=method)
+        if config_id == "mode":
+            if not isinstance(value, str):
+                raise errors.invalid_params(f"{method}: mode takes one of ask, accept-edits, plan")
+            host.set_mode(session_id, value, method=method)
+        else:
+            from dsh_daemon.acp.sessionstate import ON_OFF
+
+            if config_id == "thinking" and isinstance(value, str) and value in ON_OFF:
+                value = ON_OFF[value]
+            host.set_model_setting(session_id, config_id, value, method=method)
         return {"configOptions": self.front_end.config_options(session_id)}
 
     def session_cancel(self, raw: Any) -> None:

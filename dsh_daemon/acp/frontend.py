@@ -73,6 +73,7 @@ class AcpFrontEnd:
         fs: FsCapabilities,
         *,
         terminal: bool = False,
+        booleans: bool = False,
         early: EarlySessions | None = None,
     ) -> None:
         """`early`: sessions created before this front end (`Daemon.session_new`), wired by the
@@ -80,6 +81,7 @@ class AcpFrontEnd:
         self.connection = connection
         self.fs = fs
         self.terminal = terminal  # the client offers `terminal/*`
+        self.booleans = booleans  # the client takes boolean config options (sessionstate.takes_booleans)
         self.driven: dict[str, AcpSession] = {}
         self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
         self.host = SessionHost(state_dir, options, self, early=early)
@@ -105,6 +107,7 @@ class AcpFrontEnd:
             cwd=str(workspace.cwd),
             context_window=options.context_window(options.model),
             title=lambda: self._title(session_id),
+            config_options=lambda mode: self.config_options(session_id, mode),
         )
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
@@ -280,10 +283,12 @@ class AcpFrontEnd:
             out.append(row)
         return out
 
-    def config_options(self, session_id: str) -> builtins.list[dict[str, Any]]:
-        """ACP `SessionConfigOption`s: the model picker, thinking on/off, the reasoning effort."""
+    def config_options(self, session_id: str, mode: str | None = None) -> builtins.list[dict[str, Any]]:
+        """ACP `SessionConfigOption`s: the mode, the model picker, thinking on/off, the reasoning
+        effort (`mode`: the one just set, when the caller knows it)."""
         models, current = self.host.model_settings(session_id)
-        return config_options(models, current)
+        chosen = mode if mode is not None else self.host.mode(session_id)
+        return config_options(models, current, chosen, booleans=self.booleans)
 
     def modes(self, session_id: str) -> dict[str, Any]:
         """ACP `SessionModeState`: the session's mode and the three there are."""

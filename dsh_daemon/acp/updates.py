@@ -198,6 +198,9 @@ class Translator:
     cwd: str | None = None
     context_window: int | None = None
     title: Callable[[], str | None] = lambda: None
+    # The session's config options with the given mode: a live mode change is also a
+    # `config_option_update`, so a client that shows the mode as a config option follows it.
+    config_options: Callable[[str], list[dict[str, Any]]] | None = None
     _calls: dict[str, _Call] = field(default_factory=dict)
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
@@ -390,9 +393,11 @@ class Translator:
         elif kind == ev.SESSION_TITLE:
             self.title_changed(SessionTitled.of(event).title or None)
         elif kind == ev.SESSION_MODE:
-            self.send(
-                {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
-            )
+            mode = SessionModeSet.of(event).mode
+            self.send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            if self.config_options is not None:
+                options = self.config_options(mode)
+                self.send({"sessionUpdate": "config_option_update", "configOptions": options})
         elif kind in (ev.INBOX_INSERTED, ev.INBOX_SPLICED, ev.TURN_END):
             self.title_changed()
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
