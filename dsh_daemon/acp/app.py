@@ -153,6 +153,8 @@ class Daemon:
         # What `initialize` gave, for the front end built at the first session request.
         self._options: DaemonOptions | None = None
         self._client_capabilities: Any = None
+        # Per session, the text blocks of its recent prompts here (commands.parse skips re-sent ones).
+        self._typed_before: dict[str, commands.EarlierTexts] = {}
         self.shutting_down = False
         # config.json's left-out entries: `_dsh/notice` for clients that read it, and a message in
         # every session this connection opens, which any ACP client shows (`_tell_session`)
@@ -414,11 +416,14 @@ class Daemon:
         method = "session/prompt"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        command = commands.parse(p.get("prompt"))
+        blocks = p.get("prompt")
+        earlier = self._typed_before.setdefault(session_id, commands.EarlierTexts())
+        command = commands.parse(blocks, repeats=earlier)
+        earlier.remember(blocks)
         if command is not None:
             if command.name in commands.NEED_THE_MODEL:
                 self._check_api_key()
-            return self._run_command(session_id, command)
+            return self._run_command(session_id, rid, command)
         self._check_api_key()
         parts = self._prompt(p, session_id)
         return self.front_end.prompt(session_id, rid, parts)
@@ -432,8 +437,13 @@ class Daemon:
         update = {"sessionUpdate": "agent_message_chunk", "content": content}
         self.connection.notify("session/update", {"sessionId": session_id, "update": update})
 
-    async def _run_command(self, session_id: str, command: commands.SlashCommand) -> dict[str, Any]:
-        """A slash command: done now, answered `end_turn` with a line saying what it did."""
+    async def _run_command(
+        self, session_id: str, rid: RequestId, command: commands.SlashCommand
+    ) -> dict[str, Any]:
+        """A slash command, answered `end_turn` with a line saying what it did; or, when it starts a
+        turn, answered when that work ends: clients drop updates that arrive outside a prompt (a
+        permission asked in such a turn could never be answered), so a turn a command starts runs
+        inside the `session/prompt` that asked for it (protocol.md, "ACP mode")."""
         front_end = self.front_end
         hosted = front_end.session(session_id)
         name, argument = command.name, command.argument
@@ -442,16 +452,23 @@ class Daemon:
                 raise errors.invalid_params(f"/{name} needs a prompt after it")
             running = hosted.status == "running"
             parts = self._prompt({"prompt": command.prompt()}, session_id)
-            front_end.send(session_id, parts, "followup" if name == "queue" else name)
+            if name == "queue" or (name == "steer" and not running):
+                # A prompt by another name: queued durably, answered when its own turn ends.
+                if running:
+                    self._say(session_id, "Queued: it runs after the current turn.\n\n")
+                answer: dict[str, Any] = await front_end.prompt(session_id, rid, parts)
+                return answer
+            front_end.send(session_id, parts, name)
             said = {
-                "queue": "Queued: it runs after the current turn.",
                 "steer": "Steering: the running turn takes it at its next step.",
                 "inject": "Added as context for the next model request.",
             }[name]
-            if name == "steer" and not running:
-                said = "Nothing was running: started a turn with it."
         elif name == "wake":
-            said = "Running the queue." if hosted.wake() else "Nothing queued to run."
+            if not hosted.wake():
+                said = "Nothing queued to run."
+            else:
+                self._say(session_id, "Running the queue.\n\n")
+                return await self._until_idle(hosted)
         elif name == "drop":
             inbox = hosted.inbox()
             ids = [item["id"] for key in ("nextTurn", "nextStep") for item in inbox.get(key, [])]
@@ -483,6 +500,17 @@ class Daemon:
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
         self._say(session_id, said)
         return {"stopReason": "end_turn"}
+
+    async def _until_idle(self, hosted: Any) -> dict[str, Any]:
+        """The answer of a prompt that woke the queue: when the driver has retired, the way the last
+        turn it ran ended (`prompts.answer_for`)."""
+        from dsh_daemon.acp.prompts import answer_for
+        from dsh_daemon.model.events import TURN_END
+        from dsh_daemon.model.payloads import TurnEnded
+
+        await hosted.agent.when_idle()
+        ends = [e for e in reversed(hosted.agent.log.events) if e.type == TURN_END]
+        return answer_for(TurnEnded.of(ends[0]).reason) if ends else {"stopReason": "end_turn"}
 
     async def _rewind(self, session_id: str, command: commands.SlashCommand) -> str:
         """`/undo [force]` and `/rewind [N [files|conversation] [force]]` on the host's rewind
