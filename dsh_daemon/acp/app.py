@@ -490,11 +490,8 @@ class Daemon:
             front_end.host.rename(session_id, argument, method="/rename")
             said = f"Renamed to “{argument}”."
         else:  # model
-            if argument:
+            if argument:  # the durable session/settings it writes is the client's config_option_update
                 front_end.host.set_model_setting(session_id, "model", argument, method="/model")
-                options = front_end.config_options(session_id)
-                update = {"sessionUpdate": "config_option_update", "configOptions": options}
-                self.connection.notify("session/update", {"sessionId": session_id, "update": update})
             models, (model, _thinking, _effort) = front_end.host.model_settings(session_id)
             offered = ", ".join(m["id"] for m in models)
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."

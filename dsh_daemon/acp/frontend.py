@@ -183,6 +183,9 @@ class AcpFrontEnd:
                 f"This chat is now driven by another dsh-daemon (process {holder.get('pid')}); "
                 "you see it live here, and a prompt you send runs here once that process lets go."
             )
+        # Whoever drives it now, the session's own choices are the durable ones: show them (a
+        # picker left on a choice another process changed would lie).
+        state.translator.options_changed()
 
     def _title(self, session_id: str) -> str | None:
         try:

@@ -198,9 +198,9 @@ class Translator:
     cwd: str | None = None
     context_window: int | None = None
     title: Callable[[], str | None] = lambda: None
-    # The session's config options with the given mode: a live mode change is also a
-    # `config_option_update`, so a client that shows the mode as a config option follows it.
-    config_options: Callable[[str], list[dict[str, Any]]] | None = None
+    # The session's config options (with the given mode, or its mode now): a live mode or model
+    # settings change is also a `config_option_update`, so a client's pickers follow it.
+    config_options: Callable[[str | None], list[dict[str, Any]]] | None = None
     _calls: dict[str, _Call] = field(default_factory=dict)
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
@@ -336,6 +336,12 @@ class Translator:
             update["cost"] = {"amount": round(self._cost, 6), "currency": "USD"}
         self.send(update)
 
+    def options_changed(self, mode: str | None = None) -> None:
+        """The session's config options as they are now (`mode`: the one just set)."""
+        if self.config_options is not None:
+            options = self.config_options(mode)
+            self.send({"sessionUpdate": "config_option_update", "configOptions": options})
+
     def notice(self, text: str) -> None:
         """Words for the person about the session itself (who drives it), as a short agent message
         of its own paragraph (ACP has no notice update in its stable schema)."""
@@ -395,9 +401,9 @@ class Translator:
         elif kind == ev.SESSION_MODE:
             mode = SessionModeSet.of(event).mode
             self.send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
-            if self.config_options is not None:
-                options = self.config_options(mode)
-                self.send({"sessionUpdate": "config_option_update", "configOptions": options})
+            self.options_changed(mode)
+        elif kind == ev.SESSION_SETTINGS:
+            self.options_changed()
         elif kind in (ev.INBOX_INSERTED, ev.INBOX_SPLICED, ev.TURN_END):
             self.title_changed()
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):

@@ -52,10 +52,10 @@ from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
-from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, STATUS, Event
+from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, StatusChanged, entry
+from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, SessionSettingsSet, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
@@ -170,14 +170,14 @@ class SessionHost:
         """The models offered, and the session's (model, thinking, reasoning effort) now."""
         config = self.options.provider
         hosted = self.sessions.get(session_id)
-        settings = hosted.models if hosted is not None else ModelSettings()
+        settings = hosted.models if hosted is not None else self.stored_model_settings(session_id)
         return configured_models(config), settings.effective(config)
 
     def set_model_setting(self, session_id: str, key: str, value: object, *, method: str) -> None:
         """One of the session's model settings (`model`, `thinking`, `reasoning_effort`), in effect
         from its next model request. Driving the session is required."""
         hosted = self.session(session_id)
-        settings = hosted.models
+        settings = dataclasses.replace(hosted.models)
         if key == "model":
             offered = {m["id"] for m in configured_models(self.options.provider)}
             if not isinstance(value, str) or value not in offered:
@@ -197,6 +197,7 @@ class SessionHost:
             settings.reasoning_effort = str(value)
         else:
             raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
+        hosted.set_model_settings_durably(settings)
         self._apply_model_settings(hosted)
 
     def set_roots(self, roots: Sequence[str]) -> None:
@@ -452,6 +453,8 @@ class SessionHost:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.restore_mode()
+        hosted.restore_model_settings()
+        self._apply_model_settings(hosted)
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
         return hosted
@@ -687,6 +690,14 @@ class SessionHost:
             return self.session(session_id).inbox()
         except SessionBusyError:
             return self.stored_inbox(session_id)
+
+    def stored_model_settings(self, session_id: str) -> ModelSettings:
+        """The model settings the session's log last recorded (a session another process drives)."""
+        stored = self.manager.store.load_events_of_type(session_id, SESSION_SETTINGS)
+        if not stored:
+            return ModelSettings()
+        chosen = SessionSettingsSet.of(stored[-1])
+        return ModelSettings(chosen.model, chosen.thinking, chosen.reasoning_effort)
 
     def stored_mode(self, session_id: str) -> str:
         """The mode the session's log last recorded ("ask" when none)."""

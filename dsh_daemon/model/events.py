@@ -40,6 +40,7 @@ REWIND_FILES = "rewind/files"
 CONVERSATION_CUT = "conversation/cut"
 SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
 SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
+SESSION_SETTINGS = "session/settings"  # written ignorable, as session/mode
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -65,6 +66,7 @@ DURABLE_TYPES = frozenset(
         CONVERSATION_CUT,
         SESSION_MODE,
         SESSION_NOTICE,
+        SESSION_SETTINGS,
         LOG_GAP,
     }
 )

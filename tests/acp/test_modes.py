@@ -149,3 +149,26 @@ async def test_the_mode_is_a_config_option_kept_in_step_with_set_mode(
             assert "mode must be one of" in str(exc)
         else:
             raise AssertionError("an unknown mode was accepted")
+
+
+async def test_the_model_choice_is_the_sessions_own_in_the_next_process(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.5: a session's model settings are durable (`session/settings`): a process that
+    loads or takes the session over shows and uses the session's choice, not the configuration's."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake, booleans=True) as d:
+        sid = (await d.conn.new_session(cwd=str(d.work), mcp_servers=[])).session_id
+        await settle(d.conn.set_config_option(config_id="model", session_id=sid, value="deepseek-v4-pro"))
+        await settle(d.conn.set_config_option(config_id="thinking", session_id=sid, value=True))
+        await d.wait_for(lambda: len(d.client.updates(sid, "config_option_update")) >= 2)
+    async with acp_daemon(state, fake, booleans=True) as d:
+        loaded = await settle(d.conn.load_session(cwd=str(d.work), session_id=sid, mcp_servers=[]))
+        current = {o.id: o.current_value for o in loaded.config_options or []}
+        assert (current["model"], current["thinking"]) == ("deepseek-v4-pro", True)
+        fake.script(Reply.stream(text_stream(["still pro"])))
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("hi")]))
+        ).stop_reason == "end_turn"
+        body = fake.requests[-1].json
+        assert body["model"] == "deepseek-v4-pro" and body["thinking"] == {"type": "enabled"}
