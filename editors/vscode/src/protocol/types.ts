@@ -147,7 +147,7 @@ export interface EventDataMap {
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
   'session/mode': { mode: 'ask' | 'accept-edits' | 'plan' };
   /** The session's own model settings after a change (null: the daemon's configuration). */
-  'session/settings': { model: string | null; thinking: boolean | null; reasoningEffort: string | null };
+  'session/settings': { model?: string | null; thinking?: boolean | null; reasoningEffort?: string | null };
   /** Words about the session itself, stored (an MCP server that failed, a take-over). */
   'session/notice': { kind: 'mcp' | 'lease'; level: 'info' | 'warning'; message: string };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
