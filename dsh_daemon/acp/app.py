@@ -76,6 +76,7 @@ def capabilities() -> dict[str, Any]:
             "resume": {},
             "close": {},
             "delete": {},
+            "fork": {},
             "additionalDirectories": {},
         },
         "_meta": {
@@ -235,6 +236,7 @@ class Daemon:
         c.request("session/new")(self.session_new)
         c.request("session/load")(self.session_load)
         c.request("session/resume")(self.session_resume)
+        c.request("session/fork")(self.session_fork)
         c.request("session/list")(self.session_list)
         c.request("session/close")(self.session_close)
         c.request("session/delete")(self.session_delete)
@@ -368,6 +370,24 @@ class Daemon:
         self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
         self._tell_session(session_id)
         return self._session_state(session_id)
+
+    def session_fork(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, cwd, additionalDirectories?, mcpServers?}` → a new session like `session/new`'s
+        answer: `dsh/session/fork` at the last turn that ended (a running turn is left out, as is the
+        queue), opened here without a replay (the client shows the history it already has)."""
+        method = "session/fork"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        cwd = _cwd(p, method, required=False)
+        host = self.front_end.host
+        turns = host.transcript(session_id, None, 2).get("turns") or []
+        ended = [int(t["turn"]) for t in turns if "end" in t]
+        if not ended:
+            raise errors.invalid_params(f"{method}: the session has no finished turn to fork from")
+        forked = host.fork(session_id, max(ended), None)
+        self.front_end.resume(forked, cwd, _dirs(p, method), _mcp(p, method))
+        self._tell_session(forked)
+        return {"sessionId": forked, **self._session_state(forked)}
 
     def _session_state(self, session_id: str) -> dict[str, Any]:
         front_end = self.front_end
