@@ -84,6 +84,10 @@ class AcpFrontEnd:
         self.booleans = booleans  # the client takes boolean config options (sessionstate.takes_booleans)
         self.driven: dict[str, AcpSession] = {}
         self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
+        # Per session, the ids of the messages this connection sent: another's prompt entering the
+        # conversation is shown as a user message (Translator.live), so its answer starts a reply
+        # of its own instead of being glued onto the last one shown.
+        self.sent_here: dict[str, set[str]] = {}
         self.host = SessionHost(state_dir, options, self, early=early)
 
     # ---- the front-end port (host/port.py) ---------------------------------------------------------------
@@ -108,6 +112,7 @@ class AcpFrontEnd:
             context_window=options.context_window(options.model),
             title=lambda: self._title(session_id),
             config_options=lambda mode: self.config_options(session_id, mode),
+            sent_here=lambda message_id: message_id in self.sent_here.get(session_id, ()),
         )
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
@@ -311,9 +316,15 @@ class AcpFrontEnd:
 
     # ---- input ---------------------------------------------------------------------------------------
 
+    def _mark_sent(self, session_id: str, parts: PromptParts) -> None:
+        sent = self.sent_here.setdefault(session_id, set())
+        sent.add(parts.message.id)
+        sent.update(a.id for a in parts.attachments)
+
     def send(self, session_id: str, parts: PromptParts, preset: str) -> str:
         """`parts` sent the way `preset` (followup, steer, inject) sends."""
         target, wakeup = PRESETS[preset]
+        self._mark_sent(session_id, parts)
         return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, preset)
 
     def prompt(self, session_id: str, request_id: RequestId, parts: PromptParts) -> Any:
@@ -323,6 +334,7 @@ class AcpFrontEnd:
         view = self.viewing.get(session_id)
         if view is not None and session_id not in self.driven:
             future = view.book.add(request_id, parts.message.id)
+            self._mark_sent(session_id, parts)
             try:
                 self.host.defer_send(session_id, parts.message, parts.attachments)
             except BaseException:
@@ -375,6 +387,7 @@ class AcpFrontEnd:
         hosted = self.session(session_id)
         book = self.driven[session_id].book
         book.rebind(message_id, parts.message.id)
+        self._mark_sent(session_id, parts)
         try:
             hosted.replace(message_id, parts.message, parts.attachments or None)
         except BaseException:

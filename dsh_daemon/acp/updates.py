@@ -201,6 +201,8 @@ class Translator:
     # The session's config options (with the given mode, or its mode now): a live mode or model
     # settings change is also a `config_option_update`, so a client's pickers follow it.
     config_options: Callable[[str | None], list[dict[str, Any]]] | None = None
+    # Whether this connection sent the message with this id (its client already shows it).
+    sent_here: Callable[[str], bool] = lambda _message_id: True
     _calls: dict[str, _Call] = field(default_factory=dict)
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
@@ -386,6 +388,11 @@ class Translator:
         if kind == ev.ASSISTANT_DELTA:
             delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
             self._send_text(delta)
+        elif kind == ev.USER_MESSAGE:
+            # A prompt another window sent: shown as it is entered, so the answer that follows is a
+            # reply of its own in this client, not text glued onto the reply it showed last.
+            if not self.sent_here(str(event.data.get("id", ""))):
+                self._replay_user(event.data)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(ToolCalled.of(event), replay=False)
         elif kind == ev.TOOL_OUTPUT:

@@ -180,3 +180,27 @@ def output_shown(d: AcpDaemon, sid: str, call_id: str) -> str:
         if update.get("status") == "in_progress" and isinstance(content, list) and content:
             shown = content[0]["content"]["text"]
     return shown
+
+
+async def test_another_windows_prompt_separates_its_answer_from_the_last_reply(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.9: a process following a session another drives showed that process's answer glued
+    onto the reply it showed last (agent chunks continue the last agent message). The other
+    window's prompt is shown as a user message first; this window's own prompts are not repeated."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(Reply.stream(text_stream(["first answer"])), Reply.stream(text_stream(["second answer"])))
+        sid = await first.new_session()
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hello")]))
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        shown = len(second.client.updates(sid))
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("from the first window")]))
+        await second.wait_for(lambda: "second answer" in chat_text(second, sid))
+        later = second.client.updates(sid)[shown:]
+        kinds = [u["sessionUpdate"] for u in later]
+        user = kinds.index("user_message_chunk")
+        assert later[user]["content"]["text"] == "from the first window"
+        assert user < next(i for i, u in enumerate(later) if u["sessionUpdate"] == "agent_message_chunk")
+        # The window that sent it is not shown its own prompt again.
+        assert [u for u in first.client.updates(sid, "user_message_chunk")] == []
