@@ -66,6 +66,7 @@ TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show 
 TOOL_KEEP_CHARS = 20_000
 PREVIEW_ROWS = 6
 SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
+ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
 
@@ -195,6 +196,13 @@ class TuiView:
             prompt_continuation=lambda width, line, wrap: "  ",
         )
         self.session.default_buffer.on_text_changed += self._on_typing
+        # Esc must act at once (a person cancelling a turn presses it and goes on typing). By default
+        # prompt_toolkit waits 0.5 s for an escape sequence to go on and then 1.0 s for a Meta-key
+        # binding, and keys typed meanwhile became Meta commands (Esc then "/queue" lost its slash).
+        # A real Alt-key or escape sequence arrives in the same read as its Esc, so short waits only
+        # separate what a person types after Esc.
+        self.session.app.ttimeoutlen = ESC_FLUSH_S
+        self.session.app.timeoutlen = ESC_FLUSH_S
         # A resize paints the whole visible screen again (see `_repaint`), not just the input area.
         self.session.app._on_resize = self._on_resize  # type: ignore[method-assign]
 

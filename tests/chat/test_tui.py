@@ -321,3 +321,32 @@ def test_queue_items_keep_their_number_edit_in_place_pull_back_and_a_claimed_one
     chat.keys("Escape")
     chat.wait(lambda s: "idle" in status_line(chat))
     assert prompts(fake) == ["first", "second"]
+
+
+@needs_tmux
+def test_esc_acts_at_once_and_what_is_typed_after_it_is_plain_keys(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.1: prompt_toolkit read Esc as a Meta prefix and waited 1.5 s; `/queue` typed right
+    after Esc lost its slash (Meta-/), the turn kept running and "queue" was queued as a prompt.
+    Now the turn ends cancelled and the command runs. (How soon after the key is a benchmark
+    figure, not asserted here.)"""
+    fake.script(endless(["thinking about it"]))
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("start")
+        chat.keys("Enter")
+        chat.wait("thinking about it", whole=False)
+        chat.keys("Escape")
+        # A person's next key comes a moment later (a real Alt-key comes in the same read as its
+        # Esc, which tmux's send-keys would imitate): well inside the old 1.5 s.
+        time.sleep(0.2)
+        chat.type("/queue")
+        chat.keys("Enter")
+        chat.wait("[cancelled: user")
+        chat.wait("[the queue is empty]")
+        chat.wait(lambda s: "idle" in status_line(chat))
+        assert prompts(fake) == ["start"]  # "queue" never became a prompt
+    finally:
+        chat.close()
