@@ -35,7 +35,7 @@ from dsh_daemon.chat.render import (
     sanitize,
 )
 from dsh_daemon.chat.rpc import RpcPipe
-from dsh_daemon.chat.status import Status, count
+from dsh_daemon.chat.status import Status, count, next_mode
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
 TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
@@ -396,8 +396,26 @@ class Chat:
             if not self.session_id:
                 result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
                 self.status.session_id = result["sessionId"]
+                if self.status.mode != "ask":  # chosen with Shift-Tab before the first prompt
+                    await self.rpc.request(
+                        "dsh/session/setMode", {"sessionId": self.session_id, "mode": self.status.mode}
+                    )
                 self.view.refresh()
         return self.session_id
+
+    async def cycle_mode(self) -> None:
+        """Shift-Tab: ask → accept edits → plan → ask, on the session as the other clients set it
+        (`dsh/session/setMode`: durable, from the next request); before the first prompt, kept
+        for the session that prompt creates."""
+        mode = next_mode(self.status.mode)
+        if self.session_id:
+            try:
+                await self.rpc.request("dsh/session/setMode", {"sessionId": self.session_id, "mode": mode})
+            except Exception as exc:  # read-only, or an older daemon: say so, change nothing
+                self.error(f"[mode not changed: {exc}]")
+                return
+        self.status.mode = mode
+        self.view.refresh()
 
     async def attach(self, session_id: str) -> None:
         """Show the session's last turns (a transcript page), then follow it live from there: the
@@ -431,6 +449,7 @@ class Chat:
         finally:
             self.replaying = False
         self.status.state = attached.get("status", "idle")
+        self.status.mode = str(attached.get("mode") or "ask")
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()
         self.status.reset_inbox(attached["inbox"])
         self.view.refresh()

@@ -568,6 +568,16 @@ class TuiView:
         def _(event: KeyPressEvent) -> None:
             self.pull_back()
 
+        @kb.add("s-tab", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # Shift-Tab cycles the session's mode (as in Claude Code and Codex); in an open
+            # completion menu it still goes back one completion.
+            buffer = event.current_buffer
+            if buffer.complete_state is not None:
+                buffer.complete_previous()
+            elif self.chat is not None:
+                self.chat.rpc.spawn(self.chat.cycle_mode())
+
         # -- the permission menu (only on an empty input line, once the person stopped typing) --
 
         @kb.add("up", filter=menu & ~picking)

@@ -350,3 +350,28 @@ def test_esc_acts_at_once_and_what_is_typed_after_it_is_plain_keys(
         assert prompts(fake) == ["start"]  # "queue" never became a prompt
     finally:
         chat.close()
+
+
+@needs_tmux
+def test_shift_tab_cycles_the_sessions_mode(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 38.3: Shift-Tab cycles ask → accept edits → plan on the session (dsh/session/setMode,
+    as the other clients set it), shown in the status line; plan mode offers only the read-only
+    tools to the next request. Chosen before the first prompt, it applies to the session that
+    prompt creates."""
+    fake.script(Reply.stream(text_stream(["a plan"])))
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.keys("BTab")
+        chat.wait(lambda s: "accept edits" in status_line(chat))
+        chat.keys("BTab")
+        chat.wait(lambda s: "⏸ plan" in status_line(chat))
+        chat.type("plan the refactor")
+        chat.keys("Enter")
+        chat.wait("a plan", whole=False)
+        offered = {t["function"]["name"] for t in fake.requests[-1].json.get("tools", [])}
+        assert "run_command" not in offered and "edit_file" not in offered and "read_file" in offered
+        chat.keys("BTab")  # plan → ask
+        chat.wait(lambda s: "plan" not in status_line(chat) and "accept edits" not in status_line(chat))
+    finally:
+        chat.close()
