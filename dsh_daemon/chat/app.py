@@ -95,6 +95,7 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     commands = Commands(chat, state_dir=state_dir)
     if interactive:
         view.pull_last = commands.pull_last
+        view.show_last = lambda: commands.show("")
 
     def output_closed() -> None:
         """Whoever reads our stdout went away (`| head`): stop quietly, like any command in a pipe."""

@@ -166,6 +166,7 @@ class TuiView:
     def __init__(self, history_file: Path | None = None) -> None:
         self.chat: Chat | None = None
         self.pull_last: Callable[[], Awaitable[str | None]] | None = None  # Alt-Up
+        self.show_last: Callable[[], Awaitable[None]] | None = None  # Ctrl-O: /show of the last tool card
         self.live_reasoning = ""
         self.live_text = ""
         self.live_tool = ""  # the running tool's output (its last TOOL_KEEP_CHARS)
@@ -567,6 +568,18 @@ class TuiView:
         @kb.add("escape", "up", filter=~picking)
         def _(event: KeyPressEvent) -> None:
             self.pull_back()
+
+        @kb.add("c-g", filter=~picking)
+        @kb.add("c-x", "c-e", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # The input in $VISUAL / $EDITOR (as Claude Code's Ctrl-G and a shell's Ctrl-X Ctrl-E):
+            # the saved text comes back into the input line, not sent, so it can be looked at first.
+            event.current_buffer.open_in_editor(validate_and_handle=False)
+
+        @kb.add("c-o", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.chat is not None and self.show_last is not None:
+                self.chat.rpc.spawn(self.show_last())
 
         @kb.add("s-tab", filter=~picking)
         def _(event: KeyPressEvent) -> None:

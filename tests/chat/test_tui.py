@@ -3,6 +3,7 @@ back. The daemon talks to the fake DeepSeek server on 127.0.0.1; state and HOME 
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -373,5 +374,37 @@ def test_shift_tab_cycles_the_sessions_mode(tmp_path: Path, fake: FakeDeepSeek) 
         assert "run_command" not in offered and "edit_file" not in offered and "read_file" in offered
         chat.keys("BTab")  # plan → ask
         chat.wait(lambda s: "plan" not in status_line(chat) and "accept edits" not in status_line(chat))
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_ctrl_g_edits_the_input_in_the_editor_and_ctrl_o_shows_the_last_output(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.5: Ctrl-G opens the input in $EDITOR and takes the saved text back into the input
+    (not sent); Ctrl-O shows the last tool call's whole output, as /show does."""
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\nfrom pathlib import Path\n"
+        "p = Path(sys.argv[1])\np.write_text(p.read_text().strip() + ' (written in the editor)')\n"
+    )
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "run_command", {"command": "seq 1 30"})])),
+        Reply.stream(text_stream(["counted"])),
+    )
+    env = {**daemon_env(tmp_path / "state", fake), "EDITOR": f"{sys.executable} {editor}", "VISUAL": ""}
+    chat = Screen(tmp_path, env, ["chat", "--yes"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("count to thirty")
+        chat.keys("C-g")
+        chat.wait(lambda s: "› count to thirty (written in the editor)" in s, whole=False)
+        assert fake.requests == []  # back in the input, not sent
+        chat.keys("Enter")
+        chat.wait("counted", whole=False)
+        assert prompts(fake)[0] == "count to thirty (written in the editor)"
+        chat.keys("C-o")
+        chat.wait(lambda s: "── /show 1" in s and "30" in s.split("── /show 1", 1)[1])
     finally:
         chat.close()
