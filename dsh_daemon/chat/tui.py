@@ -11,6 +11,7 @@ picker (type to filter, ↑/↓, Enter, Esc) with a preview of the highlighted e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 from collections import deque
@@ -32,6 +33,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
+from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
 from dsh_daemon.chat.render import (
     BOLD,
@@ -273,16 +275,22 @@ class TuiView:
     def _question_lines(self, question: Question, width: int) -> list[str]:
         count = len(question.options)
         tool = sanitize(str(question.params.get("tool") or "this"))
-        lines = [
-            f"{YELLOW}? allow {tool}?{RESET}  {DIM}↑/↓ or 1-{count}, then Enter · Esc cancels the turn{RESET}"
-        ]
+        listening = self._menu_open()
+        keys = f"↑/↓ or 1-{count}, then Enter" if listening else "the menu listens once you pause typing"
+        lines = [f"{YELLOW}? allow {tool}?{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
         for index, option in enumerate(question.options):
             label = clip(f"{index + 1}. {option.label}", width - 4)
             if index == question.selected:
                 lines.append(f"{BOLD}{CYAN}❯ {REVERSE}{label}{RESET}")
             else:
                 lines.append(f"  {label}")
-        if self.buffer_text:
+        typed = self.buffer_text.strip()
+        if typed and question.is_option(typed):
+            lines.append(
+                f"{YELLOW}  {typed} went into the input (the menu was not listening yet): Enter chooses "
+                f"option {typed}, then Enter again confirms{RESET}"
+            )
+        elif self.buffer_text:
             lines.append(
                 f"{DIM}  (the input line is not empty: Enter sends it as a prompt; empty it to answer){RESET}"
             )
@@ -452,6 +460,8 @@ class TuiView:
     def show_permission(self, question: Question | None) -> None:
         self.question = question
         self.invalidate()
+        if question is not None:
+            self._repaint_when_settled()
 
     async def pick(
         self, title: str, options: list[str], preview: Callable[[int], Awaitable[str]] | None = None
@@ -533,6 +543,12 @@ class TuiView:
         if self.question is not None:
             self.question.typed(self.now())
             self.invalidate()  # the "input line is not empty" remark
+            self._repaint_when_settled()
+
+    def _repaint_when_settled(self) -> None:
+        """The menu's hint says whether it listens: paint again once it starts to."""
+        with contextlib.suppress(RuntimeError):  # no running loop (tests of the view alone)
+            asyncio.get_running_loop().call_later(SETTLE_S + 0.05, self.invalidate)
 
     def _menu_open(self) -> bool:
         """The question menu takes keys: a question is open, the input line is empty and the person
@@ -622,10 +638,8 @@ class TuiView:
                 question = self.question
                 if question is None:
                     return
-                if question.from_digit:  # a second digit: a number being typed, not a choice
+                if not question.digit(digit):  # no option's number: typing (with any digits before it)
                     event.current_buffer.insert_text(question.take_back_digit() + digit)
-                elif not question.digit(digit):
-                    event.current_buffer.insert_text(digit)
                 self.invalidate()
 
         @kb.add("backspace", filter=after_digit & ~picking)
@@ -742,6 +756,9 @@ class TuiView:
                     break
                 self.ctrl_c_armed = False
                 if self.question is not None:
+                    if self.editing is None and self.question.chosen_by_line(text):
+                        self.invalidate()  # a digit typed early: chosen now, not sent as a prompt
+                        continue
                     self.question.typed(self.now())
                 if self.editing is not None:
                     number, self.editing = self.editing, None

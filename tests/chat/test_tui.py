@@ -144,6 +144,39 @@ def test_permission_is_a_menu_typed_text_never_answers(chat: Screen, fake: FakeD
     assert prompts(fake)[-1] == "add a test too"
 
 
+def test_a_digit_replaces_the_choice_and_one_typed_too_early_is_never_a_prompt(
+    chat: Screen, fake: FakeDeepSeek, work: Path
+) -> None:
+    """Issue 38.2: the hint says when the menu listens; a digit typed before it listens shows in the
+    input with a note and Enter then chooses that option (never sends "3" to the model); a second
+    digit while it listens replaces the choice (3 then 1 used to queue the prompt "31")."""
+    (work / "notes.txt").write_text("alpha\n")
+    fake.script(
+        Reply.stream(
+            tool_call_stream(
+                [("c1", "edit_file", {"path": "notes.txt", "old_string": "alpha", "new_string": "beta"})]
+            )
+        ),
+        Reply.stream(text_stream(["Done."])),
+    )
+    chat.type("edit it")
+    chat.keys("Enter")
+    chat.wait(lambda s: "? allow edit_file?" in s, whole=False)
+    chat.type("3")  # at once: the menu is not listening yet
+    chat.wait("3 went into the input (the menu was not listening yet)", whole=False)
+    chat.keys("Enter")  # chooses 3, sends nothing
+    chat.wait("3 is chosen: Enter confirms it", whole=False)
+    chat.wait(lambda s: menu_row(s, "3.").startswith("❯"), whole=False)
+    chat.wait("↑/↓ or 1-4, then Enter", whole=False)  # listening now
+    chat.type("1")  # replaces the choice
+    chat.wait(lambda s: menu_row(s, "1.").startswith("❯"), whole=False)
+    assert not any(row.rstrip() == "› 31" for row in chat.screen().splitlines())
+    chat.keys("Enter")
+    chat.wait(lambda s: "→ allowed once" in s and "Done." in s)
+    assert (work / "notes.txt").read_text() == "beta\n"
+    assert set(prompts(fake)) == {"edit it"}  # no digit ever reached the model
+
+
 def test_attach_sends_the_lines_with_the_next_prompt(chat: Screen, fake: FakeDeepSeek, work: Path) -> None:
     (work / "app.py").write_text("one = 1\ntwo = 2\nthree = 3\nfour = 4\n")
     fake.script(Reply.stream(text_stream(["Seen."])))
