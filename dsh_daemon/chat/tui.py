@@ -68,6 +68,7 @@ TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show 
 TOOL_KEEP_CHARS = 20_000
 PREVIEW_ROWS = 6
 SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
+ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
@@ -169,6 +170,8 @@ class TuiView:
         self.chat: Chat | None = None
         self.pull_last: Callable[[], Awaitable[str | None]] | None = None  # Alt-Up
         self.show_last: Callable[[], Awaitable[None]] | None = None  # Ctrl-O: /show of the last tool card
+        self.open_rewind: Callable[[], Awaitable[None]] | None = None  # Esc Esc when idle
+        self.last_esc: float | None = None
         self.live_reasoning = ""
         self.live_text = ""
         self.live_tool = ""  # the running tool's output (its last TOOL_KEEP_CHARS)
@@ -579,7 +582,8 @@ class TuiView:
 
         @kb.add("escape")
         def _(event: KeyPressEvent) -> None:
-            self.interrupt(event, ctrl_c=False)
+            if not self._esc_esc():
+                self.interrupt(event, ctrl_c=False)
 
         @kb.add("escape", "up", filter=~picking)
         def _(event: KeyPressEvent) -> None:
@@ -684,6 +688,22 @@ class TuiView:
                 self._filter(self.picker["filter"] + event.data)
 
         return kb
+
+    def _esc_esc(self) -> bool:
+        """A second Esc soon after the first on an idle, empty prompt: the rewind picker."""
+        chat = self.chat
+        idle = chat is not None and chat.status.state == "idle" and not chat.asking
+        if not idle or self.picker is not None or self.buffer_text or self.editing is not None:
+            self.last_esc = None  # this Esc closes or cancels something: it starts no pair
+            return False
+        now, before = self.now(), self.last_esc
+        self.last_esc = now
+        if chat is None or before is None or now - before > ESC_ESC_S:
+            return False
+        self.last_esc = None
+        if self.open_rewind is not None:
+            chat.rpc.spawn(self.open_rewind())
+        return True
 
     def interrupt(self, event: KeyPressEvent, *, ctrl_c: bool) -> None:
         """Esc and Ctrl-C: close what is open (picker, question, shell command, an edit), else cancel
