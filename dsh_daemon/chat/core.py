@@ -33,6 +33,7 @@ from dsh_daemon.chat.render import (
     message_text,
     paint,
     sanitize,
+    word_wrap,
 )
 from dsh_daemon.chat.rpc import RpcPipe
 from dsh_daemon.chat.status import Status, count, next_mode
@@ -45,6 +46,8 @@ class View(Protocol):
     color: bool
     interactive: bool  # a person at a terminal (pickers, menus, keys)
 
+    @property
+    def width(self) -> int: ...  # columns of the terminal
     def print(self, text: str) -> None: ...  # whole lines into the scrollback (ANSI allowed)
     def stream(self, kind: str, text: str) -> None: ...  # a streamed delta: reasoning | text | tool
     def message_done(
@@ -325,7 +328,10 @@ class Chat:
     async def ask_permission(self, params: dict[str, Any]) -> str:
         view = self.view
         view.flush_stream()
-        view.print(self.paint(YELLOW, f"? {sanitize(str(params.get('title') or params.get('tool')))}"))
+        title = sanitize(str(params.get("title") or params.get("tool")))
+        # Wrapped between words (the terminal would cut a word at its edge), each line under "? ".
+        for index, line in enumerate(word_wrap(title, max(view.width - 2, 20))):
+            view.print(self.paint(YELLOW, f"{'? ' if index == 0 else '  '}{line}"))
         preview = params.get("preview") or {}
         if preview.get("diff"):
             for line in diff_lines(preview["diff"], view.color):

@@ -441,3 +441,33 @@ def test_ctrl_g_edits_the_input_in_the_editor_and_ctrl_o_shows_the_last_output(
         chat.wait(lambda s: "── /show 1" in s and "30" in s.split("── /show 1", 1)[1])
     finally:
         chat.close()
+
+
+@needs_tmux
+def test_the_permission_header_wraps_between_words(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 38.8: at 70 columns a long permission title was cut mid-word by the terminal's edge;
+    it wraps between words now, each continuation under the title."""
+    command = "echo " + " ".join(f"word{n:02d}" for n in range(14))
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "run_command", {"command": command})])),
+        Reply.stream(text_stream(["ok"])),
+    )
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path, width=70)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("echo the words")
+        chat.keys("Enter")
+        screen = chat.wait(lambda s: "? allow run_command?" in s and "\n? Run:" in s, whole=False)
+        rows = screen.splitlines()
+        start = next(i for i, row in enumerate(rows) if row.startswith("? Run:"))
+        header = [rows[start]]
+        for row in rows[start + 1 :]:
+            if not row.startswith("  ") or row.lstrip().startswith("$"):
+                break
+            header.append(row)
+        assert len(header) >= 2, screen  # it did wrap
+        words = " ".join(row[2:].strip() for row in header).split()
+        assert words[:2] == ["Run:", "echo"] and all(w.startswith("word") for w in words[2:]), header
+        assert all(len(w) == len("word00") for w in words[2:]), header  # no word was cut in two
+    finally:
+        chat.close()
