@@ -38,6 +38,7 @@ from dsh_daemon.tools.editor import (
 )
 from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier, EditApplier
 from dsh_daemon.tools.errors import EditConflictError, OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.safefile import read_whole
 from dsh_daemon.tools.terminal import Terminal, TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
 from dsh_daemon.tools.textfiles import sha256_text
 from dsh_daemon.tools.workspace import Workspace
@@ -76,6 +77,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "Workspace",
+    "read_whole",
     "sha256_text",
 ]
 

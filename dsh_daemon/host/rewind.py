@@ -36,7 +36,8 @@ from dsh_daemon.session.checkpoints import Checkpoint, CheckpointStore, content_
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import EditApplier, compute_edit
-from dsh_daemon.tools.errors import EditConflictError
+from dsh_daemon.tools.errors import EditConflictError, FileToolError
+from dsh_daemon.tools.safefile import read_whole
 
 # A version of a file: ("sha256", hex) of its bytes, ("git", blob id), or None: absent.
 Version = tuple[str, str] | None
@@ -46,6 +47,12 @@ NO_GIT = (
     "only what the edit tools changed)"
 )
 DROPPED = "its checkpoint was dropped (the session's checkpoints went over their byte budget)"
+READ_BYTES = 256 * 1024 * 1024  # a file read to compare it with its versions (checkpoint_bytes' default)
+
+
+class UnreadableFile(Exception):
+    """What is at a planned path cannot be compared: not a regular file any more (a FIFO, a device, a
+    directory, a symlink), unreadable, or over READ_BYTES. A rewind leaves it alone, even with force."""
 
 
 @dataclass
@@ -128,11 +135,21 @@ def _matches(version: Version, data: bytes | None) -> bool:
 
 
 def _read_disk(path: Path) -> bytes | None:
+    """The file's bytes (None: absent), read by the one safe reader: opening a FIFO someone put in
+    the file's place would block the rewind forever."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
+        return read_whole(path, str(path), READ_BYTES, purpose="a rewind to compare it").data
+    except FileToolError as exc:
+        if exc.code == "NOT_FOUND":
+            return None
+        raise UnreadableFile(str(exc)) from None
+
+
+def _read_or_conflict(path: Path) -> bytes | None:
+    try:
+        return _read_disk(path)
+    except UnreadableFile as exc:
+        raise EditConflictError(f"{exc}; left alone") from None
 
 
 async def make_plan(
@@ -172,7 +189,11 @@ def _plan(
             problems.append(RewindProblem(DROPPED, path=shown, turn=entry.turn))
             continue
         editor_text = editor_texts.get(path)
-        current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
+        try:
+            current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
+        except UnreadableFile as exc:
+            problems.append(RewindProblem(f"{exc}; left alone", path=shown, turn=entry.last_turn))
+            continue
         if _matches(entry.target, current):
             continue  # already as it was (a rewind already restored it, or the change was undone)
         if not force and not _matches(entry.expected, current):
@@ -238,7 +259,7 @@ async def apply_planned(planned: Planned, applier: EditApplier) -> None:
 
 
 def _delete(planned: Planned) -> None:
-    if _read_disk(planned.path) != planned.current:
+    if _read_or_conflict(planned.path) != planned.current:
         raise EditConflictError(f"{planned.path} changed since the rewind was planned")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(planned.path)
@@ -246,7 +267,7 @@ def _delete(planned: Planned) -> None:
 
 def _write_bytes(planned: Planned) -> None:
     assert planned.target is not None
-    if _read_disk(planned.path) != planned.current:
+    if _read_or_conflict(planned.path) != planned.current:
         raise EditConflictError(f"{planned.path} changed since the rewind was planned")
     planned.path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{planned.path.name}.", suffix=".dsh-tmp", dir=planned.path.parent)
@@ -324,7 +345,11 @@ def interrupted_event(
     deleted: list[str] = []
     untouched: list[str] = []
     for action in started.plan or ():
-        data = read(Path(action.path))
+        try:
+            data = read(Path(action.path))
+        except UnreadableFile:
+            untouched.append(action.path)
+            continue
         if action.action == "delete":
             (deleted if data is None else untouched).append(action.path)
         elif data is not None and content_hash(data) == action.sha256:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,14 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from dsh_daemon.host.port import LANGUAGE_FEATURES, EditorUnavailable, FileDiagnostics, LanguageFeature
+from dsh_daemon.host.port import (
+    LANGUAGE_FEATURES,
+    EditorUnavailable,
+    FileDiagnostics,
+    LanguageFeature,
+    ToolError,
+    read_whole,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,11 +134,11 @@ class LspEditor:
             if path is None:
                 continue
             try:
-                if not path.is_file() or path.stat().st_size > UNSAVED_CHECK_MAX_BYTES:
-                    continue  # not a file a command could read as text, or too big to compare
-                on_disk = path.read_bytes().decode("utf-8", errors="replace")
-            except OSError:
-                continue
+                real = Path(os.path.realpath(path))  # the editor may name it through a symlink
+                raw = read_whole(real, str(real), UNSAVED_CHECK_MAX_BYTES)
+            except (ToolError, OSError, ValueError):
+                continue  # not a regular file (gone, a FIFO, a device), or too big to compare
+            on_disk = raw.data.decode("utf-8", errors="replace")
             if on_disk != document.source:
                 out.append(path)
         return out

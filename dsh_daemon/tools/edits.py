@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular, sha256_text
+from dsh_daemon.tools.safefile import read_prefix
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, sha256_text
 from dsh_daemon.tools.workspace import Workspace
 
 
@@ -147,7 +148,7 @@ class DiskEditApplier:
     def current_hash(path: Path, before_bytes: int) -> str | None:
         """The file's text hash now (None: not UTF-8 text, or bigger than the text the edit began from)."""
         try:
-            raw = read_regular(path, str(path), before_bytes)
+            raw = read_prefix(path, str(path), before_bytes)
         except FileToolError as exc:
             if exc.code == "NOT_FOUND":
                 raise EditConflictError(f"{path} was deleted since the edit was computed") from None

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import zlib
 from pathlib import Path
@@ -214,6 +215,36 @@ async def test_a_file_the_person_changed_after_the_agent_is_a_conflict_unless_fo
     forced = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "force": True})
     assert forced["restored"] == [str(target)] and forced["conflicts"] == []
     assert target.read_text() == "agent will change this\n"
+    await stop_daemon(d)
+
+
+async def test_a_fifo_put_in_place_of_an_edited_file_is_left_alone_and_the_rewind_answers(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 32 item 3: a rewind reads what is at each path through the one safe reader; a FIFO there
+    used to block the rewind forever. It is named in `notRestorable` and left alone, even with force."""
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "c.txt"
+    target.write_text("agent will change this\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(edit(target, "will change", "changed"), text_reply("done"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "change it")
+    target.unlink()
+    os.mkfifo(target)
+    try:
+        for force in (False, True):
+            params = {"sessionId": sid, "beforeTurn": 1, "force": force}
+            result = await asyncio.wait_for(d.request("dsh/session/rewind", params), 60)
+            (problem,) = result["notRestorable"]
+            assert problem["path"] == str(target) and problem["turn"] == 1
+            assert "is not a regular file (a FIFO)" in problem["reason"], problem
+            assert result["restored"] == [] and result["conflicts"] == []
+    except BaseException:
+        os.kill(d.client._server.pid, signal.SIGKILL)  # type: ignore[union-attr]  # stuck on the FIFO
+        raise
+    assert stat.S_ISFIFO(target.lstat().st_mode)
     await stop_daemon(d)
 
 
