@@ -18,7 +18,7 @@ from __future__ import annotations
 import _thread
 import sqlite3
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -379,6 +379,35 @@ class SessionStore:
             )
         return self.session_info(session_id)
 
+    def create_session_with_events(
+        self,
+        session_id: str,
+        *,
+        title: str | None,
+        cwd: str | None,
+        events: Iterable[Event],
+        also: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> SessionInfo:
+        """A new session that holds `events` (seqs from 0) from the start, with nothing pending: the
+        row, the events and `also`'s writes (the rest of the same creation, such as a fork's
+        checkpoints) are one transaction, so a crash leaves the whole session or no trace of it."""
+        batch = list(events)
+        stamp = now_ms()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (session_id, title, cwd, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (session_id, title, cwd, stamp, stamp),
+            )
+            _insert_events(db, session_id, -1, batch)
+            if batch:
+                db.execute(
+                    "UPDATE sessions SET last_seq=?, updated_at=?, pending=0 WHERE session_id=?",
+                    (batch[-1].seq, batch[-1].time, session_id),
+                )
+            if also is not None:
+                also(db)
+        return self.session_info(session_id)
+
     def session_info(self, session_id: str) -> SessionInfo:
         row = self._db.execute(
             "SELECT session_id, title, cwd, created_at, updated_at, status, last_seq, pending "
@@ -516,16 +545,7 @@ class SessionStore:
             row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             if row is None:
                 raise UnknownSessionError(session_id)
-            expected = row[0] + 1
-            for offset, event in enumerate(batch):
-                if event.seq != expected + offset:
-                    raise StoreConflictError(
-                        f"session {session_id}: append at seq {event.seq}, store expects {expected + offset}"
-                    )
-            db.executemany(
-                "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,?)",
-                [(session_id, e.seq, e.time, e.type, dumps(e.data), int(e.ignorable)) for e in batch],
-            )
+            _insert_events(db, session_id, int(row[0]), batch)
             last = batch[-1]
             if pending is None:
                 db.execute(
@@ -899,6 +919,20 @@ def _check_holder(db: sqlite3.Connection, session_id: str, holder: str) -> None:
     lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
     if lease is not None and lease[0] != holder:
         raise LeaseLostError(session_id, lease[0])
+
+
+def _insert_events(db: sqlite3.Connection, session_id: str, last_seq: int, batch: list[Event]) -> None:
+    """Inside a write transaction: `batch` appended after `last_seq`, refusing any seq gap or overlap."""
+    expected = last_seq + 1
+    for offset, event in enumerate(batch):
+        if event.seq != expected + offset:
+            raise StoreConflictError(
+                f"session {session_id}: append at seq {event.seq}, store expects {expected + offset}"
+            )
+    db.executemany(
+        "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,?)",
+        [(session_id, e.seq, e.time, e.type, dumps(e.data), int(e.ignorable)) for e in batch],
+    )
 
 
 def _raise_ceiling(db: sqlite3.Connection, session_id: str, ceiling: int) -> None:
