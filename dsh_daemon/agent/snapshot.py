@@ -12,9 +12,9 @@ Invariants kept here and by its writer (`host/manager.py`) and reader (`Agent(sn
   when every event through `upto` is on disk: a crash before or after writing it leaves either no
   snapshot or one that is older than the log, which the reader extends with the events after `upto`.
 - Decoding either gives the whole state or raises `SnapshotError`; a half-read snapshot is never used.
-  Any failure is that error, whatever the text holds (issue 32.4): nesting deeper than the state can
-  be is refused before the parser recurses into it, a string holding a lone surrogate (which no
-  logged value holds, and no request could send) is refused, and so is a value of the wrong type.
+  Any failure is that error, whatever the text holds (issue 32.4): nesting past the parser's
+  recursion limit, a string holding a lone surrogate (which no logged value holds, and no request
+  could send), a value of the wrong type.
 - Whether a stored row is this session's and was folded from its log is the store's check (its seal,
   `session/seal.py`); this module trusts nothing it decodes beyond its shape.
 """
@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 from dsh_daemon.agent.derive import Derivation, TurnMark
 from dsh_daemon.model.inbox import TARGETS, InboxItem
-from dsh_daemon.model.jsondepth import check_depth
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import (
     AssistantMessage,
@@ -45,9 +44,6 @@ from dsh_daemon.model.messages import (
 
 SNAPSHOT_FORMAT = 1
 T = TypeVar("T")
-# A snapshot nests the state's JSON values (at most `freeze_json`'s 200 levels) a few levels down:
-# anything deeper was not written by `encode`, and is refused before the parser recurses into it.
-MAX_SNAPSHOT_DEPTH = 256
 
 
 class SnapshotError(ValueError):
@@ -313,7 +309,7 @@ class SnapshotCodec:
                 return snapshot
             except SnapshotError:
                 raise
-            except Exception as exc:  # (RecursionError, MemoryError-free: any shape the text takes)
+            except Exception as exc:  # RecursionError included: whatever shape the text takes
                 raise SnapshotError(f"unreadable snapshot: {type(exc).__name__}: {exc}") from None
 
     def _adopt_texts(self, data: dict[str, Any], texts: dict[str, str], nested: dict[str, list[str]]) -> None:
@@ -341,14 +337,12 @@ class SnapshotCodec:
 
 
 def _check_text(text: str) -> None:
-    """Refuse, before parsing, what `encode` never writes and the parser or the model request would
-    fail on later: nesting past `MAX_SNAPSHOT_DEPTH` (counted without recursion) and a lone surrogate."""
+    """Refuse, before parsing, a lone surrogate, which `encode` never writes and a model request
+    would fail on at every turn. (Nesting is not measured first: counting it without recursion costs
+    about what the parse does, and the parser bounds its own recursion, raising `RecursionError`,
+    which `decode` turns into `SnapshotError` like any other failure; only a sealed row is decoded.)"""
     if type(text) is not str:
         raise SnapshotError(f"a snapshot that is not text ({type(text).__name__})")
-    try:
-        check_depth(text.encode("utf-8", "surrogatepass"), MAX_SNAPSHOT_DEPTH)
-    except ValueError as exc:
-        raise SnapshotError(f"unreadable snapshot: {exc}") from None
     found = _surrogate_escape(text)
     if found is not None:
         raise SnapshotError(f"a UTF-16 surrogate escape ({found}) in the snapshot")

@@ -14,11 +14,14 @@ import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from dsh_daemon.agent.invariants import check_log
 from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.model import events as ev
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.store import SessionStore
+from tests.core.test_snapshot import derived_state
 from tests.fakes.deepseek_server import FakeDeepSeek
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
 from tests.server.test_rewind import edit, run_turn
@@ -137,3 +140,110 @@ async def test_a_fork_killed_at_any_write_point_is_whole_or_absent(
     else:
         raise AssertionError(f"the fork was still being killed after {MOST_POINTS} points")
     assert kills >= 2 and whole >= 2  # killed before its commit (absent) and after it (whole)
+
+
+def _rewinds(store: SessionStore, session_id: str) -> tuple[list[dict[str, object]], int]:
+    """The session's `rewind/files` events' data, and how many `conversation/cut` it holds."""
+    events = store.load_events(session_id)
+    rewinds = [dict(e.data) for e in events if e.type == ev.REWIND_FILES]
+    return rewinds, sum(e.type == ev.CONVERSATION_CUT for e in events)
+
+
+@pytest.mark.slow  # a daemon started per write point, and again per interrupted rewind
+async def test_a_rewind_killed_at_any_write_point_leaves_each_file_restored_or_untouched_and_says_which(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    first, second = work / "a.txt", work / "b.txt"
+    base = tmp_path / "base"
+    sid = await _two_turns(base, fake, work, first, second)
+    before = ["first before\n", "second before\n"]
+    after = ["first after\n", "second after\n"]
+
+    async def rewind(d: Daemon) -> None:
+        result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
+        assert result["restored"] == [str(first), str(second)] and result["conflicts"] == []
+
+    kills = interrupted = 0
+    for point in range(MOST_POINTS):
+        state = tmp_path / f"rewind-{point}"
+        shutil.copytree(base, state)
+        _write({first: after[0], second: after[1]})
+        killed = await _run_until_killed(state, fake, work, f"rewind:{point}", rewind)
+        on_disk = _read(first, second)
+        assert all(now in (old, new) for now, old, new in zip(on_disk, before, after, strict=True)), point
+        store = SessionStore(state)
+        rewinds, cuts = _rewinds(store, sid)
+        store.close()
+        phases = [r["phase"] for r in rewinds]
+        if phases == ["started", "done"]:
+            assert on_disk == before and cuts == 1, point
+        elif phases == ["started"]:
+            assert killed and cuts == 0, point  # the cut comes with `done` only
+            # Opened again, the log says which planned file holds its restored content; running the
+            # rewind again completes it.
+            d = await start_daemon(state, fake, apply_edit=False, root=work)
+            await d.request("dsh/session/attach", {"sessionId": sid})
+            said = d.of(sid, "rewind/files")[-1]["data"]
+            assert said["phase"] == "interrupted", point
+            restored = [
+                str(p) for p, now, old in zip((first, second), on_disk, before, strict=True) if now == old
+            ]
+            untouched = [
+                str(p) for p, now, old in zip((first, second), on_disk, before, strict=True) if now != old
+            ]
+            assert (said["restored"], said["untouched"]) == (restored, untouched), point
+            again = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
+            assert again["conflicts"] == [] and _read(first, second) == before, point
+            await stop_daemon(d)
+            interrupted += 1
+        else:
+            assert killed and phases == [] and on_disk == after and cuts == 0, (point, phases)
+        if not killed:
+            break
+        kills += 1
+    else:
+        raise AssertionError(f"the rewind was still being killed after {MOST_POINTS} points")
+    assert kills >= 6 and interrupted >= 3, (kills, interrupted)
+
+
+@pytest.mark.slow  # a daemon started per write point, and again per interrupted rewind
+async def test_a_snapshot_write_killed_at_any_point_opens_to_the_state_the_log_derives(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    base = tmp_path / "base"
+    sid = await _two_turns(base, fake, work, work / "a.txt", work / "b.txt")
+
+    async def turn(d: Daemon) -> None:
+        fake.script(text_reply("answer three"))
+        await d.request("dsh/session/attach", {"sessionId": sid})
+        await run_turn(d, sid, "prompt three")
+
+    kills = snapshots = 0
+    for point in range(MOST_POINTS):
+        state = tmp_path / f"snapshot-{point}"
+        shutil.copytree(base, state)
+        killed = await _run_until_killed(state, fake, work, f"snapshot:{point}", turn)
+        without = tmp_path / f"snapshot-{point}-dropped"
+        shutil.copytree(state, without)
+        store = SessionStore(without)
+        store.drop_snapshot(sid)
+        store.close()
+        states = []
+        for opened in (state, without):
+            manager = SessionManager(opened)
+            agent = manager.open(sid)
+            assert check_log(agent.log.events, agent.inbox.pending_ids()) == [], point
+            states.append((derived_state(agent), agent.log.events.base))
+            await manager.close()
+        assert states[0][0] == states[1][0], point
+        snapshots += states[0][1] > 0  # opened from a snapshot the kill left whole
+        if not killed:
+            break
+        kills += 1
+    else:
+        raise AssertionError(f"the snapshot write was still being killed after {MOST_POINTS} points")
+    assert kills >= 2 and snapshots >= 2, (kills, snapshots)
