@@ -81,9 +81,9 @@ def seal(key: bytes, session_id: str, upto: int, format: int, row: tuple[object,
     """The seal (hex) of a snapshot of `session_id` through `upto`, `row` being the stored event row at
     `upto` (seq, time, type, data, ignorable) and `data` the snapshot's text as UTF-8."""
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    parts = (_DOMAIN, session_id, str(upto), str(format), *(repr(value) for value in row), data)
-    for part in parts:
-        raw = part if isinstance(part, bytes) else part.encode("utf-8", "surrogatepass")
+    texts = (session_id, str(upto), str(format), *(repr(value) for value in row))
+    parts: list[bytes] = [_DOMAIN, *(text.encode("utf-8", "surrogatepass") for text in texts), data]
+    for raw in parts:
         mac.update(len(raw).to_bytes(8, "big"))
         mac.update(raw)
     return mac.hexdigest()

@@ -238,3 +238,35 @@ def test_a_surrogate_escape_is_found_only_where_it_is_one() -> None:
     assert _surrogate_escape('"C:\\\\udev \\\\ud800"') is None  # a backslash, then the letters
     assert _surrogate_escape('"\\u00e9 \\ud7ff \\ue000"') is None
     assert _surrogate_escape('"x\\\\\\udbff"') == "\\udbff"
+
+
+def test_a_store_from_before_seals_gains_the_column_and_its_snapshots_are_not_trusted(tmp_path: Path) -> None:
+    from dsh_daemon.model import events as ev
+    from dsh_daemon.model.events import Event
+    from dsh_daemon.model.jsonvalue import FrozenDict
+    from dsh_daemon.session.store import UntrustedSnapshotError
+
+    store = SessionStore(tmp_path)
+    store.create_session("s", title=None, cwd=None)
+    store.append_events("s", [Event(ev.TURN_START, FrozenDict({"turn": 1}), 0, 1)])
+    assert store.write_snapshot("s", 0, 1, "state")
+    assert store.read_snapshot("s") == (0, 1, "state")
+    store.close()
+    db = sqlite3.connect(tmp_path / DB_FILENAME)
+    db.execute("ALTER TABLE derived_snapshots DROP COLUMN seal")  # the table as the last build made it
+    db.commit()
+    db.close()
+    store = SessionStore(tmp_path)
+    with pytest.raises(UntrustedSnapshotError, match="not sealed"):
+        store.read_snapshot("s")
+    assert store.write_snapshot("s", 0, 1, "state again")
+    assert store.read_snapshot("s") == (0, 1, "state again")
+    store.close()
+    (tmp_path / seal.KEY_FILENAME).write_bytes(b"short")  # a damaged key: replaced, its seals refused
+    store = SessionStore(tmp_path)
+    with pytest.raises(UntrustedSnapshotError, match="no seal key"):
+        store.read_snapshot("s")
+    assert store.write_snapshot("s", 0, 1, "sealed anew")
+    assert store.read_snapshot("s") == (0, 1, "sealed anew")
+    assert (tmp_path / seal.KEY_FILENAME).stat().st_mode & 0o777 == 0o600
+    store.close()
