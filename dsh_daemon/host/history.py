@@ -28,7 +28,7 @@ from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import InboxSpliced, SessionTitled, entry
 from dsh_daemon.model.wire import CheckpointFile, CheckpointTurn, RewindProblem
-from dsh_daemon.session.checkpoints import content_hash
+from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
 from dsh_daemon.session.store import now_ms
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
 
@@ -192,13 +192,15 @@ def fork(host: SessionHost, session_id: str, at_turn: int, message: UserMessage 
     added = [*_emptied_inbox(copied), entry(SessionTitled(title))]
     stamp = now_ms()
     tail = [Event(kind, freeze_json(data), len(copied) + i, stamp) for i, (kind, data) in enumerate(added)]
-    store.create_session(new_id, title=title, cwd=info.cwd)
-    try:
-        store.append_events(new_id, [*copied, *tail], pending=0)
-        host.checkpoints.copy_to(session_id, new_id, at_turn)
-    except BaseException:
-        store.delete_session(new_id)
-        raise
+    # One transaction: a crash leaves the whole fork (history, checkpoints, title) or no trace of it,
+    # never an empty "… (fork)" session (issue 32.5).
+    store.create_session_with_events(
+        new_id,
+        title=title,
+        cwd=info.cwd,
+        events=[*copied, *tail],
+        also=lambda db: CheckpointStore.copy_within(db, session_id, new_id, at_turn),
+    )
     if message is not None:
         host.session(new_id).send(message, "next-turn", True)
     return new_id
