@@ -179,7 +179,9 @@ def rewind_said(result: Mapping[str, Any], cwd: str, *, turn: int, retry: str, c
             f"The conversation is back to before turn {turn}: the model no longer sees turn {turn} or later "
             "(they stay on screen)."
         )
-    if not restored and not deleted and not result.get("notRestorable"):
+    if result.get("wroteNoFile"):
+        lines.insert(0, "No file was written: the files still hold what the agent's changes left.")
+    elif not restored and not deleted and not result.get("notRestorable"):
         lines.insert(0, "No file to restore.")
     return "\n".join(lines)
 

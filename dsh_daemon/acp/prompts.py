@@ -139,6 +139,11 @@ class PromptBook:
                     result = exc
                 self._settle(prompt, result)
 
+    def fail(self, error: WireError) -> None:
+        """Every prompt still waiting is answered with `error`."""
+        for prompt in list(self._by_message.values()):
+            self._settle(prompt, error)
+
     def close(self) -> None:
         """The session closed: every prompt still waiting is answered `cancelled`."""
         for prompt in list(self._by_message.values()):

@@ -82,7 +82,10 @@ def report(chat: Chat, result: dict[str, Any], retry: str) -> None:
         where = f"{shown_path(chat, problem['path'])}: " if problem.get("path") else ""
         turn = f" (turn {problem['turn']})" if problem.get("turn") else ""
         chat.error(f"  not restored{turn}: {where}{problem['reason']}")
-    if not conflicts and not result.get("restored") and not result.get("deleted") and "cutSeq" not in result:
+    wrote = result.get("restored") or result.get("deleted")
+    if result.get("wroteNoFile"):
+        chat.error("[no file was written: the files still hold what the agent's changes left]")
+    elif not conflicts and not wrote and "cutSeq" not in result:
         chat.note("[no file to restore]")
 
 

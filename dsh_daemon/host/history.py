@@ -75,6 +75,8 @@ async def rewind(
             if plan.conflicts:
                 return result  # nothing is written, the conversation is not cut: the person decides
         if plan is None or not plan.actions:
+            if plan is not None and plan.not_restorable:
+                result["wroteNoFile"] = True
             if conversation:
                 cut = done_events("", before_turn, [], [], [], True)[-1]
                 result["cutSeq"] = agent.log.append(*entry(cut), commit=True).seq
@@ -111,6 +113,9 @@ async def rewind(
         agent.log.commit()
         result.update(restored=restored, deleted=deleted)
         result["notRestorable"] += [unstructure(f) for f in failed]
+        if not restored and not deleted:
+            # Each planned file failed: the files still hold what the cut turns left there.
+            result["wroteNoFile"] = True
         if conversation:
             result["cutSeq"] = logged[-1].seq
         return result

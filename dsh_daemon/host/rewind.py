@@ -4,7 +4,9 @@ The plan (`make_plan`; git and the disk are read off the event loop), per file t
 turn `beforeTurn` or later (the checkpoint rows, in order): the content to restore is the content
 before the *first* of those changes; the content the file is expected to hold now is the content
 after the *last* one. A file that holds neither was changed by someone else after the agent: a
-conflict, left alone unless `force`.
+conflict, left alone unless `force`. So is a file whose chain of changes does not connect (a later
+change found content other than what the earlier one left): someone changed it between two of the
+agent's changes, and restoring the content before the first would silently drop that change.
 
 Invariants kept here (crash safety):
 - Nothing is written before a durable `rewind/files {phase: "started", plan}` is on disk; each file is
@@ -64,6 +66,8 @@ class _Entry:
     last_turn: int
     root: str | None = None  # a git work tree holding the target blob
     lost: bool = False  # the target content is gone (dropped checkpoint)
+    expected_root: str | None = None  # a git work tree holding the expected blob
+    gap: tuple[int, int] | None = None  # (turn, turn): changed by someone else between these changes
 
 
 @dataclass(frozen=True)
@@ -89,10 +93,34 @@ def _entries(rows: list[Checkpoint]) -> tuple[dict[Path, _Entry], list[RewindPro
         for path, before, after, root in _changes(row, problems):
             entry = entries.get(path)
             if entry is None:
-                entries[path] = _Entry(path, before, after, row.turn, row.turn, root, row.dropped)
-            else:
-                entry.expected, entry.last_turn = after, row.turn
+                entries[path] = _Entry(path, before, after, row.turn, row.turn, root, row.dropped, root)
+                continue
+            # A rewind row's "before" may be someone's change a forced rewind overwrote knowingly.
+            if (
+                entry.gap is None
+                and row.kind != "rewind"
+                and not _same(entry.expected, entry.expected_root, before, root)
+            ):
+                entry.gap = (entry.last_turn, row.turn)
+            entry.expected, entry.expected_root, entry.last_turn = after, root, row.turn
     return entries, problems
+
+
+def _same(left: Version, left_root: str | None, right: Version, right_root: str | None) -> bool:
+    """Whether two versions are the same content; a git blob and a sha256 are compared by reading
+    the blob (an unreadable one counts as different: a false conflict can be forced, a missed one
+    loses someone's work)."""
+    if left is None or right is None:
+        return left is None and right is None
+    if left[0] == right[0]:
+        return left == right
+    blob, blob_root, other = (left, left_root, right) if left[0] == "git" else (right, right_root, left)
+    if blob_root is None:
+        return False
+    try:
+        return _matches(other, gitsnap.read_blob(blob_root, blob[1]))
+    except gitsnap.GitError:
+        return False
 
 
 def _changes(
@@ -203,6 +231,18 @@ def _plan(
                     "rewind with force to overwrite",
                     path=shown,
                     turn=entry.last_turn,
+                )
+            )
+            continue
+        if not force and entry.gap is not None:
+            earlier, later = entry.gap
+            turns = f"turn {later}" if earlier == later else f"turn {earlier} and turn {later}"
+            conflicts.append(
+                RewindProblem(
+                    f"changed by someone else between the agent's changes to it in {turns}; "
+                    "rewind with force to overwrite (that change is lost then)",
+                    path=shown,
+                    turn=later,
                 )
             )
             continue

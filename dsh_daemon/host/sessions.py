@@ -38,6 +38,7 @@ from dsh_daemon.host.errors import (
     invalid_params,
     session_busy,
     session_busy_because,
+    session_busy_silent_holder,
     shown,
     wire_error,
 )
@@ -59,7 +60,7 @@ from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, SessionSet
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
-from dsh_daemon.session.lease import SessionBusyError
+from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
@@ -68,6 +69,8 @@ from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+# How often a front end holding prompts for a holder to let go checks that the holder still beats.
+HOLDER_CHECK_S = HEARTBEAT_EVERY_S
 
 
 DrivenElsewhere = SessionBusyError  # front ends catch it by this name (they do not import `session`)
@@ -497,6 +500,15 @@ class SessionHost:
             if force:
                 self.forced.add(session_id)
         self.follower.poll_once(session_id)  # nobody drives it (or it was handed over already): now
+
+    def check_holder_answers(self, session_id: str) -> None:
+        """Raise `session_busy` (`reason: "silent"`, naming the holder) when the process holding the
+        session lives but has stopped heartbeating: a request kept for its handover would wait
+        forever."""
+        lease = self.manager.store.read_lease(session_id)
+        silent = None if lease is None else self.manager.leases.silent_for_ms(lease)
+        if lease is not None and silent is not None:
+            raise session_busy_silent_holder(session_id, lease[1], lease[2], silent)
 
     def hand_over(self, session_id: str) -> bool:
         """The holder's side: pass an idle session's lease to the process that asked for it. The

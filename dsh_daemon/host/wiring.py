@@ -11,7 +11,7 @@ once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +22,10 @@ from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
-from dsh_daemon.mcp.config import ServerSource, merge
+from dsh_daemon.mcp.config import ServerConfig, ServerSource, StdioServer, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.tools.checkpoints import Checkpointer
+from dsh_daemon.tools.environment import DaemonSecrets
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
@@ -60,6 +61,7 @@ def wire_session_tools(
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
     editor = front_end.editor_services(session_id, workspace)
+    servers = merge(options.mcp_servers, session_servers or {})
     kit = build_tool_registry(
         workspace,
         documents,
@@ -68,11 +70,21 @@ def wire_session_tools(
         McpToolRegistry(),
         checkpoints=checkpoints,
         editor=editor,
+        secrets=daemon_secrets(options, servers.values()),
     )
-    servers = merge(options.mcp_servers, session_servers or {})
     report = mcp_status or (lambda data: front_end.report_mcp_status(session_id, data))
     mcp = attach_mcp(kit, servers, report, str(workspace.cwd))
     return SessionTools(kit, workspace, mcp)
+
+
+def daemon_secrets(options: DaemonOptions, servers: Iterable[ServerConfig]) -> DaemonSecrets:
+    """What a command the agent runs must not see: the API key and the MCP servers' configured env
+    values and headers (with the secret variable names, `tools/environment.py`)."""
+    values: list[str | None] = [options.provider.api_key]
+    for server in servers:
+        pairs = server.env if isinstance(server, StdioServer) else server.headers
+        values += [value for _, value in pairs]
+    return DaemonSecrets.of(values)
 
 
 def session_hooks(

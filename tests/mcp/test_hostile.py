@@ -84,6 +84,30 @@ async def test_a_result_over_the_message_cap_is_cut_with_a_marker(tmp_path: Path
     assert log.count("cut to the 16,777,216-byte limit") == 2 and "Traceback" not in log
 
 
+async def test_a_result_over_the_cap_from_a_tool_with_an_output_schema_is_cut_the_same_way(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The cut result has no `structuredContent` (it was in the dropped rest), which the SDK's
+    output-schema check would turn into an error: it is the documented cut result all the same, and a
+    result within the cap is still checked against the schema."""
+    state = tmp_path / "state"
+    fake.script(
+        call("shaped", {"size": 17 * MB}),
+        call("shaped", {"size": 12}, "call_2"),
+        Reply.stream(text_stream(["done"])),
+    )
+    async with raw_acp(state, fake) as raw:
+        sid = await start(raw, state, hostile())  # the default cap: 16 MiB
+        answer = await raw.response(prompt(raw, sid))
+        assert answer["result"]["stopReason"] == "end_turn", answer
+    cut, small = tool_messages(fake, 2)
+    assert cut.startswith("0123456789abcdef0123"), cut[:200]
+    assert "MCP result cut: the server sent" in cut and "MCP_ERROR" not in cut, cut[-400:]
+    assert "over the 16,777,216-byte limit (maxMessageBytes)" in cut, cut[-400:]
+    assert small == "0123456789ab"
+    assert "Traceback" not in log_of(state)
+
+
 async def test_a_call_is_bounded_by_its_timeout_and_told_it_was_cancelled(
     tmp_path: Path, fake: FakeDeepSeek
 ) -> None:

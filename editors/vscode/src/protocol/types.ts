@@ -236,7 +236,7 @@ export interface InitializeDshCapabilities {
 /** A file a rewind leaves alone, and why (§15). */
 export interface RewindProblem { reason: string; path?: string | null; turn?: number | null }
 /** `dsh/session/rewind`: with conflicts (and no force) nothing was done. */
-export interface RewindResult { restored: string[]; deleted: string[]; conflicts: RewindProblem[]; notRestorable: RewindProblem[]; cutSeq?: number | null }
+export interface RewindResult { restored: string[]; deleted: string[]; conflicts: RewindProblem[]; notRestorable: RewindProblem[]; cutSeq?: number | null; wroteNoFile?: boolean }
 export interface CheckpointFile { path: string; created: boolean; by: 'edit' | 'command'; dropped?: boolean | null }
 export interface CheckpointTurn { turn: number; files: CheckpointFile[]; commands: number; unrestorableCommands?: number | null }
 /** `dsh/session/checkpoints`: per turn that changed files (oldest first), what a rewind would touch. */
