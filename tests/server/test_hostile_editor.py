@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from dsh_daemon.agent.invariants import check_log
+from dsh_daemon.agent.toolrun import ABORTED_BEFORE_DISPATCH
 from dsh_daemon.model import events as ev
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import ROOT, daemon_env, text_reply, tool_call_stream
@@ -365,3 +367,205 @@ async def test_the_process_ends_and_the_lease_is_released_while_the_editor_never
     ]
     assert check_log(log, []) == []
     await lease_is_free(tmp_path, fake, sid)
+
+
+# ---- item 8: answers of the right shape with wrong inner types ----------------------------------------
+
+
+def _call(name: str, args: dict[str, Any]) -> Reply:
+    return Reply.stream(tool_call_stream([("call_x", name, args)]))
+
+
+@pytest.mark.parametrize(
+    ("dsh", "call", "answers", "code", "expected"),
+    [
+        (
+            {"diagnostics": True},
+            _call("diagnostics", {"path": "a.py"}),
+            {
+                "dsh/editor/diagnostics": result(
+                    {"items": [{"uri": "file:///x.py", "diagnostics": [{"range": "x"}]}]}
+                )
+            },
+            "EDITOR_UNAVAILABLE",
+            "'items[0].diagnostics[0].range' must be an object, not a string",
+        ),
+        (
+            {"languageFeatures": ["definition"]},
+            _call("definition", {"path": "a.py", "line": 1, "symbol": "value"}),
+            {"dsh/editor/definition": result({"locations": 5})},
+            "EDITOR_UNAVAILABLE",
+            "'locations' must be an array, not a number",
+        ),
+        (
+            {"languageFeatures": ["definition"]},
+            _call("definition", {"path": "a.py", "line": 1, "symbol": "value"}),
+            {
+                "dsh/editor/definition": result(
+                    {"locations": [{"uri": "file:///x.py", "range": {"start": 1}}]}
+                )
+            },
+            "EDITOR_UNAVAILABLE",
+            "'locations[0].range.start' must be an object, not a number",
+        ),
+        (
+            {"documentSave": True},
+            edit_call(),
+            {
+                "workspace/applyEdit": result({"applied": True}),
+                "dsh/document/save": result({"saved": [], "failed": 5}),
+            },
+            None,  # the edit is made; the note says why the editor's save cannot be believed
+            "the editor did not save a.py (the editor's answer to dsh/document/save is malformed: "
+            "'failed' must be an array, not a number)",
+        ),
+    ],
+    ids=["diagnostics-range", "definition-locations", "definition-position", "save-failed"],
+)
+async def test_a_malformed_inner_field_reaches_the_model_as_a_typed_error_naming_it(
+    tmp_path: Path,
+    fake: FakeDeepSeek,
+    dsh: dict[str, Any],
+    call: Reply,
+    answers: dict[str, Answer],
+    code: str | None,
+    expected: str,
+) -> None:
+    fake.script(call, text_reply("noted"))
+    pipe, sid, _ = await open_session(tmp_path, fake, timeout_s=NEVER_S, dsh=dsh)
+    editor = HostileEditor(pipe, answers)
+    try:
+        await send(pipe, 2, sid, "look")
+        await _until(lambda: len(_events(pipe, sid, "turn/end")) == 1, "the turn's end", pipe)
+        (data,) = tool_results(pipe, sid)
+        text = result_text(data)
+        assert (data.get("error") or {}).get("code") == code, data
+        assert expected in text, text
+        assert not any(raw in text for raw in RAW_FAILURES), text
+        assert await shutdown_and_exit(pipe) == 0
+    finally:
+        editor.stop()
+    no_raw_failures(tmp_path)
+
+
+# ---- item 9: the hostile-editor soak -------------------------------------------------------------------
+
+SOAK_TURNS = 10
+SOAK_TIMEOUT_S = 0.5
+SOAK_DSH = {"documentSave": True, "diagnostics": True, "languageFeatures": ["definition", "hover"]}
+
+
+def _good(request: dict[str, Any]) -> Any:
+    method = request["method"]
+    if method == "workspace/applyEdit":
+        return {"applied": True}
+    if method == "dsh/document/save":
+        return {"saved": request["params"]["uris"]}
+    if method == "dsh/editor/diagnostics":
+        return {"items": []}
+    if method == "dsh/editor/hover":
+        return {"contents": "int"}
+    return {"locations": []}
+
+
+def _wrong_inside(request: dict[str, Any]) -> Any:
+    return {
+        "workspace/applyEdit": {"applied": 1},
+        "dsh/document/save": {"saved": [7]},
+        "dsh/editor/diagnostics": {"items": [{"uri": 5, "diagnostics": []}]},
+        "dsh/editor/hover": {"contents": ["a"]},
+    }.get(request["method"], {"locations": [{"uri": None}]})
+
+
+def hostile_answer(rng: random.Random) -> Answer:
+    """One of the ways an editor can answer a request wrongly (or rightly), picked at random."""
+
+    def answer(request: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+        kind = rng.choice(["good", "null", "empty", "inner", "error", "unknown", "never", "twice", "late"])
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if kind == "never":
+            return []
+        if kind == "error":
+            return error_reply(request)
+        if kind == "unknown":
+            return unknown_id(request)
+        value = {"null": None, "empty": {}, "inner": _wrong_inside(request)}.get(kind, _good(request))
+        frame["result"] = value
+        if kind == "twice":
+            return [(0.0, frame), (rng.random() * SOAK_TIMEOUT_S, frame)]
+        if kind == "late":
+            return [(SOAK_TIMEOUT_S * (1.5 + rng.random()), frame)]
+        return [(rng.random() * SOAK_TIMEOUT_S / 4, frame)]
+
+    return answer
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_soak_every_request_answered_wrongly_late_twice_or_never_then_a_clean_shutdown(
+    tmp_path: Path, fake: FakeDeepSeek, seed: int
+) -> None:
+    rng = random.Random(seed)
+    pipe, sid, work = await open_session(tmp_path, fake, timeout_s=SOAK_TIMEOUT_S, dsh=SOAK_DSH)
+    answer = hostile_answer(rng)
+    editor = HostileEditor(pipe, {m: answer for m in _SOAK_METHODS})
+    cancelled = 0
+    try:
+        for turn in range(SOAK_TURNS):
+            calls = [
+                (
+                    f"e{turn}",
+                    "edit_file",
+                    {"path": "a.py", "old_string": "value = 1", "new_string": f"v = {turn}"},
+                ),
+                (f"d{turn}", "diagnostics", {"path": "a.py"}),
+                (f"f{turn}", "definition", {"path": "a.py", "line": 1, "symbol": "value"}),
+                (f"h{turn}", "hover", {"path": "a.py", "line": 1, "symbol": "value"}),
+            ]
+            # the step after the tools gets the fake's default text reply, so a cancelled turn leaves
+            # nothing scripted behind for the next one
+            assert fake.pending == 0
+            fake.script(Reply.stream(tool_call_stream(calls)))
+            asked = len(editor.requests)
+            await send(pipe, f"s{turn}", sid, f"turn {turn}")
+            if turn % 3 == 2:  # now and then the person cancels while the editor is being asked
+                await _until(lambda a=asked: len(editor.requests) > a, "a request to the editor", pipe)
+                reply = await pipe.call(f"c{turn}", "dsh/cancel", {"sessionId": sid, "keepInbox": True})
+                assert reply["result"] == {}, reply
+                cancelled += 1
+            ended = turn + 1
+            await _until(lambda n=ended: len(_events(pipe, sid, "turn/end")) == n, f"turn {turn}'s end", pipe)
+            await _until(
+                lambda: _events(pipe, sid, "agent/status")[-1]["data"]["status"] == "idle", "idle", pipe
+            )
+        reasons = [e["data"]["reason"]["kind"] for e in _events(pipe, sid, "turn/end")]
+        assert len(reasons) == SOAK_TURNS and reasons.count("completed") >= SOAK_TURNS - cancelled, reasons
+        results = tool_results(pipe, sid)
+        assert results, "no tool ran"
+        for data in results:
+            text = result_text(data)
+            assert not any(raw in text for raw in RAW_FAILURES), text
+            code = (data.get("error") or {}).get("code")
+            assert code in (
+                None,
+                "EDITOR_UNAVAILABLE",
+                "EDIT_CONFLICT",
+                "CANCELLED",
+                ABORTED_BEFORE_DISPATCH,
+            ), data
+        assert {r["method"] for r in editor.requests} == set(_SOAK_METHODS)
+        assert await shutdown_and_exit(pipe) == 0
+    finally:
+        editor.stop()
+    no_raw_failures(tmp_path)
+    assert (work / "a.py").read_text() == ORIGINAL  # only the editor was asked to change it
+    assert check_log(_stored(tmp_path / "state", sid), []) == []
+    await lease_is_free(tmp_path, fake, sid)
+
+
+_SOAK_METHODS = (
+    "workspace/applyEdit",
+    "dsh/document/save",
+    "dsh/editor/diagnostics",
+    "dsh/editor/definition",
+    "dsh/editor/hover",
+)
