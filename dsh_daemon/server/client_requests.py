@@ -4,8 +4,9 @@ the editor").
 
 Each request is bounded by a timeout, its answer is checked against the shape the method promises
 (`server/editor_answers.py`) before anything reads it, and it ends at once, as a typed
-`EditorUnavailable`, when the client answers with an error, with `null`, with the wrong shape, not at
-all, or when the connection closes (`shutdown`, `exit`, stdin EOF, SIGTERM). The turn waiting for it
+`EditorUnavailable`, when the client answers with an error, with `null`, with the wrong shape, with
+more than the answer cap (8 MiB, refused unread by the read loop), not at all, or when the
+connection closes (`shutdown`, `exit`, stdin EOF, SIGTERM). The turn waiting for it
 ends it too: its abort signal wins the race (`AbortedError`, which the tool layer turns into a
 cancelled call). A request that ends without its answer is withdrawn with `$/cancelRequest`, and an
 answer that comes later (a second one, or one for an id never asked) is dropped.
@@ -27,6 +28,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
 from dsh_daemon.host.port import AbortSignal, EditorUnavailable
+from dsh_daemon.server.transport import AnswerTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,9 @@ class ClientRequests:
         except JsonRpcException as exc:
             answered = True
             raise EditorUnavailable(f"the editor answered {method} with an error: {exc.message}") from None
+        except AnswerTooLarge as exc:  # refused unread by the read loop (server/transport.py)
+            answered = True
+            raise EditorUnavailable(f"the editor's answer to {method} was refused: {exc}") from None
         except EditorUnavailable:  # ended by `close`
             raise
         finally:

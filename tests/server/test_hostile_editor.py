@@ -569,3 +569,34 @@ _SOAK_METHODS = (
     "dsh/editor/definition",
     "dsh/editor/hover",
 )
+
+
+# ---- item 8: a huge answer is refused unread ---------------------------------------------------------
+
+HUGE = 50 << 20  # 50 MiB, under the 64 MiB frame cap
+
+
+async def test_an_answer_over_the_cap_is_refused_unread_as_a_typed_error_and_the_daemon_keeps_serving(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    fake.script(_call("hover", {"path": "a.py", "line": 1, "symbol": "value"}), text_reply("noted"))
+    pipe, sid, _ = await open_session(tmp_path, fake, dsh={"languageFeatures": ["hover"]})
+    editor = HostileEditor(pipe, {"dsh/editor/hover": result({"contents": "x" * HUGE})})
+    try:
+        await send(pipe, 2, sid, "hover it")
+        await _until(lambda: len(_events(pipe, sid, "turn/end")) == 1, "the turn's end", pipe, timeout=120)
+        (data,) = tool_results(pipe, sid)
+        assert data["error"]["code"] == "EDITOR_UNAVAILABLE", data
+        text = result_text(data)
+        assert "the editor's answer to dsh/editor/hover was refused: the answer is 52,428,8" in text, text
+        assert "over the cap of 8,388,608 bytes for an answer" in text, text
+        # one for no request at all is dropped unread too; the next request is answered
+        body = json.dumps({"jsonrpc": "2.0", "id": "nobody-asked", "result": {"x": "y" * HUGE}}).encode()
+        pipe.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        listed = await pipe.call(3, "dsh/session/list", {}, timeout=120)
+        assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
+        assert not [m for m in pipe.messages if m.get("id") is None and "error" in m]  # nothing to answer
+        assert await shutdown_and_exit(pipe) == 0
+    finally:
+        editor.stop()
+    no_raw_failures(tmp_path)
