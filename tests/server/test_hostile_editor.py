@@ -600,3 +600,31 @@ async def test_an_answer_over_the_cap_is_refused_unread_as_a_typed_error_and_the
     finally:
         editor.stop()
     no_raw_failures(tmp_path)
+
+
+# ---- item 2: a rewind waiting on the editor ----------------------------------------------------------
+
+
+async def test_a_rewind_whose_apply_edit_is_never_answered_ends_and_sends_are_taken_again(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    fake.script(edit_call(), text_reply("edited"), text_reply("after the rewind"))
+    pipe, sid, work = await open_session(tmp_path, fake, timeout_s=1.0)
+    answers = iter([result({"applied": True}), never])  # the edit is applied; the rewind's never is
+    editor = HostileEditor(pipe, {"workspace/applyEdit": lambda request: next(answers)(request)})
+    try:
+        await send(pipe, 2, sid, "edit it")
+        await _until(lambda: len(_events(pipe, sid, "turn/end")) == 1, "the edit's turn", pipe)
+        assert (work / "a.py").read_text() == "value = 2\n"  # no documentSave: the daemon wrote it
+        rewound = await pipe.call(3, "dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
+        assert len(editor.of("workspace/applyEdit")) == 2
+        (problem,) = rewound["result"]["notRestorable"]
+        assert problem["path"] == str((work / "a.py").resolve())
+        assert "not written: the editor did not answer workspace/applyEdit within 1 s" in problem["reason"]
+        await send(pipe, 4, sid, "go on")  # not refused as "rewinding"
+        await _until(lambda: len(_events(pipe, sid, "turn/end")) == 2, "the next turn", pipe)
+        assert await shutdown_and_exit(pipe) == 0
+    finally:
+        editor.stop()
+    no_raw_failures(tmp_path)
+    assert check_log(_stored(tmp_path / "state", sid), []) == []
