@@ -164,6 +164,7 @@ async def open_session(
     timeout_s: float = NEVER_S,
     dsh: dict[str, Any] | None = None,
     name: str = "a",
+    progress: bool = False,
 ) -> tuple[RawPipe, str, Path]:
     """A daemon whose client applies edits through `workspace/applyEdit`, with one session in a work
     folder holding `a.py`; (the pipe, the session id, the work folder)."""
@@ -175,6 +176,8 @@ async def open_session(
     capabilities: dict[str, Any] = {"workspace": {"applyEdit": True}}
     if dsh is not None:
         capabilities["experimental"] = {"dsh": dsh}
+    if progress:  # the daemon asks window/workDoneProgress/create at each turn
+        capabilities["window"] = {"workDoneProgress": True}
     options = {
         "thinking": False,
         "tools": {"permissions": ALLOW, "limits": {"editor_request_timeout_s": timeout_s}},
@@ -465,6 +468,8 @@ def _good(request: dict[str, Any]) -> Any:
         return {"items": []}
     if method == "dsh/editor/hover":
         return {"contents": "int"}
+    if method == "window/workDoneProgress/create":
+        return None
     return {"locations": []}
 
 
@@ -483,7 +488,7 @@ def hostile_answer(rng: random.Random) -> Answer:
     def answer(request: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
         kind = rng.choice(["good", "null", "empty", "inner", "error", "unknown", "never", "twice", "late"])
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
-        if kind == "never":
+        if kind == "never" or (kind == "null" and request["method"] == "window/workDoneProgress/create"):
             return []
         if kind == "error":
             return error_reply(request)
@@ -505,7 +510,9 @@ async def test_soak_every_request_answered_wrongly_late_twice_or_never_then_a_cl
     tmp_path: Path, fake: FakeDeepSeek, seed: int
 ) -> None:
     rng = random.Random(seed)
-    pipe, sid, work = await open_session(tmp_path, fake, timeout_s=SOAK_TIMEOUT_S, dsh=SOAK_DSH)
+    pipe, sid, work = await open_session(
+        tmp_path, fake, timeout_s=SOAK_TIMEOUT_S, dsh=SOAK_DSH, progress=True
+    )
     answer = hostile_answer(rng)
     editor = HostileEditor(pipe, {m: answer for m in _SOAK_METHODS})
     cancelled = 0
@@ -563,6 +570,7 @@ async def test_soak_every_request_answered_wrongly_late_twice_or_never_then_a_cl
 
 
 _SOAK_METHODS = (
+    "window/workDoneProgress/create",
     "workspace/applyEdit",
     "dsh/document/save",
     "dsh/editor/diagnostics",
