@@ -30,6 +30,7 @@ from dsh_daemon.model.payloads import InboxSpliced, SessionTitled, entry
 from dsh_daemon.model.wire import CheckpointFile, CheckpointTurn, RewindProblem
 from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
 from dsh_daemon.session.store import now_ms
+from dsh_daemon.tools.editor import EditorUnavailable
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ async def rewind(
             shown = str(planned.path)
             try:
                 await apply_planned(planned, applier)
-            except (EditConflictError, FileToolError, OSError) as exc:
+            except (EditConflictError, EditorUnavailable, FileToolError, OSError) as exc:
+                # EditorUnavailable: the editor gave no usable answer in time (protocol.md §9); the
+                # rewind goes on with the next file and ends, so sends are taken again.
                 failed.append(RewindProblem(f"not written: {exc}", path=shown))
                 continue
             (deleted if planned.action == "delete" else restored).append(shown)

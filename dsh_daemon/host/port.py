@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision, PreStepHook
-from dsh_daemon.agent.signal import AbortSignal
+from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.tools import (
     Approver,
     PermissionOutcome,
@@ -46,6 +46,7 @@ from dsh_daemon.tools.workspace import Workspace
 __all__ = [
     "LANGUAGE_FEATURES",
     "AbortSignal",
+    "AbortedError",
     "Approver",
     "ComputedEdit",
     "DiskEditApplier",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools.base import ToolBase, get_int, get_opt_str, get_str, make_spec
 from dsh_daemon.tools.documents import DocumentSource
@@ -129,11 +130,12 @@ async def diagnostics_after_edit(
     path: Path,
     before: Sequence[FileDiagnostics],
     settle_s: float,
+    signal: AbortSignal | None = None,
 ) -> NewErrors | None:
     """The new errors an edit introduced, once the language server re-checked the file (the editor
     says when, or after `settle_s`)."""
     try:
-        after = await editor.diagnostics([path], settle_s=settle_s)
+        after = await editor.diagnostics([path], settle_s=settle_s, signal=signal)
     except EditorUnavailable:
         return None
     return new_errors(workspace, path, before, after)
@@ -160,7 +162,7 @@ class DiagnosticsTool(ToolBase):
         path_arg = get_opt_str(args, "path")
         paths = [self.workspace.resolve(path_arg)] if path_arg else None
         try:
-            found = await self.editor.diagnostics(paths)
+            found = await self.editor.diagnostics(paths, signal=ctx.signal)
         except EditorUnavailable as exc:
             return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         lines = []
@@ -267,9 +269,9 @@ class _LanguageTool(ToolBase):
         character = len(lines[line - 1][:column].encode("utf-16-le")) // 2
         return {"uri": path.as_uri(), "position": {"line": line - 1, "character": character}}
 
-    async def ask(self, params: Mapping[str, Any]) -> dict[str, Any] | ToolOutcome:
+    async def ask(self, params: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any] | ToolOutcome:
         try:
-            answer = await self.editor.language_request(self.feature, params)
+            answer = await self.editor.language_request(self.feature, params, ctx.signal)
         except EditorUnavailable as exc:
             return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         if answer.get("noLanguageServer"):
@@ -279,10 +281,12 @@ class _LanguageTool(ToolBase):
             )
         return answer
 
-    async def ask_at(self, args: Mapping[str, Any], **extra: Any) -> dict[str, Any] | ToolOutcome:
+    async def ask_at(
+        self, args: Mapping[str, Any], ctx: ToolContext, **extra: Any
+    ) -> dict[str, Any] | ToolOutcome:
         """Ask the editor about the place `args` names (path, line, symbol): its answer, or the
         outcome the model gets when there is none (the editor failed, or no language server)."""
-        return await self.ask({**await self.position(args), **extra})
+        return await self.ask({**await self.position(args), **extra}, ctx)
 
     async def render_locations(self, locations: Sequence[Any], what: str) -> str:
         lines = []
@@ -350,7 +354,7 @@ class DefinitionTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        answer = await self.ask_at(args)
+        answer = await self.ask_at(args, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
         return ToolOutcome.text(await self.render_locations(answer.get("locations") or [], "definition"))
@@ -368,7 +372,7 @@ class ReferencesTool(_LanguageTool):
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         include = args.get("include_declaration")
-        answer = await self.ask_at(args, includeDeclaration=include is not False)
+        answer = await self.ask_at(args, ctx, includeDeclaration=include is not False)
         if isinstance(answer, ToolOutcome):
             return answer
         return ToolOutcome.text(await self.render_locations(answer.get("locations") or [], "references"))
@@ -393,7 +397,7 @@ class SymbolsTool(_LanguageTool):
         if bool(path_arg) == bool(query):
             raise InvalidArgumentsError("give exactly one of 'path' (a file's outline) or 'query'")
         params = {"uri": self.workspace.resolve(path_arg).as_uri()} if path_arg else {"query": query}
-        answer = await self.ask(params)
+        answer = await self.ask(params, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
         lines = []
@@ -431,7 +435,7 @@ class HoverTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        answer = await self.ask_at(args)
+        answer = await self.ask_at(args, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
         contents = answer.get("contents")
