@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 from collections import deque
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -589,6 +591,15 @@ class TuiView:
         def _(event: KeyPressEvent) -> None:
             self.pull_back()
 
+        @kb.add(Keys.BracketedPaste, filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # A file dragged into the terminal, or a path pasted, attaches it (as typing @PATH does);
+            # any other paste goes in as it is (line breaks kept).
+            text = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            cwd = self.chat.cwd if self.chat is not None else "."
+            mention = pasted_mention(text, cwd)
+            event.current_buffer.insert_text(mention if mention is not None else text)
+
         @kb.add("c-g", filter=~picking)
         @kb.add("c-x", "c-e", filter=~picking)
         def _(event: KeyPressEvent) -> None:
@@ -785,3 +796,28 @@ class TuiView:
                     on_line(Edit(number, text))
                     continue
                 on_line(text)
+
+
+def pasted_mention(text: str, cwd: str) -> str | None:
+    """`@path ` for a paste that is one existing file's path (plain, quoted, or a file:// URI, as a
+    terminal gives a file dragged into it), relative to `cwd` when it is inside; None for anything
+    else."""
+    candidate = text.strip()
+    if not candidate or "\n" in candidate:
+        return None
+    if len(candidate) >= 2 and candidate[0] == candidate[-1] and candidate[0] in "'\"":
+        candidate = candidate[1:-1]
+    if candidate.startswith("file://"):
+        candidate = unquote(urlsplit(candidate).path)
+    candidate = candidate.replace("\\ ", " ")  # a shell-escaped space
+    path = Path(candidate).expanduser()
+    full = path if path.is_absolute() else Path(cwd) / path
+    try:
+        if not full.is_file():
+            return None
+        shown = os.path.relpath(full, cwd)
+    except (OSError, ValueError):
+        return None
+    if shown.startswith(".."):
+        shown = str(full)
+    return None if any(c.isspace() for c in shown) else f"@{shown} "

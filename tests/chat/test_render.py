@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,24 @@ def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say() 
         "  ✓ definition b  notes.txt:1 · no language server",
         "  ✓ definition b  app.py:1 · 1 line",
     ], results
+
+
+def test_a_pasted_file_path_becomes_a_mention(tmp_path: Path) -> None:
+    """Issue 38.8: a path pasted (or a file dragged into the terminal: quoted, escaped or a
+    file:// URI) attaches the file as `@path` would; anything else pastes as it is."""
+    from dsh_daemon.chat.tui import pasted_mention
+
+    (tmp_path / "src").mkdir()
+    app = tmp_path / "src" / "app.py"
+    app.write_text("x = 1\n")
+    spaced = tmp_path / "my notes.txt"
+    spaced.write_text("n\n")
+    cwd = str(tmp_path)
+    assert pasted_mention(str(app), cwd) == "@src/app.py "
+    assert pasted_mention(f"'{app}'\n", cwd) == "@src/app.py "
+    assert pasted_mention(f"file://{app}", cwd) == "@src/app.py "
+    assert pasted_mention("src/app.py", cwd) == "@src/app.py "
+    assert pasted_mention(str(tmp_path / "src"), cwd) is None  # a folder
+    assert pasted_mention("fix the bug in app.py", cwd) is None  # words
+    assert pasted_mention(f"{app}\n{app}", cwd) is None  # several lines
+    assert pasted_mention(str(spaced), cwd) is None  # @ cannot name it: pasted as it is
