@@ -49,7 +49,9 @@ class Confinement:
         self.confine: bool = rules["confine"]
         self.ruleset_fd = -1
         self.program = b""
+        self.drop_capabilities = False
         if self.confine:
+            self.drop_capabilities = kernel.has_capabilities()
             paths = [(str(p), int(r)) for p, r in rules["paths"]]
             self.ruleset_fd = landlock.build_ruleset(
                 int(rules["abi"]), paths, rules["connect_ports"], scoped=True
@@ -133,7 +135,8 @@ def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinem
             kernel.no_new_privs()
             landlock.restrict_self(confinement.ruleset_fd)
             os.close(confinement.ruleset_fd)
-            kernel.drop_capabilities()
+            if confinement.drop_capabilities:
+                kernel.drop_capabilities()
             seccomp.install(confinement.program)
     except BaseException as exc:
         text = f"dsh-daemon sandbox: cannot confine the command, it was not run: {exc}"
@@ -153,9 +156,56 @@ def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinem
             os._exit(NOT_FOUND if isinstance(exc, FileNotFoundError) else SETUP_FAILED)
 
 
-def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement) -> None:
-    """In the shepherd: never returns. Runs the command, reports its status, kills its tree."""
-    channel = fds[3]
+class Spare:
+    """A shepherd and its command's child forked ahead of the next request, so that no fork is on a
+    command's critical path (a fork costs about a millisecond on a small VM): the child waits for the
+    request and its fds, the shepherd for the command's own socket."""
+
+    def __init__(self, pid: int, to_shepherd: socket.socket, to_child: socket.socket) -> None:
+        self.pid = pid
+        self.to_shepherd = to_shepherd
+        self.to_child = to_child
+
+    def assign(self, data: bytes, fds: list[int], keep_leftovers: bool) -> None:
+        socket.send_fds(self.to_child, [data], fds)
+        socket.send_fds(self.to_shepherd, [b"keep" if keep_leftovers else b"kill"], [fds[3]])
+
+    def close(self) -> None:
+        """Unused or assigned: the server lets go of it (an unused one sees EOF and exits)."""
+        self.to_shepherd.close()
+        self.to_child.close()
+
+
+def prefork(control: socket.socket, confinement: Confinement) -> Spare:
+    to_shepherd, shepherd_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    to_child, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        to_shepherd.close()
+        to_child.close()
+        _shepherd(shepherd_end, child_end, confinement)
+    shepherd_end.close()
+    child_end.close()
+    return Spare(pid, to_shepherd, to_child)
+
+
+def _await_request(child_end: socket.socket, confinement: Confinement) -> None:
+    """In the pre-forked command child: never returns."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(child_end, MAX_MESSAGE, 8)
+    except OSError:
+        os._exit(0)
+    if not data or len(fds) != 4:
+        os._exit(0)
+    child_end.close()
+    _exec_command(json.loads(data), fds, confinement, fds[3])
+
+
+def _shepherd(assignments: socket.socket, child_end: socket.socket, confinement: Confinement) -> None:
+    """In the shepherd: never returns. Forks the command's child ahead, then waits for the command's
+    socket; reports its status, kills its tree."""
+    channel = -1
     status_sent = False
     try:
         kernel.set_child_subreaper()
@@ -164,11 +214,17 @@ def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement)
         signal.set_wakeup_fd(wake_w)
         command = os.fork()
         if command == 0:
-            _exec_command(request, fds, confinement, channel)
-        for fd in fds[:3]:
-            os.close(fd)
+            assignments.close()
+            _await_request(child_end, confinement)
+        child_end.close()
         confinement.close()
-        keep_leftovers = bool(request.get("keep_leftovers"))
+        data, fds, _flags, _addr = socket.recv_fds(assignments, 64, 1)
+        if not data or len(fds) != 1:
+            os.kill(command, signal.SIGKILL)
+            os._exit(0)
+        assignments.close()
+        channel = fds[0]
+        keep_leftovers = data == b"keep"
         killing = False
         done = False
         while True:
@@ -214,7 +270,7 @@ def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement)
         try:
             os.write(2, f"dsh-daemon sandbox: shepherd failed: {exc}\n".encode())
             signal_descendants(signal.SIGKILL)
-            if not status_sent:
+            if channel >= 0 and not status_sent:
                 os.write(channel, b"X%d" % SETUP_FAILED)
         finally:
             os._exit(1)
@@ -267,6 +323,7 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
     if proxy:
         proxy.close()
     signal.signal(signal.SIGCHLD, _reap)
+    spare = prefork(control, confinement)
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 8)
@@ -289,6 +346,8 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
                 continue
             confinement.close()
             confinement, rules = fresh, request
+            spare.close()  # forked with the old rules
+            spare = prefork(control, confinement)
             _send(control, {"ok": True})
             continue
         if len(fds) != 4:
@@ -296,16 +355,17 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
                 os.close(fd)
             continue
         try:
-            pid = os.fork()
+            spare.assign(data, fds, bool(request.get("keep_leftovers")))
         except OSError as exc:
-            os.write(fds[3], b"E" + str(exc).encode())
-            os.write(fds[3], b"X%d" % SETUP_FAILED)
-            pid = -1
-        if pid == 0:
-            control.close()
-            _shepherd(request, fds, confinement)
+            try:
+                os.write(fds[3], b"E" + f"the sandbox's spare process is gone: {exc}".encode())
+                os.write(fds[3], b"X%d" % SETUP_FAILED)
+            except OSError:
+                pass
         for fd in fds:
             os.close(fd)
+        spare.close()
+        spare = prefork(control, confinement)
     # The daemon is gone or closed the sandbox: nothing it started outlives it.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for _ in range(200):
