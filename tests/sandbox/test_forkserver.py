@@ -192,3 +192,37 @@ def test_the_fork_server_imports_only_the_standard_library() -> None:
     }  # fmt: skip
     outside = {m.split(".")[0] for m in modules - ours} - set(sys.stdlib_module_names) - {"__main__"}
     assert outside == set() and "asyncio" not in modules
+
+
+DAEMON = """
+import asyncio, os, sys
+from pathlib import Path
+from dsh_daemon.sandbox import Sandbox, SandboxPolicy
+ws, temp, home, dsh, beat, layers = sys.argv[1:]
+async def main():
+    sandbox = await Sandbox.start(SandboxPolicy("workspace-write", (Path(ws),), Path(temp), layers=layers, home=Path(home), dsh_home=Path(dsh)))
+    null = os.open(os.devnull, os.O_RDWR)
+    script = "setsid sh -c 'while :; do date +%s%N > " + beat + "; sleep 0.05; done' >/dev/null 2>&1 &"
+    process = await sandbox.spawn(["sh", "-c", script], cwd=Path(ws), env={"PATH": os.environ["PATH"]}, stdin=null, stdout=null, stderr=null, keep_leftovers=True)
+    await process.wait()
+    print("started", flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_nothing_outlives_a_daemon_killed_outright(scene: Scene, layers: str) -> None:
+    """The daemon dies with SIGKILL (no aclose): the fork server sees its control socket close and
+    kills every command's tree, kept background children included."""
+    beat = scene.ws / "src" / "beat"
+    args = [str(p) for p in (scene.ws, scene.temp, scene.home, scene.dsh_home, beat)]
+    daemon = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DAEMON, *args, layers, stdout=subprocess.PIPE
+    )
+    assert daemon.stdout is not None
+    assert await asyncio.wait_for(daemon.stdout.readline(), 30) == b"started\n"
+    await _beating(beat)
+    daemon.kill()
+    await daemon.wait()
+    assert await _stops_beating(beat)
