@@ -135,6 +135,19 @@ class _Server:
     rules: dict[str, Any]
     proxy: socket.socket | None
 
+    def send(self, data: bytes, fds: list[int]) -> None:
+        """One message to the server. Blocking for that moment: the control socket is read by the
+        event loop (non-blocking), and a full buffer (a burst of spawns) must wait, not fail."""
+        sock = self.control.sock
+        sock.setblocking(True)
+        try:
+            if fds:
+                socket.send_fds(sock, [data], fds)
+            else:
+                sock.send(data)
+        finally:
+            sock.setblocking(False)
+
     async def close(self) -> None:
         self.control.sock.close()
         if self.proxy is not None:
@@ -276,8 +289,7 @@ class Sandbox:
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         channel = _Channel(ours)
         try:
-            fds = [stdin, stdout, stderr, theirs.fileno()]
-            socket.send_fds(self._server.control.sock, [json.dumps(request).encode()], fds)
+            self._server.send(json.dumps(request).encode(), [stdin, stdout, stderr, theirs.fileno()])
         except OSError as exc:
             ours.close()
             raise SandboxUnavailable(f"the sandbox's fork server is gone: {exc}") from exc
@@ -305,11 +317,7 @@ class Sandbox:
         async with self._lock:
             if policy.confined == self.policy.confined and policy.layers == self.policy.layers:
                 rules = compute_rules(policy, self.level, namespaces=self.layer1, proxy_port=self.proxy_port)
-                self._server.control.sock.setblocking(True)
-                try:
-                    self._server.control.sock.send(json.dumps({"op": "rules", **rules}).encode())
-                finally:
-                    self._server.control.sock.setblocking(False)
+                self._server.send(json.dumps({"op": "rules", **rules}).encode(), [])
                 data, _fds, _pid = await self._server.control.recv()
                 answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
                 if not answer.get("ok"):

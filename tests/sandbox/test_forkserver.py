@@ -226,3 +226,16 @@ async def test_nothing_outlives_a_daemon_killed_outright(scene: Scene, layers: s
     daemon.kill()
     await daemon.wait()
     assert await _stops_beating(beat)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_burst_of_concurrent_commands_all_run(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """More requests at once than the control socket's buffer holds (large environments): each
+    waits its turn instead of failing."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    env = {**command_env(scene), "FILLER": "x" * 32_000}
+    results = await asyncio.gather(*(run(sandbox, f"echo {i}", cwd=scene.ws, env=env) for i in range(40)))
+    assert results == [(0, f"{i}\n") for i in range(40)]
