@@ -12,9 +12,11 @@ over secret files, the private temp dir over /tmp, a fresh /proc), brings `lo` u
 proxy's listening socket inside the new network namespace, handing it to the daemon (SCM_RIGHTS).
 Layer 0 alone: the same server without namespaces (a child subreaper instead of PID 1).
 
-Per command the daemon sends {argv, cwd, env} and four fds (stdin, stdout, stderr, the command's own
-socket). The server forks a shepherd (a subreaper: nothing the command starts, setsid or
-double-forked, escapes it), which forks the command: setsid, its stdio, every other fd closed,
+The server forks spare pairs ahead of need and hands each to the daemon as two sockets: a shepherd
+(a subreaper: nothing the command starts, setsid or double-forked, escapes it) and the command's
+child it forked. Per command the daemon sends the child {argv, cwd, env} and four fds (stdin,
+stdout, stderr, the command's own socket), and the shepherd that socket; so neither the server nor a
+fork is on a command's path. The child: setsid, its stdio, every other fd closed,
 no_new_privs, Landlock (the ruleset built once), capabilities dropped, seccomp (the program packed
 once), then a message to the daemon (which learns the pid from SCM_CREDENTIALS) and exec. Any failed
 step ends the child with status 126 and the reason on its stderr: a command never runs less
@@ -167,13 +169,21 @@ class Spare:
         self.to_child = to_child
 
     def assign(self, data: bytes, fds: list[int], keep_leftovers: bool) -> None:
-        socket.send_fds(self.to_child, [data], fds)
-        socket.send_fds(self.to_shepherd, [b"keep" if keep_leftovers else b"kill"], [fds[3]])
+        assign(self.to_child, self.to_shepherd, data, fds, keep_leftovers)
 
     def close(self) -> None:
         """Unused or assigned: the server lets go of it (an unused one sees EOF and exits)."""
         self.to_shepherd.close()
         self.to_child.close()
+
+
+def assign(
+    to_child: socket.socket, to_shepherd: socket.socket, data: bytes, fds: list[int], keep_leftovers: bool
+) -> None:
+    """Give a spare pair its command: the request and stdio to the child, the command's own socket
+    to the shepherd. The daemon does this itself with the pairs the server hands it."""
+    socket.send_fds(to_child, [data], fds)
+    socket.send_fds(to_shepherd, [b"keep" if keep_leftovers else b"kill"], [fds[3]])
 
 
 def prefork(control: socket.socket, confinement: Confinement) -> Spare:
@@ -323,7 +333,13 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
     if proxy:
         proxy.close()
     signal.signal(signal.SIGCHLD, _reap)
-    spare = prefork(control, confinement)
+    try:
+        _serve_requests(control, rules, confinement)
+    finally:
+        _kill_everything()
+
+
+def _serve_requests(control: socket.socket, rules: dict[str, Any], confinement: Confinement) -> None:
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 8)
@@ -332,6 +348,19 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
         if not data:
             break
         request = json.loads(data)
+        if request.get("op") == "spare":
+            # The daemon hands the next command straight to this pair: the server is not on a
+            # command's path at all, and the pair's forks happen while the daemon waits for a model.
+            for fd in fds:
+                os.close(fd)
+            handed = prefork(control, confinement)
+            try:
+                _send(control, {"spare": True}, [handed.to_child.fileno(), handed.to_shepherd.fileno()])
+            except OSError:
+                break  # the daemon is gone
+            finally:
+                handed.close()
+            continue
         if request.get("op") == "rules":
             for fd in fds:
                 os.close(fd)
@@ -346,16 +375,18 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
                 continue
             confinement.close()
             confinement, rules = fresh, request
-            spare.close()  # forked with the old rules
-            spare = prefork(control, confinement)
-            _send(control, {"ok": True})
+            _send(control, {"ok": True, "rules": True})  # spares handed out before it are stale
             continue
         if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             continue
         try:
-            spare.assign(data, fds, bool(request.get("keep_leftovers")))
+            spare = prefork(control, confinement)
+            try:
+                spare.assign(data, fds, bool(request.get("keep_leftovers")))
+            finally:
+                spare.close()
         except OSError as exc:
             try:
                 os.write(fds[3], b"E" + f"the sandbox's spare process is gone: {exc}".encode())
@@ -364,9 +395,11 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
                 pass
         for fd in fds:
             os.close(fd)
-        spare.close()
-        spare = prefork(control, confinement)
-    # The daemon is gone or closed the sandbox: nothing it started outlives it.
+
+
+def _kill_everything() -> None:
+    """The daemon is gone or closed the sandbox (or the server failed): nothing it started outlives
+    it."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for _ in range(200):
         if not signal_descendants(signal.SIGKILL):

@@ -4,6 +4,7 @@ reads back pids and exit statuses without blocking the event loop (`Sandbox`, `S
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.sandbox.forkserver import assign
 from dsh_daemon.sandbox.level import probe_level, server_argv
 from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
 from dsh_daemon.sandbox.rules import compute_rules
@@ -130,10 +132,69 @@ class SandboxedProcess:
 
 @dataclasses.dataclass
 class _Server:
+    """The daemon's side of one fork server. After the ready message, one task reads the control
+    socket: spare pairs (a shepherd and a command's child forked ahead, handed over as two sockets)
+    and replies, in the server's order. One spare is kept ready: a command goes straight to it."""
+
     process: subprocess.Popen[bytes]
     control: _Channel
     rules: dict[str, Any]
     proxy: socket.socket | None
+    spares: list[tuple[socket.socket, socket.socket]] = dataclasses.field(default_factory=list)
+    replies: asyncio.Queue[dict[str, Any]] = dataclasses.field(default_factory=asyncio.Queue)
+    changed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    requested: int = 0
+    gone: bool = False
+    reader: asyncio.Task[None] | None = None
+
+    def begin(self) -> None:
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+        self.replenish()
+
+    def replenish(self) -> None:
+        if not self.gone and len(self.spares) + self.requested < 1:
+            self.requested += 1
+            self.send(b'{"op": "spare"}', [])
+
+    async def take_spare(self) -> tuple[socket.socket, socket.socket]:
+        while not self.spares:
+            if self.gone:
+                raise SandboxUnavailable("the sandbox's fork server is gone")
+            self.replenish()
+            self.changed.clear()
+            await self.changed.wait()
+        return self.spares.pop(0)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                data, fds, _pid = await self.control.recv()
+                if not data:
+                    break
+                message = json.loads(data)
+                if message.get("spare") and len(fds) == 2:
+                    self.requested -= 1
+                    self.spares.append((socket.socket(fileno=fds[0]), socket.socket(fileno=fds[1])))
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    if message.get("rules"):
+                        self._drop_spares()  # forked with the rules just replaced
+                    self.replies.put_nowait(message)
+                self.changed.set()
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.gone = True
+            self._drop_spares()
+            self.replies.put_nowait({"ok": False, "error": "the fork server exited"})
+            self.changed.set()
+
+    def _drop_spares(self) -> None:
+        for to_child, to_shepherd in self.spares:
+            to_child.close()
+            to_shepherd.close()
+        self.spares.clear()
 
     def send(self, data: bytes, fds: list[int]) -> None:
         """One message to the server. Blocking for that moment: the control socket is read by the
@@ -149,6 +210,11 @@ class _Server:
             sock.setblocking(False)
 
     async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.reader
+        self._drop_spares()
         self.control.sock.close()
         if self.proxy is not None:
             self.proxy.close()
@@ -190,7 +256,9 @@ async def _start_server(rules: dict[str, Any]) -> tuple[_Server, list[int]]:
         ours.close()
         await asyncio.to_thread(process.wait)
         raise SandboxStartError(f"sandbox fork server: {answer.get('error')}")
-    return _Server(process, control, rules, None), fds
+    server = _Server(process, control, rules, None)
+    server.begin()
+    return server, fds
 
 
 class Sandbox:
@@ -285,14 +353,28 @@ class Sandbox:
         if rules["confine"]:
             env = command_environment(env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port)
         request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
+        data = json.dumps(request).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         channel = _Channel(ours)
         try:
-            self._server.send(json.dumps(request).encode(), [stdin, stdout, stderr, theirs.fileno()])
-        except OSError as exc:
+            for attempt in range(3):
+                to_child, to_shepherd = await self._server.take_spare()
+                try:
+                    assign(
+                        to_child, to_shepherd, data, [stdin, stdout, stderr, theirs.fileno()], keep_leftovers
+                    )
+                    break
+                except OSError as exc:
+                    if attempt == 2:  # three spares gone in a row: the server is in trouble
+                        raise SandboxUnavailable(f"the sandbox's spare processes are gone: {exc}") from exc
+                finally:
+                    to_child.close()
+                    to_shepherd.close()
+                    self._server.replenish()
+        except BaseException:
             ours.close()
-            raise SandboxUnavailable(f"the sandbox's fork server is gone: {exc}") from exc
+            raise
         finally:
             theirs.close()
         data, fds, pid = await channel.recv()
@@ -318,8 +400,7 @@ class Sandbox:
             if policy.confined == self.policy.confined and policy.layers == self.policy.layers:
                 rules = compute_rules(policy, self.level, namespaces=self.layer1, proxy_port=self.proxy_port)
                 self._server.send(json.dumps({"op": "rules", **rules}).encode(), [])
-                data, _fds, _pid = await self._server.control.recv()
-                answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
+                answer = await self._server.replies.get()
                 if not answer.get("ok"):
                     raise SandboxUnavailable(f"sandbox rules not applied: {answer.get('error')}")
                 self._server.rules = rules
