@@ -12,7 +12,7 @@ import signal
 import socket
 import struct
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +89,39 @@ class _Channel:
 
 class SandboxedProcess:
     """A command started in the sandbox. `pid` is its pid as the daemon sees it (0 if it never
-    started); `wait` gives the exit status as subprocess does (negative: the signal)."""
+    started); `wait` gives the exit status as subprocess does (negative: the signal). Once it has
+    exited, its socket is closed unless its leftovers are kept (closing would kill them)."""
 
-    def __init__(self, channel: _Channel, pid: int, status: int | None, setup_error: str | None) -> None:
+    def __init__(
+        self,
+        channel: _Channel,
+        pid: int,
+        status: int | None,
+        setup_error: str | None,
+        *,
+        keep_leftovers: bool = False,
+        forget: Callable[[SandboxedProcess], None] = lambda _process: None,
+    ) -> None:
         self._channel = channel
         self.pid = pid
         self.setup_error = setup_error  # the child's message when confinement failed (status 126)
         self._status = status
         self._closed = False
+        self._keep_leftovers = keep_leftovers
+        self._forget = forget
+        self._reading: asyncio.Task[int] | None = None
+        if status is not None and not keep_leftovers:
+            self.close()
 
     async def wait(self) -> int:
+        """The exit status; any number of callers may wait at once."""
+        if self._status is not None:
+            return self._status
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().create_task(self._read_status())
+        return await asyncio.shield(self._reading)
+
+    async def _read_status(self) -> int:
         while self._status is None:
             data, fds, _pid = await self._channel.recv()
             for fd in fds:
@@ -107,11 +130,17 @@ class SandboxedProcess:
                 self._status = -signal.SIGKILL  # the shepherd died without a word: treat as killed
             elif data.startswith(b"X"):
                 self._status = int(data[1:])
+        if not self._keep_leftovers:
+            self.close()  # its tree is dead or being killed: nothing left to control
         return self._status
 
     @property
     def returncode(self) -> int | None:
         return self._status
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def kill_tree(self, sig: int = signal.SIGKILL) -> None:
         """Signal the command and everything it started (setsid and double fork included): the
@@ -128,6 +157,7 @@ class SandboxedProcess:
         if not self._closed:
             self._closed = True
             self._channel.sock.close()
+            self._forget(self)
 
 
 @dataclasses.dataclass
@@ -388,8 +418,11 @@ class Sandbox:
             status = int(data[1:])
         elif not data:
             status = -signal.SIGKILL
-        process = SandboxedProcess(channel, pid or 0, status, error)
-        self._processes.add(process)
+        process = SandboxedProcess(
+            channel, pid or 0, status, error, keep_leftovers=keep_leftovers, forget=self._processes.discard
+        )
+        if not process.closed:
+            self._processes.add(process)
         return process
 
     async def update(self, policy: SandboxPolicy) -> None:

@@ -239,3 +239,27 @@ async def test_a_burst_of_concurrent_commands_all_run(
     env = {**command_env(scene), "FILLER": "x" * 32_000}
     results = await asyncio.gather(*(run(sandbox, f"echo {i}", cwd=scene.ws, env=env) for i in range(40)))
     assert results == [(0, f"{i}\n") for i in range(40)]
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_finished_commands_hold_no_fd_and_waits_can_overlap(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    env = command_env(scene)
+    await run(sandbox, "true", cwd=scene.ws, env=env)  # the first spare pair is in place
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        assert (await run(sandbox, "true", cwd=scene.ws, env=env))[0] == 0
+    assert len(os.listdir("/proc/self/fd")) <= before + 2  # a spare pair may be in flight
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        process = await sandbox.spawn(["sh", "-c", "sleep 0.2; exit 7"], cwd=scene.ws, env=env, stdin=devnull, stdout=devnull, stderr=devnull)  # fmt: skip
+    finally:
+        os.close(devnull)
+    assert await asyncio.wait_for(asyncio.gather(process.wait(), process.wait(), process.wait()), 10) == [
+        7,
+        7,
+        7,
+    ]
