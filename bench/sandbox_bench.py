@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -117,8 +118,14 @@ async def main(runs: int, gap: float) -> None:
     for run in runners.values():  # warm-up
         for _ in range(5):
             await run()
+    order = list(runners)
+    shuffle = random.Random(41).shuffle
     for _ in range(runs):
-        for name, run in runners.items():
+        # A shuffled order each round: after a sandboxed command its fork server forks the next
+        # spare pair, which would otherwise always slow whichever kind comes next.
+        shuffle(order)
+        for name in order:
+            run = runners[name]
             await asyncio.sleep(gap)
             started = time.perf_counter()
             await run()
@@ -128,7 +135,7 @@ async def main(runs: int, gap: float) -> None:
     os.close(devnull)
 
     base_median, base_p90 = _stats(samples["baseline"])
-    print(f"\nper command, spawn to exit of `true`, {runs} interleaved rounds (ms):")
+    print(f"\nper command, spawn to exit of `true`, {runs} interleaved rounds, shuffled (ms):")
     print(f"  {'':<12} {'median':>8} {'p90':>8} {'added':>8} {'ratio':>6}  goal")
     print(f"  {'baseline':<12} {base_median:8.2f} {base_p90:8.2f} {'':>8} {'1.00':>6}  (unconfined true)")
     for name in runners:
