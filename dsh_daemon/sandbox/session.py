@@ -73,6 +73,12 @@ class _Channel:
             finally:
                 loop.remove_reader(self.sock.fileno())
 
+    def close(self) -> None:
+        """Stop watching the socket (now, not when a cancelled read unwinds) and close it."""
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
+
     def _recv_now(self) -> tuple[bytes, list[int], int | None]:
         space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(4 * 4)
         data, ancillary, _flags, _addr = self.sock.recvmsg(MAX_MESSAGE, space)
@@ -110,6 +116,7 @@ class SandboxedProcess:
         self._keep_leftovers = keep_leftovers
         self._forget = forget
         self._reading: asyncio.Task[int] | None = None
+        self._eof: asyncio.Task[None] | None = None
         if status is not None and not keep_leftovers:
             self.close()
 
@@ -132,7 +139,17 @@ class SandboxedProcess:
                 self._status = int(data[1:])
         if not self._keep_leftovers:
             self.close()  # its tree is dead or being killed: nothing left to control
+        elif not self._closed:
+            self._eof = asyncio.get_running_loop().create_task(self._close_at_eof())
         return self._status
+
+    async def _close_at_eof(self) -> None:
+        """A kept tree: the shepherd closes its end once the last of it has exited."""
+        with contextlib.suppress(OSError):
+            while (await self._channel.recv())[0]:
+                pass
+        self._eof = None
+        self.close()
 
     @property
     def returncode(self) -> int | None:
@@ -156,7 +173,9 @@ class SandboxedProcess:
         """Forget the command; the shepherd kills whatever of its tree is still running."""
         if not self._closed:
             self._closed = True
-            self._channel.sock.close()
+            if self._eof is not None:
+                self._eof.cancel()
+            self._channel.close()
             self._forget(self)
 
 
