@@ -2,13 +2,15 @@
 
 Consecutive text (or reasoning) deltas extend one block; a change of kind opens a new block. Tool-call
 fragments are keyed by `index`: id and name are taken when present, arguments are concatenated raw.
+Each tool call gets the daemon's own id when its first fragment arrives (`mint_call_id`); the
+provider's id is kept beside it, for the provider's history only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dsh_daemon.model.messages import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from dsh_daemon.model.messages import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock, mint_call_id
 from dsh_daemon.model.provider import Delta, ReasoningDelta, TextDelta, ToolCallDelta
 
 
@@ -16,8 +18,9 @@ from dsh_daemon.model.provider import Delta, ReasoningDelta, TextDelta, ToolCall
 class _Open:
     kind: str  # "text" | "reasoning" | "tool-call"
     parts: list[str] = field(default_factory=list)
-    call_id: str | None = None
+    call_id: str | None = None  # the provider's
     name: str | None = None
+    wire_id: str = ""  # the daemon's (tool calls only)
     index: int = -1
 
 
@@ -39,7 +42,7 @@ class Assembler:
         elif isinstance(delta, ToolCallDelta):
             call = self._calls.get(delta.index)
             if call is None:
-                call = _Open("tool-call", index=delta.index)
+                call = _Open("tool-call", index=delta.index, wire_id=mint_call_id())
                 self._calls[delta.index] = call
                 self._blocks.append(call)
             if delta.id:
@@ -48,6 +51,10 @@ class Assembler:
                 call.name = delta.name
             if delta.arguments:
                 call.parts.append(delta.arguments)
+
+    def call_id(self, index: int) -> str:
+        """The daemon's id of the tool call at `index` (after one of its fragments was added)."""
+        return self._calls[index].wire_id
 
     def blocks(self, *, drop_tool_calls: bool = False) -> list[ContentBlock]:
         out: list[ContentBlock] = []
@@ -58,7 +65,8 @@ class Assembler:
             elif block.kind == "reasoning":
                 out.append(ReasoningBlock(text))
             elif not drop_tool_calls:
-                out.append(ToolCallBlock(block.call_id or f"call_{block.index}", block.name or "", text))
+                provider_id = block.call_id or f"call_{block.index}"
+                out.append(ToolCallBlock(block.wire_id, block.name or "", text, provider_id))
         return out
 
     def prefix_blocks(self) -> list[ContentBlock]:

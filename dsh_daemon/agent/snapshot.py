@@ -42,7 +42,7 @@ from dsh_daemon.model.messages import (
     UserMessage,
 )
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2: a tool call block keeps the provider's id beside the daemon's
 T = TypeVar("T")
 
 
@@ -427,7 +427,9 @@ def _block(block: ContentBlock) -> Any:
     if isinstance(block, ReasoningBlock):
         return ["r", block.text]
     if isinstance(block, ToolCallBlock):
-        return ["c", block.id, block.name, block.arguments]
+        if block.provider_id is None:
+            return ["c", block.id, block.name, block.arguments]
+        return ["c", block.id, block.name, block.arguments, block.provider_id]
     if isinstance(block, ToolResultBlock):
         return ["t", block.tool_call_id, int(block.is_error), [_block(b) for b in block.content]]
     return ["o", block.data]
@@ -469,7 +471,8 @@ def _unblock(raw: Any) -> ContentBlock:
     if tag == "r":
         return ReasoningBlock(_str(raw[1]))
     if tag == "c":
-        return ToolCallBlock(_str(raw[1]), _str(raw[2]), _str(raw[3]))
+        provider_id = _str(raw[4]) if len(raw) > 4 else None
+        return ToolCallBlock(_str(raw[1]), _str(raw[2]), _str(raw[3]), provider_id)
     if tag == "t":
         return ToolResultBlock(_str(raw[1]), tuple(_unblock(b) for b in raw[3]), bool(raw[2]))
     if tag == "o":

@@ -289,6 +289,8 @@ class Turn:
                     return item
                 assembler.add(item)
                 delta = item.to_json()
+                if isinstance(item, ToolCallDelta) and item.id is not None:
+                    delta["id"] = assembler.call_id(item.index)  # clients see the daemon's id only
                 self.ctx.log.add_chunk(chunks, delta)
                 key = item.index if isinstance(item, ToolCallDelta) else delta["type"]
                 piece = item.arguments if isinstance(item, ToolCallDelta) else delta["text"]

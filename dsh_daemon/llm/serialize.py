@@ -5,6 +5,10 @@ Rules kept here:
 - Every user message is its own provider message, in order, never merged with a neighbour; its text
   blocks are joined so that words of two blocks never merge (`join_prompt_text`).
 - A tool result becomes a `role: tool` message; empty output is sent as "(no output)".
+- Tool calls and results carry the provider's own call id (`ToolCallBlock.provider_call_id`), never the
+  daemon's: the provider gets its history back exactly as it wrote it, ids it reused across turns
+  (`call_0`) included. A result names its call by the daemon's id; the call's message, earlier in the
+  same request, says which provider id that is.
 - Assistant `content` is never null ("" instead: DeepSeek answers 400 to a null-content message
   without tool calls, and such a message would sit in the log and break every later turn).
 - `reasoning_content` is echoed on every assistant message that had reasoning: thinking mode requires
@@ -81,19 +85,28 @@ def messages_json(
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    provider_ids: dict[str, str] = {}  # the daemon's call id -> the provider's
     for message in messages:
         if isinstance(message, AssistantMessage):
             out.append(_assistant(message, echo_reasoning))
+            for block in message.content:
+                if isinstance(block, ToolCallBlock) and block.provider_id is not None:
+                    provider_ids[block.id] = block.provider_id
         else:
-            out.extend(_user(message))
+            out.extend(_user(message, provider_ids))
     return out
 
 
-def _user(message: UserMessage) -> list[dict[str, Any]]:
+def _user(message: UserMessage, provider_ids: Mapping[str, str]) -> list[dict[str, Any]]:
     results = [b for b in message.content if isinstance(b, ToolResultBlock)]
     if results:
         return [
-            {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text or NO_OUTPUT} for r in results
+            {
+                "role": "tool",
+                "tool_call_id": provider_ids.get(r.tool_call_id, r.tool_call_id),
+                "content": r.text or NO_OUTPUT,
+            }
+            for r in results
         ]
     # Other block types (images, payloads the core keeps verbatim) have no wire form here yet. Text is
     # sent verbatim; a message with no text at all names what it held rather than going out empty.
@@ -114,7 +127,11 @@ def _assistant(message: AssistantMessage, echo_reasoning: bool = False) -> dict[
         out["reasoning_content"] = "".join(reasoning)
     if calls:
         out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {
+                "id": c.provider_call_id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
             for c in calls
         ]
     return out

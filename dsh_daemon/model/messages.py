@@ -33,6 +33,13 @@ def mint_message_id() -> MessageId:
     return str(uuid.uuid4())
 
 
+def mint_call_id() -> str:
+    """A tool call's id on the wire. The daemon mints it, never the provider: OpenAI-compatible
+    servers reuse ids such as `call_0` across turns, and clients key cards, permissions and ACP tool
+    calls by it. Random, so it is unique across sessions too (a crash can never hand it out twice)."""
+    return f"call-{uuid.uuid4().hex}"
+
+
 # --------------------------------------------------------------------------------------------------
 # content blocks
 
@@ -57,15 +64,28 @@ class ReasoningBlock:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallBlock:
-    """A model's tool call; `arguments` is the raw JSON text the model produced (never parsed here)."""
+    """A model's tool call; `arguments` is the raw JSON text the model produced (never parsed here).
+
+    `id` is the daemon's (`mint_call_id`): every event, result, permission and transcript names the
+    call by it. `provider_id` is the id the provider gave the call, kept only to send the provider its
+    history exactly as it wrote it; None in blocks logged before the daemon minted ids, whose `id` is
+    the provider's."""
 
     id: str
     name: str
     arguments: str
+    provider_id: str | None = None
     type: ClassVar[str] = "tool-call"
 
+    @property
+    def provider_call_id(self) -> str:
+        return self.id if self.provider_id is None else self.provider_id
+
     def to_json(self) -> dict[str, Any]:
-        return {"type": "tool-call", "id": self.id, "name": self.name, "arguments": self.arguments}
+        out = {"type": "tool-call", "id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.provider_id is not None:
+            out["providerId"] = self.provider_id
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +145,14 @@ def block_from_json(obj: object, where: str = "content block") -> ContentBlock:
     if kind == "reasoning":
         return ReasoningBlock(_require_str(obj, "text", where))
     if kind == "tool-call":
+        provider_id = obj.get("providerId")
+        if "providerId" in obj and not isinstance(provider_id, str):
+            raise InvalidMessageError(f"{where}: 'providerId' must be a string")
         return ToolCallBlock(
             _require_str(obj, "id", where),
             _require_str(obj, "name", where),
             _require_str(obj, "arguments", where),
+            provider_id,
         )
     if kind == "tool-result":
         inner = obj.get("content", ())

@@ -162,6 +162,7 @@ def _sql_block(alias: str) -> str:
         f"CASE WHEN {alias}.type IS NOT 'object' THEN 0 ELSE CASE json_extract({value}, '$.type') "
         f"WHEN 'text' THEN {has('text')} WHEN 'reasoning' THEN {has('text')} "
         f"WHEN 'tool-call' THEN {has('id')} AND {has('name')} AND {has('arguments')} "
+        f"AND coalesce(json_type({value}, '$.providerId'), 'text') IS 'text' "
         f"WHEN 'tool-result' THEN {has('toolCallId')} AND {has('content', 'array')} "
         f"ELSE {has('type')} AND json_extract({value}, '$.type') IS NOT '' END END"
     )

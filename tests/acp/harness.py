@@ -70,6 +70,12 @@ class RecordingClient:
             out.append(params["update"])
         return out
 
+    def call_updates(self, session_id: str) -> list[dict[str, Any]]:
+        """The updates of the session's one tool call (the daemon names it, not the script)."""
+        updates = [u for u in self.updates(session_id) if "toolCallId" in u]
+        assert len({u["toolCallId"] for u in updates}) <= 1, updates
+        return updates
+
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
         return "".join(u["content"].get("text", "") for u in self.updates(session_id, kind))
 

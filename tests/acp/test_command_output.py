@@ -29,14 +29,17 @@ PRINTER = (
 )
 
 
-def call_updates(client: Any, sid: str, call_id: str) -> list[dict[str, Any]]:
-    return [
+def call_updates(client: Any, sid: str) -> list[dict[str, Any]]:
+    """The frames of the session's one tool call (the daemon names it, not the script)."""
+    frames = [
         m
         for m in client.wire
         if m.get("method") == "session/update"
         and m["params"]["sessionId"] == sid
-        and m["params"]["update"].get("toolCallId") == call_id
+        and "toolCallId" in m["params"]["update"]
     ]
+    assert len({m["params"]["update"]["toolCallId"] for m in frames}) <= 1, frames
+    return frames
 
 
 def run_then_done(command: str, call_id: str = "call_run_1", **extra: Any) -> tuple[Reply, Reply]:
@@ -53,7 +56,7 @@ async def test_live_output_costs_the_wire_in_proportion_to_what_was_printed(
         sid = await d.new_session()
         response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("print")]))
         assert response.stop_reason == "end_turn"
-        frames = call_updates(d.client, sid, "call_run_1")
+        frames = call_updates(d.client, sid)
         live = [m for m in frames if m["params"]["update"].get("status") == "in_progress"]
         live_text = [
             u["params"]["update"]["content"][0]["content"]["text"]
@@ -97,7 +100,7 @@ async def test_run_command_runs_in_the_clients_terminal(tmp_path: Path, fake: Fa
                 "name": "DSH_HOME",
                 "value": "",
             } in env
-            updates = [m["params"]["update"] for m in call_updates(client, sid, "call_run_1")]
+            updates = [m["params"]["update"] for m in call_updates(client, sid)]
             embedded = {"type": "terminal", "terminalId": "term-1"}
             assert any(u.get("content") == [embedded] and u["status"] == "in_progress" for u in updates)
             final = updates[-1]
@@ -111,7 +114,7 @@ async def test_run_command_runs_in_the_clients_terminal(tmp_path: Path, fake: Fa
         fake.script()
         async with acp_daemon(tmp_path / "state", fake) as d:
             await settle(d.conn.load_session(cwd=str(d.work), session_id=sid, mcp_servers=[]))
-            replayed = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_run_1"]
+            replayed = d.client.call_updates(sid)
             text = replayed[-1]["content"][-1]["content"]["text"]
             assert "hello from" in text and "[exit code 3]" in text
     finally:
@@ -132,7 +135,7 @@ async def test_cancel_kills_the_command_in_the_clients_terminal(tmp_path: Path, 
             await d.wait_for(lambda: client.released == ["term-1"])
             assert client.killed == ["term-1"]
             assert client.terminals["term-1"].process.returncode is not None
-            final = [m["params"]["update"] for m in call_updates(client, sid, "call_run_1")][-1]
+            final = [m["params"]["update"] for m in call_updates(client, sid)][-1]
             assert final["status"] == "failed"
             assert final["content"][0] == {"type": "terminal", "terminalId": "term-1"}
             assert "cancelled" in final["content"][1]["content"]["text"]

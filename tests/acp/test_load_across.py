@@ -157,29 +157,29 @@ async def test_a_chat_loaded_while_the_holder_runs_a_command_shows_its_output_li
         )
         sid = await first.new_session()
         running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("run")]))
-        await first.wait_for(lambda: "before" in output_shown(first, sid, "call_run"))
+        await first.wait_for(lambda: "before" in output_shown(first, sid))
 
         await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
         go.write_text("")
         assert (await settle(running)).stop_reason == "end_turn"
         await second.wait_for(lambda: "ran it" in chat_text(second, sid))
-        shown = output_shown(second, sid, "call_run")
+        shown = output_shown(second, sid)
         assert shown.startswith("[… 7 characters of output not shown here")  # "before\n", printed earlier
         assert shown.endswith("\nafter\n")
-        updates = call_updates(second, sid, "call_run")
+        updates = call_updates(second, sid)
         live = [i for i, u in enumerate(updates) if u.get("status") == "in_progress" and u.get("content")]
         done = [i for i, u in enumerate(updates) if u.get("status") == "completed"]
         assert live and done and max(live) < done[0]  # the output before the result
 
 
-def call_updates(d: AcpDaemon, sid: str, call_id: str) -> list[dict[str, object]]:
-    return [u for u in d.client.updates(sid) if u.get("toolCallId") == call_id]
+def call_updates(d: AcpDaemon, sid: str) -> list[dict[str, object]]:
+    return d.client.call_updates(sid)
 
 
-def output_shown(d: AcpDaemon, sid: str, call_id: str) -> str:
+def output_shown(d: AcpDaemon, sid: str) -> str:
     """The text of the call's last live (`in_progress`) update with content: its output so far."""
     shown = ""
-    for update in call_updates(d, sid, call_id):
+    for update in call_updates(d, sid):
         content = update.get("content")
         if update.get("status") == "in_progress" and isinstance(content, list) and content:
             shown = content[0]["content"]["text"]

@@ -29,14 +29,16 @@ async def test_a_permission_round_trip_with_a_diff(tmp_path: Path, fake: FakeDee
         assert request["sessionId"] == sid
         assert {o["kind"] for o in request["options"]} == {"allow_once", "allow_always", "reject_once"}
         call = request["toolCall"]
-        assert call["toolCallId"] == "call_edit_1" and call["kind"] == "edit"
+        # the daemon's own id for the call, never the provider's
+        assert call["toolCallId"].startswith("call-") and call["kind"] == "edit"
         assert call["locations"] == [{"path": str(target)}]
         (diff,) = [c for c in call["content"] if c["type"] == "diff"]
         assert diff["path"] == str(target)
         assert "x = 1" in diff["oldText"] and "x = 2" in diff["newText"] and "x = 1" not in diff["newText"]
         assert target.read_text() == "# app\nx = 2\n"  # no fs capability: written to disk
         # The client saw the call announced, then running, then completed with the diff.
-        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_edit_1"]
+        updates = d.client.call_updates(sid)
+        assert {u["toolCallId"] for u in updates} == {call["toolCallId"]}
         assert updates[0]["sessionUpdate"] == "tool_call" and updates[0]["status"] == "pending"
         assert updates[-1]["status"] == "completed"
         assert any(c["type"] == "diff" for c in updates[-1]["content"])
@@ -58,7 +60,7 @@ async def test_a_rejected_edit_fails_the_call_and_the_turn_goes_on(
             await settle(d.conn.prompt(session_id=sid, prompt=[text_block("bump")]))
         ).stop_reason == "end_turn"
         assert target.read_text() == "x = 1\n"
-        last = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_edit_1"][-1]
+        last = d.client.call_updates(sid)[-1]
         assert last["status"] == "failed"
 
 
@@ -92,7 +94,7 @@ async def test_command_output_accumulates_in_the_tool_call(tmp_path: Path, fake:
         ).stop_reason == "end_turn"
         (request,) = d.client.permission_requests
         assert request["toolCall"]["kind"] == "execute"
-        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_run_1"]
+        updates = d.client.call_updates(sid)
         outputs = [
             u["content"][0]["content"]["text"]
             for u in updates
@@ -140,3 +142,39 @@ async def test_session_cancel_withdraws_the_open_permission_request(
             )
         )
         assert target.read_text() == "x = 1\n"
+
+
+async def test_a_provider_reusing_call_0_gets_a_tool_call_id_per_call(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """OpenAI-compatible servers reuse `call_0` across turns: each call still gets its own `toolCallId`
+    (live, in the permission request, and replayed by `session/load`), and the provider gets `call_0`
+    back twice, as it sent it."""
+
+    def edit(old: str, new: str) -> Reply:
+        args = {"path": "app.py", "old_string": old, "new_string": new}
+        return Reply.stream(tool_call_stream([("call_0", "edit_file", args)]))
+
+    fake.script(edit("x = 1", "x = 2"), Reply.stream(text_stream(["one"])))
+    fake.script(edit("x = 2", "x = 3"), Reply.stream(text_stream(["two"])))
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as d:
+        target = d.work / "app.py"
+        target.write_text("x = 1\n")
+        sid = await d.new_session()
+        for text in ("bump", "bump again"):
+            response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block(text)]))
+            assert response.stop_reason == "end_turn"
+        assert target.read_text() == "x = 3\n"
+        announced = [u["toolCallId"] for u in d.client.updates(sid, "tool_call")]
+        assert len(set(announced)) == 2 and "call_0" not in announced
+        assert [r["toolCall"]["toolCallId"] for r in d.client.permission_requests] == announced
+        finished = [u["toolCallId"] for u in d.client.updates(sid) if u.get("status") == "completed"]
+        assert finished == announced
+        messages = fake.requests[-1].json["messages"]
+        calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", ())]
+        assert calls == ["call_0", "call_0"]
+        assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_0", "call_0"]
+    async with acp_daemon(state, fake) as again:
+        await settle(again.conn.load_session(cwd=str(again.work), session_id=sid, mcp_servers=[]))
+        assert [u["toolCallId"] for u in again.client.updates(sid, "tool_call")] == announced

@@ -111,6 +111,14 @@ class Harness:
     def durable(self, *types: str) -> list[Event]:
         return [e for e in self.log if not types or e.type in types]
 
+    def provider_id(self, call_id: str) -> str:
+        """The id the scripted provider gave the daemon's call `call_id` (scripts name calls by it)."""
+        for event in self.durable(ev.ASSISTANT_MESSAGE):
+            for block in event.data["message"]["content"]:
+                if block["type"] == "tool-call" and block["id"] == call_id:
+                    return str(block.get("providerId", call_id))
+        raise KeyError(call_id)
+
     def types(self, *, skip: Sequence[str] = (ev.ASSISTANT_CHUNK,)) -> list[str]:
         return [e.type for e in self.log if e.type not in skip]
 

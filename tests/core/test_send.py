@@ -197,12 +197,12 @@ async def test_11_post_execute_contexts_follow_all_results_in_call_order(tmp_pat
     from dsh_daemon.agent.tools import PostExecuteDecision, ToolCall
 
     async def post(call: ToolCall, outcome: ToolOutcome) -> PostExecuteDecision:
-        return PostExecuteDecision(additional_contexts=(msg(f"ctx-{call.call_id}"),))
+        return PostExecuteDecision(additional_contexts=(msg(f"ctx-{h.provider_id(call.call_id)}"),))
 
     async def slow_first(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        if ctx.call.call_id == "c1":
+        if h.provider_id(ctx.call.call_id) == "c1":
             await asyncio.sleep(0.02)  # finishes last, still commits first
-        return ToolOutcome.text(ctx.call.call_id)
+        return ToolOutcome.text(h.provider_id(ctx.call.call_id))
 
     h = Harness(
         tmp_path,

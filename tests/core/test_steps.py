@@ -426,7 +426,7 @@ async def test_parallel_safe_calls_run_concurrently_and_commit_in_model_order(tm
     async def body(args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         running.append(ctx.call.call_id)
         overlap[0] = max(overlap[0], len(running))
-        await asyncio.sleep(0.03 if ctx.call.call_id == "c1" else 0.001)
+        await asyncio.sleep(0.03 if h.provider_id(ctx.call.call_id) == "c1" else 0.001)
         running.remove(ctx.call.call_id)
         return ToolOutcome.text(ctx.call.call_id)
 
@@ -438,7 +438,7 @@ async def test_parallel_safe_calls_run_concurrently_and_commit_in_model_order(tm
     h.agent.followup(msg("A"))
     await h.idle()
     assert overlap[0] == 2  # c1 and c2 together; the exclusive c3 alone
-    results = [e.data["message"]["source"]["callId"] for e in h.durable(ev.TOOL_RESULT)]
+    results = [h.provider_id(e.data["message"]["source"]["callId"]) for e in h.durable(ev.TOOL_RESULT)]
     assert results == ["c1", "c2", "c3"]
     h.check()
 

@@ -41,5 +41,8 @@ async def test_delta_offsets_count_utf16_units_per_block(tmp_path: Path) -> None
         ("tool-call", 0, 5),
     ]
     results = h.durable(ev.TOOL_RESULT)
-    assert [(r.data["callId"], r.data["name"]) for r in results] == [("c1", "echo"), ("c2", "echo")]
+    assert [(h.provider_id(r.data["callId"]), r.data["name"]) for r in results] == [
+        ("c1", "echo"),
+        ("c2", "echo"),
+    ]
     h.check()

@@ -36,7 +36,7 @@ async def test_a_pre_execute_hook_that_throws_still_gives_every_call_a_result(tm
         return ToolOutcome.text("done")
 
     async def boom(call: ToolCall, signal: Any) -> None:
-        if call.call_id == "c2":
+        if h.provider_id(call.call_id) == "c2":
             raise RuntimeError("policy backend down")
 
     calls = [("c1", "slow", "{}"), ("c2", "slow", "{}"), ("c3", "slow", "{}")]

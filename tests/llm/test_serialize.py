@@ -161,3 +161,24 @@ def test_a_user_message_without_text_names_what_it_held() -> None:
 
     only_image = UserMessage.create([{"type": "image", "ref": "r1"}])
     assert messages_json(None, (only_image,)) == [{"role": "user", "content": "[image content omitted]"}]
+
+
+def test_tool_calls_and_results_carry_the_providers_ids_even_when_it_reused_one() -> None:
+    """The daemon names calls by its own ids (`call-…`); the provider gets back the ids it wrote,
+    `call_0` in two turns included, and a call logged before the daemon minted ids (no provider id)
+    goes out with its id as it always did."""
+    from dsh_daemon.llm.serialize import messages_json
+    from dsh_daemon.model.messages import AssistantMessage, ToolCallBlock, UserMessage, tool_result_message
+
+    def turn(call: ToolCallBlock) -> tuple[AssistantMessage | UserMessage, ...]:
+        reply = AssistantMessage.create([call], provider="p", model="m")
+        return UserMessage.create("go"), reply, tool_result_message(call.id, f"ran {call.id}")
+
+    old = ToolCallBlock("call_0", "run_command", "{}")  # logged before: its id is the provider's
+    first = ToolCallBlock("call-aaa", "run_command", "{}", "call_0")
+    second = ToolCallBlock("call-bbb", "read_file", "{}", "call_0")
+    out = messages_json(None, (*turn(old), *turn(first), *turn(second)))
+    calls = [c["id"] for m in out if m["role"] == "assistant" for c in m["tool_calls"]]
+    results = [(m["tool_call_id"], m["content"]) for m in out if m["role"] == "tool"]
+    assert calls == ["call_0", "call_0", "call_0"]
+    assert results == [("call_0", "ran call_0"), ("call_0", "ran call-aaa"), ("call_0", "ran call-bbb")]

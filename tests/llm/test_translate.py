@@ -61,11 +61,15 @@ def test_stream_c_assembles_two_parallel_calls_and_disjoint_cache_counts() -> No
     assembler = Assembler()
     for delta in deltas:
         assembler.add(delta)
-    assert assembler.blocks() == [
+    blocks = assembler.blocks()
+    paris, berlin = (assembler.call_id(0), assembler.call_id(1))
+    assert blocks == [
         ReasoningBlock("Need weather for both cities."),
-        ToolCallBlock("call_00_Qk3v8mZ1", "get_weather", '{"city": "Paris"}'),
-        ToolCallBlock("call_01_Wn7pR2cX", "get_weather", '{"city": "Berlin"}'),
+        ToolCallBlock(paris, "get_weather", '{"city": "Paris"}', "call_00_Qk3v8mZ1"),
+        ToolCallBlock(berlin, "get_weather", '{"city": "Berlin"}', "call_01_Wn7pR2cX"),
     ]
+    # The daemon's own ids: never the provider's, one per call.
+    assert paris != berlin and all(i.startswith("call-") for i in (paris, berlin))
     assert finish.reason == "tool-calls"
     assert finish.usage is not None
     assert finish.usage["inputTokens"] == 52
@@ -147,7 +151,9 @@ def test_llama_cpp_python_repeats_id_and_name_on_every_fragment() -> None:
         delta = {"tool_calls": [call], "function_call": {"name": "get_weather", "arguments": piece}}
         for item in translator.feed(json.dumps({"choices": [{"index": 0, "delta": delta}]})):
             assembler.add(item)
-    assert assembler.blocks() == [ToolCallBlock("call_x", "get_weather", '{"city": "Oslo"}')]
+    assert assembler.blocks() == [
+        ToolCallBlock(assembler.call_id(0), "get_weather", '{"city": "Oslo"}', "call_x")
+    ]
 
 
 def test_stop_with_tool_calls_reports_tool_calls() -> None:

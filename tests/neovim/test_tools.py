@@ -195,7 +195,9 @@ def test_resume_shows_an_open_request_once_and_it_closes_when_answered_elsewhere
     editor.wait(lambda: editor.lua("return T.chat().loading") is None, what="the page")
     assert len(permission_floats(editor)) == 1
     # Answered by another client: permission/resolved closes the float (which answered nothing).
-    answer = {"sessionId": session_id, "callId": "call_g", "outcome": "reject"}
+    call_id = editor.lua("return _G.lost[1]")  # the daemon's id for the call (never the provider's call_g)
+    assert call_id != "call_g"
+    answer = {"sessionId": session_id, "callId": call_id, "outcome": "reject"}
     assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
     editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_footers(1)
@@ -214,10 +216,12 @@ def test_the_float_closes_when_the_request_is_answered_elsewhere(editor: Editor,
     editor.cmd("Dsh edit h")
     permission_float(editor)
     session_id = editor.snapshot()["id"]
-    answer = {"sessionId": session_id, "callId": "call_h", "outcome": "cancelled"}
+    listed = editor.lua("return T.request('dsh/permissions/list', {sessionId = ...})", session_id)
+    (call_id,) = [p["callId"] for p in listed["open"]]  # the daemon's id for the call
+    answer = {"sessionId": session_id, "callId": call_id, "outcome": "cancelled"}
     assert editor.lua("return T.request('dsh/permissions/respond', ...)", answer) == {"answered": True}
     editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     settled = "return require('dsh.permissions').settled[...] == true"
-    assert editor.wait(lambda: editor.lua(settled, session_id + "\0call_h"), what="permission/resolved")
+    assert editor.wait(lambda: editor.lua(settled, session_id + "\0" + call_id), what="permission/resolved")
     (footer,) = editor.wait_footers(1)
     assert footer.startswith("── aborted")

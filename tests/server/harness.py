@@ -77,6 +77,27 @@ class Daemon:
             e for e in self.events if e["sessionId"] == session_id and (not types_ or e["type"] in types_)
         ]
 
+    def call_id(self, session_id: str, provider_id: str) -> str:
+        """The daemon's id of the session's (latest) call the provider named `provider_id`: scripts name
+        calls by the provider's ids, the wire by the daemon's (protocol.md §2)."""
+        found = [
+            block["id"]
+            for event in self.of(session_id, "assistant/message")
+            for block in event["data"]["message"]["content"]
+            if block["type"] == "tool-call" and block.get("providerId", block["id"]) == provider_id
+        ]
+        if not found:
+            raise KeyError(provider_id)
+        return str(found[-1])
+
+    def provider_id(self, session_id: str, call_id: str) -> str:
+        """The id the provider gave the daemon's call `call_id`."""
+        for event in self.of(session_id, "assistant/message"):
+            for block in event["data"]["message"]["content"]:
+                if block["type"] == "tool-call" and block["id"] == call_id:
+                    return str(block.get("providerId", call_id))
+        raise KeyError(call_id)
+
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 45.0) -> None:
         """Waits until `predicate()` holds. The timeout only bounds a failure: a test never waits it out
         when things go right, and 15 s was too short for a turn on a loaded CI machine."""

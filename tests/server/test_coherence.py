@@ -74,7 +74,8 @@ def call(call_id: str, name: str, **args: Any) -> Reply:
 
 
 def results(d: Daemon, sid: str) -> dict[str, dict[str, Any]]:
-    return {e["data"]["callId"]: e["data"] for e in d.of(sid, "tool/result")}
+    """The session's tool results by the provider's call id (the scripts name calls by it)."""
+    return {d.provider_id(sid, e["data"]["callId"]): e["data"] for e in d.of(sid, "tool/result")}
 
 
 def result_text(result: dict[str, Any]) -> str:

@@ -61,7 +61,8 @@ async def test_tool_permissions_change_for_the_next_call(tmp_path: Path, fake: F
     await run_turn(d, sid, "run it")
     change_settings(d, {"tools": {"permissions": {"run_command": "deny"}}})
     await run_turn(d, sid, "run it again")
-    assert [p["callId"] for p in d.permission_requests] == ["c1"]  # the second was never asked
+    asked = [d.provider_id(sid, p["callId"]) for p in d.permission_requests]
+    assert asked == ["c1"]  # the second was never asked
     results = tool_results(d, sid)
     assert "error" not in results[0] and results[1]["error"]["code"] == "DENIED"
     await stop_daemon(d)

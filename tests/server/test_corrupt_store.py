@@ -35,6 +35,12 @@ CORRUPTIONS: dict[str, tuple[str, str]] = {
         "WHERE session_id=:sid AND type='tool/result'",
         "content",
     ),
+    "tool call's provider id not a string": (
+        "UPDATE events SET data=json_set(data, '$.message.content[#-1].providerId', 5) "
+        "WHERE session_id=:sid AND type='assistant/message' "
+        "AND json_extract(data, '$.message.content[#-1].type')='tool-call'",
+        "providerId",
+    ),
     "request header not an object": (
         "UPDATE events SET data=json_set(data, '$.header', 'nope') WHERE session_id=:sid AND type='request/header'",
         "header",

@@ -72,7 +72,7 @@ async def test_respond_carries_new_text_and_refuses_it_where_it_cannot_apply(
     sid = await d.new_session(cwd=str(work))
     await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "fix calc"}})
     await asyncio.wait_for(asked.wait(), 15)
-    respond = {"sessionId": sid, "callId": "call_1", "newText": ACCEPTED}
+    respond = {"sessionId": sid, "callId": d.call_id(sid, "call_1"), "newText": ACCEPTED}
     try:
         await d.request("dsh/permissions/respond", {**respond, "outcome": "reject"})
         raise AssertionError("newText with reject was taken")

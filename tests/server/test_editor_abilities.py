@@ -107,7 +107,9 @@ async def test_new_errors_after_an_edit_reach_the_model_and_definition_finds_ano
     assert "meta" not in out["c2"]  # an answer from a language server needs no mark
     # Kept in the log: a client opening the session later reads the same (dsh/session/transcript).
     page = await d.request("dsh/session/transcript", {"sessionId": sid, "limit": 10})
-    tools = {i["callId"]: i for t in page["turns"] for i in t["items"] if i["type"] == "tool"}
+    tools = {
+        d.provider_id(sid, i["callId"]): i for t in page["turns"] for i in t["items"] if i["type"] == "tool"
+    }
     assert tools["c1"]["result"]["meta"] == out["c1"]["meta"]
     assert result_text(out["c2"]) == "lib.py:3:5: def helper():"
     (asked,) = [p for kind, p in editor.asked if kind == "definition"]
@@ -267,7 +269,9 @@ async def test_references_symbols_and_hover_are_the_editors_answers_confined_to_
     assert "No language server for this file" in result_text(out["r2"])
     assert out["r2"]["meta"] == {"noLanguageServer": True}
     page = await d.request("dsh/session/transcript", {"sessionId": sid, "limit": 10})
-    tools = {i["callId"]: i for t in page["turns"] for i in t["items"] if i["type"] == "tool"}
+    tools = {
+        d.provider_id(sid, i["callId"]): i for t in page["turns"] for i in t["items"] if i["type"] == "tool"
+    }
     assert tools["r2"]["result"]["meta"] == {"noLanguageServer": True}
     assert all("meta" not in out[c] for c in ("r1", "s1", "s2", "h1"))
     assert "give exactly one of 'path'" in result_text(out["s3"])

@@ -25,7 +25,9 @@ PRINTS = "for i in $(seq 1 40); do echo line $i; sleep 0.02; done"
 PRINTED = "".join(f"line {i}\n" for i in range(1, 41))
 
 
-def output_of(daemon: Daemon, sid: str, call_id: str) -> str:
+def output_of(daemon: Daemon, sid: str, provider_id: str) -> str:
+    """The output of the call the provider named `provider_id`, as this connection got it."""
+    call_id = daemon.call_id(sid, provider_id)
     return "".join(e["data"]["text"] for e in daemon.of(sid, "tool/output") if e["data"]["callId"] == call_id)
 
 
@@ -60,7 +62,7 @@ async def test_a_follower_gets_the_drivers_command_output_in_order_and_once(
         assert output_of(driver, sid, "c1") == PRINTED
         # The follower got the same text, as `tool/output` events, after the call, before its result.
         assert output_of(follower, sid, "c1") == PRINTED
-        seen = positions(follower.events, "c1")
+        seen = positions(follower.events, follower.call_id(sid, "c1"))
         assert len(seen["tool/call"]) == 1 and len(seen["tool/result"]) == 1
         assert seen["tool/output"], seen
         assert seen["tool/call"][0] < min(seen["tool/output"])

@@ -34,9 +34,10 @@ async def test_an_edit_preview_carries_old_and_new_text_and_both_events(
     assert preview["newText"] == "hello there\nsecond line\n"
     assert preview["created"] is False and "truncated" not in preview
     asked, resolved = d.of(sid, "permission/requested"), d.of(sid, "permission/resolved")
-    assert [e["data"]["callId"] for e in asked] == ["call_1"] and "seq" not in asked[0]
+    call = d.call_id(sid, "call_1")
+    assert [e["data"]["callId"] for e in asked] == [call] and "seq" not in asked[0]
     assert asked[0]["data"]["preview"] == preview and asked[0]["data"]["tool"] == "edit_file"
-    assert [e["data"] for e in resolved] == [{"callId": "call_1", "outcome": "allow-once"}]
+    assert [e["data"] for e in resolved] == [{"callId": call, "outcome": "allow-once"}]
     assert d.events.index(asked[0]) < d.events.index(resolved[0])
     await stop_daemon(d)
 
@@ -63,12 +64,13 @@ async def test_a_reloaded_client_sees_the_open_request_on_attach_and_answers_it(
 
     attached = await d.request("dsh/session/attach", {"sessionId": sid, "afterSeq": 10**9})
     (open_request,) = attached["permissionRequests"]
-    assert open_request["callId"] == "call_1" and open_request["preview"]["newText"] == "v2\n"
+    call = d.call_id(sid, "call_1")
+    assert open_request["callId"] == call and open_request["preview"]["newText"] == "v2\n"
     listed = await d.request("dsh/permissions/list", {"sessionId": sid})
-    assert [r["callId"] for r in listed["open"]] == ["call_1"] and listed["grants"] == []
+    assert [r["callId"] for r in listed["open"]] == [call] and listed["grants"] == []
 
     answered = await d.request(
-        "dsh/permissions/respond", {"sessionId": sid, "callId": "call_1", "outcome": "allow-once"}
+        "dsh/permissions/respond", {"sessionId": sid, "callId": call, "outcome": "allow-once"}
     )
     assert answered == {"answered": True}
     await d.wait_idle_turn(sid)
@@ -76,7 +78,7 @@ async def test_a_reloaded_client_sees_the_open_request_on_attach_and_answers_it(
     assert "error" not in tool_results(d, sid)[0]
     assert [e["data"]["outcome"] for e in d.of(sid, "permission/resolved")] == ["allow-once"]
     again = await d.request(
-        "dsh/permissions/respond", {"sessionId": sid, "callId": "call_1", "outcome": "reject"}
+        "dsh/permissions/respond", {"sessionId": sid, "callId": call, "outcome": "reject"}
     )
     assert again == {"answered": False}
     assert (await d.request("dsh/permissions/list", {"sessionId": sid}))["open"] == []
@@ -97,6 +99,7 @@ async def test_allow_always_grants_are_listed_and_revoked(tmp_path: Path, fake: 
     assert revoked == {"revoked": 1}
     assert (await d.request("dsh/permissions/list", {"sessionId": sid}))["grants"] == []
     await run_turn(d, sid, "second")
-    assert [p["callId"] for p in d.permission_requests] == ["c1", "c2"]  # asked again once revoked
+    asked = [d.provider_id(sid, p["callId"]) for p in d.permission_requests]
+    assert asked == ["c1", "c2"]  # asked again once revoked
     assert (await d.request("dsh/permissions/revoke", {"sessionId": sid})) == {"revoked": 1}
     await stop_daemon(d)

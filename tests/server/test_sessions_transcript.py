@@ -260,7 +260,7 @@ async def test_transcript_pages_turns_newest_first_with_tools_context_and_a_trun
         assert said["type"] == "assistant" and said["text"] == "Reading." and said["step"] == 1
         assert (tool["type"], tool["callId"], tool["name"], tool["step"]) == (
             "tool",
-            "call_1",
+            d.call_id(sid, "call_1"),
             "read_file",
             1,
         )

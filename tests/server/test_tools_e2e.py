@@ -38,7 +38,11 @@ async def test_permission_allow_then_edit_on_disk_without_apply_edit(
     sid = await d.new_session(cwd=str(work))
     await run_turn(d, sid)
     (request,) = d.permission_requests
-    assert request["sessionId"] == sid and request["tool"] == "edit_file" and request["callId"] == "call_1"
+    assert (
+        request["sessionId"] == sid
+        and request["tool"] == "edit_file"
+        and request["callId"] == d.call_id(sid, "call_1")
+    )
     assert request["title"] and request["arguments"]["old_string"] == "world"
     assert "-hello world" in request["preview"]["diff"] and "+hello there" in request["preview"]["diff"]
     assert target.read_text() == "hello there\n"

@@ -19,7 +19,7 @@ from dsh_daemon.host.manager import SessionManager
 from dsh_daemon.llm.scripted import Script, ScriptedProvider, reply
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
-from dsh_daemon.model.messages import ToolResultBlock, UserMessage
+from dsh_daemon.model.messages import ToolCallBlock, ToolResultBlock, UserMessage
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import gone, pid_in
@@ -113,12 +113,26 @@ def turn_ends(agent: Agent) -> list[dict[str, Any]]:
 
 
 def tool_results(messages: Sequence[Any]) -> dict[str, ToolResultBlock]:
+    """A request's tool results by the scripted provider's call id (the scripts name calls by it)."""
+    provider_ids = {
+        b.id: b.provider_call_id for m in messages for b in m.content if isinstance(b, ToolCallBlock)
+    }
     out: dict[str, ToolResultBlock] = {}
     for message in messages:
         for block in message.content:
             if isinstance(block, ToolResultBlock):
-                out[block.tool_call_id] = block
+                out[provider_ids[block.tool_call_id]] = block
     return out
+
+
+def provider_id(agent: Agent, call_id: str) -> str:
+    """The scripted provider's id of the daemon's call `call_id`."""
+    for event in agent.log.events:
+        if event.type == ev.ASSISTANT_MESSAGE:
+            for block in event.data["message"]["content"]:
+                if block["type"] == "tool-call" and block["id"] == call_id:
+                    return str(block.get("providerId", call_id))
+    raise KeyError(call_id)
 
 
 async def test_reject_is_an_error_result_the_model_reads_and_the_turn_goes_on(make_session: Any) -> None:
@@ -130,7 +144,11 @@ async def test_reject_is_an_error_result_the_model_reads_and_the_turn_goes_on(ma
     await session.prompt(agent, "write a.txt")
     approver = session.approvers[agent.session_id]
     [request] = approver.requests
-    assert (request.call.call_id, request.call.name, request.title) == ("c1", "write_file", "Write a.txt")
+    assert (provider_id(agent, request.call.call_id), request.call.name, request.title) == (
+        "c1",
+        "write_file",
+        "Write a.txt",
+    )
     assert not (session.root / "a.txt").exists()
     assert len(session.provider.requests) == 2
     result = tool_results(session.provider.requests[1].messages)["c1"]
@@ -162,7 +180,7 @@ async def test_allow_always_is_not_asked_again_in_that_session(make_session: Any
     await session.prompt(agent, "write c, run twice")
     approver = session.approvers[agent.session_id]
     # Asked once for write_file (allow-always), then for each run_command (allow-once is not remembered).
-    assert [r.call.call_id for r in approver.requests] == ["c1", "c4", "c5"]
+    assert [provider_id(agent, r.call.call_id) for r in approver.requests] == ["c1", "c4", "c5"]
     assert [r.title for r in approver.requests] == ["Write a.txt", "Run: echo one", "Run: echo two"]
     assert agent.always_allowed == {"write_file"}
     for name in ("a", "b", "c"):
@@ -171,7 +189,9 @@ async def test_allow_always_is_not_asked_again_in_that_session(make_session: Any
     # A different session starts with nothing remembered.
     other = session.create()
     await session.prompt(other, "write d")
-    assert [r.call.call_id for r in session.approvers[other.session_id].requests] == ["c6"]
+    assert [provider_id(other, r.call.call_id) for r in session.approvers[other.session_id].requests] == [
+        "c6"
+    ]
 
 
 async def test_cancel_while_a_permission_request_is_pending(make_session: Any) -> None:
@@ -226,9 +246,10 @@ async def test_changed_file_notice_enters_after_the_whole_batch(make_session: An
     await session.prompt(agent, "look")
     messages = session.provider.requests[1].messages
     results = tool_results(messages)
+    calls = {b.id: b.provider_call_id for m in messages for b in m.content if isinstance(b, ToolCallBlock)}
     assert not any(r.is_error for r in results.values()), results
     roles = [
-        ("result", next(b.tool_call_id for b in m.content if isinstance(b, ToolResultBlock)))
+        ("result", calls[next(b.tool_call_id for b in m.content if isinstance(b, ToolResultBlock))])
         if any(isinstance(b, ToolResultBlock) for b in m.content)
         else (m.role, dict(m.source).get("kind"))
         for m in messages
@@ -251,7 +272,7 @@ async def test_command_output_streams_live_through_the_loop(make_session: Any) -
 
     def watch(event: Event) -> None:
         if event.type == ev.TOOL_OUTPUT:
-            assert event.data["callId"] == "c1"
+            assert provider_id(agent, event.data["callId"]) == "c1"
             live.append(str(event.data["text"]))
             (session.root / "go").write_text("")
 

@@ -146,8 +146,10 @@ describe('DshClient against the real daemon', () => {
     expect(msgs).toContain('use the v2 API');
     const m = live.get();
     const tool = m.items.find((i) => i.kind === 'tool');
-    expect(tool).toMatchObject({ kind: 'tool', callId: 'call_ls', name: 'list_dir', status: 'ok' });
-    expect(d.of(sessionId, 'tool/result')[0].data).toMatchObject({ callId: 'call_ls', name: 'list_dir' });
+    const ls = d.callId(sessionId, 'call_ls');
+    expect(ls).not.toBe('call_ls'); // the daemon's own id, never the provider's
+    expect(tool).toMatchObject({ kind: 'tool', callId: ls, name: 'list_dir', status: 'ok' });
+    expect(d.of(sessionId, 'tool/result')[0].data).toMatchObject({ callId: ls, name: 'list_dir' });
     expect(m.items.map((i) => i.kind)).toEqual(['user', 'tool', 'user', 'assistant', 'turnEnd']);
     expect(queueOf(m)).toEqual([]);
   });
@@ -193,7 +195,7 @@ describe('DshClient against the real daemon', () => {
     await d.client.followup(sessionId, 'fix the notes');
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatchObject({ tool: 'edit_file', callId: 'call_ed' });
+    expect(seen[0]).toMatchObject({ tool: 'edit_file', callId: d.callId(sessionId, 'call_ed') });
     expect(seen[0].preview?.diff).toContain('+gamma');
     expect(d.applied, JSON.stringify(d.of(sessionId, 'tool/result')) + d.stderr.join('')).toHaveLength(1);
     expect(JSON.stringify(d.applied[0])).toContain('gamma');

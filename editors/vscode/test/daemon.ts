@@ -17,6 +17,9 @@ export interface TestDaemon {
   applied: any[]; state: string; root: string;
   waitFor(pred: () => boolean, what?: string, timeoutMs?: number): Promise<void>;
   of(sessionId: string, ...types: string[]): AnyEvent[];
+  /** The daemon's id of the session's latest call the provider named `providerId` (the fake
+   *  provider's scripts name calls by its ids; the wire names them by the daemon's). */
+  callId(sessionId: string, providerId: string): string;
   stop(): Promise<void>;
 }
 
@@ -76,6 +79,14 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
     },
     of(sessionId, ...types) {
       return events.filter((e) => e.sessionId === sessionId && (!types.length || types.includes(e.type)));
+    },
+    callId(sessionId, providerId) {
+      const ids = d.of(sessionId, 'assistant/message')
+        .flatMap((e) => (e.data as any).message.content as any[])
+        .filter((b) => b.type === 'tool-call' && (b.providerId ?? b.id) === providerId)
+        .map((b) => b.id as string);
+      if (!ids.length) throw new Error(`no call the provider named ${providerId}`);
+      return ids[ids.length - 1];
     },
     async stop() {
       if (proc.exitCode === null) {

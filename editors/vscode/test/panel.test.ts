@@ -309,10 +309,11 @@ describe('ChatPanel (host) with the real daemon', () => {
     await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd'), 'a turn in B');
     expect(host.panel.model.sessionId).toBe(b);
     expect(host.panel.model.permissions).toEqual([]);
-    expect(permissions.openFor(a).map((r) => r.callId)).toEqual(['call_ed']); // B's turn end did not cancel it
+    const ed = d.callId(a, 'call_ed');
+    expect(permissions.openFor(a).map((r) => r.callId)).toEqual([ed]); // B's turn end did not cancel it
     await host.panel.openSession(a);
-    expect(host.panel.model.permissions.map((r) => r.callId)).toEqual(['call_ed']);
-    permissions.answer('call_ed', 'allow-once');
+    expect(host.panel.model.permissions.map((r) => r.callId)).toEqual([ed]);
+    permissions.answer(ed, 'allow-once');
     await d.waitFor(() => host.panel.model.items.some((i) => i.id === 'e:1') && host.panel.model.status === 'idle', 'A finished');
     expect(host.panel.model.permissions).toEqual([]);
     expect(JSON.stringify(d.applied)).toContain('gamma');
@@ -333,7 +334,7 @@ describe('ChatPanel (host) with the real daemon', () => {
     host.send({ type: 'send', text: 'edit 1', chips: [], mode: 'followup' });
     await d.waitFor(() => host.panel.model.permissions.length === 1, 'card 1');
     const sessionId = host.panel.model.sessionId!;
-    expect(await d.client.rpc.request('dsh/permissions/respond', { sessionId, callId: 'call_1', outcome: 'reject' })).toEqual({ answered: true });
+    expect(await d.client.rpc.request('dsh/permissions/respond', { sessionId, callId: d.callId(sessionId, 'call_1'), outcome: 'reject' })).toEqual({ answered: true });
     await d.waitFor(() => host.panel.model.permissions.length === 0 && permissions.openFor(sessionId).length === 0, 'card 1 gone');
     await d.waitFor(() => ends() === 1 && host.panel.model.status === 'idle', 'turn 1');
     // 2. Allow always: the next edit does not ask; revoked, the one after asks again. (The daemon
@@ -346,7 +347,7 @@ describe('ChatPanel (host) with the real daemon', () => {
     writeFileSync(join(d.root, 'notes.txt'), 'one\n');
     host.send({ type: 'send', text: 'edit 3', chips: [], mode: 'followup' });
     await d.waitFor(() => ends() === 3 && host.panel.model.status === 'idle', 'turn 3');
-    expect(asked).toEqual(['call_2']);
+    expect(asked).toEqual([d.callId(sessionId, 'call_2')]);
     let offered: string[] = [];
     pick.next = (items) => { offered = items.map((i) => `${i.label} | ${i.description}`); return items; };
     await host.panel.revokeGrants();
@@ -356,7 +357,7 @@ describe('ChatPanel (host) with the real daemon', () => {
     writeFileSync(join(d.root, 'notes.txt'), 'one\n');
     host.send({ type: 'send', text: 'edit 4', chips: [], mode: 'followup' });
     await d.waitFor(() => ends() === 4 && host.panel.model.status === 'idle', 'turn 4');
-    expect(asked).toEqual(['call_2', 'call_4']);
+    expect(asked).toEqual([d.callId(sessionId, 'call_2'), d.callId(sessionId, 'call_4')]);
     pick.next = () => []; // nothing picked: nothing revoked
     await host.panel.revokeGrants();
     expect((await d.client.permissionsList(sessionId)).grants).toEqual([{ scope: 'edit_file', tool: 'edit_file' }]);

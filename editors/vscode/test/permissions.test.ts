@@ -54,7 +54,8 @@ describe('Permissions with the real daemon', () => {
     // Both sides read as the file (its path: the breadcrumb, the language); proposal and side in the query.
     const [left] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri];
     expect([left.path, right.path]).toEqual([join(d.root, 'notes.txt'), join(d.root, 'notes.txt')]);
-    expect([left.query, right.query]).toEqual(['id=call_ed&side=original', 'id=call_ed&side=proposed']);
+    const ed = d.callId(sessionId, 'call_ed');
+    expect([left.query, right.query]).toEqual([`id=${ed}&side=original`, `id=${ed}&side=proposed`]);
     expect(JSON.stringify(d.applied)).toContain('gamma');
     permissions.dispose();
   });
@@ -74,9 +75,9 @@ describe('Permissions with the real daemon', () => {
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'edit one');
     await d.waitFor(() => requests.length === 1, 'the first request');
-    await permissions.viewDiff('call_1', d.root);
+    await permissions.viewDiff(requests[0], d.root);
     expect(tabs.map((t) => t.label)).toEqual(['notes.txt (proposed by dsh)']);
-    expect(permissions.activeProposal()).toBe('call_1');
+    expect(permissions.activeProposal()).toBe(requests[0]);
     // A key typed as the diff opens does not accept it.
     clock += DIFF_ARM_MS - 1;
     await permissions.acceptActive();
@@ -91,9 +92,9 @@ describe('Permissions with the real daemon', () => {
     // Answered in the panel (Reject): the diff tab goes too.
     await d.client.followup(sessionId, 'edit two');
     await d.waitFor(() => requests.length === 2, 'the second request');
-    await permissions.viewDiff('call_2', d.root);
+    await permissions.viewDiff(requests[1], d.root);
     expect(tabs.length).toBe(1);
-    permissions.answer('call_2', 'reject');
+    permissions.answer(requests[1], 'reject');
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 2, 'the second turn');
     expect(tabs).toEqual([]);
     const results = d.of(sessionId, 'tool/result').map((e) => (e.data as any).error?.code ?? 'ok');
@@ -120,7 +121,7 @@ describe('Permissions with the real daemon', () => {
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'fix add');
     await d.waitFor(() => requests.length === 1, 'the request');
-    await permissions.viewDiff('call_fix', d.root);
+    await permissions.viewDiff(requests[0], d.root);
     const [left, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
     expect(tabs.map((t) => t.label)).toEqual(['calc.py (proposed by dsh, editable)']);
     const fs = fileSystems.get('dsh-diff');
@@ -131,7 +132,7 @@ describe('Permissions with the real daemon', () => {
     const doc = openFakeDocument(right);
     expect(doc.getText()).toBe('def add(a, b):\n    return a + b  # fixed\n');
     doc.type('def add(a, b):\n    return b + a\n');
-    expect(edited).toEqual([['call_fix', true]]);
+    expect(edited).toEqual([[requests[0], true]]);
     clock += DIFF_ARM_MS;
     await permissions.acceptActive();
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'the turn');
@@ -165,7 +166,7 @@ describe('Permissions with the real daemon', () => {
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'edit a');
     await d.waitFor(() => permissions.openFor(sessionId).length === 1, 'the request');
-    await permissions.viewDiff('call_a', d.root);
+    await permissions.viewDiff(d.callId(sessionId, 'call_a'), d.root);
     const [, right] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
     // Opened (its line ends as a document's own) but not changed.
     const doc = openFakeDocument(right);
@@ -180,11 +181,11 @@ describe('Permissions with the real daemon', () => {
     fake.script(toolReply([{ id: 'call_b', name: 'edit_file', args: { path: 'a.txt', old_string: 'one', new_string: 'ONE' } }]), textReply('b done'));
     await d.client.followup(sessionId, 'edit b');
     await d.waitFor(() => permissions.openFor(sessionId).length === 1, 'the second request');
-    await permissions.viewDiff('call_b', d.root);
+    await permissions.viewDiff(d.callId(sessionId, 'call_b'), d.root);
     const [, right2] = executed.filter((c) => c.id === 'vscode.diff').at(-1)!.args as [vscode.Uri, vscode.Uri];
     expect(fileSystems.get('dsh-diff').stat(right2).permissions).toBe(FilePermission.Readonly);
     expect(tabs.map((t) => t.label)).toEqual(['a.txt (proposed by dsh)']);
-    permissions.answer('call_b', 'allow-once');
+    permissions.answer(d.callId(sessionId, 'call_b'), 'allow-once');
     await d.waitFor(() => d.of(sessionId, 'turn/end').length === 2, 'the second turn');
     expect(answers[1]).toEqual({ outcome: 'allow-once' });
     permissions.dispose();
