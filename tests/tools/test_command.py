@@ -1,5 +1,6 @@
 """run_command: output, exit codes, streaming of only new text, caps, and killing the whole process
-group (grandchildren included) on timeout, cancel and task cancellation."""
+group (grandchildren included) on timeout, cancel and task cancellation — the same in full-access
+(unconfined) and workspace-write (confined, where this machine can confine: the sandbox's spawn)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,34 @@ from pathlib import Path
 import pytest
 
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.sandboxing import probe_level
 from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import FakeContext, alive, gone, pid_in, run_tool, text_of
 
+MODES = ["full-access", "workspace-write"]
 
-def fast_kit(root: Path, **limits: float) -> ToolKit:
+
+@pytest.fixture(params=MODES)
+def sandbox_mode(request: pytest.FixtureRequest) -> str:
+    mode: str = request.param
+    if mode != "full-access" and not probe_level().confined:
+        pytest.skip(f"no confinement on this machine: {probe_level().describe()}")
+    return mode
+
+
+@pytest.fixture
+def kit(root: Path, sandbox_mode: str) -> ToolKit:
+    return build_tool_registry(Workspace([root]), config={"sandbox": sandbox_mode})
+
+
+def fast_kit(root: Path, mode: str = "full-access", **limits: float) -> ToolKit:
     base = {"command_kill_grace_s": 0.5, "command_drain_grace_s": 0.2}
-    return build_tool_registry(Workspace([root]), config={"limits": {**base, **limits}})
+    return build_tool_registry(Workspace([root]), config={"limits": {**base, **limits}, "sandbox": mode})
 
 
-async def test_output_exit_code_and_cwd(root: Path) -> None:
+async def test_output_exit_code_and_cwd(root: Path, sandbox_mode: str) -> None:
     (root / "sub").mkdir()
-    kit = build_tool_registry(Workspace([root], cwd=root / "sub"))
+    kit = build_tool_registry(Workspace([root], cwd=root / "sub"), config={"sandbox": sandbox_mode})
     outcome = await run_tool(kit, "run_command", {"command": "pwd; echo err >&2; echo héllo 🌍"})
     assert not outcome.is_error
     assert text_of(outcome) == f"{root / 'sub'}\nerr\nhéllo 🌍\n[exit code 0]"
@@ -65,8 +82,8 @@ async def test_multibyte_characters_split_across_reads_stay_whole(kit: ToolKit) 
     assert text_of(outcome).startswith("🌍\n")
 
 
-async def test_output_cap_keeps_head_and_tail(root: Path) -> None:
-    kit = fast_kit(root, command_output_chars=100, command_stream_chars=50)
+async def test_output_cap_keeps_head_and_tail(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode, command_output_chars=100, command_stream_chars=50)
     ctx = FakeContext()
     outcome = await run_tool(kit, "run_command", {"command": "seq 1 1000"}, ctx)
     text = text_of(outcome)
@@ -87,8 +104,8 @@ async def test_output_cap_keeps_head_and_tail(root: Path) -> None:
     assert "live output stopped" in ctx.outputs[-1]
 
 
-async def test_timeout_kills_the_whole_group(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_timeout_kills_the_whole_group(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     outcome = await run_tool(
         kit, "run_command", {"command": "sh -c 'sleep 30 & echo PID=$!; wait'", "timeout": 0.5}
     )
@@ -97,16 +114,16 @@ async def test_timeout_kills_the_whole_group(root: Path) -> None:
     assert await gone(pid_in(text_of(outcome)))
 
 
-async def test_grandchildren_ignoring_sigterm_are_killed_too(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_grandchildren_ignoring_sigterm_are_killed_too(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     command = "trap '' TERM; sh -c 'trap \"\" TERM; sleep 30 & echo PID=$!; wait'"
     outcome = await run_tool(kit, "run_command", {"command": command, "timeout": 0.5})
     assert outcome.error_code == "TIMEOUT"
     assert await gone(pid_in(text_of(outcome)))
 
 
-async def test_cancel_kills_the_whole_group(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_cancel_kills_the_whole_group(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     started = asyncio.Event()
     ctx = FakeContext(on_output=lambda text: started.set())
     task = asyncio.create_task(
@@ -131,8 +148,8 @@ async def test_an_aborted_signal_starts_nothing(kit: ToolKit, root: Path) -> Non
     assert not (root / "made").exists()
 
 
-async def test_task_cancellation_kills_the_group(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_task_cancellation_kills_the_group(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     started = asyncio.Event()
     ctx = FakeContext(on_output=lambda text: started.set())
     task = asyncio.create_task(
@@ -146,15 +163,15 @@ async def test_task_cancellation_kills_the_group(root: Path) -> None:
     assert await gone(pid)
 
 
-async def test_leftovers_holding_the_output_are_killed_after_exit(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_leftovers_holding_the_output_are_killed_after_exit(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     outcome = await run_tool(kit, "run_command", {"command": "sleep 30 & echo PID=$!"})
     assert not outcome.is_error and outcome.meta is not None and outcome.meta["exitCode"] == 0
     assert await gone(pid_in(text_of(outcome)))
 
 
-async def test_detached_output_lets_a_background_process_live(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_detached_output_lets_a_background_process_live(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     outcome = await run_tool(kit, "run_command", {"command": "sleep 30 >/dev/null 2>&1 & echo PID=$!"})
     pid = pid_in(text_of(outcome))
     try:
@@ -164,8 +181,8 @@ async def test_detached_output_lets_a_background_process_live(root: Path) -> Non
 
 
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
-async def test_a_process_that_left_the_group_cannot_hold_the_call(root: Path) -> None:
-    kit = fast_kit(root)
+async def test_a_process_that_left_the_group_cannot_hold_the_call(root: Path, sandbox_mode: str) -> None:
+    kit = fast_kit(root, sandbox_mode)
     call = run_tool(kit, "run_command", {"command": "setsid sleep 1000 & echo PID=$!"})
     outcome = await asyncio.wait_for(call, 60)  # would hang for 1000 s if the pipe were waited for
     pid = pid_in(text_of(outcome))
