@@ -89,6 +89,7 @@ class Attached:
     mode: str = "ask"  # the session's mode (protocol.md §3)
     from_store: bool = False  # answered from the store alone; this process opens it in the background
     mcp_servers: list[dict[str, Any]] | None = None
+    sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
 
 
 class SessionHost:
@@ -144,10 +145,10 @@ class SessionHost:
     # ---- configuration ---------------------------------------------------------------------------------
 
     def reconfigure(self, options: DaemonOptions) -> None:
-        """New settings: provider settings, tool permissions and the model take effect from the next
-        model request or tool call of every session (one under way finishes on the old ones); tool
-        limits, the shell and the system prompt apply to sessions opened from now on. (Approvers read
-        the permission timeout from `options` when they ask.)"""
+        """New settings: provider settings, tool permissions, the sandbox and the model take effect
+        from the next model request or tool call of every session (one under way finishes on the old
+        ones); tool limits, the shell and the system prompt apply to sessions opened from now on.
+        (Approvers read the permission timeout from `options` when they ask.)"""
         self.options = options
         self.provider.reconfigure(options.provider)
         self.checkpoints.max_bytes = options.tools.limits.checkpoint_bytes
@@ -155,6 +156,7 @@ class SessionHost:
             for hook in hosted.tools.kit.hooks.pre_execute:
                 if isinstance(hook, PermissionPolicy):
                     hook.modes = dict(options.tools.permissions)
+            hosted.tools.kit.sandbox.reconfigure(options.tools.sandbox)
             self._apply_model_settings(hosted)
 
     def _apply_model_settings(self, hosted: HostedSession) -> None:
@@ -451,6 +453,7 @@ class SessionHost:
     def _adopt(self, agent: Agent, tools: SessionTools) -> HostedSession:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
+        hosted.wire_sandbox()
         hosted.restore_mode()
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
@@ -604,6 +607,7 @@ class SessionHost:
             hosted.inbox(),
             mcp_servers=hosted.mcp_status(),
             mode=hosted.mode,
+            sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:

@@ -11,7 +11,7 @@ once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
-from dsh_daemon.mcp.config import ServerSource, merge
+from dsh_daemon.mcp.config import HttpServer, ServerConfig, ServerSource, StdioServer, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
@@ -38,10 +38,18 @@ class SessionTools:
     mcp: McpTools | None
 
     def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Stop the MCP servers (their process trees killed) without waiting; the task joins `tasks`."""
-        if self.mcp is None:
-            return
-        task = asyncio.get_running_loop().create_task(self.mcp.aclose())
+        """Stop the MCP servers and the commands' sandbox (every process tree they started killed)
+        without waiting; the task joins `tasks`."""
+        mcp, sandbox = self.mcp, self.kit.sandbox
+
+        async def close() -> None:
+            try:
+                if mcp is not None:
+                    await mcp.aclose()
+            finally:
+                await sandbox.aclose()
+
+        task = asyncio.get_running_loop().create_task(close())
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -72,7 +80,25 @@ def wire_session_tools(
     servers = merge(options.mcp_servers, session_servers or {})
     report = mcp_status or (lambda data: front_end.report_mcp_status(session_id, data))
     mcp = attach_mcp(kit, servers, report, str(workspace.cwd))
+    kit.sandbox.secret_values = lambda: command_secrets(options, servers.values())
     return SessionTools(kit, workspace, mcp)
+
+
+# Variables an MCP server's `env` commonly sets that are not secrets: their values are not scrubbed.
+NOT_SECRET = frozenset({"PATH", "HOME", "USER", "LANG", "TERM", "SHELL", "TMPDIR", "PYTHONPATH", "NODE_PATH"})
+
+
+def command_secrets(options: DaemonOptions, servers: Iterable[ServerConfig | None]) -> list[str]:
+    """The values a command's environment must not carry (tools/secret_env.py): the provider's API
+    key, MCP servers' `env` values and `headers` values (and a header's token after its scheme)."""
+    values = [options.provider.api_key] if options.provider.api_key else []
+    for server in servers:
+        if isinstance(server, StdioServer):
+            values += [value for name, value in server.env if name.upper() not in NOT_SECRET]
+        elif isinstance(server, HttpServer):
+            for _name, value in server.headers:
+                values += [value, value.split()[-1]] if value.split() else [value]
+    return values
 
 
 def session_hooks(

@@ -40,6 +40,7 @@ REWIND_FILES = "rewind/files"
 CONVERSATION_CUT = "conversation/cut"
 SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
 SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
+SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person granted
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -65,6 +66,7 @@ DURABLE_TYPES = frozenset(
         CONVERSATION_CUT,
         SESSION_MODE,
         SESSION_NOTICE,
+        SANDBOX_WIDENED,
         LOG_GAP,
     }
 )
@@ -82,6 +84,7 @@ SESSION_LEASE = "session/lease"  # who drives a session followed read-only
 PERMISSION_REQUESTED = "permission/requested"
 PERMISSION_RESOLVED = "permission/resolved"
 MCP_STATUS = "mcp/status"
+SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reached (when it changes)
 
 
 class UnreadableEventError(ModelError):

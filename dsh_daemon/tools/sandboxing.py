@@ -220,7 +220,10 @@ class CommandSandbox:
         }
 
     def announce(self) -> None:
-        """Tell the host the status when it differs from the last one told."""
+        """Tell the host the status when it differs from the last one told (nothing before the level
+        was probed: the host probes it off the event loop, then announces)."""
+        if self._level is None:
+            return
         try:
             status = self.status()
         except Exception:  # a probe that failed must not break the session
