@@ -1,4 +1,5 @@
-"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`, `config`."""
+"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`, `config`,
+`sandbox`."""
 
 from __future__ import annotations
 
@@ -107,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_daemon_options(config, defaults=False)
     config.add_argument("--json", action="store_true", help="as one JSON object")
+    sandbox = sub.add_parser("sandbox", help="what confinement this machine allows; run a command confined")
+    _add_daemon_options(sandbox, defaults=False)
+    sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", required=True)
+    check = sandbox_sub.add_parser("check", help="print the sandbox level this machine gives and why")
+    check.add_argument("--json", action="store_true", help="as one JSON object")
+    run = sandbox_sub.add_parser("run", help="run a command as the agent would: sandbox run -- CMD")
+    modes = ("read-only", "workspace-write", "full-access")
+    run.add_argument("--mode", choices=modes, default="workspace-write")
+    run.add_argument("--layers", choices=("auto", "landlock-only"), default="auto")
+    run.add_argument("argv", nargs="*", metavar="CMD")
     return parser
 
 
@@ -143,6 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in PRINTING:
         return _printing(lambda: _print_command(command, args))
     state_dir = _state_dir(args.state_dir)
+    if command == "sandbox":
+        from dsh_daemon.cli_sandbox import sandbox_check, sandbox_run
+
+        if args.sandbox_command == "check":
+            return sandbox_check(as_json=args.json)
+        return sandbox_run(args.argv, mode=args.mode, layers=args.layers, state_dir=state_dir)
     if command == "serve":
         return _serve(state_dir, provider_flags(args), args.log_level, args.log_file)
     if command == "acp":

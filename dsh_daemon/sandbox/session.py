@@ -1,0 +1,332 @@
+"""A session's sandbox on the daemon's side: starts the fork server, hands it each command, and
+reads back pids and exit statuses without blocking the event loop (`Sandbox`, `SandboxedProcess`)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_daemon.sandbox.level import probe_level, server_argv
+from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
+from dsh_daemon.sandbox.rules import compute_rules
+
+MAX_MESSAGE = 1 << 16
+# Names a confined command never sees, whatever the caller passes: the daemon's own key and anything
+# that looks like a credential. (Callers build the environment; this is the last line.)
+SECRET_NAME_PARTS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+class SandboxStartError(SandboxUnavailable):
+    """The fork server could not set up what the level promised."""
+
+
+def command_environment(env: Mapping[str, str], *, tmpdir: str, proxy_port: int | None) -> dict[str, str]:
+    """What a confined command sees: the caller's environment without credentials, TMPDIR the
+    private temp dir, and the proxy (or none) for every HTTP client that reads the usual names."""
+    clean = {k: v for k, v in env.items() if not any(part in k.upper() for part in SECRET_NAME_PARTS)}
+    for name in ("NO_PROXY", "no_proxy"):
+        clean.pop(name, None)
+    clean["TMPDIR"] = tmpdir
+    for name in PROXY_NAMES:
+        clean.pop(name, None)
+        if proxy_port:
+            clean[name] = f"http://127.0.0.1:{proxy_port}"
+    return clean
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+class _Channel:
+    """A SOCK_SEQPACKET end read from the event loop: each message with its fds and the sender's
+    pid (SCM_CREDENTIALS, translated into our PID namespace by the kernel)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.setblocking(False)
+
+    async def recv(self) -> tuple[bytes, list[int], int | None]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return self._recv_now()
+            except BlockingIOError:
+                pass
+            ready = loop.create_future()
+            loop.add_reader(self.sock.fileno(), _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(self.sock.fileno())
+
+    def _recv_now(self) -> tuple[bytes, list[int], int | None]:
+        space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(4 * 4)
+        data, ancillary, _flags, _addr = self.sock.recvmsg(MAX_MESSAGE, space)
+        fds: list[int] = []
+        pid: int | None = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                usable = len(payload) - len(payload) % 4
+                fds += list(struct.unpack(f"{usable // 4}i", payload[:usable]))
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                pid = struct.unpack("iII", payload[:12])[0]
+        return data, fds, pid
+
+
+class SandboxedProcess:
+    """A command started in the sandbox. `pid` is its pid as the daemon sees it (0 if it never
+    started); `wait` gives the exit status as subprocess does (negative: the signal)."""
+
+    def __init__(self, channel: _Channel, pid: int, status: int | None, setup_error: str | None) -> None:
+        self._channel = channel
+        self.pid = pid
+        self.setup_error = setup_error  # the child's message when confinement failed (status 126)
+        self._status = status
+        self._closed = False
+
+    async def wait(self) -> int:
+        while self._status is None:
+            data, fds, _pid = await self._channel.recv()
+            for fd in fds:
+                os.close(fd)
+            if not data:
+                self._status = -signal.SIGKILL  # the shepherd died without a word: treat as killed
+            elif data.startswith(b"X"):
+                self._status = int(data[1:])
+        return self._status
+
+    @property
+    def returncode(self) -> int | None:
+        return self._status
+
+    def kill_tree(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the command and everything it started (setsid and double fork included): the
+        shepherd is their subreaper."""
+        if self._closed:
+            return
+        try:
+            self._channel.sock.send(b"K%d" % sig)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Forget the command; the shepherd kills whatever of its tree is still running."""
+        if not self._closed:
+            self._closed = True
+            self._channel.sock.close()
+
+
+@dataclasses.dataclass
+class _Server:
+    process: subprocess.Popen[bytes]
+    control: _Channel
+    rules: dict[str, Any]
+    proxy: socket.socket | None
+
+    async def close(self) -> None:
+        self.control.sock.close()
+        if self.proxy is not None:
+            self.proxy.close()
+        await asyncio.to_thread(self._wait)
+
+    def _wait(self) -> None:
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _popen_server(control: socket.socket) -> subprocess.Popen[bytes]:
+    """The fork server's process (fork and exec by _posixsubprocess: safe from a threaded daemon)."""
+    return subprocess.Popen(
+        server_argv(str(control.fileno())),
+        pass_fds=[control.fileno()],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},  # nothing of the daemon's secrets
+        cwd="/",
+    )
+
+
+async def _start_server(rules: dict[str, Any]) -> tuple[_Server, list[int]]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        process = _popen_server(theirs)
+    finally:
+        theirs.close()
+    ours.send(json.dumps(rules).encode())
+    control = _Channel(ours)
+    data, fds, _pid = await control.recv()
+    answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
+    if not answer.get("ok"):
+        for fd in fds:
+            os.close(fd)
+        ours.close()
+        await asyncio.to_thread(process.wait)
+        raise SandboxStartError(f"sandbox fork server: {answer.get('error')}")
+    return _Server(process, control, rules, None), fds
+
+
+class Sandbox:
+    """One per session: its fork server, its rules, the proxy's listening socket."""
+
+    def __init__(self, policy: SandboxPolicy, level: SandboxLevel, server: _Server) -> None:
+        self.policy = policy
+        self.level = level
+        self._server = server
+        self._retired: list[_Server] = []
+        self._processes: set[SandboxedProcess] = set()
+        self._lock = asyncio.Lock()
+
+    @property
+    def proxy_port(self) -> int | None:
+        proxy = self._server.proxy
+        return int(proxy.getsockname()[1]) if proxy is not None else None
+
+    def proxy_socket(self) -> socket.socket | None:
+        """The listening socket the egress proxy serves (inside the session's network namespace in
+        layer 1, on the host's loopback in layer 0); None in full-access."""
+        return self._server.proxy
+
+    @property
+    def layer1(self) -> bool:
+        return bool(self._server.rules.get("namespaces"))
+
+    @classmethod
+    async def start(cls, policy: SandboxPolicy, level: SandboxLevel | None = None) -> Sandbox:
+        """Start the session's fork server. A confined mode that cannot be had raises
+        SandboxUnavailable (never a silent fallback to unconfined); layer 1 failing at start falls
+        back to layer 0 and the level says why."""
+        level = level if level is not None else await asyncio.to_thread(probe_level)
+        level, server = await cls._server_for(policy, level)
+        return cls(policy, level, server)
+
+    @staticmethod
+    async def _server_for(policy: SandboxPolicy, level: SandboxLevel) -> tuple[SandboxLevel, _Server]:
+        if not policy.confined:
+            rules = compute_rules(policy, level, namespaces=False, proxy_port=None)
+            server, _fds = await _start_server(rules)
+            return level, server
+        if policy.layers == "none":
+            raise SandboxUnavailable(
+                f"{policy.mode}: confinement is switched off (layers=none); only full-access can run commands"
+            )
+        if not level.confined:
+            raise SandboxUnavailable(f"{policy.mode} cannot be had here: {level.describe()}")
+        if level.namespaces and policy.layers == "landlock-only":
+            level = dataclasses.replace(
+                level, namespaces=False, reasons=(*level.reasons, "namespaces switched off (landlock-only)")
+            )
+        if level.namespaces:
+            rules = compute_rules(policy, level, namespaces=True, proxy_port=None)
+            try:
+                server, fds = await _start_server(rules)
+            except SandboxStartError as exc:
+                level = dataclasses.replace(
+                    level, namespaces=False, reasons=(*level.reasons, f"namespaces failed at start: {exc}")
+                )
+            else:
+                server.proxy = socket.socket(fileno=fds[0]) if fds else None
+                return level, server
+        proxy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            proxy.bind(("127.0.0.1", 0))
+            proxy.listen(128)
+            rules = compute_rules(policy, level, namespaces=False, proxy_port=proxy.getsockname()[1])
+            server, _fds = await _start_server(rules)
+        except BaseException:
+            proxy.close()
+            raise
+        server.proxy = proxy
+        return level, server
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        keep_leftovers: bool = False,
+    ) -> SandboxedProcess:
+        """Start `argv` as this session's policy allows. When the command exits, what it left
+        running is killed unless `keep_leftovers` (a background command's own children)."""
+        if not argv:
+            raise ValueError("empty argv")
+        rules = self._server.rules
+        if rules["confine"]:
+            env = command_environment(env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port)
+        request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        channel = _Channel(ours)
+        try:
+            fds = [stdin, stdout, stderr, theirs.fileno()]
+            socket.send_fds(self._server.control.sock, [json.dumps(request).encode()], fds)
+        except OSError as exc:
+            ours.close()
+            raise SandboxUnavailable(f"the sandbox's fork server is gone: {exc}") from exc
+        finally:
+            theirs.close()
+        data, fds, pid = await channel.recv()
+        for fd in fds:
+            os.close(fd)
+        status: int | None = None
+        error: str | None = None
+        if data.startswith(b"E"):
+            error = data[1:].decode(errors="replace")
+        elif data.startswith(b"X"):
+            status = int(data[1:])
+        elif not data:
+            status = -signal.SIGKILL
+        process = SandboxedProcess(channel, pid or 0, status, error)
+        self._processes.add(process)
+        return process
+
+    async def update(self, policy: SandboxPolicy) -> None:
+        """The roots, mode or widenings changed: the rules are rebuilt once. Running commands keep
+        the rules they started with. A change to or from full-access starts a new fork server
+        (call proxy_socket() again)."""
+        async with self._lock:
+            if policy.confined == self.policy.confined and policy.layers == self.policy.layers:
+                rules = compute_rules(policy, self.level, namespaces=self.layer1, proxy_port=self.proxy_port)
+                self._server.control.sock.setblocking(True)
+                try:
+                    self._server.control.sock.send(json.dumps({"op": "rules", **rules}).encode())
+                finally:
+                    self._server.control.sock.setblocking(False)
+                data, _fds, _pid = await self._server.control.recv()
+                answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
+                if not answer.get("ok"):
+                    raise SandboxUnavailable(f"sandbox rules not applied: {answer.get('error')}")
+                self._server.rules = rules
+            else:
+                level, server = await self._server_for(policy, probe_level())
+                self._retired.append(self._server)
+                self._server, self.level = server, level
+            self.policy = policy
+
+    async def aclose(self) -> None:
+        """Kill everything this sandbox started and stop its fork servers."""
+        for process in list(self._processes):
+            process.kill_tree(signal.SIGKILL)
+            process.close()
+        self._processes.clear()
+        for server in [self._server, *self._retired]:
+            await server.close()
+        self._retired.clear()
