@@ -42,6 +42,7 @@ from dsh_daemon.tools.sandboxing import (
     unavailable_message,
 )
 from dsh_daemon.tools.terminal import TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
+from dsh_daemon.tools.unconfined import SandboxedProcess as UnconfinedProcess
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -381,6 +382,12 @@ class RunCommandTool(ToolBase):
             transport.close()
             await asyncio.shield(finish())
         code = exited.result() if exited.done() and not exited.cancelled() else None
+        setup_error = getattr(proc, "setup_error", None)
+        if setup_error:  # confinement could not be applied: the command never ran (never unconfined)
+            return ToolOutcome.error(
+                f"Error: the sandbox could not confine this command, so it was not run: {setup_error}",
+                "SANDBOX_UNAVAILABLE",
+            )
         outcome = self._outcome(command, code, output, stopped, timeout)
         if self.sandbox.confined and widening is None and stopped is None and code != 0:
             outcome = self._with_denial_note(outcome, output.render())
@@ -436,7 +443,7 @@ class RunCommandTool(ToolBase):
             if not chunk:
                 return
 
-    async def _kill_tree(self, proc: SandboxedProcess, exited: asyncio.Task[int]) -> None:
+    async def _kill_tree(self, proc: SandboxedProcess | UnconfinedProcess, exited: asyncio.Task[int]) -> None:
         """SIGTERM the whole tree, give the shell a short grace, then SIGKILL it: children that ignore
         SIGTERM, outlive the shell or left the group, die too."""
         proc.kill_tree(signals.SIGTERM)

@@ -21,34 +21,25 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_daemon.sandbox.level import probe_level
+from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
+from dsh_daemon.sandbox.session import Sandbox, SandboxedProcess
+from dsh_daemon.tools import unconfined
 from dsh_daemon.tools.config import SandboxMode, SandboxSettings, check_domain
 from dsh_daemon.tools.errors import InvalidArgumentsError
+from dsh_daemon.tools.secret_env import scrub_secrets
 from dsh_daemon.tools.workspace import Workspace
 
-try:  # the confinement itself (Linux); without it only full-access runs
-    from dsh_daemon.sandbox import (
-        Sandbox,
-        SandboxedProcess,
-        SandboxLevel,
-        SandboxPolicy,
-        SandboxUnavailable,
-        probe_level,
-    )
-except ImportError:  # pragma: no cover - a build without dsh_daemon.sandbox
-    from dsh_daemon.tools.unconfined import (  # type: ignore[assignment]
-        Sandbox,
-        SandboxedProcess,
-        SandboxLevel,
-        SandboxPolicy,
-        SandboxUnavailable,
-        probe_level,
-    )
+# The fork server is Linux's (SCM_CREDENTIALS, namespaces): elsewhere only full-access runs, through
+# the same interface (`unconfined`), and confined modes are refused.
+ON_LINUX = sys.platform.startswith("linux")
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +49,6 @@ UNCONFINED_SCOPE = "run_command:unconfined:"  # one exact command allowed unconf
 # own environment (a command can never set it); documented in README as for tests only.
 LAYERS_VARIABLE = "DSH_SANDBOX_LAYERS"
 Layers = Literal["auto", "landlock-only", "none"]
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +166,8 @@ class CommandSandbox:
         self.secret_values: Callable[[], Iterable[str]] = tuple
         self.on_status: Callable[[Mapping[str, Any]], None] = lambda _status: None
         self.on_widened: Callable[[Mapping[str, Any]], None] = lambda _widening: None
-        self._sandbox: Sandbox | None = None
+        self.dsh_home: Path | None = None  # the daemon's state, masked for confined commands (host sets)
+        self._sandbox: Sandbox | unconfined.Sandbox | None = None
         self._proxy: Any = None
         self._level: SandboxLevel | None = None
         self._temp_dir: Path | None = None
@@ -197,10 +188,13 @@ class CommandSandbox:
         """Whether a command run now would be confined (not whether the machine can confine it)."""
         return self.mode != "full-access"
 
-    def level(self) -> SandboxLevel:
-        """What this machine gives (probed once per process; may fork a short-lived probe)."""
+    def level(self) -> SandboxLevel | unconfined.SandboxLevel:
+        """What this machine gives (probed once per process; may fork a short-lived probe); once the
+        session's sandbox started, what it really reached (layer 1 may have failed at its start)."""
+        if self._sandbox is not None:
+            return self._sandbox.level
         if self._level is None:
-            self._level = probe_level()
+            self._level = probe_level() if ON_LINUX else unconfined.probe_level()
         return self._level
 
     def status(self) -> dict[str, Any]:
@@ -222,7 +216,7 @@ class CommandSandbox:
     def announce(self) -> None:
         """Tell the host the status when it differs from the last one told (nothing before the level
         was probed: the host probes it off the event loop, then announces)."""
-        if self._level is None:
+        if self._level is None and self._sandbox is None:
             return
         try:
             status = self.status()
@@ -255,6 +249,7 @@ class CommandSandbox:
             writable=tuple(Path(p) for p in writable),
             network_allow=network,
             layers=self.layers,
+            dsh_home=self.dsh_home,
         )
 
     def _temp(self) -> Path:
@@ -269,23 +264,11 @@ class CommandSandbox:
 
     # ---- running -------------------------------------------------------------------------------------
 
-    def environment(
-        self, base: Mapping[str, str], policy: SandboxPolicy, proxy_port: int | None
-    ) -> dict[str, str]:
-        """The command's environment: the daemon's without its secrets; confined, the proxy's
-        variables (or none at all: no network) and the private temp directory."""
-        from dsh_daemon.tools.secret_env import scrub_secrets
-
-        env = scrub_secrets(base, self.secret_values())
-        if policy.mode == "full-access":
-            return env
-        for name in (*PROXY_VARIABLES, "NO_PROXY", "no_proxy"):
-            env.pop(name, None)
-        if proxy_port is not None:
-            url = f"http://127.0.0.1:{proxy_port}"
-            env.update(dict.fromkeys(PROXY_VARIABLES, url))
-        env["TMPDIR"] = str(policy.temp_dir)
-        return env
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The command's environment: the daemon's without its secrets (in every mode). Confined,
+        the sandbox's spawn also sets the proxy's variables and TMPDIR (and drops credential-like
+        names once more)."""
+        return scrub_secrets(base, self.secret_values())
 
     async def spawn(
         self,
@@ -297,7 +280,7 @@ class CommandSandbox:
         stdout: int,
         stderr: int,
         widening: Widening | None = None,
-    ) -> tuple[SandboxedProcess, Callable[[], Any]]:
+    ) -> tuple[SandboxedProcess | unconfined.SandboxedProcess, Callable[[], Awaitable[None]]]:
         """The command started under the session's rules (with `widening`, which the person approved,
         on top); with it, what to await once the command has ended (a widened-once sandbox closed).
         `SandboxUnavailable` when a confined mode cannot be had."""
@@ -315,8 +298,8 @@ class CommandSandbox:
 
             try:
                 proc = await once.spawn(
-                    argv, cwd=cwd, env=self.environment(env, policy, once.proxy_port),
-                    stdin=stdin, stdout=stdout, stderr=stderr,
+                    argv, cwd=cwd, env=self.environment(env),
+                    stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
                 )  # fmt: skip
             except BaseException:
                 await close_once()
@@ -329,20 +312,22 @@ class CommandSandbox:
                 self._sandbox = sandbox
                 self.announce()
             elif sandbox.policy != policy:
-                await sandbox.update(policy)  # roots, mode or a session widening changed: rebuilt once
-                await self._update_proxy(policy)
+                await self._update(sandbox, policy)  # roots, mode or a widening changed: rebuilt once
                 self.announce()
             self._denied_domains.clear()
             proc = await sandbox.spawn(
-                argv, cwd=cwd, env=self.environment(env, policy, sandbox.proxy_port),
-                stdin=stdin, stdout=stdout, stderr=stderr,
+                argv, cwd=cwd, env=self.environment(env),
+                stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
             )  # fmt: skip
         return proc, _nothing
 
-    async def _start(self, policy: SandboxPolicy) -> tuple[Sandbox, Any]:
+    async def _start(self, policy: SandboxPolicy) -> tuple[Sandbox | unconfined.Sandbox, Any]:
         """A sandbox for `policy`, and the egress proxy serving its proxy socket (None: no network)."""
-        level = await asyncio.to_thread(self.level)
-        sandbox = await Sandbox.start(policy, level)
+        if not ON_LINUX:
+            return await unconfined.Sandbox.start(policy), None
+        if self._level is None:
+            self._level = await asyncio.to_thread(probe_level)
+        sandbox = await Sandbox.start(policy, self._level)
         if policy.mode == "full-access":
             return sandbox, None
         try:
@@ -351,7 +336,7 @@ class CommandSandbox:
             await sandbox.aclose()
             raise
 
-    async def _start_proxy(self, sandbox: Sandbox, policy: SandboxPolicy) -> Any:
+    async def _start_proxy(self, sandbox: Sandbox | unconfined.Sandbox, policy: SandboxPolicy) -> Any:
         sock = sandbox.proxy_socket()
         if sock is None:
             return None
@@ -361,9 +346,20 @@ class CommandSandbox:
             return None
         return await EgressProxy.start(sock, policy.network_allow, on_denied=self._denied_domains.append)
 
-    async def _update_proxy(self, policy: SandboxPolicy) -> None:
-        if self._proxy is not None:
+    async def _update(self, sandbox: Sandbox | unconfined.Sandbox, policy: SandboxPolicy) -> None:
+        """New rules for the session's sandbox; its proxy follows (a change to or from full-access
+        brings a new fork server, and so a new proxy socket)."""
+        socket_before = sandbox.proxy_socket()
+        await sandbox.update(policy)
+        if sandbox.proxy_socket() is socket_before and self._proxy is not None:
             await self._proxy.update(policy.network_allow)
+            return
+        proxy, self._proxy = self._proxy, None
+        if proxy is not None:
+            with contextlib.suppress(Exception):
+                await proxy.aclose()
+        if policy.mode != "full-access":
+            self._proxy = await self._start_proxy(sandbox, policy)
 
     def denied_domains(self) -> list[str]:
         """Domains the proxy refused since the last command started (its denial note names them)."""

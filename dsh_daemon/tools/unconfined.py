@@ -1,7 +1,7 @@
 """Commands spawned without confinement, through the sandbox's interface (`Sandbox.spawn`,
-`SandboxedProcess.wait/kill_tree`), for a daemon that has no `dsh_daemon.sandbox` to use (a system
-other than Linux, or a build without it): only `full-access` can run here, and a confined mode is
-refused (`SandboxUnavailable`), never run unconfined.
+`SandboxedProcess.wait/kill_tree`), where the sandbox's fork server cannot run (a system other than
+Linux): only `full-access` can run here, and a confined mode is refused (`SandboxUnavailable`), never
+run unconfined.
 
 The process tree is tracked as `run_command` always did (`proctree`: its own session, a marker in
 its environment, orphans adopted by the daemon), so killing a command kills everything it started.
@@ -16,13 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from dsh_daemon.sandbox.policy import SandboxPolicy, SandboxUnavailable
 from dsh_daemon.tools import proctree
-
-
-class SandboxUnavailable(Exception):
-    """No confinement for a confined mode: the command is refused."""
 
 
 @dataclass(frozen=True)
@@ -40,19 +36,8 @@ class SandboxLevel:
         return False
 
 
-@dataclass(frozen=True)
-class SandboxPolicy:
-    mode: Literal["read-only", "workspace-write", "full-access"]
-    roots: tuple[Path, ...]
-    temp_dir: Path
-    writable: tuple[Path, ...] = ()
-    network_allow: tuple[str, ...] = ()
-    layers: Literal["auto", "landlock-only", "none"] = "auto"
-
-
 def probe_level() -> SandboxLevel:
-    why = "no sandbox on this system" if not sys.platform.startswith("linux") else "no sandbox in this build"
-    return SandboxLevel(None, False, False, (why,))
+    return SandboxLevel(None, False, False, (f"no sandbox on {sys.platform} (Linux only)",))
 
 
 class SandboxedProcess:
@@ -97,6 +82,10 @@ class Sandbox:
     def proxy_socket(self) -> None:
         return None
 
+    @property
+    def layer1(self) -> bool:
+        return False
+
     async def spawn(
         self,
         argv: Sequence[str],
@@ -106,6 +95,7 @@ class Sandbox:
         stdin: int,
         stdout: int,
         stderr: int,
+        keep_leftovers: bool = True,
     ) -> SandboxedProcess:
         if self.policy.mode != "full-access":
             raise SandboxUnavailable(self.level.describe())
