@@ -113,6 +113,7 @@ class SessionHost:
             provider = make_provider(options.provider)
         self.options = options
         self.front_end = front_end
+        self.state_dir = Path(state_dir)
         self.roots = list(roots)
         self.provider = provider
         self.sessions: dict[str, HostedSession] = {}
@@ -393,6 +394,7 @@ class SessionHost:
             checkpoints,
             mcp_status=lambda data: self._mcp_status(session_id, data),
         )
+        tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
         self._wiring[session_id] = tools
         return tools
 

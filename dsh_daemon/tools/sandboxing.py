@@ -202,13 +202,17 @@ class CommandSandbox:
         level = self.level()
         writable, network = self._widened()
         mode = self.mode
+        available, described, reasons = level.confined, level.describe(), list(level.reasons)
+        if self.layers == "none":  # the test-only knob: no layer may be used
+            why = f"confinement switched off ({LAYERS_VARIABLE}=none, for tests only)"
+            available, described, reasons = False, f"unconfined; {why}", [*reasons, why]
         return {
             "mode": mode,
             "configuredMode": self.settings.mode,
-            "level": level.describe(),
-            "confined": mode != "full-access" and level.confined,
-            "available": level.confined,
-            "reasons": list(level.reasons),
+            "level": described,
+            "confined": mode != "full-access" and available,
+            "available": available,
+            "reasons": reasons,
             "network": list(network),
             "writable": list(writable),
         }
