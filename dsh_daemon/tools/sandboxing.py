@@ -383,6 +383,15 @@ class CommandSandbox:
             await asyncio.to_thread(shutil.rmtree, self._temp_dir, True)
 
 
+def machine_level() -> tuple[str, bool]:
+    """What this machine gives confined commands, in words, and whether it confines at all (for
+    `dsh-daemon config`; the test-only layers knob included)."""
+    level = probe_level() if ON_LINUX else unconfined.probe_level()
+    if layers_for_tests(os.environ) == "none":
+        return f"unconfined; confinement switched off ({LAYERS_VARIABLE}=none, for tests only)", False
+    return level.describe(), level.confined
+
+
 async def _nothing() -> None:
     return None
 
