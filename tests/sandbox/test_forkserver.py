@@ -1,0 +1,194 @@
+"""The fork server's promises: no fd of the daemon or the server reaches a command; a confined command
+has no capability, no_new_privs and a seccomp filter; a step that fails refuses the command (126)
+instead of running it; a command's tree (setsid included) is killed on request, when the command
+exits (unless kept) and when the sandbox closes; the server imports only the standard library."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_daemon.sandbox import Sandbox
+from dsh_daemon.sandbox.level import server_argv
+from tests.sandbox.conftest import command_env, needs_layer0, needs_layer1, policy_for, run
+from tests.sandbox.scene import Scene
+
+pytestmark = needs_layer0
+LAYERS = [pytest.param("auto", marks=needs_layer1, id="layers01"), pytest.param("landlock-only", id="layer0")]
+HEARTBEAT = "while :; do date +%s%N > {beat}; sleep 0.05; done"
+
+
+def _beat(beat: Path) -> str:
+    try:
+        return beat.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+async def _stops_beating(beat: Path) -> bool:
+    """True when the heartbeat file has stopped changing (its writer is dead)."""
+    await asyncio.sleep(0.4)
+    before = _beat(beat)
+    await asyncio.sleep(0.5)
+    return _beat(beat) == before
+
+
+async def _beating(beat: Path) -> None:
+    for _ in range(100):
+        if _beat(beat):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the heartbeat never started")
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_no_fd_leaks_into_a_command(scene: Scene, layers: str, started: list[Sandbox]) -> None:
+    leaked = os.open(os.devnull, os.O_RDONLY)  # inheritable on purpose: must not reach the command
+    os.set_inheritable(leaked, True)
+    try:
+        sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+        started.append(sandbox)
+        script = (
+            f"{sys.executable} -c 'import os; print(sorted(int(f) for f in os.listdir(\"/proc/self/fd\")))'"
+        )
+        status, output = await run(sandbox, script, cwd=scene.ws, env=command_env(scene))
+    finally:
+        os.close(leaked)
+    assert (status, output) == (0, "[0, 1, 2, 3]\n")  # 3: listdir's own
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_confined_command_has_no_privileges(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    status, output = await run(
+        sandbox, "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status",
+        cwd=scene.ws, env=command_env(scene),
+    )  # fmt: skip
+    fields = dict(line.split(":\t") for line in output.splitlines())
+    assert status == 0
+    assert {k: v for k, v in fields.items() if k.startswith("Cap")} == dict.fromkeys(
+        ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), "0000000000000000"
+    )
+    assert (fields["NoNewPrivs"], fields["Seccomp"]) == ("1", "2")
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_failed_setup_step_refuses_the_command(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    marker = scene.ws / "src" / "ran"
+    process_status, output = await run(
+        sandbox, f"touch {marker}", cwd=scene.base / "no-such-dir", env=command_env(scene)
+    )
+    assert process_status == 126 and "cannot confine the command, it was not run" in output
+    assert not marker.exists()
+    missing, output = await run(sandbox, "exec /no/such/program", cwd=scene.ws, env=command_env(scene))
+    assert missing == 127
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_kill_tree_kills_setsid_descendants(scene: Scene, layers: str, started: list[Sandbox]) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    beat = scene.ws / "src" / "beat"
+    script = f"setsid sh -c '{HEARTBEAT.format(beat=beat)}' >/dev/null 2>&1 & sleep 600"
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        process = await sandbox.spawn(
+            ["sh", "-c", script],
+            cwd=scene.ws,
+            env=command_env(scene),
+            stdin=devnull,
+            stdout=devnull,
+            stderr=devnull,
+        )
+    finally:
+        os.close(devnull)
+    assert process.pid > 0
+    await _beating(beat)
+    process.kill_tree(signal.SIGKILL)
+    assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGKILL
+    assert await _stops_beating(beat)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_what_a_command_leaves_running_is_killed_when_it_exits(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    beat = scene.ws / "src" / "beat"
+    script = f"({HEARTBEAT.format(beat=beat)}) >/dev/null 2>&1 & while [ ! -s {beat} ]; do sleep 0.02; done"
+    status, _ = await run(sandbox, script, cwd=scene.ws, env=command_env(scene))
+    assert status == 0
+    assert await _stops_beating(beat)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_aclose_kills_kept_background_trees(scene: Scene, layers: str) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    beat = scene.ws / "src" / "beat"
+    try:
+        status, _ = await run(
+            sandbox, f"setsid sh -c '{HEARTBEAT.format(beat=beat)}' >/dev/null 2>&1 &",
+            cwd=scene.ws, env=command_env(scene), keep_leftovers=True,
+        )  # fmt: skip
+        assert status == 0
+        await _beating(beat)
+        assert not await _stops_beating(beat)  # kept: still running after the command returned
+    finally:
+        await sandbox.aclose()
+    assert await _stops_beating(beat)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_statuses_are_reported_as_subprocess_does(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    env = command_env(scene)
+    assert (await run(sandbox, "exit 3", cwd=scene.ws, env=env))[0] == 3
+    assert (await run(sandbox, "kill -TERM $$", cwd=scene.ws, env=env))[0] == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_update_rebuilds_the_rules_once(scene: Scene, layers: str, started: list[Sandbox]) -> None:
+    """A new root becomes writable, the old one read-only, for commands started after update()."""
+    policy = policy_for(scene, "workspace-write", layers)
+    sandbox = await Sandbox.start(policy)
+    started.append(sandbox)
+    other = scene.base / "other"
+    (other / "sub").mkdir(parents=True)
+    env = command_env(scene)
+    assert (await run(sandbox, f"echo x > {other}/sub/f", cwd=scene.ws, env=env))[0] != 0
+    await sandbox.update(policy.__class__(**{**policy.__dict__, "roots": (other,)}))
+    assert (await run(sandbox, f"echo x > {other}/sub/f", cwd=scene.ws, env=env))[0] == 0
+    assert (await run(sandbox, f"echo x > {scene.ws}/src/file.txt", cwd=scene.ws, env=env))[0] != 0
+    await sandbox.update(policy.__class__(**{**policy.__dict__, "mode": "full-access"}))
+    assert (await run(sandbox, f"echo x > {scene.outside}/target.txt", cwd=scene.ws, env=env))[0] == 0
+
+
+def test_the_fork_server_imports_only_the_standard_library() -> None:
+    argv = server_argv()
+    code = argv[4].replace("sys.exit(main())", "") + "print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([*argv[:4], code, argv[5]], capture_output=True, text=True, check=True, env={})
+    modules = set(done.stdout.split())
+    ours = {m for m in modules if m.startswith("dsh_daemon")}
+    assert ours == {
+        "dsh_daemon", "dsh_daemon.sandbox", "dsh_daemon.sandbox.forkserver",
+        "dsh_daemon.sandbox.kernel", "dsh_daemon.sandbox.landlock", "dsh_daemon.sandbox.seccomp",
+    }  # fmt: skip
+    outside = {m.split(".")[0] for m in modules - ours} - set(sys.stdlib_module_names) - {"__main__"}
+    assert outside == set() and "asyncio" not in modules
