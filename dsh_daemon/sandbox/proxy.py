@@ -374,7 +374,7 @@ async def _relay_exact(
         if not data:
             raise ConnectionResetError("closed in the middle of a body")
         dst.write(data)
-        await dst.drain()
+        await asyncio.wait_for(dst.drain(), idle)  # a peer that stops reading is idle too
         length -= len(data)
 
 
@@ -390,7 +390,7 @@ async def _relay_chunked(src: asyncio.StreamReader, dst: asyncio.StreamWriter, i
             for _ in range(100):
                 if (await _read_line(src, 8192, idle)).strip(b"\r\n") == b"":
                     dst.write(b"0\r\n\r\n")
-                    await dst.drain()
+                    await asyncio.wait_for(dst.drain(), idle)
                     return
             raise ValueError("too many trailer lines")
         dst.write(b"%x\r\n" % size)
@@ -398,13 +398,13 @@ async def _relay_chunked(src: asyncio.StreamReader, dst: asyncio.StreamWriter, i
         if (await _read_line(src, 2, idle)) not in (b"\r\n", b"\n"):
             raise ValueError("a chunk without its line ending")
         dst.write(b"\r\n")
-        await dst.drain()
+        await asyncio.wait_for(dst.drain(), idle)
 
 
 async def _relay_to_eof(src: asyncio.StreamReader, dst: asyncio.StreamWriter, idle: float) -> None:
     while data := await asyncio.wait_for(src.read(_READ), idle):
         dst.write(data)
-        await dst.drain()
+        await asyncio.wait_for(dst.drain(), idle)
 
 
 def _format_head(start: str, headers: Sequence[tuple[str, str]]) -> bytes:
@@ -485,6 +485,11 @@ class EgressProxy:
     @property
     def allow(self) -> AllowList:
         return self._allow
+
+    @property
+    def connections(self) -> int:
+        """Client connections open now."""
+        return len(self._clients)
 
     async def update(self, allow: Sequence[str]) -> None:
         """Swap the allowlist live (raises `InvalidAllowEntry` and keeps the old one for a bad
@@ -628,7 +633,7 @@ class EgressProxy:
         else:
             try:
                 found = await self._resolver(target.host, target.port)
-            except OSError:
+            except (OSError, UnicodeError):
                 raise _Refusal(
                     502, "Bad Gateway", f"dsh sandbox proxy: could not resolve {target.host}"
                 ) from None
@@ -660,7 +665,7 @@ class EgressProxy:
         up_reader, up_writer = await self._connect(task, target)
         try:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), self._limits.idle_timeout)
             last = [time.monotonic()]
             await _both(self._pump(reader, up_writer, last), self._pump(up_reader, writer, last))
         finally:
@@ -681,7 +686,7 @@ class EgressProxy:
                 break
             last[0] = time.monotonic()
             dst.write(data)
-            await dst.drain()
+            await asyncio.wait_for(dst.drain(), idle)
         if dst.can_write_eof():
             dst.write_eof()
 
@@ -724,7 +729,7 @@ class EgressProxy:
                 elif length:
                     await _relay_exact(reader, up_writer, length, idle)
                 else:
-                    await up_writer.drain()
+                    await asyncio.wait_for(up_writer.drain(), idle)
 
             keep_alive = _client_keeps_alive(head, version)
             response = _ResponseRelay(method, up_reader, writer, self._limits, keep_alive=keep_alive)
@@ -803,7 +808,7 @@ class _ResponseRelay:
             if status >= 200:
                 break
             self._writer.write(_format_head(head.start, head.headers))
-            await self._writer.drain()
+            await asyncio.wait_for(self._writer.drain(), limits.idle_timeout)
             self.started = True
         no_body = self._method.upper() == "HEAD" or status in (204, 304)
         chunked = False
@@ -828,7 +833,7 @@ class _ResponseRelay:
             headers.append(("Connection", "close"))
         self._writer.write(_format_head(head.start, headers))
         self.started = True
-        await self._writer.drain()
+        await asyncio.wait_for(self._writer.drain(), limits.idle_timeout)
         idle = limits.idle_timeout
         if no_body:
             pass

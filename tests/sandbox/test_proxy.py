@@ -8,6 +8,7 @@ reaches them at all went through the proxy."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import ipaddress
 import logging
@@ -35,6 +36,7 @@ from dsh_daemon.sandbox.proxy import (
 
 TEST_NAMES = {"web.test", "echo.test", "wild.test", "api.wild.test", "deep.api.wild.test", "other.test"}
 WAIT = 15.0
+BIG = 32 * 1024 * 1024  # more than the loopback socket buffers hold on both sides
 
 
 async def _resolver(host: str, port: int) -> Sequence[str]:
@@ -79,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"streamed until the upstream closes")
             self.close_connection = True
         elif self.path == "/big":
-            self._send(b"x" * (3 * 1024 * 1024))
+            self._send(b"x" * BIG)
         else:
             self._send(b"no such page", 404)
 
@@ -521,6 +523,38 @@ async def test_an_idle_tunnel_is_closed(start_proxy: StartProxy, echo: _Echo) ->
     assert head.startswith(b"HTTP/1.1 200 ")
     assert await asyncio.wait_for(reader.read(), WAIT) == b""
     writer.close()
+
+
+async def test_a_client_that_stops_reading_a_download_is_closed_after_the_idle_timeout(
+    start_proxy: StartProxy, web: _Upstream
+) -> None:
+    proxy, _ = await start_proxy(
+        [f"web.test:{web.port}"], allow_private_upstreams=True, limits=ProxyLimits(idle_timeout=0.3)
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", proxy.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(f"GET http://web.test:{web.port}/big HTTP/1.1\r\n\r\n".encode())
+    for _ in range(300):  # reads nothing until the proxy gave up on it
+        await asyncio.sleep(0.05)
+        if proxy.connections == 0:
+            break
+    assert proxy.connections == 0
+    with contextlib.suppress(ConnectionResetError):
+        received = await asyncio.wait_for(reader.read(), WAIT)
+        assert received.startswith(b"HTTP/1.1 200 ") and len(received) < BIG
+    writer.close()
+
+
+async def test_an_http_1_0_client_gets_its_response_and_the_connection_closes(
+    start_proxy: StartProxy, web: _Upstream
+) -> None:
+    proxy, _ = await start_proxy([f"web.test:{web.port}"], allow_private_upstreams=True)
+    response = await _exchange(proxy.port, f"GET http://web.test:{web.port}/hello HTTP/1.0\r\n\r\n".encode())
+    assert _status(response) == 200 and _body(response) == b"hello from upstream"
+    assert b"\r\nConnection: close\r\n" in response.split(b"\r\n\r\n")[0] + b"\r\n"
+    assert web.seen[0][1] == "/hello"
 
 
 async def test_concurrent_tunnels_are_bounded_and_a_closed_one_frees_its_slot(
