@@ -463,6 +463,7 @@ class EgressProxy:
         # every client connection's task, and the upstream it is connected to (None: not yet)
         self._clients: dict[asyncio.Task[None], Target | None] = {}
         self._upstreams = 0
+        self._closed = False
 
     @classmethod
     async def start(
@@ -512,6 +513,7 @@ class EgressProxy:
 
     async def aclose(self) -> None:
         """Stop listening (the socket is closed) and close every connection."""
+        self._closed = True  # a connection accepted just before, whose task has not run yet, ends too
         if self._server is not None:
             self._server.close()
         tasks = list(self._clients)
@@ -526,7 +528,7 @@ class EgressProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._clients) >= self._limits.max_clients:
+        if self._closed or len(self._clients) >= self._limits.max_clients:
             writer.transport.abort()
             return
         self._clients[task] = None

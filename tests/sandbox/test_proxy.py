@@ -581,6 +581,46 @@ async def test_concurrent_tunnels_are_bounded_and_a_closed_one_frees_its_slot(
         other.close()
 
 
+async def test_client_connections_are_bounded(start_proxy: StartProxy, web: _Upstream) -> None:
+    proxy, _ = await start_proxy(
+        [f"web.test:{web.port}"], allow_private_upstreams=True, limits=ProxyLimits(max_clients=2)
+    )
+    idle = [await asyncio.open_connection("127.0.0.1", proxy.port) for _ in range(2)]
+    for _ in range(300):
+        if proxy.connections == 2:
+            break
+        await asyncio.sleep(0.01)
+    with contextlib.suppress(ConnectionResetError):
+        assert (
+            await _exchange(proxy.port, f"GET http://web.test:{web.port}/hello HTTP/1.0\r\n\r\n".encode())
+            == b""
+        )
+    for _, writer in idle:
+        writer.close()
+    for _ in range(300):
+        if proxy.connections == 0:
+            break
+        await asyncio.sleep(0.01)
+    response = await _exchange(proxy.port, f"GET http://web.test:{web.port}/hello HTTP/1.0\r\n\r\n".encode())
+    assert _status(response) == 200
+    assert [path for _, path, _ in web.seen] == ["/hello"]
+
+
+async def test_an_on_denied_that_raises_does_not_stop_the_refusal_nor_the_proxy() -> None:
+    def broken(entry: str) -> None:
+        raise RuntimeError("a broken session callback")
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    proxy = await EgressProxy.start(sock, [], on_denied=broken, resolver=_resolver)
+    try:
+        for _ in range(2):
+            response = await _exchange(proxy.port, b"CONNECT other.test:443 HTTP/1.1\r\n\r\n")
+            assert _status(response) == 403
+    finally:
+        await proxy.aclose()
+
+
 async def test_aclose_closes_open_tunnels_and_the_listening_socket(
     start_proxy: StartProxy, echo: _Echo
 ) -> None:
