@@ -613,7 +613,9 @@ class EgressProxy:
                     self._on_denied(target.entry)
                 except Exception:
                     logger.exception("sandbox proxy: on_denied failed")
-            raise _Refusal(403, "Forbidden", denial_text(target.entry))
+            # the reason phrase too: clients that hide a CONNECT refusal's body show the status line
+            reason = f"Forbidden by the dsh sandbox: {target.entry} is not in {SETTING}"
+            raise _Refusal(403, reason, denial_text(target.entry))
         return target
 
     async def _connect(

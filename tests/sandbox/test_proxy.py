@@ -351,6 +351,11 @@ async def test_a_domain_not_in_the_list_gets_a_403_naming_it_and_on_denied_once(
     assert _status(response) == 403
     assert f"other.test:{echo.port} is not in tools.sandbox.network.allow".encode() in _body(response)
     assert b"only the person can widen the sandbox" in _body(response)
+    status_line = response.split(b"\r\n", 1)[0]  # what urllib and pip print for a refused tunnel
+    assert (
+        status_line
+        == f"HTTP/1.1 403 Forbidden by the dsh sandbox: other.test:{echo.port} is not in tools.sandbox.network.allow".encode()
+    )
     response = await _exchange(proxy.port, b"GET http://other.test/ HTTP/1.1\r\n\r\n")
     assert _status(response) == 403 and b"dsh sandbox: other.test is not in" in _body(response)
     # an allowed name on a port its entry does not name
