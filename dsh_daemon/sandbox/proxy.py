@@ -372,7 +372,7 @@ async def _relay_exact(
     while length > 0:
         data = await asyncio.wait_for(src.read(min(length, _READ)), idle)
         if not data:
-            raise ConnectionResetError("closed in the middle of a body")
+            raise ValueError("closed in the middle of a body")
         dst.write(data)
         await asyncio.wait_for(dst.drain(), idle)  # a peer that stops reading is idle too
         length -= len(data)
@@ -418,10 +418,28 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     the client reads it."""
     if writer.can_write_eof():
         writer.write_eof()
-    async with asyncio.timeout(2.0):
-        dropped = 0
-        while dropped < 1024 * 1024 and (data := await reader.read(_READ)):
-            dropped += len(data)
+    with contextlib.suppress(TimeoutError, OSError):
+        async with asyncio.timeout(2.0):
+            while await reader.read(_READ):
+                pass
+
+
+class _UpstreamProtocol(asyncio.StreamReaderProtocol):
+    """An upstream that answers early (a 413 to an upload) and closes makes the proxy's next write
+    fail; asyncio then hands that error to the reader too, which would drop the answer already
+    buffered. Here the reader sees EOF after what was buffered; the write still fails."""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(None)
+
+
+async def _open_upstream(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """`asyncio.open_connection` with `_UpstreamProtocol`."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+    protocol = _UpstreamProtocol(reader, loop=loop)
+    transport, _ = await loop.create_connection(lambda: protocol, address, port)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:
@@ -665,7 +683,7 @@ class EgressProxy:
         failure: OSError | None = None
         for address in addresses:
             try:
-                return await asyncio.open_connection(address, target.port, limit=_STREAM_LIMIT)
+                return await _open_upstream(address, target.port)
             except OSError as error:
                 failure = error
         logger.info("sandbox proxy could not connect to %s: %s", target.entry, failure)
@@ -753,15 +771,23 @@ class EgressProxy:
             answer = asyncio.create_task(response.run())
             try:
                 done, _ = await asyncio.wait({body, answer}, return_when=asyncio.FIRST_COMPLETED)
-                if body in done and body.exception() is not None:
+                failure = body.exception() if body in done else None
+                if isinstance(failure, ValueError) or (failure and writer.transport.is_closing()):
+                    # the client's body is malformed or cut short, or the client is gone
                     answer.cancel()
-                    if not response.started:
+                    if not response.started and isinstance(failure, ValueError):
                         raise _bad("a malformed or incomplete request body")
                     return False
+                # else the upstream stopped taking the body (an early 413, a reset): its answer, if
+                # it gave one, still goes to the client
                 reusable = await answer
-                if not body.done():
-                    return False  # answered before the whole body came: the rest is unread
-                return reusable and keep_alive and body.exception() is None
+                if not body.done() or body.exception() is not None:
+                    # answered before the whole body went up: the client may still be sending it
+                    body.cancel()
+                    await asyncio.gather(body, return_exceptions=True)
+                    await _linger(reader, writer)
+                    return False
+                return reusable and keep_alive
             finally:
                 for side in (body, answer):
                     side.cancel()

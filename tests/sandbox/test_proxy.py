@@ -658,6 +658,46 @@ async def test_an_upstream_that_breaks_http_gets_a_502(start_proxy: StartProxy) 
         server.close()
 
 
+async def test_an_upstream_that_answers_before_reading_an_upload_gets_its_answer_through(
+    start_proxy: StartProxy,
+) -> None:
+    """An early 413 (or 401) to a large upload: the upstream answers and closes without reading the
+    body, so sending the body upstream fails; the client still gets the answer."""
+
+    async def early(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!"
+        )
+        await writer.drain()
+        writer.close()  # the body the proxy still sends is refused (a reset)
+
+    server = await asyncio.start_server(early, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        proxy, _ = await start_proxy([f"web.test:{port}"], allow_private_upstreams=True)
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        size = 16 * 1024 * 1024
+        writer.write(
+            f"POST http://web.test:{port}/upload HTTP/1.1\r\nContent-Length: {size}\r\n\r\n".encode()
+        )
+
+        async def upload() -> None:
+            with contextlib.suppress(OSError):
+                for _ in range(size // 65536):
+                    writer.write(b"u" * 65536)
+                    await writer.drain()
+
+        uploading = asyncio.create_task(upload())
+        response = await asyncio.wait_for(reader.readuntil(b"too big!"), WAIT)
+        assert response.startswith(b"HTTP/1.1 413 Payload Too Large\r\n")
+        uploading.cancel()
+        await asyncio.gather(uploading, return_exceptions=True)
+        writer.close()
+    finally:
+        server.close()
+
+
 async def test_an_unknown_name_gets_a_502_saying_it_could_not_be_resolved(start_proxy: StartProxy) -> None:
     proxy, _ = await start_proxy(["unknown.test"])
     response = await _exchange(proxy.port, b"CONNECT unknown.test:443 HTTP/1.1\r\n\r\n")
