@@ -345,7 +345,7 @@ class CommandSandbox:
         if sock is None:
             return None
         try:
-            from dsh_daemon.sandbox.proxy import EgressProxy  # type: ignore[import-not-found,unused-ignore]
+            from dsh_daemon.sandbox.proxy import EgressProxy
         except ImportError:  # pragma: no cover - no proxy built: the socket stays unserved (no network)
             return None
         return await EgressProxy.start(sock, policy.network_allow, on_denied=self._denied_domains.append)
