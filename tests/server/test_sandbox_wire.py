@@ -285,3 +285,22 @@ async def test_the_mode_changes_live_with_the_settings(tmp_path: Path, fake: Fak
 
 def test_probe_environment_is_clean() -> None:
     assert "DSH_SANDBOX_LAYERS" not in os.environ  # the knob is set per daemon, never for the test run
+
+
+@confined_here
+async def test_a_domain_the_proxy_refuses_is_named_in_the_denial(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """The proxy's refusal feeds the note: the domain, and that only the person can widen it. Offline:
+    the proxy refuses before any lookup or connection."""
+    fetch = f"{sys.executable} -c \"import urllib.request; urllib.request.urlopen('http://blocked.example.org/x')\""
+    fake.script(*commands(fetch))
+    d, sid, _work = await session(tmp_path, fake, tools={"sandbox": {"network": {"allow": ["pypi.org"]}}})
+    try:
+        await run_turn(d, sid)
+        (result,) = tool_results(d, sid)
+        assert code(result) == "SANDBOX_DENIED", text(result)
+        assert "domains refused by the proxy: blocked.example.org" in text(result)
+        assert d.permission_requests == []
+        status = d.of(sid, "sandbox/status")[-1]["data"]
+        assert status["network"] == ["pypi.org"]
+    finally:
+        await stop_daemon(d)
