@@ -188,7 +188,7 @@ class CommandSandbox:
         """Whether a command run now would be confined (not whether the machine can confine it)."""
         return self.mode != "full-access"
 
-    def level(self) -> SandboxLevel | unconfined.SandboxLevel:
+    def level(self) -> SandboxLevel:
         """What this machine gives (probed once per process; may fork a short-lived probe); once the
         session's sandbox started, what it really reached (layer 1 may have failed at its start)."""
         if self._sandbox is not None:

@@ -14,26 +14,10 @@ import signal as signals
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from dsh_daemon.sandbox.policy import SandboxPolicy, SandboxUnavailable
+from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
 from dsh_daemon.tools import proctree
-
-
-@dataclass(frozen=True)
-class SandboxLevel:
-    landlock_abi: int | None
-    seccomp: bool
-    namespaces: bool
-    reasons: tuple[str, ...]
-
-    def describe(self) -> str:
-        return "unconfined; " + "; ".join(self.reasons)
-
-    @property
-    def confined(self) -> bool:
-        return False
 
 
 def probe_level() -> SandboxLevel:

@@ -205,13 +205,18 @@ async def test_a_refused_widening_runs_nothing_and_says_so(tmp_path: Path, fake:
 async def test_full_access_asks_as_before_and_an_explicit_ask_still_asks(
     tmp_path: Path, fake: FakeDeepSeek
 ) -> None:
-    fake.script(*commands("echo hi"))
+    fake.script(*commands("echo hi; env"))
     d, sid, _work = await session(tmp_path, fake, tools={"sandbox": "full-access"})
     try:
         await run_turn(d, sid)
         (asked,) = d.permission_requests
-        assert asked["title"] == "Run: echo hi" and asked["preview"]["sandbox"] == "full-access"
-        assert "hi" in text(tool_results(d, sid)[0])
+        assert asked["title"] == "Run: echo hi; env" and asked["preview"]["sandbox"] == "full-access"
+        output = text(tool_results(d, sid)[0])
+        assert "hi" in output
+        # Unconfined too, the command's environment has none of the daemon's secrets.
+        names = {line.split("=", 1)[0] for line in output.splitlines() if "=" in line}
+        assert "PATH" in names and not {n for n in names if n.startswith(("DSH_", "DEEPSEEK_"))}, names
+        assert SECRET not in output
     finally:
         await stop_daemon(d)
     if not probe_level().confined:

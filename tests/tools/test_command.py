@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_daemon.tools import sandboxing
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.sandboxing import LAYERS_VARIABLE, probe_level
 from dsh_daemon.tools.workspace import Workspace
@@ -236,3 +237,19 @@ def _running_with(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+async def test_off_linux_only_full_access_runs_and_confined_modes_refuse(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the fork server cannot run (not Linux), the stand-in runs full-access; a confined mode
+    refuses and says why, never running the command unconfined."""
+    monkeypatch.setattr(sandboxing, "ON_LINUX", False)
+    kit = build_tool_registry(Workspace([root]), config={"sandbox": "full-access"})
+    assert text_of(await run_tool(kit, "run_command", {"command": "echo hi"})) == "hi\n[exit code 0]"
+    confined = build_tool_registry(Workspace([root]))
+    refused = await run_tool(confined, "run_command", {"command": "touch made"})
+    assert refused.error_code == "SANDBOX_UNAVAILABLE" and "full-access" in text_of(refused)
+    assert not (root / "made").exists()
+    status = confined.sandbox.status()
+    assert status["available"] is False and status["level"].startswith("unconfined")
