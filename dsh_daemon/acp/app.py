@@ -76,6 +76,7 @@ def capabilities() -> dict[str, Any]:
             "resume": {},
             "close": {},
             "delete": {},
+            "fork": {},
             "additionalDirectories": {},
         },
         "_meta": {
@@ -153,6 +154,8 @@ class Daemon:
         # What `initialize` gave, for the front end built at the first session request.
         self._options: DaemonOptions | None = None
         self._client_capabilities: Any = None
+        # Per session, the text blocks of its recent prompts here (commands.parse skips re-sent ones).
+        self._typed_before: dict[str, commands.EarlierTexts] = {}
         self.shutting_down = False
         # config.json's left-out entries: `_dsh/notice` for clients that read it, and a message in
         # every session this connection opens, which any ACP client shows (`_tell_session`)
@@ -179,12 +182,19 @@ class Daemon:
             settle()  # the machinery is imported by the preload (waited for here), or now
             from dsh_daemon.acp.files import FsCapabilities
             from dsh_daemon.acp.frontend import AcpFrontEnd
+            from dsh_daemon.acp.sessionstate import takes_booleans
             from dsh_daemon.acp.terminals import offers_terminal
 
             fs = FsCapabilities.parse(self._client_capabilities)
             terminal = offers_terminal(self._client_capabilities)
             self._front_end = AcpFrontEnd(
-                self.connection, self.settings.state_dir, options, fs, terminal=terminal, early=self._early
+                self.connection,
+                self.settings.state_dir,
+                options,
+                fs,
+                terminal=terminal,
+                booleans=takes_booleans(self._client_capabilities),
+                early=self._early,
             )
         if self._early is not None and self._early.pending:
             self._wire_early(self._front_end)
@@ -226,6 +236,7 @@ class Daemon:
         c.request("session/new")(self.session_new)
         c.request("session/load")(self.session_load)
         c.request("session/resume")(self.session_resume)
+        c.request("session/fork")(self.session_fork)
         c.request("session/list")(self.session_list)
         c.request("session/close")(self.session_close)
         c.request("session/delete")(self.session_delete)
@@ -316,7 +327,7 @@ class Daemon:
         first (`front_end`): a `session/prompt` sent at once waits for it. Everything here is among
         `PRELOAD_FIRST` (the connection waited for those only): nothing else may be imported here."""
         options = self._check_ready()
-        from dsh_daemon.acp.sessionstate import config_options, mode_state
+        from dsh_daemon.acp.sessionstate import config_options, mode_state, takes_booleans
         from dsh_daemon.host.early import EarlySessions
         from dsh_daemon.host.models import ModelSettings, configured_models
 
@@ -332,7 +343,12 @@ class Daemon:
         return {
             "sessionId": session_id,
             "modes": mode_state("ask"),  # a new session's mode
-            "configOptions": config_options(configured_models(provider), ModelSettings().effective(provider)),
+            "configOptions": config_options(
+                configured_models(provider),
+                ModelSettings().effective(provider),
+                "ask",
+                booleans=takes_booleans(self._client_capabilities),
+            ),
         }
 
     def session_load(self, raw: Any, rid: RequestId) -> dict[str, Any]:
@@ -354,6 +370,24 @@ class Daemon:
         self.front_end.resume(session_id, cwd, _dirs(p, method), servers)
         self._tell_session(session_id)
         return self._session_state(session_id)
+
+    def session_fork(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{sessionId, cwd, additionalDirectories?, mcpServers?}` → a new session like `session/new`'s
+        answer: `dsh/session/fork` at the last turn that ended (a running turn is left out, as is the
+        queue), opened here without a replay (the client shows the history it already has)."""
+        method = "session/fork"
+        p = _object(raw, method)
+        session_id = _str(p, "sessionId", method)
+        cwd = _cwd(p, method, required=False)
+        host = self.front_end.host
+        turns = host.transcript(session_id, None, 2).get("turns") or []
+        ended = [int(t["turn"]) for t in turns if "end" in t]
+        if not ended:
+            raise errors.invalid_params(f"{method}: the session has no finished turn to fork from")
+        forked = host.fork(session_id, max(ended), None)
+        self.front_end.resume(forked, cwd, _dirs(p, method), _mcp(p, method))
+        self._tell_session(forked)
+        return {"sessionId": forked, **self._session_state(forked)}
 
     def _session_state(self, session_id: str) -> dict[str, Any]:
         front_end = self.front_end
@@ -402,11 +436,14 @@ class Daemon:
         method = "session/prompt"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
-        command = commands.parse(p.get("prompt"))
+        blocks = p.get("prompt")
+        earlier = self._typed_before.setdefault(session_id, commands.EarlierTexts())
+        command = commands.parse(blocks, repeats=earlier)
+        earlier.remember(blocks)
         if command is not None:
             if command.name in commands.NEED_THE_MODEL:
                 self._check_api_key()
-            return self._run_command(session_id, command)
+            return self._run_command(session_id, rid, command)
         self._check_api_key()
         parts = self._prompt(p, session_id)
         return self.front_end.prompt(session_id, rid, parts)
@@ -420,8 +457,13 @@ class Daemon:
         update = {"sessionUpdate": "agent_message_chunk", "content": content}
         self.connection.notify("session/update", {"sessionId": session_id, "update": update})
 
-    async def _run_command(self, session_id: str, command: commands.SlashCommand) -> dict[str, Any]:
-        """A slash command: done now, answered `end_turn` with a line saying what it did."""
+    async def _run_command(
+        self, session_id: str, rid: RequestId, command: commands.SlashCommand
+    ) -> dict[str, Any]:
+        """A slash command, answered `end_turn` with a line saying what it did; or, when it starts a
+        turn, answered when that work ends: clients drop updates that arrive outside a prompt (a
+        permission asked in such a turn could never be answered), so a turn a command starts runs
+        inside the `session/prompt` that asked for it (protocol.md, "ACP mode")."""
         front_end = self.front_end
         hosted = front_end.session(session_id)
         name, argument = command.name, command.argument
@@ -430,16 +472,23 @@ class Daemon:
                 raise errors.invalid_params(f"/{name} needs a prompt after it")
             running = hosted.status == "running"
             parts = self._prompt({"prompt": command.prompt()}, session_id)
-            front_end.send(session_id, parts, "followup" if name == "queue" else name)
+            if name == "queue" or (name == "steer" and not running):
+                # A prompt by another name: queued durably, answered when its own turn ends.
+                if running:
+                    self._say(session_id, "Queued: it runs after the current turn.\n\n")
+                answer: dict[str, Any] = await front_end.prompt(session_id, rid, parts)
+                return answer
+            front_end.send(session_id, parts, name)
             said = {
-                "queue": "Queued: it runs after the current turn.",
                 "steer": "Steering: the running turn takes it at its next step.",
                 "inject": "Added as context for the next model request.",
             }[name]
-            if name == "steer" and not running:
-                said = "Nothing was running: started a turn with it."
         elif name == "wake":
-            said = "Running the queue." if hosted.wake() else "Nothing queued to run."
+            if not hosted.wake():
+                said = "Nothing queued to run."
+            else:
+                self._say(session_id, "Running the queue.\n\n")
+                return await self._until_idle(hosted)
         elif name == "drop":
             inbox = hosted.inbox()
             ids = [item["id"] for key in ("nextTurn", "nextStep") for item in inbox.get(key, [])]
@@ -461,16 +510,24 @@ class Daemon:
             front_end.host.rename(session_id, argument, method="/rename")
             said = f"Renamed to “{argument}”."
         else:  # model
-            if argument:
+            if argument:  # the durable session/settings it writes is the client's config_option_update
                 front_end.host.set_model_setting(session_id, "model", argument, method="/model")
-                options = front_end.config_options(session_id)
-                update = {"sessionUpdate": "config_option_update", "configOptions": options}
-                self.connection.notify("session/update", {"sessionId": session_id, "update": update})
             models, (model, _thinking, _effort) = front_end.host.model_settings(session_id)
             offered = ", ".join(m["id"] for m in models)
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
         self._say(session_id, said)
         return {"stopReason": "end_turn"}
+
+    async def _until_idle(self, hosted: Any) -> dict[str, Any]:
+        """The answer of a prompt that woke the queue: when the driver has retired, the way the last
+        turn it ran ended (`prompts.answer_for`)."""
+        from dsh_daemon.acp.prompts import answer_for
+        from dsh_daemon.model.events import TURN_END
+        from dsh_daemon.model.payloads import TurnEnded
+
+        await hosted.agent.when_idle()
+        ends = [e for e in reversed(hosted.agent.log.events) if e.type == TURN_END]
+        return answer_for(TurnEnded.of(ends[0]).reason) if ends else {"stopReason": "end_turn"}
 
     async def _rewind(self, session_id: str, command: commands.SlashCommand) -> str:
         """`/undo [force]` and `/rewind [N [files|conversation] [force]]` on the host's rewind
@@ -529,13 +586,26 @@ class Daemon:
         return {}
 
     def session_set_config_option(self, raw: Any, rid: RequestId) -> dict[str, Any]:
-        """`{sessionId, configId, value}` → `{configOptions}`: the model, thinking, reasoning effort."""
+        """`{sessionId, configId, value}` → `{configOptions}`: the mode, the model, thinking, reasoning
+        effort. `mode` is `session/set_mode` by another name (the client hears `current_mode_update` and
+        `config_option_update` both); `thinking` takes `true`/`false` or the select's `on`/`off`."""
         method = "session/set_config_option"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
         config_id = _str(p, "configId", method)
+        value = p.get("value")
+        host = self.front_end.host
         self.front_end.session(session_id)
-        self.front_end.host.set_model_setting(session_id, config_id, p.get("value"), method=method)
+        if config_id == "mode":
+            if not isinstance(value, str):
+                raise errors.invalid_params(f"{method}: mode takes one of ask, accept-edits, plan")
+            host.set_mode(session_id, value, method=method)
+        else:
+            from dsh_daemon.acp.sessionstate import ON_OFF
+
+            if config_id == "thinking" and isinstance(value, str) and value in ON_OFF:
+                value = ON_OFF[value]
+            host.set_model_setting(session_id, config_id, value, method=method)
         return {"configOptions": self.front_end.config_options(session_id)}
 
     def session_cancel(self, raw: Any) -> None:

@@ -9,7 +9,7 @@ stream into the chat). A prompt whose first word is not a known command is an or
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,11 +52,51 @@ class SlashCommand:
         return [*head, *self.rest]
 
 
-def parse(blocks: Any) -> SlashCommand | None:
-    """The command a prompt starts with (`/name args…` in its first block, a text block), if any."""
+class EarlierTexts:
+    """The text blocks of a session's recent prompts on this connection (bounded), so that `parse`
+    can tell a re-sent block from one the person just typed."""
+
+    KEEP = 32
+
+    def __init__(self) -> None:
+        self._texts: dict[str, None] = {}  # insertion-ordered set
+
+    def __contains__(self, text: object) -> bool:
+        return isinstance(text, str) and text.strip() in self._texts
+
+    def remember(self, blocks: Any) -> None:
+        if not isinstance(blocks, Sequence) or isinstance(blocks, str):
+            return
+        for block in blocks:
+            if (
+                isinstance(block, Mapping)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ):
+                self._texts.pop(block["text"].strip(), None)
+                self._texts[block["text"].strip()] = None
+        while len(self._texts) > self.KEEP:
+            del self._texts[next(iter(self._texts))]
+
+
+def parse(blocks: Any, *, repeats: Container[str] = ()) -> SlashCommand | None:
+    """The command a prompt starts with (`/name args…` in the first text block the person typed),
+    if any. Leading text blocks that repeat an earlier prompt's text (`repeats`) are skipped, and
+    dropped with the command: a client may re-send a cancelled prompt ahead of the next one
+    (CodeCompanion does), which put a command typed right after a cancel in block 1, where it went
+    to the model. When every block is a repeat, the last one is read (the person typed the same
+    command again)."""
     if not isinstance(blocks, Sequence) or isinstance(blocks, str) or not blocks:
         return None
-    first = blocks[0]
+    start = 0
+    while (
+        start < len(blocks) - 1
+        and isinstance(blocks[start], Mapping)
+        and blocks[start].get("type") == "text"
+        and blocks[start].get("text") in repeats
+    ):
+        start += 1
+    first = blocks[start]
     if not isinstance(first, Mapping) or first.get("type") != "text":
         return None
     if not isinstance(first.get("text"), str):
@@ -68,7 +108,9 @@ def parse(blocks: Any) -> SlashCommand | None:
     name = word.strip()
     if name not in NAMES:
         return None
-    return SlashCommand(name, argument.strip(), tuple(b for b in blocks[1:] if isinstance(b, Mapping)))
+    return SlashCommand(
+        name, argument.strip(), tuple(b for b in blocks[start + 1 :] if isinstance(b, Mapping))
+    )
 
 
 @dataclass(frozen=True)
@@ -137,7 +179,9 @@ def rewind_said(result: Mapping[str, Any], cwd: str, *, turn: int, retry: str, c
             f"The conversation is back to before turn {turn}: the model no longer sees turn {turn} or later "
             "(they stay on screen)."
         )
-    if not restored and not deleted and not result.get("notRestorable"):
+    if result.get("wroteNoFile"):
+        lines.insert(0, "No file was written: the files still hold what the agent's changes left.")
+    elif not restored and not deleted and not result.get("notRestorable"):
         lines.insert(0, "No file to restore.")
     return "\n".join(lines)
 

@@ -164,6 +164,13 @@ def prompt_parts(blocks: Any, workspace: Workspace, *, field: str = "prompt") ->
             texts.append({"type": "text", "text": block["text"]})
         elif kind in ("resource", "resource_link"):
             attachments.append(_block_message(block, index, workspace, field))
+        elif kind in ("image", "audio"):
+            # Never dropped silently: the model would answer a prompt the person did not send.
+            raise invalid_params(
+                f"{field}[{index}]: the model takes text only (promptCapabilities.{kind} is false), so "
+                f"this {kind} cannot be sent: nothing was sent. Describe it in words, or attach the file "
+                "it came from as a resource"
+            )
         else:
             raise invalid_params(
                 f"{field}[{index}]: content blocks of type {shown(repr(kind))} are not supported"

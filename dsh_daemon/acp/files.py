@@ -102,7 +102,7 @@ class ClientFiles:
 
     # ---- EditApplier ---------------------------------------------------------------------------------
 
-    async def apply(self, edit: ComputedEdit) -> str | None:
+    async def apply(self, edit: ComputedEdit, signal: AbortSignal | None = None) -> str | None:
         if not self.capabilities.write:
             await self._disk.apply(edit)
             self._texts.pop(edit.path, None)

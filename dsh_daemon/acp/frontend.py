@@ -8,6 +8,7 @@ effect in the order they arrive.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from dsh_daemon.acp.terminals import AcpEditor, ClientTerminals
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.acp.updates import Translator, iso_time
 from dsh_daemon.host.early import EarlySessions
+from dsh_daemon.host.errors import WireError
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions, ServerSource
 from dsh_daemon.host.port import (
@@ -36,7 +38,7 @@ from dsh_daemon.host.port import (
     NoEditor,
     Workspace,
 )
-from dsh_daemon.host.sessions import DrivenElsewhere, SessionHost
+from dsh_daemon.host.sessions import HOLDER_CHECK_S, DrivenElsewhere, SessionHost
 from dsh_daemon.model.events import SESSION_LEASE, Event
 from dsh_daemon.model.inbox import PRESETS, Target
 
@@ -62,6 +64,13 @@ class AcpView:
     book: PromptBook
     workspace: Workspace
     deferred: list[str]  # message ids of the prompts kept for the holder to let go
+    watch: asyncio.Task[None] | None = None  # while prompts are kept: is the holder still answering?
+
+    def close(self) -> None:
+        """No longer followed here: prompts still waiting are answered `cancelled`."""
+        if self.watch is not None:
+            self.watch.cancel()
+        self.book.close()
 
 
 class AcpFrontEnd:
@@ -73,6 +82,7 @@ class AcpFrontEnd:
         fs: FsCapabilities,
         *,
         terminal: bool = False,
+        booleans: bool = False,
         early: EarlySessions | None = None,
     ) -> None:
         """`early`: sessions created before this front end (`Daemon.session_new`), wired by the
@@ -80,8 +90,13 @@ class AcpFrontEnd:
         self.connection = connection
         self.fs = fs
         self.terminal = terminal  # the client offers `terminal/*`
+        self.booleans = booleans  # the client takes boolean config options (sessionstate.takes_booleans)
         self.driven: dict[str, AcpSession] = {}
         self.viewing: dict[str, AcpView] = {}  # sessions loaded while another process drives them
+        # Per session, the ids of the messages this connection sent: another's prompt entering the
+        # conversation is shown as a user message (Translator.live), so its answer starts a reply
+        # of its own instead of being glued onto the last one shown.
+        self.sent_here: dict[str, set[str]] = {}
         self.host = SessionHost(state_dir, options, self, early=early)
 
     # ---- the front-end port (host/port.py) ---------------------------------------------------------------
@@ -91,6 +106,8 @@ class AcpFrontEnd:
         # here (or goes on from its read-only view). One ClientFiles is its document source and its
         # edit applier.
         view = self.viewing.pop(session_id, None)
+        if view is not None and view.watch is not None:
+            view.watch.cancel()  # driven here now: its kept prompts run here
         translator = self._translator(session_id, workspace) if view is None else view.translator
         files = ClientFiles(self.connection, session_id, workspace, self.fs)
         self.driven[session_id] = AcpSession(files, translator, PromptBook() if view is None else view.book)
@@ -105,6 +122,8 @@ class AcpFrontEnd:
             cwd=str(workspace.cwd),
             context_window=options.context_window(options.model),
             title=lambda: self._title(session_id),
+            config_options=lambda mode: self.config_options(session_id, mode),
+            sent_here=lambda message_id: message_id in self.sent_here.get(session_id, ()),
         )
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
@@ -156,7 +175,7 @@ class AcpFrontEnd:
         if deleted:
             view = self.viewing.pop(session_id, None)
             if view is not None:
-                view.book.close()
+                view.close()
 
     # ---- following a session another process drives ------------------------------------------------
 
@@ -180,6 +199,9 @@ class AcpFrontEnd:
                 f"This chat is now driven by another dsh-daemon (process {holder.get('pid')}); "
                 "you see it live here, and a prompt you send runs here once that process lets go."
             )
+        # Whoever drives it now, the session's own choices are the durable ones: show them (a
+        # picker left on a choice another process changed would lie).
+        state.translator.options_changed()
 
     def _title(self, session_id: str) -> str | None:
         try:
@@ -234,13 +256,22 @@ class AcpFrontEnd:
         view.translator.title_changed()
         if attached.holder is None:
             return  # let go meanwhile: driven here already
-        if attached.status == "running":
+        try:
+            host.check_holder_answers(session_id)
+        except WireError:
             view.translator.notice(
-                f"This chat is open in another dsh-daemon (process {busy.pid}) that is running a turn: "
-                "you see it live here. A prompt you send now is kept and runs here once it has finished "
-                "(that turn and the prompts queued there)."
+                f"This chat is held by process {busy.pid} on this host, which has not answered as a "
+                "dsh-daemon for a while: it cannot hand the chat over, so a prompt sent here is refused "
+                "until that process ends (you see the chat as it is)."
             )
-        host.take_over(session_id)
+        else:
+            if attached.status == "running":
+                view.translator.notice(
+                    f"This chat is open in another dsh-daemon (process {busy.pid}) that is running a turn: "
+                    "you see it live here. A prompt you send now is kept and runs here once it has "
+                    "finished (that turn and the prompts queued there)."
+                )
+        host.take_over(session_id)  # (should a stopped holder come back, it hands the chat over)
 
     def resume(
         self,
@@ -260,15 +291,21 @@ class AcpFrontEnd:
         """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
         view = self.viewing.pop(session_id, None)
         if view is not None:
-            view.book.close()  # its kept prompts stay in the store: whoever drives the session runs them
+            view.close()  # its kept prompts stay in the store: whoever drives the session runs them
             self.host.detach(session_id)
             return
         self.session(session_id)
         await self.host.close_session(session_id)
 
     def list(self, cwd: str | None) -> list[dict[str, Any]]:
+        """The sessions to resume. One nobody has prompted yet (no prompt, nothing queued) is left out
+        unless this connection has it open: clients create a session per new chat, and a list
+        filled with empty ones buries the real work (ACP clients show it as their history)."""
         out = []
         for info in self.host.list_sessions(cwd).sessions:
+            opened_here = info.session_id in self.driven or info.session_id in self.viewing
+            if info.last_prompt is None and not info.pending and not opened_here:
+                continue
             row: dict[str, Any] = {
                 "sessionId": info.session_id,
                 "cwd": info.cwd or "",
@@ -280,10 +317,12 @@ class AcpFrontEnd:
             out.append(row)
         return out
 
-    def config_options(self, session_id: str) -> builtins.list[dict[str, Any]]:
-        """ACP `SessionConfigOption`s: the model picker, thinking on/off, the reasoning effort."""
+    def config_options(self, session_id: str, mode: str | None = None) -> builtins.list[dict[str, Any]]:
+        """ACP `SessionConfigOption`s: the mode, the model picker, thinking on/off, the reasoning
+        effort (`mode`: the one just set, when the caller knows it)."""
         models, current = self.host.model_settings(session_id)
-        return config_options(models, current)
+        chosen = mode if mode is not None else self.host.mode(session_id)
+        return config_options(models, current, chosen, booleans=self.booleans)
 
     def modes(self, session_id: str) -> dict[str, Any]:
         """ACP `SessionModeState`: the session's mode and the three there are."""
@@ -297,9 +336,15 @@ class AcpFrontEnd:
 
     # ---- input ---------------------------------------------------------------------------------------
 
+    def _mark_sent(self, session_id: str, parts: PromptParts) -> None:
+        sent = self.sent_here.setdefault(session_id, set())
+        sent.add(parts.message.id)
+        sent.update(a.id for a in parts.attachments)
+
     def send(self, session_id: str, parts: PromptParts, preset: str) -> str:
         """`parts` sent the way `preset` (followup, steer, inject) sends."""
         target, wakeup = PRESETS[preset]
+        self._mark_sent(session_id, parts)
         return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, preset)
 
     def prompt(self, session_id: str, request_id: RequestId, parts: PromptParts) -> Any:
@@ -308,7 +353,9 @@ class AcpFrontEnd:
         or in whichever process drives the session next, should this one end first)."""
         view = self.viewing.get(session_id)
         if view is not None and session_id not in self.driven:
+            self.host.check_holder_answers(session_id)  # no handover will come from a silent holder
             future = view.book.add(request_id, parts.message.id)
+            self._mark_sent(session_id, parts)
             try:
                 self.host.defer_send(session_id, parts.message, parts.attachments)
             except BaseException:
@@ -317,6 +364,8 @@ class AcpFrontEnd:
             view.deferred.append(parts.message.id)
             logger.info("session %s: prompt %s kept until its holder lets go", session_id, request_id)
             self.host.take_over(session_id)
+            if view.watch is None or view.watch.done():
+                view.watch = asyncio.get_running_loop().create_task(self._watch_holder(session_id, view))
             return future
         self.session(session_id)
         book = self.driven[session_id].book
@@ -327,6 +376,26 @@ class AcpFrontEnd:
             book.drop(parts.message.id)
             raise
         return future
+
+    async def _watch_holder(self, session_id: str, view: AcpView) -> None:
+        """While prompts are kept for a holder to let go: should it stop heartbeating (stopped,
+        hung, gone with its pid taken by another program), they are withdrawn and answered
+        `session_busy` naming it, rather than kept for a handover that will not come."""
+        while view.deferred and self.viewing.get(session_id) is view and session_id not in self.driven:
+            await asyncio.sleep(HOLDER_CHECK_S)
+            if not view.deferred or self.viewing.get(session_id) is not view or session_id in self.driven:
+                return
+            try:
+                self.host.check_holder_answers(session_id)
+            except WireError as silent:
+                for message_id in view.deferred:
+                    self.host.drop_deferred_send(session_id, message_id)
+                view.deferred.clear()
+                view.book.fail(silent)
+                logger.warning("session %s: kept prompts withdrawn: %s", session_id, silent.message)
+                return
+            except Exception:  # the store could not be read (a deleted session): the next poll says so
+                logger.exception("session %s: checking its holder failed", session_id)
 
     def revoke(self, request_id: RequestId) -> bool:
         """`$/cancel_request` for a prompt: removed from the queue (answered -32800) if still pending."""
@@ -361,6 +430,7 @@ class AcpFrontEnd:
         hosted = self.session(session_id)
         book = self.driven[session_id].book
         book.rebind(message_id, parts.message.id)
+        self._mark_sent(session_id, parts)
         try:
             hosted.replace(message_id, parts.message, parts.attachments or None)
         except BaseException:
@@ -374,4 +444,7 @@ class AcpFrontEnd:
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; queued input stays parked for the next load."""
+        for view in self.viewing.values():
+            if view.watch is not None:
+                view.watch.cancel()
         await self.host.aclose()

@@ -19,7 +19,7 @@ from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host.errors import WireError, request_cancelled, turn_failed
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.events import Event
-from dsh_daemon.model.payloads import InboxClaimed, InboxDiscarded, InboxInserted, TurnEnded
+from dsh_daemon.model.payloads import InboxClaimed, InboxDiscarded, InboxInserted, TurnEnded, TurnUsage
 from dsh_daemon.model.wire import TurnEndReason
 
 STOP_REASONS = {
@@ -31,11 +31,32 @@ STOP_REASONS = {
 }
 
 
-def answer_for(reason: TurnEndReason) -> dict[str, Any]:
-    """A turn's end reason as a `session/prompt` result (an error turn raises its typed error)."""
+def answer_for(reason: TurnEndReason, usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A turn's end reason as a `session/prompt` result (an error turn raises its typed error), with
+    the turn's token usage (`turn/usage`) as ACP's `usage` when the provider reported any."""
     if reason.kind == "error":
         raise turn_failed(reason.error)
-    return {"stopReason": STOP_REASONS.get(reason.kind, "end_turn")}
+    answer: dict[str, Any] = {"stopReason": STOP_REASONS.get(reason.kind, "end_turn")}
+    if usage is not None:
+        answer["usage"] = acp_usage(usage)
+    return answer
+
+
+def acp_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+    """dsh's `Usage` (protocol.md §7) as ACP's: input and output tokens, their sum, and the cache
+    reads and reasoning tokens where the provider counted them."""
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    inputs, outputs = count("inputTokens") or 0, count("outputTokens") or 0
+    out = {"inputTokens": inputs, "outputTokens": outputs, "totalTokens": inputs + outputs}
+    if (cached := count("cacheReadTokens")) is not None:
+        out["cachedReadTokens"] = cached
+    if (thought := count("reasoningTokens")) is not None:
+        out["thoughtTokens"] = thought
+    return out
 
 
 @dataclass
@@ -51,6 +72,7 @@ class PromptBook:
     def __init__(self) -> None:
         self._by_message: dict[str, PendingPrompt] = {}
         self._moving: set[str] = set()  # ids an inbox move takes out and puts back: not discarded
+        self._usage: dict[int, Mapping[str, Any]] = {}  # turn -> its `turn/usage`, until it ends
 
     @contextlib.contextmanager
     def moving(self, message_id: str) -> Iterator[None]:
@@ -104,14 +126,23 @@ class PromptBook:
             prompt = self._by_message.get(_message_id(InboxDiscarded.of(event).message))
             if prompt is not None and prompt.turn is None and prompt.message_id not in self._moving:
                 self._settle(prompt, request_cancelled() if prompt.revoked else {"stopReason": "cancelled"})
+        elif event.type == ev.USAGE:
+            used = TurnUsage.of(event)
+            self._usage[used.turn] = used.usage
         elif event.type == ev.TURN_END:
             ended = TurnEnded.of(event)
+            usage = self._usage.pop(ended.turn, None)
             for prompt in [p for p in self._by_message.values() if p.turn == ended.turn]:
                 try:
-                    result: dict[str, Any] | WireError = answer_for(ended.reason)
+                    result: dict[str, Any] | WireError = answer_for(ended.reason, usage)
                 except WireError as exc:
                     result = exc
                 self._settle(prompt, result)
+
+    def fail(self, error: WireError) -> None:
+        """Every prompt still waiting is answered with `error`."""
+        for prompt in list(self._by_message.values()):
+            self._settle(prompt, error)
 
     def close(self) -> None:
         """The session closed: every prompt still waiting is answered `cancelled`."""

@@ -6,7 +6,7 @@ agent and the tools are loaded (`host/early.py`), and every later reply builds t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MODES: tuple[dict[str, str], ...] = (
@@ -21,11 +21,53 @@ def mode_state(mode: str) -> dict[str, Any]:
     return {"currentModeId": mode, "availableModes": list(MODES)}
 
 
-def config_options(models: Sequence[dict[str, Any]], current: tuple[str, bool, str]) -> list[dict[str, Any]]:
-    """ACP `SessionConfigOption`s: the model picker, thinking on/off, the reasoning effort, from the
-    models offered and the session's (model, thinking, reasoning effort)."""
+def takes_booleans(client_capabilities: Any) -> bool:
+    """Whether the client said it shows `type: "boolean"` config options
+    (`clientCapabilities.session.configOptions.boolean`, an object): ACP lets an agent send them only
+    then, and a client that does not (CodeCompanion) shows an error in place of the option."""
+    session = client_capabilities.get("session") if isinstance(client_capabilities, Mapping) else None
+    options = session.get("configOptions") if isinstance(session, Mapping) else None
+    return isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping)
+
+
+ON_OFF = {"on": True, "off": False}  # the `thinking` select offered to clients without booleans
+
+
+def config_options(
+    models: Sequence[dict[str, Any]], current: tuple[str, bool, str], mode: str, *, booleans: bool
+) -> list[dict[str, Any]]:
+    """ACP `SessionConfigOption`s: the session's mode, the model picker, thinking on/off, the reasoning
+    effort, from the models offered, the session's (model, thinking, reasoning effort) and its mode.
+
+    The mode is a config option too, as the reference agents offer it: a client that supports config
+    options may ignore `modes` (the spec allows it; CodeCompanion has no `session/set_mode`). Thinking
+    is a boolean only for a client that takes booleans (`takes_booleans`), else an `on`/`off` select."""
     model, thinking, effort = current
+    thinking_option: dict[str, Any] = {
+        "id": "thinking",
+        "name": "Thinking",
+        "description": "Let the model reason before it answers",
+        "category": "thought_level",
+    }
+    if booleans:
+        thinking_option |= {"type": "boolean", "currentValue": thinking}
+    else:
+        thinking_option |= {
+            "type": "select",
+            "currentValue": "on" if thinking else "off",
+            "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}],
+        }
     return [
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode,
+            "options": [
+                {"value": m["id"], "name": m["name"], "description": m["description"]} for m in MODES
+            ],
+        },
         {
             "id": "model",
             "name": "Model",
@@ -34,14 +76,7 @@ def config_options(models: Sequence[dict[str, Any]], current: tuple[str, bool, s
             "currentValue": model,
             "options": [{"value": m["id"], "name": m["name"]} | _context_window(m) for m in models],
         },
-        {
-            "id": "thinking",
-            "name": "Thinking",
-            "description": "Let the model reason before it answers",
-            "category": "thought_level",
-            "type": "boolean",
-            "currentValue": thinking,
-        },
+        thinking_option,
         {
             "id": "reasoning_effort",
             "name": "Reasoning effort",

@@ -198,6 +198,11 @@ class Translator:
     cwd: str | None = None
     context_window: int | None = None
     title: Callable[[], str | None] = lambda: None
+    # The session's config options (with the given mode, or its mode now): a live mode or model
+    # settings change is also a `config_option_update`, so a client's pickers follow it.
+    config_options: Callable[[str | None], list[dict[str, Any]]] | None = None
+    # Whether this connection sent the message with this id (its client already shows it).
+    sent_here: Callable[[str], bool] = lambda _message_id: True
     _calls: dict[str, _Call] = field(default_factory=dict)
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
@@ -333,6 +338,12 @@ class Translator:
             update["cost"] = {"amount": round(self._cost, 6), "currency": "USD"}
         self.send(update)
 
+    def options_changed(self, mode: str | None = None) -> None:
+        """The session's config options as they are now (`mode`: the one just set)."""
+        if self.config_options is not None:
+            options = self.config_options(mode)
+            self.send({"sessionUpdate": "config_option_update", "configOptions": options})
+
     def notice(self, text: str) -> None:
         """Words for the person about the session itself (who drives it), as a short agent message
         of its own paragraph (ACP has no notice update in its stable schema)."""
@@ -377,6 +388,11 @@ class Translator:
         if kind == ev.ASSISTANT_DELTA:
             delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
             self._send_text(delta)
+        elif kind == ev.USER_MESSAGE:
+            # A prompt another window sent: shown as it is entered, so the answer that follows is a
+            # reply of its own in this client, not text glued onto the reply it showed last.
+            if not self.sent_here(str(event.data.get("id", ""))):
+                self._replay_user(event.data)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(ToolCalled.of(event), replay=False)
         elif kind == ev.TOOL_OUTPUT:
@@ -390,9 +406,11 @@ class Translator:
         elif kind == ev.SESSION_TITLE:
             self.title_changed(SessionTitled.of(event).title or None)
         elif kind == ev.SESSION_MODE:
-            self.send(
-                {"sessionUpdate": "current_mode_update", "currentModeId": SessionModeSet.of(event).mode}
-            )
+            mode = SessionModeSet.of(event).mode
+            self.send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            self.options_changed(mode)
+        elif kind == ev.SESSION_SETTINGS:
+            self.options_changed()
         elif kind in (ev.INBOX_INSERTED, ev.INBOX_SPLICED, ev.TURN_END):
             self.title_changed()
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):

@@ -12,6 +12,11 @@ Invariants kept here and by its writer (`host/manager.py`) and reader (`Agent(sn
   when every event through `upto` is on disk: a crash before or after writing it leaves either no
   snapshot or one that is older than the log, which the reader extends with the events after `upto`.
 - Decoding either gives the whole state or raises `SnapshotError`; a half-read snapshot is never used.
+  Any failure is that error, whatever the text holds (issue 32.4): nesting past the parser's
+  recursion limit, a string holding a lone surrogate (which no logged value holds, and no request
+  could send), a value of the wrong type.
+- Whether a stored row is this session's and was folded from its log is the store's check (its seal,
+  `session/seal.py`); this module trusts nothing it decodes beyond its shape.
 """
 
 from __future__ import annotations
@@ -292,6 +297,7 @@ class SnapshotCodec:
         continues from it."""
         with _NoCollection():
             try:
+                _check_text(text)
                 parsed = _parse_with_texts(text)
                 data: Any = parsed[0] if parsed is not None else json.loads(text)
                 if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
@@ -303,7 +309,7 @@ class SnapshotCodec:
                 return snapshot
             except SnapshotError:
                 raise
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            except Exception as exc:  # RecursionError included: whatever shape the text takes
                 raise SnapshotError(f"unreadable snapshot: {type(exc).__name__}: {exc}") from None
 
     def _adopt_texts(self, data: dict[str, Any], texts: dict[str, str], nested: dict[str, list[str]]) -> None:
@@ -328,6 +334,37 @@ class SnapshotCodec:
         if len(parts) == 9 * len(self.marks):
             for at, (turn, (mark_id, _)) in enumerate(self.marks.items()):
                 self.mark_texts[turn] = (mark_id, ",".join(parts[at * 9 : at * 9 + 9]))
+
+
+def _check_text(text: str) -> None:
+    """Refuse, before parsing, a lone surrogate, which `encode` never writes and a model request
+    would fail on at every turn. (Nesting is not measured first: counting it without recursion costs
+    about what the parse does, and the parser bounds its own recursion, raising `RecursionError`,
+    which `decode` turns into `SnapshotError` like any other failure; only a sealed row is decoded.)"""
+    if type(text) is not str:
+        raise SnapshotError(f"a snapshot that is not text ({type(text).__name__})")
+    found = _surrogate_escape(text)
+    if found is not None:
+        raise SnapshotError(f"a UTF-16 surrogate escape ({found}) in the snapshot")
+
+
+def _surrogate_escape(text: str) -> str | None:
+    """The first `\\uD800`-`\\uDFFF` escape of a JSON text (one with an even run of backslashes before
+    it: an escaped backslash is no escape), found at C speed. `encode` writes every character as
+    itself (ensure_ascii off), so only a lone surrogate, which no logged value holds, would be one."""
+    for marker in ("\\ud", "\\uD"):
+        at = text.find(marker)
+        while at != -1:
+            start = at
+            while start > 0 and text[start - 1] == "\\":
+                start -= 1
+            if (at - start) % 2 == 0 and text[at + 3 : at + 4] in _HIGH_NIBBLES:
+                return text[at : at + 6]
+            at = text.find(marker, at + 1)
+    return None
+
+
+_HIGH_NIBBLES = frozenset("89abcdefABCDEF")
 
 
 def _parse_with_texts(text: str) -> tuple[dict[str, Any], dict[str, str], dict[str, list[str]]] | None:
@@ -471,7 +508,7 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
     add = messages.append
     roles: dict[str, type[Message]] = {"u": UserMessage, "a": AssistantMessage}
     for row in data["messages"]:
-        message_id, role, source = row[0], roles[row[1]], sources[row[2]]
+        message_id, role, source = row[0], roles[row[1]], _ref(sources, row[2])
         if type(message_id) is not str:
             raise SnapshotError("a message id that is not a string")
         add(_message(role, message_id, tuple([_unblock(b) for b in row[3:]]), source))
@@ -484,7 +521,7 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
         if indexes and (min(indexes) < 0 or max(indexes) >= len(messages)):
             raise SnapshotError("an entry list refers to a message the snapshot does not hold")
         lists.append(list(zip(positions, map(messages.__getitem__, indexes), strict=True)))
-    ints = [[int(v) for v in values] for values in data["ints"]]
+    ints = [[_int(v) for v in values] for values in data["ints"]]
     datas = [_frozen(d) for d in data["datas"]]
 
     def message(index: int) -> Message | None:
@@ -501,10 +538,10 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
     marks = data["marks"]
     for at in range(0, len(marks), 9):
         turn, e, en, c, cn, t, tn, s, used = marks[at : at + 9]
-        derivation.marks[int(turn)] = TurnMark(
-            (_ref(lists, e), int(en)),
-            (_ref(ints, c), int(cn)),
-            (_ref(ints, t), int(tn)),
+        derivation.marks[_int(turn)] = TurnMark(
+            (_ref(lists, e), _int(en)),
+            (_ref(ints, c), _int(cn)),
+            (_ref(ints, t), _int(tn)),
             message(s),
             _optional_int(used),
         )
@@ -512,12 +549,12 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
     for at in range(0, len(specs), 4):
         h, e, count, d = specs[at : at + 4]
         derivation.requests.add(
-            _ref(headers, h), _ref(lists, e), int(count), None if d == -1 else _ref(datas, d)
+            _ref(headers, h), _ref(lists, e), _int(count), None if d == -1 else _ref(datas, d)
         )
     inbox: dict[str, list[InboxItem]] = {
         target: [InboxItem.from_json(item) for item in data["inbox"][target]] for target in TARGETS
     }
-    snapshot = DerivedSnapshot(int(data["upto"]), int(data["turn"]), inbox, derivation)
+    snapshot = DerivedSnapshot(_int(data["upto"]), _int(data["turn"]), inbox, derivation)
     # The codec goes on from here: what was decoded is what it would have encoded.
     codec.sources = list(data["sources"])
     codec.source_index = {_source_key(s): i for i, s in enumerate(sources)}
@@ -550,6 +587,12 @@ def _ref(table: list[T], index: Any) -> T:
     if type(index) is not int or not 0 <= index < len(table):
         raise SnapshotError(f"a reference ({index!r}) to nothing the snapshot holds")
     return table[index]
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise SnapshotError(f"expected an integer, found {type(value).__name__}")
+    return value
 
 
 def _optional_int(value: Any) -> int | None:

@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.commands import Commands
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.plain import PlainView
@@ -95,6 +96,8 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
     commands = Commands(chat, state_dir=state_dir)
     if interactive:
         view.pull_last = commands.pull_last
+        view.show_last = lambda: commands.show("")
+        view.open_rewind = lambda: commands.guard(rewinding.rewind(chat, ""))
 
     def output_closed() -> None:
         """Whoever reads our stdout went away (`| head`): stop quietly, like any command in a pipe."""

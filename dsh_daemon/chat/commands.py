@@ -53,6 +53,9 @@ INPUT_HELP = (
     ("Alt-Up", "pull the last queued prompt back into the input"),
     ("Esc", "cancel the running turn, keep the queue (also Ctrl-C; twice Ctrl-C when idle leaves)"),
     ("Tab", "complete a command, a path after @ or /attach, a #number after /edit or /drop"),
+    ("Shift-Tab", "cycle the session's mode: ask → accept edits → plan (shown in the status line)"),
+    ("Ctrl-G", "edit the input in $VISUAL / $EDITOR (also Ctrl-X Ctrl-E); the saved text comes back"),
+    ("Ctrl-O", "the whole output or diff of the last tool call (as /show)"),
 )
 # Model ids DeepSeek serves (README "Model provider"): what `/model` lists, with any the configuration
 # names, when the daemon is too old to answer `dsh/models/list` (flag `models`).

@@ -33,9 +33,10 @@ from dsh_daemon.chat.render import (
     message_text,
     paint,
     sanitize,
+    word_wrap,
 )
 from dsh_daemon.chat.rpc import RpcPipe
-from dsh_daemon.chat.status import Status, count
+from dsh_daemon.chat.status import Status, count, next_mode
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
 TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
@@ -45,6 +46,8 @@ class View(Protocol):
     color: bool
     interactive: bool  # a person at a terminal (pickers, menus, keys)
 
+    @property
+    def width(self) -> int: ...  # columns of the terminal
     def print(self, text: str) -> None: ...  # whole lines into the scrollback (ANSI allowed)
     def stream(self, kind: str, text: str) -> None: ...  # a streamed delta: reasoning | text | tool
     def message_done(
@@ -325,7 +328,10 @@ class Chat:
     async def ask_permission(self, params: dict[str, Any]) -> str:
         view = self.view
         view.flush_stream()
-        view.print(self.paint(YELLOW, f"? {sanitize(str(params.get('title') or params.get('tool')))}"))
+        title = sanitize(str(params.get("title") or params.get("tool")))
+        # Wrapped between words (the terminal would cut a word at its edge), each line under "? ".
+        for index, line in enumerate(word_wrap(title, max(view.width - 2, 20))):
+            view.print(self.paint(YELLOW, f"{'? ' if index == 0 else '  '}{line}"))
         preview = params.get("preview") or {}
         if preview.get("diff"):
             for line in diff_lines(preview["diff"], view.color):
@@ -396,8 +402,26 @@ class Chat:
             if not self.session_id:
                 result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
                 self.status.session_id = result["sessionId"]
+                if self.status.mode != "ask":  # chosen with Shift-Tab before the first prompt
+                    await self.rpc.request(
+                        "dsh/session/setMode", {"sessionId": self.session_id, "mode": self.status.mode}
+                    )
                 self.view.refresh()
         return self.session_id
+
+    async def cycle_mode(self) -> None:
+        """Shift-Tab: ask → accept edits → plan → ask, on the session as the other clients set it
+        (`dsh/session/setMode`: durable, from the next request); before the first prompt, kept
+        for the session that prompt creates."""
+        mode = next_mode(self.status.mode)
+        if self.session_id:
+            try:
+                await self.rpc.request("dsh/session/setMode", {"sessionId": self.session_id, "mode": mode})
+            except Exception as exc:  # read-only, or an older daemon: say so, change nothing
+                self.error(f"[mode not changed: {exc}]")
+                return
+        self.status.mode = mode
+        self.view.refresh()
 
     async def attach(self, session_id: str) -> None:
         """Show the session's last turns (a transcript page), then follow it live from there: the
@@ -431,6 +455,7 @@ class Chat:
         finally:
             self.replaying = False
         self.status.state = attached.get("status", "idle")
+        self.status.mode = str(attached.get("mode") or "ask")
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()
         self.status.reset_inbox(attached["inbox"])
         self.view.refresh()

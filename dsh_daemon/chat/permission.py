@@ -9,8 +9,12 @@ The rules (what the terminal view does with each key while a question is open):
   "always" is never one keystroke away.
 - Keys that come while the person is typing (within `SETTLE_S` of the question opening, or of their
   last keystroke or sent line) are typing: they go to the input, as do letters at any time.
-- A digit followed by more text (`1 more thing`, `12`) was the start of a prompt: it moves back into
-  the input with what follows, and the choice it made is undone.
+- A digit while the menu listens chooses that option; a later digit replaces the choice (`3` then
+  `1` chooses 1, it never joins into "31"). A digit followed by other text (`1 more thing`) was the
+  start of a prompt: the digits move back into the input with what follows, and the choice is undone.
+- A digit typed before the menu listens goes into the input, and the menu says so; Enter on an input
+  line that is just an option's number chooses that option (another Enter confirms) rather than
+  sending the digit to the model as a prompt.
 - Esc and Ctrl-C answer `cancelled` (the turn stops, the queue stays), like everywhere else.
 """
 
@@ -74,7 +78,7 @@ class Question:
         self.options = options_for(params)
         self.answer = answer
         self.selected: int | None = None
-        self.from_digit = ""  # the digit that made the choice, while it may still start a prompt
+        self.from_digit = ""  # the digits typed while choosing, while they may still start a prompt
         self.quiet_since = now  # the menu takes keys once the person has not typed for SETTLE_S
         self.hint = ""  # a one-off line under the menu ("choose first")
 
@@ -101,18 +105,32 @@ class Question:
             self.choose(self.selected + step)
 
     def digit(self, key: str) -> bool:
-        """A digit on an empty input: choose that option. False when it is no option's number."""
-        if not key.isdigit() or not 1 <= int(key) <= len(self.options):
+        """A digit on an empty input: choose that option (replacing an earlier digit's choice). False
+        when it is no option's number."""
+        if not self.is_option(key):
             return False
         self.choose(int(key) - 1)
-        self.from_digit = key
+        self.from_digit += key
         return True
 
+    def is_option(self, text: str) -> bool:
+        return text.isdigit() and len(text) == 1 and 1 <= int(text) <= len(self.options)
+
     def take_back_digit(self) -> str:
-        """More text follows the digit: it was typing. Undo its choice; the digit goes to the input."""
-        digit, self.from_digit = self.from_digit, ""
+        """Other text follows the digits: they were typing. Undo the choice; they go to the input."""
+        digits, self.from_digit = self.from_digit, ""
         self.selected = None
-        return digit
+        return digits
+
+    def chosen_by_line(self, line: str) -> bool:
+        """Enter on an input line that is only an option's number (typed before the menu listened):
+        that option is chosen, and Enter again confirms it. False for any other line (a prompt)."""
+        if not self.is_option(line.strip()):
+            return False
+        self.choose(int(line.strip()) - 1)
+        self.from_digit = ""
+        self.hint = f"{line.strip()} is chosen: Enter confirms it (↑/↓ or another digit changes it)"
+        return True
 
     def confirm(self) -> str | None:
         """Enter: the chosen option's outcome, or None (and a hint) when nothing is chosen."""

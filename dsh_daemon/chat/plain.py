@@ -8,6 +8,7 @@ answers' stream carries JSONL events instead (written by the app), and no text."
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -34,6 +35,11 @@ class PlainView:
         self.streamed_text = False  # this message's text already went out
         self.on_closed: Callable[[], None] = lambda: None  # a reader of ours went away (`| head`)
         self.closed = False
+
+    @property
+    def width(self) -> int:
+        """Columns of the terminal (100 when there is none)."""
+        return shutil.get_terminal_size((100, 30)).columns
 
     def _write(self, out: TextIO, text: str) -> None:
         if not text or self.closed:

@@ -82,7 +82,10 @@ def report(chat: Chat, result: dict[str, Any], retry: str) -> None:
         where = f"{shown_path(chat, problem['path'])}: " if problem.get("path") else ""
         turn = f" (turn {problem['turn']})" if problem.get("turn") else ""
         chat.error(f"  not restored{turn}: {where}{problem['reason']}")
-    if not conflicts and not result.get("restored") and not result.get("deleted") and "cutSeq" not in result:
+    wrote = result.get("restored") or result.get("deleted")
+    if result.get("wroteNoFile"):
+        chat.error("[no file was written: the files still hold what the agent's changes left]")
+    elif not conflicts and not wrote and "cutSeq" not in result:
         chat.note("[no file to restore]")
 
 
@@ -119,7 +122,11 @@ async def rewind(chat: Chat, arg: str) -> None:
     if _busy(chat):
         return
     words = arg.split()
-    if not words:
+    if not words and chat.view.interactive:
+        words = await pick_rewind(chat)
+        if not words:
+            return
+    elif not words:
         await list_turns(chat)
         chat.note(f"[{USAGE_REWIND}]")
         return
@@ -142,6 +149,50 @@ async def rewind(chat: Chat, arg: str) -> None:
         chat.error(f"[{exc}]")
         return
     report(chat, result, f"/rewind {' '.join(w for w in words if w != 'force')}")
+
+
+REWIND_WHAT: tuple[tuple[str, list[str]], ...] = (
+    ("files and conversation", []),
+    ("files only (the conversation stays)", ["files"]),
+    ("conversation only (the files stay as they are)", ["conversation"]),
+)
+
+
+async def pick_rewind(chat: Chat) -> list[str]:
+    """The rewind picker (`/rewind` alone, or Esc Esc on an idle prompt), as Claude Code's checkpoint
+    menu: the session's prompts newest first, each with the files its checkpoint restores, then what
+    to put back. The words of the `/rewind` it amounts to, or [] when the person left it."""
+    page = await chat.rpc.request("dsh/session/transcript", {"sessionId": chat.session_id, "limit": 50})
+    changed = await checkpoints(chat)
+    turns = [t for t in page.get("turns") or [] if "end" in t]  # newest first, as the page comes
+    if not turns:
+        chat.note("[no finished turn to rewind to yet]")
+        return []
+    labels = []
+    for turn in turns:
+        files = changed.get(int(turn["turn"]), {}).get("files") or []
+        paths = [f["path"] for f in files]
+        restores = f"restores {files_text(chat, paths, 3)}" if files else "no file changes"
+        labels.append(f"#{turn['turn']} {' '.join(_prompt_of(turn).split())[:50]} — {restores}")
+    choice = await chat.view.pick("rewind to before which prompt? (type to filter)", labels)
+    if choice is None:
+        return []
+    number = str(turns[choice]["turn"])
+    what = await chat.view.pick(f"rewind to before #{number}: put back", [w for w, _ in REWIND_WHAT])
+    if what is None:
+        return []
+    return [number, *REWIND_WHAT[what][1]]
+
+
+def _prompt_of(turn: dict[str, Any]) -> str:
+    return next(
+        (
+            str(i.get("text", ""))
+            for i in turn.get("items", ())
+            if i.get("type") == "message" and (i.get("source") or {}).get("kind") == "user"
+        ),
+        "",
+    )
 
 
 async def list_turns(chat: Chat) -> None:

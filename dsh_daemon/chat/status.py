@@ -25,6 +25,7 @@ class Status:
     context_used: int | None = None  # the last request's input tokens (`context/usage`)
     context_window: int | None = None
     model: str = ""  # from the last `request/header`, or what /model set
+    mode: str = "ask"  # the session's mode (`session/mode`, the attach reply; Shift-Tab cycles it)
     header: dict[str, Any] = field(default_factory=dict)  # the last `request/header`'s header
     compactions: list[dict[str, Any]] = field(default_factory=list)  # `context/compacted` data
 
@@ -51,6 +52,8 @@ class Status:
             self.queue.discarded(data["message"])
         elif kind == "turn/usage":
             self.add_usage(data["usage"])
+        elif kind == "session/mode":
+            self.mode = str(data.get("mode") or "ask")
         elif kind == "context/usage":
             self.context_used = data.get("used")
             self.context_window = data.get("window")
@@ -108,6 +111,8 @@ class Status:
             parts.append(gauge)
         if self.model:
             parts.append(self.model)
+        if self.mode != "ask":
+            parts.append(MODE_LABELS.get(self.mode, self.mode))
         parts.append(f"session {self.session_id[:8]}" if self.session_id else "new session")
         return " · ".join(parts)
 
@@ -125,8 +130,18 @@ class Status:
             parts.append(f"ctx {100 * self.context_used / self.context_window:.0f}%")
         if self.model:
             parts.append(self.model)
+        if self.mode != "ask":  # the default goes unsaid on the narrow line
+            parts.append(MODE_LABELS.get(self.mode, self.mode))
         parts.append(self.session_id[:8] if self.session_id else "new session")
         return " · ".join(parts)
+
+
+MODES = ("ask", "accept-edits", "plan")  # Shift-Tab's order (protocol.md §3 dsh/session/setMode)
+MODE_LABELS = {"ask": "ask", "accept-edits": "⏵⏵ accept edits", "plan": "⏸ plan"}
+
+
+def next_mode(mode: str) -> str:
+    return MODES[(MODES.index(mode) + 1) % len(MODES)] if mode in MODES else MODES[0]
 
 
 def count(n: int) -> str:

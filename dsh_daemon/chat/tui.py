@@ -11,6 +11,7 @@ picker (type to filter, ↑/↓, Enter, Esc) with a preview of the highlighted e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 from collections import deque
@@ -32,6 +33,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
+from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
 from dsh_daemon.chat.render import (
     BOLD,
@@ -66,6 +68,8 @@ TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show 
 TOOL_KEEP_CHARS = 20_000
 PREVIEW_ROWS = 6
 SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
+ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
+ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
 
@@ -165,6 +169,9 @@ class TuiView:
     def __init__(self, history_file: Path | None = None) -> None:
         self.chat: Chat | None = None
         self.pull_last: Callable[[], Awaitable[str | None]] | None = None  # Alt-Up
+        self.show_last: Callable[[], Awaitable[None]] | None = None  # Ctrl-O: /show of the last tool card
+        self.open_rewind: Callable[[], Awaitable[None]] | None = None  # Esc Esc when idle
+        self.last_esc: float | None = None
         self.live_reasoning = ""
         self.live_text = ""
         self.live_tool = ""  # the running tool's output (its last TOOL_KEEP_CHARS)
@@ -195,6 +202,13 @@ class TuiView:
             prompt_continuation=lambda width, line, wrap: "  ",
         )
         self.session.default_buffer.on_text_changed += self._on_typing
+        # Esc must act at once (a person cancelling a turn presses it and goes on typing). By default
+        # prompt_toolkit waits 0.5 s for an escape sequence to go on and then 1.0 s for a Meta-key
+        # binding, and keys typed meanwhile became Meta commands (Esc then "/queue" lost its slash).
+        # A real Alt-key or escape sequence arrives in the same read as its Esc, so short waits only
+        # separate what a person types after Esc.
+        self.session.app.ttimeoutlen = ESC_FLUSH_S
+        self.session.app.timeoutlen = ESC_FLUSH_S
         # A resize paints the whole visible screen again (see `_repaint`), not just the input area.
         self.session.app._on_resize = self._on_resize  # type: ignore[method-assign]
 
@@ -264,16 +278,22 @@ class TuiView:
     def _question_lines(self, question: Question, width: int) -> list[str]:
         count = len(question.options)
         tool = sanitize(str(question.params.get("tool") or "this"))
-        lines = [
-            f"{YELLOW}? allow {tool}?{RESET}  {DIM}↑/↓ or 1-{count}, then Enter · Esc cancels the turn{RESET}"
-        ]
+        listening = self._menu_open()
+        keys = f"↑/↓ or 1-{count}, then Enter" if listening else "the menu listens once you pause typing"
+        lines = [f"{YELLOW}? allow {tool}?{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
         for index, option in enumerate(question.options):
             label = clip(f"{index + 1}. {option.label}", width - 4)
             if index == question.selected:
                 lines.append(f"{BOLD}{CYAN}❯ {REVERSE}{label}{RESET}")
             else:
                 lines.append(f"  {label}")
-        if self.buffer_text:
+        typed = self.buffer_text.strip()
+        if typed and question.is_option(typed):
+            lines.append(
+                f"{YELLOW}  {typed} went into the input (the menu was not listening yet): Enter chooses "
+                f"option {typed}, then Enter again confirms{RESET}"
+            )
+        elif self.buffer_text:
             lines.append(
                 f"{DIM}  (the input line is not empty: Enter sends it as a prompt; empty it to answer){RESET}"
             )
@@ -443,6 +463,8 @@ class TuiView:
     def show_permission(self, question: Question | None) -> None:
         self.question = question
         self.invalidate()
+        if question is not None:
+            self._repaint_when_settled()
 
     async def pick(
         self, title: str, options: list[str], preview: Callable[[int], Awaitable[str]] | None = None
@@ -524,6 +546,12 @@ class TuiView:
         if self.question is not None:
             self.question.typed(self.now())
             self.invalidate()  # the "input line is not empty" remark
+            self._repaint_when_settled()
+
+    def _repaint_when_settled(self) -> None:
+        """The menu's hint says whether it listens: paint again once it starts to."""
+        with contextlib.suppress(RuntimeError):  # no running loop (tests of the view alone)
+            asyncio.get_running_loop().call_later(SETTLE_S + 0.05, self.invalidate)
 
     def _menu_open(self) -> bool:
         """The question menu takes keys: a question is open, the input line is empty and the person
@@ -554,11 +582,34 @@ class TuiView:
 
         @kb.add("escape")
         def _(event: KeyPressEvent) -> None:
-            self.interrupt(event, ctrl_c=False)
+            if not self._esc_esc():
+                self.interrupt(event, ctrl_c=False)
 
         @kb.add("escape", "up", filter=~picking)
         def _(event: KeyPressEvent) -> None:
             self.pull_back()
+
+        @kb.add("c-g", filter=~picking)
+        @kb.add("c-x", "c-e", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # The input in $VISUAL / $EDITOR (as Claude Code's Ctrl-G and a shell's Ctrl-X Ctrl-E):
+            # the saved text comes back into the input line, not sent, so it can be looked at first.
+            event.current_buffer.open_in_editor(validate_and_handle=False)
+
+        @kb.add("c-o", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            if self.chat is not None and self.show_last is not None:
+                self.chat.rpc.spawn(self.show_last())
+
+        @kb.add("s-tab", filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # Shift-Tab cycles the session's mode (as in Claude Code and Codex); in an open
+            # completion menu it still goes back one completion.
+            buffer = event.current_buffer
+            if buffer.complete_state is not None:
+                buffer.complete_previous()
+            elif self.chat is not None:
+                self.chat.rpc.spawn(self.chat.cycle_mode())
 
         # -- the permission menu (only on an empty input line, once the person stopped typing) --
 
@@ -591,10 +642,8 @@ class TuiView:
                 question = self.question
                 if question is None:
                     return
-                if question.from_digit:  # a second digit: a number being typed, not a choice
+                if not question.digit(digit):  # no option's number: typing (with any digits before it)
                     event.current_buffer.insert_text(question.take_back_digit() + digit)
-                elif not question.digit(digit):
-                    event.current_buffer.insert_text(digit)
                 self.invalidate()
 
         @kb.add("backspace", filter=after_digit & ~picking)
@@ -639,6 +688,22 @@ class TuiView:
                 self._filter(self.picker["filter"] + event.data)
 
         return kb
+
+    def _esc_esc(self) -> bool:
+        """A second Esc soon after the first on an idle, empty prompt: the rewind picker."""
+        chat = self.chat
+        idle = chat is not None and chat.status.state == "idle" and not chat.asking
+        if not idle or self.picker is not None or self.buffer_text or self.editing is not None:
+            self.last_esc = None  # this Esc closes or cancels something: it starts no pair
+            return False
+        now, before = self.now(), self.last_esc
+        self.last_esc = now
+        if chat is None or before is None or now - before > ESC_ESC_S:
+            return False
+        self.last_esc = None
+        if self.open_rewind is not None:
+            chat.rpc.spawn(self.open_rewind())
+        return True
 
     def interrupt(self, event: KeyPressEvent, *, ctrl_c: bool) -> None:
         """Esc and Ctrl-C: close what is open (picker, question, shell command, an edit), else cancel
@@ -711,6 +776,9 @@ class TuiView:
                     break
                 self.ctrl_c_armed = False
                 if self.question is not None:
+                    if self.editing is None and self.question.chosen_by_line(text):
+                        self.invalidate()  # a digit typed early: chosen now, not sent as a prompt
+                        continue
                     self.question.typed(self.now())
                 if self.editing is not None:
                     number, self.editing = self.editing, None

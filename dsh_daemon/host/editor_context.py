@@ -20,7 +20,8 @@ from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import list_directory
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular
+from dsh_daemon.tools.safefile import read_prefix
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
 from dsh_daemon.tools.workspace import Workspace
 
 MAX_CONTEXT_CHARS = 200_000  # of a file or a selection, per message
@@ -117,7 +118,7 @@ def context_path(workspace: Workspace, path: str, uri: str, *, elsewhere: str = 
 def read_context_file(workspace: Workspace, real: Path, uri: str) -> FileText:
     """A file's text for editor context, read now (at most MAX_CONTEXT_READ_BYTES; binary refused)."""
     try:
-        raw = read_regular(real, str(real), MAX_CONTEXT_READ_BYTES, workspace)
+        raw = read_prefix(real, str(real), MAX_CONTEXT_READ_BYTES, workspace)
     except OutsideWorkspaceError:
         raise outside_workspace(
             f"cannot read {shown(uri)}: it leads outside the workspace", str(real)

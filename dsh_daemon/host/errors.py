@@ -102,6 +102,21 @@ def session_busy(session_id: str, pid: int, host: str) -> WireError:
     )
 
 
+def session_busy_silent_holder(session_id: str, pid: int, host: str, silent_ms: int) -> WireError:
+    """A holder that keeps the lease (its pid lives on this host) but does not heartbeat: no handover
+    will come, so the request is refused now rather than kept for one."""
+    return WireError(
+        "session_busy",
+        f"session {shown(session_id)} is held by process {pid} on {host}, which lives but has not "
+        f"answered as a dsh-daemon for {silent_ms // 1000} s: it will not hand the session over "
+        "(end that process to free the session)",
+        sessionId=shown(session_id),
+        holderPid=pid,
+        holderHost=host,
+        reason="silent",
+    )
+
+
 def session_busy_because(session_id: str, message: str, **extra: Any) -> WireError:
     """`session_busy` with its own message: why this request cannot act on the session now."""
     return WireError(

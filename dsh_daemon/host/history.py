@@ -28,8 +28,9 @@ from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import InboxSpliced, SessionTitled, entry
 from dsh_daemon.model.wire import CheckpointFile, CheckpointTurn, RewindProblem
-from dsh_daemon.session.checkpoints import content_hash
+from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
 from dsh_daemon.session.store import now_ms
+from dsh_daemon.tools.editor import EditorUnavailable
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ async def rewind(
             if plan.conflicts:
                 return result  # nothing is written, the conversation is not cut: the person decides
         if plan is None or not plan.actions:
+            if plan is not None and plan.not_restorable:
+                result["wroteNoFile"] = True
             if conversation:
                 cut = done_events("", before_turn, [], [], [], True)[-1]
                 result["cutSeq"] = agent.log.append(*entry(cut), commit=True).seq
@@ -89,7 +92,9 @@ async def rewind(
             shown = str(planned.path)
             try:
                 await apply_planned(planned, applier)
-            except (EditConflictError, FileToolError, OSError) as exc:
+            except (EditConflictError, EditorUnavailable, FileToolError, OSError) as exc:
+                # EditorUnavailable: the editor gave no usable answer in time (protocol.md §9); the
+                # rewind goes on with the next file and ends, so sends are taken again.
                 failed.append(RewindProblem(f"not written: {exc}", path=shown))
                 continue
             (deleted if planned.action == "delete" else restored).append(shown)
@@ -111,6 +116,9 @@ async def rewind(
         agent.log.commit()
         result.update(restored=restored, deleted=deleted)
         result["notRestorable"] += [unstructure(f) for f in failed]
+        if not restored and not deleted:
+            # Each planned file failed: the files still hold what the cut turns left there.
+            result["wroteNoFile"] = True
         if conversation:
             result["cutSeq"] = logged[-1].seq
         return result
@@ -192,13 +200,15 @@ def fork(host: SessionHost, session_id: str, at_turn: int, message: UserMessage 
     added = [*_emptied_inbox(copied), entry(SessionTitled(title))]
     stamp = now_ms()
     tail = [Event(kind, freeze_json(data), len(copied) + i, stamp) for i, (kind, data) in enumerate(added)]
-    store.create_session(new_id, title=title, cwd=info.cwd)
-    try:
-        store.append_events(new_id, [*copied, *tail], pending=0)
-        host.checkpoints.copy_to(session_id, new_id, at_turn)
-    except BaseException:
-        store.delete_session(new_id)
-        raise
+    # One transaction: a crash leaves the whole fork (history, checkpoints, title) or no trace of it,
+    # never an empty "… (fork)" session (issue 32.5).
+    store.create_session_with_events(
+        new_id,
+        title=title,
+        cwd=info.cwd,
+        events=[*copied, *tail],
+        also=lambda db: CheckpointStore.copy_within(db, session_id, new_id, at_turn),
+    )
     if message is not None:
         host.session(new_id).send(message, "next-turn", True)
     return new_id

@@ -21,10 +21,16 @@ from dsh_daemon.agent.turn import CompactionError
 from dsh_daemon.host.errors import session_busy_because
 from dsh_daemon.host.models import ModelSettings
 from dsh_daemon.host.wiring import SessionTools
-from dsh_daemon.model.events import SESSION_MODE, Event
+from dsh_daemon.model.events import SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SandboxStatus, SandboxWidened, SessionModeSet, entry
+from dsh_daemon.model.payloads import (
+    SandboxStatus,
+    SandboxWidened,
+    SessionModeSet,
+    SessionSettingsSet,
+    entry,
+)
 from dsh_daemon.model.wire import SessionMode
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
@@ -162,6 +168,27 @@ class HostedSession:
         event = last_of(self.agent.log.events, SESSION_MODE)
         if event is not None:
             self._apply_mode(SessionModeSet.of(event).mode)
+
+    def restore_model_settings(self) -> None:
+        """The model settings the log last recorded (a session opened again, here or in another
+        process, keeps its own model choices)."""
+        event = last_of(self.agent.log.events, SESSION_SETTINGS)
+        if event is not None:
+            chosen = SessionSettingsSet.of(event)
+            self.models = ModelSettings(chosen.model, chosen.thinking, chosen.reasoning_effort)
+
+    def set_model_settings_durably(self, settings: ModelSettings) -> None:
+        """New model settings: a durable `session/settings` (on disk on return; nothing when they
+        are the settings already); the caller applies them to the agent's next request."""
+        if settings == self.models:
+            return
+        chosen = SessionSettingsSet(settings.model, settings.thinking, settings.reasoning_effort)
+        before, self.models = self.models, settings  # what the append's live event shows
+        try:
+            self.agent.log.append(*entry(chosen), commit=True, ignorable=True)
+        except BaseException:
+            self.models = before
+            raise
 
     def set_mode_durably(self, mode: SessionMode) -> None:
         """A new mode: a durable `session/mode` (on disk on return; nothing when it is the mode

@@ -32,7 +32,13 @@ from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
 from dsh_daemon.session.log import SessionLog
 from dsh_daemon.session.logevents import LogEvents
 from dsh_daemon.session.repair import repair_closers, unentered_claims
-from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionStore
+from dsh_daemon.session.store import (
+    CorruptSessionError,
+    SessionInfo,
+    SessionStore,
+    StoreError,
+    UntrustedSnapshotError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -123,26 +129,30 @@ class SessionManager:
         try:
             try:
                 snapshot = self._read_snapshot(session_id)
-                if snapshot is None:
-                    tail = self.store.load_events(session_id)
-                    events = LogEvents(tail)
-                else:
-                    # Only the rows after the snapshot are read (and checked) now; the older ones stay
-                    # on disk until something asks for them (they were checked when it was taken).
-                    base = snapshot.upto + 1
-                    tail = self.store.load_events(session_id, after_seq=snapshot.upto)
-                    events = LogEvents(
-                        tail,
-                        base=base,
-                        load_prefix=lambda: self.store.load_events(session_id, before_seq=base),
-                        last_stored=lambda kind, below: self.store.last_event_of_type(
-                            session_id, kind, below
-                        ),
-                        read_backward=lambda seq: self.store.iter_events_backward(session_id, seq),
-                    )
+                tail, events = self._stored_events(session_id, snapshot)
                 # A snapshot is taken with no turn open, so an open turn lies wholly in the tail.
                 closers = repair_closers(tail)
-                agent = self._build(session_id, events, snapshot)
+                try:
+                    agent = self._build(session_id, events, snapshot)
+                except Exception as exc:
+                    if snapshot is None or isinstance(exc, StoreError):
+                        raise  # (a lease lost, a store that refuses: not the snapshot's doing)
+                    # It decoded, but the log's rows after it do not fold onto it (a snapshot sealed
+                    # by a key holder, not by this log's fold): still a cache, never the reason a
+                    # session cannot be opened (issue 32.4).
+                    logger.warning(
+                        "session %s: derived-state snapshot ignored, deriving from the log: the rows "
+                        "after it do not fold onto it (%s: %s)",
+                        session_id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    self.store.drop_snapshot(session_id)
+                    self._forget_snapshots(session_id)
+                    snapshot = None
+                    tail, events = self._stored_events(session_id, None)
+                    closers = repair_closers(tail)
+                    agent = self._build(session_id, events, None)
             except (KeyError, TypeError, ValueError, sqlite3.DatabaseError) as exc:
                 # A stored event of the wrong shape (or a file that is not a database): the log cannot
                 # be read; not a daemon bug, and said once, here, where the stored data is read.
@@ -162,6 +172,26 @@ class SessionManager:
             self.leases.release(session_id)
             raise
         return agent
+
+    def _stored_events(
+        self, session_id: str, snapshot: DerivedSnapshot | None
+    ) -> tuple[list[Event], LogEvents]:
+        """The rows an open folds (all of them, or those after the snapshot), and the log's events."""
+        if snapshot is None:
+            tail = self.store.load_events(session_id)
+            return tail, LogEvents(tail)
+        # Only the rows after the snapshot are read (and checked) now; the older ones stay on disk
+        # until something asks for them (they were checked when it was taken).
+        base = snapshot.upto + 1
+        tail = self.store.load_events(session_id, after_seq=snapshot.upto)
+        events = LogEvents(
+            tail,
+            base=base,
+            load_prefix=lambda: self.store.load_events(session_id, before_seq=base),
+            last_stored=lambda kind, below: self.store.last_event_of_type(session_id, kind, below),
+            read_backward=lambda seq: self.store.iter_events_backward(session_id, seq),
+        )
+        return tail, events
 
     def read(self, session_id: str, after_seq: int = -1) -> list[Event]:
         """The durable events of any session, leased or not."""
@@ -197,14 +227,15 @@ class SessionManager:
         self._titled.discard(session_id)
 
     def _read_snapshot(self, session_id: str) -> DerivedSnapshot | None:
-        """The session's derived-state snapshot, when there is one this build can trust; an unreadable
-        or inconsistent one is said in the log, dropped, and the state derived from the log instead
-        (it is a cache: nothing but speed depends on it)."""
-        stored = self.store.read_snapshot(session_id)
-        if stored is None:
-            return None
-        upto, format, data = stored
+        """The session's derived-state snapshot, when there is one this build can trust; one that is
+        not sealed for this session and log, unreadable or inconsistent is said in the log (once: it is
+        dropped), and the state derived from the log instead (it is a cache: nothing but speed depends
+        on it); the next snapshot written replaces it."""
         try:
+            stored = self.store.read_snapshot(session_id)
+            if stored is None:
+                return None
+            upto, format, data = stored
             if format != SNAPSHOT_FORMAT:
                 raise SnapshotError(f"snapshot format {format}, this build reads {SNAPSHOT_FORMAT}")
             codec = SnapshotCodec()
@@ -212,7 +243,7 @@ class SessionManager:
             last = self.store.session_info(session_id).last_seq
             if snapshot.upto != upto or upto > last:
                 raise SnapshotError(f"snapshot of seq {snapshot.upto} (row: {upto}), the log ends at {last}")
-        except SnapshotError as exc:
+        except (SnapshotError, UntrustedSnapshotError) as exc:
             logger.warning(
                 "session %s: derived-state snapshot ignored, deriving from the log: %s", session_id, exc
             )

@@ -1,8 +1,8 @@
 """The models a session may use and its own model settings (issue 24.8): the model, thinking on or
 off, the reasoning effort. Offered to clients as ACP config options and by `dsh/models/list`.
 
-Per session and in memory: a setting lasts while this process drives the session (a later process
-starts from the daemon's configuration again); the daemon-wide configuration
+Per session and durable (`session/settings`, written by `HostedSession.set_model_settings_durably`):
+a process that loads the session or takes it over keeps its choices; the daemon-wide configuration
 (`workspace/didChangeConfiguration`) changes the model of the sessions that did not choose one.
 """
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dsh_daemon.agent.hooks import Enter, PreStepContext, PreStepDecision, PreStepHook
-from dsh_daemon.agent.signal import AbortSignal
+from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.tools import (
     Approver,
     PermissionOutcome,
@@ -38,6 +38,7 @@ from dsh_daemon.tools.editor import (
 )
 from dsh_daemon.tools.edits import ComputedEdit, DiskEditApplier, EditApplier
 from dsh_daemon.tools.errors import EditConflictError, OutsideWorkspaceError, ToolError
+from dsh_daemon.tools.safefile import read_whole
 from dsh_daemon.tools.terminal import Terminal, TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
 from dsh_daemon.tools.textfiles import sha256_text
 from dsh_daemon.tools.workspace import Workspace
@@ -45,6 +46,7 @@ from dsh_daemon.tools.workspace import Workspace
 __all__ = [
     "LANGUAGE_FEATURES",
     "AbortSignal",
+    "AbortedError",
     "Approver",
     "ComputedEdit",
     "DiskEditApplier",
@@ -76,6 +78,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "Workspace",
+    "read_whole",
     "sha256_text",
 ]
 

@@ -4,7 +4,9 @@ The plan (`make_plan`; git and the disk are read off the event loop), per file t
 turn `beforeTurn` or later (the checkpoint rows, in order): the content to restore is the content
 before the *first* of those changes; the content the file is expected to hold now is the content
 after the *last* one. A file that holds neither was changed by someone else after the agent: a
-conflict, left alone unless `force`.
+conflict, left alone unless `force`. So is a file whose chain of changes does not connect (a later
+change found content other than what the earlier one left): someone changed it between two of the
+agent's changes, and restoring the content before the first would silently drop that change.
 
 Invariants kept here (crash safety):
 - Nothing is written before a durable `rewind/files {phase: "started", plan}` is on disk; each file is
@@ -36,7 +38,8 @@ from dsh_daemon.session.checkpoints import Checkpoint, CheckpointStore, content_
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.edits import EditApplier, compute_edit
-from dsh_daemon.tools.errors import EditConflictError
+from dsh_daemon.tools.errors import EditConflictError, FileToolError
+from dsh_daemon.tools.safefile import read_whole
 
 # A version of a file: ("sha256", hex) of its bytes, ("git", blob id), or None: absent.
 Version = tuple[str, str] | None
@@ -46,6 +49,12 @@ NO_GIT = (
     "only what the edit tools changed)"
 )
 DROPPED = "its checkpoint was dropped (the session's checkpoints went over their byte budget)"
+READ_BYTES = 256 * 1024 * 1024  # a file read to compare it with its versions (checkpoint_bytes' default)
+
+
+class UnreadableFile(Exception):
+    """What is at a planned path cannot be compared: not a regular file any more (a FIFO, a device, a
+    directory, a symlink), unreadable, or over READ_BYTES. A rewind leaves it alone, even with force."""
 
 
 @dataclass
@@ -57,6 +66,8 @@ class _Entry:
     last_turn: int
     root: str | None = None  # a git work tree holding the target blob
     lost: bool = False  # the target content is gone (dropped checkpoint)
+    expected_root: str | None = None  # a git work tree holding the expected blob
+    gap: tuple[int, int] | None = None  # (turn, turn): changed by someone else between these changes
 
 
 @dataclass(frozen=True)
@@ -82,10 +93,34 @@ def _entries(rows: list[Checkpoint]) -> tuple[dict[Path, _Entry], list[RewindPro
         for path, before, after, root in _changes(row, problems):
             entry = entries.get(path)
             if entry is None:
-                entries[path] = _Entry(path, before, after, row.turn, row.turn, root, row.dropped)
-            else:
-                entry.expected, entry.last_turn = after, row.turn
+                entries[path] = _Entry(path, before, after, row.turn, row.turn, root, row.dropped, root)
+                continue
+            # A rewind row's "before" may be someone's change a forced rewind overwrote knowingly.
+            if (
+                entry.gap is None
+                and row.kind != "rewind"
+                and not _same(entry.expected, entry.expected_root, before, root)
+            ):
+                entry.gap = (entry.last_turn, row.turn)
+            entry.expected, entry.expected_root, entry.last_turn = after, root, row.turn
     return entries, problems
+
+
+def _same(left: Version, left_root: str | None, right: Version, right_root: str | None) -> bool:
+    """Whether two versions are the same content; a git blob and a sha256 are compared by reading
+    the blob (an unreadable one counts as different: a false conflict can be forced, a missed one
+    loses someone's work)."""
+    if left is None or right is None:
+        return left is None and right is None
+    if left[0] == right[0]:
+        return left == right
+    blob, blob_root, other = (left, left_root, right) if left[0] == "git" else (right, right_root, left)
+    if blob_root is None:
+        return False
+    try:
+        return _matches(other, gitsnap.read_blob(blob_root, blob[1]))
+    except gitsnap.GitError:
+        return False
 
 
 def _changes(
@@ -128,11 +163,21 @@ def _matches(version: Version, data: bytes | None) -> bool:
 
 
 def _read_disk(path: Path) -> bytes | None:
+    """The file's bytes (None: absent), read by the one safe reader: opening a FIFO someone put in
+    the file's place would block the rewind forever."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
+        return read_whole(path, str(path), READ_BYTES, purpose="a rewind to compare it").data
+    except FileToolError as exc:
+        if exc.code == "NOT_FOUND":
+            return None
+        raise UnreadableFile(str(exc)) from None
+
+
+def _read_or_conflict(path: Path) -> bytes | None:
+    try:
+        return _read_disk(path)
+    except UnreadableFile as exc:
+        raise EditConflictError(f"{exc}; left alone") from None
 
 
 async def make_plan(
@@ -172,7 +217,11 @@ def _plan(
             problems.append(RewindProblem(DROPPED, path=shown, turn=entry.turn))
             continue
         editor_text = editor_texts.get(path)
-        current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
+        try:
+            current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
+        except UnreadableFile as exc:
+            problems.append(RewindProblem(f"{exc}; left alone", path=shown, turn=entry.last_turn))
+            continue
         if _matches(entry.target, current):
             continue  # already as it was (a rewind already restored it, or the change was undone)
         if not force and not _matches(entry.expected, current):
@@ -182,6 +231,18 @@ def _plan(
                     "rewind with force to overwrite",
                     path=shown,
                     turn=entry.last_turn,
+                )
+            )
+            continue
+        if not force and entry.gap is not None:
+            earlier, later = entry.gap
+            turns = f"turn {later}" if earlier == later else f"turn {earlier} and turn {later}"
+            conflicts.append(
+                RewindProblem(
+                    f"changed by someone else between the agent's changes to it in {turns}; "
+                    "rewind with force to overwrite (that change is lost then)",
+                    path=shown,
+                    turn=later,
                 )
             )
             continue
@@ -238,7 +299,7 @@ async def apply_planned(planned: Planned, applier: EditApplier) -> None:
 
 
 def _delete(planned: Planned) -> None:
-    if _read_disk(planned.path) != planned.current:
+    if _read_or_conflict(planned.path) != planned.current:
         raise EditConflictError(f"{planned.path} changed since the rewind was planned")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(planned.path)
@@ -246,7 +307,7 @@ def _delete(planned: Planned) -> None:
 
 def _write_bytes(planned: Planned) -> None:
     assert planned.target is not None
-    if _read_disk(planned.path) != planned.current:
+    if _read_or_conflict(planned.path) != planned.current:
         raise EditConflictError(f"{planned.path} changed since the rewind was planned")
     planned.path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{planned.path.name}.", suffix=".dsh-tmp", dir=planned.path.parent)
@@ -324,7 +385,11 @@ def interrupted_event(
     deleted: list[str] = []
     untouched: list[str] = []
     for action in started.plan or ():
-        data = read(Path(action.path))
+        try:
+            data = read(Path(action.path))
+        except UnreadableFile:
+            untouched.append(action.path)
+            continue
         if action.action == "delete":
             (deleted if data is None else untouched).append(action.path)
         elif data is not None and content_hash(data) == action.sha256:

@@ -38,6 +38,7 @@ from dsh_daemon.host.errors import (
     invalid_params,
     session_busy,
     session_busy_because,
+    session_busy_silent_holder,
     shown,
     wire_error,
 )
@@ -52,14 +53,14 @@ from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
-from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, STATUS, Event
+from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, StatusChanged, entry
+from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, SessionSettingsSet, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
-from dsh_daemon.session.lease import SessionBusyError
+from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
@@ -68,6 +69,8 @@ from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+# How often a front end holding prompts for a holder to let go checks that the holder still beats.
+HOLDER_CHECK_S = HEARTBEAT_EVERY_S
 
 
 DrivenElsewhere = SessionBusyError  # front ends catch it by this name (they do not import `session`)
@@ -173,14 +176,14 @@ class SessionHost:
         """The models offered, and the session's (model, thinking, reasoning effort) now."""
         config = self.options.provider
         hosted = self.sessions.get(session_id)
-        settings = hosted.models if hosted is not None else ModelSettings()
+        settings = hosted.models if hosted is not None else self.stored_model_settings(session_id)
         return configured_models(config), settings.effective(config)
 
     def set_model_setting(self, session_id: str, key: str, value: object, *, method: str) -> None:
         """One of the session's model settings (`model`, `thinking`, `reasoning_effort`), in effect
         from its next model request. Driving the session is required."""
         hosted = self.session(session_id)
-        settings = hosted.models
+        settings = dataclasses.replace(hosted.models)
         if key == "model":
             offered = {m["id"] for m in configured_models(self.options.provider)}
             if not isinstance(value, str) or value not in offered:
@@ -200,6 +203,7 @@ class SessionHost:
             settings.reasoning_effort = str(value)
         else:
             raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
+        hosted.set_model_settings_durably(settings)
         self._apply_model_settings(hosted)
 
     def set_roots(self, roots: Sequence[str]) -> None:
@@ -457,6 +461,8 @@ class SessionHost:
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
         hosted.restore_mode()
+        hosted.restore_model_settings()
+        self._apply_model_settings(hosted)
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
         return hosted
@@ -499,6 +505,15 @@ class SessionHost:
             if force:
                 self.forced.add(session_id)
         self.follower.poll_once(session_id)  # nobody drives it (or it was handed over already): now
+
+    def check_holder_answers(self, session_id: str) -> None:
+        """Raise `session_busy` (`reason: "silent"`, naming the holder) when the process holding the
+        session lives but has stopped heartbeating: a request kept for its handover would wait
+        forever."""
+        lease = self.manager.store.read_lease(session_id)
+        silent = None if lease is None else self.manager.leases.silent_for_ms(lease)
+        if lease is not None and silent is not None:
+            raise session_busy_silent_holder(session_id, lease[1], lease[2], silent)
 
     def hand_over(self, session_id: str) -> bool:
         """The holder's side: pass an idle session's lease to the process that asked for it. The
@@ -693,6 +708,14 @@ class SessionHost:
             return self.session(session_id).inbox()
         except SessionBusyError:
             return self.stored_inbox(session_id)
+
+    def stored_model_settings(self, session_id: str) -> ModelSettings:
+        """The model settings the session's log last recorded (a session another process drives)."""
+        stored = self.manager.store.load_events_of_type(session_id, SESSION_SETTINGS)
+        if not stored:
+            return ModelSettings()
+        chosen = SessionSettingsSet.of(stored[-1])
+        return ModelSettings(chosen.model, chosen.thinking, chosen.reasoning_effort)
 
     def stored_mode(self, session_id: str) -> str:
         """The mode the session's log last recorded ("ask" when none)."""

@@ -22,9 +22,10 @@ from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
-from dsh_daemon.mcp.config import HttpServer, ServerConfig, ServerSource, StdioServer, merge
+from dsh_daemon.mcp.config import ServerConfig, ServerSource, StdioServer, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.tools.checkpoints import Checkpointer
+from dsh_daemon.tools.environment import DaemonSecrets
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
@@ -68,6 +69,7 @@ def wire_session_tools(
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
     editor = front_end.editor_services(session_id, workspace)
+    servers = merge(options.mcp_servers, session_servers or {})
     kit = build_tool_registry(
         workspace,
         documents,
@@ -76,29 +78,21 @@ def wire_session_tools(
         McpToolRegistry(),
         checkpoints=checkpoints,
         editor=editor,
+        secrets=daemon_secrets(options, servers.values()),
     )
-    servers = merge(options.mcp_servers, session_servers or {})
     report = mcp_status or (lambda data: front_end.report_mcp_status(session_id, data))
     mcp = attach_mcp(kit, servers, report, str(workspace.cwd))
-    kit.sandbox.secret_values = lambda: command_secrets(options, servers.values())
     return SessionTools(kit, workspace, mcp)
 
 
-# Variables an MCP server's `env` commonly sets that are not secrets: their values are not scrubbed.
-NOT_SECRET = frozenset({"PATH", "HOME", "USER", "LANG", "TERM", "SHELL", "TMPDIR", "PYTHONPATH", "NODE_PATH"})
-
-
-def command_secrets(options: DaemonOptions, servers: Iterable[ServerConfig | None]) -> list[str]:
-    """The values a command's environment must not carry (tools/secret_env.py): the provider's API
-    key, MCP servers' `env` values and `headers` values (and a header's token after its scheme)."""
-    values = [options.provider.api_key] if options.provider.api_key else []
+def daemon_secrets(options: DaemonOptions, servers: Iterable[ServerConfig]) -> DaemonSecrets:
+    """What a command the agent runs must not see: the API key and the MCP servers' configured env
+    values and headers (with the secret variable names, `tools/environment.py`)."""
+    values: list[str | None] = [options.provider.api_key]
     for server in servers:
-        if isinstance(server, StdioServer):
-            values += [value for name, value in server.env if name.upper() not in NOT_SECRET]
-        elif isinstance(server, HttpServer):
-            for _name, value in server.headers:
-                values += [value, value.split()[-1]] if value.split() else [value]
-    return values
+        pairs = server.env if isinstance(server, StdioServer) else server.headers
+        values += [value for _, value in pairs]
+    return DaemonSecrets.of(values)
 
 
 def session_hooks(

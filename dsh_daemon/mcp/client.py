@@ -150,6 +150,13 @@ class ServerConnection:
             )
         if answer.cancelled():
             raise ServerGoneError(f"{self.unavailable_reason()} (during the call)")
+        cut = self._cut_answer(marker)
+        if cut is not None:
+            # The SDK checks a result against the tool's output schema, and the cut one's
+            # `structuredContent` was in the dropped rest: the cut result stands, whatever that check says.
+            with contextlib.suppress(Exception):
+                answer.result()  # retrieved, so a failed check is not logged as never retrieved
+            return cut
         try:
             return answer.result()
         except McpError as exc:
@@ -161,6 +168,18 @@ class ServerConnection:
             if not self.running:
                 raise ServerGoneError(f"{self.unavailable_reason()} (during the call)") from exc
             raise McpCallError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _cut_answer(self, marker: str) -> CallToolResult | None:
+        """The cut result the transport put in place of this call's answer (over `maxMessageBytes`),
+        or None; either way the call's request id is forgotten."""
+        from mcp.types import CallToolResult
+
+        channel = self._channel
+        if channel is None:
+            return None
+        request_id = channel.call_ids.pop(marker, None)
+        cut = None if request_id is None else channel.cut_answers.pop(request_id, None)
+        return None if cut is None else CallToolResult.model_validate(cut)
 
     def _abandon(self, answer: asyncio.Future[CallToolResult], marker: str, reason: str) -> None:
         """Stop waiting for a call, and tell the server (without waiting for that either)."""

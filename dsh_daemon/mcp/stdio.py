@@ -58,6 +58,8 @@ class StdioChannel:
     stderr: StderrTail = field(default_factory=StderrTail)
     outgoing: dict[str | int, str] = field(default_factory=dict)  # request id -> method, until answered
     call_ids: dict[str, str | int] = field(default_factory=dict)  # a call's marker -> its request id
+    # request id -> the cut result standing in for an answer over the cap (until its call takes it)
+    cut_answers: dict[str | int, dict[str, Any]] = field(default_factory=dict)
     oversized: int = 0
     stderr_done: Any = None  # an anyio.Event, set once stderr reached its end
 
@@ -283,6 +285,8 @@ async def _deliver_oversized(
             f"{max_bytes:,}-byte limit (maxMessageBytes); the rest was dropped. Ask the tool for less.]"
         )
         result = {"content": [{"type": "text", "text": _text_head(head) + marker}], "isError": False}
+        if msg_id in channel.call_ids.values():  # a call still waits for it (not abandoned)
+            channel.cut_answers[msg_id] = result
         message = JSONRPCMessage(JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
     else:
         error = ErrorData(

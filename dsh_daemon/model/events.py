@@ -40,6 +40,7 @@ REWIND_FILES = "rewind/files"
 CONVERSATION_CUT = "conversation/cut"
 SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
 SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
+SESSION_SETTINGS = "session/settings"  # written ignorable, as session/mode
 SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person granted
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
@@ -66,6 +67,7 @@ DURABLE_TYPES = frozenset(
         CONVERSATION_CUT,
         SESSION_MODE,
         SESSION_NOTICE,
+        SESSION_SETTINGS,
         SANDBOX_WIDENED,
         LOG_GAP,
     }

@@ -206,6 +206,18 @@ class SessionTitled(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSettingsSet(Payload):
+    """The session's own model settings after a change (ACP config options, `/model`): each null
+    where the session follows the daemon's configuration. The latest one is the session's choice, in
+    any process that drives it next (a take-over or a load keeps it)."""
+
+    TYPE: ClassVar[str] = ev.SESSION_SETTINGS
+    model: str | None = None
+    thinking: bool | None = None
+    reasoning_effort: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionModeSet(Payload):
     """The session's mode (`dsh/session/setMode`, ACP `session/set_mode`): which tools are offered and
     which ask (protocol.md §3)."""
@@ -416,6 +428,7 @@ PAYLOADS: dict[str, Any] = {
         TurnUsage,
         SessionTitled,
         SessionModeSet,
+        SessionSettingsSet,
         SessionNoticed,
         SandboxWidened,
         ContextUsage,

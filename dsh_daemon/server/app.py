@@ -186,7 +186,12 @@ class Daemon:
             root = to_fs_path(p.root_uri) if p.root_uri else p.root_path
             roots = [r for r in [*folders, root] if r]
             self._front_end = LspFrontEnd(
-                self.server, self.settings.state_dir, options, roots, p.capabilities, early=self._early
+                self.server,
+                self.settings.state_dir,
+                options,
+                roots,
+                p.capabilities,
+                early=self._early,
             )
         if self._early is not None and self._early.pending:
             self._front_end.host.adopt_early_sessions(self._early, self._tell_not_set_up)
@@ -237,6 +242,10 @@ class Daemon:
         caller (shutdown, exit, EOF, SIGTERM) waits for the one close: a second caller must not close
         the store under the first one's turns while they are still writing their `turn/end`."""
         self.shutting_down = True
+        if self._front_end is not None:
+            # First, before any turn is waited for: whatever waits on the editor (a turn's tool, a
+            # rewind) ends now, whatever the editor does.
+            self._front_end.requests.close("the daemon is shutting down")
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._close_front_end())
         await asyncio.shield(self._closing)

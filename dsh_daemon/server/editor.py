@@ -2,17 +2,18 @@
 `dsh/editor/diagnostics` and the `dsh/editor/*` language features, each offered only when the
 client advertised it under `initialize.params.capabilities.experimental.dsh`.
 
-Every request is bounded by a timeout; a request that times out is cancelled with `$/cancelRequest`,
-and any failure is an `EditorUnavailable` the tools turn into a result for the model (never a wire
-error, never a stalled turn).
+Every request goes through `ClientRequests` (server/client_requests.py): bounded by a timeout, its
+answer's shape checked (server/editor_answers.py), ended by the turn's cancel; any failure is an
+`EditorUnavailable` the tools turn into a result for the model (never a wire error, never a stalled
+turn).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,22 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from dsh_daemon.host.port import LANGUAGE_FEATURES, EditorUnavailable, FileDiagnostics, LanguageFeature
+from dsh_daemon.host.port import (
+    LANGUAGE_FEATURES,
+    AbortSignal,
+    EditorUnavailable,
+    FileDiagnostics,
+    LanguageFeature,
+    ToolError,
+    read_whole,
+)
+from dsh_daemon.server.client_requests import ClientRequests
+from dsh_daemon.server.editor_answers import (
+    LANGUAGE_ANSWER_CHECKS,
+    array,
+    diagnostics_problem,
+    save_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,29 +74,6 @@ class ClientDsh:
         )
 
 
-async def client_request(
-    server: LanguageServer, method: str, params: Mapping[str, Any], timeout_s: float
-) -> Mapping[str, Any]:
-    """One request to the client, bounded by `timeout_s`; the answer must be an object."""
-    msg_id = f"dsh-{uuid.uuid4()}"
-    future = asyncio.wrap_future(server.protocol.send_request(method, dict(params), msg_id=msg_id))
-    try:
-        async with asyncio.timeout(timeout_s):
-            answer = await future
-    except TimeoutError:
-        server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-        raise EditorUnavailable(f"the editor did not answer {method} within {timeout_s:g} s") from None
-    except asyncio.CancelledError:
-        if not future.done():
-            server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-        raise
-    except Exception as exc:
-        raise EditorUnavailable(f"the editor could not answer {method}: {exc}") from None
-    if not isinstance(answer, Mapping):
-        raise EditorUnavailable(f"the editor's answer to {method} is not an object")
-    return answer
-
-
 def _path_of(uri: Any) -> Path | None:
     if not isinstance(uri, str) or not uri.startswith("file:"):
         return None
@@ -96,10 +89,12 @@ class LspEditor:
     def __init__(
         self,
         server: LanguageServer,
+        requests: ClientRequests,
         offered: Callable[[], ClientDsh],
         timeout_s: Callable[[], float],
     ) -> None:
         self._server = server
+        self._requests = requests
         self._offered = offered
         self._timeout_s = timeout_s
 
@@ -126,17 +121,17 @@ class LspEditor:
             if path is None:
                 continue
             try:
-                if not path.is_file() or path.stat().st_size > UNSAVED_CHECK_MAX_BYTES:
-                    continue  # not a file a command could read as text, or too big to compare
-                on_disk = path.read_bytes().decode("utf-8", errors="replace")
-            except OSError:
-                continue
+                real = Path(os.path.realpath(path))  # the editor may name it through a symlink
+                raw = read_whole(real, str(real), UNSAVED_CHECK_MAX_BYTES)
+            except (ToolError, OSError, ValueError):
+                continue  # not a regular file (gone, a FIFO, a device), or too big to compare
+            on_disk = raw.data.decode("utf-8", errors="replace")
             if on_disk != document.source:
                 out.append(path)
         return out
 
     async def diagnostics(
-        self, paths: Sequence[Path] | None, settle_s: float | None = None
+        self, paths: Sequence[Path] | None, settle_s: float | None = None, signal: AbortSignal | None = None
     ) -> list[FileDiagnostics]:
         offered = self._offered()
         if not offered.diagnostics:
@@ -151,22 +146,23 @@ class LspEditor:
                 params["settleMs"] = round(settle_s * 1000)
                 timeout_s += settle_s
             else:
-                await asyncio.sleep(settle_s)  # a client that cannot tell: a fixed settle time
+                # a client that cannot tell: a fixed settle time
+                sleep = asyncio.sleep(settle_s)
+                await (sleep if signal is None else signal.race(sleep))
         started = time.monotonic()
-        answer = await client_request(self._server, "dsh/editor/diagnostics", params, timeout_s)
-        items = answer.get("items")
+        answer = await self._requests.ask(
+            "dsh/editor/diagnostics", params, timeout_s, check=diagnostics_problem, signal=signal
+        )
         out = []
         unsettled = []
-        for item in items if isinstance(items, list) else []:
-            if not isinstance(item, Mapping):
-                continue
+        for item in array(answer.get("items")) or []:
             path = _path_of(item.get("uri"))
-            found = item.get("diagnostics")
-            if path is None or not isinstance(found, list):
+            found = array(item.get("diagnostics"))
+            if path is None or found is None:
                 continue
             if item.get("settled") is False:
                 unsettled.append(path.name)
-            out.append(FileDiagnostics(path, tuple(d for d in found if isinstance(d, Mapping))))
+            out.append(FileDiagnostics(path, tuple(found)))
         if "settleMs" in params:
             logger.info(
                 "diagnostics after an edit: %s (answered after %.2f s)",
@@ -177,23 +173,30 @@ class LspEditor:
             )
         return out
 
-    async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def language_request(
+        self, feature: LanguageFeature, params: Mapping[str, Any], signal: AbortSignal | None = None
+    ) -> dict[str, Any]:
         if feature not in self.language_features:
             raise EditorUnavailable(f"the editor does not offer {feature}")
-        answer = await client_request(self._server, f"dsh/editor/{feature}", params, self._timeout_s())
+        answer = await self._requests.ask(
+            f"dsh/editor/{feature}",
+            dict(params),
+            self._timeout_s(),
+            check=LANGUAGE_ANSWER_CHECKS[feature],
+            signal=signal,
+        )
         return dict(answer)
 
-    async def save(self, uris: Sequence[str]) -> dict[str, str]:
+    async def save(self, uris: Sequence[str], signal: AbortSignal | None = None) -> dict[str, str]:
         """`dsh/document/save`: the uris the editor could not save, with its reason (empty: all saved)."""
-        answer = await client_request(
-            self._server, "dsh/document/save", {"uris": list(uris)}, self._timeout_s()
+        answer = await self._requests.ask(
+            "dsh/document/save", {"uris": list(uris)}, self._timeout_s(), check=save_problem, signal=signal
         )
-        saved = answer.get("saved")
+        saved = array(answer.get("saved")) or []
         failed: dict[str, str] = {}
-        for entry in answer.get("failed") or []:
-            if isinstance(entry, Mapping) and isinstance(entry.get("uri"), str):
-                failed[entry["uri"]] = str(entry.get("message") or "not saved")
+        for entry in array(answer.get("failed")) or []:
+            failed[entry["uri"]] = str(entry.get("message") or "not saved")
         for uri in uris:
-            if uri not in failed and not (isinstance(saved, list) and uri in saved):
+            if uri not in failed and uri not in saved:
                 failed[uri] = "the editor did not say it saved it"
         return failed

@@ -19,13 +19,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from dsh_daemon.host.port import (
+    AbortedError,
+    AbortSignal,
     ComputedEdit,
     DiskEditApplier,
     EditConflictError,
     EditorUnavailable,
     sha256_text,
 )
+from dsh_daemon.server.client_requests import ClientRequests
 from dsh_daemon.server.editor import LspEditor
+from dsh_daemon.server.editor_answers import apply_edit_problem
 
 logger = logging.getLogger(__name__)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -67,12 +71,17 @@ class WorkspaceEditApplier:
     def __init__(
         self,
         server: LanguageServer,
+        requests: ClientRequests,
         documents: EditorDocuments,
         disk: DiskEditApplier,
         client_capabilities: Callable[[], types.ClientCapabilities | None],
+        timeout_s: Callable[[], float],
         editor: LspEditor | None = None,
     ) -> None:
+        """`timeout_s`: read at each edit (`tools.limits.editor_request_timeout_s`)."""
         self._server = server
+        self._requests = requests
+        self._timeout_s = timeout_s
         self._documents = documents
         self._disk = disk
         self._capabilities = client_capabilities
@@ -91,9 +100,11 @@ class WorkspaceEditApplier:
             and types.ResourceOperationKind.Create in edit.resource_operations
         )
 
-    async def apply(self, edit: ComputedEdit) -> str | None:
+    async def apply(self, edit: ComputedEdit, signal: AbortSignal | None = None) -> str | None:
         """The edit in the editor (undo works there), then on disk: commands and the person's tools
-        see what the buffer shows (protocol.md §9, coherence). Only the edited document is saved."""
+        see what the buffer shows (protocol.md §9, coherence). Only the edited document is saved.
+        An editor that does not answer usably (in time, with `{applied: boolean}`) fails the edit as
+        `EditorUnavailable`; whether it applied the edit after all is then unknown."""
         if not self._can_apply() or (edit.created and not self._can_create()):
             await self._disk.apply(edit)
             return None
@@ -129,34 +140,49 @@ class WorkspaceEditApplier:
             # Same hash: the file holds exactly the text the edit was computed from.
             whole = types.Range(types.Position(0, 0), end_position(edit.before_text))
             workspace_edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(whole, edit.after_text)]})
-        result = await self._server.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit=workspace_edit, label=f"dsh: edit {edit.path.name}")
-        )
-        if not result.applied:
-            reason = result.failure_reason or "the editor refused the edit"
+        params = types.ApplyWorkspaceEditParams(edit=workspace_edit, label=f"dsh: edit {edit.path.name}")
+        try:
+            result = await self._requests.ask(
+                types.WORKSPACE_APPLY_EDIT,
+                params,
+                self._timeout_s(),
+                check=apply_edit_problem,
+                signal=signal,
+            )
+        except EditorUnavailable as exc:
+            raise EditorUnavailable(
+                f"{exc}; the edit of {edit.path.name} may or may not be in the editor: read the file "
+                "again before editing it"
+            ) from None
+        if not result["applied"]:
+            reason = result.get("failureReason") or "the editor refused the edit"
             raise EditConflictError(f"{edit.path}: {reason}")
-        await self._until_synced(edit)
-        return await self._save(edit, uri)
+        await self._until_synced(edit, signal)
+        return await self._save(edit, uri, signal)
 
-    async def _until_synced(self, edit: ComputedEdit) -> None:
+    async def _until_synced(self, edit: ComputedEdit, signal: AbortSignal | None) -> None:
         """Wait (bounded) for the editor's change notification of an open document, so the next read
         sees the edit rather than the text it replaced (a client may debounce its didChange)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SYNC_WAIT_S
-        while loop.time() < deadline:
+        while loop.time() < deadline and not (signal is not None and signal.aborted):
             current = self._documents.text_for(edit.path)
             if current is None or current == edit.after_text:
                 return
             await asyncio.sleep(0.01)
 
-    async def _save(self, edit: ComputedEdit, uri: str) -> str | None:
+    async def _save(self, edit: ComputedEdit, uri: str, signal: AbortSignal | None) -> str | None:
         """Buffer == disk after an edit: the editor saves the document when it can
-        (`dsh/document/save`), else the daemon writes the same text. Nothing else is saved."""
+        (`dsh/document/save`), else the daemon writes the same text. Nothing else is saved. The edit
+        is in the editor by now: a cancel while the save is asked ends the wait, not the edit (which
+        is still reported as made, so its checkpoint is kept)."""
         if self._editor is not None and self._editor.offers_save:
             try:
-                failed = await self._editor.save([uri])
+                failed = await self._editor.save([uri], signal)
             except EditorUnavailable as exc:
                 failed = {uri: str(exc)}
+            except AbortedError:
+                failed = {uri: "the turn was cancelled before the editor answered"}
             if not failed:
                 return None
             return (

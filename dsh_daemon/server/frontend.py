@@ -37,6 +37,7 @@ from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.methods import ContextDidChangeParams
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import ContextRef
+from dsh_daemon.server.client_requests import ClientRequests
 from dsh_daemon.server.context import (
     AmbientState,
     ContextDocument,
@@ -71,6 +72,8 @@ class LspFrontEnd:
         """`early`: sessions created before this front end (`Daemon.new_early`), wired by the caller
         with `host.adopt_early_sessions` once this is built."""
         self.server = server
+        # the connection's requests to the client, on the tools' behalf; `close` ends them all
+        self.requests = ClientRequests(server.protocol)
         self.client_capabilities = client_capabilities
         self.ambient_default = AmbientState()
         self.ambient: dict[str, AmbientState] = {}  # kept while the session exists (a detach keeps it)
@@ -92,18 +95,27 @@ class LspFrontEnd:
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:
         documents = EditorDocuments(self.server)
         disk = DiskEditApplier(workspace)
-        editor = self._editor()
-        return WorkspaceEditApplier(self.server, documents, disk, lambda: self.client_capabilities, editor)
+        return WorkspaceEditApplier(
+            self.server,
+            self.requests,
+            documents,
+            disk,
+            lambda: self.client_capabilities,
+            self._editor_timeout_s,
+            self._editor(),
+        )
 
     def editor_services(self, session_id: str, workspace: Workspace) -> EditorServices:
         return self._editor()
 
     def _editor(self) -> LspEditor:
         return LspEditor(
-            self.server,
-            lambda: ClientDsh.of(self.client_capabilities),
-            lambda: self.host.options.tools.limits.editor_request_timeout_s,
+            self.server, self.requests, lambda: ClientDsh.of(self.client_capabilities), self._editor_timeout_s
         )
+
+    def _editor_timeout_s(self) -> float:
+        """Read at each request: a configuration change applies to the next one."""
+        return self.host.options.tools.limits.editor_request_timeout_s
 
     def new_approver(self, session_id: str) -> Approver:
         timeout = lambda: self.host.options.permission_timeout_s  # noqa: E731  (read at each request)
@@ -267,4 +279,5 @@ class LspFrontEnd:
                 self.ambient_for(sid).state = state
 
     async def close(self) -> None:
+        self.requests.close("the daemon is shutting down")
         await self.host.aclose()

@@ -18,6 +18,7 @@ from dsh_daemon.model.payloads import TurnEnded, TurnStarted
 logger = logging.getLogger(__name__)
 
 REPORT_EVERY_S = 0.25
+CREATE_TIMEOUT_S = 10.0  # for the client's answer to window/workDoneProgress/create
 
 
 class TurnProgress:
@@ -57,7 +58,10 @@ class TurnProgress:
 
         async def create() -> None:
             try:
-                await self._server.work_done_progress.create_async(token)
+                # bounded: a client that never answers gets no progress for this turn, and nothing
+                # waits on it (TimeoutError is one more failure below)
+                async with asyncio.timeout(CREATE_TIMEOUT_S):
+                    await self._server.work_done_progress.create_async(token)
             except Exception as exc:
                 logger.debug("progress create failed: %s", exc)
                 ready.set_result(False)

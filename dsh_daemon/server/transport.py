@@ -9,7 +9,10 @@ waits forever). This loop answers instead:
 - a body that does not start with `{` (or `[`): `-32700`;
 - JSON nested deeper than 128 levels: `-32600` (a request with its own id);
 - typed LSP params that fail to structure: `-32602` with the request's id;
-- a request after `shutdown`: `-32600`.
+- a request after `shutdown`: `-32600`;
+- an answer (a message with an id and no string `method`) over the answer cap (8 MiB): never
+  decoded; the daemon's request it answers fails at once (`AnswerTooLarge`), so a huge answer
+  cannot hold the event loop, and with it every session, while it is decoded.
 - a message that has both a `method` and a `result`/`error`: `-32600`;
 - a request before `initialize` (any method but `initialize`): `-32002` (before its params are looked at);
 - a notification method sent as a request (with an id), e.g. `$/cancelRequest`: `-32601`.
@@ -56,12 +59,25 @@ from dsh_daemon.server.stdout import flush_made
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# An answer to one of the daemon's own requests (an edit applied, a document saved, diagnostics, a
+# language feature, a permission): far below this; decoding one near the frame cap would hold the
+# event loop, and every session with it, for seconds.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MAX_HEADER_LINE = 1 << 20
 QUIET_S = 0.05  # a body still short of its length after this long without bytes is looked at
 START_NOTIFICATIONS = frozenset({"initialized"})
 _WHITESPACE = b" \t\r\n"
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
 _MARK = b"content-length:"
+
+
+class AnswerTooLarge(Exception):
+    """The client's answer to a request of the daemon's was over MAX_ANSWER_BYTES: refused unread."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"the answer is {size:,} bytes, over the cap of {MAX_ANSWER_BYTES:,} bytes for an answer"
+        )
 
 
 class StdinReader:
@@ -124,6 +140,11 @@ class StdinReader:
     def buffered(self) -> bytes:
         """What has arrived and not been taken yet (a copy; nothing is consumed)."""
         return bytes(self._buf)
+
+    @property
+    def buffered_size(self) -> int:
+        """How many bytes have arrived and not been taken yet (nothing copied)."""
+        return len(self._buf)
 
     def take(self, n: int) -> bytes:
         return self._take(n)
@@ -240,6 +261,8 @@ async def read_loop(
             _error(protocol, None, errors.PARSE_ERROR, "Parse error: the frame body is not a JSON object")
             continue
         body = _cut_overrun(body, reader)
+        if len(body) > MAX_ANSWER_BYTES and _refused_as_too_large(protocol, body):
+            continue
         method = dispatch(
             protocol,
             body,
@@ -258,6 +281,23 @@ async def read_loop(
             # `initialize`, `initialized` or a first session request, which the client sends in a row
             # (and then waits for), nor while it waits for a reply to them.
             loop.call_soon(resume_collection)
+
+
+def _refused_as_too_large(protocol: JsonRPCProtocol, body: bytes) -> bool:
+    """Whether `body` is an answer (an id, no string `method`: found without decoding the rest) over
+    the answer cap, now refused: the request it answers fails with `AnswerTooLarge`; one that answers
+    no open request is dropped."""
+    if isinstance(top_level_member(body, "method"), str):
+        return False  # a request or a notification: the frame cap bounds those
+    msg_id = top_level_member(body, "id")
+    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+        return False  # not an answer the daemon could match: answered as what it is
+    future = protocol._request_futures.pop(msg_id, None)
+    protocol._result_types.pop(msg_id, None)
+    logger.warning("an answer of %d bytes to %r over the answer cap: refused unread", len(body), msg_id)
+    if future is not None and not future.done():
+        future.set_exception(AnswerTooLarge(len(body)))
+    return True
 
 
 def _start_frame(method: str | None, first_preloaded_only: frozenset[str]) -> bool:
@@ -284,16 +324,17 @@ async def _read_body(reader: StdinReader, length: int) -> bytes | None:
     if start < length and data[start : start + 1] not in (b"{", b"["):
         return b""
     tried = 0
-    while len(data) < length:
+    size = len(data)
+    while size < length:
         if reader.eof:
             return None
-        if not await reader.more(QUIET_S) and len(data) > tried and _worth_trying(len(data), tried):
-            tried = len(data)
-            end = _complete_value_end(data)
+        if not await reader.more(QUIET_S) and size > tried and _worth_trying(size, tried):
+            tried = size
+            end = _complete_value_end(reader.buffered())
             if end is not None:
                 logger.warning("a frame body complete %d bytes short of its Content-Length", length - end)
                 return _cut_overrun(reader.take(end), reader)
-        data = reader.buffered()
+        size = reader.buffered_size  # not a copy each time more arrives: a long body stays linear
     return _cut_overrun(reader.take(length), reader)
 
 

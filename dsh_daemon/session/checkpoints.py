@@ -22,6 +22,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -172,22 +173,23 @@ class CheckpointStore:
     def stored_bytes(self, session_id: str) -> int:
         return _blob_bytes(self.store, session_id)
 
-    def copy_to(self, source: str, target: str, up_to_turn: int) -> None:
-        """A fork's checkpoints: the source's rows of turns up to `up_to_turn` and their blobs."""
-        with self.store.transaction() as db:
-            db.execute(
-                "INSERT INTO checkpoints (session_id, time, turn, step, call_id, kind, path, before_hash, "
-                "after_hash, root, tree_before, tree_after, dropped) SELECT ?, time, turn, step, call_id, "
-                "kind, path, before_hash, after_hash, root, tree_before, tree_after, dropped "
-                "FROM checkpoints WHERE session_id=? AND turn<=? ORDER BY id",
-                (target, source, up_to_turn),
-            )
-            db.execute(
-                "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) SELECT ?, b.hash, "
-                "b.size, b.data FROM checkpoint_contents b WHERE b.session_id=? AND b.hash IN (SELECT "
-                "before_hash FROM checkpoints WHERE session_id=? AND dropped=0)",
-                (target, source, target),
-            )
+    @staticmethod
+    def copy_within(db: sqlite3.Connection, source: str, target: str, up_to_turn: int) -> None:
+        """A fork's checkpoints: the source's rows of turns up to `up_to_turn` and their blobs, written
+        inside the caller's transaction (the one that creates the fork, `create_session_with_events`)."""
+        db.execute(
+            "INSERT INTO checkpoints (session_id, time, turn, step, call_id, kind, path, before_hash, "
+            "after_hash, root, tree_before, tree_after, dropped) SELECT ?, time, turn, step, call_id, "
+            "kind, path, before_hash, after_hash, root, tree_before, tree_after, dropped "
+            "FROM checkpoints WHERE session_id=? AND turn<=? ORDER BY id",
+            (target, source, up_to_turn),
+        )
+        db.execute(
+            "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) SELECT ?, b.hash, "
+            "b.size, b.data FROM checkpoint_contents b WHERE b.session_id=? AND b.hash IN (SELECT "
+            "before_hash FROM checkpoints WHERE session_id=? AND dropped=0)",
+            (target, source, target),
+        )
 
 
 def _blob_bytes(store: SessionStore, session_id: str) -> int:

@@ -113,6 +113,16 @@ class LeaseHolder:
         stale = not same_host and now_ms() - heartbeat > STALE_AFTER_MS
         return not (dead or stale)
 
+    def silent_for_ms(self, lease: tuple[str, int, str, int]) -> int | None:
+        """How long a holder that keeps its lease (`other_holder_lives`) has not heartbeated, when
+        that is over `STALE_AFTER_MS` (None: it beats, or it holds nothing). A silent holder on this
+        host keeps its lease (its pid lives), but is no daemon that will hand the session over: a
+        crashed daemon's pid now another program's, a stopped process."""
+        if not self.other_holder_lives(lease):
+            return None
+        silent = now_ms() - lease[3]
+        return silent if silent > STALE_AFTER_MS else None
+
     def holds(self, session_id: str) -> bool:
         current = self.store.read_lease(session_id)
         return current is not None and current[0] == self.holder

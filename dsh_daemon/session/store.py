@@ -18,7 +18,7 @@ from __future__ import annotations
 import _thread
 import sqlite3
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,6 +70,11 @@ class LeaseLostError(StoreConflictError):
 
 class CorruptSessionError(StoreError):
     pass
+
+
+class UntrustedSnapshotError(StoreError):
+    """A derived-state snapshot row that is not what a daemon sealed for this session and log (or
+    cannot be read): it is a cache, so the caller derives the state from the log instead."""
 
 
 class UnknownSessionError(StoreError):
@@ -245,7 +250,8 @@ CREATE TABLE IF NOT EXISTS derived_snapshots (
     session_id TEXT PRIMARY KEY,
     upto_seq INTEGER NOT NULL,
     format INTEGER NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    seal TEXT
 );
 CREATE TABLE IF NOT EXISTS deferred_sends (
     session_id TEXT NOT NULL,
@@ -283,6 +289,11 @@ _TRIGGERS = (
 _SCHEMA_NAMES = frozenset(
     part.split()[0] for part in (_SCHEMA + " ".join(_TRIGGERS)).split("IF NOT EXISTS")[1:]
 )
+_TRIGGER_NAMES = frozenset(trigger.split("IF NOT EXISTS")[1].split()[0] for trigger in _TRIGGERS)
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -309,9 +320,18 @@ class SessionStore:
         if self._schema_is_current():
             return
         with self.transaction():
+            found = self._schema_names()
             for statement in _SCHEMA.strip().split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+            if "derived_snapshots" in found:
+                if not _has_column(self._db, "derived_snapshots", "seal"):
+                    # a store from before the seal: its snapshots have none, so they are rebuilt
+                    self._db.execute("ALTER TABLE derived_snapshots ADD COLUMN seal TEXT")
+                if not _TRIGGER_NAMES <= found:
+                    # Rows may have changed while a trigger that drops the snapshots they stand for
+                    # was missing: none of them can be trusted (issue 32.4).
+                    self._db.execute("DELETE FROM derived_snapshots")
             for trigger in _TRIGGERS:
                 self._db.execute(trigger)
             row = self._db.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
@@ -327,10 +347,9 @@ class SessionStore:
         """Every table, index and trigger is there and the format is one this build reads: nothing to
         create, so opening the store writes nothing (no transaction, no disk flush: a session list
         or a first session costs one flush less). A newer format is refused here too."""
-        found = {
-            str(name) for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type<>'view'")
-        }
-        if not _SCHEMA_NAMES <= found:
+        if not _SCHEMA_NAMES <= self._schema_names() or not _has_column(
+            self._db, "derived_snapshots", "seal"
+        ):
             return False
         row = self._db.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         if row is None:
@@ -341,6 +360,11 @@ class SessionStore:
                 f"(format {row[0]}, this build reads up to {FORMAT_VERSION}) — upgrade dsh-daemon"
             )
         return True
+
+    def _schema_names(self) -> set[str]:
+        return {
+            str(name) for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type<>'view'")
+        }
 
     def close(self) -> None:
         with self._snapshot_lock:  # (after a snapshot write under way on a worker thread)
@@ -377,6 +401,35 @@ class SessionStore:
                 "INSERT INTO sessions (session_id, title, cwd, created_at, updated_at) VALUES (?,?,?,?,?)",
                 (session_id, title, cwd, stamp, stamp),
             )
+        return self.session_info(session_id)
+
+    def create_session_with_events(
+        self,
+        session_id: str,
+        *,
+        title: str | None,
+        cwd: str | None,
+        events: Iterable[Event],
+        also: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> SessionInfo:
+        """A new session that holds `events` (seqs from 0) from the start, with nothing pending: the
+        row, the events and `also`'s writes (the rest of the same creation, such as a fork's
+        checkpoints) are one transaction, so a crash leaves the whole session or no trace of it."""
+        batch = list(events)
+        stamp = now_ms()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (session_id, title, cwd, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (session_id, title, cwd, stamp, stamp),
+            )
+            _insert_events(db, session_id, -1, batch)
+            if batch:
+                db.execute(
+                    "UPDATE sessions SET last_seq=?, updated_at=?, pending=0 WHERE session_id=?",
+                    (batch[-1].seq, batch[-1].time, session_id),
+                )
+            if also is not None:
+                also(db)
         return self.session_info(session_id)
 
     def session_info(self, session_id: str) -> SessionInfo:
@@ -516,16 +569,7 @@ class SessionStore:
             row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
             if row is None:
                 raise UnknownSessionError(session_id)
-            expected = row[0] + 1
-            for offset, event in enumerate(batch):
-                if event.seq != expected + offset:
-                    raise StoreConflictError(
-                        f"session {session_id}: append at seq {event.seq}, store expects {expected + offset}"
-                    )
-            db.executemany(
-                "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,?)",
-                [(session_id, e.seq, e.time, e.type, dumps(e.data), int(e.ignorable)) for e in batch],
-            )
+            _insert_events(db, session_id, int(row[0]), batch)
             last = batch[-1]
             if pending is None:
                 db.execute(
@@ -623,33 +667,83 @@ class SessionStore:
     # ---- derived-state snapshots (agent/snapshot.py; a cache of what the log derives) --------------
 
     def read_snapshot(self, session_id: str) -> tuple[int, int, str] | None:
-        """`(upto_seq, format, data)` of the session's derived-state snapshot, if it has one."""
+        """`(upto_seq, format, data)` of the session's derived-state snapshot, if it has one; a row
+        whose seal does not match (`seal.py`: another session's, edited, forged, or of a log whose row
+        at `upto_seq` is not the one it was folded from) or that cannot be read is
+        `UntrustedSnapshotError`, and nothing is changed."""
+        from dsh_daemon.session import seal
+
         row = self._db.execute(
-            "SELECT upto_seq, format, data FROM derived_snapshots WHERE session_id=?", (session_id,)
+            "SELECT upto_seq, format, CAST(data AS BLOB), seal FROM derived_snapshots WHERE session_id=?",
+            (session_id,),
         ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
+        if row is None:
+            return None
+        upto, format, raw, found = row
+        if type(upto) is not int or type(format) is not int or not isinstance(raw, bytes):
+            raise UntrustedSnapshotError("a snapshot row of the wrong column types")
+        if found is None:
+            raise UntrustedSnapshotError("the snapshot is not sealed (written before seals, or by hand)")
+        try:
+            key = seal.read_key(self.state_dir, create=False)
+        except seal.SealKeyError as exc:
+            raise UntrustedSnapshotError(str(exc)) from None
+        if key is None:
+            raise UntrustedSnapshotError(f"no seal key ({seal.KEY_FILENAME}) to check the snapshot with")
+        at_upto = self._event_row(self._db, session_id, upto)
+        if at_upto is None:
+            raise UntrustedSnapshotError(f"the log holds no row at the snapshot's seq {upto}")
+        if not seal.matches(seal.seal(key, session_id, upto, format, at_upto, raw), found):
+            raise UntrustedSnapshotError(
+                "its seal does not match (another session's or another store's snapshot, its row "
+                "edited, or its log's row at its seq changed)"
+            )
+        try:
+            return upto, format, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:  # (sealed, so written by a key holder: still refused)
+            raise UntrustedSnapshotError(f"the snapshot is not UTF-8: {exc}") from None
+
+    @staticmethod
+    def _event_row(db: sqlite3.Connection, session_id: str, seq: int) -> tuple[object, ...] | None:
+        """The stored event row at `seq`, as the seal binds it (no decoding: a row's bytes as stored)."""
+        row = db.execute(
+            "SELECT seq, time, type, CAST(data AS BLOB), ignorable FROM events WHERE session_id=? AND seq=?",
+            (session_id, seq),
+        ).fetchone()
+        return None if row is None else tuple(row)
 
     def write_snapshot(self, session_id: str, upto_seq: int, format: int, data: str) -> bool:
-        """Store a snapshot of the state after seq `upto_seq`, replacing an older one, in one
-        transaction; refused (False) unless the log holds `upto_seq` on disk, and never replacing a
-        newer snapshot.
+        """Store a snapshot of the state after seq `upto_seq`, sealed (`seal.py`), replacing an older
+        one, in one transaction; refused (False) unless the log holds `upto_seq` on disk, and never
+        replacing a newer snapshot.
 
         Safe to call from a worker thread, unlike the rest of the store: it writes through a
         connection of its own. A long session's snapshot is megabytes, and its write (with the disk
         flush) is best done away from the event loop that appends events; SQLite orders the two
-        writers, and the GIL is released while it writes."""
+        writers, and the GIL is released while it writes and while the seal hashes it."""
+        from dsh_daemon.session import seal
+
+        key = seal.read_key(self.state_dir, create=True)
+        assert key is not None
         with self._snapshot_lock:
             if self._snapshot_db is None:
                 self._snapshot_db = _connect(self.path)
+            # The row at `upto_seq` never changes once stored (the log is append-only), so the seal is
+            # computed before the write transaction, which then holds the lock only to write.
+            at_upto = self._event_row(self._snapshot_db, session_id, upto_seq)
+            if at_upto is None:
+                return False
+            sealed = seal.seal(key, session_id, upto_seq, format, at_upto, data.encode("utf-8"))
             with self.transaction(self._snapshot_db) as db:
                 row = db.execute("SELECT last_seq FROM sessions WHERE session_id=?", (session_id,)).fetchone()
                 if row is None or int(row[0]) < upto_seq:
                     return False  # nothing written (the empty transaction ends)
                 db.execute(
-                    "INSERT INTO derived_snapshots (session_id, upto_seq, format, data) VALUES (?,?,?,?) "
-                    "ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
-                    "format=excluded.format, data=excluded.data WHERE excluded.upto_seq >= upto_seq",
-                    (session_id, upto_seq, format, data),
+                    "INSERT INTO derived_snapshots (session_id, upto_seq, format, data, seal) "
+                    "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET upto_seq=excluded.upto_seq, "
+                    "format=excluded.format, data=excluded.data, seal=excluded.seal "
+                    "WHERE excluded.upto_seq >= upto_seq",
+                    (session_id, upto_seq, format, data, sealed),
                 )
         return True
 
@@ -899,6 +993,20 @@ def _check_holder(db: sqlite3.Connection, session_id: str, holder: str) -> None:
     lease = db.execute("SELECT holder FROM leases WHERE session_id=?", (session_id,)).fetchone()
     if lease is not None and lease[0] != holder:
         raise LeaseLostError(session_id, lease[0])
+
+
+def _insert_events(db: sqlite3.Connection, session_id: str, last_seq: int, batch: list[Event]) -> None:
+    """Inside a write transaction: `batch` appended after `last_seq`, refusing any seq gap or overlap."""
+    expected = last_seq + 1
+    for offset, event in enumerate(batch):
+        if event.seq != expected + offset:
+            raise StoreConflictError(
+                f"session {session_id}: append at seq {event.seq}, store expects {expected + offset}"
+            )
+    db.executemany(
+        "INSERT INTO events (session_id, seq, time, type, data, ignorable) VALUES (?,?,?,?,?,?)",
+        [(session_id, e.seq, e.time, e.type, dumps(e.data), int(e.ignorable)) for e in batch],
+    )
 
 
 def _raise_ceiling(db: sqlite3.Connection, session_id: str, ceiling: int) -> None:

@@ -32,6 +32,7 @@ from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.config import SandboxSettings
 from dsh_daemon.tools.editor import EditorServices, NoEditor
+from dsh_daemon.tools.environment import DaemonSecrets, blanked_secret_names, scrubbed_environment
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.sandboxing import (
@@ -157,10 +158,12 @@ class RunCommandTool(ToolBase):
         shell: str | None = None,
         checkpoints: Checkpointer | None = None,
         editor: EditorServices | None = None,
+        secrets: DaemonSecrets | None = None,
         sandbox: CommandSandbox | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits
+        self.secrets = secrets or DaemonSecrets()  # kept out of the command's environment
         self.shell = shell or shutil.which("bash") or "/bin/sh"
         self.checkpoints = checkpoints
         self.editor = editor or NoEditor()
@@ -287,7 +290,12 @@ class RunCommandTool(ToolBase):
         on showing it."""
         output_limit = self.limits.command_output_chars
         terminal = await terminals.create(
-            ctx.call.call_id, self.shell, ["-c", command], self.workspace.cwd, _ENV_DEFAULTS, output_limit
+            ctx.call.call_id,
+            self.shell,
+            ["-c", command],
+            self.workspace.cwd,
+            {**blanked_secret_names(self.secrets), **_ENV_DEFAULTS},
+            output_limit,
         )
         stopped: str | None = None
         exited = asyncio.create_task(terminal.wait_for_exit())
@@ -335,7 +343,7 @@ class RunCommandTool(ToolBase):
             proc, finish = await self.sandbox.spawn(
                 [self.shell, "-c", command],
                 cwd=self.workspace.cwd,
-                env={**os.environ, **_ENV_DEFAULTS},
+                env={**scrubbed_environment(os.environ, self.secrets), **_ENV_DEFAULTS},
                 stdin=devnull,
                 stdout=write_fd,
                 stderr=write_fd,

@@ -61,8 +61,13 @@ class _EditToolBase(ToolBase):
         return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes)
 
     async def apply(self, edit: ComputedEdit, summary: str, ctx: ToolContext) -> ToolOutcome:
-        before = await self._diagnostics_before(edit.path)
-        note = await self.applier.apply(edit)
+        before = await self._diagnostics_before(edit.path, ctx)
+        try:
+            note = await self.applier.apply(edit, ctx.signal)
+        except EditorUnavailable as exc:
+            # The editor gave no usable answer (none in time, an error, a malformed one): a failed
+            # edit the model can read, never a stalled turn (protocol.md §9).
+            return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         if self.checkpoints is not None:
             # After the apply succeeded: a refused edit changed nothing, so it keeps nothing.
             self.checkpoints.edit_applied(ctx.call, edit)
@@ -74,20 +79,22 @@ class _EditToolBase(ToolBase):
         meta = edit.meta()
         if before is not None:
             settle = self.limits.diagnostics_settle_s
-            errors = await diagnostics_after_edit(self.editor, self.workspace, edit.path, before, settle)
+            errors = await diagnostics_after_edit(
+                self.editor, self.workspace, edit.path, before, settle, ctx.signal
+            )
             if errors:
                 # Told twice: in words for the model, as data for the clients (which never parse the words).
                 text += f"\n{errors.note()}"
                 meta.update(errors.meta())
         return ToolOutcome.text(text, meta=meta)
 
-    async def _diagnostics_before(self, path: Path) -> list[FileDiagnostics] | None:
+    async def _diagnostics_before(self, path: Path, ctx: ToolContext) -> list[FileDiagnostics] | None:
         """The file's diagnostics before an edit, to tell the new errors from the old (None: the
         editor reports none to us)."""
         if not self.editor.diagnostics_supported:
             return None
         try:
-            return await self.editor.diagnostics([path])
+            return await self.editor.diagnostics([path], signal=ctx.signal)
         except EditorUnavailable:
             return None
 

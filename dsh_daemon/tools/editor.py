@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dsh_daemon.tools.terminal import Terminals
+
+if TYPE_CHECKING:
+    from dsh_daemon.agent.signal import AbortSignal
 
 LanguageFeature = Literal["definition", "references", "symbols", "hover"]
 LANGUAGE_FEATURES: tuple[LanguageFeature, ...] = ("definition", "references", "symbols", "hover")
@@ -28,7 +31,8 @@ class FileDiagnostics:
 
 
 class EditorUnavailable(Exception):
-    """The editor could not answer (no answer in time, an error reply, the client gone)."""
+    """The editor could not answer (no answer in time, an error reply, a malformed answer, the client
+    gone)."""
 
 
 class EditorServices(Protocol):
@@ -48,15 +52,19 @@ class EditorServices(Protocol):
         ...
 
     async def diagnostics(
-        self, paths: Sequence[Path] | None, settle_s: float | None = None
+        self, paths: Sequence[Path] | None, settle_s: float | None = None, signal: AbortSignal | None = None
     ) -> list[FileDiagnostics]:
         """The editor's diagnostics of `paths` (None: every document with problems). With `settle_s`
         (after an edit): once the language servers have re-checked `paths`, waiting `settle_s` at most
-        (an editor that cannot say when they have is asked after `settle_s`)."""
+        (an editor that cannot say when they have is asked after `settle_s`). `signal` (the turn's)
+        ends the wait with `AbortedError`."""
         ...
 
-    async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`dsh/editor/<feature>` with `params` (`uri` already a URI); the client's answer."""
+    async def language_request(
+        self, feature: LanguageFeature, params: Mapping[str, Any], signal: AbortSignal | None = None
+    ) -> dict[str, Any]:
+        """`dsh/editor/<feature>` with `params` (`uri` already a URI); the client's answer, its shape
+        checked (`EditorUnavailable` naming the field otherwise)."""
         ...
 
 
@@ -71,9 +79,11 @@ class NoEditor:
         return []
 
     async def diagnostics(
-        self, paths: Sequence[Path] | None, settle_s: float | None = None
+        self, paths: Sequence[Path] | None, settle_s: float | None = None, signal: AbortSignal | None = None
     ) -> list[FileDiagnostics]:
         return []
 
-    async def language_request(self, feature: LanguageFeature, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def language_request(
+        self, feature: LanguageFeature, params: Mapping[str, Any], signal: AbortSignal | None = None
+    ) -> dict[str, Any]:
         raise EditorUnavailable("the editor offers no language features")

@@ -10,17 +10,21 @@ models count columns badly.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.tools.base import ToolBase, get_int, get_opt_str, get_str, make_spec
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.editor import EditorServices, EditorUnavailable, FileDiagnostics, LanguageFeature
-from dsh_daemon.tools.errors import FileToolError, InvalidArgumentsError
+from dsh_daemon.tools.errors import FileToolError, InvalidArgumentsError, ToolError
+from dsh_daemon.tools.safefile import FileTooLargeError, read_prefix_async
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
 from dsh_daemon.tools.workspace import Workspace
 
 SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
@@ -28,6 +32,8 @@ NEW_ERRORS_SHOWN = 10  # new errors listed after an edit; the rest counted
 DIAGNOSTICS_SHOWN = 200  # problems listed by the diagnostics tool
 LOCATIONS_SHOWN = 100  # locations listed by definition / references / symbols
 CONTEXT_CHARS = 200  # the line of context shown with a location
+CONTEXT_READ_BYTES = 8 * 1024 * 1024  # read of a file, to find the line the model names or show a location's
+CONTEXT_BUDGET_BYTES = 32 * 1024 * 1024  # read for the lines shown with one answer's locations
 
 
 def _line_of(diagnostic: Mapping[str, Any]) -> tuple[int, int]:
@@ -124,11 +130,12 @@ async def diagnostics_after_edit(
     path: Path,
     before: Sequence[FileDiagnostics],
     settle_s: float,
+    signal: AbortSignal | None = None,
 ) -> NewErrors | None:
     """The new errors an edit introduced, once the language server re-checked the file (the editor
     says when, or after `settle_s`)."""
     try:
-        after = await editor.diagnostics([path], settle_s=settle_s)
+        after = await editor.diagnostics([path], settle_s=settle_s, signal=signal)
     except EditorUnavailable:
         return None
     return new_errors(workspace, path, before, after)
@@ -155,7 +162,7 @@ class DiagnosticsTool(ToolBase):
         path_arg = get_opt_str(args, "path")
         paths = [self.workspace.resolve(path_arg)] if path_arg else None
         try:
-            found = await self.editor.diagnostics(paths)
+            found = await self.editor.diagnostics(paths, signal=ctx.signal)
         except EditorUnavailable as exc:
             return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         lines = []
@@ -178,6 +185,39 @@ class DiagnosticsTool(ToolBase):
         return ToolOutcome.text(text)
 
 
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    lines: tuple[str, ...]
+    size: int  # of the whole file, in bytes
+    complete: bool  # False: only the lines in its first CONTEXT_READ_BYTES
+
+
+class _LocationLines:
+    """The lines shown with the locations of one answer: each file read once, however many locations
+    it holds, and no more than CONTEXT_BUDGET_BYTES read in all (the rest shown without their line).
+    A file that cannot be read as text (gone, a FIFO, a device, binary) shows no line."""
+
+    def __init__(self, tool: _LanguageTool) -> None:
+        self._tool = tool
+        self._read: dict[Path, tuple[str, ...]] = {}
+        self._budget = CONTEXT_BUDGET_BYTES
+
+    async def lines(self, path: Path) -> tuple[str, ...]:
+        if path in self._read:
+            return self._read[path]
+        found: tuple[str, ...] = ()
+        if self._budget > 0:
+            try:
+                text = await self._tool.lines_of(path, str(path))
+            except (ToolError, OSError):
+                pass
+            else:
+                found = text.lines
+                self._budget -= min(text.size, CONTEXT_READ_BYTES)
+        self._read[path] = found
+        return found
+
+
 class _LanguageTool(ToolBase):
     feature: LanguageFeature
 
@@ -190,16 +230,22 @@ class _LanguageTool(ToolBase):
         path = args.get("path")
         return [path] if isinstance(path, str) and path else []
 
-    def text_of(self, path: Path) -> str | None:
+    async def lines_of(self, path: Path, shown: str) -> _Lines:
+        """The file's lines as the model sees them: the editor's unsaved text first, else the disk
+        through the one safe reader (a regular file only, read in a worker thread, at most
+        CONTEXT_READ_BYTES of it). FileToolError when it cannot be read as text."""
         text = self.documents.text_for(path)
         if text is not None:
-            return text
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+            return _Lines(tuple(text.splitlines()), len(text.encode("utf-8")), complete=True)
+        raw = await read_prefix_async(path, shown, CONTEXT_READ_BYTES, self.workspace)
+        if looks_binary(raw.data[:SNIFF_BYTES]):
+            raise FileToolError(f"{shown} is a binary file ({raw.stat.st_size} bytes)", "BINARY")
+        lines = raw.data.decode("utf-8", errors="replace").splitlines()
+        if raw.truncated and lines:
+            lines.pop()  # cut somewhere inside it
+        return _Lines(tuple(lines), raw.stat.st_size, complete=not raw.truncated)
 
-    def position(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def position(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """`{uri, position}` of "the symbol on line N" (its first occurrence on that line), in LSP terms."""
         path = self.workspace.resolve(get_str(args, "path", allow_empty=False))
         line = get_int(args, "line", 0, minimum=1)
@@ -207,11 +253,13 @@ class _LanguageTool(ToolBase):
             raise InvalidArgumentsError("'line' (1-based) is required")
         symbol = get_str(args, "symbol", allow_empty=False)
         shown = self.workspace.display(path)
-        text = self.text_of(path)
-        if text is None:
-            raise FileToolError(f"{shown} cannot be read", "NOT_FOUND")
-        lines = text.splitlines()
+        found = await self.lines_of(path, shown)
+        lines = found.lines
         if line > len(lines):
+            if not found.complete:
+                raise FileTooLargeError(
+                    shown, found.size, CONTEXT_READ_BYTES, f"finding a line past line {len(lines)}"
+                )
             raise InvalidArgumentsError(f"{shown} has {len(lines)} lines; line {line} does not exist")
         column = lines[line - 1].find(symbol)
         if column < 0:
@@ -221,9 +269,9 @@ class _LanguageTool(ToolBase):
         character = len(lines[line - 1][:column].encode("utf-16-le")) // 2
         return {"uri": path.as_uri(), "position": {"line": line - 1, "character": character}}
 
-    async def ask(self, params: Mapping[str, Any]) -> dict[str, Any] | ToolOutcome:
+    async def ask(self, params: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any] | ToolOutcome:
         try:
-            answer = await self.editor.language_request(self.feature, params)
+            answer = await self.editor.language_request(self.feature, params, ctx.signal)
         except EditorUnavailable as exc:
             return ToolOutcome.error(f"Error: {exc}", "EDITOR_UNAVAILABLE")
         if answer.get("noLanguageServer"):
@@ -233,18 +281,21 @@ class _LanguageTool(ToolBase):
             )
         return answer
 
-    async def ask_at(self, args: Mapping[str, Any], **extra: Any) -> dict[str, Any] | ToolOutcome:
+    async def ask_at(
+        self, args: Mapping[str, Any], ctx: ToolContext, **extra: Any
+    ) -> dict[str, Any] | ToolOutcome:
         """Ask the editor about the place `args` names (path, line, symbol): its answer, or the
         outcome the model gets when there is none (the editor failed, or no language server)."""
-        return await self.ask({**self.position(args), **extra})
+        return await self.ask({**await self.position(args), **extra}, ctx)
 
-    def render_locations(self, locations: Sequence[Any], what: str) -> str:
+    async def render_locations(self, locations: Sequence[Any], what: str) -> str:
         lines = []
         outside = 0
+        read = _LocationLines(self)
         for location in locations:
             if not isinstance(location, Mapping):
                 continue
-            rendered = self.render_location(location)
+            rendered = await self.render_location(location, read)
             if rendered is None:
                 outside += 1
             else:
@@ -258,7 +309,9 @@ class _LanguageTool(ToolBase):
             shown.append(f"({outside} outside the workspace: libraries or other projects, not shown)")
         return "\n".join(shown)
 
-    def render_location(self, location: Mapping[str, Any], label: str = "") -> str | None:
+    async def render_location(
+        self, location: Mapping[str, Any], read: _LocationLines, label: str = ""
+    ) -> str | None:
         """`path:line:col: the line's text`; None when it is outside the workspace."""
         uri = location.get("uri") or location.get("targetUri")
         rng = location.get("range") or location.get("targetSelectionRange") or {}
@@ -266,16 +319,15 @@ class _LanguageTool(ToolBase):
             return None
         from urllib.parse import unquote, urlparse
 
-        path = Path(unquote(urlparse(uri).path))
         try:
-            real = path.resolve()
-        except OSError:
+            # lstat and readlink only: resolving never opens the file, whatever it is
+            real = Path(os.path.realpath(unquote(urlparse(uri).path)))  # noqa: ASYNC240
+        except (OSError, ValueError):
             return None
         if not self.workspace.contains(real):
             return None
         line, character = _line_of({"range": rng})
-        text = self.text_of(real) or ""
-        lines = text.splitlines()
+        lines = await read.lines(real)
         context = lines[line].strip()[:CONTEXT_CHARS] if line < len(lines) else ""
         prefix = f"{label} " if label else ""
         return f"{prefix}{self.workspace.display(real)}:{line + 1}:{character + 1}: {context}"
@@ -302,10 +354,10 @@ class DefinitionTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        answer = await self.ask_at(args)
+        answer = await self.ask_at(args, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
-        return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "definition"))
+        return ToolOutcome.text(await self.render_locations(answer.get("locations") or [], "definition"))
 
 
 class ReferencesTool(_LanguageTool):
@@ -320,10 +372,10 @@ class ReferencesTool(_LanguageTool):
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         include = args.get("include_declaration")
-        answer = await self.ask_at(args, includeDeclaration=include is not False)
+        answer = await self.ask_at(args, ctx, includeDeclaration=include is not False)
         if isinstance(answer, ToolOutcome):
             return answer
-        return ToolOutcome.text(self.render_locations(answer.get("locations") or [], "references"))
+        return ToolOutcome.text(await self.render_locations(answer.get("locations") or [], "references"))
 
 
 class SymbolsTool(_LanguageTool):
@@ -345,17 +397,19 @@ class SymbolsTool(_LanguageTool):
         if bool(path_arg) == bool(query):
             raise InvalidArgumentsError("give exactly one of 'path' (a file's outline) or 'query'")
         params = {"uri": self.workspace.resolve(path_arg).as_uri()} if path_arg else {"query": query}
-        answer = await self.ask(params)
+        answer = await self.ask(params, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
         lines = []
         outside = 0
+        read = _LocationLines(self)
         for symbol in answer.get("symbols") or []:
             if not isinstance(symbol, Mapping) or not isinstance(symbol.get("location"), Mapping):
                 continue
             container = symbol.get("containerName")
             name = f"{container}.{symbol.get('name')}" if container else str(symbol.get("name"))
-            rendered = self.render_location(symbol["location"], f"{_kind(symbol.get('kind'))} {name}")
+            label = f"{_kind(symbol.get('kind'))} {name}"
+            rendered = await self.render_location(symbol["location"], read, label)
             if rendered is None:
                 outside += 1
             else:
@@ -381,7 +435,7 @@ class HoverTool(_LanguageTool):
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        answer = await self.ask_at(args)
+        answer = await self.ask_at(args, ctx)
         if isinstance(answer, ToolOutcome):
             return answer
         contents = answer.get("contents")

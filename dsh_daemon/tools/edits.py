@@ -10,11 +10,15 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, read_regular, sha256_text
+from dsh_daemon.tools.safefile import read_prefix
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, sha256_text
 from dsh_daemon.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from dsh_daemon.agent.signal import AbortSignal
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +82,11 @@ def compute_edit(path: Path, before: str | None, after: str, name: str) -> Compu
 
 
 class EditApplier(Protocol):
-    async def apply(self, edit: ComputedEdit) -> str | None:
+    async def apply(self, edit: ComputedEdit, signal: AbortSignal | None = None) -> str | None:
         """Make `edit` real; raise EditConflictError when the target no longer matches `before`.
         Returns a note for the model when the edit landed with a caveat (e.g. in the editor's buffer,
-        but the file on disk could not be written), else None."""
+        but the file on disk could not be written), else None. `signal` (the turn's) may end a wait
+        on the editor with `AbortedError`; a write to disk is never cut short by it."""
         ...
 
 
@@ -92,7 +97,7 @@ class DiskEditApplier:
     def __init__(self, workspace: Workspace | None = None) -> None:
         self.workspace = workspace
 
-    async def apply(self, edit: ComputedEdit) -> str | None:
+    async def apply(self, edit: ComputedEdit, signal: AbortSignal | None = None) -> str | None:
         await asyncio.to_thread(self._apply, edit)
         return None
 
@@ -147,7 +152,7 @@ class DiskEditApplier:
     def current_hash(path: Path, before_bytes: int) -> str | None:
         """The file's text hash now (None: not UTF-8 text, or bigger than the text the edit began from)."""
         try:
-            raw = read_regular(path, str(path), before_bytes)
+            raw = read_prefix(path, str(path), before_bytes)
         except FileToolError as exc:
             if exc.code == "NOT_FOUND":
                 raise EditConflictError(f"{path} was deleted since the edit was computed") from None

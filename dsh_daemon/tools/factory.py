@@ -16,6 +16,7 @@ from dsh_daemon.tools.editing import EditFileTool, WriteFileTool
 from dsh_daemon.tools.editor import EditorServices, NoEditor
 from dsh_daemon.tools.editor_tools import LANGUAGE_TOOLS, DiagnosticsTool
 from dsh_daemon.tools.edits import DiskEditApplier, EditApplier
+from dsh_daemon.tools.environment import DaemonSecrets
 from dsh_daemon.tools.grep import GrepTool
 from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
 from dsh_daemon.tools.notices import ChangedFilesNotice
@@ -41,6 +42,7 @@ def build_tool_registry(
     registry: ToolRegistry | None = None,
     checkpoints: Checkpointer | None = None,
     editor: EditorServices | None = None,
+    secrets: DaemonSecrets | None = None,
 ) -> ToolKit:
     """The coding tools of one session.
 
@@ -52,7 +54,8 @@ def build_tool_registry(
     source); None keeps nothing. `registry`: the one to fill (a subclass may offer tools that come
     and go, as MCP servers' do); by default a new `ToolRegistry`. `editor`: what the editor does
     beyond documents (unsaved documents named before a command; with diagnostics, new errors after
-    each edit and the `diagnostics` tool; with language features, their tools).
+    each edit and the `diagnostics` tool; with language features, their tools). `secrets`: what the
+    daemon holds that a command's environment must not (`tools/environment.py`).
     """
     parsed = config if isinstance(config, ToolConfig) else ToolConfig.parse(config)
     limits = parsed.limits
@@ -74,7 +77,13 @@ def build_tool_registry(
         EditFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         RunCommandTool(
-            workspace, limits, shell=parsed.shell, checkpoints=checkpoints, editor=editor, sandbox=sandbox
+            workspace,
+            limits,
+            shell=parsed.shell,
+            checkpoints=checkpoints,
+            editor=editor,
+            secrets=secrets,
+            sandbox=sandbox,
         ),
     ]
     if editor.diagnostics_supported:

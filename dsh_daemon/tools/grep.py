@@ -1,5 +1,7 @@
 """grep: regex search over workspace files. Uses ripgrep when it is on PATH (fast, honours ignore
-files); otherwise a Python walk with the same output, order (by path) and caps."""
+files); otherwise a Python walk with the same output, order (by path) and caps. Either search stops
+at `grep_timeout_s` (a huge file, a huge tree): the result is then a `TIMEOUT` error that keeps the
+matches found by then and says what was being searched."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,8 @@ from dsh_daemon.tools.base import ToolBase, get_bool, get_opt_str, get_str, make
 from dsh_daemon.tools.errors import InvalidArgumentsError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import run_stoppable
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, open_regular, read_regular
+from dsh_daemon.tools.safefile import open_regular, read_prefix
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
 from dsh_daemon.tools.walk import IGNORED_DIRS, GlobMatcher, compile_glob, walk_files
 from dsh_daemon.tools.workspace import Workspace
 
@@ -34,6 +38,13 @@ class Match:
     path: str  # as shown to the model
     line: int
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    matches: list[Match]
+    timed_out: bool = False  # stopped at the time bound; `matches` are those found by then
+    files_searched: int | None = None  # how many files were read (the Python search counts them)
 
 
 class GrepTool(ToolBase):
@@ -79,30 +90,44 @@ class GrepTool(ToolBase):
             # confined), never by rg: rg opens whatever path it is given, and blocks on a FIFO.
             fd = open_regular(target, shown, self.workspace)
             if self.rg is not None:
-                matches = await ctx.signal.race(
-                    self._ripgrep(pattern, target, None, ignore_case, cap + 1, fd)
-                )
+                found = await ctx.signal.race(self._ripgrep(pattern, target, None, ignore_case, cap + 1, fd))
             else:
                 os.close(fd)
-                matches = await run_stoppable(
+                found = await run_stoppable(
                     lambda stop: self._python(regex, target, None, cap + 1, stop), ctx.signal
                 )
         elif self.rg is not None:
-            matches = await ctx.signal.race(self._ripgrep(pattern, target, glob, ignore_case, cap + 1))
+            found = await ctx.signal.race(self._ripgrep(pattern, target, glob, ignore_case, cap + 1))
         else:
-            matches = await run_stoppable(
+            found = await run_stoppable(
                 lambda stop: self._python(regex, target, glob_regex, cap + 1, stop), ctx.signal
             )
-        if not matches:
-            return ToolOutcome.text("No matches.")
+        matches = found.matches
         limit = self.limits.grep_line_chars
         lines = [
             f"{m.path}:{m.line}:{m.text if len(m.text) <= limit else m.text[:limit] + '… [cut]'}"
             for m in matches[:cap]
         ]
+        if found.timed_out:
+            return ToolOutcome.error(self._timeout_note(lines, pattern, shown, glob, found), "TIMEOUT")
+        if not matches:
+            return ToolOutcome.text("No matches.")
         if len(matches) > cap:
             lines.append(f"[results capped at {cap} matches; narrow the pattern, path or glob]")
         return ToolOutcome.text("\n".join(lines) + "\n")
+
+    def _timeout_note(
+        self, lines: list[str], pattern: str, shown: str, glob: str | None, found: Found
+    ) -> str:
+        where = f"{shown} (glob {glob!r})" if glob else shown
+        files = "" if found.files_searched is None else f"; {found.files_searched} files searched"
+        kept = f"the matches above ({len(lines)}) were found by then" if lines else "no match by then"
+        note = (
+            f"[grep stopped after {self.limits.grep_timeout_s:g} s (grep_timeout_s) searching {where} "
+            f"for {pattern!r}{files}; {kept}, and there may be more. Narrow the path or glob, or "
+            "search the file's part you need with run_command]"
+        )
+        return "\n".join([*lines, note]) + "\n"
 
     # ---- ripgrep -------------------------------------------------------------------------------------
 
@@ -114,7 +139,7 @@ class GrepTool(ToolBase):
         ignore_case: bool,
         want: int,
         fd: int | None = None,
-    ) -> list[Match]:
+    ) -> Found:
         """rg over the directory `target` (it skips FIFOs and devices while walking), or over the file
         already open as `fd`, given to rg as its stdin (`fd` is closed here)."""
         assert self.rg is not None
@@ -126,7 +151,7 @@ class GrepTool(ToolBase):
 
     async def _run_ripgrep(
         self, pattern: str, target: Path, glob: str | None, ignore_case: bool, want: int, fd: int | None
-    ) -> list[Match]:
+    ) -> Found:
         assert self.rg is not None
         argv = [self.rg, "--json", "--no-config", "--hidden", "--sort", "path", "--no-messages"]
         if glob:
@@ -146,21 +171,10 @@ class GrepTool(ToolBase):
         )
         matches: list[Match] = []
         try:
-            assert proc.stdout is not None and proc.stderr is not None
-            while len(matches) < want:
-                line = await proc.stdout.readline()
-                if not line:
-                    break
-                match = self._parse_rg(line, target if fd is not None else None)
-                if match is not None:
-                    matches.append(match)
-            if len(matches) >= want:
-                return matches  # enough: the finally stops rg
-            stderr = (await proc.stderr.read()).decode("utf-8", errors="replace").strip()
-            code = await proc.wait()
-            if code == 2 and not matches:
-                raise ToolError(f"ripgrep failed: {stderr or 'exit status 2'}", "GREP_FAILED")
-            return matches
+            async with asyncio.timeout(self.limits.grep_timeout_s):
+                return await self._read_ripgrep(proc, matches, want, target if fd is not None else None)
+        except TimeoutError:
+            return Found(matches, timed_out=True)
         finally:
             if proc.returncode is None:
                 # os.kill, not proc.kill(): Popen.kill() polls (reaps) first, racing asyncio's child
@@ -168,6 +182,26 @@ class GrepTool(ToolBase):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGKILL)
                 await proc.wait()
+
+    async def _read_ripgrep(
+        self, proc: asyncio.subprocess.Process, matches: list[Match], want: int, stdin_path: Path | None
+    ) -> Found:
+        """rg's matches, appended to `matches` as they come (so a timeout keeps those found by then)."""
+        assert proc.stdout is not None and proc.stderr is not None
+        while len(matches) < want:
+            line = await proc.stdout.readline()
+            if not line:
+                break
+            match = self._parse_rg(line, stdin_path)
+            if match is not None:
+                matches.append(match)
+        if len(matches) >= want:
+            return Found(matches)  # enough: the caller's finally stops rg
+        stderr = (await proc.stderr.read()).decode("utf-8", errors="replace").strip()
+        code = await proc.wait()
+        if code == 2 and not matches:
+            raise ToolError(f"ripgrep failed: {stderr or 'exit status 2'}", "GREP_FAILED")
+        return Found(matches)
 
     def _rg_target(self, target: Path) -> str:
         shown = self.workspace.display(target)
@@ -196,15 +230,20 @@ class GrepTool(ToolBase):
         glob: GlobMatcher | None,
         want: int,
         stop: threading.Event,
-    ) -> list[Match]:
+    ) -> Found:
+        deadline = time.monotonic() + self.limits.grep_timeout_s
         matches: list[Match] = []
+        searched = 0
         for path, rel in walk_files(target, stop):
+            if time.monotonic() >= deadline:
+                return Found(matches, timed_out=True, files_searched=searched)
             if glob is not None and not glob.match(rel):
                 continue
             try:  # the one safe reader: regular files only, non-blocking open, capped
-                raw = read_regular(path, str(path), self.limits.grep_file_bytes, self.workspace)
+                raw = read_prefix(path, str(path), self.limits.grep_file_bytes, self.workspace)
             except (ToolError, OSError):
                 continue
+            searched += 1
             data = raw.data
             if raw.truncated or looks_binary(data[:SNIFF_BYTES]):
                 continue
@@ -215,12 +254,14 @@ class GrepTool(ToolBase):
             if lines[-1] == "":
                 lines.pop()  # the final terminator does not start another line
             for number, line in enumerate(lines, start=1):
+                if number % 4096 == 0 and time.monotonic() >= deadline:
+                    return Found(matches, timed_out=True, files_searched=searched)
                 line = line.removesuffix("\r")
                 if regex.search(line):
                     matches.append(Match(shown, number, line))
                     if len(matches) >= want:
-                        return matches
-        return matches
+                        return Found(matches, files_searched=searched)
+        return Found(matches, files_searched=searched)
 
 
 def _rg_text(value: Mapping[str, Any]) -> str:

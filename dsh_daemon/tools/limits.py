@@ -25,6 +25,7 @@ class ToolLimits:
     grep_max_matches: int = 200
     grep_line_chars: int = 300
     grep_file_bytes: int = 8 * 1024 * 1024  # the Python fallback skips larger files
+    grep_timeout_s: float = 60.0  # a search stops here (a huge file or tree), keeping what it found
     command_timeout_s: float = 120.0
     command_max_timeout_s: float = 600.0
     command_output_chars: int = 30_000  # result text: head and tail kept, the middle dropped

@@ -15,7 +15,8 @@ from dsh_daemon.tools.base import ToolBase, get_int, get_str, make_spec
 from dsh_daemon.tools.documents import DocumentSource
 from dsh_daemon.tools.errors import FileToolError
 from dsh_daemon.tools.limits import ToolLimits
-from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary, open_regular
+from dsh_daemon.tools.safefile import open_regular
+from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
 from dsh_daemon.tools.tracking import ReadTracker
 from dsh_daemon.tools.workspace import Workspace
 

@@ -34,7 +34,6 @@ from dsh_daemon.sandbox.session import Sandbox, SandboxedProcess
 from dsh_daemon.tools import unconfined
 from dsh_daemon.tools.config import SandboxMode, SandboxSettings, check_domain
 from dsh_daemon.tools.errors import InvalidArgumentsError
-from dsh_daemon.tools.secret_env import scrub_secrets
 from dsh_daemon.tools.workspace import Workspace
 
 # The fork server is Linux's (SCM_CREDENTIALS, namespaces): elsewhere only full-access runs, through
@@ -163,7 +162,6 @@ class CommandSandbox:
         # Wired by the host once the session exists (defaults: a bare session with no memory).
         self.session_mode: Callable[[], str] = lambda: "ask"
         self.grants: Callable[[], Iterable[str]] = tuple
-        self.secret_values: Callable[[], Iterable[str]] = tuple
         self.on_status: Callable[[Mapping[str, Any]], None] = lambda _status: None
         self.on_widened: Callable[[Mapping[str, Any]], None] = lambda _widening: None
         self.dsh_home: Path | None = None  # the daemon's state, masked for confined commands (host sets)
@@ -268,12 +266,6 @@ class CommandSandbox:
 
     # ---- running -------------------------------------------------------------------------------------
 
-    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The command's environment: the daemon's without its secrets (in every mode). Confined,
-        the sandbox's spawn also sets the proxy's variables and TMPDIR (and drops credential-like
-        names once more)."""
-        return scrub_secrets(base, self.secret_values())
-
     async def spawn(
         self,
         argv: Sequence[str],
@@ -286,8 +278,10 @@ class CommandSandbox:
         widening: Widening | None = None,
     ) -> tuple[SandboxedProcess | unconfined.SandboxedProcess, Callable[[], Awaitable[None]]]:
         """The command started under the session's rules (with `widening`, which the person approved,
-        on top); with it, what to await once the command has ended (a widened-once sandbox closed).
-        `SandboxUnavailable` when a confined mode cannot be had."""
+        on top), and what to await once it has ended (a widened-once sandbox closed).
+        `SandboxUnavailable` when a confined mode cannot be had. `env` is already without the
+        daemon's secrets (tools/environment.py); confined, the sandbox's spawn sets the proxy's
+        variables and TMPDIR and drops credential-like names once more."""
         if self._closed:
             raise SandboxUnavailable("the session's sandbox is closed")
         policy = self.policy(widening)
@@ -302,7 +296,7 @@ class CommandSandbox:
 
             try:
                 proc = await once.spawn(
-                    argv, cwd=cwd, env=self.environment(env),
+                    argv, cwd=cwd, env=env,
                     stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
                 )  # fmt: skip
             except BaseException:
@@ -320,7 +314,7 @@ class CommandSandbox:
                 self.announce()
             self._denied_domains.clear()
             proc = await sandbox.spawn(
-                argv, cwd=cwd, env=self.environment(env),
+                argv, cwd=cwd, env=env,
                 stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
             )  # fmt: skip
         return proc, _nothing

@@ -17,12 +17,15 @@ from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
+    BooleanConfigOptionCapabilities,
     ClientCapabilities,
+    ClientSessionCapabilities,
     DeniedOutcome,
     FileSystemCapabilities,
     PermissionOption,
     ReadTextFileResponse,
     RequestPermissionResponse,
+    SessionConfigOptionsCapabilities,
     ToolCallUpdate,
     WriteTextFileResponse,
 )
@@ -154,8 +157,11 @@ async def acp_daemon(
     fs: bool = False,
     client: RecordingClient | None = None,
     terminal: bool = False,
+    booleans: bool = False,
     env: dict[str, str] | None = None,
 ) -> AsyncIterator[AcpDaemon]:
+    """`booleans`: the client advertises boolean config options
+    (`clientCapabilities.session.configOptions.boolean`)."""
     client = client or RecordingClient()
     (state / "home").mkdir(parents=True, exist_ok=True)
     (state / "work").mkdir(parents=True, exist_ok=True)
@@ -172,7 +178,13 @@ async def acp_daemon(
             observers=[client.observe],
         ) as (conn, _process):
             capabilities = ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=terminal
+                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs),
+                terminal=terminal,
+                session=ClientSessionCapabilities(
+                    config_options=SessionConfigOptionsCapabilities(boolean=BooleanConfigOptionCapabilities())
+                )
+                if booleans
+                else None,
             )
             init = await asyncio.wait_for(
                 conn.initialize(

@@ -92,9 +92,13 @@ async def test_run_command_runs_in_the_clients_terminal(tmp_path: Path, fake: Fa
             (created,) = client.created
             assert created["args"][0] == "-c" and created["args"][1].startswith("echo hello")
             assert created["cwd"] == str(d.work) and created["limit"] == 30_000
-            assert {"name": "PAGER", "value": "cat"} in [
-                e.model_dump(exclude_none=True) for e in created["env"]
-            ]
+            env = [e.model_dump(exclude_none=True) for e in created["env"]]
+            assert {"name": "PAGER", "value": "cat"} in env
+            # The daemon's secret variables are blanked in the editor's terminal (it can only set).
+            assert {"name": "DEEPSEEK_API_KEY", "value": ""} in env and {
+                "name": "DSH_HOME",
+                "value": "",
+            } in env
             updates = [m["params"]["update"] for m in call_updates(client, sid, "call_run_1")]
             embedded = {"type": "terminal", "terminalId": "term-1"}
             assert any(u.get("content") == [embedded] and u["status"] == "in_progress" for u in updates)

@@ -54,7 +54,7 @@ async def test_config_json_applies_in_acp_mode_and_its_mistakes_are_shown(
         done = await raw.call(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
         )
-        assert done["result"] == {"stopReason": "end_turn"}, done
+        assert done["result"]["stopReason"] == "end_turn", done
         assert not [m for m in raw.received if m.get("method") == "session/request_permission"]
         assert (work / "out.txt").read_text() == "written\n"
         assert "RULES-FROM-THE-FILE" in fake.requests[0].json["messages"][0]["content"]

@@ -73,7 +73,7 @@ async def test_deeply_nested_lines_are_refused_with_their_own_id_and_the_daemon_
         )
         assert "result" in resumed, resumed
         done = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("are you there?")})
-        assert done["result"] == {"stopReason": "end_turn"}
+        assert done["result"]["stopReason"] == "end_turn"
         assert raw.process.stdin is not None
         raw.process.stdin.close()
         assert await asyncio.wait_for(raw.process.wait(), 15) == 0
@@ -106,7 +106,7 @@ async def test_a_signal_shuts_down_in_order_and_exits_0(
         raw.process.send_signal(signum)
         assert await asyncio.wait_for(raw.process.wait(), 30) == 0
         answers = [m for m in raw.received if m.get("id") == queued]
-        assert answers == [] or answers[0]["result"] == {"stopReason": "cancelled"}, answers
+        assert answers == [] or answers[0]["result"]["stopReason"] == "cancelled", answers
     log = log_of(state)
     assert "Fatal Python error" not in log and "Traceback" not in log, log[-3000:]
     store = SessionStore(state)
@@ -211,7 +211,7 @@ async def test_hundreds_of_hostile_lines_are_each_answered_once_without_a_traceb
         )
         assert "result" in resumed, resumed
         done = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("are you there?")})
-        assert done.get("result") == {"stopReason": "end_turn"}, done
+        assert (done.get("result") or {}).get("stopReason") == "end_turn", done
         expected = [msg_id for _, msg_id in lines if msg_id is not None]
         answers: dict[Any, int] = {}
         for message in raw.received:

@@ -103,3 +103,39 @@ async def test_text_blocks_of_one_prompt_never_glue_words_in_the_request_or_the_
             u["content"] for u in d.client.updates(sid) if u["sessionUpdate"] == "user_message_chunk"
         ]
         assert user_chunks == [{"type": "text", "text": "a long answer\nstill there? yes ok"}]
+
+
+async def test_sessions_nobody_prompted_do_not_fill_the_list(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 39.9: a client creates a session per new chat; those never prompted are left out of
+    `session/list` (except the ones this connection has open), so the history shows real work."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as d:
+        empty = await d.new_session()
+        used = await d.new_session()
+        fake.script(Reply.stream(text_stream(["done"])))
+        await settle(d.conn.prompt(session_id=used, prompt=[text_block("fix the build")]))
+        mine = {s.session_id for s in (await settle(d.conn.list_sessions())).sessions}
+        assert mine == {empty, used}  # both are open here
+    async with acp_daemon(state, fake) as d:
+        listed = {s.session_id for s in (await settle(d.conn.list_sessions())).sessions}
+        assert listed == {used}
+
+
+async def test_session_fork_copies_the_finished_turns_into_a_new_session(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.8: ACP `session/fork` is `dsh/session/fork` at the last finished turn; the fork has
+    the conversation (its next request carries it) and the original goes on unchanged."""
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        original = await d.new_session()
+        fake.script(Reply.stream(text_stream(["the parser is in parse.py"])))
+        await settle(d.conn.prompt(session_id=original, prompt=[text_block("where is the parser?")]))
+        forked = await settle(d.conn.fork_session(session_id=original, cwd=str(d.work)))
+        assert forked.session_id != original
+        assert {o.id for o in forked.config_options or []} >= {"mode", "model"}
+        fake.script(Reply.stream(text_stream(["try a dict"])))
+        await settle(d.conn.prompt(session_id=forked.session_id, prompt=[text_block("and in the fork?")]))
+        users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+        assert users == ["where is the parser?", "and in the fork?"]
+        listed = {s.session_id: s for s in (await settle(d.conn.list_sessions())).sessions}
+        assert (listed[forked.session_id].title or "").endswith("(fork)")

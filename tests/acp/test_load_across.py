@@ -4,10 +4,14 @@ per chat). Two `dsh-daemon acp` processes on one state directory, spoken to with
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
-from acp import text_block
+import pytest
+from acp import RequestError, text_block
 
+from dsh_daemon.session.lease import LeaseHolder
+from dsh_daemon.session.store import SessionStore
 from tests.acp.harness import AcpDaemon, acp_daemon, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import tool_call_stream
@@ -180,3 +184,99 @@ def output_shown(d: AcpDaemon, sid: str, call_id: str) -> str:
         if update.get("status") == "in_progress" and isinstance(content, list) and content:
             shown = content[0]["content"]["text"]
     return shown
+
+
+async def test_another_windows_prompt_separates_its_answer_from_the_last_reply(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.9: a process following a session another drives showed that process's answer glued
+    onto the reply it showed last (agent chunks continue the last agent message). The other
+    window's prompt is shown as a user message first; this window's own prompts are not repeated."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(Reply.stream(text_stream(["first answer"])), Reply.stream(text_stream(["second answer"])))
+        sid = await first.new_session()
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hello")]))
+        await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        shown = len(second.client.updates(sid))
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("from the first window")]))
+        await second.wait_for(lambda: "second answer" in chat_text(second, sid))
+        later = second.client.updates(sid)[shown:]
+        kinds = [u["sessionUpdate"] for u in later]
+        user = kinds.index("user_message_chunk")
+        assert later[user]["content"]["text"] == "from the first window"
+        assert user < next(i for i, u in enumerate(later) if u["sessionUpdate"] == "agent_message_chunk")
+        # The window that sent it is not shown its own prompt again.
+        assert [u for u in first.client.updates(sid, "user_message_chunk")] == []
+
+
+async def test_a_prompt_to_a_chat_a_live_foreign_pid_holds_is_answered_at_once_naming_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The lease names a process on this host that lives but is no daemon answering handovers (it
+    never heartbeats: a crashed daemon's pid taken by another program, a stopped one): it keeps its
+    lease, and a prompt after `session/load` gets `session_busy` naming it at once, never a wait for
+    a handover that cannot come."""
+    state = tmp_path / "state"
+    fake.script(Reply.stream(text_stream(["first answer"])))
+    async with acp_daemon(state, fake) as first:
+        sid = await first.new_session()
+        answer = await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hi")]))
+        assert answer.stop_reason == "end_turn"
+    foreign = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(120)")
+    try:
+        store = SessionStore(state)
+        LeaseHolder(store, pid=foreign.pid).acquire(sid)
+        with store.transaction() as db:  # it has not beaten since
+            db.execute("UPDATE leases SET heartbeat = heartbeat - 120000")
+        store.close()
+        async with acp_daemon(state, fake) as second:
+            await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+            assert "first answer" in chat_text(second, sid)  # replayed
+            assert f"held by process {foreign.pid} on this host" in chat_text(second, sid)
+            with pytest.raises(RequestError) as refused:
+                await settle(second.conn.prompt(session_id=sid, prompt=[text_block("anyone?")]))
+            data = refused.value.data
+            assert data["code"] == "session_busy" and data["holderPid"] == foreign.pid, data
+            assert f"held by process {foreign.pid}" in str(refused.value)
+            # Nothing was kept for a handover that cannot come.
+            assert "kept until" not in (state / "daemon.log").read_text()
+            assert len(fake.requests) == 1
+    finally:
+        foreign.kill()
+        await foreign.wait()
+
+
+async def test_prompts_kept_for_a_holder_that_stops_answering_are_withdrawn_and_answered_busy(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The holder beat when the prompt came (so it was kept for the handover), then fell silent: the
+    kept prompt is withdrawn from the store and answered `session_busy` naming the holder."""
+    state = tmp_path / "state"
+    fake.script(Reply.stream(text_stream(["first answer"])))
+    async with acp_daemon(state, fake) as first:
+        sid = await first.new_session()
+        answer = await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hi")]))
+        assert answer.stop_reason == "end_turn"
+    foreign = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(120)")
+    store = SessionStore(state)
+    try:
+        LeaseHolder(store, pid=foreign.pid).acquire(sid)  # a fresh heartbeat: it seems to answer
+        async with acp_daemon(state, fake) as second:
+            await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+            kept = asyncio.ensure_future(second.conn.prompt(session_id=sid, prompt=[text_block("kept?")]))
+            await second.wait_for(lambda: "kept until" in (state / "daemon.log").read_text())
+            assert len(store.deferred_sends(sid)) == 1 and not kept.done()
+            with store.transaction() as db:  # it stops beating
+                db.execute("UPDATE leases SET heartbeat = heartbeat - 120000")
+            with pytest.raises(RequestError) as refused:
+                await settle(kept)
+            data = refused.value.data
+            assert data["code"] == "session_busy" and data["holderPid"] == foreign.pid, data
+            assert data["reason"] == "silent"
+            assert store.deferred_sends(sid) == []  # not run later by whoever drives it next
+            assert len(fake.requests) == 1
+    finally:
+        store.close()
+        foreign.kill()
+        await foreign.wait()

@@ -159,3 +159,41 @@ async def test_resource_blocks_travel_with_their_prompt_as_editor_messages(
         assert reference.startswith(
             f"Linked {outside} (outside this session's workspace"
         ) and "secret" not in (reference.replace(str(outside), "")), reference
+
+
+async def test_the_prompt_answer_carries_the_turns_token_usage(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 39.7: the `session/prompt` response reports the turn's tokens (ACP `usage`, as
+    claude-agent-acp does), summed over the turn's requests; the SDK validates its shape."""
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        sid = await d.new_session()
+        fake.script(reply("hello"))
+        answer = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("hi")]))
+        assert answer.stop_reason == "end_turn"
+        assert answer.usage is not None
+        # USAGE_A: 12 prompt tokens (0 from the cache), 3 completion tokens.
+        assert (answer.usage.input_tokens, answer.usage.output_tokens, answer.usage.total_tokens) == (
+            12,
+            3,
+            15,
+        )
+        assert answer.usage.cached_read_tokens == 0
+
+
+async def test_an_image_is_refused_in_words_and_nothing_is_sent(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 39.7: `image` is not advertised (the models are text-only); a client that sends one
+    anyway gets a typed refusal that says why and what to do, and nothing reaches the model."""
+    from acp import image_block
+
+    async with acp_daemon(tmp_path / "state", fake) as d:
+        sid = await d.new_session()
+        with pytest.raises(RequestError) as refused:
+            await settle(
+                d.conn.prompt(
+                    session_id=sid,
+                    prompt=[text_block("what is this?"), image_block("iVBORw0KGgo=", "image/png")],
+                )
+            )
+        assert refused.value.code == -32602
+        said = str(refused.value)
+        assert "text only" in said and "nothing was sent" in said
+        assert fake.requests == []

@@ -70,7 +70,7 @@ async def test_malformed_lines_are_answered_and_the_daemon_keeps_going(
         assert relative["error"]["code"] == -32602
         raw.send({"method": "unknown/notification", "params": {}})  # ignored, no answer
         done = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("still here?")})
-        assert done["result"] == {"stopReason": "end_turn"}
+        assert done["result"]["stopReason"] == "end_turn"
         # A response to nothing we asked is dropped silently.
         raw.send({"id": "dsh-999", "result": {}})
         assert "sessions" in (await raw.call("session/list", {}))["result"]
@@ -90,8 +90,8 @@ async def test_cancel_request_removes_a_queued_prompt(tmp_path: Path, fake: Fake
         cancelled = await raw.response(second)
         assert cancelled["error"]["code"] == -32800
         raw.send({"method": "session/cancel", "params": {"sessionId": sid}})
-        assert (await raw.response(first))["result"] == {"stopReason": "cancelled"}
-        assert (await raw.response(third))["result"] == {"stopReason": "end_turn"}
+        assert (await raw.response(first))["result"]["stopReason"] == "cancelled"
+        assert (await raw.response(third))["result"]["stopReason"] == "end_turn"
         assert [r.json["messages"][-1]["content"] for r in fake.requests] == ["first", "third"]
 
 
@@ -129,9 +129,9 @@ async def test_steering_inject_wake_and_inbox_edits(tmp_path: Path, fake: FakeDe
         missing = await raw.call("_dsh/inbox/remove", {"sessionId": sid, "messageId": "nope"})
         assert missing["result"] == {"removed": False}
         raw.send({"method": "session/cancel", "params": {"sessionId": sid}})
-        assert (await raw.response(first))["result"] == {"stopReason": "cancelled"}
+        assert (await raw.response(first))["result"]["stopReason"] == "cancelled"
         # The steer was kept with the queue and ran after the cancel; the replaced prompt was answered.
-        assert (await raw.response(queued))["result"] == {"stopReason": "end_turn"}
+        assert (await raw.response(queued))["result"]["stopReason"] == "end_turn"
         contents = [r.json["messages"][-1]["content"] for r in fake.requests]
         assert contents[0] == "go" and "new text" in contents and "old text" not in contents
         woke = await raw.call("_dsh/wake", {"sessionId": sid})
@@ -155,7 +155,7 @@ async def test_session_delete_removes_a_session_and_refuses_a_running_one_in_wor
         busy = await raw.call("session/delete", {"sessionId": sid})
         assert busy["error"]["code"] == -32803 and "turn is running" in busy["error"]["message"]
         raw.send({"method": "session/cancel", "params": {"sessionId": sid}})
-        assert (await raw.response(running))["result"] == {"stopReason": "cancelled"}
+        assert (await raw.response(running))["result"]["stopReason"] == "cancelled"
         assert (await raw.call("session/delete", {"sessionId": sid}))["result"] == {}
         listed = await raw.call("session/list", {})
         assert listed["result"]["sessions"] == []

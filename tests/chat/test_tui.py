@@ -3,6 +3,7 @@ back. The daemon talks to the fake DeepSeek server on 127.0.0.1; state and HOME 
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -141,6 +142,39 @@ def test_permission_is_a_menu_typed_text_never_answers(chat: Screen, fake: FakeD
     chat.wait("Queued one answered.")
     assert (work / "notes.txt").read_text() == "beta\n"
     assert prompts(fake)[-1] == "add a test too"
+
+
+def test_a_digit_replaces_the_choice_and_one_typed_too_early_is_never_a_prompt(
+    chat: Screen, fake: FakeDeepSeek, work: Path
+) -> None:
+    """Issue 38.2: the hint says when the menu listens; a digit typed before it listens shows in the
+    input with a note and Enter then chooses that option (never sends "3" to the model); a second
+    digit while it listens replaces the choice (3 then 1 used to queue the prompt "31")."""
+    (work / "notes.txt").write_text("alpha\n")
+    fake.script(
+        Reply.stream(
+            tool_call_stream(
+                [("c1", "edit_file", {"path": "notes.txt", "old_string": "alpha", "new_string": "beta"})]
+            )
+        ),
+        Reply.stream(text_stream(["Done."])),
+    )
+    chat.type("edit it")
+    chat.keys("Enter")
+    chat.wait(lambda s: "? allow edit_file?" in s, whole=False)
+    chat.type("3")  # at once: the menu is not listening yet
+    chat.wait("3 went into the input (the menu was not listening yet)", whole=False)
+    chat.keys("Enter")  # chooses 3, sends nothing
+    chat.wait("3 is chosen: Enter confirms it", whole=False)
+    chat.wait(lambda s: menu_row(s, "3.").startswith("❯"), whole=False)
+    chat.wait("↑/↓ or 1-4, then Enter", whole=False)  # listening now
+    chat.type("1")  # replaces the choice
+    chat.wait(lambda s: menu_row(s, "1.").startswith("❯"), whole=False)
+    assert not any(row.rstrip() == "› 31" for row in chat.screen().splitlines())
+    chat.keys("Enter")
+    chat.wait(lambda s: "→ allowed once" in s and "Done." in s)
+    assert (work / "notes.txt").read_text() == "beta\n"
+    assert set(prompts(fake)) == {"edit it"}  # no digit ever reached the model
 
 
 def test_attach_sends_the_lines_with_the_next_prompt(chat: Screen, fake: FakeDeepSeek, work: Path) -> None:
@@ -321,3 +355,119 @@ def test_queue_items_keep_their_number_edit_in_place_pull_back_and_a_claimed_one
     chat.keys("Escape")
     chat.wait(lambda s: "idle" in status_line(chat))
     assert prompts(fake) == ["first", "second"]
+
+
+@needs_tmux
+def test_esc_acts_at_once_and_what_is_typed_after_it_is_plain_keys(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.1: prompt_toolkit read Esc as a Meta prefix and waited 1.5 s; `/queue` typed right
+    after Esc lost its slash (Meta-/), the turn kept running and "queue" was queued as a prompt.
+    Now the turn ends cancelled and the command runs. (How soon after the key is a benchmark
+    figure, not asserted here.)"""
+    fake.script(endless(["thinking about it"]))
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("start")
+        chat.keys("Enter")
+        chat.wait("thinking about it", whole=False)
+        chat.keys("Escape")
+        # A person's next key comes a moment later (a real Alt-key comes in the same read as its
+        # Esc, which tmux's send-keys would imitate): well inside the old 1.5 s.
+        time.sleep(0.2)
+        chat.type("/queue")
+        chat.keys("Enter")
+        chat.wait("[cancelled: user")
+        chat.wait("[the queue is empty]")
+        chat.wait(lambda s: "idle" in status_line(chat))
+        assert prompts(fake) == ["start"]  # "queue" never became a prompt
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_shift_tab_cycles_the_sessions_mode(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 38.3: Shift-Tab cycles ask → accept edits → plan on the session (dsh/session/setMode,
+    as the other clients set it), shown in the status line; plan mode offers only the read-only
+    tools to the next request. Chosen before the first prompt, it applies to the session that
+    prompt creates."""
+    fake.script(Reply.stream(text_stream(["a plan"])))
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.keys("BTab")
+        chat.wait(lambda s: "accept edits" in status_line(chat))
+        chat.keys("BTab")
+        chat.wait(lambda s: "⏸ plan" in status_line(chat))
+        chat.type("plan the refactor")
+        chat.keys("Enter")
+        chat.wait("a plan", whole=False)
+        offered = {t["function"]["name"] for t in fake.requests[-1].json.get("tools", [])}
+        assert "run_command" not in offered and "edit_file" not in offered and "read_file" in offered
+        chat.keys("BTab")  # plan → ask
+        chat.wait(lambda s: "plan" not in status_line(chat) and "accept edits" not in status_line(chat))
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_ctrl_g_edits_the_input_in_the_editor_and_ctrl_o_shows_the_last_output(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.5: Ctrl-G opens the input in $EDITOR and takes the saved text back into the input
+    (not sent); Ctrl-O shows the last tool call's whole output, as /show does."""
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\nfrom pathlib import Path\n"
+        "p = Path(sys.argv[1])\np.write_text(p.read_text().strip() + ' (written in the editor)')\n"
+    )
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "run_command", {"command": "seq 1 30"})])),
+        Reply.stream(text_stream(["counted"])),
+    )
+    env = {**daemon_env(tmp_path / "state", fake), "EDITOR": f"{sys.executable} {editor}", "VISUAL": ""}
+    chat = Screen(tmp_path, env, ["chat", "--yes"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("count to thirty")
+        chat.keys("C-g")
+        chat.wait(lambda s: "› count to thirty (written in the editor)" in s, whole=False)
+        assert fake.requests == []  # back in the input, not sent
+        chat.keys("Enter")
+        chat.wait("counted", whole=False)
+        assert prompts(fake)[0] == "count to thirty (written in the editor)"
+        chat.keys("C-o")
+        chat.wait(lambda s: "── /show 1" in s and "30" in s.split("── /show 1", 1)[1])
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_the_permission_header_wraps_between_words(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 38.8: at 70 columns a long permission title was cut mid-word by the terminal's edge;
+    it wraps between words now, each continuation under the title."""
+    command = "echo " + " ".join(f"word{n:02d}" for n in range(14))
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "run_command", {"command": command})])),
+        Reply.stream(text_stream(["ok"])),
+    )
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path, width=70)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("echo the words")
+        chat.keys("Enter")
+        screen = chat.wait(lambda s: "? allow run_command?" in s and "\n? Run:" in s, whole=False)
+        rows = screen.splitlines()
+        start = next(i for i, row in enumerate(rows) if row.startswith("? Run:"))
+        header = [rows[start]]
+        for row in rows[start + 1 :]:
+            if not row.startswith("  ") or row.lstrip().startswith("$"):
+                break
+            header.append(row)
+        assert len(header) >= 2, screen  # it did wrap
+        words = " ".join(row[2:].strip() for row in header).split()
+        assert words[:2] == ["Run:", "echo"] and all(w.startswith("word") for w in words[2:]), header
+        assert all(len(w) == len("word00") for w in words[2:]), header  # no word was cut in two
+    finally:
+        chat.close()

@@ -64,9 +64,12 @@ def test_undo_rewind_and_fork_from_the_chat(allowing_chat: Screen, fake: FakeDee
     print(screen)
     assert notes.read_text() == "one\n"
 
-    send(chat, "/rewind")  # alone: the turns by number, with the files each changed
-    screen = chat.wait(lambda s: "2. change notes — notes.txt" in s, whole=False)
-    assert "1. make notes — notes.txt" in screen
+    send(chat, "/rewind")  # alone: a picker of the prompts, newest first, with what each restores
+    screen = chat.wait(lambda s: "#2 change notes — restores notes.txt" in s, whole=False)
+    assert "#1 make notes — restores notes.txt" in screen
+    assert screen.index("#2 change notes") < screen.index("#1 make notes")
+    chat.keys("Escape")  # leaves it: nothing rewound
+    chat.wait(lambda s: "rewind to before which prompt" not in s, whole=False)
 
     send(chat, "/fork 1 a forked question")
     chat.wait("Forked answer.")
@@ -88,3 +91,39 @@ def test_undo_rewind_and_fork_from_the_chat(allowing_chat: Screen, fake: FakeDee
     send(chat, "start over")
     chat.wait("Fresh start.")
     assert [u for r, u in conversation(fake.requests[-1].json) if r == "user"] == ["start over"]
+
+
+def test_esc_esc_on_an_idle_prompt_opens_the_rewind_picker(
+    allowing_chat: Screen, fake: FakeDeepSeek, work: Path
+) -> None:
+    """Issue 38.4: Esc Esc when idle (as in Claude Code) lists the prompts newest first with what
+    each checkpoint restores; Enter chooses the prompt, then files / conversation / both."""
+    chat = allowing_chat
+    notes = work / "notes.txt"
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "write_file", {"path": "notes.txt", "content": "one\n"})])),
+        Reply.stream(text_stream(["Made."])),
+        Reply.stream(
+            tool_call_stream(
+                [("c2", "edit_file", {"path": "notes.txt", "old_string": "one", "new_string": "two"})]
+            )
+        ),
+        Reply.stream(text_stream(["Changed."])),
+        Reply.stream(text_stream(["Still here."])),
+    )
+    send(chat, "make notes")
+    chat.wait("Made.")
+    send(chat, "change notes")
+    chat.wait("Changed.")
+    chat.wait(lambda s: "idle" in status_line(chat))
+    chat.keys("Escape", "Escape")
+    chat.wait(lambda s: "rewind to before which prompt" in s and "#2 change notes" in s, whole=False)
+    chat.keys("Enter")  # the newest prompt is chosen first
+    chat.wait("rewind to before #2: put back", whole=False)
+    chat.keys("Down", "Enter")  # files only
+    chat.wait("[rewind to before turn 2: restored notes.txt]")
+    assert notes.read_text() == "one\n"
+    send(chat, "and now?")  # the conversation stayed: turn 2 is still in the model's history
+    chat.wait("Still here.")
+    users = [u for r, u in conversation(fake.requests[-1].json) if r == "user"]
+    assert users == ["make notes", "change notes", "and now?"]

@@ -45,7 +45,7 @@ def test_write_snapshot_refused_failed_and_written_on_its_own_connection(tmp_pat
     assert store.read_snapshot("s1") is None
     # Failed half way (a value SQLite cannot bind): rolled back, nothing written.
     with pytest.raises(sqlite3.Error):
-        on_worker("s1", 0, 1, object())
+        on_worker("s1", 0, object(), "state at 0")
     assert store.read_snapshot("s1") is None
     # Neither left a transaction open on the snapshot connection: this one goes through.
     assert on_worker("s1", 0, 1, "state at 0") is True

@@ -1,10 +1,11 @@
 """A hand-written stdio MCP server that misbehaves on purpose (issue 18 items 4 and 5), byte for byte
 (no SDK: the point is to send what an SDK never would).
 
-It answers `initialize`, `tools/list` (tools `big`, `garbage`, `sleep`, `deep`, `echo`) and
-`tools/call`:
+It answers `initialize`, `tools/list` (tools `big`, `garbage`, `sleep`, `deep`, `echo`, `shaped`)
+and `tools/call`:
 - `big {size, idLast?}`: a result whose text is `size` bytes, written in 1 MiB pieces; with `idLast`
   the `id` member comes last (as the TypeScript SDK writes responses);
+- `shaped {size}`: a tool with an output schema: `big`'s result with `structuredContent`;
 - `garbage {lines}`: `lines` lines that are not JSON-RPC on stdout, then the answer;
 - `deep {depth}`: a line nested `depth` levels deep, then the answer;
 - `sleep {}`: never answers; a `notifications/cancelled` for it is written to `$HOSTILE_LOG`;
@@ -27,6 +28,8 @@ TOOLS = [
     {"name": name, "description": f"hostile {name}", "inputSchema": {"type": "object", "properties": {}}}
     for name in ("big", "garbage", "sleep", "deep", "echo")
 ]
+SHAPE = {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]}
+TOOLS.append({**TOOLS[0], "name": "shaped", "description": "hostile shaped", "outputSchema": SHAPE})
 
 
 def write(data: bytes) -> None:
@@ -46,10 +49,12 @@ def note(text: str) -> None:
             handle.write(text + "\n")
 
 
-def big(msg_id: Any, size: int, id_last: bool) -> None:
+def big(msg_id: Any, size: int, id_last: bool, structured: bool = False) -> None:
     head = b'{"jsonrpc":"2.0",' + (b"" if id_last else b'"id":%s,' % json.dumps(msg_id).encode())
     head += b'"result":{"content":[{"type":"text","text":"'
-    tail = b'"}],"isError":false}' + (b',"id":%s' % json.dumps(msg_id).encode() if id_last else b"") + b"}\n"
+    shaped = b',"structuredContent":{"size":%d}' % size if structured else b""
+    tail = b'"}],"isError":false' + shaped + b"}"
+    tail += (b',"id":%s' % json.dumps(msg_id).encode() if id_last else b"") + b"}\n"
     with LOCK:
         OUT.write(head)
         piece = (b"0123456789abcdef" * 65536)[: 1 << 20]
@@ -62,8 +67,8 @@ def big(msg_id: Any, size: int, id_last: bool) -> None:
 
 
 def call(msg_id: Any, name: str, args: dict[str, Any]) -> None:
-    if name == "big":
-        big(msg_id, int(args.get("size", 1000)), bool(args.get("idLast")))
+    if name in ("big", "shaped"):
+        big(msg_id, int(args.get("size", 1000)), bool(args.get("idLast")), name == "shaped")
         return
     if name == "garbage":
         write(b"".join(b"this is not json-rpc %d\n" % i for i in range(int(args.get("lines", 10)))))

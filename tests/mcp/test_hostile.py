@@ -72,7 +72,7 @@ async def test_a_result_over_the_message_cap_is_cut_with_a_marker(tmp_path: Path
     async with raw_acp(state, fake) as raw:
         sid = await start(raw, state, hostile())  # the default cap: 16 MiB
         answer = await raw.response(prompt(raw, sid))
-        assert answer["result"] == {"stopReason": "end_turn"}, answer
+        assert answer["result"]["stopReason"] == "end_turn", answer
     first, second, third = tool_messages(fake, 3)
     for text in (first, second):
         assert text.startswith("0123456789abcdef0123"), text[:100]
@@ -84,6 +84,30 @@ async def test_a_result_over_the_message_cap_is_cut_with_a_marker(tmp_path: Path
     assert log.count("cut to the 16,777,216-byte limit") == 2 and "Traceback" not in log
 
 
+async def test_a_result_over_the_cap_from_a_tool_with_an_output_schema_is_cut_the_same_way(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The cut result has no `structuredContent` (it was in the dropped rest), which the SDK's
+    output-schema check would turn into an error: it is the documented cut result all the same, and a
+    result within the cap is still checked against the schema."""
+    state = tmp_path / "state"
+    fake.script(
+        call("shaped", {"size": 17 * MB}),
+        call("shaped", {"size": 12}, "call_2"),
+        Reply.stream(text_stream(["done"])),
+    )
+    async with raw_acp(state, fake) as raw:
+        sid = await start(raw, state, hostile())  # the default cap: 16 MiB
+        answer = await raw.response(prompt(raw, sid))
+        assert answer["result"]["stopReason"] == "end_turn", answer
+    cut, small = tool_messages(fake, 2)
+    assert cut.startswith("0123456789abcdef0123"), cut[:200]
+    assert "MCP result cut: the server sent" in cut and "MCP_ERROR" not in cut, cut[-400:]
+    assert "over the 16,777,216-byte limit (maxMessageBytes)" in cut, cut[-400:]
+    assert small == "0123456789ab"
+    assert "Traceback" not in log_of(state)
+
+
 async def test_a_call_is_bounded_by_its_timeout_and_told_it_was_cancelled(
     tmp_path: Path, fake: FakeDeepSeek
 ) -> None:
@@ -93,7 +117,7 @@ async def test_a_call_is_bounded_by_its_timeout_and_told_it_was_cancelled(
     async with raw_acp(state, fake) as raw:
         sid = await start(raw, state, hostile(toolTimeoutS=1, env={"HOSTILE_LOG": notes}))
         answer = await raw.response(prompt(raw, sid))
-        assert answer["result"] == {"stopReason": "end_turn"}, answer
+        assert answer["result"]["stopReason"] == "end_turn", answer
     (text,) = tool_messages(fake, 1)
     assert "no answer from sleep within 1 s (toolTimeoutS)" in text, text
     lines = notes.read_text().splitlines()
@@ -113,7 +137,7 @@ async def test_cancel_stops_an_mcp_call_in_flight(tmp_path: Path, fake: FakeDeep
             await asyncio.sleep(0.02)
         raw.send({"method": "session/cancel", "params": {"sessionId": sid}})
         answer = await raw.response(asked)
-        assert answer["result"] == {"stopReason": "cancelled"}, answer
+        assert answer["result"]["stopReason"] == "cancelled", answer
         for _ in range(500):
             if "cancelled" in notes.read_text():
                 break
@@ -137,7 +161,7 @@ async def test_a_server_flooding_garbage_is_summarised_and_marked_failed(
         assert failed["stderr"][-1] == "the last stderr line" and len(failed["stderr"]) <= 20, failed
         assert sum(len(line) for line in failed["stderr"]) <= 4_000
         answer = await raw.response(prompt(raw, sid))
-        assert answer["result"] == {"stopReason": "end_turn"}
+        assert answer["result"]["stopReason"] == "end_turn"
     assert "mcp__h__echo" not in {t["function"]["name"] for t in fake.requests[0].json.get("tools", [])}
     log = log_of(state)
     assert "Traceback" not in log
@@ -161,7 +185,7 @@ async def test_garbage_and_deep_json_mid_session_are_dropped_and_the_call_answer
     async with raw_acp(state, fake) as raw:
         sid = await start(raw, state, hostile())
         answer = await raw.response(prompt(raw, sid))
-        assert answer["result"] == {"stopReason": "end_turn"}, answer
+        assert answer["result"]["stopReason"] == "end_turn", answer
     assert tool_messages(fake, 2) == ["after garbage", "after deep"]
     log = log_of(state)
     assert "Traceback" not in log and "Fatal Python error" not in log
@@ -213,7 +237,7 @@ async def test_an_http_server_sending_garbage_events_is_summarised_and_marked_fa
             failed = await status(raw, "failed")
             assert "keeps violating the protocol" in failed["error"], failed
             answer = await raw.response(prompt(raw, sid))
-            assert answer["result"] == {"stopReason": "end_turn"}
+            assert answer["result"]["stopReason"] == "end_turn"
     finally:
         http.shutdown()
     log = log_of(state)

@@ -144,10 +144,11 @@ async def start_daemon(
     dsh_client: Mapping[str, Any] | None = None,
     setup: Callable[[LanguageClient, Daemon], None] | None = None,
     args: Sequence[str] = (),
+    module: str = "dsh_daemon",
 ) -> Daemon:
     """`dsh_client`: the client's `capabilities.experimental.dsh` (what it offers the daemon);
     `setup`: registers more client handlers before the daemon starts; `args`: the command line after
-    `python -m dsh_daemon`."""
+    `python -m dsh_daemon`; `module`: what runs instead of `dsh_daemon` (`tests.fakes.kill_points`)."""
     client = raw_client()
     daemon = Daemon(client, state, fake)
 
@@ -172,9 +173,7 @@ async def start_daemon(
     if setup is not None:
         setup(client, daemon)
     (state / "home").mkdir(parents=True, exist_ok=True)
-    await client.start_io(
-        sys.executable, "-m", "dsh_daemon", *args, env=daemon_env(state, fake, **(env or {}))
-    )
+    await client.start_io(sys.executable, "-m", module, *args, env=daemon_env(state, fake, **(env or {})))
     root = root or state / "work"
     root.mkdir(parents=True, exist_ok=True)
     await client.initialize_session(

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import zlib
 from pathlib import Path
@@ -214,6 +215,153 @@ async def test_a_file_the_person_changed_after_the_agent_is_a_conflict_unless_fo
     forced = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "force": True})
     assert forced["restored"] == [str(target)] and forced["conflicts"] == []
     assert target.read_text() == "agent will change this\n"
+    await stop_daemon(d)
+
+
+async def test_a_fifo_put_in_place_of_an_edited_file_is_left_alone_and_the_rewind_answers(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 32 item 3: a rewind reads what is at each path through the one safe reader; a FIFO there
+    used to block the rewind forever. It is named in `notRestorable` and left alone, even with force."""
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "c.txt"
+    target.write_text("agent will change this\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(edit(target, "will change", "changed"), text_reply("done"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "change it")
+    target.unlink()
+    os.mkfifo(target)
+    try:
+        for force in (False, True):
+            params = {"sessionId": sid, "beforeTurn": 1, "force": force}
+            result = await asyncio.wait_for(d.request("dsh/session/rewind", params), 60)
+            (problem,) = result["notRestorable"]
+            assert problem["path"] == str(target) and problem["turn"] == 1
+            assert "is not a regular file (a FIFO)" in problem["reason"], problem
+            assert result["restored"] == [] and result["conflicts"] == []
+    except BaseException:
+        os.kill(d.client._server.pid, signal.SIGKILL)  # type: ignore[union-attr]  # stuck on the FIFO
+        raise
+    assert stat.S_ISFIFO(target.lstat().st_mode)
+    await stop_daemon(d)
+
+
+async def test_a_change_the_person_made_between_two_agent_edits_is_a_conflict_unless_forced(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The agent edits, the person edits the same file, the agent edits again: the file holds what
+    the agent's last change left, but restoring the content before the first would drop the person's
+    line, so the rewind names the conflict and writes nothing; forced, it restores."""
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "shared.txt"
+    target.write_text("one\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(
+        edit(target, "one", "two"),
+        text_reply("first"),
+        edit(target, "two", "three"),
+        text_reply("second"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "first edit")
+    target.write_text("two\nthe person's line\n")
+    await run_turn(d, sid, "second edit")
+    assert target.read_text() == "three\nthe person's line\n"
+
+    result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
+    (conflict,) = result["conflicts"]
+    assert conflict["path"] == str(target) and conflict["turn"] == 2
+    assert "between the agent's changes to it in turn 1 and turn 2" in conflict["reason"]
+    assert result["restored"] == [] and "cutSeq" not in result
+    assert target.read_text() == "three\nthe person's line\n"
+    assert d.of(sid, "rewind/files") == [] and d.of(sid, "conversation/cut") == []
+
+    # Rewinding only the second turn keeps the person's line: no conflict there.
+    second = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2, "conversation": False})
+    assert second["conflicts"] == [] and target.read_text() == "two\nthe person's line\n"
+
+    forced = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "force": True})
+    assert forced["restored"] == [str(target)] and forced["conflicts"] == []
+    assert "wroteNoFile" not in forced and forced["cutSeq"] == d.of(sid, "conversation/cut")[-1]["seq"]
+    assert target.read_text() == "one\n"
+    await stop_daemon(d)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+async def test_an_edit_then_a_command_on_the_same_file_chain_and_a_change_between_them_conflicts(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """An edit's sha256 and a command's git blob are compared by content: an edit followed by a
+    command connects (no false conflict); the person's change between them is a conflict."""
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q")
+    target = work / "mixed.txt"
+    target.write_text("one\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    fake.script(
+        edit(target, "one", "two"),
+        text_reply("edited"),
+        call("run_command", {"command": "echo ran >> mixed.txt"}),
+        text_reply("ran"),
+        edit(target, "one", "two"),
+        text_reply("edited again"),
+        call("run_command", {"command": "echo ran >> mixed.txt"}),
+        text_reply("ran again"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "edit")
+    await run_turn(d, sid, "run")
+    assert target.read_text() == "two\nran\n"
+    clean = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "conversation": False})
+    assert clean["conflicts"] == [] and clean["restored"] == [str(target)]
+    assert target.read_text() == "one\n"
+
+    await run_turn(d, sid, "edit again")
+    target.write_text("two\nthe person's line\n")
+    await run_turn(d, sid, "run again")
+    result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 3, "conversation": False})
+    (conflict,) = result["conflicts"]
+    assert conflict["path"] == str(target) and conflict["turn"] == 4
+    assert target.read_text() == "two\nthe person's line\nran\n"
+    await stop_daemon(d)
+
+
+async def test_a_forced_rewind_that_wrote_no_file_says_so_and_reports_the_cut(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The editor refuses every restoring edit: the forced rewind writes nothing, yet the conversation
+    is cut as asked; the reply says no file was written and gives the cut's seq."""
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "e.txt"
+    target.write_text("before\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=True, root=work)
+
+    def editor_saves(params: dict[str, Any]) -> dict[str, Any]:
+        ((uri, edits),) = params["edit"]["changes"].items()
+        Path(uri.removeprefix("file://")).write_text(edits[0]["newText"])
+        return {"applied": True}
+
+    d.on_apply_edit = editor_saves
+    fake.script(edit(target, "before", "after"), text_reply("changed"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "change it")
+    target.write_text("after\nand the person's line\n")  # a conflict, forced below
+
+    d.on_apply_edit = lambda params: {"applied": False, "failureReason": "the person said no"}
+    result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "force": True})
+    assert result["restored"] == [] and result["deleted"] == [] and result["wroteNoFile"] is True
+    (failed,) = result["notRestorable"]
+    assert failed["path"] == str(target) and failed["reason"].startswith("not written")
+    (cut,) = d.of(sid, "conversation/cut")
+    assert result["cutSeq"] == cut["seq"] and cut["data"] == {"beforeTurn": 1}
+    done = d.of(sid, "rewind/files")[-1]["data"]
+    assert done["phase"] == "done" and done["restored"] == [] and done["failed"][0]["path"] == str(target)
+    assert target.read_text() == "after\nand the person's line\n"
     await stop_daemon(d)
 
 

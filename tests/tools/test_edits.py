@@ -165,7 +165,7 @@ class RecordingApplier:
     def __init__(self) -> None:
         self.edits: list[ComputedEdit] = []
 
-    async def apply(self, edit: ComputedEdit) -> None:
+    async def apply(self, edit: ComputedEdit, signal: object = None) -> None:
         self.edits.append(edit)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 from pathlib import Path
 
@@ -92,3 +94,33 @@ async def test_a_cancelled_search_stops(root: Path, engine: bool) -> None:
 
     with pytest.raises(AbortedError):
         await run_tool(make_kit(root, engine), "grep", {"pattern": "foo"}, ctx)
+
+
+async def test_a_search_stops_at_its_time_bound_keeping_what_it_found(root: Path, engine: bool) -> None:
+    """Issue 32 item 8: a search over a huge file or tree ends at `grep_timeout_s` with a TIMEOUT
+    that keeps the matches found by then and says what was searched. Sparse files: no disk used."""
+    (root / "a.txt").write_text("needle one\n")
+    if engine:
+        # rg reads a file named alone to its end, NULs and all: 64 GiB take minutes.
+        huge = root / "huge.log"
+        huge.write_bytes(b"needle two\n")
+        os.truncate(huge, 64 << 30)
+        args = {"pattern": "needle", "path": "huge.log"}
+    else:
+        # the Python search reads each file up to grep_file_bytes: 1,000 of 32 MiB take many seconds
+        (root / "big").mkdir()
+        for i in range(1000):
+            (root / "big" / f"{i:04}.bin").touch()
+            os.truncate(root / "big" / f"{i:04}.bin", 32 << 20)
+        args = {"pattern": "needle"}
+    kit = make_kit(root, engine, grep_timeout_s=1, grep_file_bytes=32 << 20)
+    outcome = await asyncio.wait_for(run_tool(kit, "grep", args), 120)  # only a failure waits this long
+    assert outcome.is_error and outcome.error_code == "TIMEOUT", text_of(outcome)
+    *found, note = text_of(outcome).splitlines()
+    where = "huge.log" if engine else "."
+    assert note.startswith(f"[grep stopped after 1 s (grep_timeout_s) searching {where} for 'needle'"), note
+    if engine:
+        assert set(found) <= {"huge.log:1:needle two"}  # rg may not have flushed it yet
+    else:
+        assert found == ["a.txt:1:needle one"]  # the file searched before the bound is kept
+        assert "files searched; the matches above (1) were found by then" in note

@@ -408,7 +408,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       result = await client.rewind(sessionId, turn, true);
     }
     this.log(`restored the checkpoint before turn ${turn}: ${result.restored.length} restored, ${result.deleted.length} deleted`);
-    if (result.notRestorable.length) {
+    if (result.wroteNoFile) {
+      void vscode.window.showWarningMessage(`dsh: no file was written (the files still hold what the agent left): ${result.notRestorable.map((n) => n.path ? vscode.workspace.asRelativePath(n.path) : n.reason).join('; ')}`);
+    } else if (result.notRestorable.length) {
       void vscode.window.showWarningMessage(`dsh: restored, except what cannot be: ${result.notRestorable.map((n) => n.path ? vscode.workspace.asRelativePath(n.path) : n.reason).join('; ')}`);
     }
   }

@@ -146,6 +146,8 @@ export interface EventDataMap {
   'agent/error': { turn?: number; step?: number; error: { code: string; message: string } };
   /** Live, for a session attached read-only (daemons with `liveReadOnly`): who drives it now. */
   'session/mode': { mode: 'ask' | 'accept-edits' | 'plan' };
+  /** The session's own model settings after a change (null: the daemon's configuration). */
+  'session/settings': { model?: string | null; thinking?: boolean | null; reasoningEffort?: string | null };
   /** Words about the session itself, stored (an MCP server that failed, a take-over). */
   'session/notice': { kind: 'mcp' | 'lease'; level: 'info' | 'warning'; message: string };
   /** Stored: a widening of the commands' sandbox the person granted (protocol.md "Sandbox"). */
@@ -238,7 +240,7 @@ export interface InitializeDshCapabilities {
 /** A file a rewind leaves alone, and why (§15). */
 export interface RewindProblem { reason: string; path?: string | null; turn?: number | null }
 /** `dsh/session/rewind`: with conflicts (and no force) nothing was done. */
-export interface RewindResult { restored: string[]; deleted: string[]; conflicts: RewindProblem[]; notRestorable: RewindProblem[]; cutSeq?: number | null }
+export interface RewindResult { restored: string[]; deleted: string[]; conflicts: RewindProblem[]; notRestorable: RewindProblem[]; cutSeq?: number | null; wroteNoFile?: boolean }
 export interface CheckpointFile { path: string; created: boolean; by: 'edit' | 'command'; dropped?: boolean | null }
 export interface CheckpointTurn { turn: number; files: CheckpointFile[]; commands: number; unrestorableCommands?: number | null }
 /** `dsh/session/checkpoints`: per turn that changed files (oldest first), what a rewind would touch. */
