@@ -253,3 +253,19 @@ async def test_off_linux_only_full_access_runs_and_confined_modes_refuse(
     assert not (root / "made").exists()
     status = confined.sandbox.status()
     assert status["available"] is False and status["level"].startswith("unconfined")
+
+
+async def test_many_commands_hold_no_descriptor_each(root: Path, sandbox_mode: str) -> None:
+    """A finished command's handle is let go once its tree is gone: a long session must not run out
+    of file descriptors (each confined command has a socket to its shepherd)."""
+    kit = build_tool_registry(Workspace([root]), config={"sandbox": sandbox_mode})
+    await run_tool(kit, "run_command", {"command": "true"})  # the sandbox started
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        assert (await run_tool(kit, "run_command", {"command": "true"})).error_code is None
+    for _ in range(100):
+        if len(os.listdir("/proc/self/fd")) <= before + 2:
+            break
+        await asyncio.sleep(0.02)
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+    await kit.sandbox.aclose()
