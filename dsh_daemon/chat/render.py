@@ -227,3 +227,44 @@ def osc52(text: str) -> str:
     """The terminal sequence that puts `text` on the system clipboard (OSC 52; tmux and most terminal
     emulators pass it on)."""
     return f"\x1b]52;c;{base64.b64encode(text.encode()).decode()}\x07"
+
+
+class TailWrap:
+    """The last lines of a growing text, word-wrapped, without wrapping all of it again each frame.
+
+    A streamed reply only grows, and its finished paragraphs (up to the last line break) wrap the
+    same every time: they are wrapped once, counted and only their last `keep` lines kept. Only the
+    open paragraph is wrapped again each frame, and only its end when it is very long (then the
+    lines above that end are counted by estimate). A new width, or a text that is not the last one
+    grown, starts over."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._width = 0
+        self._text = ""
+        self._done = 0  # the finished paragraphs end here (just after a line break)
+        self._count = 0  # wrapped lines of the finished paragraphs
+        self._tail: list[str] = []  # their last `keep` wrapped lines
+
+    def lines(self, text: str, width: int) -> tuple[int, list[str]]:
+        """(how many wrapped lines the whole text makes, its last `keep` of them)."""
+        if width != self._width or not text.startswith(self._text[: self._done]):
+            self._width, self._done, self._count, self._tail = width, 0, 0, []
+        self._text = text
+        end = text.rfind("\n") + 1
+        if end > self._done:
+            finished = word_wrap(text[self._done : end - 1], width)
+            self._count += len(finished)
+            self._tail = (self._tail + finished)[-self.keep :]
+            self._done = end
+        open_paragraph = text[self._done :]
+        reach = max(width, 10) * (self.keep + 1) * 2
+        skipped = 0
+        if len(open_paragraph) > reach:
+            cut = open_paragraph.find(" ", len(open_paragraph) - reach)
+            cut = cut if cut > 0 else len(open_paragraph) - reach
+            skipped = -(-cells(open_paragraph[:cut]) // max(width, 10))
+            open_paragraph = open_paragraph[cut:].lstrip(" ")
+        current = word_wrap(open_paragraph, width)  # [""] after a final line break, as the whole gives
+        total = self._count + skipped + len(current)
+        return total, (self._tail + current)[-self.keep :]

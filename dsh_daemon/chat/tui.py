@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 from collections import deque
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -42,6 +44,7 @@ from dsh_daemon.chat.render import (
     RESET,
     REVERSE,
     YELLOW,
+    TailWrap,
     clip,
     markdown_ansi,
     osc52,
@@ -68,6 +71,7 @@ TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show 
 TOOL_KEEP_CHARS = 20_000
 PREVIEW_ROWS = 6
 SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
+FRAME_S = 1 / 60  # the live area is painted at most this often
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
@@ -171,6 +175,8 @@ class TuiView:
         self.pull_last: Callable[[], Awaitable[str | None]] | None = None  # Alt-Up
         self.show_last: Callable[[], Awaitable[None]] | None = None  # Ctrl-O: /show of the last tool card
         self.open_rewind: Callable[[], Awaitable[None]] | None = None  # Esc Esc when idle
+        self._wrap_reasoning = TailWrap(LIVE_MAX_ROWS)
+        self._wrap_text = TailWrap(LIVE_MAX_ROWS)
         self.last_esc: float | None = None
         self.live_reasoning = ""
         self.live_text = ""
@@ -207,6 +213,9 @@ class TuiView:
         # binding, and keys typed meanwhile became Meta commands (Esc then "/queue" lost its slash).
         # A real Alt-key or escape sequence arrives in the same read as its Esc, so short waits only
         # separate what a person types after Esc.
+        # A burst of deltas invalidates the screen per delta: paint at most once a frame, from the
+        # latest state, so typed keys are drawn between frames instead of behind every delta.
+        self.session.app.min_redraw_interval = FRAME_S
         self.session.app.ttimeoutlen = ESC_FLUSH_S
         self.session.app.timeoutlen = ESC_FLUSH_S
         # A resize paints the whole visible screen again (see `_repaint`), not just the input area.
@@ -246,16 +255,25 @@ class TuiView:
         sys.stdout.flush()
 
     def _live_lines(self, width: int, room: int) -> list[str]:
+        # Only the end of a long reply is shown, and only the end is wrapped again each frame
+        # (`TailWrap`): wrapping all of a 200 KB reply per frame made typed keys wait half a second.
         live: list[str] = []
+        total = 0
         if self.live_reasoning:
-            live += [f"{DIM}{line}{RESET}" for line in word_wrap(self.live_reasoning, width)]
+            count, lines = self._wrap_reasoning.lines(self.live_reasoning, width)
+            total += count
+            live += [f"{DIM}{line}{RESET}" for line in lines]
         if self.live_text:
-            live += word_wrap(self.live_text, width)
+            count, lines = self._wrap_text.lines(self.live_text, width)
+            total += count
+            live += lines
         if self.live_tool:
             tail = "\n".join(self.live_tool.rstrip("\n").split("\n")[-room:])
-            live += [f"{DIM}  │ {line}{RESET}" for line in word_wrap(tail, width - 4)]
-        if len(live) > room:
-            hidden = len(live) - room + 1
+            lines = [f"{DIM}  │ {line}{RESET}" for line in word_wrap(tail, width - 4)]
+            total += len(lines)
+            live += lines
+        if total > room:
+            hidden = total - room + 1
             live = [f"{DIM}… {hidden} more line{'s' if hidden != 1 else ''}{RESET}", *live[-(room - 1) :]]
         return live
 
@@ -589,6 +607,15 @@ class TuiView:
         def _(event: KeyPressEvent) -> None:
             self.pull_back()
 
+        @kb.add(Keys.BracketedPaste, filter=~picking)
+        def _(event: KeyPressEvent) -> None:
+            # A file dragged into the terminal, or a path pasted, attaches it (as typing @PATH does);
+            # any other paste goes in as it is (line breaks kept).
+            text = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            cwd = self.chat.cwd if self.chat is not None else "."
+            mention = pasted_mention(text, cwd)
+            event.current_buffer.insert_text(mention if mention is not None else text)
+
         @kb.add("c-g", filter=~picking)
         @kb.add("c-x", "c-e", filter=~picking)
         def _(event: KeyPressEvent) -> None:
@@ -785,3 +812,28 @@ class TuiView:
                     on_line(Edit(number, text))
                     continue
                 on_line(text)
+
+
+def pasted_mention(text: str, cwd: str) -> str | None:
+    """`@path ` for a paste that is one existing file's path (plain, quoted, or a file:// URI, as a
+    terminal gives a file dragged into it), relative to `cwd` when it is inside; None for anything
+    else."""
+    candidate = text.strip()
+    if not candidate or "\n" in candidate:
+        return None
+    if len(candidate) >= 2 and candidate[0] == candidate[-1] and candidate[0] in "'\"":
+        candidate = candidate[1:-1]
+    if candidate.startswith("file://"):
+        candidate = unquote(urlsplit(candidate).path)
+    candidate = candidate.replace("\\ ", " ")  # a shell-escaped space
+    path = Path(candidate).expanduser()
+    full = path if path.is_absolute() else Path(cwd) / path
+    try:
+        if not full.is_file():
+            return None
+        shown = os.path.relpath(full, cwd)
+    except (OSError, ValueError):
+        return None
+    if shown.startswith(".."):
+        shown = str(full)
+    return None if any(c.isspace() for c in shown) else f"@{shown} "

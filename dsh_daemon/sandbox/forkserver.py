@@ -12,9 +12,11 @@ over secret files, the private temp dir over /tmp, a fresh /proc), brings `lo` u
 proxy's listening socket inside the new network namespace, handing it to the daemon (SCM_RIGHTS).
 Layer 0 alone: the same server without namespaces (a child subreaper instead of PID 1).
 
-Per command the daemon sends {argv, cwd, env} and four fds (stdin, stdout, stderr, the command's own
-socket). The server forks a shepherd (a subreaper: nothing the command starts, setsid or
-double-forked, escapes it), which forks the command: setsid, its stdio, every other fd closed,
+The server forks spare pairs ahead of need and hands each to the daemon as two sockets: a shepherd
+(a subreaper: nothing the command starts, setsid or double-forked, escapes it) and the command's
+child it forked. Per command the daemon sends the child {argv, cwd, env} and four fds (stdin,
+stdout, stderr, the command's own socket), and the shepherd that socket; so neither the server nor a
+fork is on a command's path. The child: setsid, its stdio, every other fd closed,
 no_new_privs, Landlock (the ruleset built once), capabilities dropped, seccomp (the program packed
 once), then a message to the daemon (which learns the pid from SCM_CREDENTIALS) and exec. Any failed
 step ends the child with status 126 and the reason on its stderr: a command never runs less
@@ -49,7 +51,9 @@ class Confinement:
         self.confine: bool = rules["confine"]
         self.ruleset_fd = -1
         self.program = b""
+        self.drop_capabilities = False
         if self.confine:
+            self.drop_capabilities = kernel.has_capabilities()
             paths = [(str(p), int(r)) for p, r in rules["paths"]]
             self.ruleset_fd = landlock.build_ruleset(
                 int(rules["abi"]), paths, rules["connect_ports"], scoped=True
@@ -133,7 +137,8 @@ def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinem
             kernel.no_new_privs()
             landlock.restrict_self(confinement.ruleset_fd)
             os.close(confinement.ruleset_fd)
-            kernel.drop_capabilities()
+            if confinement.drop_capabilities:
+                kernel.drop_capabilities()
             seccomp.install(confinement.program)
     except BaseException as exc:
         text = f"dsh-daemon sandbox: cannot confine the command, it was not run: {exc}"
@@ -153,9 +158,64 @@ def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinem
             os._exit(NOT_FOUND if isinstance(exc, FileNotFoundError) else SETUP_FAILED)
 
 
-def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement) -> None:
-    """In the shepherd: never returns. Runs the command, reports its status, kills its tree."""
-    channel = fds[3]
+class Spare:
+    """A shepherd and its command's child forked ahead of the next request, so that no fork is on a
+    command's critical path (a fork costs about a millisecond on a small VM): the child waits for the
+    request and its fds, the shepherd for the command's own socket."""
+
+    def __init__(self, pid: int, to_shepherd: socket.socket, to_child: socket.socket) -> None:
+        self.pid = pid
+        self.to_shepherd = to_shepherd
+        self.to_child = to_child
+
+    def assign(self, data: bytes, fds: list[int], keep_leftovers: bool) -> None:
+        assign(self.to_child, self.to_shepherd, data, fds, keep_leftovers)
+
+    def close(self) -> None:
+        """Unused or assigned: the server lets go of it (an unused one sees EOF and exits)."""
+        self.to_shepherd.close()
+        self.to_child.close()
+
+
+def assign(
+    to_child: socket.socket, to_shepherd: socket.socket, data: bytes, fds: list[int], keep_leftovers: bool
+) -> None:
+    """Give a spare pair its command: the request and stdio to the child, the command's own socket
+    to the shepherd. The daemon does this itself with the pairs the server hands it."""
+    socket.send_fds(to_child, [data], fds)
+    socket.send_fds(to_shepherd, [b"keep" if keep_leftovers else b"kill"], [fds[3]])
+
+
+def prefork(control: socket.socket, confinement: Confinement) -> Spare:
+    to_shepherd, shepherd_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    to_child, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        to_shepherd.close()
+        to_child.close()
+        _shepherd(shepherd_end, child_end, confinement)
+    shepherd_end.close()
+    child_end.close()
+    return Spare(pid, to_shepherd, to_child)
+
+
+def _await_request(child_end: socket.socket, confinement: Confinement) -> None:
+    """In the pre-forked command child: never returns."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(child_end, MAX_MESSAGE, 8)
+    except OSError:
+        os._exit(0)
+    if not data or len(fds) != 4:
+        os._exit(0)
+    child_end.close()
+    _exec_command(json.loads(data), fds, confinement, fds[3])
+
+
+def _shepherd(assignments: socket.socket, child_end: socket.socket, confinement: Confinement) -> None:
+    """In the shepherd: never returns. Forks the command's child ahead, then waits for the command's
+    socket; reports its status, kills its tree."""
+    channel = -1
     status_sent = False
     try:
         kernel.set_child_subreaper()
@@ -164,11 +224,17 @@ def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement)
         signal.set_wakeup_fd(wake_w)
         command = os.fork()
         if command == 0:
-            _exec_command(request, fds, confinement, channel)
-        for fd in fds[:3]:
-            os.close(fd)
+            assignments.close()
+            _await_request(child_end, confinement)
+        child_end.close()
         confinement.close()
-        keep_leftovers = bool(request.get("keep_leftovers"))
+        data, fds, _flags, _addr = socket.recv_fds(assignments, 64, 1)
+        if not data or len(fds) != 1:
+            os.kill(command, signal.SIGKILL)
+            os._exit(0)
+        assignments.close()
+        channel = fds[0]
+        keep_leftovers = data == b"keep"
         killing = False
         done = False
         while True:
@@ -214,7 +280,7 @@ def _shepherd(request: dict[str, Any], fds: list[int], confinement: Confinement)
         try:
             os.write(2, f"dsh-daemon sandbox: shepherd failed: {exc}\n".encode())
             signal_descendants(signal.SIGKILL)
-            if not status_sent:
+            if channel >= 0 and not status_sent:
                 os.write(channel, b"X%d" % SETUP_FAILED)
         finally:
             os._exit(1)
@@ -267,6 +333,13 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
     if proxy:
         proxy.close()
     signal.signal(signal.SIGCHLD, _reap)
+    try:
+        _serve_requests(control, rules, confinement)
+    finally:
+        _kill_everything()
+
+
+def _serve_requests(control: socket.socket, rules: dict[str, Any], confinement: Confinement) -> None:
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 8)
@@ -275,6 +348,19 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
         if not data:
             break
         request = json.loads(data)
+        if request.get("op") == "spare":
+            # The daemon hands the next command straight to this pair: the server is not on a
+            # command's path at all, and the pair's forks happen while the daemon waits for a model.
+            for fd in fds:
+                os.close(fd)
+            handed = prefork(control, confinement)
+            try:
+                _send(control, {"spare": True}, [handed.to_child.fileno(), handed.to_shepherd.fileno()])
+            except OSError:
+                break  # the daemon is gone
+            finally:
+                handed.close()
+            continue
         if request.get("op") == "rules":
             for fd in fds:
                 os.close(fd)
@@ -289,24 +375,31 @@ def serve(control: socket.socket, rules: dict[str, Any]) -> None:
                 continue
             confinement.close()
             confinement, rules = fresh, request
-            _send(control, {"ok": True})
+            _send(control, {"ok": True, "rules": True})  # spares handed out before it are stale
             continue
         if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             continue
         try:
-            pid = os.fork()
+            spare = prefork(control, confinement)
+            try:
+                spare.assign(data, fds, bool(request.get("keep_leftovers")))
+            finally:
+                spare.close()
         except OSError as exc:
-            os.write(fds[3], b"E" + str(exc).encode())
-            os.write(fds[3], b"X%d" % SETUP_FAILED)
-            pid = -1
-        if pid == 0:
-            control.close()
-            _shepherd(request, fds, confinement)
+            try:
+                os.write(fds[3], b"E" + f"the sandbox's spare process is gone: {exc}".encode())
+                os.write(fds[3], b"X%d" % SETUP_FAILED)
+            except OSError:
+                pass
         for fd in fds:
             os.close(fd)
-    # The daemon is gone or closed the sandbox: nothing it started outlives it.
+
+
+def _kill_everything() -> None:
+    """The daemon is gone or closed the sandbox (or the server failed): nothing it started outlives
+    it."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for _ in range(200):
         if not signal_descendants(signal.SIGKILL):

@@ -4,6 +4,7 @@ reads back pids and exit statuses without blocking the event loop (`Sandbox`, `S
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -11,10 +12,11 @@ import signal
 import socket
 import struct
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.sandbox.forkserver import assign
 from dsh_daemon.sandbox.level import probe_level, server_argv
 from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
 from dsh_daemon.sandbox.rules import compute_rules
@@ -71,6 +73,12 @@ class _Channel:
             finally:
                 loop.remove_reader(self.sock.fileno())
 
+    def close(self) -> None:
+        """Stop watching the socket (now, not when a cancelled read unwinds) and close it."""
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
+
     def _recv_now(self) -> tuple[bytes, list[int], int | None]:
         space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(4 * 4)
         data, ancillary, _flags, _addr = self.sock.recvmsg(MAX_MESSAGE, space)
@@ -87,16 +95,40 @@ class _Channel:
 
 class SandboxedProcess:
     """A command started in the sandbox. `pid` is its pid as the daemon sees it (0 if it never
-    started); `wait` gives the exit status as subprocess does (negative: the signal)."""
+    started); `wait` gives the exit status as subprocess does (negative: the signal). Once it has
+    exited, its socket is closed unless its leftovers are kept (closing would kill them)."""
 
-    def __init__(self, channel: _Channel, pid: int, status: int | None, setup_error: str | None) -> None:
+    def __init__(
+        self,
+        channel: _Channel,
+        pid: int,
+        status: int | None,
+        setup_error: str | None,
+        *,
+        keep_leftovers: bool = False,
+        forget: Callable[[SandboxedProcess], None] = lambda _process: None,
+    ) -> None:
         self._channel = channel
         self.pid = pid
         self.setup_error = setup_error  # the child's message when confinement failed (status 126)
         self._status = status
         self._closed = False
+        self._keep_leftovers = keep_leftovers
+        self._forget = forget
+        self._reading: asyncio.Task[int] | None = None
+        self._eof: asyncio.Task[None] | None = None
+        if status is not None and not keep_leftovers:
+            self.close()
 
     async def wait(self) -> int:
+        """The exit status; any number of callers may wait at once."""
+        if self._status is not None:
+            return self._status
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().create_task(self._read_status())
+        return await asyncio.shield(self._reading)
+
+    async def _read_status(self) -> int:
         while self._status is None:
             data, fds, _pid = await self._channel.recv()
             for fd in fds:
@@ -105,11 +137,27 @@ class SandboxedProcess:
                 self._status = -signal.SIGKILL  # the shepherd died without a word: treat as killed
             elif data.startswith(b"X"):
                 self._status = int(data[1:])
+        if not self._keep_leftovers:
+            self.close()  # its tree is dead or being killed: nothing left to control
+        elif not self._closed:
+            self._eof = asyncio.get_running_loop().create_task(self._close_at_eof())
         return self._status
+
+    async def _close_at_eof(self) -> None:
+        """A kept tree: the shepherd closes its end once the last of it has exited."""
+        with contextlib.suppress(OSError):
+            while (await self._channel.recv())[0]:
+                pass
+        self._eof = None
+        self.close()
 
     @property
     def returncode(self) -> int | None:
         return self._status
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def kill_tree(self, sig: int = signal.SIGKILL) -> None:
         """Signal the command and everything it started (setsid and double fork included): the
@@ -125,17 +173,97 @@ class SandboxedProcess:
         """Forget the command; the shepherd kills whatever of its tree is still running."""
         if not self._closed:
             self._closed = True
-            self._channel.sock.close()
+            if self._eof is not None:
+                self._eof.cancel()
+            self._channel.close()
+            self._forget(self)
 
 
 @dataclasses.dataclass
 class _Server:
+    """The daemon's side of one fork server. After the ready message, one task reads the control
+    socket: spare pairs (a shepherd and a command's child forked ahead, handed over as two sockets)
+    and replies, in the server's order. One spare is kept ready: a command goes straight to it."""
+
     process: subprocess.Popen[bytes]
     control: _Channel
     rules: dict[str, Any]
     proxy: socket.socket | None
+    spares: list[tuple[socket.socket, socket.socket]] = dataclasses.field(default_factory=list)
+    replies: asyncio.Queue[dict[str, Any]] = dataclasses.field(default_factory=asyncio.Queue)
+    changed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    requested: int = 0
+    gone: bool = False
+    reader: asyncio.Task[None] | None = None
+
+    def begin(self) -> None:
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+        self.replenish()
+
+    def replenish(self) -> None:
+        if not self.gone and len(self.spares) + self.requested < 1:
+            self.requested += 1
+            self.send(b'{"op": "spare"}', [])
+
+    async def take_spare(self) -> tuple[socket.socket, socket.socket]:
+        while not self.spares:
+            if self.gone:
+                raise SandboxUnavailable("the sandbox's fork server is gone")
+            self.replenish()
+            self.changed.clear()
+            await self.changed.wait()
+        return self.spares.pop(0)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                data, fds, _pid = await self.control.recv()
+                if not data:
+                    break
+                message = json.loads(data)
+                if message.get("spare") and len(fds) == 2:
+                    self.requested -= 1
+                    self.spares.append((socket.socket(fileno=fds[0]), socket.socket(fileno=fds[1])))
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    if message.get("rules"):
+                        self._drop_spares()  # forked with the rules just replaced
+                    self.replies.put_nowait(message)
+                self.changed.set()
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.gone = True
+            self._drop_spares()
+            self.replies.put_nowait({"ok": False, "error": "the fork server exited"})
+            self.changed.set()
+
+    def _drop_spares(self) -> None:
+        for to_child, to_shepherd in self.spares:
+            to_child.close()
+            to_shepherd.close()
+        self.spares.clear()
+
+    def send(self, data: bytes, fds: list[int]) -> None:
+        """One message to the server. Blocking for that moment: the control socket is read by the
+        event loop (non-blocking), and a full buffer (a burst of spawns) must wait, not fail."""
+        sock = self.control.sock
+        sock.setblocking(True)
+        try:
+            if fds:
+                socket.send_fds(sock, [data], fds)
+            else:
+                sock.send(data)
+        finally:
+            sock.setblocking(False)
 
     async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.reader
+        self._drop_spares()
         self.control.sock.close()
         if self.proxy is not None:
             self.proxy.close()
@@ -177,7 +305,9 @@ async def _start_server(rules: dict[str, Any]) -> tuple[_Server, list[int]]:
         ours.close()
         await asyncio.to_thread(process.wait)
         raise SandboxStartError(f"sandbox fork server: {answer.get('error')}")
-    return _Server(process, control, rules, None), fds
+    server = _Server(process, control, rules, None)
+    server.begin()
+    return server, fds
 
 
 class Sandbox:
@@ -272,15 +402,28 @@ class Sandbox:
         if rules["confine"]:
             env = command_environment(env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port)
         request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
+        data = json.dumps(request).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         channel = _Channel(ours)
         try:
-            fds = [stdin, stdout, stderr, theirs.fileno()]
-            socket.send_fds(self._server.control.sock, [json.dumps(request).encode()], fds)
-        except OSError as exc:
+            for attempt in range(3):
+                to_child, to_shepherd = await self._server.take_spare()
+                try:
+                    assign(
+                        to_child, to_shepherd, data, [stdin, stdout, stderr, theirs.fileno()], keep_leftovers
+                    )
+                    break
+                except OSError as exc:
+                    if attempt == 2:  # three spares gone in a row: the server is in trouble
+                        raise SandboxUnavailable(f"the sandbox's spare processes are gone: {exc}") from exc
+                finally:
+                    to_child.close()
+                    to_shepherd.close()
+                    self._server.replenish()
+        except BaseException:
             ours.close()
-            raise SandboxUnavailable(f"the sandbox's fork server is gone: {exc}") from exc
+            raise
         finally:
             theirs.close()
         data, fds, pid = await channel.recv()
@@ -294,8 +437,11 @@ class Sandbox:
             status = int(data[1:])
         elif not data:
             status = -signal.SIGKILL
-        process = SandboxedProcess(channel, pid or 0, status, error)
-        self._processes.add(process)
+        process = SandboxedProcess(
+            channel, pid or 0, status, error, keep_leftovers=keep_leftovers, forget=self._processes.discard
+        )
+        if not process.closed:
+            self._processes.add(process)
         return process
 
     async def update(self, policy: SandboxPolicy) -> None:
@@ -305,13 +451,8 @@ class Sandbox:
         async with self._lock:
             if policy.confined == self.policy.confined and policy.layers == self.policy.layers:
                 rules = compute_rules(policy, self.level, namespaces=self.layer1, proxy_port=self.proxy_port)
-                self._server.control.sock.setblocking(True)
-                try:
-                    self._server.control.sock.send(json.dumps({"op": "rules", **rules}).encode())
-                finally:
-                    self._server.control.sock.setblocking(False)
-                data, _fds, _pid = await self._server.control.recv()
-                answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
+                self._server.send(json.dumps({"op": "rules", **rules}).encode(), [])
+                answer = await self._server.replies.get()
                 if not answer.get("ok"):
                     raise SandboxUnavailable(f"sandbox rules not applied: {answer.get('error')}")
                 self._server.rules = rules

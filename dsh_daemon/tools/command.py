@@ -388,8 +388,6 @@ class RunCommandTool(ToolBase):
             await asyncio.gather(pump, aborted, return_exceptions=True)
             # Something the tree walk could not reach may still hold the pipe: stop reading.
             transport.close()
-            if exited.done():
-                self.sandbox.release_when_done(proc)
             await asyncio.shield(finish())
         code = exited.result() if exited.done() and not exited.cancelled() else None
         setup_error = getattr(proc, "setup_error", None)

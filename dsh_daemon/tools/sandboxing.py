@@ -173,7 +173,6 @@ class CommandSandbox:
         self._denied_domains: list[str] = []
         self._reported: Mapping[str, Any] | None = None
         self._closed = False
-        self._watchers: set[asyncio.Task[None]] = set()
 
     # ---- what the rules are ------------------------------------------------------------------------
 
@@ -360,34 +359,6 @@ class CommandSandbox:
         if policy.mode != "full-access":
             self._proxy = await self._start_proxy(sandbox, policy)
 
-    def release_when_done(self, proc: SandboxedProcess | unconfined.SandboxedProcess) -> None:
-        """Let go of a finished command's handle once nothing of its tree is left (its shepherd then
-        closes its end): a session of thousands of commands must not hold a socket for each, while a
-        background process the command left keeps running until then. (`SandboxedProcess` has no
-        public "tree gone" yet: this reads its channel, which the sandbox package owns.)"""
-        channel = getattr(proc, "_channel", None)
-        if channel is None or not isinstance(proc, SandboxedProcess):
-            return
-        sandbox = self._sandbox
-
-        async def watch() -> None:
-            try:
-                while True:
-                    data, fds, _pid = await channel.recv()
-                    for fd in fds:
-                        os.close(fd)
-                    if not data:
-                        break
-            except OSError:
-                pass
-            proc.close()
-            if sandbox is not None:
-                getattr(sandbox, "_processes", set()).discard(proc)
-
-        task = asyncio.get_running_loop().create_task(watch())
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
-
     def denied_domains(self) -> list[str]:
         """Domains the proxy refused since the last command started (its denial note names them)."""
         return list(dict.fromkeys(self._denied_domains))
@@ -395,8 +366,6 @@ class CommandSandbox:
     async def aclose(self) -> None:
         """Everything the session's commands started is killed; the private temp directory removed."""
         self._closed = True
-        for task in list(self._watchers):
-            task.cancel()
         sandbox, self._sandbox = self._sandbox, None
         proxy, self._proxy = self._proxy, None
         if proxy is not None:

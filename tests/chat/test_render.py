@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,48 @@ def test_a_tool_card_says_what_the_results_meta_says_never_what_its_words_say() 
         "  ✓ definition b  notes.txt:1 · no language server",
         "  ✓ definition b  app.py:1 · 1 line",
     ], results
+
+
+def test_a_pasted_file_path_becomes_a_mention(tmp_path: Path) -> None:
+    """Issue 38.8: a path pasted (or a file dragged into the terminal: quoted, escaped or a
+    file:// URI) attaches the file as `@path` would; anything else pastes as it is."""
+    from dsh_daemon.chat.tui import pasted_mention
+
+    (tmp_path / "src").mkdir()
+    app = tmp_path / "src" / "app.py"
+    app.write_text("x = 1\n")
+    spaced = tmp_path / "my notes.txt"
+    spaced.write_text("n\n")
+    cwd = str(tmp_path)
+    assert pasted_mention(str(app), cwd) == "@src/app.py "
+    assert pasted_mention(f"'{app}'\n", cwd) == "@src/app.py "
+    assert pasted_mention(f"file://{app}", cwd) == "@src/app.py "
+    assert pasted_mention("src/app.py", cwd) == "@src/app.py "
+    assert pasted_mention(str(tmp_path / "src"), cwd) is None  # a folder
+    assert pasted_mention("fix the bug in app.py", cwd) is None  # words
+    assert pasted_mention(f"{app}\n{app}", cwd) is None  # several lines
+    assert pasted_mention(str(spaced), cwd) is None  # @ cannot name it: pasted as it is
+
+
+def test_the_live_area_wraps_only_the_end_of_a_growing_reply_and_shows_the_same_lines() -> None:
+    """Issue 38.6: the live area's lines, as the reply grows delta by delta, are exactly the last
+    lines of wrapping the whole text (and their count exact) while paragraphs are of normal length;
+    a new width starts over; a single huge paragraph shows its true end with an estimated count."""
+    from dsh_daemon.chat.render import TailWrap, word_wrap
+
+    words = [f"w{n}" + ("\n" if n % 13 == 12 else " ") for n in range(2000)]
+    wrap = TailWrap(keep=12)
+    text = ""
+    for index, word in enumerate(words):
+        text += word
+        if index % 7 == 0 or index == len(words) - 1:
+            whole = word_wrap(text, 40)
+            assert wrap.lines(text, 40) == (len(whole), whole[-12:])
+    whole = word_wrap(text, 25)
+    assert wrap.lines(text, 25) == (len(whole), whole[-12:])  # a resize
+    assert wrap.lines("fresh", 25) == (1, ["fresh"])  # a new reply
+
+    huge = " ".join(f"word{n}" for n in range(40_000))  # ~300 KB, no line break
+    count, lines = TailWrap(keep=12).lines(huge, 80)
+    assert lines == word_wrap(huge, 80)[-12:] or lines[-1] == word_wrap(huge, 80)[-1]
+    assert abs(count - len(word_wrap(huge, 80))) <= len(word_wrap(huge, 80)) // 20

@@ -192,3 +192,78 @@ def test_the_fork_server_imports_only_the_standard_library() -> None:
     }  # fmt: skip
     outside = {m.split(".")[0] for m in modules - ours} - set(sys.stdlib_module_names) - {"__main__"}
     assert outside == set() and "asyncio" not in modules
+
+
+DAEMON = """
+import asyncio, os, sys
+from pathlib import Path
+from dsh_daemon.sandbox import Sandbox, SandboxPolicy
+ws, temp, home, dsh, beat, layers = sys.argv[1:]
+async def main():
+    sandbox = await Sandbox.start(SandboxPolicy("workspace-write", (Path(ws),), Path(temp), layers=layers, home=Path(home), dsh_home=Path(dsh)))
+    null = os.open(os.devnull, os.O_RDWR)
+    script = "setsid sh -c 'while :; do date +%s%N > " + beat + "; sleep 0.05; done' >/dev/null 2>&1 &"
+    process = await sandbox.spawn(["sh", "-c", script], cwd=Path(ws), env={"PATH": os.environ["PATH"]}, stdin=null, stdout=null, stderr=null, keep_leftovers=True)
+    await process.wait()
+    print("started", flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_nothing_outlives_a_daemon_killed_outright(scene: Scene, layers: str) -> None:
+    """The daemon dies with SIGKILL (no aclose): the fork server sees its control socket close and
+    kills every command's tree, kept background children included."""
+    beat = scene.ws / "src" / "beat"
+    args = [str(p) for p in (scene.ws, scene.temp, scene.home, scene.dsh_home, beat)]
+    daemon = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DAEMON, *args, layers, stdout=subprocess.PIPE
+    )
+    assert daemon.stdout is not None
+    assert await asyncio.wait_for(daemon.stdout.readline(), 30) == b"started\n"
+    await _beating(beat)
+    daemon.kill()
+    await daemon.wait()
+    assert await _stops_beating(beat)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_burst_of_concurrent_commands_all_run(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """More requests at once than the control socket's buffer holds (large environments): each
+    waits its turn instead of failing."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    env = {**command_env(scene), "FILLER": "x" * 32_000}
+    results = await asyncio.gather(*(run(sandbox, f"echo {i}", cwd=scene.ws, env=env) for i in range(40)))
+    assert results == [(0, f"{i}\n") for i in range(40)]
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_finished_commands_hold_no_fd_and_waits_can_overlap(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    env = command_env(scene)
+    await run(sandbox, "true", cwd=scene.ws, env=env)  # the first spare pair is in place
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(30):
+        assert (await run(sandbox, "true", cwd=scene.ws, env=env, keep_leftovers=i % 2 == 0))[0] == 0
+    for _ in range(50):  # a kept tree's socket closes when its shepherd ends, just after
+        if len(os.listdir("/proc/self/fd")) <= before + 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(os.listdir("/proc/self/fd")) <= before + 2  # a spare pair may be in flight
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        process = await sandbox.spawn(["sh", "-c", "sleep 0.2; exit 7"], cwd=scene.ws, env=env, stdin=devnull, stdout=devnull, stderr=devnull)  # fmt: skip
+    finally:
+        os.close(devnull)
+    assert await asyncio.wait_for(asyncio.gather(process.wait(), process.wait(), process.wait()), 10) == [
+        7,
+        7,
+        7,
+    ]

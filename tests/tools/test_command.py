@@ -256,8 +256,8 @@ async def test_off_linux_only_full_access_runs_and_confined_modes_refuse(
 
 
 async def test_many_commands_hold_no_descriptor_each(root: Path, sandbox_mode: str) -> None:
-    """A finished command's handle is let go once its tree is gone: a long session must not run out
-    of file descriptors (each confined command has a socket to its shepherd)."""
+    """A finished command's handle is let go once its tree is gone (the sandbox closes a kept
+    command's socket then): a long session must not run out of file descriptors."""
     kit = build_tool_registry(Workspace([root]), config={"sandbox": sandbox_mode})
     await run_tool(kit, "run_command", {"command": "true"})  # the sandbox started
     before = len(os.listdir("/proc/self/fd"))
