@@ -772,7 +772,7 @@ class EgressProxy:
             try:
                 done, _ = await asyncio.wait({body, answer}, return_when=asyncio.FIRST_COMPLETED)
                 failure = body.exception() if body in done else None
-                if isinstance(failure, ValueError) or (failure and writer.transport.is_closing()):
+                if isinstance(failure, ValueError) or (failure is not None and writer.transport.is_closing()):
                     # the client's body is malformed or cut short, or the client is gone
                     answer.cancel()
                     if not response.started and isinstance(failure, ValueError):

@@ -13,6 +13,7 @@ import http.client
 import ipaddress
 import logging
 import os
+import random
 import shutil
 import socket
 import sys
@@ -510,6 +511,52 @@ async def test_garbage_and_oversized_heads_get_a_typed_400_and_the_proxy_keeps_s
     # only the bad-chunk POST (its head was fine: it was cut off in its body) and the good GET got through
     seen = [(method, path) for method, path, _ in web.seen]
     assert ("GET", "/hello") in seen and set(seen) <= {("GET", "/hello"), ("POST", "/hello")}
+
+
+async def test_mutated_requests_never_break_the_proxy(
+    start_proxy: StartProxy, web: _Upstream, echo: _Echo, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Valid requests with bytes flipped, cut, repeated or spliced (a seeded fuzz): every one gets an
+    answer or a close, none an unexpected error, and the proxy serves a good request afterwards."""
+    caplog.set_level(logging.WARNING)
+    proxy, _ = await start_proxy(
+        [f"web.test:{web.port}", f"echo.test:{echo.port}", "*.wild.test"],
+        allow_private_upstreams=True,
+        limits=ProxyLimits(header_timeout=0.5, idle_timeout=0.5, connect_timeout=1.0),
+    )
+    seeds = [
+        f"GET http://web.test:{web.port}/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+        f"POST http://web.test:{web.port}/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".encode(),
+        f"POST http://web.test:{web.port}/echo HTTP/1.0\r\nContent-Length: 4\r\n\r\nabcd".encode(),
+        f"CONNECT echo.test:{echo.port} HTTP/1.1\r\nProxy-Authorization: Basic eA==\r\n\r\nhello".encode(),
+        b"CONNECT [::1]:443 HTTP/1.1\r\n\r\n",
+    ]
+    alphabet = b" :\r\n\x00\xff[]@%/.*-0123456789abcdefHTTP"
+    rng = random.Random(41)
+    for _ in range(150):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            where = rng.randrange(len(data))
+            match rng.randrange(4):
+                case 0:
+                    data[where] = rng.choice(alphabet)
+                case 1:
+                    del data[where : where + rng.randint(1, 8)]
+                case 2:
+                    data[where:where] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
+                case _:
+                    data[where:where] = data[where : where + rng.randint(1, 40)] * rng.randint(2, 50)
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        with contextlib.suppress(ConnectionError):
+            writer.write(bytes(data))
+            writer.write_eof()
+            await asyncio.wait_for(reader.read(), WAIT)
+        writer.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    response = await _exchange(
+        proxy.port, f"GET http://web.test:{web.port}/hello HTTP/1.1\r\nConnection: close\r\n\r\n".encode()
+    )
+    assert _status(response) == 200
 
 
 async def test_a_silent_or_trickling_client_is_closed_after_the_head_timeout(start_proxy: StartProxy) -> None:
