@@ -172,7 +172,38 @@ def _tools(options: DaemonOptions, layer: FileLayer) -> list[Setting]:
         out.append(
             Setting(f"tools.{key}", getattr(tools, key), _file(layer) if key in file_tools else "default")
         )
-    return out
+    return [*out, *_sandbox(options, file_tools)]
+
+
+def _sandbox(options: DaemonOptions, file_tools: Mapping[str, Any]) -> list[Setting]:
+    """The commands' sandbox: its settings, and the level this machine gives with the reason for
+    each layer it cannot have (what a confined mode would run with, or why it would refuse)."""
+    from dsh_daemon.tools.sandboxing import machine_level
+
+    sandbox = options.tools.sandbox
+    raw = file_tools.get("sandbox")
+    in_file = set(raw) if isinstance(raw, Mapping) else {"mode"} if isinstance(raw, str) else set()
+    level, confined = machine_level()
+    if sandbox.mode == "full-access":
+        reached = f"full-access: commands run unconfined and ask first ({level})"
+    elif confined:
+        reached = level
+    else:
+        reached = f"{level}; {sandbox.mode} commands are refused until tools.sandbox is full-access"
+    return [
+        Setting("tools.sandbox.mode", sandbox.mode, "config.json" if "mode" in in_file else "default"),
+        Setting(
+            "tools.sandbox.network.allow",
+            list(sandbox.network_allow),
+            "config.json" if "network" in in_file else "default",
+        ),
+        Setting(
+            "tools.sandbox.writable",
+            list(sandbox.writable),
+            "config.json" if "writable" in in_file else "default",
+        ),
+        Setting("tools.sandbox.level", reached, "this machine (probed)"),
+    ]
 
 
 def _server(server: ServerConfig) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +24,19 @@ from dsh_daemon.host.wiring import SessionTools
 from dsh_daemon.model.events import SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SessionModeSet, SessionSettingsSet, entry
+from dsh_daemon.model.payloads import (
+    SandboxStatus,
+    SandboxWidened,
+    SessionModeSet,
+    SessionSettingsSet,
+    entry,
+)
 from dsh_daemon.model.wire import SessionMode
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
+
+logger = logging.getLogger(__name__)
 
 CANCEL_SETTLE_S = 10.0  # how long a cancel waits for the aborted turn to end before it answers
 
@@ -45,6 +55,7 @@ class HostedSession:
     # A rewind is writing files and the log: no turn may start under it (sends, wakes and compactions
     # are refused with `session_busy` until it ends; it never waits for the client for long).
     rewinding: bool = False
+    _sandbox_status: SandboxStatus | None = field(default=None, repr=False)
 
     def _refuse_while_rewinding(self) -> None:
         if self.rewinding:
@@ -191,6 +202,44 @@ class HostedSession:
         policy = self._policy()
         if policy is not None:
             policy.session_mode = mode
+        self.tools.kit.sandbox.announce()  # plan mode runs commands read-only
+
+    # ---- sandbox -------------------------------------------------------------------------------------
+
+    def wire_sandbox(self) -> None:
+        """The commands' sandbox reads the session's grants (a widening granted for the session is
+        one) and records its status and each widening in the log; its status is told once probed."""
+        sandbox = self.tools.kit.sandbox
+        sandbox.grants = lambda: self.agent.always_allowed
+        sandbox.on_status = self._record_sandbox_status
+        sandbox.on_widened = self._record_widening
+
+        async def announce() -> None:
+            await asyncio.to_thread(sandbox.level)  # a probe may fork: never on the loop
+            sandbox.announce()
+
+        task = asyncio.get_running_loop().create_task(announce())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def sandbox_status(self) -> SandboxStatus | None:
+        """The sandbox's status as last told (None: not probed yet; it is published once it is)."""
+        return self._sandbox_status
+
+    def _record_sandbox_status(self, status: Mapping[str, Any]) -> None:
+        """A live `sandbox/status` to whoever follows the session (a client attaching later gets the
+        last one from `sandbox_status`), and the log's words for a person reading it later."""
+        payload = SandboxStatus(**_snake(status))
+        self._sandbox_status = payload
+        self.agent.bus.publish(payload.event())
+        logger.info("session %s: commands run %s (%s)", self.session_id, payload.mode, payload.level)
+
+    def _record_widening(self, widening: Mapping[str, Any]) -> None:
+        """A durable `sandbox/widened` (on disk on return, before the widened command starts)."""
+        log = self.agent.log
+        if log.lease_lost is not None:
+            return
+        log.append(*entry(SandboxWidened(**_snake(widening))), commit=True, ignorable=True)
 
     # ---- permissions -------------------------------------------------------------------------------
 
@@ -207,3 +256,11 @@ class HostedSession:
         dropped = set(allowed) if scope is None else ({scope} & allowed)
         allowed.difference_update(dropped)
         return len(dropped)
+
+
+def _snake(data: Mapping[str, Any]) -> dict[str, Any]:
+    """camelCase keys as a payload's fields (`configuredMode` -> `configured_mode`), lists as tuples."""
+    return {
+        re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), key): tuple(v) if isinstance(v, list) else v
+        for key, v in data.items()
+    }

@@ -92,6 +92,7 @@ class Attached:
     mode: str = "ask"  # the session's mode (protocol.md §3)
     from_store: bool = False  # answered from the store alone; this process opens it in the background
     mcp_servers: list[dict[str, Any]] | None = None
+    sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
 
 
 class SessionHost:
@@ -115,6 +116,7 @@ class SessionHost:
             provider = make_provider(options.provider)
         self.options = options
         self.front_end = front_end
+        self.state_dir = Path(state_dir)
         self.roots = list(roots)
         self.provider = provider
         self.sessions: dict[str, HostedSession] = {}
@@ -147,10 +149,10 @@ class SessionHost:
     # ---- configuration ---------------------------------------------------------------------------------
 
     def reconfigure(self, options: DaemonOptions) -> None:
-        """New settings: provider settings, tool permissions and the model take effect from the next
-        model request or tool call of every session (one under way finishes on the old ones); tool
-        limits, the shell and the system prompt apply to sessions opened from now on. (Approvers read
-        the permission timeout from `options` when they ask.)"""
+        """New settings: provider settings, tool permissions, the sandbox and the model take effect
+        from the next model request or tool call of every session (one under way finishes on the old
+        ones); tool limits, the shell and the system prompt apply to sessions opened from now on.
+        (Approvers read the permission timeout from `options` when they ask.)"""
         self.options = options
         self.provider.reconfigure(options.provider)
         self.checkpoints.max_bytes = options.tools.limits.checkpoint_bytes
@@ -158,6 +160,7 @@ class SessionHost:
             for hook in hosted.tools.kit.hooks.pre_execute:
                 if isinstance(hook, PermissionPolicy):
                     hook.modes = dict(options.tools.permissions)
+            hosted.tools.kit.sandbox.reconfigure(options.tools.sandbox)
             self._apply_model_settings(hosted)
 
     def _apply_model_settings(self, hosted: HostedSession) -> None:
@@ -395,6 +398,7 @@ class SessionHost:
             checkpoints,
             mcp_status=lambda data: self._mcp_status(session_id, data),
         )
+        tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
         self._wiring[session_id] = tools
         return tools
 
@@ -455,6 +459,7 @@ class SessionHost:
     def _adopt(self, agent: Agent, tools: SessionTools) -> HostedSession:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
+        hosted.wire_sandbox()
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)
@@ -619,6 +624,7 @@ class SessionHost:
             hosted.inbox(),
             mcp_servers=hosted.mcp_status(),
             mode=hosted.mode,
+            sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:

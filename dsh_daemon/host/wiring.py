@@ -39,10 +39,18 @@ class SessionTools:
     mcp: McpTools | None
 
     def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Stop the MCP servers (their process trees killed) without waiting; the task joins `tasks`."""
-        if self.mcp is None:
-            return
-        task = asyncio.get_running_loop().create_task(self.mcp.aclose())
+        """Stop the MCP servers and the commands' sandbox (every process tree they started killed)
+        without waiting; the task joins `tasks`."""
+        mcp, sandbox = self.mcp, self.kit.sandbox
+
+        async def close() -> None:
+            try:
+                if mcp is not None:
+                    await mcp.aclose()
+            finally:
+                await sandbox.aclose()
+
+        task = asyncio.get_running_loop().create_task(close())
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 

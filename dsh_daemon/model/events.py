@@ -41,6 +41,7 @@ CONVERSATION_CUT = "conversation/cut"
 SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the log and skips it
 SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
 SESSION_SETTINGS = "session/settings"  # written ignorable, as session/mode
+SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person granted
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -67,6 +68,7 @@ DURABLE_TYPES = frozenset(
         SESSION_MODE,
         SESSION_NOTICE,
         SESSION_SETTINGS,
+        SANDBOX_WIDENED,
         LOG_GAP,
     }
 )
@@ -84,6 +86,7 @@ SESSION_LEASE = "session/lease"  # who drives a session followed read-only
 PERMISSION_REQUESTED = "permission/requested"
 PERMISSION_RESOLVED = "permission/resolved"
 MCP_STATUS = "mcp/status"
+SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reached (when it changes)
 
 
 class UnreadableEventError(ModelError):

@@ -29,6 +29,7 @@ from dsh_daemon.model.wire import (
     Position,
     Range,
     RewindProblem,
+    SandboxState,
     SessionMode,
     SessionStatus,
     SessionSummary,
@@ -138,6 +139,7 @@ class SessionAttachResult:
     read_only: bool | None = None
     holder: Annotated[JsonObject, SchemaAs(HolderInfo)] | None = None
     mode: SessionMode | None = None  # flag `modes` (§3)
+    sandbox: SandboxState | None = None  # where its commands run ("Sandbox"), once probed
 
 
 @dataclass(frozen=True)

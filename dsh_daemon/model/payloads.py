@@ -28,6 +28,7 @@ from dsh_daemon.model.wire import (
     RequestHeader,
     RewindAction,
     RewindProblem,
+    SandboxState,
     SessionMode,
     SessionStatus,
     SpliceOutcome,
@@ -237,6 +238,21 @@ class SessionNoticed(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxWidened(Payload):
+    """A widening of the sandbox the person granted when a command asked for it (`run_command`'s
+    `escalate`): for that command (`once`) or the rest of the session (`session`)."""
+
+    TYPE: ClassVar[str] = ev.SANDBOX_WIDENED
+    call_id: str
+    command: str
+    reason: str
+    writable: tuple[str, ...]
+    network: tuple[str, ...]
+    unconfined: bool
+    scope: Literal["once", "session"]
+
+
+@dataclass(frozen=True, slots=True)
 class ContextUsage(Payload):
     TYPE: ClassVar[str] = ev.CONTEXT_USAGE
     turn: int
@@ -387,6 +403,13 @@ class McpStatusChanged(Payload):
     malformed: int | None = None  # messages of its dropped so far
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxStatus(SandboxState, Payload):
+    """Live, when it changes; a client attaching later finds it in the attach reply (`sandbox`)."""
+
+    TYPE: ClassVar[str] = ev.SANDBOX_STATUS
+
+
 PAYLOADS: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
@@ -407,6 +430,7 @@ PAYLOADS: dict[str, Any] = {
         SessionModeSet,
         SessionSettingsSet,
         SessionNoticed,
+        SandboxWidened,
         ContextUsage,
         ContextCompacted,
         FilesRewound,
@@ -423,6 +447,7 @@ PAYLOADS: dict[str, Any] = {
         PermissionRequested,
         PermissionResolved,
         McpStatusChanged,
+        SandboxStatus,
     )
 }
 PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself

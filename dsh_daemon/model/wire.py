@@ -369,6 +369,24 @@ class LeaseHolder:
     host: str
 
 
+SandboxMode: TypeAlias = Literal["read-only", "workspace-write", "full-access"]
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    """Where a session's commands run (protocol.md "Sandbox"): the mode now (plan mode runs them
+    read-only), the one configured, the level this machine gives and why a layer could not be had."""
+
+    mode: SandboxMode
+    configured_mode: SandboxMode
+    level: str  # "Landlock 7 + seccomp + namespaces", "…; namespaces refused: …", "unconfined; …"
+    confined: bool  # commands run confined now (false: full-access, or no confinement to be had)
+    available: bool  # this machine can confine (false: confined modes refuse to run commands)
+    reasons: tuple[str, ...]  # why a layer could not be had
+    network: tuple[str, ...]  # domains reachable through the proxy (configured and granted)
+    writable: tuple[str, ...]  # paths writable besides the roots (configured and granted)
+
+
 @dataclass(frozen=True)
 class McpServerStatus:
     server: str

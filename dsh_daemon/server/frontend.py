@@ -213,6 +213,8 @@ class LspFrontEnd:
             result["permissionRequests"] = self.approver(session_id).open_requests()
             if attached.mcp_servers is not None:  # the `mcp/status` a client attaching now has missed
                 result["mcpServers"] = attached.mcp_servers
+            if attached.sandbox is not None:  # and the last `sandbox/status`
+                result["sandbox"] = attached.sandbox
         return result
 
     def approver(self, session_id: str) -> LspApprover:

@@ -116,6 +116,7 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
     ev.CONVERSATION_CUT: (Field(("beforeTurn",), INT),),
     ev.SESSION_MODE: (Field(("mode",), TEXT),),
     ev.SESSION_NOTICE: (Field(("message",), TEXT),),
+    ev.SANDBOX_WIDENED: (Field(("callId",), TEXT), Field(("reason",), TEXT)),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 

@@ -1,9 +1,11 @@
 """run_command: a shell command in the session cwd, streamed live, capped, and stopped for good.
 
-The command runs in its own session/process group (`start_new_session=True`), and its whole process
-tree is tracked (`proctree`: children that `setsid`/`nohup`/double-fork themselves out of the group
-included), so a timeout, a cancelled turn or the daemon's shutdown kills every process it started,
-not just the shell.
+The command runs through the session's sandbox (`sandboxing.CommandSandbox`: confined in
+`read-only` and `workspace-write`, unconfined in `full-access`, one path for all three), in its own
+session, with its whole process tree tracked, so a timeout, a cancelled turn or the daemon's
+shutdown kills every process it started, not just the shell. Its environment carries none of the
+daemon's secrets. A confined command that hits the sandbox's walls gets a note saying so and that
+only the person can widen it; `escalate` asks the person for a widening (tools/policy.py asks).
 """
 
 from __future__ import annotations
@@ -14,24 +16,34 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import signal as signals
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.budget import GENERIC_HINT, SNAP, marker
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
-from dsh_daemon.model.jsonvalue import FrozenDict
+from dsh_daemon.model.jsonvalue import FrozenDict, thaw
 from dsh_daemon.model.messages import TextBlock
-from dsh_daemon.tools import proctree
 from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
+from dsh_daemon.tools.config import SandboxSettings
 from dsh_daemon.tools.editor import EditorServices, NoEditor
 from dsh_daemon.tools.environment import DaemonSecrets, blanked_secret_names, scrubbed_environment
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.sandboxing import (
+    CommandSandbox,
+    SandboxedProcess,
+    SandboxUnavailable,
+    Widening,
+    unavailable_message,
+)
 from dsh_daemon.tools.terminal import TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
+from dsh_daemon.tools.unconfined import SandboxedProcess as UnconfinedProcess
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -91,25 +103,6 @@ def _snap(part: str, *, tail: bool) -> str:
     return part[newline + 1 :] if newline >= 0 else ""
 
 
-async def _until_exit(proc: asyncio.subprocess.Process, tree: proctree.ProcessTree | None = None) -> int:
-    """The shell's exit status as soon as it is known. Not `proc.wait()`: on Python 3.11 that also
-    waits for the output pipe to close, which a background grandchild can hold open indefinitely.
-    With `tree`, the command's processes are scanned meanwhile (~every 0.2 s), so one that detaches
-    and loses its parent is still known as the command's."""
-    delay = 0.005
-    waited = 0.0
-    while proc.returncode is None:
-        await asyncio.sleep(delay)
-        waited += delay
-        delay = min(delay * 2, 0.05)
-        if tree is not None and waited >= 0.2:
-            waited = 0.0
-            tree.scan()
-    if tree is not None:
-        tree.scan()
-    return proc.returncode
-
-
 def _exit_of(task: asyncio.Task[TerminalExit]) -> TerminalExit | None:
     if task.done() and not task.cancelled() and task.exception() is None:
         return task.result()
@@ -129,6 +122,29 @@ class RunCommandTool(ToolBase):
         {
             "command": {"type": "string", "description": "The shell command line."},
             "timeout": {"type": "number", "description": "Seconds before it is killed (default 120)."},
+            "escalate": {
+                "type": "object",
+                "description": (
+                    "Only after a command failed on the sandbox's walls and it must not: ask the person "
+                    "to widen the sandbox for this command (they may refuse). Name exactly what it needs."
+                ),
+                "properties": {
+                    "reason": {"type": "string", "description": "Why the command needs it, for the person."},
+                    "writable": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Paths to make writable.",
+                    },
+                    "network": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Domains to reach.",
+                    },
+                    "unconfined": {"type": "boolean", "description": "Run this command without the sandbox."},
+                },
+                "required": ["reason"],
+                "additionalProperties": False,
+            },
         },
         ["command"],
     )
@@ -143,6 +159,7 @@ class RunCommandTool(ToolBase):
         checkpoints: Checkpointer | None = None,
         editor: EditorServices | None = None,
         secrets: DaemonSecrets | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits
@@ -150,18 +167,42 @@ class RunCommandTool(ToolBase):
         self.shell = shell or shutil.which("bash") or "/bin/sh"
         self.checkpoints = checkpoints
         self.editor = editor or NoEditor()
+        self.sandbox = sandbox or CommandSandbox(workspace, SandboxSettings())
+
+    def widening(self, args: Mapping[str, Any]) -> Widening | None:
+        """The call's `escalate`, checked (`InvalidArgumentsError` when malformed); None without one."""
+        raw = args.get("escalate")
+        return None if raw is None else Widening.parse(raw, self.workspace)
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
-        return f"Run: {short(str(args.get('command', '?')))}"
+        command = short(str(args.get("command", "?")))
+        widening = self._widening_or_none(args)
+        if widening is not None:
+            return f"Widen the sandbox ({widening.describe()}) to run: {command}"
+        return f"Run: {command}"
 
     def permission_scope(self, args: Mapping[str, Any]) -> str | None:
+        widening = self._widening_or_none(args)
+        if widening is not None:
+            return widening.scope(str(args.get("command")))
         return f"{self.spec.name}:{args.get('command')}"
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         command = args.get("command")
         if not isinstance(command, str):
             return None
-        return {"command": command, "cwd": str(self.workspace.cwd)}
+        preview: dict[str, Any] = {"command": command, "cwd": str(self.workspace.cwd)}
+        preview["sandbox"] = self.sandbox.mode
+        widening = self.widening(args)
+        if widening is not None:
+            preview["escalation"] = widening.to_json()
+        return preview
+
+    def _widening_or_none(self, args: Mapping[str, Any]) -> Widening | None:
+        try:
+            return self.widening(args)
+        except InvalidArgumentsError:
+            return None
 
     def _timeout(self, args: Mapping[str, Any]) -> float:
         value = args.get("timeout")
@@ -174,24 +215,71 @@ class RunCommandTool(ToolBase):
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         command = get_str(args, "command", allow_empty=False)
         timeout = self._timeout(args)
+        widening = self.widening(args)
+        if widening is not None:
+            refusal = self._check_widening(command, widening, ctx)
+            if refusal is not None:
+                return refusal
         ctx.signal.check()
         if self.checkpoints is None:
-            return await self._run(command, ctx, limit_s=timeout)
+            return await self._run(command, ctx, limit_s=timeout, widening=widening)
         # The work tree before and after the command, so a rewind can restore what it changed.
         async with self.checkpoints.command(ctx.call):
-            return await self._run(command, ctx, limit_s=timeout)
+            return await self._run(command, ctx, limit_s=timeout, widening=widening)
 
-    async def _run(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
+    def _check_widening(self, command: str, widening: Widening, ctx: ToolContext) -> ToolOutcome | None:
+        """A widening runs only when the person approved exactly it, now or for the session; each
+        one approved now is a durable `sandbox/widened` (the host writes it). None: go ahead."""
+        if self.sandbox.session_mode() == "plan":
+            return ToolOutcome.error(
+                "Error: plan mode runs commands read-only and cannot widen the sandbox; the person can "
+                "leave plan mode",
+                "SANDBOX_DENIED",
+            )
+        scope = widening.scope(command)
+        for_session = scope in set(self.sandbox.grants())
+        approved = getattr(ctx, "approved_preview", None)
+        asked_now = (
+            approved is not None
+            and thaw(approved.get("escalation")) == widening.to_json()
+            and approved.get("command") == command
+        )
+        if not (asked_now or for_session):
+            return ToolOutcome.error(
+                "Error: the sandbox was not widened: only the person can widen it, and they were not "
+                "asked (or did not allow it)",
+                "ESCALATION_REFUSED",
+            )
+        if asked_now:
+            self.sandbox.on_widened(
+                {
+                    "callId": ctx.call.call_id,
+                    "command": command,
+                    **widening.to_json(),
+                    "scope": "session" if for_session else "once",
+                }
+            )
+        return None
+
+    async def _run(
+        self, command: str, ctx: ToolContext, *, limit_s: float, widening: Widening | None = None
+    ) -> ToolOutcome:
         unsaved = await self._unsaved(ctx)
         terminals = self.editor.terminals
-        if terminals is not None:
+        if terminals is not None and not self.sandbox.confined and widening is None:
+            # The editor's terminal cannot confine: only full-access commands run there.
             try:
                 outcome = await self._run_in_terminal(terminals, command, ctx, limit_s)
             except TerminalUnavailable as exc:
                 logger.warning("the editor's terminal could not run the command (%s): run here", exc)
             else:
                 return self._with_unsaved(outcome, unsaved)
-        return self._with_unsaved(await self._run_here(command, ctx, limit_s=limit_s), unsaved)
+        try:
+            outcome = await self._run_here(command, ctx, limit_s=limit_s, widening=widening)
+        except SandboxUnavailable as exc:
+            text = unavailable_message(str(exc) or self.sandbox.status()["level"], self.sandbox.mode)
+            outcome = ToolOutcome.error(f"Error: {text}", "SANDBOX_UNAVAILABLE")
+        return self._with_unsaved(outcome, unsaved)
 
     async def _run_in_terminal(
         self, terminals: Terminals, command: str, ctx: ToolContext, limit_s: float
@@ -245,27 +333,36 @@ class RunCommandTool(ToolBase):
         meta["terminalId"] = terminal.terminal_id
         return dataclasses.replace(outcome, meta=FrozenDict(meta))
 
-    async def _run_here(self, command: str, ctx: ToolContext, *, limit_s: float) -> ToolOutcome:
+    async def _run_here(
+        self, command: str, ctx: ToolContext, *, limit_s: float, widening: Widening | None = None
+    ) -> ToolOutcome:
         timeout = limit_s
-        proctree.become_subreaper()
-        proctree.forget_finished()
-        tree = proctree.ProcessTree(0)
-        proc = await asyncio.create_subprocess_exec(
-            self.shell,
-            "-c",
-            command,
-            cwd=self.workspace.cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env={**scrubbed_environment(os.environ, self.secrets), **_ENV_DEFAULTS, **tree.env},
+        read_fd, write_fd = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        try:
+            proc, finish = await self.sandbox.spawn(
+                [self.shell, "-c", command],
+                cwd=self.workspace.cwd,
+                env={**scrubbed_environment(os.environ, self.secrets), **_ENV_DEFAULTS},
+                stdin=devnull,
+                stdout=write_fd,
+                stderr=write_fd,
+                widening=widening,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+            os.close(devnull)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=_READ_CHUNK)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
         )
-        tree.started(proc.pid)
-        proctree.register(tree)
         output = _Output(self.limits.command_output_chars, self.truncation_hint)
-        pump = asyncio.create_task(self._pump(proc, output, ctx))
-        exited = asyncio.create_task(_until_exit(proc, tree))
+        pump = asyncio.create_task(self._pump(reader, output, ctx))
+        exited = asyncio.create_task(proc.wait())
         aborted = asyncio.create_task(ctx.signal.wait())
         stopped: str | None = None
         try:
@@ -274,28 +371,45 @@ class RunCommandTool(ToolBase):
             )
             if exited not in done:
                 stopped = "cancelled" if aborted in done else "timeout"
-                await self._kill_tree(proc, tree)
+                await self._kill_tree(proc, exited)
             else:
                 # The shell is gone; whatever still holds the pipe after a grace is a leftover.
                 _, still = await asyncio.wait({pump}, timeout=self.limits.command_drain_grace_s)
                 if still:
-                    await self._kill_tree(proc, tree)
+                    await self._kill_tree(proc, exited)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pump), timeout=self.limits.command_kill_grace_s)
         finally:
             # Also on task cancellation (daemon shutdown): nothing the command started survives it.
-            if proc.returncode is None or not pump.done():
-                await self._kill_tree(proc, tree)
-            leftover = not pump.done()
-            for task in (pump, exited, aborted):
+            if not exited.done() or not pump.done():
+                await self._kill_tree(proc, exited)
+            for task in (pump, aborted):
                 task.cancel()
-            await asyncio.gather(pump, exited, aborted, return_exceptions=True)
-            if leftover:
-                # Something the tree walk could not reach still holds the pipe: stop reading.
-                transport = getattr(proc, "_transport", None)
-                if transport is not None:
-                    transport.close()
-        return self._outcome(command, proc.returncode, output, stopped, timeout)
+            await asyncio.gather(pump, aborted, return_exceptions=True)
+            # Something the tree walk could not reach may still hold the pipe: stop reading.
+            transport.close()
+            await asyncio.shield(finish())
+        code = exited.result() if exited.done() and not exited.cancelled() else None
+        setup_error = getattr(proc, "setup_error", None)
+        if setup_error:  # confinement could not be applied: the command never ran (never unconfined)
+            return ToolOutcome.error(
+                f"Error: the sandbox could not confine this command, so it was not run: {setup_error}",
+                "SANDBOX_UNAVAILABLE",
+            )
+        outcome = self._outcome(command, code, output, stopped, timeout)
+        if self.sandbox.confined and widening is None and stopped is None and code != 0:
+            outcome = self._with_denial_note(outcome, output.render())
+        return outcome
+
+    def _with_denial_note(self, outcome: ToolOutcome, text: str) -> ToolOutcome:
+        """A confined command that failed on the sandbox's walls: say so, and who can widen it."""
+        note = denial_note(text, self.sandbox.mode, self.workspace.roots, self.sandbox.denied_domains())
+        if note is None:
+            return outcome
+        meta = dict(outcome.meta or {})
+        meta["sandboxDenied"] = True
+        body = "".join(b.text for b in outcome.content if isinstance(b, TextBlock))
+        return ToolOutcome.error(f"{body}\n{note}", "SANDBOX_DENIED", meta=meta)
 
     async def _unsaved(self, ctx: ToolContext) -> list[str]:
         """Open documents whose editor text differs from disk (the command sees the disk), shown
@@ -317,12 +431,11 @@ class RunCommandTool(ToolBase):
             outcome, content=(TextBlock(f"{text}\nNote: {unsaved_note(shown)}"),), meta=FrozenDict(meta)
         )
 
-    async def _pump(self, proc: asyncio.subprocess.Process, output: _Output, ctx: ToolContext) -> None:
-        assert proc.stdout is not None
+    async def _pump(self, reader: asyncio.StreamReader, output: _Output, ctx: ToolContext) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         streamed = 0
         while True:
-            chunk = await proc.stdout.read(_READ_CHUNK)
+            chunk = await reader.read(_READ_CHUNK)
             text = decoder.decode(chunk, final=not chunk)
             if text:
                 output.add(text)
@@ -338,21 +451,17 @@ class RunCommandTool(ToolBase):
             if not chunk:
                 return
 
-    async def _kill_tree(self, proc: asyncio.subprocess.Process, tree: proctree.ProcessTree) -> None:
-        """SIGTERM the group and the whole tree, give the shell a short grace, then SIGKILL them: children
-        that ignore SIGTERM, outlive the shell or left the group, die too."""
-        tree.signal(signals.SIGTERM)
+    async def _kill_tree(self, proc: SandboxedProcess | UnconfinedProcess, exited: asyncio.Task[int]) -> None:
+        """SIGTERM the whole tree, give the shell a short grace, then SIGKILL it: children that ignore
+        SIGTERM, outlive the shell or left the group, die too."""
+        proc.kill_tree(signals.SIGTERM)
         try:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(_until_exit(proc), timeout=self.limits.command_kill_grace_s)
+                await asyncio.wait_for(asyncio.shield(exited), timeout=self.limits.command_kill_grace_s)
         finally:  # even when this wait is itself cancelled (shutdown), the tree gets SIGKILL
-            tree.signal(signals.SIGKILL)
-        await _until_exit(proc)
-        for _ in range(20):  # collect the adopted orphans just killed (bounded: they die at once)
-            tree.reap()
-            if not tree.alive():
-                break
-            await asyncio.sleep(0.01)
+            proc.kill_tree(signals.SIGKILL)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(exited), timeout=self.limits.command_kill_grace_s)
 
     def _outcome(
         self,
@@ -385,6 +494,51 @@ class RunCommandTool(ToolBase):
             meta["signal"] = signal
             return ToolOutcome.text(f"{text or NO_OUTPUT}[ended by signal {signal}]", meta=meta)
         return ToolOutcome.text(f"{text or NO_OUTPUT}[exit code {code}]", meta=meta)
+
+
+# What a command prints when the kernel refused it: conservative (a denial note on a command that
+# failed for another reason only costs the model a line), matched on a failed command's output only.
+_DENIED = re.compile(
+    r"(permission denied|operation not permitted|read-only file system|EACCES|EPERM|EROFS"
+    r"|network is unreachable|could not resolve host|temporary failure in name resolution"
+    r"|name or service not known|connection refused)",
+    re.IGNORECASE,
+)
+_PATH = re.compile(r"""['"`‘]?(/[^\s'"`’:]+)['"`’]?(?::|\s|$)""")
+NOTE_PATHS = 5
+
+
+def denial_note(text: str, mode: str, roots: tuple[Path, ...], domains: list[str]) -> str | None:
+    """The note for a confined command that failed on the sandbox's walls, or None when its output
+    shows no sign of it: which paths or domains (as far as the output names them), and that only
+    the person can widen the sandbox."""
+    lines = [line for line in text.splitlines() if _DENIED.search(line)]
+    if not lines and not domains:
+        return None
+    paths = []
+    for line in lines:
+        for match in _PATH.finditer(line):
+            path = match.group(1).rstrip(".,;)")
+            if path not in paths:
+                paths.append(path)
+    what = []
+    if paths:
+        what.append("paths: " + ", ".join(paths[:NOTE_PATHS]))
+    if domains:
+        what.append("domains refused by the proxy: " + ", ".join(domains[:NOTE_PATHS]))
+    named = f" ({'; '.join(what)})" if what else ""
+    writable = (
+        "only the workspace (" + ", ".join(str(r) for r in roots) + ") and the temp directory are writable"
+    )
+    if mode == "read-only":
+        writable = "nothing is writable but the temp directory (plan mode or read-only)"
+    return (
+        f"[sandbox: this command ran confined in {mode} mode and was refused by it{named}: {writable}, "
+        "and the network is reachable only for allowed domains through the proxy. This is not a bug to "
+        "work around. Only the person can widen the sandbox: if the command really needs it, run it "
+        "again with escalate {reason, writable: [paths] or network: [domains]} and the person will be "
+        "asked; otherwise do it differently inside the workspace.]"
+    )
 
 
 UNSAVED_NAMED = 10  # documents named in the note; the rest are counted

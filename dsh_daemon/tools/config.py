@@ -13,8 +13,13 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from dsh_daemon.tools.limits import ToolLimits
 
-Mode: TypeAlias = Literal["allow", "ask", "deny"]
-MODES: frozenset[str] = frozenset(get_args(Mode))
+# "sandbox": allow when the command runs confined, ask when it does not (`run_command` only).
+Mode: TypeAlias = Literal["allow", "ask", "deny", "sandbox"]
+MODES: frozenset[str] = frozenset({"allow", "ask", "deny"})
+SANDBOX_MODE_TOOLS = frozenset({"run_command"})  # the tools that take the "sandbox" mode
+SandboxMode: TypeAlias = Literal["read-only", "workspace-write", "full-access"]
+SANDBOX_MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
+DEFAULT_SANDBOX_MODE: SandboxMode = "workspace-write"
 
 DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
     {
@@ -24,10 +29,11 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "grep": "allow",
         "edit_file": "ask",
         "write_file": "ask",
-        "run_command": "ask",
+        "run_command": "sandbox",
     }
 )
-CONFIG_KEYS = frozenset({"permissions", "limits", "shell", "ripgrep"})
+CONFIG_KEYS = frozenset({"permissions", "limits", "shell", "ripgrep", "sandbox"})
+SANDBOX_KEYS = frozenset({"mode", "network", "writable"})
 
 
 class ToolConfigError(ValueError):
@@ -42,12 +48,83 @@ def parse_modes(config: Any) -> dict[str, Mode]:
         raise ToolConfigError(f"tools.permissions must be an object {{toolName: mode}}, not {_shown(config)}")
     modes: dict[str, Mode] = dict(DEFAULT_MODES)
     for name, mode in config.items():
-        if not isinstance(name, str) or mode not in MODES:
-            choices = ", ".join(sorted(MODES))
+        allowed = MODES | {"sandbox"} if name in SANDBOX_MODE_TOOLS else MODES
+        if not isinstance(name, str) or mode not in allowed:
+            choices = ", ".join(sorted(allowed))
             where = f"tools.permissions.{_shown(name)}"
             raise ToolConfigError(f"{where} must be one of {choices}, not {_shown(mode)}")
         modes[name] = mode
     return modes
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSettings:
+    """`tools.sandbox`: how commands are confined (docs/design.md "Sandbox"). A bare string is the mode."""
+
+    mode: SandboxMode = DEFAULT_SANDBOX_MODE
+    network_allow: tuple[str, ...] = ()  # domains reachable through the daemon's proxy
+    writable: tuple[str, ...] = ()  # absolute paths writable besides the roots (caches, widenings)
+
+    @classmethod
+    def parse(cls, raw: Any) -> SandboxSettings:
+        if raw is None:
+            return cls()
+        if isinstance(raw, str):
+            raw = {"mode": raw}
+        if not isinstance(raw, Mapping):
+            raise ToolConfigError(f"tools.sandbox must be a mode or an object, not {_shown(raw)}")
+        unknown = set(raw) - SANDBOX_KEYS
+        if unknown:
+            known = ", ".join(sorted(SANDBOX_KEYS))
+            raise ToolConfigError(
+                f"unknown tools.sandbox settings {sorted(map(_shown, unknown))} (known: {known})"
+            )
+        mode = raw.get("mode", DEFAULT_SANDBOX_MODE)
+        if mode is None:
+            mode = DEFAULT_SANDBOX_MODE
+        if mode not in SANDBOX_MODES:
+            raise ToolConfigError(
+                f"tools.sandbox.mode must be one of {', '.join(SANDBOX_MODES)}, not {_shown(mode)}"
+            )
+        network = raw.get("network")
+        allow: Any = ()
+        if network is not None:
+            if not isinstance(network, Mapping) or set(network) - {"allow"}:
+                raise ToolConfigError(
+                    f'tools.sandbox.network must be {{"allow": [domains]}}, not {_shown(network)}'
+                )
+            allow = network.get("allow") or ()
+        domains = _strings(allow, "tools.sandbox.network.allow", "a list of domain names")
+        for domain in domains:
+            if not check_domain(domain):
+                raise ToolConfigError(f"tools.sandbox.network.allow: {_shown(domain)} is not a domain name")
+        writable = _strings(raw.get("writable") or (), "tools.sandbox.writable", "a list of absolute paths")
+        for path in writable:
+            if not path.startswith("/") or "\0" in path:
+                raise ToolConfigError(f"tools.sandbox.writable: {_shown(path)} is not an absolute path")
+        return cls(mode, tuple(d.lower() for d in domains), tuple(writable))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "network": {"allow": list(self.network_allow)},
+            "writable": list(self.writable),
+        }
+
+
+def check_domain(domain: str) -> bool:
+    """A host name (`*.` allowed in front: every subdomain), as the allowlist takes it."""
+    name = domain[2:] if domain.startswith("*.") else domain
+    labels = name.split(".")
+    return 0 < len(name) <= 253 and all(
+        0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii() for label in labels
+    )
+
+
+def _strings(value: Any, where: str, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ToolConfigError(f"{where} must be {what}, not {_shown(value)}")
+    return tuple(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +133,7 @@ class ToolConfig:
     limits: ToolLimits = field(default_factory=ToolLimits)
     shell: str | None = None  # default: bash, else /bin/sh
     ripgrep: bool | str = True  # False: the Python grep; a string: rg's path
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
     @classmethod
     def parse(cls, raw: Any) -> ToolConfig:
@@ -82,7 +160,8 @@ class ToolConfig:
             ripgrep = True
         if not isinstance(ripgrep, bool | str) or ripgrep == "":
             raise ToolConfigError(f"tools.ripgrep must be a boolean or a path, not {_shown(ripgrep)}")
-        return cls(MappingProxyType(parse_modes(raw.get("permissions"))), limits, shell, ripgrep)
+        sandbox = SandboxSettings.parse(raw.get("sandbox"))
+        return cls(MappingProxyType(parse_modes(raw.get("permissions"))), limits, shell, ripgrep, sandbox)
 
 
 def _shown(value: Any, limit: int = 80) -> str:

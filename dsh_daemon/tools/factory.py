@@ -22,6 +22,7 @@ from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
 from dsh_daemon.tools.notices import ChangedFilesNotice
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.read_file import ReadFileTool
+from dsh_daemon.tools.sandboxing import CommandSandbox
 from dsh_daemon.tools.tracking import ReadTracker
 from dsh_daemon.tools.workspace import Workspace
 
@@ -30,6 +31,7 @@ class ToolKit(NamedTuple):
     registry: ToolRegistry
     hooks: Hooks  # only pre_execute / post_execute are filled; merge them into the session's Hooks
     files_seen: ReadTracker  # what the model has seen of each file (a rewind moves it back)
+    sandbox: CommandSandbox  # where the session's commands run (closed with the session)
 
 
 def build_tool_registry(
@@ -44,8 +46,9 @@ def build_tool_registry(
 ) -> ToolKit:
     """The coding tools of one session.
 
-    config keys: `permissions` {tool: "allow"|"ask"|"deny"} over the defaults (reads allow, edits and
-    commands ask; denied tools are not offered to the model at all), `limits` (`ToolLimits` fields),
+    config keys: `permissions` {tool: "allow"|"ask"|"deny"} over the defaults (reads allow, edits
+    ask, commands "sandbox": allowed when confined; denied tools are not offered to the model at all),
+    `sandbox` (`SandboxSettings`: the commands' confinement), `limits` (`ToolLimits` fields),
     `shell` (path; default bash, else /bin/sh), `ripgrep` (False forces the Python grep, a string is
     rg's path). `checkpoints`: where the edit and command tools record what they change (a rewind's
     source); None keeps nothing. `registry`: the one to fill (a subclass may offer tools that come
@@ -62,6 +65,7 @@ def build_tool_registry(
     tracker = ReadTracker(documents, max_files=limits.tracked_files, max_bytes=limits.whole_file_bytes)
     ripgrep = parsed.ripgrep
     editor = editor or NoEditor()
+    sandbox = CommandSandbox(workspace, parsed.sandbox)
 
     registry = registry if registry is not None else ToolRegistry()
     registry.result_max_chars = limits.result_max_chars
@@ -73,7 +77,13 @@ def build_tool_registry(
         EditFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         RunCommandTool(
-            workspace, limits, shell=parsed.shell, checkpoints=checkpoints, editor=editor, secrets=secrets
+            workspace,
+            limits,
+            shell=parsed.shell,
+            checkpoints=checkpoints,
+            editor=editor,
+            secrets=secrets,
+            sandbox=sandbox,
         ),
     ]
     if editor.diagnostics_supported:
@@ -84,5 +94,6 @@ def build_tool_registry(
         if modes.get(tool.spec.name) != "deny":  # a tool that can never run only costs the model tokens
             registry.add(tool)
     policy = PermissionPolicy(registry, workspace, modes)
+    sandbox.session_mode = lambda: policy.session_mode  # plan mode runs commands read-only
     hooks = Hooks(pre_execute=[policy], post_execute=[ChangedFilesNotice(tracker, workspace)])
-    return ToolKit(registry, hooks, tracker)
+    return ToolKit(registry, hooks, tracker, sandbox)

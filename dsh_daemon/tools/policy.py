@@ -1,7 +1,10 @@
 """Permission policy: per tool `allow`, `ask` or `deny`, as a pre-execute hook.
 
 `ask` goes to the core, which consults the session's "always allowed" memory and then the approver
-(the editor's `dsh/requestPermission`). A call that cannot succeed (confinement refuses its path, its
+(the editor's `dsh/requestPermission`). `sandbox` (run_command's default) allows a command that runs
+confined and asks for one that does not (`full-access`); a call that asks to widen the sandbox
+(`escalate`) is always asked, whatever the tool's mode: nothing the model sends widens it without the
+person. A call that cannot succeed (confinement refuses its path, its
 target is not a regular file, its preview cannot be computed) fails at once with the tool's own error
 code, so nobody is asked to approve something that cannot happen.
 """
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from dsh_daemon.agent.signal import AbortSignal
 from dsh_daemon.agent.tools import Allow, Ask, Deny, PreExecuteDecision, ToolCall, ToolRegistry
 from dsh_daemon.tools.base import ToolBase
+from dsh_daemon.tools.command import RunCommandTool
 from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
 from dsh_daemon.tools.workspace import Workspace
@@ -32,6 +36,7 @@ READ_ONLY_TOOLS = frozenset(
     }
 )
 EDIT_TOOLS = frozenset({"edit_file", "write_file"})  # what accept-edits allows without asking
+PLAN_COMMAND = "run_command"  # offered in plan mode too: its commands run read-only there
 
 
 class PermissionPolicy:
@@ -46,7 +51,7 @@ class PermissionPolicy:
         registry.offered = self.offered
 
     def offered(self, name: str) -> bool:
-        return self.session_mode != "plan" or name in READ_ONLY_TOOLS
+        return self.session_mode != "plan" or name in READ_ONLY_TOOLS or name == PLAN_COMMAND
 
     def mode(self, name: str) -> Mode | None:
         """None: no opinion (a tool this policy does not know about)."""
@@ -61,13 +66,15 @@ class PermissionPolicy:
         mode = self.mode(call.name)
         if mode is None:
             return None
+        tool = self.registry.get(call.name)
+        if mode in ("allow", "sandbox") and isinstance(tool, RunCommandTool):
+            mode = self._command_mode(tool, call, mode)
         if mode == "allow":
             return Allow()
         if mode == "deny":
             if not self.offered(call.name):
                 return Deny(f"{call.name} is not available in plan mode: read and plan, do not change")
             return Deny(f"{call.name} is disabled by the permission policy")
-        tool = self.registry.get(call.name)
         args = call.args or {}
         if not isinstance(tool, ToolBase):
             return Ask(f"Run {call.name}")
@@ -82,6 +89,18 @@ class PermissionPolicy:
             tool.refuse(call, exc)
             return Allow()
         return Ask(tool.permission_title(args), preview, tool.permission_scope(args))
+
+    @staticmethod
+    def _command_mode(tool: RunCommandTool, call: ToolCall, mode: Mode) -> Mode:
+        """`allow` or `ask` for a command: a widening is always asked (in plan mode it is refused by
+        the tool, unasked); under `sandbox`, a confined command is allowed and an unconfined one asked."""
+        args = call.args or {}
+        if args.get("escalate") is not None:
+            plan = tool.sandbox.session_mode() == "plan"
+            return "allow" if plan else "ask"
+        if mode == "sandbox":
+            return "allow" if tool.sandbox.confined else "ask"
+        return mode
 
 
 __all__ = ["DEFAULT_MODES", "MODES", "Mode", "PermissionPolicy", "parse_modes"]

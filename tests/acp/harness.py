@@ -37,6 +37,18 @@ COMMAND = (sys.executable, "-m", "dsh_daemon", "acp")
 TIMEOUT_S = 20.0
 
 
+UNCONFINED_CONFIG = '{"tools": {"sandbox": "full-access"}}\n'
+
+
+def _unconfined_unless_configured(state: Path) -> None:
+    """These tests' workspace (state/work) lies inside DSH_HOME, which a confined command cannot see:
+    commands run full-access (as before the sandbox) unless a test wrote its own config.json.
+    tests/server/test_sandbox*.py test the sandbox itself over the wire."""
+    config = state / "config.json"
+    if not config.exists():
+        config.write_text(UNCONFINED_CONFIG)
+
+
 def _log_fd(state: Path) -> int:
     """The daemon's stderr: a log file in the test's state dir."""
     return os.open(state / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -159,6 +171,7 @@ async def acp_daemon(
     client = client or RecordingClient()
     (state / "home").mkdir(parents=True, exist_ok=True)
     (state / "work").mkdir(parents=True, exist_ok=True)
+    _unconfined_unless_configured(state)
     log = _log_fd(state)
     try:
         async with spawn_agent_process(
@@ -246,6 +259,7 @@ class RawAcp:
 async def raw_acp(state: Path, fake: FakeDeepSeek) -> AsyncIterator[RawAcp]:
     (state / "home").mkdir(parents=True, exist_ok=True)
     (state / "work").mkdir(parents=True, exist_ok=True)
+    _unconfined_unless_configured(state)
     log = _log_fd(state)
     try:
         process = await asyncio.create_subprocess_exec(

@@ -34,3 +34,9 @@ def chat(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> Iterator[Screen]:
         yield screen
     finally:
         screen.close()
+
+
+def unconfined(state: Path) -> None:
+    """config.json with `tools.sandbox: full-access`: commands ask, as before the sandbox."""
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "config.json").write_text('{"tools": {"sandbox": "full-access"}}\n')

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.chat.conftest import unconfined
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
 from tests.test_cli import run_cli
@@ -60,6 +61,7 @@ def test_piped_mode_never_waits_on_a_question_and_composes_in_a_pipeline(tmp_pat
     work = tmp_path / "work"
     work.mkdir()
     touch = [("c1", "run_command", {"command": "touch ran.txt"})]
+    unconfined(tmp_path / "state")  # commands ask (a confined one would run unasked)
     with FakeDeepSeek() as fake:
         env = daemon_env(tmp_path / "state", fake)
         fake.script(Reply.stream(tool_call_stream(touch, text="Let me run it.")))

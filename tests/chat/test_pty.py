@@ -12,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.chat.conftest import unconfined
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import ROOT, daemon_env, tool_call_stream
 
@@ -106,6 +107,7 @@ def test_at_a_dumb_terminal_a_line_answers_and_end_of_input_cancels_an_open_ques
     edit = [("c1", "edit_file", {"path": "notes.txt", "old_string": "alpha", "new_string": "beta"})]
     again = [("c2", "edit_file", {"path": "notes.txt", "old_string": "beta", "new_string": "gamma"})]
     run = [("c3", "run_command", {"command": "echo hi"})]
+    unconfined(tmp_path / "state")  # commands ask (a confined one would run unasked)
     with FakeDeepSeek() as fake:
         fake.script(
             Reply.stream(tool_call_stream(edit)),

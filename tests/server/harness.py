@@ -133,6 +133,11 @@ def raw_client() -> LanguageClient:
     return client
 
 
+# Commands unconfined and asked about, as before the sandbox (issue 41): for tests of permission
+# prompts and of command plumbing that are not about confinement.
+UNCONFINED = {"thinking": False, "tools": {"sandbox": "full-access"}}
+
+
 def daemon_env(state: Path, fake: FakeDeepSeek, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPSEEK_", "DSH_"))}
     env.update(

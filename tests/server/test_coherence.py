@@ -19,7 +19,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
 
 class EditorModel:
@@ -139,7 +139,12 @@ async def test_a_real_change_after_the_agents_edit_is_still_reported(
     app.write_text("VALUE = 1\n")
     editor = EditorModel(change_delay_s=0.0)
     d = await start_daemon(
-        tmp_path / "state", fake, root=work, dsh_client={"documentSave": True}, setup=editor.setup
+        tmp_path / "state",
+        fake,
+        root=work,
+        dsh_client={"documentSave": True},
+        setup=editor.setup,
+        init_options=UNCONFINED,  # the command is asked about: the person types meanwhile
     )
     editor.open(app)
     gate = asyncio.Event()

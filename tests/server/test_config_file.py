@@ -186,3 +186,21 @@ def test_the_terminal_chat_uses_config_json_and_prints_its_mistakes(tmp_path: Pa
     assert result.stdout == "Ran it.\n"
     assert (work / "ran.txt").exists()
     assert "[daemon: dsh: " in result.stderr and "'tools_'" in result.stderr, result.stderr
+
+
+def test_config_command_shows_the_sandbox_mode_and_the_level_reached(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    write_config(state, {"tools": {"sandbox": {"mode": "read-only", "network": {"allow": ["pypi.org"]}}}})
+    with FakeDeepSeek() as fake:
+        report = json.loads(run_cli(["config", "--json"], daemon_env(state, fake)).stdout)
+        off = json.loads(
+            run_cli(["config", "--json"], daemon_env(state, fake, DSH_SANDBOX_LAYERS="none")).stdout
+        )
+    settings = {s["key"]: (s["value"], s["source"]) for s in report["settings"]}
+    assert settings["tools.sandbox.mode"] == ("read-only", "config.json")
+    assert settings["tools.sandbox.network.allow"] == (["pypi.org"], "config.json")
+    assert settings["tools.permissions.run_command"] == ("sandbox", "default")
+    level, source = settings["tools.sandbox.level"]
+    assert source == "this machine (probed)" and ("Landlock" in level or "unconfined" in level)
+    refused = {s["key"]: s["value"] for s in off["settings"]}["tools.sandbox.level"]
+    assert "DSH_SANDBOX_LAYERS=none" in refused and "refused until tools.sandbox is full-access" in refused

@@ -9,7 +9,7 @@ from typing import Any
 from lsprotocol import types
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 from tests.server.test_tools_e2e import run_turn, tool_results
 
 
@@ -51,7 +51,7 @@ async def test_a_bad_setting_is_shown_and_changes_nothing(tmp_path: Path, fake: 
 async def test_tool_permissions_change_for_the_next_call(tmp_path: Path, fake: FakeDeepSeek) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
 
     def run(call_id: str) -> Reply:
         return Reply.stream(tool_call_stream([(call_id, "run_command", {"command": "echo hi"})]))

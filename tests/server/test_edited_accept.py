@@ -11,7 +11,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcException
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, start_daemon, stop_daemon, text_reply, tool_call_stream
 
 BEFORE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 PROPOSED = "def add(a, b):\n    return a + b + 0\n\n\ndef sub(a, b):\n    return b - a\n"
@@ -88,7 +88,7 @@ async def test_respond_carries_new_text_and_refuses_it_where_it_cannot_apply(
 async def test_new_text_for_a_command_fails_closed(tmp_path: Path, fake: FakeDeepSeek) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
     d.on_permission = lambda p: {"outcome": "allow-once", "newText": "rm -rf /"}
     marker = work / "ran"
     fake.script(

@@ -19,7 +19,11 @@ from dsh_daemon.session.liveoutput import SHARED_CHARS_PER_CALL
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
-ALLOW_COMMANDS = {"thinking": False, "tools": {"permissions": {"run_command": "allow"}}}
+# (the workspace is under DSH_HOME here, which a confined command cannot see: full-access)
+ALLOW_COMMANDS = {
+    "thinking": False,
+    "tools": {"permissions": {"run_command": "allow"}, "sandbox": "full-access"},
+}
 # A command that prints for a while (its own sleeps pace it; the test waits on events, never on time).
 PRINTS = "for i in $(seq 1 40); do echo line $i; sleep 0.02; done"
 PRINTED = "".join(f"line {i}\n" for i in range(1, 41))

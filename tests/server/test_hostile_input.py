@@ -15,6 +15,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from dsh_daemon.sandbox.level import probe_level
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 from tests.server.test_robustness import RawPipe, bad_frames, spawn
@@ -288,13 +289,18 @@ async def test_a_session_cwd_outside_the_workspace_folders_is_refused(
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.parametrize("mode", ["full-access", "workspace-write"])
 async def test_a_commands_setsid_child_does_not_survive_the_daemon(
-    tmp_path: Path, fake: FakeDeepSeek
+    tmp_path: Path, fake: FakeDeepSeek, mode: str
 ) -> None:
+    """Confined too: in layer 0 alone (layer 1's pids would be its namespace's, not ours)."""
+    if mode != "full-access" and not probe_level().confined:
+        pytest.skip(f"no confinement here: {probe_level().describe()}")
     work = tmp_path / "work"
     work.mkdir()
-    options = {"thinking": False, "tools": {"permissions": {"run_command": "allow"}}}
-    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=options)
+    options = {"thinking": False, "tools": {"permissions": {"run_command": "allow"}, "sandbox": mode}}
+    env = {"DSH_SANDBOX_LAYERS": "landlock-only"}
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=options, env=env)
     command = "setsid sleep 300 >/dev/null 2>&1 & echo PID=$!; nohup setsid sleep 301 >/dev/null 2>&1 & echo PID2=$!"
     fake.script(
         Reply.stream(tool_call_stream([("c1", "run_command", {"command": command})])),

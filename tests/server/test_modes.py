@@ -8,7 +8,7 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, start_daemon, stop_daemon, text_reply, tool_call_stream
 from tests.server.test_tools_e2e import edit_call, run_turn, tool_results
 
 
@@ -33,7 +33,8 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
         assert event["data"] == {"mode": "plan"} and isinstance(event["seq"], int)
         fake.script(edit_call(target, "one", "two"), text_reply("planned"))
         await run_turn(d, sid)
-        assert offered_tools(fake, 0) == {"read_file", "list_dir", "find_files", "grep"}
+        # (run_command too: its commands run read-only in plan mode)
+        assert offered_tools(fake, 0) == {"read_file", "list_dir", "find_files", "grep", "run_command"}
         assert d.permission_requests == []  # nobody is asked: the call is refused
         (result,) = tool_results(d, sid)
         assert "plan mode" in str(result)
@@ -53,7 +54,7 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
         assert attached["mode"] == "plan"
         fake.script(text_reply("still planning"))
         await run_turn(d, sid, "more")
-        assert offered_tools(fake) == {"read_file", "list_dir", "find_files", "grep"}
+        assert offered_tools(fake) == {"read_file", "list_dir", "find_files", "grep", "run_command"}
         await d.request("dsh/session/setMode", {"sessionId": sid, "mode": "ask"})
         fake.script(text_reply("back"))
         await run_turn(d, sid, "and now")
@@ -62,14 +63,14 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
         await stop_daemon(d)
 
 
-async def test_accept_edits_applies_edits_without_asking_and_still_asks_for_commands(
+async def test_accept_edits_applies_edits_without_asking_and_still_asks_for_unconfined_commands(
     tmp_path: Path, fake: FakeDeepSeek
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
     target = work / "b.txt"
     target.write_text("one\n")
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
     try:
         sid = await d.new_session(cwd=str(work))
         await d.request("dsh/session/setMode", {"sessionId": sid, "mode": "accept-edits"})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, start_daemon, stop_daemon, text_reply, tool_call_stream
 from tests.server.test_tools_e2e import edit_call, run_turn, tool_results
 
 
@@ -88,7 +88,7 @@ async def test_a_reloaded_client_sees_the_open_request_on_attach_and_answers_it(
 async def test_allow_always_grants_are_listed_and_revoked(tmp_path: Path, fake: FakeDeepSeek) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
     d.on_permission = lambda p: {"outcome": "allow-always"}
     fake.script(run_call("echo a", "c1"), text_reply("1"), run_call("echo a", "c2"), text_reply("2"))
     sid = await d.new_session(cwd=str(work))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+from tests.server.harness import UNCONFINED, Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
 
 def edit_call(path: Path, old: str, new: str, call_id: str = "call_1") -> Reply:
@@ -173,7 +173,7 @@ async def test_cancel_while_permission_pending_resolves_it(tmp_path: Path, fake:
 async def test_run_command_streams_output_as_tool_output_events(tmp_path: Path, fake: FakeDeepSeek) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
     command = "for i in 1 2 3; do echo line$i; sleep 0.05; done"
     fake.script(
         Reply.stream(tool_call_stream([("call_1", "run_command", {"command": command})])), text_reply("ran")
@@ -181,7 +181,7 @@ async def test_run_command_streams_output_as_tool_output_events(tmp_path: Path, 
     sid = await d.new_session(cwd=str(work))
     await run_turn(d, sid)
     (asked,) = d.permission_requests
-    assert asked["preview"] == {"command": command, "cwd": str(work.resolve())}
+    assert asked["preview"] == {"command": command, "cwd": str(work.resolve()), "sandbox": "full-access"}
     chunks = [e["data"]["text"] for e in d.of(sid, "tool/output")]
     assert "".join(chunks).split() == ["line1", "line2", "line3"]
     assert all("seq" not in e for e in d.of(sid, "tool/output"))
@@ -225,7 +225,7 @@ async def test_allow_always_for_a_command_covers_that_command_only(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    d = await start_daemon(tmp_path / "state", fake, root=work)
+    d = await start_daemon(tmp_path / "state", fake, root=work, init_options=UNCONFINED)
     d.on_permission = lambda p: {"outcome": "allow-always"}
 
     def run(command: str, call_id: str) -> Reply:

@@ -71,6 +71,9 @@ class Session:
         await agent.when_idle()
 
 
+UNCONFINED = {"sandbox": "full-access"}
+
+
 @pytest.fixture
 async def make_session(tmp_path: Path, root: Path) -> AsyncIterator[Any]:
     managers: list[SessionManager] = []
@@ -85,7 +88,9 @@ async def make_session(tmp_path: Path, root: Path) -> AsyncIterator[Any]:
         def kit(sid: str) -> ToolKit:
             # One kit per session: the server will do the same (tools and hooks share state).
             if sid not in kits:
-                kits[sid] = build_tool_registry(Workspace([root]), config=config)
+                # Commands unconfined by default: these tests are about asking, cancelling and killing
+                # (tests/tools/test_command.py runs the command plumbing confined too).
+                kits[sid] = build_tool_registry(Workspace([root]), config=config or UNCONFINED)
             return kits[sid]
 
         def approver(sid: str) -> ScriptedApprover:
@@ -238,7 +243,8 @@ async def test_changed_file_notice_enters_after_the_whole_batch(make_session: An
         tool_call("c3", "read_file", path="b.py"),
     ]
     session = make_session(
-        [reply("", tool_calls=batch), reply("noted")], config={"permissions": {"run_command": "allow"}}
+        [reply("", tool_calls=batch), reply("noted")],
+        config={"permissions": {"run_command": "allow"}, **UNCONFINED},
     )
     (session.root / "a.py").write_text("original\n")
     (session.root / "b.py").write_text("b\n")
@@ -306,7 +312,7 @@ async def test_cancelling_the_turn_kills_a_running_command_and_its_children(make
     command = "sh -c 'sleep 30 & echo PID=$!; wait'"
     session = make_session(
         [reply("", tool_calls=[tool_call("c1", "run_command", command=command)]), reply("unreachable")],
-        config={"permissions": {"run_command": "allow"}},
+        config={"permissions": {"run_command": "allow"}, **UNCONFINED},
     )
     agent = session.create()
     live: list[str] = []

@@ -17,6 +17,8 @@ from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 from tests.tools.conftest import FakeContext, run_tool
 
+NPM_CACHE = os.path.realpath("/tmp/npm-cache")
+
 
 def call(name: str, args: Mapping[str, Any]) -> ToolCall:
     return ToolCall("c1", name, json.dumps(args), dict(args), 1, 1)
@@ -27,15 +29,74 @@ async def decide(kit: ToolKit, name: str, args: Mapping[str, Any]) -> Any:
     return await policy(call(name, args), AbortSignal())
 
 
-async def test_defaults_reads_allow_edits_and_commands_ask(kit: ToolKit) -> None:
+async def test_defaults_reads_allow_edits_ask_and_commands_follow_the_sandbox(
+    kit: ToolKit, root: Path
+) -> None:
     for name in ("read_file", "list_dir", "find_files", "grep"):
         assert isinstance(await decide(kit, name, {"path": "x"}), Allow), name
     asked = await decide(kit, "write_file", {"path": "n.txt", "content": "x"})
     assert isinstance(asked, Ask) and asked.title == "Write n.txt"
-    asked = await decide(kit, "run_command", {"command": "make test"})
+    # workspace-write (the default) confines the command: nobody is asked.
+    assert isinstance(await decide(kit, "run_command", {"command": "make test"}), Allow)
+    assert await decide(kit, "someone_elses_tool", {}) is None  # no opinion about unknown tools
+    # full-access asks as before, with the sandbox mode in the preview.
+    unconfined = build_tool_registry(Workspace([root]), config={"sandbox": "full-access"})
+    asked = await decide(unconfined, "run_command", {"command": "make test"})
     assert isinstance(asked, Ask) and asked.title == "Run: make test"
     assert asked.preview is not None and asked.preview["command"] == "make test"
-    assert await decide(kit, "someone_elses_tool", {}) is None  # no opinion about unknown tools
+    assert asked.preview["sandbox"] == "full-access"
+    # A person who set run_command to "ask" is still asked, confined or not.
+    explicit = build_tool_registry(Workspace([root]), config={"permissions": {"run_command": "ask"}})
+    assert isinstance(await decide(explicit, "run_command", {"command": "make test"}), Ask)
+
+
+async def test_a_widening_is_always_asked_and_shows_the_reason_and_the_widening(root: Path) -> None:
+    escalate = {
+        "reason": "npm needs its cache",
+        "writable": ["/tmp/npm-cache"],
+        "network": ["Registry.npmjs.org"],
+    }
+    for permissions in ({}, {"run_command": "allow"}, {"run_command": "ask"}):
+        kit = build_tool_registry(Workspace([root]), config={"permissions": permissions})
+        asked = await decide(kit, "run_command", {"command": "npm ci", "escalate": escalate})
+        assert isinstance(asked, Ask), permissions
+        assert asked.preview is not None and asked.preview["escalation"] == {
+            "reason": "npm needs its cache",
+            "writable": [NPM_CACHE],
+            "network": ["registry.npmjs.org"],
+            "unconfined": False,
+        }
+        assert "npm needs" not in (asked.scope or "")  # allow-always covers the widening, whatever the reason
+        assert asked.title.startswith("Widen the sandbox (writable: ")
+    kit = build_tool_registry(Workspace([root]))
+    unconfined = await decide(
+        kit, "run_command", {"command": "make", "escalate": {"reason": "r", "unconfined": True}}
+    )
+    assert isinstance(unconfined, Ask) and unconfined.scope == "run_command:unconfined:make"
+    # A malformed widening is refused unasked, with the tool's own error.
+    for bad in ({"reason": ""}, {"reason": "r"}, {"reason": "r", "network": ["not a domain"]}, "x"):
+        assert isinstance(await decide(kit, "run_command", {"command": "make", "escalate": bad}), Allow)
+        outcome = await run_tool(kit, "run_command", {"command": "make", "escalate": bad})
+        assert outcome.error_code == "INVALID_ARGUMENTS", bad
+
+
+async def test_plan_mode_offers_commands_read_only_and_refuses_widenings_unasked(kit: ToolKit) -> None:
+    [policy] = kit.hooks.pre_execute
+    policy.session_mode = "plan"
+    assert kit.sandbox.mode == "read-only"
+    assert "run_command" in {s.name for s in kit.registry.specs()}
+    assert isinstance(await decide(kit, "run_command", {"command": "ls"}), Allow)
+    args = {"command": "ls", "escalate": {"reason": "r", "writable": ["/tmp"]}}
+    assert isinstance(await decide(kit, "run_command", args), Allow)
+    outcome = await run_tool(kit, "run_command", args)
+    assert outcome.error_code == "SANDBOX_DENIED" and "plan mode" in str(outcome.content)
+
+
+async def test_a_widening_nobody_approved_is_refused(kit: ToolKit) -> None:
+    # The tool itself refuses a widening without the person's approval (a policy that let it through).
+    args = {"command": "true", "escalate": {"reason": "r", "writable": ["/tmp"]}}
+    outcome = await run_tool(kit, "run_command", args)
+    assert outcome.error_code == "ESCALATION_REFUSED"
 
 
 async def test_an_edit_is_asked_with_its_diff(kit: ToolKit, tmp_path: Path) -> None:
@@ -68,6 +129,11 @@ def test_bad_config_is_refused(root: Path) -> None:
         {"limits": {"read_max_chars": 0}},
         {"colour": "blue"},
         {"ripgrep": 3},
+        {"permissions": {"edit_file": "sandbox"}},
+        {"sandbox": "open"},
+        {"sandbox": {"mode": "read-only", "network": {"allow": "pypi.org"}}},
+        {"sandbox": {"writable": ["relative/path"]}},
+        {"sandbox": {"colour": 1}},
     ):
         with pytest.raises(ValueError):
             build_tool_registry(ws, config=config)

@@ -58,8 +58,9 @@ async def test_a_detached_background_process_dies_when_the_daemon_shuts_down(roo
     )
     pid = pid_in(text_of(outcome))
     assert not outcome.is_error and alive(pid)  # it may outlive its command …
+    await kit.sandbox.aclose()  # (the session's close, as the daemon's shutdown closes every session)
     proctree.kill_all()
-    assert await gone(pid)  # … not the daemon
+    assert await gone(pid)  # … not the session
 
 
 async def test_task_cancellation_kills_a_child_that_left_the_group(root: Path) -> None:

@@ -150,6 +150,8 @@ export interface EventDataMap {
   'session/settings': { model?: string | null; thinking?: boolean | null; reasoningEffort?: string | null };
   /** Words about the session itself, stored (an MCP server that failed, a take-over). */
   'session/notice': { kind: 'mcp' | 'lease'; level: 'info' | 'warning'; message: string };
+  /** Stored: a widening of the commands' sandbox the person granted (protocol.md "Sandbox"). */
+  'sandbox/widened': { callId: string; command: string; reason: string; writable: string[]; network: string[]; unconfined: boolean; scope: 'once' | 'session' };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
   'session/title': { title: string };
   'context/usage': { turn: number; step: number; used: number; window: number | null };
@@ -164,6 +166,8 @@ export interface EventDataMap {
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
+  /** Live: where the session's commands run (protocol.md "Sandbox"). */
+  'sandbox/status': { mode: 'read-only' | 'workspace-write' | 'full-access'; configuredMode: 'read-only' | 'workspace-write' | 'full-access'; level: string; confined: boolean; available: boolean; reasons: string[]; network: string[]; writable: string[] };
   'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string; stderr?: string[]; malformed?: number };
 }
 export type EventType = keyof EventDataMap;
