@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.chat.conftest import unconfined
 from tests.chat.screen import Screen, endless, needs_tmux, prompts, status_line
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
@@ -404,7 +405,7 @@ def test_shift_tab_cycles_the_sessions_mode(tmp_path: Path, fake: FakeDeepSeek) 
         chat.keys("Enter")
         chat.wait("a plan", whole=False)
         offered = {t["function"]["name"] for t in fake.requests[-1].json.get("tools", [])}
-        assert "run_command" not in offered and "edit_file" not in offered and "read_file" in offered
+        assert "edit_file" not in offered and "read_file" in offered  # run_command runs read-only there
         chat.keys("BTab")  # plan → ask
         chat.wait(lambda s: "plan" not in status_line(chat) and "accept edits" not in status_line(chat))
     finally:
@@ -452,6 +453,7 @@ def test_the_permission_header_wraps_between_words(tmp_path: Path, fake: FakeDee
         Reply.stream(tool_call_stream([("c1", "run_command", {"command": command})])),
         Reply.stream(text_stream(["ok"])),
     )
+    unconfined(tmp_path / "state")  # the command asks (a confined one would run unasked)
     chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path, width=70)
     try:
         chat.wait(lambda s: "›" in s, whole=False)

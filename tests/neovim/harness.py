@@ -81,6 +81,9 @@ class Paths:
         paths = cls(tmp, tmp / "home", tmp / "dsh-home", tmp / "work")
         for p in (paths.home, paths.state, paths.work):
             p.mkdir(parents=True, exist_ok=True)
+        # Commands run full-access and ask, as before the sandbox (issue 41): these tests are about
+        # the editor's side of a question; the sandbox has its own tests (tests/sandbox, tests/server).
+        (paths.state / "config.json").write_text('{"tools": {"sandbox": "full-access"}}\n')
         return paths
 
     def env(self) -> dict[str, str]:

@@ -77,6 +77,9 @@ export class CodeServer {
     await this.fake.start();
     mkdirSync(this.ws, { recursive: true });
     mkdirSync(join(this.state, 'home'), { recursive: true });
+    // Commands run full-access and ask, as before the sandbox (issue 41): the panel's question is
+    // what these tests look at; the sandbox has its own tests (tests/sandbox, tests/server).
+    writeFileSync(join(this.state, 'config.json'), '{"tools": {"sandbox": "full-access"}}\n');
     if (this.opts.daemon === 'workspace-venv') {
       const bin = join(this.ws, '.venv', 'bin');
       mkdirSync(bin, { recursive: true });

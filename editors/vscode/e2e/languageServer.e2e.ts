@@ -39,7 +39,8 @@ const cs = new CodeServer({
     // Open in no tab, ever: an agent edit to it is checked all the same (its old error is not new).
     writeFileSync(join(ws, 'util.ts'), 'export const LIMIT: number = 10;\nexport const OLD: boolean = 0;\n');
     writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
-    writeFileSync(join(state, 'config.json'), JSON.stringify({ tools: { limits: { diagnostics_settle_s: SETTLE_CAP_S } } }));
+    // full-access: the command asks, as this test expects (the sandbox has its own tests).
+    writeFileSync(join(state, 'config.json'), JSON.stringify({ tools: { sandbox: 'full-access', limits: { diagnostics_settle_s: SETTLE_CAP_S } } }));
   },
 });
 

@@ -1,6 +1,6 @@
 // Spawns the real Python daemon over stdio with vscode-jsonrpc framing, for integration tests.
 import { spawn, ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -37,6 +37,9 @@ export function tempState(): { state: string; root: string } {
   const root = join(state, 'work');
   mkdirSync(root, { recursive: true });
   mkdirSync(join(state, 'home'), { recursive: true });
+  // Commands run full-access and ask, as before the sandbox (issue 41): these tests are about the
+  // client's side of a question; the sandbox has its own tests in tests/sandbox and tests/server.
+  writeFileSync(join(state, 'config.json'), '{"tools": {"sandbox": "full-access"}}\n');
   return { state, root };
 }
 
