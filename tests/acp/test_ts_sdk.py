@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp.harness import COMMAND
+from tests.acp.harness import COMMAND, UNCONFINED_CONFIG
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
 
@@ -39,6 +39,8 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
     work = state / "work"
     work.mkdir(parents=True)
     (state / "home").mkdir()
+    # full-access: the command runs in the client's terminal (a confined one runs in the daemon).
+    (state / "config.json").write_text(UNCONFINED_CONFIG)
     call = ("call_ts_1", "run_command", {"command": "echo from the ts sdk"})
     fake.script(Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran it"])))
     env = daemon_env(state, fake, DSH_AGENT_COMMAND=json.dumps(COMMAND), DSH_WORK=str(work))
