@@ -1,6 +1,6 @@
 """The agent's plan through the real daemon process (protocol.md §7 `plan/updated`, §12 `update_plan`):
 the tool offered and explained to the model, every update a durable event replayed on attach and
-kept across a SIGKILL, a rewind taking back the cut turns' plans, bad plans refused with a typed
+kept across a SIGKILL and in a fork, a rewind taking back the cut turns' plans, bad plans refused with a typed
 error and nothing recorded, and the tool offered in plan mode without a permission question."""
 
 from __future__ import annotations
@@ -98,7 +98,13 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
 
     await run_turn(d, sid, "and test it")
     after_turn_2 = {"turn": 2, "steps": THIRD, "callId": "call_3"}
+    after_turn_1 = {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"}
     assert plan_of(d, sid) == after_turn_2
+
+    # A fork at turn 1 copies the log that far: its plan is turn 1's.
+    forked = (await d.request("dsh/session/fork", {"sessionId": sid, "atTurn": 1}))["sessionId"]
+    await d.request("dsh/session/attach", {"sessionId": forked})
+    assert plan_of(d, forked) == after_turn_1
 
     # SIGKILL: the plan is on disk; a new process replays it on attach.
     await kill(d)
@@ -114,7 +120,6 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
     # A rewind to before turn 2: the plan is what it was when turn 2 began.
     result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2})
     assert "cutSeq" in result
-    after_turn_1 = {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"}
     assert plan_of(d, sid) == after_turn_1
 
     # ... and stays so after another SIGKILL, for a client that attaches afresh.
