@@ -160,3 +160,21 @@ def test_a_failed_turn_is_one_line_saying_what_went_wrong(tmp_path: Path) -> Non
         failures = [line for line in result.stderr.splitlines() if "AUTH" in line]
         assert len(failures) == 1, result.stderr
         assert "set DEEPSEEK_API_KEY" in failures[0]  # and says what to do
+
+
+def test_piped_each_plan_update_is_a_line(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    steps = [{"title": "Read", "status": "done"}, {"title": "Fix", "status": "in_progress"}]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "update_plan", {"steps": steps})])),
+            Reply.stream(text_stream(["fixing"])),
+        )
+        result = run_cli(["--no-thinking", "chat"], env, stdin="/plan\nfix it\n", cwd=work)
+        assert result.returncode == 0, result.stderr
+        out = result.stderr
+        assert out.startswith("no plan\n")  # /plan before there is one
+        assert "  ⚙ update_plan (2 steps)\n  plan 1/2 done · ☑ Read · ◐ Fix\n" in out  # the update's line
+        assert result.stdout == "fixing\n"
