@@ -39,8 +39,10 @@ from dsh_daemon.chat.render import (
 from dsh_daemon.chat.rpc import RpcPipe
 from dsh_daemon.chat.status import Status, count, next_mode
 from dsh_daemon.model import events as ev
+from dsh_daemon.model.codec import structure
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import freeze_json
+from dsh_daemon.model.payloads import PlanUpdated
 from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
@@ -476,6 +478,8 @@ class Chat:
             self.replaying = False
         self.status.state = attached.get("status", "idle")
         self.status.mode = str(attached.get("mode") or "ask")
+        # The plan as the daemon folds the whole log: the replay above starts at the page's first turn.
+        self.plan.current = structure(attached["plan"], PlanUpdated) if attached.get("plan") else None
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()
         self.status.reset_inbox(attached["inbox"])
         self.view.refresh()

@@ -8,6 +8,8 @@ no plan of its own: the events are the plan.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.codec import WireValueError
 from dsh_daemon.model.events import Event
@@ -47,7 +49,7 @@ class PlanTracker:
         return False
 
 
-def current_plan(events: list[Event]) -> PlanUpdated | None:
+def current_plan(events: Iterable[Event]) -> PlanUpdated | None:
     tracker = PlanTracker()
     for event in events:
         tracker.feed(event)

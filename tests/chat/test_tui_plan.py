@@ -24,17 +24,22 @@ def test_the_plan_shows_above_the_input_while_the_turn_runs(chat: Screen, fake: 
     chat.type("fix the bug")
     chat.keys("Enter")
     chat.wait("Fixing it", whole=False)
+
     # the block, right above the input line
-    screen = chat.wait(lambda s: "plan 1/3 done" in s and "◐ Fix the bug" in s, whole=False)
-    rows = [row.rstrip() for row in screen.splitlines()]
-    block = rows.index("plan 1/3 done")
-    assert rows[block + 1 : block + 5] == ["  ☑ Read the code", "  ◐ Fix the bug", "  ☐ Run the tests", "›"]
+    def rows(screen: str) -> list[str]:
+        return [row.rstrip() for row in screen.splitlines()]
+
+    # (the scrollback's line starts the same: wait for the block's own header row)
+    screen = chat.wait(lambda s: "plan 1/3 done" in rows(s) and "  ☐ Run the tests" in rows(s), whole=False)
+    shown = rows(screen)
+    block = shown.index("plan 1/3 done")
+    assert shown[block + 1 : block + 5] == ["  ☑ Read the code", "  ◐ Fix the bug", "  ☐ Run the tests", "›"]
     # and its line in the scrollback
-    assert "plan 1/3 done · ☑ Read the code · ◐ Fix the bug · ☐ Run the tests" in chat.everything()
+    chat.wait("plan 1/3 done · ☑ Read the code · ◐ Fix the bug · ☐ Run the tests")
 
     chat.keys("C-c")
     chat.wait(lambda s: "idle" in status_line(chat))
-    chat.wait(lambda s: "plan 1/3 done" not in [r.rstrip() for r in s.splitlines()], whole=False)  # no block
+    chat.wait(lambda s: "plan 1/3 done" not in rows(s), whole=False)  # idle: no block
 
     chat.type("/plan")
     chat.keys("Enter")

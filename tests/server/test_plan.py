@@ -103,13 +103,14 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
 
     # A fork at turn 1 copies the log that far: its plan is turn 1's.
     forked = (await d.request("dsh/session/fork", {"sessionId": sid, "atTurn": 1}))["sessionId"]
-    await d.request("dsh/session/attach", {"sessionId": forked})
-    assert plan_of(d, forked) == after_turn_1
+    attached = await d.request("dsh/session/attach", {"sessionId": forked})
+    assert attached["plan"] == after_turn_1 and plan_of(d, forked) == after_turn_1
 
     # SIGKILL: the plan is on disk; a new process replays it on attach.
     await kill(d)
     d = await start_daemon(state, fake, root=work)
-    await d.request("dsh/session/attach", {"sessionId": sid})
+    attached = await d.request("dsh/session/attach", {"sessionId": sid})
+    assert attached["plan"] == after_turn_2  # the current plan, folded by the daemon
     assert [u["data"] for u in d.of(sid, "plan/updated")] == [
         {"turn": 1, "steps": FIRST, "callId": "call_1"},
         {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"},
@@ -122,14 +123,21 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
     assert "cutSeq" in result
     assert plan_of(d, sid) == after_turn_1
 
-    # ... and stays so after another SIGKILL, for a client that attaches afresh.
+    # ... and stays so after another SIGKILL, for a client that attaches afresh: replaying all, or
+    # nothing (the attach is answered from the store, its plan too).
     await kill(d)
     d = await start_daemon(state, fake, root=work)
-    await d.request("dsh/session/attach", {"sessionId": sid})
-    assert plan_of(d, sid) == after_turn_1
+    attached = await d.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+    assert attached["plan"] == after_turn_1 and d.of(sid, "plan/updated") == []
+    await d.request("dsh/session/detach", {"sessionId": sid})
+    attached = await d.request("dsh/session/attach", {"sessionId": sid})
+    assert attached["plan"] == after_turn_1 and plan_of(d, sid) == after_turn_1
     # A rewind to before turn 1: no plan at all.
     await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
     assert plan_of(d, sid) is None
+    await stop_daemon(d)
+    d = await start_daemon(state, fake, root=work)
+    assert "plan" not in await d.request("dsh/session/attach", {"sessionId": sid})
     await stop_daemon(d)
 
 

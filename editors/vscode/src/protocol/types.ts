@@ -63,6 +63,8 @@ export interface AttachResult {
   readOnly?: boolean; holder?: Record<string, unknown>;
   /** The session's mode (daemons with `modes`). */
   mode?: 'ask' | 'accept-edits' | 'plan';
+  /** The agent's current plan (`plan/updated`'s data), whatever was replayed; absent: none. */
+  plan?: { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
 }
