@@ -48,7 +48,7 @@ async def test_plan_updates_live_on_load_and_after_a_rewind(tmp_path: Path, fake
         await run(d, sid, "start")
         await run(d, sid, "go on")
         assert plans(d, sid) == [entries(FIRST), entries(SECOND)]
-        (call,) = [u for u in d.client.updates(sid, "tool_call") if u["toolCallId"] == "call_1"]
+        call = d.client.updates(sid, "tool_call")[0]
         assert call["kind"] == "think" and call["title"] == "Update the plan"
         assert d.client.permission_requests == []
 

@@ -79,10 +79,11 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
     assert "update_plan" in [t["function"]["name"] for t in first_request["tools"]]
     assert "update_plan" in first_request["messages"][0]["content"]  # the system prompt's guidance
 
+    ids = [c["data"]["callId"] for c in d.of(sid, "tool/call")]  # the daemon's own call ids
     updates = d.of(sid, "plan/updated")
     assert [u["data"] for u in updates] == [
-        {"turn": 1, "steps": FIRST, "callId": "call_1"},
-        {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"},
+        {"turn": 1, "steps": FIRST, "callId": ids[0]},
+        {"turn": 1, "steps": SECOND, "note": "found it", "callId": ids[1]},
     ]
     assert all(isinstance(u["seq"], int) for u in updates)
     results = d.of(sid, "tool/result")
@@ -94,11 +95,12 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
     assert d.permission_requests == []  # it only records: nobody is asked
     # Each update lands between its call and its result.
     seqs = {(e["type"], e["data"].get("callId")): e["seq"] for e in d.of(sid) if e.get("seq") is not None}
-    assert seqs[("tool/call", "call_1")] < seqs[("plan/updated", "call_1")] < seqs[("tool/result", "call_1")]
+    assert seqs[("tool/call", ids[0])] < seqs[("plan/updated", ids[0])] < seqs[("tool/result", ids[0])]
 
     await run_turn(d, sid, "and test it")
-    after_turn_2 = {"turn": 2, "steps": THIRD, "callId": "call_3"}
-    after_turn_1 = {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"}
+    ids = [c["data"]["callId"] for c in d.of(sid, "tool/call")]
+    after_turn_2 = {"turn": 2, "steps": THIRD, "callId": ids[2]}
+    after_turn_1 = {"turn": 1, "steps": SECOND, "note": "found it", "callId": ids[1]}
     assert plan_of(d, sid) == after_turn_2
 
     # A fork at turn 1 copies the log that far: its plan is turn 1's.
@@ -112,8 +114,8 @@ async def test_plan_updates_are_durable_replayed_kept_across_sigkill_and_cut_by_
     attached = await d.request("dsh/session/attach", {"sessionId": sid})
     assert attached["plan"] == after_turn_2  # the current plan, folded by the daemon
     assert [u["data"] for u in d.of(sid, "plan/updated")] == [
-        {"turn": 1, "steps": FIRST, "callId": "call_1"},
-        {"turn": 1, "steps": SECOND, "note": "found it", "callId": "call_2"},
+        {"turn": 1, "steps": FIRST, "callId": ids[0]},
+        after_turn_1,
         after_turn_2,
     ]
     assert plan_of(d, sid) == after_turn_2
