@@ -1,7 +1,8 @@
 """One event semantics for every client: the recorded event sequences of tests/fixtures/events (real
 daemon, fake provider; tests/fixtures/events/README.md) replayed through the terminal chat's reducer
 (`dsh_daemon/chat/core.py`) must end where the daemon ended: the same transcript (prompts, replies,
-tool calls and their outcome), queue, status and token counts. Every recorded event also fits its
+tool calls and their outcome), queue, status and token counts, and the plan where the scenario
+names one. Every recorded event also fits its
 declared payload (`model/payloads.py`). The VS Code and Neovim clients replay the same files."""
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class RecordingView:
 
     color = False
     interactive = False
+    width = 100
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
@@ -128,6 +130,10 @@ def check_fixture(fixture: dict[str, Any]) -> None:
         usage["inputTokens"],
         usage["outputTokens"],
     )
+    if "expectedPlan" in fixture:
+        plan = chat.plan.current
+        shown = None if plan is None else {k: v for k, v in plan.data().items() if k in ("steps", "note")}
+        assert shown == fixture["expectedPlan"]
 
 
 def test_every_scenario_has_its_fixture() -> None:
@@ -137,6 +143,13 @@ def test_every_scenario_has_its_fixture() -> None:
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: p.stem)
 def test_the_chat_reducer_agrees_with_the_recording(path: Path) -> None:
     check_fixture(json.loads(path.read_text()))
+
+
+def test_a_plan_reducer_that_disagrees_is_caught() -> None:
+    fixture = json.loads((FIXTURES / "plan-rewind.json").read_text())
+    fixture["expectedPlan"]["steps"][1]["status"] = "done"  # turn 2's plan, which the rewind took back
+    with pytest.raises(AssertionError):
+        check_fixture(fixture)
 
 
 def test_a_reducer_that_disagrees_is_caught() -> None:

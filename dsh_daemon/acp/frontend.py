@@ -104,7 +104,11 @@ class AcpFrontEnd:
     def document_source(self, session_id: str, workspace: Workspace) -> DocumentSource:
         # The first the port hears of a session being wired: what this connection keeps for it starts
         # here (or goes on from its read-only view). One ClientFiles is its document source and its
-        # edit applier.
+        # edit applier. A later call (a rewind asks for the documents again) gets the same one: a new
+        # state would drop the translator's (the calls announced, the plan) and the waiting prompts.
+        driven = self.driven.get(session_id)
+        if driven is not None:
+            return driven.files
         view = self.viewing.pop(session_id, None)
         if view is not None and view.watch is not None:
             view.watch.cancel()  # driven here now: its kept prompts run here

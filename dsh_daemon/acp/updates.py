@@ -5,7 +5,8 @@ Live: `assistant/delta` -> `agent_message_chunk` / `agent_thought_chunk`; `tool/
 the end of the command's output (bounded: see `_on_tool_output`), or nothing when the command runs
 in the client's terminal (then the call's content is that terminal, kept to the end);
 `tool/result` -> `tool_call_update` (completed / failed, an edit's diff); `turn/usage` ->
-`usage_update`; a new title -> `session_info_update`.
+`usage_update`; a new title -> `session_info_update`; a change of the agent's plan (`plan/updated`, or a
+`conversation/cut` that takes one back) -> `plan` with the whole plan, live and on replay.
 Replay (`session/load`): the durable log only, with whole messages instead of deltas: user and editor
 messages as `user_message_chunk` (editor context as `resource` blocks), assistant text and reasoning,
 tool calls and their results.
@@ -35,6 +36,7 @@ from dsh_daemon.model.payloads import (
     ToolResulted,
     TurnUsage,
 )
+from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
 
 # Live command output: each update shows at most the last LIVE_TAIL_CHARS (after a marker saying how
 # much came before), and a call's updates together put at most LIVE_RATIO characters per character
@@ -53,7 +55,9 @@ KINDS = {
     "edit_file": "edit",
     "write_file": "edit",
     "run_command": "execute",
+    "update_plan": "think",
 }
+PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 
 MCP_PREFIX = "mcp__"  # an MCP tool's name: mcp__{server}__{tool}
 
@@ -106,6 +110,8 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         title = f"Write {shown_path}"
     elif name == "run_command":
         title = f"Run: {args.get('command', '')}"
+    elif name == "update_plan":
+        title = "Update the plan"
     elif name.startswith(MCP_PREFIX) and "__" in name[len(MCP_PREFIX) :]:
         server, tool = name[len(MCP_PREFIX) :].split("__", 1)
         title = f"{server}: {tool}"  # `mcp__everything__echo` -> "everything: echo"
@@ -209,6 +215,7 @@ class Translator:
     _shown_time: int | None = None
     _cost: float = 0.0
     _used: int = 0
+    _plan: PlanTracker = field(default_factory=PlanTracker)
 
     # ---- tool calls ----------------------------------------------------------------------------------
 
@@ -381,10 +388,22 @@ class Translator:
 
     # ---- entry points --------------------------------------------------------------------------------
 
+    def _on_plan_event(self, event: Event) -> None:
+        """The whole plan again whenever it changed (ACP: each `plan` update replaces the last)."""
+        if self._plan.feed(event):
+            plan = self._plan.current
+            entries = [
+                {"content": step.title, "priority": "medium", "status": PLAN_STATUS[step.status]}
+                for step in (plan.steps if plan is not None else ())
+            ]
+            self.send({"sessionUpdate": "plan", "entries": entries})
+
     def live(self, event: Event) -> None:
         kind = event.type
         if event.time is not None:
             self._time = event.time
+        if kind in PLAN_EVENTS:
+            self._on_plan_event(event)
         if kind == ev.ASSISTANT_DELTA:
             delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
             self._send_text(delta)
@@ -420,6 +439,8 @@ class Translator:
         kind = event.type
         if event.time is not None:
             self._time = event.time
+        if kind in PLAN_EVENTS:
+            self._on_plan_event(event)
         if kind == ev.USER_MESSAGE:
             self._replay_user(event.data)  # the payload is the message itself
         elif kind == ev.ASSISTANT_MESSAGE:

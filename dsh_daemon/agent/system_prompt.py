@@ -87,6 +87,12 @@ TOOL_GUIDANCE: tuple[tuple[str, str], ...] = (
         "After your edits the results list new errors the editor's language server reports; fix them. "
         "The diagnostics tool lists a file's or the workspace's current problems.",
     ),
+    (
+        "update_plan",
+        "For work of several steps, keep a plan with update_plan: write it before you start, mark each "
+        "step in_progress as you begin it and done as soon as it is finished (one step in_progress at a "
+        "time), and change it when the work changes; the person sees it. Skip it for a single quick step.",
+    ),
 )
 TOOLS_FOOTER = (
     "Relative paths start at the working directory; every path must stay inside the workspace roots "

@@ -47,7 +47,7 @@ from dsh_daemon.model.messages import (
     UserMessage,
     mint_message_id,
 )
-from dsh_daemon.model.payloads import ToolCalled, ToolOutput, ToolResulted, entry
+from dsh_daemon.model.payloads import Payload, ToolCalled, ToolOutput, ToolResulted, entry
 from dsh_daemon.model.wire import ToolErrorInfo
 from dsh_daemon.session.liveoutput import SharedOutput
 
@@ -101,6 +101,9 @@ class _RunningCall:
 
     def conclude_turn(self) -> None:
         self.concluded = True
+
+    def log_event(self, payload: Payload, *, ignorable: bool = False) -> None:
+        self.agent.log.append(*entry(payload), ignorable=ignorable)
 
 
 @dataclass

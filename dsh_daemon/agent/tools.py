@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from dsh_daemon.model.jsonvalue import FrozenDict
 from dsh_daemon.model.messages import ContentBlock, TextBlock, UserMessage
+from dsh_daemon.model.payloads import Payload
 from dsh_daemon.model.provider import ToolSpec
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class ToolContext(Protocol):
 
     def conclude_turn(self) -> None:
         """The step counts as completed after this batch: no further request for the tool results."""
+
+    def log_event(self, payload: Payload, *, ignorable: bool = False) -> None:
+        """Append a durable event of this call to the session's log now (before its result)."""
 
 
 class Tool(Protocol):

@@ -68,6 +68,9 @@ def call_summary(name: str, raw_arguments: Any) -> str:
         return f"{name} {clip(str(args['pattern']), 60)}" + (f" in {clip(path, 40)}" if path else "")
     if name == "list_dir":
         return f"{name} {clip(path or '.', 80)}"
+    if name == "update_plan" and isinstance(args.get("steps"), list):
+        steps = len(args["steps"])
+        return f"{name} ({steps} step{'s' if steps != 1 else ''})"  # the plan's own line shows them
     if not args:
         return f"{name} {clip(str(raw_arguments or ''), 80)}".rstrip()
     shown = ", ".join(

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
@@ -30,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "/attach": "/attach PATH[:L1-L2] — a file or lines go with your next prompt (or @PATH in it)",
     "/cancel": "cancel the running turn, keep the queue (Esc, Ctrl-C)",
     "/clear": "cancel the running turn and discard the whole queue",
+    "/plan": "the agent's plan, every step (while a turn runs it also shows above the input)",
     "/show": "/show [N] — the diff or whole output of tool call N (the last without N)",
     "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
     "/model": "/model [NAME] — list the models, or switch (from the next request)",
@@ -131,6 +133,7 @@ class Commands:
             "/attach": self.attach,
             "/cancel": self.cancel,
             "/clear": self.clear,
+            "/plan": self.plan,
             "/show": self.show,
             "/copy": self.copy,
             "/model": self.model,
@@ -192,6 +195,11 @@ class Commands:
             await self.prompt(method, text)
         else:
             await self.chat.send(method, text)
+
+    async def plan(self, _: str) -> None:
+        chat = self.chat
+        for line in plans.full_lines(chat.plan.current, chat.view.width):
+            chat.view.print(line)  # (titles and the note come clipped and sanitized)
 
     # ---- the queue ---------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
+from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
@@ -37,6 +38,12 @@ from dsh_daemon.chat.render import (
 )
 from dsh_daemon.chat.rpc import RpcPipe
 from dsh_daemon.chat.status import Status, count, next_mode
+from dsh_daemon.model import events as ev
+from dsh_daemon.model.codec import structure
+from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import freeze_json
+from dsh_daemon.model.payloads import PlanUpdated
+from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
 TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
@@ -95,6 +102,7 @@ class Chat:
         # should read one line per failure, not two.
         self.error_shown: tuple[Any, Any] | None = None
         self.cards = CardBook()
+        self.plan = PlanTracker()  # the agent's plan (model/plan.py), from every event seen
         self.blocks: list[CodeBlock] = []  # every code block shown, for /copy N
         self.attachments: list[dict[str, Any]] = []  # travel with the next prompt
         self.uri_labels: dict[str, str] = {}  # what to call an attachment's uri when it is entered
@@ -134,6 +142,8 @@ class Chat:
             return
         kind, data = params["type"], params["data"]
         seq = params.get("seq")
+        if kind in PLAN_EVENTS:
+            self.plan_event(kind, data, seq)
         if self.replaying and seq is not None and seq <= self.shown_seq:
             # Already on screen from the transcript page (and its usage already counted): only what the
             # page does not carry is taken from it (the context gauge, the model).
@@ -148,6 +158,17 @@ class Chat:
             self.history_event(kind, data)
         else:
             self.live_event(kind, data)
+
+    def plan_event(self, kind: str, data: Any, seq: Any) -> None:
+        """Every plan event counts (those a transcript page already drew too); an update not on the
+        screen yet gets its line in the scrollback."""
+        if not self.plan.feed(Event(kind, freeze_json(data), seq if isinstance(seq, int) else None)):
+            return
+        if kind == ev.PLAN_UPDATED and not (isinstance(seq, int) and seq <= self.shown_seq):
+            self.view.print(
+                self.paint(DIM, "  " + sanitize(plans.summary_line(self.plan.current, self.view.width)))
+            )
+        self.view.refresh()
 
     def history_event(self, kind: str, data: Any) -> None:
         if kind == "user/message":
@@ -434,6 +455,7 @@ class Chat:
         queue = self.status.queue
         queue.forget()
         self.status = Status(session_id=session_id, queue=queue, model=self.status.model)
+        self.plan = PlanTracker()
         page = await self.rpc.request(
             "dsh/session/transcript", {"sessionId": session_id, "limit": RESUME_PAGE_TURNS}
         )
@@ -456,6 +478,8 @@ class Chat:
             self.replaying = False
         self.status.state = attached.get("status", "idle")
         self.status.mode = str(attached.get("mode") or "ask")
+        # The plan as the daemon folds the whole log: the replay above starts at the page's first turn.
+        self.plan.current = structure(attached["plan"], PlanUpdated) if attached.get("plan") else None
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()
         self.status.reset_inbox(attached["inbox"])
         self.view.refresh()

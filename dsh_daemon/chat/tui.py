@@ -2,7 +2,8 @@
 
 Finished lines go to the scrollback through `patch_stdout`, so they never tear what is being typed.
 Between the scrollback and the input line live, in this order: what is still streaming (word-wrapped,
-its newest lines, "… N more lines" above them when clipped), the queue (one line per item, by
+its newest lines, "… N more lines" above them when clipped), the agent's plan while a turn runs
+(☐ pending, ◐ in progress, ☑ done), the queue (one line per item, by
 number), and an open permission question (a menu: see `permission` for the rules that keep typed
 text from answering it). On a resize the visible screen is painted again from what was printed,
 wrapped for the new width, so no fragment of the old layout stays. `/resume` and `/model` open a
@@ -34,6 +35,7 @@ from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
+from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
 from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
@@ -277,6 +279,13 @@ class TuiView:
             live = [f"{DIM}… {hidden} more line{'s' if hidden != 1 else ''}{RESET}", *live[-(room - 1) :]]
         return live
 
+    def _plan_lines(self, width: int) -> list[str]:
+        """The agent's plan while a turn runs (idle, the scrollback's last plan line says it)."""
+        chat = self.chat
+        if chat is None or chat.idle.is_set():
+            return []
+        return plans.block_lines(chat.plan.current, width)
+
     def _queue_lines(self, width: int) -> list[str]:
         chat = self.chat
         if chat is None:
@@ -356,7 +365,7 @@ class TuiView:
         if self.picker is not None:
             lines += self._picker_lines(width, height)
         else:
-            extra = self._queue_lines(width)
+            extra = self._plan_lines(width) + self._queue_lines(width)
             menu = self._question_lines(self.question, width) if self.question else []
             room = max(3, min(LIVE_MAX_ROWS, height - 8 - len(extra) - len(menu)))
             lines += self._live_lines(width, room)

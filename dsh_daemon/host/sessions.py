@@ -56,7 +56,15 @@ from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import SessionModeSet, SessionNoticed, SessionSettingsSet, StatusChanged, entry
+from dsh_daemon.model.payloads import (
+    PlanUpdated,
+    SessionModeSet,
+    SessionNoticed,
+    SessionSettingsSet,
+    StatusChanged,
+    entry,
+)
+from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
@@ -93,6 +101,7 @@ class Attached:
     from_store: bool = False  # answered from the store alone; this process opens it in the background
     mcp_servers: list[dict[str, Any]] | None = None
     sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
+    plan: PlanUpdated | None = None  # the current plan (model/plan.py): a client shows it whatever it replays
 
 
 class SessionHost:
@@ -613,7 +622,8 @@ class SessionHost:
             self.follower.follow(session_id, (exc.pid, exc.host))
             inbox = self.stored_inbox(session_id)
             mode = self.stored_mode(session_id)
-            return Attached(info.status, info.title, info.last_seq, inbox, holder=exc, mode=mode)
+            plan = self.stored_plan(session_id)
+            return Attached(info.status, info.title, info.last_seq, inbox, holder=exc, mode=mode, plan=plan)
         # Replay from memory (it includes events not yet written behind) and subscribe together.
         self.follow(hosted, after_seq, replay=replay)
         title = self.manager.info(session_id).title
@@ -625,6 +635,7 @@ class SessionHost:
             mcp_servers=hosted.mcp_status(),
             mode=hosted.mode,
             sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
+            plan=current_plan(hosted.agent.log.events),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:
@@ -646,6 +657,7 @@ class SessionHost:
             self.stored_inbox(session_id),
             from_store=True,
             mode=self.stored_mode(session_id),
+            plan=self.stored_plan(session_id),
         )
 
     def detach(self, session_id: str) -> None:
@@ -721,6 +733,12 @@ class SessionHost:
         """The mode the session's log last recorded ("ask" when none)."""
         modes = self.manager.store.load_events_of_type(session_id, SESSION_MODE)
         return SessionModeSet.of(modes[-1]).mode if modes else "ask"
+
+    def stored_plan(self, session_id: str) -> PlanUpdated | None:
+        """The current plan by the session's log (only the events the plan is folded from are read)."""
+        store = self.manager.store
+        events = [e for kind in sorted(PLAN_EVENTS) for e in store.load_events_of_type(session_id, kind)]
+        return current_plan(sorted(events, key=lambda e: e.seq or 0))
 
     def mode(self, session_id: str) -> str:
         hosted = self.sessions.get(session_id)

@@ -42,6 +42,7 @@ SESSION_MODE = "session/mode"  # written ignorable: an older daemon loads the lo
 SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
 SESSION_SETTINGS = "session/settings"  # written ignorable, as session/mode
 SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person granted
+PLAN_UPDATED = "plan/updated"  # written ignorable, as session/mode
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -69,6 +70,7 @@ DURABLE_TYPES = frozenset(
         SESSION_NOTICE,
         SESSION_SETTINGS,
         SANDBOX_WIDENED,
+        PLAN_UPDATED,
         LOG_GAP,
     }
 )

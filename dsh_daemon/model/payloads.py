@@ -300,6 +300,27 @@ class ConversationCut(Payload):
     before_turn: int
 
 
+PlanStatus = Literal["pending", "in_progress", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStep:
+    title: str
+    status: PlanStatus
+
+
+@dataclass(frozen=True, slots=True)
+class PlanUpdated(Payload):
+    """The agent's whole plan after an `update_plan` call (its `callId`), in its order. The current
+    plan is the latest one a `conversation/cut` has not taken back (`model/plan.py`)."""
+
+    TYPE: ClassVar[str] = ev.PLAN_UPDATED
+    turn: int
+    steps: tuple[PlanStep, ...]
+    note: str | None = None
+    call_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class LogGap(Payload):
     """This seq (one of `from`..`to`) was reserved by a driver that stopped before storing it: an event
@@ -435,6 +456,7 @@ PAYLOADS: dict[str, Any] = {
         ContextCompacted,
         FilesRewound,
         ConversationCut,
+        PlanUpdated,
         LogGap,
         StatusChanged,
         InboxInserted,

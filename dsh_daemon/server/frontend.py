@@ -201,6 +201,8 @@ class LspFrontEnd:
             "inbox": attached.inbox,
             "mode": attached.mode,
         }
+        if attached.plan is not None:
+            result["plan"] = attached.plan.data()
         if attached.holder is not None:
             holder = attached.holder
             data = session_busy(session_id, holder.pid, holder.host).wire_data()

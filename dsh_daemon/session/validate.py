@@ -117,6 +117,12 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
     ev.SESSION_MODE: (Field(("mode",), TEXT),),
     ev.SESSION_NOTICE: (Field(("message",), TEXT),),
     ev.SANDBOX_WIDENED: (Field(("callId",), TEXT), Field(("reason",), TEXT)),
+    ev.PLAN_UPDATED: (
+        _TURN,
+        Field(("steps",), ARRAY),
+        Each(("steps",), (Field(("title",), TEXT), Field(("status",), TEXT))),
+        Field(("note",), TEXT, optional=True),
+    ),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 

@@ -27,6 +27,7 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "list_dir": "allow",
         "find_files": "allow",
         "grep": "allow",
+        "update_plan": "allow",  # it only records the plan
         "edit_file": "ask",
         "write_file": "ask",
         "run_command": "sandbox",

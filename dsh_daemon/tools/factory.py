@@ -20,6 +20,7 @@ from dsh_daemon.tools.environment import DaemonSecrets
 from dsh_daemon.tools.grep import GrepTool
 from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
 from dsh_daemon.tools.notices import ChangedFilesNotice
+from dsh_daemon.tools.plan import UpdatePlanTool
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.read_file import ReadFileTool
 from dsh_daemon.tools.sandboxing import CommandSandbox
@@ -74,6 +75,7 @@ def build_tool_registry(
         ListDirTool(workspace, limits),
         FindFilesTool(workspace, limits),
         GrepTool(workspace, limits, rg=ripgrep),
+        UpdatePlanTool(),
         EditFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         RunCommandTool(

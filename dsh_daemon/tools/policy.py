@@ -21,9 +21,11 @@ from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
 from dsh_daemon.tools.workspace import Workspace
 
-# What plan mode offers: the tools that only read (the editor's diagnostics and language features too).
+# What plan mode offers: the tools that only read (the editor's diagnostics and language features too),
+# and update_plan, which only records the plan.
 READ_ONLY_TOOLS = frozenset(
     {
+        "update_plan",
         "read_file",
         "list_dir",
         "find_files",

@@ -9,7 +9,14 @@ from acp import text_block
 from tests.acp.harness import acp_daemon, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 
-READ_ONLY = {"read_file", "list_dir", "find_files", "grep", "run_command"}  # commands run read-only there
+READ_ONLY = {
+    "read_file",
+    "list_dir",
+    "find_files",
+    "grep",
+    "run_command",
+    "update_plan",
+}  # commands run read-only there; update_plan only records
 
 
 def offered(fake: FakeDeepSeek) -> set[str]:

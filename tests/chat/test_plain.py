@@ -160,3 +160,43 @@ def test_a_failed_turn_is_one_line_saying_what_went_wrong(tmp_path: Path) -> Non
         failures = [line for line in result.stderr.splitlines() if "AUTH" in line]
         assert len(failures) == 1, result.stderr
         assert "set DEEPSEEK_API_KEY" in failures[0]  # and says what to do
+
+
+def test_piped_each_plan_update_is_a_line(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    steps = [{"title": "Read", "status": "done"}, {"title": "Fix", "status": "in_progress"}]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "update_plan", {"steps": steps})])),
+            Reply.stream(text_stream(["fixing"])),
+        )
+        result = run_cli(["--no-thinking", "chat"], env, stdin="/plan\nfix it\n", cwd=work)
+        assert result.returncode == 0, result.stderr
+        out = result.stderr
+        assert out.startswith("no plan\n")  # /plan before there is one
+        assert "  ⚙ update_plan (2 steps)\n  plan 1/2 done · ☑ Read · ◐ Fix\n" in out  # the update's line
+        assert result.stdout == "fixing\n"
+
+
+def test_a_resumed_chat_shows_a_plan_older_than_the_turns_it_draws(tmp_path: Path) -> None:
+    """The chat draws the last 10 turns and replays events from there; the plan of turn 1 comes with
+    the attach reply (protocol.md §3 `plan`)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    steps = [{"title": "Read", "status": "done"}, {"title": "Fix", "status": "in_progress"}]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "update_plan", {"steps": steps})])),
+            *[Reply.stream(text_stream([f"answer {n}"])) for n in range(1, 13)],
+        )
+        prompts = "".join(f"prompt {n}\n" for n in range(1, 13))
+        first = run_cli(["--no-thinking", "chat"], env, stdin=prompts, cwd=work)
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.splitlines()[-1] == "answer 12"
+        resumed = run_cli(["--no-thinking", "chat", "--continue"], env, stdin="/plan\n", cwd=work)
+        assert resumed.returncode == 0, resumed.stderr
+        assert "earlier turns not shown" in resumed.stderr  # turn 1 is not drawn
+        assert "plan (turn 1): 1/2 done\n  ☑ Read\n  ◐ Fix\n" in resumed.stderr

@@ -34,7 +34,14 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
         fake.script(edit_call(target, "one", "two"), text_reply("planned"))
         await run_turn(d, sid)
         # (run_command too: its commands run read-only in plan mode)
-        assert offered_tools(fake, 0) == {"read_file", "list_dir", "find_files", "grep", "run_command"}
+        assert offered_tools(fake, 0) == {
+            "read_file",
+            "list_dir",
+            "find_files",
+            "grep",
+            "run_command",
+            "update_plan",
+        }
         assert d.permission_requests == []  # nobody is asked: the call is refused
         (result,) = tool_results(d, sid)
         assert "plan mode" in str(result)
@@ -54,7 +61,14 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
         assert attached["mode"] == "plan"
         fake.script(text_reply("still planning"))
         await run_turn(d, sid, "more")
-        assert offered_tools(fake) == {"read_file", "list_dir", "find_files", "grep", "run_command"}
+        assert offered_tools(fake) == {
+            "read_file",
+            "list_dir",
+            "find_files",
+            "grep",
+            "run_command",
+            "update_plan",
+        }
         await d.request("dsh/session/setMode", {"sessionId": sid, "mode": "ask"})
         fake.script(text_reply("back"))
         await run_turn(d, sid, "and now")

@@ -63,6 +63,8 @@ export interface AttachResult {
   readOnly?: boolean; holder?: Record<string, unknown>;
   /** The session's mode (daemons with `modes`). */
   mode?: 'ask' | 'accept-edits' | 'plan';
+  /** The agent's current plan (`plan/updated`'s data), whatever was replayed; absent: none. */
+  plan?: { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
 }
@@ -163,6 +165,8 @@ export interface EventDataMap {
   'rewind/files': { rewindId: string; phase: 'started' | 'done' | 'interrupted'; beforeTurn: number; plan?: { path: string; action: 'restore' | 'delete'; sha256?: string }[]; conversation?: boolean; restored?: string[]; deleted?: string[]; failed?: { reason: string; path?: string; turn?: number }[]; untouched?: string[] };
   /** From here on the model's history is what it was when turn `beforeTurn` began (daemons with `rewind`). */
   'conversation/cut': { beforeTurn: number };
+  /** The agent's whole plan after an `update_plan` call; a `conversation/cut` takes back the cut turns' plans. */
+  'plan/updated': { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
