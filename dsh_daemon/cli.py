@@ -1,5 +1,5 @@
-"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`, `config`,
-`sandbox`."""
+"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `exec`, `sessions`, `export`, `schema`,
+`config`, `sandbox`."""
 
 from __future__ import annotations
 
@@ -92,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the session's events as JSON lines on stdout (no terminal UI)",
     )
+    from dsh_daemon.chat.exec_args import EXEC_DESCRIPTION, EXIT_STATUSES
+    from dsh_daemon.chat.exec_args import add_arguments as add_exec_arguments
+
+    exec_ = sub.add_parser(
+        "exec",
+        help="run one prompt to its end, headless (CI, scripts): the answer on stdout",
+        description=EXEC_DESCRIPTION,
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_daemon_options(exec_, defaults=False)
+    add_exec_arguments(exec_)
     acp = sub.add_parser(
         "acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…"
     )
@@ -169,6 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         acp_logging(args.log_level, args.log_file)
         return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
+    if command == "exec":
+        from dsh_daemon.chat.headless import run_exec
+
+        return run_exec(args, state_dir)
     from dsh_daemon.chat import run_chat
 
     return run_chat(args, state_dir)
