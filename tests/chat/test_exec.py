@@ -197,3 +197,63 @@ def test_sigint_cancels_the_turn_in_order_and_exits_130(tmp_path: Path, work: Pa
         fake.script(Reply.stream(text_stream(["Resumed."])))
         again = exec_cli(env, work, "--resume", result["sessionId"], "go on")
         assert (again.returncode, again.stdout) == (0, "Resumed.\n"), again.stderr
+
+
+def test_max_turns_stops_before_the_request_past_the_cap(tmp_path: Path, work: Path) -> None:
+    """Issue 35 item 2: the budget is checked before each model request: with one request allowed,
+    the tool the first one called runs, and the second request is never made."""
+    touch = [("c1", "run_command", {"command": "touch ran.txt"})]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(tool_call_stream(touch)), Reply.stream(text_stream(["Never sent."])))
+        stopped = exec_cli(env, work, "--json", "--allow", "run_command", "--max-turns", "1", "run touch")
+        assert stopped.returncode == 4, stopped.stderr
+        _, result = check_lines(stopped.stdout)
+        assert result["status"] == "budget-exhausted"
+        assert result["reason"] == {"kind": "budget", "budget": {"limit": "steps", "cap": 1, "used": 1}}
+        assert (work / "ran.txt").exists() and len(fake.requests) == 1
+        assert "budget exhausted: steps used 1 of 1" in stopped.stderr
+
+
+def test_max_cost_stops_before_the_request_that_would_pass_it(tmp_path: Path, work: Path) -> None:
+    """Each fake request costs 2.52e-6 USD (USAGE_A at the default prices): a cap of 6e-6 lets the
+    second request run (2 x 2.52e-6 fits) and stops the turn before the third (3 x 2.52e-6 would not)."""
+    calls = [("c1", "read_file", {"path": "a.txt"})]
+    (work / "a.txt").write_text("a\n")
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(tool_call_stream(calls)),
+            Reply.stream(tool_call_stream(calls)),
+            Reply.stream(text_stream(["Never sent."])),
+        )
+        stopped = exec_cli(env, work, "--json", "--max-cost-usd", "0.000006", "read it twice")
+        assert stopped.returncode == 4, stopped.stderr
+        _, result = check_lines(stopped.stdout)
+        budget = result["reason"]["budget"]
+        assert budget["limit"] == "costUsd" and budget["cap"] == 6e-06
+        assert budget["used"] == pytest.approx(2 * 2.52e-06) and len(fake.requests) == 2
+        assert result["costUsd"] == pytest.approx(2 * 2.52e-06)
+
+
+def test_the_chat_explains_a_budget_set_in_the_config_file(tmp_path: Path, work: Path) -> None:
+    """`agent.budget` from config.json applies to every client's sessions; the chat says why the turn
+    stopped, and `dsh-daemon config` reports the setting."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"agent": {"budget": {"steps": 1}}}))
+    calls = [("c1", "read_file", {"path": "a.txt"})]
+    (work / "a.txt").write_text("a\n")
+    with FakeDeepSeek() as fake:
+        env = daemon_env(state, fake)
+        settings = json.loads(run_cli(["config", "--json"], env).stdout)["settings"]
+        reported = {s["key"]: (s["value"], s["source"]) for s in settings}
+        assert reported["agent.budget"] == ({"steps": 1}, "config.json")
+        fake.script(Reply.stream(tool_call_stream(calls)), Reply.stream(text_stream(["Never sent."])))
+        chat = run_cli(["--no-thinking", "chat", "read it"], env, cwd=work)
+        assert chat.returncode == 0, chat.stderr
+        assert (
+            "[turn stopped by its budget before the next model request: model requests used 1 of 1;"
+            " send a prompt to go on, or raise agent.budget.steps]" in chat.stderr
+        )
+        assert len(fake.requests) == 1
