@@ -16,7 +16,10 @@ for the chat client.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh_daemon.chat.app import run_chat as run_chat
 
 __all__ = ["run_chat"]
 

@@ -85,6 +85,7 @@ class Run:
     turns: int = 0
     permission: dict[str, Any] | None = None  # the question nothing could answer
     interrupted: bool = False
+    finished: bool = False  # the result is written: nothing more goes to stdout
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def on_event(self, kind: str, data: dict[str, Any]) -> None:
@@ -226,7 +227,6 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
     run = Run()
     progress = Progress(sys.stderr.isatty())
     allowed = frozenset(args.allow or ())
-    out = sys.stdout
 
     def on_notification(method: str, params: Any) -> None:
         if method == "window/showMessage" and isinstance(params, dict):
@@ -236,9 +236,8 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
             return
         if not run.session_id or params.get("sessionId") != run.session_id:
             return
-        if args.json:
-            out.write(json.dumps(params, ensure_ascii=False) + "\n")
-            out.flush()
+        if args.json and not run.finished:  # the result line is the last one
+            write_out(json.dumps(params, ensure_ascii=False) + "\n")
         kind, data = params["type"], params["data"]
         progress.event(kind, data)
         run.on_event(kind, data)
@@ -345,6 +344,7 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
 
 
 def _finish(args: argparse.Namespace, run: Run, code: int, output: Any, problem: str | None) -> int:
+    run.finished = True
     if args.json:
         result: dict[str, Any] = {
             "type": "result",
@@ -368,12 +368,24 @@ def _finish(args: argparse.Namespace, run: Run, code: int, output: Any, problem:
                 "title": run.permission.get("title"),
                 "hint": f"--allow {tool}",
             }
-        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        write_out(json.dumps(result, ensure_ascii=False) + "\n")
     elif code == COMPLETED:
         answer = json.dumps(output, ensure_ascii=False) if args.output_schema else run.answer
-        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
-    sys.stdout.flush()
+        write_out(answer if answer.endswith("\n") else answer + "\n")
     return code
+
+
+def write_out(text: str) -> None:
+    """To stdout, flushed; a reader that went away (`| head`) is let go quietly: the run goes on and
+    ends with its own status (the session is what matters), and nothing more is written."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+            os.close(devnull)
 
 
 def run_exec(args: argparse.Namespace, state_dir: Path) -> int:

@@ -257,3 +257,19 @@ def test_the_chat_explains_a_budget_set_in_the_config_file(tmp_path: Path, work:
             " send a prompt to go on, or raise agent.budget.steps]" in chat.stderr
         )
         assert len(fake.requests) == 1
+
+
+def test_a_reader_that_goes_away_ends_nothing_but_its_output(tmp_path: Path, work: Path) -> None:
+    """`dsh-daemon exec --json … | head -1`: the run still ends by its own status, with no traceback."""
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(text_stream(["Hello"])))
+        script = (
+            f"{sys.executable} -m dsh_daemon --no-thinking exec --json hi | head -1;"
+            ' echo "exec status ${PIPESTATUS[0]}" >&2'
+        )
+        done = subprocess.run(
+            ["bash", "-c", script], env=env, cwd=work, capture_output=True, text=True, timeout=120
+        )
+        assert json.loads(done.stdout)["sessionId"]  # one event line, then the reader left
+        assert "exec status 0" in done.stderr and "Traceback" not in done.stderr, done.stderr
