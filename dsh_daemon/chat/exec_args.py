@@ -65,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sandbox",
         metavar="MODE",
-        help="tools.sandbox for this run: read-only, workspace-write or full-access"
-        " (passed to the daemon as initializationOptions; a daemon without it refuses the key)",
+        help="how this run's commands are confined (tools.sandbox): read-only, workspace-write or"
+        " full-access; default: the configured one (passed as initializationOptions)",
     )
     parser.add_argument(
         "--allow",

@@ -153,7 +153,8 @@ def test_a_permission_nothing_may_answer_exits_3_and_the_session_resumes(tmp_pat
     with FakeDeepSeek() as fake:
         env = daemon_env(tmp_path / "state", fake)
         fake.script(Reply.stream(tool_call_stream(touch, text="Let me run it.")))
-        asked = exec_cli(env, work, "--json", "run touch ran.txt")  # run_cli's timeout: no hang
+        # full-access: the command is not confined, so it asks (confined, it would run unasked)
+        asked = exec_cli(env, work, "--json", "--sandbox", "full-access", "run touch ran.txt")
         assert asked.returncode == 3, asked.stderr
         assert "allow it with --allow run_command" in asked.stderr
         _, result = check_lines(asked.stdout)
@@ -166,9 +167,28 @@ def test_a_permission_nothing_may_answer_exits_3_and_the_session_resumes(tmp_pat
 
         fake.script(Reply.stream(tool_call_stream(touch)), Reply.stream(text_stream(["Done."])))
         session = result["sessionId"]
-        resumed = exec_cli(env, work, "--resume", session[:8], "--allow", "run_command", "now run it")
+        resumed = exec_cli(
+            env, work, "--resume", session[:8], "--sandbox", "full-access", "--allow", "run_command", "go"
+        )
         assert (resumed.returncode, resumed.stdout) == (0, "Done.\n"), resumed.stderr
         assert (work / "ran.txt").exists()
+
+
+def test_sandbox_is_passed_to_the_daemon(tmp_path: Path, work: Path) -> None:
+    """`--sandbox read-only` reaches the daemon as `tools.sandbox`: a confined command runs unasked and
+    cannot write in the working directory; a mode the daemon does not know is a usage error."""
+    touch = [("c1", "run_command", {"command": "touch ran.txt"})]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(tool_call_stream(touch)), Reply.stream(text_stream(["Tried."])))
+        done = exec_cli(env, work, "--json", "--sandbox", "read-only", "run touch ran.txt")
+        assert done.returncode == 0, done.stderr
+        events, _ = check_lines(done.stdout)
+        (result,) = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert result.get("error") and not (work / "ran.txt").exists()
+        bad = exec_cli(env, work, "--sandbox", "nowhere", "hi")
+        assert bad.returncode == 2 and "tools.sandbox" in bad.stderr, bad.stderr
+        assert len(fake.requests) == 2
 
 
 def test_sigint_cancels_the_turn_in_order_and_exits_130(tmp_path: Path, work: Path) -> None:
