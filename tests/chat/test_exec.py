@@ -6,6 +6,8 @@ and the session stays resumable; a budget stops the turn before the request that
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
@@ -293,3 +295,33 @@ def test_a_reader_that_goes_away_ends_nothing_but_its_output(tmp_path: Path, wor
         )
         assert json.loads(done.stdout)["sessionId"]  # one event line, then the reader left
         assert "exec status 0" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_progress_goes_to_stderr_when_it_is_a_terminal(tmp_path: Path, work: Path) -> None:
+    """stderr a terminal (a pty here): one dim line per tool call; stdout, a pipe, holds the answer."""
+    calls = [("c1", "read_file", {"path": "a.txt"})]
+    (work / "a.txt").write_text("a\n")
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(tool_call_stream(calls)), Reply.stream(text_stream(["Read it."])))
+        leader, follower = pty.openpty()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "dsh_daemon", "--no-thinking", "exec", "read a.txt"],
+                env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+                text=True, timeout=120,
+            )  # fmt: skip
+            os.close(follower)
+            shown = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # EIO: the terminal's last writer is gone
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+        finally:
+            os.close(leader)
+        assert (done.returncode, done.stdout) == (0, "Read it.\n")
+        assert "⚙ read_file" in shown.decode() and "\x1b[2m" in shown.decode()
