@@ -1,5 +1,5 @@
-"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `sessions`, `export`, `schema`, `config`,
-`sandbox`."""
+"""`dsh-daemon`: serve stdio (the default), or `acp`, `chat`, `exec`, `sessions`, `export`, `schema`,
+`config`, `sandbox`."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def _add_daemon_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     parser.add_argument("--log-file", default=default(None), help="log to this file instead of stderr")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, exec_arguments: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. `exec_arguments=False` leaves `exec`'s own options out (its help line
+    stays): `main` builds them only when `exec` was typed, so no other command imports them."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -92,6 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the session's events as JSON lines on stdout (no terminal UI)",
     )
+    exec_help = "run one prompt to its end, headless (CI, scripts): the answer on stdout"
+    if exec_arguments:
+        from dsh_daemon.chat.exec_args import EXEC_DESCRIPTION, EXIT_STATUSES
+        from dsh_daemon.chat.exec_args import add_arguments as add_exec_arguments
+
+        exec_ = sub.add_parser(
+            "exec",
+            help=exec_help,
+            description=EXEC_DESCRIPTION,
+            epilog=EXIT_STATUSES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _add_daemon_options(exec_, defaults=False)
+        add_exec_arguments(exec_)
+    else:
+        sub.add_parser("exec", help=exec_help)
     acp = sub.add_parser(
         "acp", help="serve the Agent Client Protocol (NDJSON on stdio) for Zed, CodeCompanion…"
     )
@@ -149,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dsh_daemon.cli_tools import list_sessions
 
         return _printing(lambda: list_sessions(_state_dir(None)))
-    args = build_parser().parse_args(argv)
+    args = build_parser(exec_arguments="exec" in given).parse_args(argv)
     command = args.command or "serve"
     if command in PRINTING:
         return _printing(lambda: _print_command(command, args))
@@ -169,6 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         acp_logging(args.log_level, args.log_file)
         return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
+    if command == "exec":
+        from dsh_daemon.chat.headless import run_exec
+
+        return run_exec(args, state_dir)
     from dsh_daemon.chat import run_chat
 
     return run_chat(args, state_dir)

@@ -28,6 +28,7 @@ CONFIG_MODULES = frozenset(
         "dsh_daemon.agent",
         "dsh_daemon.agent.system_prompt",  # PromptConfig
         "dsh_daemon.agent.instructions",  # its default cap
+        "dsh_daemon.agent.turnbudget",  # agent.budget
         "dsh_daemon.tools",
         "dsh_daemon.tools.config",
         "dsh_daemon.tools.limits",

@@ -28,6 +28,7 @@ STOP_REASONS = {
     "aborted": "cancelled",
     "interrupted": "cancelled",
     "blocked": "refusal",
+    "budget": "max_turn_requests",  # agent.budget stopped the turn: ACP's nearest stop reason
 }
 
 

@@ -1,5 +1,5 @@
 """What an agent runs with: the model, the request settings, the retry policy, the tool pool, the
-context window and how much history compaction keeps (docs/design.md §11)."""
+context window, how much history compaction keeps (docs/design.md §11) and a turn's budget."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from dsh_daemon.agent import compaction
 from dsh_daemon.agent.retry import RetryPolicy
+from dsh_daemon.agent.turnbudget import TurnBudget
 
 
 @dataclass
@@ -21,6 +22,7 @@ class AgentOptions:
     tool_concurrency: int = 10
     context_window: int | None = None  # tokens; None: the provider's `context_window(model)`
     compact_keep_turns: int = compaction.KEEP_TURNS  # the kept tail when compacting (docs/design.md §11)
+    budget: TurnBudget | None = None  # what one turn may spend (`agent.budget`, agent/turnbudget.py)
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and (

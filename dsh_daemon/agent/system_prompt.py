@@ -20,7 +20,8 @@ editor's `initializationOptions` (later wins, key by key)::
     {"agent": {"systemPrompt": "...",            // replaces the built-in sections 1-4
                "appendSystemPrompt": "...",      // appended at the very end
                "projectInstructions": true,      // false: do not read AGENTS.md & co.
-               "instructionsMaxChars": 32000}}   // cap on the instruction files' text
+               "instructionsMaxChars": 32000,    // cap on the instruction files' text
+               "budget": {"costUsd": 0.5, "tokens": 2000000, "steps": 40}}}  // per turn: agent/turnbudget.py
 
 Nothing here varies between two requests unless an input changed (cwd, roots, date, model, offered
 tools, an instruction file, configuration), so the loop logs a new `request/header` exactly then.
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.agent.instructions import DEFAULT_MAX_CHARS, ProjectInstructions
+from dsh_daemon.agent.turnbudget import BudgetConfigError, TurnBudget, parse_budget
 from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ class PromptConfig:
     append_system_prompt: str | None = None
     project_instructions: bool = True
     instructions_max_chars: int = DEFAULT_MAX_CHARS
+    budget: TurnBudget | None = None  # `agent.budget`: what one turn may spend (agent/turnbudget.py)
 
 
 _KEYS = {
@@ -118,6 +121,7 @@ _KEYS = {
     "appendSystemPrompt": "append_system_prompt",
     "projectInstructions": "project_instructions",
     "instructionsMaxChars": "instructions_max_chars",
+    "budget": "budget",
 }
 
 
@@ -161,6 +165,11 @@ def _apply(config: PromptConfig, section: Any, where: str) -> PromptConfig:
             if value is not None and not isinstance(value, str):
                 raise PromptConfigError(f"{where}.{key} must be a string or null")
             changes[attr] = value or None
+        elif attr == "budget":
+            try:
+                changes[attr] = parse_budget(value, f"{where}.{key}")
+            except BudgetConfigError as exc:
+                raise PromptConfigError(str(exc)) from None
         elif attr == "project_instructions":
             if not isinstance(value, bool):
                 raise PromptConfigError(f"{where}.{key} must be true or false")

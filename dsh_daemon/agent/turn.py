@@ -12,6 +12,7 @@ Invariants kept here:
   log (`TurnContext.derive`), never assembled on the side.
 - Claimed input that no step entered goes back to the front of its lists on abort or failure.
 - The turn always ends with a durable `turn/end` (and `turn/usage` when a request reported usage).
+- A budget cap (`agent.budget`) ends the turn before the request that would pass it, never after.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from dsh_daemon.agent.hooks import (
 from dsh_daemon.agent.requests import aclose_stream, build_request, error_chain
 from dsh_daemon.agent.signal import AbortedError, AbortSignal
 from dsh_daemon.agent.toolrun import run_tool_batch
+from dsh_daemon.agent.turnbudget import budget_stop
 from dsh_daemon.agent.turncontext import TurnContext
 from dsh_daemon.agent.turnstate import Claim, TurnState
 from dsh_daemon.model import events as ev
@@ -121,6 +123,11 @@ class Turn:
             if not first:
                 # Check before claiming: an aborted turn must leave unclaimed input parked (D5, D6).
                 signal.check()
+                # Before the next request, not after it: a cap it would pass ends the turn here, with
+                # what is still queued left parked (agent/turnbudget.py).
+                stop = budget_stop(self.ctx.options.budget, state.steps, state.usage, state.last_usage)
+                if stop is not None:
+                    return {"kind": "budget", "budget": stop}
                 try:
                     await Compacting(self.ctx, state).if_due()  # before the claim of the step it serves
                 except CompactionError as exc:

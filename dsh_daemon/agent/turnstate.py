@@ -32,12 +32,14 @@ class TurnState:
     signal: AbortSignal
     steps: int = 0
     usage: dict[str, int] = field(default_factory=dict)
+    last_usage: FrozenDict | None = None  # the last request's: what the next one is assumed to use
     overflow: FrozenDict | None = None  # a CONTEXT_WINDOW_EXCEEDED the next boundary compacts for
     overflow_compacted: bool = False  # compacted for an overflow, no step succeeded since
     compacted: FrozenDict | None = None  # the `context/compacted` data this turn wrote, if any
 
     def add_usage(self, usage: FrozenDict) -> None:
         """Sum a request's usage into the turn's `turn/usage`."""
+        self.last_usage = usage
         for key, value in usage.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 self.usage[key] = self.usage.get(key, 0) + value  # type: ignore[assignment]

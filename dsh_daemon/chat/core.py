@@ -177,7 +177,7 @@ class Chat:
             self.assistant_message(data, streamed=False, live=False)
         elif kind in ("tool/call", "tool/result", "context/compacted", "rewind/files", "conversation/cut"):
             self.live_event(kind, data)
-        elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted"):
+        elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted", "budget"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
 
     def history_turn(self, turn: dict[str, Any]) -> None:
@@ -211,7 +211,7 @@ class Chat:
                         truncated=bool(result.get("truncated")),
                     )
         end = turn.get("end") or {}
-        if end.get("kind") in ("error", "aborted", "interrupted"):
+        if end.get("kind") in ("error", "aborted", "interrupted", "budget"):
             self.view.print(self.paint(DIM, f"[turn {turn['turn']} ended: {end['kind']}]"))
 
     def live_event(self, kind: str, data: Any) -> None:
@@ -329,7 +329,11 @@ class Chat:
                 )
             else:
                 self.note(f"[cancelled: {cause}]")
+        elif kind == "budget":
+            self.view.print(self.paint(YELLOW, f"[{budget_said(reason.get('budget') or {})}]"))
         elif kind in ("blocked", "max-tokens", "interrupted"):
+            self.note(f"[turn ended: {kind}]")
+        else:  # a kind newer than this client
             self.note(f"[turn ended: {kind}]")
 
     # ---- permissions -------------------------------------------------------------------------------
@@ -613,6 +617,20 @@ WHAT_TO_DO = {
     "TRANSPORT": "check the network or provider.baseUrl (`dsh-daemon config`), then send again",
     "CONTEXT_WINDOW_EXCEEDED": "/compact shortens the conversation, then send again",
 }
+
+
+BUDGET_NAMES = {"costUsd": "cost (USD)", "tokens": "tokens", "steps": "model requests"}
+
+
+def budget_said(budget: dict[str, Any]) -> str:
+    """A `budget` turn end explained: which cap, what the turn used of it, what to do."""
+    limit, used, cap = str(budget.get("limit", "?")), budget.get("used"), budget.get("cap")
+    used_shown = "an unknown amount (the model has no price)" if used is None else f"{used:g}"
+    cap_shown = f"{cap:g}" if isinstance(cap, int | float) else "?"
+    return (
+        f"turn stopped by its budget before the next model request: {BUDGET_NAMES.get(limit, limit)}"
+        f" used {used_shown} of {cap_shown}; send a prompt to go on, or raise agent.budget.{limit}"
+    )
 
 
 def what_to_do(error: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.agent.turnbudget import TurnBudget
 from dsh_daemon.host.config_file import FileLayer, read_file_layer
 from dsh_daemon.host.options import DaemonOptions, parse_options
 from dsh_daemon.llm.config import environment_keys
@@ -42,6 +43,7 @@ AGENT_KEYS = {
     "append_system_prompt": "appendSystemPrompt",
     "project_instructions": "projectInstructions",
     "instructions_max_chars": "instructionsMaxChars",
+    "budget": "budget",
 }
 
 
@@ -96,7 +98,7 @@ def effective_configuration(state_dir: Path, env: Mapping[str, str], flags: Mapp
         *[
             Setting(
                 f"agent.{key}",
-                getattr(options.agent, attr),
+                _agent_value(getattr(options.agent, attr)),
                 _file(layer) if key in layer.agent else "default",
             )
             for attr, key in AGENT_KEYS.items()
@@ -223,6 +225,11 @@ def _server(server: ServerConfig) -> dict[str, Any]:
     out["startupTimeoutS"] = server.startup_timeout_s
     out["toolTimeoutS"] = server.tool_timeout_s
     return out
+
+
+def _agent_value(value: Any) -> Any:
+    """An `agent` setting as JSON (`budget` is a value object; null: no caps)."""
+    return value.json() if isinstance(value, TurnBudget) else value
 
 
 def _shown(value: Any) -> str:

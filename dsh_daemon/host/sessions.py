@@ -144,7 +144,7 @@ class SessionHost:
             state_dir,
             provider=provider,
             # The model is read when an agent is built; `reconfigure` updates the built ones.
-            options=lambda: AgentOptions(model=self.options.provider.model),
+            options=lambda: AgentOptions(model=self.options.provider.model, budget=self.options.agent.budget),
             tools=lambda session_id: self._wired(session_id).kit.registry,
             hooks=self._hooks,
             approver=front_end.new_approver,
@@ -179,6 +179,7 @@ class SessionHost:
             agent.options,
             model=settings.model or self.options.provider.model,
             config={**agent.options.config, **settings.request_config()},
+            budget=self.options.agent.budget,  # from the next model request, like the model
         )
 
     def model_settings(self, session_id: str) -> tuple[list[dict[str, Any]], tuple[str, bool, str]]:

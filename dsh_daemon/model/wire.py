@@ -21,7 +21,9 @@ ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics"]
 Delivery: TypeAlias = Literal["inject", "steer", "followup"]
 SessionStatus: TypeAlias = Literal["idle", "running"]
 PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
-TurnEndKind: TypeAlias = Literal["completed", "blocked", "max-tokens", "aborted", "error", "interrupted"]
+TurnEndKind: TypeAlias = Literal[
+    "completed", "blocked", "max-tokens", "aborted", "error", "interrupted", "budget"
+]
 SessionMode: TypeAlias = Literal["ask", "accept-edits", "plan"]
 SESSION_MODES: tuple[SessionMode, ...] = ("ask", "accept-edits", "plan")
 CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook", "handover"]
@@ -216,10 +218,25 @@ ErrorJson: TypeAlias = Annotated[JsonObject, SchemaAs(ErrorInfo)]
 
 
 @dataclass(frozen=True)
+class BudgetStop:
+    """Why a turn ended `budget` (`agent.budget`, protocol.md §7): the cap that the next model request
+    would have passed, and what the turn had used of it (`used` is null for `costUsd` when the model
+    has no price: the cost cannot be counted, so the turn is not let run unmetered)."""
+
+    limit: Literal["costUsd", "tokens", "steps"]
+    cap: float
+    used: float | None = None
+
+
+BudgetStopJson: TypeAlias = Annotated[JsonObject, SchemaAs(BudgetStop)]
+
+
+@dataclass(frozen=True)
 class TurnEndReason:
     kind: TurnEndKind
     cause: str | None = None  # for `aborted` (the first cause wins): a CancelCause
     error: ErrorJson | None = None  # for `error`
+    budget: BudgetStopJson | None = None  # for `budget`
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,28 @@ async def test_config_json_applies_in_acp_mode_and_its_mistakes_are_shown(
         assert "RULES-FROM-THE-FILE" in fake.requests[0].json["messages"][0]["content"]
     log = (state / "daemon.log").read_text()
     assert "permisionTimeoutS" in log and "Traceback" not in log
+
+
+async def test_agent_budget_from_meta_stops_an_acp_turn_as_max_turn_requests(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 35 item 2 in ACP mode: `agent.budget` from `_meta.dsh` stops the turn before the request
+    that would pass it, answered with ACP's `max_turn_requests`."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "work").mkdir()
+    (state / "work" / "a.txt").write_text("a\n")
+    fake.script(
+        Reply.stream(tool_call_stream([("c1", "read_file", {"path": "a.txt"})])), text_reply("never sent")
+    )
+    async with raw_acp(state, fake) as raw:
+        meta = {"dsh": {"thinking": False, "agent": {"budget": {"steps": 1}}}}
+        init = await raw.call("initialize", {"protocolVersion": 1, "_meta": meta})
+        assert "result" in init, init
+        cwd = str(state / "work")
+        sid = (await raw.call("session/new", {"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
+        done = await raw.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        )
+        assert done["result"]["stopReason"] == "max_turn_requests", done
+        assert len(fake.requests) == 1

@@ -66,3 +66,30 @@ async def test_tool_permissions_change_for_the_next_call(tmp_path: Path, fake: F
     results = tool_results(d, sid)
     assert "error" not in results[0] and results[1]["error"]["code"] == "DENIED"
     await stop_daemon(d)
+
+
+async def test_agent_budget_applies_to_an_open_session_from_its_next_request(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 35 item 2: `agent.budget` set by an editor while a session is open stops its next turn
+    before the request past the cap (`turn/end` `budget`); lifted, the turn runs to its end again."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("a\n")
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+
+    def read(call_id: str) -> Reply:
+        return Reply.stream(tool_call_stream([(call_id, "read_file", {"path": "a.txt"})]))
+
+    fake.script(read("c1"), read("c2"), text_reply("read it"))
+    sid = await d.new_session(cwd=str(work))
+    change_settings(d, {"agent": {"budget": {"steps": 1}}})
+    await run_turn(d, sid, "read it")
+    ends = [e["data"]["reason"] for e in d.of(sid, "turn/end")]
+    assert ends == [{"kind": "budget", "budget": {"limit": "steps", "cap": 1, "used": 1}}]
+    assert len(fake.requests) == 1
+    change_settings(d, {"agent": {"budget": None}})
+    await run_turn(d, sid, "go on")
+    assert d.of(sid, "turn/end")[-1]["data"]["reason"] == {"kind": "completed"}
+    assert len(fake.requests) == 3
+    await stop_daemon(d)

@@ -3,7 +3,7 @@
 // Nothing here reads layout.
 import type { AssistantItem, Item, RetryState, ToolItem, TurnEndItem, UserItem } from '../src/protocol/reducer';
 import { assistantText } from '../src/protocol/reducer';
-import type { ToolResultMeta } from '../src/protocol/types';
+import type { ToolResultMeta, TurnEndReason } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { el } from './dom';
 import { MarkdownView } from './markdown';
@@ -320,13 +320,21 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
   parts.push(r.kind === 'completed' ? '✓ completed'
     : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
-        : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)' : `• ${r.kind}`);
+        : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)'
+          : r.kind === 'budget' ? `• stopped by its budget before the next request${budgetText(r.budget)}` : `• ${r.kind}`);
   if (it.usage) parts.push(usageText(it));
   d.append(el('span', 'footer-text', parts.join(' · ')));
   const row = el('span', 'turn-actions fork-actions');
   row.append(turnAct('fork', 'Fork from here', it.turn, 'A new session with the conversation up to here (this one stays as it is)'));
   d.append(row);
   return d;
+}
+
+/** A `budget` turn end's cap (agent.budget, protocol.md §7): which, and how much of it the turn used. */
+function budgetText(b: TurnEndReason['budget']): string {
+  if (!b) return '';
+  const used = typeof b.used === 'number' ? String(b.used) : 'an unpriced amount';
+  return ` (${b.limit}: ${used} of ${b.cap})`;
 }
 
 /** A small button acting on turn `turn` (shown on hover or focus; the body's classes say whether the

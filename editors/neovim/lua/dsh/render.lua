@@ -339,6 +339,11 @@ function R.turn_end(chat, op)
   if reason.error then
     parts[#parts + 1] = (reason.error.code or 'error') .. ': ' .. labels.first_line(reason.error.message, 100)
   end
+  local b = reason.budget
+  if type(b) == 'table' then -- agent.budget stopped the turn before its next request (protocol.md §7)
+    local used = type(b.used) == 'number' and tostring(b.used) or 'unpriced'
+    parts[#parts + 1] = ('budget %s: %s of %s'):format(tostring(b.limit), used, tostring(b.cap))
+  end
   local u = op.usage
   if u then
     parts[#parts + 1] = ('%s in · %s out'):format(labels.tokens(u.inputTokens), labels.tokens(u.outputTokens))

@@ -89,10 +89,12 @@ export interface Usage {
   inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
 }
 
-export type TurnEndKind = 'completed' | 'blocked' | 'max-tokens' | 'aborted' | 'error' | 'interrupted';
+export type TurnEndKind = 'completed' | 'blocked' | 'max-tokens' | 'aborted' | 'error' | 'interrupted' | 'budget';
 export interface TurnEndReason {
   kind: TurnEndKind; cause?: 'user' | 'shutdown' | 'disposed' | 'hook' | string;
   error?: { code: string; message: string; [k: string]: unknown };
+  /** `budget`: the agent.budget cap the next request would have passed (protocol.md §7). */
+  budget?: { limit: 'costUsd' | 'tokens' | 'steps'; cap: number; used?: number | null };
 }
 
 export type StreamDelta =
