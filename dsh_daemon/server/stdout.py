@@ -4,6 +4,9 @@ A streamed reply is one `dsh/event` per parsed delta, and an HTTP read often yie
 one `write` + `flush` each was the largest cost of the stream (a syscall per delta). Frames are kept
 in order in one buffer (pygls' replies and requests go through the same writer) and written when the
 loop next runs its callbacks, before it waits for anything, so no frame waits for more input.
+
+While the client has not read what was written before, streamed deltas are held and merged instead
+(`host/outbox.py`); any other frame first releases them, so nothing overtakes a held delta.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, BinaryIO
+
+from dsh_daemon.host.outbox import HeldMessages, Mergeable, unread_probe
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +26,24 @@ class CoalescingWriter:
         self._buffer: list[bytes] = []
         self._scheduled = False
         self._broken = False
+        try:
+            probe = unread_probe(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream)
+            probe = None
+        self.held = HeldMessages(self.write, probe)
+
+    def send_mergeable(self, message: Mergeable) -> None:
+        """A streamed delta: held (and merged) while the client is behind, else written like any frame."""
+        if self._broken:
+            return
+        if not self.held.offer(message):
+            self.write(message.encode())
 
     def write(self, data: bytes) -> None:
         if self._broken:
             return
+        if self.held.pending:
+            self._buffer.append(self.held.release())  # held deltas first: nothing overtakes them
         self._buffer.append(data)
         if self._scheduled:
             return
@@ -50,8 +69,14 @@ class CoalescingWriter:
             self._broken = True
             logger.info("client went away: %s", exc)
 
-    def close(self) -> None:
+    def flush_all(self) -> None:
+        """Everything, held deltas included, leaves now (the process is about to end)."""
+        if self.held.pending:
+            self._buffer.append(self.held.release())
         self.flush()
+
+    def close(self) -> None:
+        self.flush_all()
         self._stream.close()
 
 
@@ -62,3 +87,10 @@ def flush_made(protocol: Any) -> None:
     writer = getattr(protocol, "writer", None)
     if isinstance(writer, CoalescingWriter):
         writer.flush()
+
+
+def set_delta_window(protocol: Any, window_s: float) -> None:
+    """The client's `deltaCoalesceMs`: how long a streamed delta waits for the next ones."""
+    writer = getattr(protocol, "writer", None)
+    if isinstance(writer, CoalescingWriter):
+        writer.held.window_s = window_s
