@@ -23,7 +23,7 @@ import pytest
 
 from dsh_daemon.session.store import SessionStore
 from tests.fakes.deepseek_server import DONE, USAGE_A, FakeDeepSeek, Gate, Reply, Write, _choice, _data, wire
-from tests.server.harness import ROOT, daemon_env
+from tests.server.harness import ROOT, daemon_env, text_reply, tool_call_stream
 
 TIMEOUT_S = 60.0
 
@@ -299,3 +299,31 @@ def test_a_bad_window_is_refused_at_initialize(tmp_path: Path, fake: FakeDeepSee
             assert "deltaCoalesceMs" in answer["error"]["message"]
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    "lsp", [{"thinking": False, "tools": {"permissions": {"run_command": "allow"}}}], indirect=True
+)
+def test_command_output_is_merged_for_a_client_that_does_not_read(lsp: RawLsp, fake: FakeDeepSeek) -> None:
+    # Printed a line at a time, so the daemon reads it in many pieces (many live tool/output events).
+    command = "for i in $(seq 1 200); do echo line$i; sleep 0.002; done"
+    fake.script(
+        Reply.stream(tool_call_stream([("call_1", "run_command", {"command": command})])), text_reply("ran")
+    )
+    session_id = lsp.call("dsh/session/new", {"cwd": str(lsp.state / "work")})["sessionId"]
+    lsp.call("dsh/followup", {"sessionId": session_id, "message": {"content": "run it"}})
+    _wait_turn_stored(lsp.state, session_id)  # stdout not read meanwhile
+    lsp.read_until(
+        lambda m: (
+            m.get("method") == "dsh/event"
+            and m["params"]["type"] == "agent/status"
+            and m["params"]["data"]["status"] == "idle"
+        )
+    )
+    events = lsp.events(session_id)
+    outputs = [e for e in events if e["type"] == "tool/output"]
+    assert "".join(e["data"]["text"] for e in outputs).split() == [f"line{i}" for i in range(1, 201)]
+    for before, after in itertools.pairwise(events):  # each one left only because another event came
+        assert not before["type"] == after["type"] == "tool/output"
+    types = [e["type"] for e in events]
+    assert types.index("tool/result") > max(i for i, t in enumerate(types) if t == "tool/output")
