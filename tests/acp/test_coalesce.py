@@ -29,7 +29,7 @@ TIMEOUT_S = 60.0
 class RawLines:
     """`dsh-daemon acp` spoken to in NDJSON; stdout read only by `read_*`, never in the background."""
 
-    def __init__(self, state: Path, fake: FakeDeepSeek) -> None:
+    def __init__(self, state: Path, fake: FakeDeepSeek, options: dict[str, Any] | None = None) -> None:
         (state / "home").mkdir(parents=True, exist_ok=True)
         (state / "work").mkdir(parents=True, exist_ok=True)
         self.state = state
@@ -47,7 +47,7 @@ class RawLines:
         fcntl.fcntl(self.proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
         self.received: list[dict[str, Any]] = []
         self._ids = 0
-        self.call("initialize", {"protocolVersion": 1, "_meta": {"dsh": {"thinking": False}}})
+        self.call("initialize", {"protocolVersion": 1, "_meta": {"dsh": options or {"thinking": False}}})
         new = self.call("session/new", {"cwd": str(state / "work"), "mcpServers": []})
         self.session_id = str(new["sessionId"])
 
@@ -98,8 +98,8 @@ class RawLines:
 
 
 @pytest.fixture
-def acp(tmp_path: Path, fake: FakeDeepSeek) -> Iterator[RawLines]:
-    client = RawLines(tmp_path / "state", fake)
+def acp(tmp_path: Path, fake: FakeDeepSeek, request: pytest.FixtureRequest) -> Iterator[RawLines]:
+    client = RawLines(tmp_path / "state", fake, getattr(request, "param", None))
     try:
         yield client
     finally:
@@ -131,27 +131,44 @@ def test_a_client_that_does_not_read_gets_the_chunks_merged_in_order(
     assert chunks[-1][0] < len(acp.received) - 1
 
 
-def test_a_client_that_reads_as_they_come_gets_one_chunk_per_delta(acp: RawLines, fake: FakeDeepSeek) -> None:
-    # Two deltas per write (one pass of the daemon's loop), the next write only once the client has
-    # read both: it never falls behind, so none is merged.
-    pairs = [(f"a{i} ", f"b{i}😀 ") for i in range(20)]
+def _paired_reply(pairs: list[tuple[str, str]]) -> Reply:
+    """A stream whose deltas come two per write, each write held at a gate `pair{i}`."""
     lines = text_stream([p for pair in pairs for p in pair])
     actions: list[Any] = [Write(wire(lines[:1]))]
     for i in range(len(pairs)):
         actions += [Gate(f"pair{i}"), Write(wire(lines[1 + 2 * i : 3 + 2 * i]))]
     actions.append(Write(wire(lines[1 + 2 * len(pairs) :])))
-    fake.script(Reply(actions=tuple(actions)))
+    return Reply(actions=tuple(actions))
+
+
+def _is_chunk(message: dict[str, Any]) -> bool:
+    return (
+        message.get("method") == "session/update"
+        and message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+def test_a_client_that_reads_as_they_come_gets_one_chunk_per_delta(acp: RawLines, fake: FakeDeepSeek) -> None:
+    # Two deltas per write (one pass of the daemon's loop), the next write only once the client has
+    # read both: it never falls behind, so none is merged.
+    pairs = [(f"a{i} ", f"b{i}😀 ") for i in range(20)]
+    fake.script(_paired_reply(pairs))
     request_id = acp.request("session/prompt", {"sessionId": acp.session_id, "prompt": _prompt("hi")})
-
-    def is_chunk(message: dict[str, Any]) -> bool:
-        return (
-            message.get("method") == "session/update"
-            and message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        )
-
     for i in range(len(pairs)):
         fake.open_gate(f"pair{i}")
-        acp.read_until(is_chunk)
-        acp.read_until(is_chunk)
+        acp.read_until(_is_chunk)
+        acp.read_until(_is_chunk)
     acp.read_until(lambda m: m.get("id") == request_id and "method" not in m)
     assert [text for _, text in acp.chunks()] == [p for pair in pairs for p in pair]
+
+
+@pytest.mark.parametrize("acp", [{"thinking": False, "deltaCoalesceMs": 1000}], indirect=True)
+def test_a_window_merges_the_chunks_of_one_read(acp: RawLines, fake: FakeDeepSeek) -> None:
+    pairs = [(f"a{i} ", f"b{i}😀 ") for i in range(5)]
+    fake.script(_paired_reply(pairs))
+    request_id = acp.request("session/prompt", {"sessionId": acp.session_id, "prompt": _prompt("hi")})
+    for i in range(len(pairs)):
+        fake.open_gate(f"pair{i}")
+        acp.read_until(_is_chunk)  # both deltas of the write, in one chunk
+    acp.read_until(lambda m: m.get("id") == request_id and "method" not in m)
+    assert [text for _, text in acp.chunks()] == [a + b for a, b in pairs]
