@@ -302,7 +302,10 @@ def test_a_bad_window_is_refused_at_initialize(tmp_path: Path, fake: FakeDeepSee
 
 
 @pytest.mark.parametrize(
-    "lsp", [{"thinking": False, "tools": {"permissions": {"run_command": "allow"}}}], indirect=True
+    # unconfined: the sandbox (tests/sandbox) is not what this is about
+    "lsp",
+    [{"thinking": False, "tools": {"sandbox": "full-access", "permissions": {"run_command": "allow"}}}],
+    indirect=True,
 )
 def test_command_output_is_merged_for_a_client_that_does_not_read(lsp: RawLsp, fake: FakeDeepSeek) -> None:
     # Printed a line at a time, so the daemon reads it in many pieces (many live tool/output events).
