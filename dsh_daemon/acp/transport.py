@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeAlias
 
 from dsh_daemon.acp.errors import INVALID_REQUEST, PARSE_ERROR
-from dsh_daemon.host.outbox import HeldMessages, Mergeable, unread_probe
+from dsh_daemon.host.outbox import HeldMessages, Mergeable, ReadPosition, unread_probe
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
     UnusableNumberError,
@@ -217,26 +217,37 @@ class LineWriter:
             probe = unread_probe(stream.fileno())
         except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream)
             probe = None
-        self.held = HeldMessages(self._write, probe)
+        self.position = ReadPosition(probe)
+        self.held = HeldMessages(self._write_streamed, self.position.behind)
 
     def write(self, message: dict[str, Any]) -> None:
         if self.closed:
             return
-        data = encode(message)
         if self.held.pending:
-            data = self.held.release() + data
-        self._write(data)
+            self._write_streamed(self.held.release())  # held chunks first: nothing overtakes them
+        self._write(encode(message))
 
     def send_mergeable(self, message: Mergeable) -> None:
         if self.closed:
             return
         if not self.held.offer(message):
-            self._write(message.encode())
+            self._write_streamed(message.encode())
 
     def flush_held(self) -> None:
         """Held messages leave now (the process is about to end)."""
-        if self.held.pending and not self.closed:
-            self._write(self.held.release())
+        if self.held.pending:
+            self._write_streamed(self.held.release())
+
+    def _write_streamed(self, data: bytes) -> None:
+        self._write(data)
+        end = self.position.written
+        try:  # it counts once this pass of the loop is over: the messages one pass makes all leave
+            asyncio.get_running_loop().call_soon(self._set_mark, end)
+        except RuntimeError:
+            self._set_mark(end)
+
+    def _set_mark(self, end: int) -> None:
+        self.position.mark = max(self.position.mark, end)
 
     def _write(self, data: bytes) -> None:
         if self.closed:
@@ -244,6 +255,7 @@ class LineWriter:
         try:
             self._stream.write(data)
             self._stream.flush()
+            self.position.written += len(data)
         except (BrokenPipeError, OSError, ValueError):
             self.closed = True
 

@@ -2,15 +2,15 @@
 
 A streamed reply is one notification per provider delta. A client that cannot keep up (an editor
 decoding one message per token) gets further behind with every one, while a message that merged
-the deltas it has not read yet would cost it one decode. So while the client has not read
-everything written to it so far (the kernel says: bytes still unread in the pipe, or unconsumed in
-the socket), each mergeable message (a text delta, a piece of command output) is held instead of
-written, merged into the held one before it when they join (same block, contiguous), and the held
-messages leave as soon as the client has read the rest, or just before any other message (which
-never overtakes them: order is part of the contract). A client that keeps up sees one message per
-delta, written at once, exactly as without this. A client may also ask for a fixed window
-(`window_s`): a mergeable message then waits that long for the ones after it even when the client
-keeps up.
+the deltas it has not read yet would cost it one decode. So while the client has not read the last
+streamed message written to it (`ReadPosition`: the kernel's count of unread bytes against where
+that message ended), each mergeable message (a text delta, a piece of command output) is held
+instead of written, merged into the held one before it when they join (same block, contiguous), and
+the held messages leave as soon as the client has read that far, or just before any other message
+(which never overtakes them: order is part of the contract). A client that keeps up sees one
+message per delta, written at once, exactly as without this. A client may also ask for a fixed
+window (`window_s`): a mergeable message then waits that long for the ones after it even when the
+client keeps up.
 
 What it does not do: it never holds a message that is not mergeable, so replies and other events
 leave as before; on a stream whose unread bytes the kernel cannot tell (a terminal, a file), the
@@ -24,6 +24,7 @@ import asyncio
 import fcntl
 import os
 import stat
+import sys
 import termios
 from collections.abc import Callable
 from typing import Protocol
@@ -41,9 +42,9 @@ class Mergeable(Protocol):
         ...
 
 
-def unread_probe(fd: int) -> Callable[[], bool] | None:
-    """A check of whether the reader of `fd` has bytes written to it still unread; None when the
-    kernel cannot tell (not a pipe or a socket)."""
+def unread_probe(fd: int) -> Callable[[], int] | None:
+    """A count of the bytes written to `fd` that its reader has not read yet; None when the kernel
+    cannot tell (not a pipe or a socket)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -51,23 +52,44 @@ def unread_probe(fd: int) -> Callable[[], bool] | None:
     if stat.S_ISFIFO(mode):
         request = termios.FIONREAD  # a pipe's unread bytes, asked from either end
     elif stat.S_ISSOCK(mode):
-        request = termios.TIOCOUTQ  # SIOCOUTQ: sent bytes the peer has not consumed
+        request = termios.TIOCOUTQ  # SIOCOUTQ: what the peer has not consumed, in buffer sizes
     else:
         return None
     count = array.array("i", [0])
+    socket = stat.S_ISSOCK(mode)
 
-    def behind() -> bool:
+    def unread() -> int:
         try:
             fcntl.ioctl(fd, request, count, True)
         except OSError:
-            return False
-        return count[0] > 0
+            return 0
+        if socket and count[0]:
+            return sys.maxsize  # sizes, not bytes: anything unconsumed counts as all of it unread
+        return count[0]
 
     try:
         fcntl.ioctl(fd, request, count, True)
     except OSError:
         return None
-    return behind
+    return unread
+
+
+class ReadPosition:
+    """Whether the reader has read the last streamed message written: the bytes written so far, less
+    those the kernel says are unread, against where that message ended (`mark`, set by the writer
+    once the message has left, at the end of the loop's pass that made it). Only that message
+    counts: one read at model speed is never held because a reply or a stored chunk written after it
+    is still on its way, and the messages one pass makes all leave as they are."""
+
+    def __init__(self, unread: Callable[[], int] | None) -> None:
+        self._unread = unread
+        self.written = 0  # bytes handed to the stream so far
+        self.mark = 0  # where the last streamed message that has left ends
+
+    def behind(self) -> bool:
+        if self._unread is None:
+            return False
+        return self.written - self._unread() < self.mark
 
 
 class HeldMessages:

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any, BinaryIO
 
-from dsh_daemon.host.outbox import HeldMessages, Mergeable, unread_probe
+from dsh_daemon.host.outbox import HeldMessages, Mergeable, ReadPosition, unread_probe
 
 logger = logging.getLogger(__name__)
 
@@ -30,21 +30,33 @@ class CoalescingWriter:
             probe = unread_probe(stream.fileno())
         except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream)
             probe = None
-        self.held = HeldMessages(self.write, probe)
+        self.position = ReadPosition(probe)
+        self._buffered = 0  # bytes in `_buffer`
+        self._streamed_end: int | None = None  # where in `_buffer` the last streamed frame ends
+        self.held = HeldMessages(self._write_streamed, self.position.behind)
 
     def send_mergeable(self, message: Mergeable) -> None:
-        """A streamed delta: held (and merged) while the client is behind, else written like any frame."""
+        """A streamed delta: held (and merged) while the client has not read the last one, else
+        written like any frame."""
         if self._broken:
             return
         if not self.held.offer(message):
-            self.write(message.encode())
+            self._write_streamed(message.encode())
+
+    def _write_streamed(self, data: bytes) -> None:
+        self.write(data)
+        self._streamed_end = self._buffered
 
     def write(self, data: bytes) -> None:
         if self._broken:
             return
         if self.held.pending:
-            self._buffer.append(self.held.release())  # held deltas first: nothing overtakes them
+            released = self.held.release()  # held deltas first: nothing overtakes them
+            self._buffer.append(released)
+            self._buffered += len(released)
+            self._streamed_end = self._buffered
         self._buffer.append(data)
+        self._buffered += len(data)
         if self._scheduled:
             return
         try:
@@ -62,9 +74,14 @@ class CoalescingWriter:
             return
         data = b"".join(self._buffer)
         self._buffer.clear()
+        self._buffered = 0
+        streamed_end, self._streamed_end = self._streamed_end, None
         try:
             self._stream.write(data)
             self._stream.flush()
+            if streamed_end is not None:
+                self.position.mark = self.position.written + streamed_end
+            self.position.written += len(data)
         except (BrokenPipeError, ValueError, OSError) as exc:  # the client went away
             self._broken = True
             logger.info("client went away: %s", exc)
@@ -72,7 +89,7 @@ class CoalescingWriter:
     def flush_all(self) -> None:
         """Everything, held deltas included, leaves now (the process is about to end)."""
         if self.held.pending:
-            self._buffer.append(self.held.release())
+            self._write_streamed(self.held.release())
         self.flush()
 
     def close(self) -> None:

@@ -186,7 +186,7 @@ def _check_block(deltas: list[dict[str, Any]], kind: str, expected: str) -> None
 
 def test_a_client_that_does_not_read_gets_the_deltas_merged_in_order(lsp: RawLsp, fake: FakeDeepSeek) -> None:
     reasoning = [f"think {i} " for i in range(300)]
-    text = [f"w{i}😀 " if i % 7 == 0 else f"w{i} " for i in range(2000)]  # offsets in UTF-16 units
+    text = [f"w{i}😀 " if i % 7 == 0 else f"w{i} " for i in range(5000)]  # offsets in UTF-16 units
     lines = [_reasoning(p) for p in reasoning] + [_content(p) for p in text]
     fake.script(Reply.stream(_stream(lines)))
     session_id = lsp.call("dsh/session/new", {})["sessionId"]
@@ -204,11 +204,15 @@ def test_a_client_that_does_not_read_gets_the_deltas_merged_in_order(lsp: RawLsp
     deltas = [e for e in events if e["type"] == "assistant/delta"]
     _check_block(deltas, "reasoning", "".join(reasoning))
     _check_block(deltas, "text", "".join(text))
-    assert len(deltas) * 10 < len(lines), f"{len(deltas)} notifications for {len(lines)} deltas"
-    # Once the first is unread, a delta leaves only when another event makes it: never two of one
-    # block in a row.
+    # The deltas of the first read all leave as they are (a pass of the daemon's loop writes what it
+    # made); one read holds at most a few hundred of them.
+    assert len(deltas) * 4 < len(lines), f"{len(deltas)} notifications for {len(lines)} deltas"
+    # After them, unread: a delta leaves only when another event makes it, never two of one block in
+    # a row.
     types = [e["type"] for e in events]
-    for before, after in itertools.pairwise(events):
+    first = types.index("assistant/delta")
+    after_first_read = next(i for i in range(first, len(types)) if types[i] != "assistant/delta")
+    for before, after in itertools.pairwise(events[after_first_read:]):
         if before["type"] == after["type"] == "assistant/delta":
             assert before["data"]["delta"]["type"] != after["data"]["delta"]["type"]
     # Nothing overtakes a held delta: every other event of the step comes after the last one.
