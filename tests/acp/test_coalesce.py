@@ -113,7 +113,7 @@ def _prompt(text: str) -> list[dict[str, Any]]:
 def test_a_client_that_does_not_read_gets_the_chunks_merged_in_order(
     acp: RawLines, fake: FakeDeepSeek
 ) -> None:
-    pieces = [f"w{i}😀 " if i % 7 == 0 else f"w{i} " for i in range(2000)]
+    pieces = [f"w{i}😀 " if i % 7 == 0 else f"w{i} " for i in range(5000)]
     fake.script(Reply.stream(text_stream(pieces)))
     request_id = acp.request("session/prompt", {"sessionId": acp.session_id, "prompt": _prompt("hi")})
     store = SessionStore(acp.state)
@@ -126,7 +126,9 @@ def test_a_client_that_does_not_read_gets_the_chunks_merged_in_order(
 
     chunks = acp.chunks()
     assert "".join(text for _, text in chunks) == "".join(pieces)
-    assert len(chunks) * 10 < len(pieces), f"{len(chunks)} chunks for {len(pieces)} deltas"
+    # The deltas of the first read leave as they are (one read holds at most a few hundred), the
+    # rest merged while they stay unread.
+    assert len(chunks) * 4 < len(pieces), f"{len(chunks)} chunks for {len(pieces)} deltas"
     # Nothing overtakes a held chunk: the prompt's answer comes after the last one.
     assert chunks[-1][0] < len(acp.received) - 1
 
