@@ -380,13 +380,15 @@ class SseProvider:
             # the tool's result answers the call just made (earlier rounds' results are history)
             has_tool_result = bool(body["messages"]) and body["messages"][-1].get("role") == "tool"
             start = time.perf_counter()
-            for index, event in enumerate(self._events(has_tool_result)):
+            for index, (number, event) in enumerate(self._events(has_tool_result)):
                 if self.interval:  # paced by the clock, so the loop's sleep granularity cannot slow the rate
                     due = start + index * self.interval - time.perf_counter()
                     if due > 0:
                         await writer.drain()
                         await asyncio.sleep(due)
                 data = event.encode()
+                if number is not None:
+                    self.writes[number] = time.perf_counter()  # stamped as the bytes go to the socket
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             writer.write(b"0\r\n\r\n")
             await writer.drain()
@@ -402,15 +404,13 @@ class SseProvider:
         if self.tool_command and not after_tool:
             call = {"index": 0, "id": "c1", "type": "function",
                     "function": {"name": "run_command", "arguments": json.dumps({"command": self.tool_command})}}  # fmt: skip
-            yield chunk({"tool_calls": [call]})
-            yield chunk({}, "tool_calls")
+            yield None, chunk({"tool_calls": [call]})
+            yield None, chunk({}, "tool_calls")
         else:
             for i in range(self.deltas):
-                text = chunk({"content": f"d{i} "})
-                self.writes[i] = time.perf_counter()  # stamped as the bytes are handed to the socket
-                yield text
-            yield chunk({}, "stop")
-        yield "data: [DONE]\n\n"
+                yield i, chunk({"content": f"d{i} "})
+            yield None, chunk({}, "stop")
+        yield None, "data: [DONE]\n\n"
 
 
 async def turn(peer: Peer, sid: str, text: str) -> None:
@@ -421,11 +421,13 @@ async def turn(peer: Peer, sid: str, text: str) -> None:
 
 
 def deltas_of(peer: Peer, since: int = 0) -> list[tuple[float, int]]:
+    """(when it arrived, its number) of every provider delta `d{n} ` received, merged ones included
+    (a client that falls behind gets several in one notification: protocol.md §7)."""
     out = []
     for stamp, message, _ in peer.messages[since:]:
         params = message.get("params") or {}
         if message.get("method") == "dsh/event" and params.get("type") == "assistant/delta":
-            out.append((stamp, int(params["data"]["delta"]["text"][1:])))
+            out.extend((stamp, int(word[1:])) for word in params["data"]["delta"]["text"].split())
     return out
 
 

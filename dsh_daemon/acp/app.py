@@ -268,6 +268,7 @@ class Daemon:
         self._options = parse_options(
             settings.state_dir, settings.env, settings.flags, dsh_options, what="_meta.dsh"
         )
+        self.connection.set_delta_window(self._options.delta_coalesce_s)
         self._client_capabilities = p.get("clientCapabilities")
         # Once this reply is written (the connection writes it before the loop runs anything else),
         # the session machinery loads while the client sends its first session request; config.json's

@@ -123,6 +123,7 @@ class AcpFrontEnd:
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
             ),
+            send_live=lambda update: self.connection.send_update_mergeable(session_id, update),
             cwd=str(workspace.cwd),
             context_window=options.context_window(options.model),
             title=lambda: self._title(session_id),

@@ -32,6 +32,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         # D6: running turns end aborted{shutdown}; queued prompts stay parked for the next load.
         await daemon.close()
         await connection.drain()
+        writer.flush_held()  # a chunk still held leaves before the process ends
         commands = sys.modules.get("dsh_daemon.tools.proctree")
         if commands is not None:  # processes commands left running in the background die with us
             commands.kill_all()

@@ -23,6 +23,7 @@ from dsh_daemon.acp.transport import (
     LineReader,
     LineWriter,
     Malformed,
+    MergeableUpdate,
     Notification,
     Request,
     RequestId,
@@ -85,6 +86,14 @@ class Connection:
 
     def notify(self, method: str, params: Any) -> None:
         self._writer.write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def set_delta_window(self, window_s: float) -> None:
+        """The client's `deltaCoalesceMs`: how long a live chunk waits for the next ones."""
+        self._writer.held.window_s = window_s
+
+    def send_update_mergeable(self, session_id: str, update: dict[str, Any]) -> None:
+        """A live `session/update` that may be merged with the next while the client is behind."""
+        self._writer.send_mergeable(MergeableUpdate(session_id, update))
 
     def send_request(self, method: str, params: Any) -> tuple[RequestId, asyncio.Future[Any]]:
         """Send a request to the client; the future resolves with its result (or ClientRequestError)."""

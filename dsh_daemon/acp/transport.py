@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeAlias
 
 from dsh_daemon.acp.errors import INVALID_REQUEST, PARSE_ERROR
+from dsh_daemon.host.outbox import HeldMessages, Mergeable, ReadPosition, unread_probe
 from dsh_daemon.model.jsondepth import (
     TooDeepError,
     UnusableNumberError,
@@ -203,17 +204,108 @@ class LineReader:
 
 
 class LineWriter:
-    """Writes whole lines to a binary stream; a lost client turns every later write into a no-op."""
+    """Writes whole lines to a binary stream; a lost client turns every later write into a no-op.
+
+    Live text chunks and command output come through `send_mergeable`: while the client has not
+    read what was written before, they are held and merged (`host/outbox.py`); any other message
+    first releases them, so nothing overtakes a held chunk."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
         self.closed = False
+        try:
+            probe = unread_probe(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream)
+            probe = None
+        self.position = ReadPosition(probe)
+        self.held = HeldMessages(self._write_streamed, self.position.behind)
 
     def write(self, message: dict[str, Any]) -> None:
         if self.closed:
             return
+        if self.held.pending:
+            self._write_streamed(self.held.release())  # held chunks first: nothing overtakes them
+        self._write(encode(message))
+
+    def send_mergeable(self, message: Mergeable) -> None:
+        if self.closed:
+            return
+        if not self.held.offer(message):
+            self._write_streamed(message.encode())
+
+    def flush_held(self) -> None:
+        """Held messages leave now (the process is about to end)."""
+        if self.held.pending:
+            self._write_streamed(self.held.release())
+
+    def _write_streamed(self, data: bytes) -> None:
+        self._write(data)
+        end = self.position.written
+        try:  # it counts once this pass of the loop is over: the messages one pass makes all leave
+            asyncio.get_running_loop().call_soon(self._set_mark, end)
+        except RuntimeError:
+            self._set_mark(end)
+
+    def _set_mark(self, end: int) -> None:
+        self.position.mark = max(self.position.mark, end)
+
+    def _write(self, data: bytes) -> None:
+        if self.closed:
+            return
         try:
-            self._stream.write(encode(message))
+            self._stream.write(data)
             self._stream.flush()
+            self.position.written += len(data)
         except (BrokenPipeError, OSError, ValueError):
             self.closed = True
+
+
+class MergeableUpdate:
+    """A live `session/update` that may merge with the next one: consecutive `agent_message_chunk`s
+    (or `agent_thought_chunk`s) of a session join their texts; consecutive live-output
+    `tool_call_update`s of one call keep only the later (its `content` replaces the earlier's)."""
+
+    __slots__ = ("_key", "_pieces", "_update", "session_id")
+
+    def __init__(self, session_id: str, update: dict[str, Any]) -> None:
+        self.session_id = session_id
+        self._update = update
+        self._pieces: list[str] = []
+        kind = update.get("sessionUpdate")
+        if kind == "tool_call_update":
+            self._key: tuple[Any, ...] | None = (kind, update.get("toolCallId"), tuple(update))
+        elif kind in ("agent_message_chunk", "agent_thought_chunk") and _text_of(update) is not None:
+            self._key = (kind,)
+        else:
+            self._key = None  # held in its turn, never merged
+
+    def absorb(self, later: Mergeable) -> bool:
+        if (
+            not isinstance(later, MergeableUpdate)
+            or self._key is None
+            or later._key != self._key
+            or later.session_id != self.session_id
+        ):
+            return False
+        if self._key[0] == "tool_call_update":
+            self._update, self._pieces = later._update, []
+        else:
+            self._pieces.append(_text_of(later._update) or "")
+            self._pieces.extend(later._pieces)
+        return True
+
+    def encode(self) -> bytes:
+        update = self._update
+        if self._pieces:
+            text = (_text_of(update) or "") + "".join(self._pieces)
+            update = {**update, "content": {**update["content"], "text": text}}
+        params = {"sessionId": self.session_id, "update": update}
+        return encode({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+
+def _text_of(update: dict[str, Any]) -> str | None:
+    content = update.get("content")
+    if isinstance(content, dict) and content.get("type") == "text" and set(content) == {"type", "text"}:
+        text = content.get("text")
+        return text if isinstance(text, str) else None
+    return None

@@ -201,6 +201,8 @@ class Translator:
     title last shown, the session's cost so far)."""
 
     send: Send
+    # Live deltas and command output: may be merged while the client is behind (acp/transport.py)
+    send_live: Send | None = None
     cwd: str | None = None
     context_window: int | None = None
     title: Callable[[], str | None] = lambda: None
@@ -282,7 +284,8 @@ class Translator:
         if call.sent + len(shown) > LIVE_RATIO * call.printed + LIVE_TAIL_CHARS:
             return
         call.sent += len(shown)
-        self.send(self.tool_call_update(output.call_id, status="in_progress", content=[text_content(shown)]))
+        update = self.tool_call_update(output.call_id, status="in_progress", content=[text_content(shown)])
+        (self.send_live or self.send)(update)
 
     def _on_tool_result(self, result: ToolResulted) -> None:
         call_id = result.call_id
@@ -406,7 +409,7 @@ class Translator:
             self._on_plan_event(event)
         if kind == ev.ASSISTANT_DELTA:
             delta = event.data["delta"]  # the hottest path: read as sent (payloads.AssistantDelta)
-            self._send_text(delta)
+            self._send_text(delta, self.send_live or self.send)
         elif kind == ev.USER_MESSAGE:
             # A prompt another window sent: shown as it is entered, so the answer that follows is a
             # reply of its own in this client, not text glued onto the reply it showed last.
@@ -448,7 +451,7 @@ class Translator:
             self._on_assistant_usage(logged)
             for block in logged.message.get("content") or ():
                 if isinstance(block, Mapping):
-                    self._send_text(block)
+                    self._send_text(block, self.send)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(ToolCalled.of(event), replay=True)
         elif kind == ev.TOOL_RESULT:
@@ -464,12 +467,12 @@ class Translator:
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
             self._stored_notice(event)
 
-    def _send_text(self, part: Mapping[str, Any]) -> None:
+    def _send_text(self, part: Mapping[str, Any], send: Send) -> None:
         """A live delta or a stored content block of text or reasoning, as its message chunk."""
         chunk = TEXT_CHUNKS.get(str(part.get("type")))
         text = part.get("text")
         if chunk is not None and isinstance(text, str) and text:
-            self.send({"sessionUpdate": chunk, "content": {"type": "text", "text": text}})
+            send({"sessionUpdate": chunk, "content": {"type": "text", "text": text}})
 
     def _replay_user(self, data: Mapping[str, Any]) -> None:
         source = data.get("source")

@@ -23,7 +23,7 @@ from dsh_daemon.host.config_file import (
     merge_objects,
     read_file_layer,
 )
-from dsh_daemon.host.errors import HostError
+from dsh_daemon.host.errors import HostError, shown
 from dsh_daemon.llm.config import ConfigError, ProviderConfig, load_provider_config
 from dsh_daemon.mcp.config import (
     McpConfigError,
@@ -37,7 +37,8 @@ from dsh_daemon.tools.config import ToolConfig, ToolConfigError
 
 DEFAULT_PERMISSION_TIMEOUT_S = 300.0
 # Keys that are not provider configuration (which is everything else, flat or inside `provider`).
-NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers"})
+NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers", "deltaCoalesceMs"})
+MAX_DELTA_COALESCE_MS = 1000.0
 
 
 class OptionsError(HostError, ValueError):
@@ -55,6 +56,9 @@ class DaemonOptions:
     # config.json's entries that were left out, each naming the file and the key (shown and logged by
     # the front ends: `report_file_problems`)
     file_problems: tuple[str, ...] = ()
+    # How long a streamed delta waits for the next ones to be merged with it even when the client
+    # keeps up (`deltaCoalesceMs`; 0: merged only while the client is behind, host/outbox.py)
+    delta_coalesce_s: float = 0.0
 
 
 def parse_options(
@@ -84,7 +88,24 @@ def parse_options(
         raise OptionsError(f"invalid dsh-daemon configuration: {exc}") from exc
     if timeout is None:
         timeout = layer.permission_timeout_s or DEFAULT_PERMISSION_TIMEOUT_S
-    return DaemonOptions(provider, timeout, tools, agent, mcp_servers, layer.problems)
+    window = _delta_coalesce_ms(raw.get("deltaCoalesceMs")) / 1000
+    return DaemonOptions(provider, timeout, tools, agent, mcp_servers, layer.problems, window)
+
+
+def _delta_coalesce_ms(value: Any) -> float:
+    """`deltaCoalesceMs`: a number of milliseconds from 0 to MAX_DELTA_COALESCE_MS (absent: 0)."""
+    if value is None:
+        return 0.0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_DELTA_COALESCE_MS  # NaN fails this too
+    ):
+        raise OptionsError(
+            "invalid dsh-daemon configuration: deltaCoalesceMs must be a number of milliseconds "
+            f"from 0 to {MAX_DELTA_COALESCE_MS:g}, not {shown(repr(value), 80)}"
+        )
+    return float(value)
 
 
 def parse_session_servers(raw: Any, where: str, *, acp: bool = False) -> ServerSource:

@@ -49,7 +49,7 @@ from dsh_daemon.host.startup_gc import resume_collection
 from dsh_daemon.server import params
 from dsh_daemon.server.errors import DshError
 from dsh_daemon.server.roots import check_root_uris
-from dsh_daemon.server.stdout import flush_made
+from dsh_daemon.server.stdout import flush_made, set_delta_window
 
 if TYPE_CHECKING:
     from dsh_daemon.host.early import EarlySessions
@@ -325,6 +325,7 @@ def register(daemon: Daemon) -> None:
             settings.state_dir, settings.env, settings.flags, options, what=INIT_OPTIONS
         )
         daemon.init = p
+        set_delta_window(ls.protocol, daemon.options.delta_coalesce_s)
 
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: LanguageServer, p: types.InitializedParams) -> None:
@@ -368,6 +369,7 @@ def register(daemon: Daemon) -> None:
             )
             return
         daemon.options = options
+        set_delta_window(ls.protocol, options.delta_coalesce_s)
         daemon.file_problems.report(options.file_problems)  # the file is read again: new mistakes
         if daemon._front_end is not None:
             daemon._front_end.host.reconfigure(options)

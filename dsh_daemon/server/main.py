@@ -57,7 +57,7 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO) -> int:
         protocol.set_writer(_Discard())
     finally:
         await daemon.close()
-        writer.flush()  # the shutdown's last events, before the process ends
+        writer.flush_all()  # the shutdown's last events, before the process ends
         reader.close()
         commands = sys.modules.get("dsh_daemon.tools.proctree")
         if commands is not None:  # processes commands left running in the background die with us
