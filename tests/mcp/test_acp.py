@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from acp import text_block
 from acp.schema import EnvVariable, McpServerStdio
@@ -12,6 +13,15 @@ from tests.acp.harness import acp_daemon, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.mcp.support import FIXTURE, alive, read_pids
 from tests.server.harness import tool_call_stream
+
+
+def call_titled(d: Any, session_id: str, title: str) -> str:
+    """The daemon's id of the tool call first announced with `title` (ids are the daemon's own)."""
+    return next(
+        u["toolCallId"]
+        for u in d.client.updates(session_id)
+        if u.get("sessionUpdate") == "tool_call" and u.get("title") == title
+    )
 
 
 async def test_session_new_mcp_servers_make_their_tools_available(tmp_path: Path, fake: FakeDeepSeek) -> None:
@@ -34,8 +44,9 @@ async def test_session_new_mcp_servers_make_their_tools_available(tmp_path: Path
         tools = {t["function"]["name"] for t in fake.requests[0].json["tools"]}
         assert "mcp__fix__echo" in tools
         (request,) = d.client.permission_requests  # asked by default
-        assert request["toolCall"]["toolCallId"] == "call_mcp_1"
-        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_mcp_1"]
+        call_id = request["toolCall"]["toolCallId"]  # the daemon's id, not the provider's call_mcp_1
+        assert call_id.startswith("call-")
+        updates = [u for u in d.client.updates(sid) if u.get("toolCallId") == call_id]
         assert updates[-1]["status"] == "completed"
         tool_messages = [m for m in fake.requests[1].json["messages"] if m["role"] == "tool"]
         assert tool_messages[-1]["content"] == "echo: from zed"
@@ -63,7 +74,8 @@ async def test_mcp_images_resources_progress_and_titles_reach_the_client(
         sid = (await d.conn.new_session(cwd=str(d.work), mcp_servers=[server])).session_id
         result = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("chart it")]))
         assert result.stop_reason == "end_turn"
-        chart = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_chart"]
+        chart_id = call_titled(d, sid, "fix: chart")
+        chart = [u for u in d.client.updates(sid) if u.get("toolCallId") == chart_id]
         asked = [r["toolCall"] for r in d.client.permission_requests]
         assert chart[0]["title"] == "fix: chart" and asked[0]["title"] == "Run chart (MCP server fix)"
         final = chart[-1]
@@ -97,7 +109,8 @@ async def test_mcp_images_resources_progress_and_titles_reach_the_client(
             "[resource file:///data/notes.md]\n# Notes\nfine"
         )
         # Progress notifications of the slow tool, as they came.
-        slow = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_slow"]
+        slow_id = call_titled(d, sid, "fix: slow")
+        slow = [u for u in d.client.updates(sid) if u.get("toolCallId") == slow_id]
         progress = [
             u["content"][0]["content"]["text"]
             for u in slow
@@ -112,7 +125,7 @@ async def test_mcp_images_resources_progress_and_titles_reach_the_client(
     fake.script()
     async with acp_daemon(tmp_path / "state", fake) as d:
         await settle(d.conn.load_session(cwd=str(d.work), session_id=sid, mcp_servers=[]))
-        replayed = [u for u in d.client.updates(sid) if u.get("toolCallId") == "call_chart"]
+        replayed = [u for u in d.client.updates(sid) if u.get("toolCallId") == chart_id]
         assert replayed[0]["title"] == "fix: chart"
         assert [c["content"]["type"] for c in replayed[-1]["content"]] == [
             "text",

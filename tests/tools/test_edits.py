@@ -198,4 +198,5 @@ def test_edit_tools_are_not_parallel_safe(kit: ToolKit) -> None:
         "edit_file": False,
         "write_file": False,
         "run_command": False,
+        "update_plan": False,  # plans are recorded in call order
     }

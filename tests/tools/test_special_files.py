@@ -19,7 +19,10 @@ from tests.tools.conftest import run_tool, text_of
 
 SPECIAL = ("pipe", "null", "zero")
 REFUSED = {"NOT_A_FILE", "OUTSIDE_WORKSPACE"}  # the symlink leads out of the workspace, to /dev
-NOT_OPENING_FILES = {"run_command"}  # runs a shell; what the shell opens is the command's business
+NOT_OPENING_FILES = {
+    "run_command",  # runs a shell; what the shell opens is the command's business
+    "update_plan",  # records a plan; opens no file
+}
 
 
 def special_files(root: Path) -> list[str]:
