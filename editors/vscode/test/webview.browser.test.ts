@@ -29,7 +29,8 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await page().locator('details.reasoning').getAttribute('open')).toBeNull();
     expect(await page().locator('details.reasoning .reasoning-text').textContent()).toBe(''); // put in only when opened
     await page().locator('details.reasoning summary').click();
-    expect(await page().locator('details.reasoning .reasoning-text').textContent()).toBe('thinking');
+    // Filled on the details' `toggle` event, which fires after the click returns: wait for it.
+    await expect.poll(() => page().locator('details.reasoning .reasoning-text').textContent()).toBe('thinking');
     expect(await page().locator('.tool.ok .tool-name').textContent()).toBe('run_command');
     expect(await page().locator('.tool .output').textContent()).toContain('3 passed');
     expect(await page().locator('.footer').first().textContent()).toContain('✓ completed · 10 in · 5 out tokens');
