@@ -95,6 +95,7 @@ class Chat:
         self.leaving = False  # we are shutting it down
         self.question: Question | None = None
         self.replaying = False
+        self.status_during_attach: str | None = None  # a live agent/status seen while attaching
         self.shown_seq = -1  # events up to this seq are already drawn (a transcript page)
         self.clearing = False
         self.failed = False  # a turn ended in error or a question had no answer (exit status)
@@ -150,6 +151,8 @@ class Chat:
             if kind in ("context/usage", "context/compacted", "request/header"):
                 self.status.on_event(kind, data)
             return
+        if self.replaying and kind == "agent/status" and seq is None:
+            self.status_during_attach = str(data["status"])
         if self.status.on_event(kind, data):
             if kind == "agent/status":
                 (self.idle.set if data["status"] == "idle" else self.idle.clear)()
@@ -473,6 +476,7 @@ class Chat:
         if page["turns"]:
             after = min(after, int(page["turns"][0]["startSeq"]) - 1)
         self.replaying = True
+        self.status_during_attach = None
         try:
             params: dict[str, Any] = {"sessionId": session_id}
             if after >= 0:
@@ -480,7 +484,10 @@ class Chat:
             attached = await self.rpc.request("dsh/session/attach", params)
         finally:
             self.replaying = False
-        self.status.state = attached.get("status", "idle")
+        # A live `agent/status` that came while the attach was answered is newer than the reply's
+        # `status` (a forked turn that ends during the attach: the reply said running, the idle
+        # came first, and the chat stayed "running" for good).
+        self.status.state = self.status_during_attach or attached.get("status", "idle")
         self.status.mode = str(attached.get("mode") or "ask")
         # The plan as the daemon folds the whole log: the replay above starts at the page's first turn.
         self.plan.current = structure(attached["plan"], PlanUpdated) if attached.get("plan") else None
