@@ -67,11 +67,15 @@ class _Channel:
             except BlockingIOError:
                 pass
             ready = loop.create_future()
-            loop.add_reader(self.sock.fileno(), _wake, ready)
+            fd = self.sock.fileno()
+            loop.add_reader(fd, _wake, ready)
             try:
                 await ready
             finally:
-                loop.remove_reader(self.sock.fileno())
+                # close() may have run while we waited (it stops watching fd itself): the socket's
+                # fileno is then -1, and asking the loop about -1 would turn a cancel into an error.
+                if self.sock.fileno() == fd:
+                    loop.remove_reader(fd)
 
     def close(self) -> None:
         """Stop watching the socket (now, not when a cancelled read unwinds) and close it."""

@@ -79,7 +79,7 @@ class Sandbox:
         stdin: int,
         stdout: int,
         stderr: int,
-        keep_leftovers: bool = True,
+        keep_leftovers: bool = False,
     ) -> SandboxedProcess:
         if self.policy.mode != "full-access":
             raise SandboxUnavailable(self.level.describe())

@@ -153,6 +153,40 @@ async def test_aclose_kills_kept_background_trees(scene: Scene, layers: str) -> 
 
 
 @pytest.mark.parametrize("layers", LAYERS)
+async def test_closing_a_kept_command_while_its_end_is_awaited_leaves_no_failed_task(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """close() while the kept tree's end-of-file is being awaited (a run_command cancelled, a session
+    closing): the waiting task ends quietly, not with "Invalid file descriptor: -1" left unretrieved."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    beat = scene.ws / "src" / "beat"
+    loop = asyncio.get_running_loop()
+    failures: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: failures.append(context))
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            process = await sandbox.spawn(
+                ["sh", "-c", f"setsid sh -c '{HEARTBEAT.format(beat=beat)}' >/dev/null 2>&1 &"],
+                cwd=scene.ws, env=command_env(scene), stdin=null, stdout=null, stderr=null, keep_leftovers=True,
+            )  # fmt: skip
+        finally:
+            os.close(null)
+        assert await process.wait() == 0
+        await _beating(beat)
+        waiting = process._eof  # the task awaiting the kept tree's end
+        assert waiting is not None and not waiting.done()
+        process.close()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert waiting.cancelled(), waiting
+        assert await _stops_beating(beat)
+    finally:
+        loop.set_exception_handler(None)
+    assert failures == []
+
+
+@pytest.mark.parametrize("layers", LAYERS)
 async def test_statuses_are_reported_as_subprocess_does(
     scene: Scene, layers: str, started: list[Sandbox]
 ) -> None:
