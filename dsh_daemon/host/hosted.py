@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.loop import Agent, AgentDisposedError
@@ -25,12 +26,15 @@ from dsh_daemon.model.events import SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
+    ProcessExited,
+    ProcessStopper,
     SandboxStatus,
     SandboxWidened,
     SessionModeSet,
     SessionSettingsSet,
     entry,
 )
+from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.wire import SessionMode
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
@@ -56,6 +60,7 @@ class HostedSession:
     # are refused with `session_busy` until it ends; it never waits for the client for long).
     rewinding: bool = False
     _sandbox_status: SandboxStatus | None = field(default=None, repr=False)
+    _stopping: asyncio.Task[None] | None = field(default=None, repr=False)  # a cancel's stop of processes
 
     def _refuse_while_rewinding(self) -> None:
         if self.rewinding:
@@ -122,14 +127,21 @@ class HostedSession:
         self._refuse_while_rewinding()
         return self.agent.wake()
 
-    def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
+    def cancel(self, cause: str = "user", *, keep_inbox: bool = False, stop_processes: bool = False) -> None:
+        """Abort the running turn; with `stop_processes`, the session's background processes are
+        stopped too (`until_settled` waits for them)."""
         self.agent.cancel(cause, keep_inbox=keep_inbox)
+        if stop_processes:
+            self._stopping = asyncio.get_running_loop().create_task(self._stop_all("cancel"))
 
     async def until_settled(self) -> None:
-        """Until the turn aborted by a cancel has ended (bounded: a tool that ignores cancellation
-        must not hold the client's request forever)."""
+        """Until the turn aborted by a cancel has ended and the processes it stopped have exited
+        (bounded: a tool that ignores cancellation must not hold the client's request forever)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.agent.until_retired(), CANCEL_SETTLE_S)
+        stopping, self._stopping = self._stopping, None
+        if stopping is not None:
+            await stopping
 
     def cancel_then_wake(self) -> None:
         """Abort the running turn keeping the queue, then run the queue once the turn has ended."""
@@ -241,6 +253,82 @@ class HostedSession:
             return
         log.append(*entry(SandboxWidened(**_snake(widening))), commit=True, ignorable=True)
 
+    # ---- background processes --------------------------------------------------------------------
+
+    def wire_processes(self, output_dir: Path) -> None:
+        """The session's background processes keep their output under `output_dir` and record each
+        exit in the log. A process the log says started but never says ended belonged to a daemon
+        that stopped driving the session without saying so (killed): it is recorded as ended by
+        that (`daemon-stopped`) before anything else, and the numbering goes on after the log's."""
+        processes = self.tools.kit.processes
+        processes.output_dir = output_dir
+        processes.on_exited = self._record_process_exit
+        entries = fold_processes(self._process_events())
+        processes.next_number = 1 + max((_number(e.started.process_id) for e in entries), default=0)
+        for entry_ in entries:
+            if entry_.running:
+                self._record_process_exit(
+                    ProcessExited(entry_.started.process_id, stopped_by="daemon-stopped")
+                )
+
+    def _process_events(self) -> list[Event]:
+        """The log's process events, without reading the whole log: those before the events held in
+        memory from the store (a resume from a snapshot holds only the newest), then the held ones."""
+        log = self.agent.log
+        events, base = log.events, log.events.base
+        older: list[Event] = []
+        if base:
+            older = [
+                e for t in sorted(PROCESS_EVENTS) for e in log.store.load_events_of_type(self.session_id, t)
+            ]
+            older = sorted((e for e in older if (e.seq or 0) < base), key=lambda e: e.seq or 0)
+        return older + [e for e in events.tail() if e.type in PROCESS_EVENTS]
+
+    def _record_process_exit(self, payload: ProcessExited) -> None:
+        """A durable `process/exited` (on disk on return), while this process drives the session."""
+        log = self.agent.log
+        if log.lease_lost is not None:
+            return
+        try:
+            log.append(*entry(payload), commit=True, ignorable=True)
+        except Exception:  # a closed store (the daemon's last moments): the next driver records it
+            logger.warning(
+                "session %s: the exit of %s could not be recorded", self.session_id, payload.process_id
+            )
+
+    def processes(self) -> list[dict[str, Any]]:
+        """`dsh/process/list`: the log's processes, with what this daemon knows live of its own."""
+        live = {p.process_id: p for p in self.tools.kit.processes.all()}
+        out = []
+        for entry_ in fold_processes(self._process_events()):
+            item = entry_.to_json()
+            process = live.get(entry_.started.process_id)
+            if process is not None:
+                item["running"] = process.running
+            out.append(item)
+        return out
+
+    async def stop_process(self, process_id: str) -> dict[str, Any]:
+        """The person's stop: `{stopped, exitCode?, signal?}` (`stopped` false: it had ended)."""
+        processes = self.tools.kit.processes
+        process = processes.get(process_id)  # ProcessNotFound: the caller types it
+        was_running = process.running
+        await processes.stop(process_id, "person")
+        result: dict[str, Any] = {"stopped": was_running}
+        if process.exit_code is not None:
+            result["exitCode"] = process.exit_code
+        if process.signal is not None:
+            result["signal"] = process.signal
+        return result
+
+    def stop_processes_now(self, by: ProcessStopper) -> None:
+        """Before the session is let go (its log closes after): every running process gets SIGTERM
+        (SIGKILL follows when the tools close) and its `process/exited` is written now."""
+        self.tools.kit.processes.stop_all_now(by)
+
+    async def _stop_all(self, by: ProcessStopper) -> None:
+        await self.tools.kit.processes.stop_all(by)
+
     # ---- permissions -------------------------------------------------------------------------------
 
     def grants(self) -> list[dict[str, Any]]:
@@ -256,6 +344,10 @@ class HostedSession:
         dropped = set(allowed) if scope is None else ({scope} & allowed)
         allowed.difference_update(dropped)
         return len(dropped)
+
+
+def _number(process_id: str) -> int:
+    return int(process_id[1:]) if process_id[1:].isdigit() else 0
 
 
 def _snake(data: Mapping[str, Any]) -> dict[str, Any]:

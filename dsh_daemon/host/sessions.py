@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ from dsh_daemon.model.payloads import (
     entry,
 )
 from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
+from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.wire import SESSION_MODES, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
@@ -74,6 +76,7 @@ from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LI
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.policy import PermissionPolicy
+from dsh_daemon.tools.processes import ProcessNotFound, tail_text
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -470,6 +473,7 @@ class SessionHost:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
+        hosted.wire_processes(self.processes_dir(session_id))
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)
@@ -696,10 +700,16 @@ class SessionHost:
         if session_id not in self.sessions:
             leases.release(session_id)
 
+    def processes_dir(self, session_id: str) -> Path:
+        """Where a session's background processes keep their output (removed with the session)."""
+        return self.state_dir / "processes" / session_id
+
     def _release_if_idle(self, session_id: str) -> bool:
         hosted = self.sessions.get(session_id)
         if hosted is None or not hosted.detached:
             return True  # followed again meanwhile: it stays
+        if not hosted.agent.running:
+            hosted.stop_processes_now("session-close")  # recorded while the log is still ours
         if not self.manager.release_idle_session(session_id):
             return False
         self._cleanup(hosted, deleted=False)  # its tools go with it; a later open builds them again
@@ -740,6 +750,37 @@ class SessionHost:
         store = self.manager.store
         events = [e for kind in sorted(PLAN_EVENTS) for e in store.load_events_of_type(session_id, kind)]
         return current_plan(sorted(events, key=lambda e: e.seq or 0))
+
+    # ---- background processes (tools/processes.py) -----------------------------------------------------
+
+    def process_list(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's background processes: live from this process when it drives the session,
+        else as its log says (a session no daemon drives has none running, whatever its log says)."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return hosted.processes()
+        self.manager.info(session_id)  # UnknownSessionError for a session that does not exist
+        store = self.manager.store
+        events = [e for kind in sorted(PROCESS_EVENTS) for e in store.load_events_of_type(session_id, kind)]
+        return [e.to_json() for e in fold_processes(sorted(events, key=lambda e: e.seq or 0))]
+
+    def process_output(self, session_id: str, process_id: str, max_chars: int) -> dict[str, Any]:
+        """The newest output of one of the session's processes, from its file (so also after a
+        restart, and for a session another process drives)."""
+        known = {p["processId"]: p for p in self.process_list(session_id)}
+        process = known.get(process_id)
+        if process is None:
+            raise invalid_params(f"no background process {shown(process_id)} in session {session_id}")
+        text, truncated = tail_text(self.processes_dir(session_id) / f"{process_id}.log", max_chars)
+        return {"processId": process_id, "text": text, "truncated": truncated, "running": process["running"]}
+
+    async def process_stop(self, session_id: str, process_id: str) -> dict[str, Any]:
+        """The person's stop (drives the session; another process's: `session_busy`)."""
+        hosted = self.session(session_id)
+        try:
+            return await hosted.stop_process(process_id)
+        except ProcessNotFound as exc:
+            raise invalid_params(str(exc)) from None
 
     def mode(self, session_id: str) -> str:
         hosted = self.sessions.get(session_id)
@@ -852,6 +893,7 @@ class SessionHost:
             self._cleanup(hosted, deleted=True)
         else:
             self.front_end.session_closed(session_id, deleted=True)
+        shutil.rmtree(self.processes_dir(session_id), ignore_errors=True)  # its processes' output
 
     async def close_session(self, session_id: str) -> None:
         """Stop driving the session here: a running turn ends aborted, queued input stays parked."""
@@ -859,6 +901,7 @@ class SessionHost:
         if hosted is None:
             return
         self._unfollow(hosted)
+        hosted.stop_processes_now("session-close")  # recorded while the log is still ours
         try:
             await self.manager.close_session(session_id)
         finally:
@@ -893,6 +936,8 @@ class SessionHost:
                 self._give_back(session_id)
             except Exception:
                 logger.exception("could not give session %s back", session_id)
+        for hosted in list(self.sessions.values()):
+            hosted.stop_processes_now("shutdown")  # recorded before the store closes
         await self.manager.close()
         for hosted in list(self.sessions.values()):
             self._cleanup(hosted, deleted=False)

@@ -39,14 +39,17 @@ class SessionTools:
     mcp: McpTools | None
 
     def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Stop the MCP servers and the commands' sandbox (every process tree they started killed)
-        without waiting; the task joins `tasks`."""
-        mcp, sandbox = self.mcp, self.kit.sandbox
+        """Stop the background processes, the MCP servers and the commands' sandbox (every process
+        tree they started killed) without waiting; the task joins `tasks`."""
+        mcp, sandbox, processes = self.mcp, self.kit.sandbox, self.kit.processes
 
         async def close() -> None:
             try:
-                if mcp is not None:
-                    await mcp.aclose()
+                try:
+                    await processes.aclose()  # each stopped and followed to its end
+                finally:
+                    if mcp is not None:
+                        await mcp.aclose()
             finally:
                 await sandbox.aclose()
 

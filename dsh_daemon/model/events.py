@@ -43,6 +43,8 @@ SESSION_NOTICE = "session/notice"  # written ignorable, as session/mode
 SESSION_SETTINGS = "session/settings"  # written ignorable, as session/mode
 SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person granted
 PLAN_UPDATED = "plan/updated"  # written ignorable, as session/mode
+PROCESS_STARTED = "process/started"  # written ignorable: a background process (tools/processes.py)
+PROCESS_EXITED = "process/exited"  # written ignorable, as process/started
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -71,6 +73,8 @@ DURABLE_TYPES = frozenset(
         SESSION_SETTINGS,
         SANDBOX_WIDENED,
         PLAN_UPDATED,
+        PROCESS_STARTED,
+        PROCESS_EXITED,
         LOG_GAP,
     }
 )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs, UriStr
-from dsh_daemon.model.payloads import PlanUpdated
+from dsh_daemon.model.payloads import PlanUpdated, ProcessStopper
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -246,6 +246,7 @@ class CancelParams:
     session_id: SessionId
     keep_inbox: bool = False
     cause: Literal["user", "hook"] = "user"
+    stop_processes: bool = False  # the session's background processes are stopped too (§12)
 
 
 @dataclass(frozen=True)
@@ -458,6 +459,62 @@ class DshClientCapabilities:
     language_features: tuple[Literal["definition", "references", "symbols", "hover"], ...] | None = None
 
 
+# ---- background processes (§12) --------------------------------------------------------------------
+
+PROCESS_OUTPUT_DEFAULT_CHARS = 20_000
+PROCESS_OUTPUT_MAX_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class ProcessParams:
+    session_id: SessionId
+    process_id: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class ProcessOutputParams:
+    session_id: SessionId
+    process_id: NonEmptyStr
+    max_chars: PositiveInt | None = None  # default 20,000; above 200,000: 200,000
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A `process/started`'s data, `running`, and once it ended its `process/exited`'s."""
+
+    process_id: str
+    name: str
+    command: str
+    pid: int
+    confined: bool
+    running: bool
+    turn: int | None = None
+    call_id: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    stopped_by: ProcessStopper | None = None
+
+
+@dataclass(frozen=True)
+class ProcessListResult:
+    processes: tuple[ProcessInfo, ...]
+
+
+@dataclass(frozen=True)
+class ProcessOutputResult:
+    process_id: str
+    text: str
+    truncated: bool  # older output was left out (the file keeps the newest 256 KiB or more)
+    running: bool
+
+
+@dataclass(frozen=True)
+class ProcessStopResult:
+    stopped: bool  # false: it had ended already
+    exit_code: int | None = None
+    signal: int | None = None
+
+
 # ---- what the daemon sends -------------------------------------------------------------------------
 
 
@@ -499,6 +556,7 @@ class DshCapabilities:
     take_over: bool | None = None
     modes: bool | None = None
     models: bool | None = None
+    processes: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -540,6 +598,9 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/inject", PresetSendParams, SendResult, "context: next-step, not waking"),
     Method("dsh/cancel", CancelParams, Empty, "abort the running turn (keepInbox: keep the queue)"),
     Method("dsh/wake", SessionParams, WakeResult, "run parked work now"),
+    Method("dsh/process/list", SessionParams, ProcessListResult, "the session's background processes"),
+    Method("dsh/process/output", ProcessOutputParams, ProcessOutputResult, "a process's newest output"),
+    Method("dsh/process/stop", ProcessParams, ProcessStopResult, "stop a background process"),
     Method("dsh/inbox/list", SessionParams, Inbox, "the pending items"),
     Method("dsh/inbox/remove", InboxRemoveParams, InboxRemoveResult, "remove a pending item"),
     Method("dsh/inbox/replace", InboxReplaceParams, SendResult, "replace a pending item in place"),

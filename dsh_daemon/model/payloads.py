@@ -321,6 +321,40 @@ class PlanUpdated(Payload):
     call_id: str | None = None
 
 
+ProcessStopper = Literal["agent", "person", "cancel", "session-close", "shutdown", "daemon-stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStarted(Payload):
+    """A background process `run_command` started (`background: true`): `processId` names it for the
+    process tools and `dsh/process/*`; its output stays out of the log (a bounded file of the
+    session's, `dsh/process/output`). Written between its call's `tool/call` and `tool/result`."""
+
+    TYPE: ClassVar[str] = ev.PROCESS_STARTED
+    process_id: str
+    name: str
+    command: str
+    pid: int
+    confined: bool
+    turn: int | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExited(Payload):
+    """A background process ended: `exitCode` (None when a signal ended it: `signal`), and who stopped
+    it (`stoppedBy`; None: it ended by itself): the agent (`process_stop`), the person
+    (`dsh/process/stop`), a cancel that stopped processes, the session's close here, the daemon's
+    shutdown, or `daemon-stopped`: the daemon that ran it ended without saying so (killed); the next
+    driver writes this for it."""
+
+    TYPE: ClassVar[str] = ev.PROCESS_EXITED
+    process_id: str
+    exit_code: int | None = None
+    signal: int | None = None
+    stopped_by: ProcessStopper | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class LogGap(Payload):
     """This seq (one of `from`..`to`) was reserved by a driver that stopped before storing it: an event
@@ -457,6 +491,8 @@ PAYLOADS: dict[str, Any] = {
         FilesRewound,
         ConversationCut,
         PlanUpdated,
+        ProcessStarted,
+        ProcessExited,
         LogGap,
         StatusChanged,
         InboxInserted,

@@ -131,6 +131,7 @@ class DshProtocol(LanguageServerProtocol):
                 "takeOver": True,  # dsh/session/takeOver (§3)
                 "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
                 "models": True,  # dsh/models/list (§1)
+                "processes": True,  # background processes: dsh/process/*, process/* events (§12)
             }
         }
         return result
@@ -487,9 +488,19 @@ def register(daemon: Daemon) -> None:
         # the cancel acts on what was running when it arrived. (An `async def` would run only after the
         # frames pipelined behind it, and abort the turn a following send had just started.)
         session = daemon.front_end.session(p.session_id)
-        session.cancel(p.cause, keep_inbox=p.keep_inbox)
+        session.cancel(p.cause, keep_inbox=p.keep_inbox, stop_processes=p.stop_processes)
         yield session.until_settled, (), {}
         return m.Empty()
+
+    def process_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return {"processes": daemon.front_end.host.process_list(p.session_id)}
+
+    def process_output(ls: LanguageServer, p: m.ProcessOutputParams) -> dict[str, Any]:
+        max_chars = min(p.max_chars or m.PROCESS_OUTPUT_DEFAULT_CHARS, m.PROCESS_OUTPUT_MAX_CHARS)
+        return daemon.front_end.host.process_output(p.session_id, p.process_id, max_chars)
+
+    async def process_stop(ls: LanguageServer, p: m.ProcessParams) -> dict[str, Any]:
+        return await daemon.front_end.host.process_stop(p.session_id, p.process_id)
 
     def wake(ls: LanguageServer, p: m.SessionParams) -> m.WakeResult:
         return m.WakeResult(daemon.front_end.session(p.session_id).wake())
@@ -556,6 +567,9 @@ def register(daemon: Daemon) -> None:
         "dsh/inject": sender("dsh/inject", "inject"),
         "dsh/cancel": cancel,
         "dsh/wake": wake,
+        "dsh/process/list": process_list,
+        "dsh/process/output": process_output,
+        "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,
         "dsh/inbox/remove": inbox_remove,
         "dsh/inbox/replace": inbox_replace,

@@ -123,6 +123,8 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         Each(("steps",), (Field(("title",), TEXT), Field(("status",), TEXT))),
         Field(("note",), TEXT, optional=True),
     ),
+    ev.PROCESS_STARTED: (Field(("processId",), TEXT), Field(("command",), TEXT)),
+    ev.PROCESS_EXITED: (Field(("processId",), TEXT),),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 

@@ -28,13 +28,16 @@ from dsh_daemon.agent.budget import GENERIC_HINT, SNAP, marker
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.model.jsonvalue import FrozenDict, thaw
 from dsh_daemon.model.messages import TextBlock
-from dsh_daemon.tools.base import ToolBase, get_str, make_spec, short
+from dsh_daemon.model.payloads import ProcessStarted
+from dsh_daemon.tools.base import ToolBase, get_bool, get_opt_str, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.config import SandboxSettings
 from dsh_daemon.tools.editor import EditorServices, NoEditor
 from dsh_daemon.tools.environment import DaemonSecrets, blanked_secret_names, scrubbed_environment
 from dsh_daemon.tools.errors import InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
+from dsh_daemon.tools.process_tools import output_section, process_meta
+from dsh_daemon.tools.processes import BackgroundProcess, BackgroundProcesses, process_name
 from dsh_daemon.tools.sandboxing import (
     CommandSandbox,
     SandboxedProcess,
@@ -118,10 +121,20 @@ class RunCommandTool(ToolBase):
         "run_command",
         "Run a shell command in the session directory (stdout and stderr combined, no input). "
         "Killed with everything it started on timeout or cancel; background processes still holding "
-        "the output when it exits are killed too. Long output keeps its beginning and end.",
+        "the output when it exits are killed too. Long output keeps its beginning and end. A server or a "
+        "watcher that does not end by itself: use background: true.",
         {
             "command": {"type": "string", "description": "The shell command line."},
             "timeout": {"type": "number", "description": "Seconds before it is killed (default 120)."},
+            "background": {
+                "type": "boolean",
+                "description": (
+                    "Run it in the background (a dev server, a watcher): returns at once with a process "
+                    "id and its first output; it keeps running across turns until process_stop or the "
+                    "session ends. Read it with process_read, write to it with process_write."
+                ),
+            },
+            "name": {"type": "string", "description": "With background: a short name the person sees."},
             "escalate": {
                 "type": "object",
                 "description": (
@@ -160,6 +173,7 @@ class RunCommandTool(ToolBase):
         editor: EditorServices | None = None,
         secrets: DaemonSecrets | None = None,
         sandbox: CommandSandbox | None = None,
+        processes: BackgroundProcesses | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits
@@ -168,6 +182,7 @@ class RunCommandTool(ToolBase):
         self.checkpoints = checkpoints
         self.editor = editor or NoEditor()
         self.sandbox = sandbox or CommandSandbox(workspace, SandboxSettings())
+        self.processes = processes or BackgroundProcesses(self.sandbox, limits)
 
     def widening(self, args: Mapping[str, Any]) -> Widening | None:
         """The call's `escalate`, checked (`InvalidArgumentsError` when malformed); None without one."""
@@ -176,10 +191,11 @@ class RunCommandTool(ToolBase):
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
         command = short(str(args.get("command", "?")))
+        run = "run in the background" if args.get("background") is True else "run"
         widening = self._widening_or_none(args)
         if widening is not None:
-            return f"Widen the sandbox ({widening.describe()}) to run: {command}"
-        return f"Run: {command}"
+            return f"Widen the sandbox ({widening.describe()}) to {run}: {command}"
+        return f"{run.capitalize()}: {command}"
 
     def permission_scope(self, args: Mapping[str, Any]) -> str | None:
         widening = self._widening_or_none(args)
@@ -193,6 +209,8 @@ class RunCommandTool(ToolBase):
             return None
         preview: dict[str, Any] = {"command": command, "cwd": str(self.workspace.cwd)}
         preview["sandbox"] = self.sandbox.mode
+        if args.get("background") is True:
+            preview["background"] = True
         widening = self.widening(args)
         if widening is not None:
             preview["escalation"] = widening.to_json()
@@ -215,17 +233,92 @@ class RunCommandTool(ToolBase):
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         command = get_str(args, "command", allow_empty=False)
         timeout = self._timeout(args)
+        background = get_bool(args, "background")
+        name = get_opt_str(args, "name")
         widening = self.widening(args)
         if widening is not None:
             refusal = self._check_widening(command, widening, ctx)
             if refusal is not None:
                 return refusal
         ctx.signal.check()
+        if background:
+            return await self._start_background(command, name, ctx, widening)
         if self.checkpoints is None:
             return await self._run(command, ctx, limit_s=timeout, widening=widening)
         # The work tree before and after the command, so a rewind can restore what it changed.
         async with self.checkpoints.command(ctx.call):
             return await self._run(command, ctx, limit_s=timeout, widening=widening)
+
+    async def _start_background(
+        self, command: str, name: str | None, ctx: ToolContext, widening: Widening | None
+    ) -> ToolOutcome:
+        """Started and left running (tools/processes.py owns it from here): a durable
+        `process/started`, then the output it wrote within `process_first_output_s` (or until it
+        exited), read from its cursor like `process_read`."""
+        if self.sandbox.session_mode() == "plan":
+            return ToolOutcome.error(
+                "Error: plan mode runs commands read-only and in the foreground; the person can leave "
+                "plan mode",
+                "SANDBOX_DENIED",
+            )
+        running = self.processes.running()
+        if len(running) >= self.limits.process_max_running:
+            names = ", ".join(f"{p.process_id} ({short(p.name, 40)})" for p in running)
+            return ToolOutcome.error(
+                f"Error: {len(running)} background processes run already (at most "
+                f"{self.limits.process_max_running}): {names}; stop one with process_stop first",
+                "TOO_MANY_PROCESSES",
+            )
+        env = {**scrubbed_environment(os.environ, self.secrets), **_ENV_DEFAULTS}
+        try:
+            if self.checkpoints is None:
+                process = await self._spawn_background(command, name, env, widening)
+            else:
+                async with self.checkpoints.command(ctx.call):  # what starting it changed, for a rewind
+                    process = await self._spawn_background(command, name, env, widening)
+        except SandboxUnavailable as exc:
+            text = unavailable_message(str(exc) or self.sandbox.status()["level"], self.sandbox.mode)
+            return ToolOutcome.error(f"Error: {text}", "SANDBOX_UNAVAILABLE")
+        call = ctx.call
+        ctx.log_event(
+            ProcessStarted(
+                process.process_id,
+                process.name,
+                command,
+                process.pid,
+                process.confined,
+                call.turn,
+                call.call_id,
+            ),
+            ignorable=True,
+        )
+        await process.wait_for(None, self.limits.process_first_output_s, ctx.signal.wait())
+        text, skipped = process.take_unread(self.limits.process_read_chars)
+        head = f"Started {process.process_id} in the background (pid {process.pid}): {short(command)}\n"
+        body = output_section(process, text, skipped)
+        if process.running:
+            body += (
+                f"\n[read more with process_read {{process_id: {process.process_id!r}}} (wait_for waits for "
+                "a line), write with process_write, stop it with process_stop]"
+            )
+        if process.confined and not self.sandbox.level().namespaces:
+            body += (
+                "\n[in this sandbox (Landlock and seccomp, no namespaces) commands cannot serve or reach "
+                "each other on loopback: a local server needs the person to widen the sandbox]"
+            )
+        return ToolOutcome.text(head + body, meta=process_meta(process))
+
+    async def _spawn_background(
+        self, command: str, name: str | None, env: Mapping[str, str], widening: Widening | None
+    ) -> BackgroundProcess:
+        return await self.processes.start(
+            [self.shell, "-c", command],
+            command=command,
+            name=process_name(command, name),
+            cwd=self.workspace.cwd,
+            env=env,
+            widening=widening,
+        )
 
     def _check_widening(self, command: str, widening: Widening, ctx: ToolContext) -> ToolOutcome | None:
         """A widening runs only when the person approved exactly it, now or for the session; each

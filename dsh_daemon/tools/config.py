@@ -16,7 +16,7 @@ from dsh_daemon.tools.limits import ToolLimits
 # "sandbox": allow when the command runs confined, ask when it does not (`run_command` only).
 Mode: TypeAlias = Literal["allow", "ask", "deny", "sandbox"]
 MODES: frozenset[str] = frozenset({"allow", "ask", "deny"})
-SANDBOX_MODE_TOOLS = frozenset({"run_command"})  # the tools that take the "sandbox" mode
+SANDBOX_MODE_TOOLS = frozenset({"run_command", "process_write"})  # the tools that take the "sandbox" mode
 SandboxMode: TypeAlias = Literal["read-only", "workspace-write", "full-access"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
 DEFAULT_SANDBOX_MODE: SandboxMode = "workspace-write"
@@ -31,6 +31,9 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "edit_file": "ask",
         "write_file": "ask",
         "run_command": "sandbox",
+        "process_read": "allow",  # reads what the agent's own background process wrote
+        "process_stop": "allow",  # stops what the agent started
+        "process_write": "sandbox",  # input to a process is like a command: asked when it is unconfined
     }
 )
 CONFIG_KEYS = frozenset({"permissions", "limits", "shell", "ripgrep", "sandbox"})

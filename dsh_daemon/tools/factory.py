@@ -22,6 +22,8 @@ from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
 from dsh_daemon.tools.notices import ChangedFilesNotice
 from dsh_daemon.tools.plan import UpdatePlanTool
 from dsh_daemon.tools.policy import PermissionPolicy
+from dsh_daemon.tools.process_tools import ProcessReadTool, ProcessStopTool, ProcessWriteTool
+from dsh_daemon.tools.processes import BackgroundProcesses
 from dsh_daemon.tools.read_file import ReadFileTool
 from dsh_daemon.tools.sandboxing import CommandSandbox
 from dsh_daemon.tools.tracking import ReadTracker
@@ -33,6 +35,7 @@ class ToolKit(NamedTuple):
     hooks: Hooks  # only pre_execute / post_execute are filled; merge them into the session's Hooks
     files_seen: ReadTracker  # what the model has seen of each file (a rewind moves it back)
     sandbox: CommandSandbox  # where the session's commands run (closed with the session)
+    processes: BackgroundProcesses  # the session's background processes (closed before the sandbox)
 
 
 def build_tool_registry(
@@ -67,6 +70,7 @@ def build_tool_registry(
     ripgrep = parsed.ripgrep
     editor = editor or NoEditor()
     sandbox = CommandSandbox(workspace, parsed.sandbox)
+    processes = BackgroundProcesses(sandbox, limits)
 
     registry = registry if registry is not None else ToolRegistry()
     registry.result_max_chars = limits.result_max_chars
@@ -86,7 +90,11 @@ def build_tool_registry(
             editor=editor,
             secrets=secrets,
             sandbox=sandbox,
+            processes=processes,
         ),
+        ProcessReadTool(processes, limits),
+        ProcessWriteTool(processes),
+        ProcessStopTool(processes, limits),
     ]
     if editor.diagnostics_supported:
         tools.append(DiagnosticsTool(workspace, editor))
@@ -98,4 +106,4 @@ def build_tool_registry(
     policy = PermissionPolicy(registry, workspace, modes)
     sandbox.session_mode = lambda: policy.session_mode  # plan mode runs commands read-only
     hooks = Hooks(pre_execute=[policy], post_execute=[ChangedFilesNotice(tracker, workspace)])
-    return ToolKit(registry, hooks, tracker, sandbox)
+    return ToolKit(registry, hooks, tracker, sandbox, processes)

@@ -32,6 +32,11 @@ class ToolLimits:
     command_stream_chars: int = 1_000_000  # live tool/output; past it the client gets one notice
     command_kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL
     command_drain_grace_s: float = 1.0  # after the shell exits, leftovers holding the pipe are killed
+    process_max_running: int = 8  # background processes of one session running at once
+    process_first_output_s: float = 1.0  # run_command background: how long it waits for first output
+    process_read_chars: int = 16_000  # one process_read's text: the newest unread output
+    process_buffer_chars: int = 1_000_000  # a process's newest output kept in memory for process_read
+    process_log_bytes: int = 256 * 1024  # its output file keeps the newest this to twice this
     tracked_files: int = 256  # files remembered for the "changed since you read it" notice
     result_max_chars: int = 64_000  # any tool's result text: head and tail kept, the middle elided
     checkpoint_bytes: int = 256 * 1024 * 1024  # a session's stored checkpoint contents; oldest dropped

@@ -19,6 +19,7 @@ from dsh_daemon.tools.base import ToolBase
 from dsh_daemon.tools.command import RunCommandTool
 from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
+from dsh_daemon.tools.process_tools import ProcessWriteTool
 from dsh_daemon.tools.workspace import Workspace
 
 # What plan mode offers: the tools that only read (the editor's diagnostics and language features too),
@@ -71,6 +72,10 @@ class PermissionPolicy:
         tool = self.registry.get(call.name)
         if mode in ("allow", "sandbox") and isinstance(tool, RunCommandTool):
             mode = self._command_mode(tool, call, mode)
+        elif mode == "sandbox" and isinstance(tool, ProcessWriteTool):
+            # What a process reads may be commands: a confined one's input is allowed, an unconfined
+            # one's asked, as its command was.
+            mode = "allow" if tool.confined(call.args or {}) else "ask"
         if mode == "allow":
             return Allow()
         if mode == "deny":

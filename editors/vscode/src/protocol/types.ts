@@ -169,6 +169,10 @@ export interface EventDataMap {
   'conversation/cut': { beforeTurn: number };
   /** The agent's whole plan after an `update_plan` call; a `conversation/cut` takes back the cut turns' plans. */
   'plan/updated': { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
+  /** A background process `run_command` started (daemons with `processes`); its output: `dsh/process/output`. */
+  'process/started': { processId: string; name: string; command: string; pid: number; confined: boolean; turn?: number; callId?: string };
+  /** A background process ended; `stoppedBy` absent: it ended by itself. */
+  'process/exited': { processId: string; exitCode?: number; signal?: number; stoppedBy?: 'agent' | 'person' | 'cancel' | 'session-close' | 'shutdown' | 'daemon-stopped' };
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
