@@ -77,6 +77,13 @@ TOOL_GUIDANCE: tuple[tuple[str, str], ...] = (
         "run_command: check the exit code and the output before you go on; a non-zero exit means "
         "the command failed.",
     ),
+    (
+        "process_read",
+        "Start a dev server, a watcher or anything that does not end by itself with run_command "
+        "background: true (never with & or nohup); wait for it to be ready with process_read wait_for, "
+        "and stop it with process_stop when you no longer need it. Reach a local server directly "
+        "(curl --noproxy '*', or a client without the HTTP proxy): the proxy does not reach it.",
+    ),
     ("grep", "Use grep, find_files and list_dir to find code instead of guessing paths."),
     (
         "definition",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.chat import plan as plans
+from dsh_daemon.chat import processes
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
@@ -33,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "/clear": "cancel the running turn and discard the whole queue",
     "/plan": "the agent's plan, every step (while a turn runs it also shows above the input)",
     "/show": "/show [N] — the diff or whole output of tool call N (the last without N)",
+    "/ps": processes.USAGE_PS,
+    "/kill": processes.USAGE_KILL,
     "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
     "/model": "/model [NAME] — list the models, or switch (from the next request)",
     "/context": "how full the context window is, and with what",
@@ -46,7 +49,13 @@ COMMANDS: dict[str, str] = {
     "/help": "this list",
     "/quit": "leave (Ctrl-D)",
 }
-NEEDS: dict[str, str] = {"/undo": "rewind", "/rewind": "rewind", "/fork": "rewind"}  # command -> flag
+NEEDS: dict[str, str] = {  # command -> flag
+    "/undo": "rewind",
+    "/rewind": "rewind",
+    "/fork": "rewind",
+    "/ps": "processes",
+    "/kill": "processes",
+}
 INPUT_HELP = (
     ("@PATH[:L1-L2]", "in a prompt: that file (or those lines) goes with it; Tab completes paths"),
     ("!CMD", "run a shell command here; its output goes with your next prompt"),
@@ -135,6 +144,8 @@ class Commands:
             "/clear": self.clear,
             "/plan": self.plan,
             "/show": self.show,
+            "/ps": lambda arg: processes.ps(self.chat, arg),
+            "/kill": lambda arg: processes.kill(self.chat, arg),
             "/copy": self.copy,
             "/model": self.model,
             "/context": self.context,

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from dsh_daemon.chat import plan as plans
+from dsh_daemon.chat import processes
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
@@ -248,6 +249,8 @@ class Chat:
             self.note(f"[context compacted ({data.get('reason', '')}){sizes}]")
         elif kind in ("rewind/files", "conversation/cut"):
             rewinding.show_event(self, kind, data)
+        elif kind in (ev.PROCESS_STARTED, ev.PROCESS_EXITED):
+            self.note(processes.event_line(kind, data))
         elif kind == "llm/retry":
             view.discard_stream()
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")

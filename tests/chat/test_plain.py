@@ -5,6 +5,8 @@ sessions the way it shows them."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.chat.conftest import unconfined
@@ -202,3 +204,62 @@ def test_a_resumed_chat_shows_a_plan_older_than_the_turns_it_draws(tmp_path: Pat
         assert resumed.returncode == 0, resumed.stderr
         assert "earlier turns not shown" in resumed.stderr  # turn 1 is not drawn
         assert "plan (turn 1): 1/2 done\n  ☑ Read\n  ◐ Fix\n" in resumed.stderr
+
+
+def test_piped_ps_lists_shows_and_kills_background_processes(tmp_path: Path) -> None:
+    """Issue 33.2: a line when a background process starts or ends, `/ps` lists, `/ps N` shows its
+    output, `/kill N` stops it; the chat's end (the daemon's shutdown) leaves nothing running."""
+    from tests.server.test_processes import new_marker, with_marker
+
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = new_marker()
+    command = f"echo ready; sh -c 'sleep {marker}; true'"
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(
+                tool_call_stream([("call_1", "run_command", {"command": command, "background": True})])
+            ),
+            Reply.stream(text_stream(["started"])),
+            Reply.stream(
+                tool_call_stream([("call_2", "run_command", {"command": command, "background": True})])
+            ),
+            Reply.stream(text_stream(["again"])),
+        )
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "dsh_daemon", "--no-thinking", "chat"],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=work,
+        )  # fmt: skip
+        assert chat.stdin is not None and chat.stderr is not None
+        seen: list[str] = []
+
+        def until(text: str) -> None:  # piped lines do not wait for the turn: the test does
+            while not any(text in line for line in seen):
+                line = chat.stderr.readline()  # type: ignore[union-attr]
+                assert line, "".join(seen)
+                seen.append(line)
+
+        try:
+            chat.stdin.write("/ps\nstart it\n")
+            chat.stdin.flush()
+            until("[turn ended")
+            chat.stdin.write("/ps\n/ps 1\n/kill 1\n/ps\n/kill 1\n/kill 7\nonce more\n")
+            chat.stdin.flush()
+            until("runs in the background (/ps, /kill p2)")
+            chat.stdin.close()
+            rest = chat.stderr.read()
+            assert chat.wait(60) == 0
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+    out = "".join(seen) + rest
+    assert out.startswith("[no background processes]\n")
+    assert "  ⏵ p1 echo ready; sh -c 'sleep" in out and "runs in the background (/ps, /kill p1)" in out
+    assert f"  1 p1 running echo ready; sh -c 'sleep {marker}; true'\n" in out
+    assert f"[p1 running: {command}]\nready\n" in out  # /ps 1: its output
+    assert "  ⏹ p1 exited (signal 15), stopped by person\n" in out and "[p1 stopped]\n" in out
+    assert "  1 p1 exited (signal 15), stopped by person" in out
+    assert "[p1 had ended already]\n" in out and "[no background process 7; /ps lists them]" in out
+    assert "  ⏹ p2 exited, stopped by shutdown\n" in out  # the chat's end stops the daemon, and p2
+    assert not with_marker(marker)

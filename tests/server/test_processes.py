@@ -137,6 +137,8 @@ async def http_scenario(
         assert [r.get("error") for r in results(d, sid)] == [None] * 4, [
             text(r["message"]) for r in results(d, sid)
         ]
+        system = fake.requests[0].json["messages"][0]["content"]
+        assert "background: true" in system and "process_read" in system  # the guidance, with the tools
         started, waited, fetched, stopped = (text(r["message"]) for r in results(d, sid))
         assert started.startswith("Started p1 in the background")
         assert "Serving HTTP" in started + waited and "[p1 running]" in waited
