@@ -60,10 +60,11 @@ async def ps(chat: Chat, arg: str) -> None:
             line = f"{number}  {process['processId']}  {state(process)}  {process.get('name', '')}"
             chat.view.print("  " + clip(line, chat.view.width - 2))
         return
-    process = _pick(processes, arg)
-    if process is None:
+    picked = _pick(processes, arg)
+    if picked is None:
         chat.error(f"[no background process {arg}; /ps lists them]")
         return
+    process = picked
     params = {"sessionId": chat.session_id, "processId": process["processId"], "maxChars": OUTPUT_CHARS}
     output = await chat.rpc.request("dsh/process/output", params)
     chat.note(f"[{process['processId']} {state(process)}: {process.get('command', '')}]")
