@@ -760,9 +760,14 @@ class SessionHost:
         if hosted is not None and hosted.agent.log.lease_lost is None:
             return hosted.processes()
         self.manager.info(session_id)  # UnknownSessionError for a session that does not exist
-        store = self.manager.store
+        store, leases = self.manager.store, self.manager.leases
         events = [e for kind in sorted(PROCESS_EVENTS) for e in store.load_events_of_type(session_id, kind)]
-        return [e.to_json() for e in fold_processes(sorted(events, key=lambda e: e.seq or 0))]
+        listed = [e.to_json() for e in fold_processes(sorted(events, key=lambda e: e.seq or 0))]
+        lease = store.read_lease(session_id)
+        if lease is None or not leases.other_holder_lives(lease):  # its processes died with their daemon
+            for item in listed:
+                item["running"] = False
+        return listed
 
     def process_output(self, session_id: str, process_id: str, max_chars: int) -> dict[str, Any]:
         """The newest output of one of the session's processes, from its file (so also after a

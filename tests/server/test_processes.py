@@ -276,13 +276,16 @@ async def test_processes_live_across_turns_and_die_when_the_session_closes(
         await stop_daemon(d)
 
 
+@pytest.mark.parametrize(
+    "init", [UNCONFINED, pytest.param(WORKSPACE_WRITE, marks=confined_here)], ids=["unconfined", "confined"]
+)
 async def test_sigterm_to_the_daemon_kills_every_background_process(
-    tmp_path: Path, fake: FakeDeepSeek
+    tmp_path: Path, fake: FakeDeepSeek, init: Mapping[str, Any]
 ) -> None:
     state, work = tmp_path / "state", tmp_path / "work"
     work.mkdir()
     marker = new_marker()
-    d = await start_daemon(state, fake, root=work, init_options=UNCONFINED)
+    d = await start_daemon(state, fake, root=work, init_options=init)
     server = d.client._server
     assert server is not None
     sid, pid = await start_sleeper(d, fake, work, marker)
@@ -291,7 +294,7 @@ async def test_sigterm_to_the_daemon_kills_every_background_process(
     with contextlib.suppress(Exception):
         await d.client.stop()
     await gone(pid, marker)
-    d = await start_daemon(state, fake, root=work, init_options=UNCONFINED)
+    d = await start_daemon(state, fake, root=work, init_options=init)
     try:
         await d.request("dsh/session/attach", {"sessionId": sid})
         exits = [e["data"] for e in d.of(sid, "process/exited")]
@@ -322,6 +325,11 @@ async def test_sigkill_to_the_daemon_the_next_driver_records_the_process_ended(
     await gone(pid, marker)  # the sandbox's fork server takes its trees down with the daemon
     d = await start_daemon(state, fake, root=work, init_options=UNCONFINED)
     try:
+        # Before anyone drives it again: its log never says p1 ended, but its daemon is dead.
+        (listed,) = (await d.request("dsh/process/list", {"sessionId": sid}))["processes"]
+        assert listed["running"] is False and "stoppedBy" not in listed
+        output = await d.request("dsh/process/output", {"sessionId": sid, "processId": "p1"})
+        assert output == {"processId": "p1", "text": "started\n", "truncated": False, "running": False}
         await d.request("dsh/session/attach", {"sessionId": sid})
         (exited,) = [e["data"] for e in d.of(sid, "process/exited")]
         assert exited == {"processId": "p1", "stoppedBy": "daemon-stopped"}
