@@ -55,6 +55,7 @@ _READ_CHUNK = 64 * 1024
 # Non-interactive defaults: a pager or a prompt would hang until the timeout.
 _ENV_DEFAULTS = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 NO_OUTPUT = "(no output)\n"
+FIRST_OUTPUT_QUIET_S = 0.2  # a background command's first output is complete once it is this quiet
 
 
 @dataclass
@@ -292,7 +293,9 @@ class RunCommandTool(ToolBase):
             ),
             ignorable=True,
         )
-        await process.wait_for(None, self.limits.process_first_output_s, ctx.signal.wait())
+        await process.first_output(
+            self.limits.process_first_output_s, FIRST_OUTPUT_QUIET_S, ctx.signal.wait()
+        )
         text, skipped = process.take_unread(self.limits.process_read_chars)
         head = f"Started {process.process_id} in the background (pid {process.pid}): {short(command)}\n"
         body = output_section(process, text, skipped)

@@ -68,6 +68,7 @@ class OutputRing:
             logger.warning("process output file %s: %s", self.path, exc)
 
     def _cut(self) -> None:
+        cut_marker(self.path).touch()  # a reader can tell the file no longer starts at the beginning
         keep = read_tail(self.path, self.max_bytes)
         temp = self.path.with_suffix(".tmp")
         temp.write_bytes(keep)
@@ -100,12 +101,16 @@ def read_tail(path: Path, max_bytes: int) -> bytes:
     return data
 
 
+def cut_marker(path: Path) -> Path:
+    return path.with_name(path.name + ".cut")
+
+
 def tail_text(path: Path, max_chars: int) -> tuple[str, bool]:
     """The last `max_chars` characters of a process's output file, and whether older output was left
     out (`dsh/process/output`, also for a session a daemon before this one ran)."""
     data = read_tail(path, max_chars * 4)
     text = data.decode("utf-8", errors="replace")
-    truncated = len(text) > max_chars or _size(path) > len(data)
+    truncated = len(text) > max_chars or _size(path) > len(data) or cut_marker(path).exists()
     return text[-max_chars:], truncated
 
 
@@ -138,6 +143,7 @@ class BackgroundProcess:
     start: int = 0  # how many characters were produced before `text[0]`
     read_at: int = 0  # the model's cursor: what it has read (process_read, the start's first output)
     recorded: bool = False  # its `process/exited` is written (once)
+    last_output_at: float = 0.0  # time.monotonic() of its latest output
     _grew: asyncio.Event = field(default_factory=asyncio.Event)
     _stdin: asyncio.WriteTransport | None = None
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -151,6 +157,7 @@ class BackgroundProcess:
         return self.start + len(self.text)
 
     def add_output(self, text: str) -> None:
+        self.last_output_at = time.monotonic()
         self.text += text
         if len(self.text) > self.buffer_chars:
             drop = len(self.text) - self.buffer_chars
@@ -203,6 +210,34 @@ class BackgroundProcess:
                         task.cancel()
                 if aborted.done():
                     return "aborted"
+        finally:
+            aborted.cancel()
+
+    async def first_output(self, limit_s: float, quiet_s: float, abort: Awaitable[Any]) -> None:
+        """Until it has written something and then nothing for `quiet_s` (its first lines, without
+        waiting out `limit_s` for a server that is ready at once), it exits, `limit_s` passes or
+        `abort` completes."""
+        deadline = time.monotonic() + limit_s
+        aborted = asyncio.ensure_future(abort)
+        try:
+            while self.running and not aborted.done():
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                wait = deadline - now
+                if self.total > self.read_at:
+                    quiet_for = now - self.last_output_at
+                    if quiet_for >= quiet_s:
+                        return
+                    wait = min(wait, quiet_s - quiet_for)
+                self._grew.clear()
+                grew = asyncio.ensure_future(self._grew.wait())
+                ended = asyncio.ensure_future(self.exited.wait())
+                try:
+                    await asyncio.wait({grew, ended, aborted}, timeout=wait, return_when="FIRST_COMPLETED")
+                finally:
+                    grew.cancel()
+                    ended.cancel()
         finally:
             aborted.cancel()
 

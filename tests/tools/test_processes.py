@@ -83,6 +83,14 @@ async def test_start_records_the_process_and_returns_its_first_output(tools: Any
     assert "(no new output)\n[p1 running]" in text(await run(kit, "process_read", {"process_id": "p1"}))
 
 
+async def test_the_first_output_is_what_it_wrote_before_a_pause_and_an_exit_is_said(tools: Any) -> None:
+    kit = tools(process_first_output_s=30)  # a quiet pause ends the wait, not this limit
+    first = text(await start(kit, "echo a; sleep 0.05; echo b; sleep 3; echo late; exec sleep 300"))
+    assert first.split("\n", 1)[1].startswith("a\nb\n[p1 running]")  # not "late": that came 3 s after
+    ended = text(await start(kit, "echo x; exit 2"))
+    assert "x\n[p2 exited (exit code 2)]" in ended and "process_read" not in ended
+
+
 async def test_a_read_gives_only_new_output_and_past_the_cap_its_newest_part(tools: Any) -> None:
     kit = tools(process_read_chars=100, process_first_output_s=0.05)
     await start(kit, "sleep 0.2; for i in $(seq 1000 1200); do echo line$i; done; exec sleep 300")
@@ -164,6 +172,8 @@ async def test_the_output_file_is_a_bounded_ring(tools: Any, tmp_path: Path) -> 
     assert 1000 <= path.stat().st_size < 2000
     tail, truncated = tail_text(path, 200)
     assert tail.endswith("line2999\nline3000\n") and truncated
+    whole, truncated = tail_text(path, 100_000)  # the whole file: older output was still cut away
+    assert whole.endswith("line3000\n") and "line1\n" not in whole and truncated
 
 
 async def test_typed_errors(tools: Any) -> None:
