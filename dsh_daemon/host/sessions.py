@@ -30,6 +30,7 @@ from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.hooks.project import ProjectTrust
 from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.early import EarlySession, EarlySessions
@@ -44,6 +45,7 @@ from dsh_daemon.host.errors import (
 )
 from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.handover import HandoverWatcher
+from dsh_daemon.host.hooks import load_project_hooks, start_hooks, trust_project
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.host.models import EFFORTS, ModelSettings, configured_models
@@ -57,6 +59,7 @@ from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTING
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
+    HooksUntrusted,
     PlanUpdated,
     SessionModeSet,
     SessionNoticed,
@@ -153,6 +156,9 @@ class SessionHost:
         )
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
+        self.project_trust = ProjectTrust(self.state_dir)
+        # a session's project hooks waiting for trust, told once it is driven here (host/hooks.py)
+        self._untrusted: dict[str, HooksUntrusted] = {}
         self.handover.start()
 
     # ---- configuration ---------------------------------------------------------------------------------
@@ -170,6 +176,7 @@ class SessionHost:
                 if isinstance(hook, PermissionPolicy):
                     hook.modes = dict(options.tools.permissions)
             hosted.tools.kit.sandbox.reconfigure(options.tools.sandbox)
+            hosted.tools.hooks.user = options.hooks
             self._apply_model_settings(hosted)
 
     def _apply_model_settings(self, hosted: HostedSession) -> None:
@@ -215,6 +222,10 @@ class SessionHost:
             raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
         hosted.set_model_settings_durably(settings)
         self._apply_model_settings(hosted)
+
+    def trust_project(self, root: str, *, method: str) -> tuple[str, int, tuple[str, ...]]:
+        """The person trusts a project's hooks (`dsh/project/trust`): (its folder, hooks, events)."""
+        return trust_project(self.sessions.values(), self.project_trust, root, method=method)
 
     def set_roots(self, roots: Sequence[str]) -> None:
         """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""
@@ -409,6 +420,9 @@ class SessionHost:
             mcp_status=lambda data: self._mcp_status(session_id, data),
         )
         tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
+        untrusted = load_project_hooks(tools, self.project_trust)
+        if untrusted is not None:
+            self._untrusted[session_id] = untrusted
         self._wiring[session_id] = tools
         return tools
 
@@ -470,6 +484,7 @@ class SessionHost:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
+        start_hooks(hosted, self._untrusted.pop(session_id, None), self._tasks)
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)
@@ -480,6 +495,7 @@ class SessionHost:
     def _discard_new(self, session_id: str) -> None:
         """Undo a creation that failed half-way: its tools, its agent, its row and its lease."""
         self._close_tools(self._wiring.get(session_id))
+        self._untrusted.pop(session_id, None)
         self.front_end.session_closed(session_id, deleted=True)
         self.manager.agents.pop(session_id, None)
         store = self.manager.store

@@ -165,6 +165,20 @@ class SessionRenameParams:
 
 
 @dataclass(frozen=True)
+class ProjectTrustParams:
+    """The folder whose `.dsh/config.json` hooks the person trusts (as `hooks/untrusted` named it)."""
+
+    root: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class ProjectTrustResult:
+    root: str  # the folder as the trust is recorded (its real path)
+    hooks: int  # how many hooks now run in its sessions
+    events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SessionCompactResult:
     compacted: bool
     kept_from_seq: int | None = None
@@ -549,6 +563,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/list", SessionParams, PermissionsListResult, "grants and open requests"),
     Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
+    Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(
