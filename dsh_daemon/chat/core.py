@@ -258,6 +258,13 @@ class Chat:
         elif kind == "turn/end":
             view.flush_stream()
             self.turn_end(data["reason"])
+        elif kind == "hook/failed":
+            self.note(f"[the {data['event']} hook {data['hook']} failed: {data['reason']}; it was ignored]")
+        elif kind == "hooks/untrusted":
+            what = "changed since you trusted them" if data.get("changed") else "not trusted yet"
+            self.note(
+                f"[the project's hooks in {data['path']} do not run: {what}; /trust runs them from now on]"
+            )
 
     def tool_call(self, call_id: str, name: str, arguments: Any) -> None:
         card = self.cards.call(call_id, name, arguments)
@@ -291,6 +298,8 @@ class Chat:
             self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
         elif source.get("kind") == "editor":
             self.note(f"  📎 {self.context_label(source)}")
+        elif source.get("kind") == "hook":
+            self.note(f"  ↪ hook {source.get('hook')} ({source.get('event')})")
 
     def assistant_message(self, data: dict[str, Any], *, streamed: bool, live: bool) -> None:
         content = data["message"]["content"]

@@ -109,7 +109,7 @@ class HookRunner:
         out, err = _Capped(MAX_STDOUT), _Capped(MAX_STDERR)
         transports = []
         for fd, sink in ((out_fd, out), (err_fd, err)):
-            transport, _ = await loop.connect_read_pipe(lambda sink=sink: sink, os.fdopen(fd, "rb", 0))
+            transport, _ = await loop.connect_read_pipe(sink.itself, os.fdopen(fd, "rb", 0))
             transports.append(transport)
         exited = asyncio.ensure_future(proc.wait())
         overflow = asyncio.ensure_future(out.overflowed.wait())
@@ -208,6 +208,10 @@ class _Capped(asyncio.Protocol):
 
     def data(self) -> bytes:
         return b"".join(self.chunks)
+
+    def itself(self) -> _Capped:
+        """The protocol factory `connect_read_pipe` takes."""
+        return self
 
 
 def hook_document(
