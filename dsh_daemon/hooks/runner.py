@@ -147,7 +147,7 @@ def parse_answer(status: int, stdout: bytes, stderr: bytes) -> HookAnswer | Hook
     if status == BLOCK_STATUS:
         return HookAnswer(block=True, reason=_cut(said) or "blocked by a hook (exit status 2)")
     if status != 0:
-        what = f"killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        what = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
         return HookFailure(f"it {what}" + (f": {_cut(said, 300)}" if said else ""))
     text = stdout.decode("utf-8", "replace").strip()
     if not text:

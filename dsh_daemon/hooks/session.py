@@ -145,8 +145,8 @@ class SessionHooks:
             return decision
         entered: list[UserMessage] = []
         if self._started is not None and not self._start_entered:
-            self._start_entered = True
             entered += await ctx.signal.race(asyncio.shield(self._started))
+            self._start_entered = True  # not before: an aborted boundary leaves it for the next
         for message in decision.messages:
             if message.source.get("kind") != "user" or not self.settings.for_event("userPromptSubmit"):
                 entered.append(message)
