@@ -76,6 +76,8 @@ def trust_project(
 ) -> tuple[str, int, tuple[str, ...]]:
     """The person trusts the hooks of `root`'s `.dsh/config.json` as they are now: recorded for the
     folder, and running from now on in every session of it driven here."""
+    if "\0" in root:
+        raise invalid_params(f"{method}: 'root' must be a folder's path (it holds a NUL character)")
     folder = project_root(root)
     if not folder.is_dir():
         raise invalid_params(f"{method}: {shown(root)} is not a folder")
