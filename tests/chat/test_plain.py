@@ -202,3 +202,25 @@ def test_a_resumed_chat_shows_a_plan_older_than_the_turns_it_draws(tmp_path: Pat
         assert resumed.returncode == 0, resumed.stderr
         assert "earlier turns not shown" in resumed.stderr  # turn 1 is not drawn
         assert "plan (turn 1): 1/2 done\n  ☑ Read\n  ◐ Fix\n" in resumed.stderr
+
+
+def test_a_projects_hooks_are_said_to_wait_and_trust_runs_them(tmp_path: Path) -> None:
+    """Issue 35.3: the chat says a project's hooks wait for the person; `/trust` runs them from then on."""
+    from tests.server.test_hooks import hook, hook_program
+
+    work = tmp_path / "work"
+    (work / ".dsh").mkdir(parents=True)
+    hooks = {"userPromptSubmit": [hook(hook_program(tmp_path), "context", name="ctx")]}
+    (work / ".dsh" / "config.json").write_text(json.dumps({"hooks": hooks}))
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        unconfined(tmp_path / "state")
+        fake.script(Reply.stream(text_stream(["one"])), Reply.stream(text_stream(["two"])))
+        result = run_cli(["--no-thinking", "chat"], env, stdin="hi\n/trust\nagain\n", cwd=work)
+        assert result.returncode == 0, result.stderr
+        out = result.stderr
+        assert f"the project's hooks in {work.resolve()}/.dsh/config.json do not run" in out
+        assert f"[1 hooks of {work.resolve()} run from now on (userPromptSubmit)]" in out
+        assert "  ↪ hook ctx (userPromptSubmit)" in out
+        first, second = (json.dumps(r.json["messages"]) for r in fake.requests)
+        assert "userPromptSubmit context" not in first and "userPromptSubmit context" in second
