@@ -62,6 +62,7 @@ def start_hooks(
     session.start("resume" if resumed else "startup")
     if untrusted is None:
         return
+    hosted.hooks_untrusted = untrusted
 
     async def announce() -> None:
         bus.publish(untrusted.event())
@@ -88,5 +89,6 @@ def trust_project(
     for hosted in sessions:
         if project_root(hosted.workspace.cwd) == project.root:
             hosted.tools.hooks.project = project.settings
+            hosted.hooks_untrusted = None
     logger.info("the hooks of %s are trusted (%d)", project.root, len(project.settings.hooks))
     return str(project.root), len(project.settings.hooks), project.settings.events

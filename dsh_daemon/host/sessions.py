@@ -105,6 +105,7 @@ class Attached:
     mcp_servers: list[dict[str, Any]] | None = None
     sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
     plan: PlanUpdated | None = None  # the current plan (model/plan.py): a client shows it whatever it replays
+    hooks_untrusted: dict[str, Any] | None = None  # the project's hooks waiting for trust (`hooks/untrusted`)
 
 
 class SessionHost:
@@ -653,6 +654,7 @@ class SessionHost:
             mode=hosted.mode,
             sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
             plan=current_plan(hosted.agent.log.events),
+            hooks_untrusted=None if hosted.hooks_untrusted is None else hosted.hooks_untrusted.data(),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:

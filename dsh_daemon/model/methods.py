@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs, UriStr
-from dsh_daemon.model.payloads import PlanUpdated
+from dsh_daemon.model.payloads import HooksUntrusted, PlanUpdated
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -142,6 +142,7 @@ class SessionAttachResult:
     mode: SessionMode | None = None  # flag `modes` (§3)
     sandbox: SandboxState | None = None  # where its commands run ("Sandbox"), once probed
     plan: PlanUpdated | None = None  # the current plan (§7 `plan/updated`); absent: none
+    hooks_untrusted: HooksUntrusted | None = None  # the project's hooks waiting for trust (§17)
 
 
 @dataclass(frozen=True)

@@ -294,12 +294,16 @@ async def test_a_projects_hooks_run_only_once_trusted_and_the_trust_is_remembere
         untrusted = (await d.wait_event(sid, "hooks/untrusted"))["data"]
         assert untrusted["root"] == str(work.resolve()) and untrusted["events"] == ["preToolUse"]
         assert untrusted["hooks"] == 1 and not untrusted.get("changed")
+        attached = await d.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+        assert attached["hooksUntrusted"] == untrusted  # a client attaching later learns it too
         await run_turn(d, sid)
         (ran,) = tool_results(d, sid)
         assert ran.get("error") is None  # not trusted: the project's hook did not run
 
         answer = await d.request("dsh/project/trust", {"root": str(work)})
         assert answer == {"root": str(work.resolve()), "hooks": 1, "events": ["preToolUse"]}
+        attached = await d.request("dsh/session/attach", {"sessionId": sid, "replay": "none"})
+        assert "hooksUntrusted" not in attached
         await run_turn(d, sid)  # the open session runs them from now on
         blocked = tool_results(d, sid)[1]
         assert blocked["error"]["code"] == "DENIED" and "project-guard" in result_text(blocked)
