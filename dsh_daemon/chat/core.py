@@ -193,6 +193,8 @@ class Chat:
                     self.view.print(self.paint(CYAN, "› ") + sanitize(item.get("text", "")))
                 elif source.get("kind") == "editor":
                     self.note(f"  📎 {self.context_label(source)}")
+                elif source.get("kind") == "hook":
+                    self.hook_note(source, item.get("text", ""))
             elif kind == "assistant":
                 self.show_message(
                     item.get("reasoning") or "",
@@ -299,7 +301,14 @@ class Chat:
         elif source.get("kind") == "editor":
             self.note(f"  📎 {self.context_label(source)}")
         elif source.get("kind") == "hook":
-            self.note(f"  ↪ hook {source.get('hook')} ({source.get('event')})")
+            self.hook_note(source, message_text(data["content"]))
+
+    def hook_note(self, source: dict[str, Any], text: str) -> None:
+        """What one of the person's hooks told the model: its first line, cut short."""
+        lines = text.strip().splitlines()
+        first = lines[0] if lines else ""
+        shown = first if len(first) <= 120 and len(lines) <= 1 else first[:119] + "…"
+        self.note(f"  ↪ hook {source.get('hook')} ({source.get('event')}): {sanitize(shown)}")
 
     def assistant_message(self, data: dict[str, Any], *, streamed: bool, live: bool) -> None:
         content = data["message"]["content"]

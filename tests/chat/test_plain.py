@@ -221,6 +221,6 @@ def test_a_projects_hooks_are_said_to_wait_and_trust_runs_them(tmp_path: Path) -
         out = result.stderr
         assert f"the project's hooks in {work.resolve()}/.dsh/config.json do not run" in out
         assert f"[1 hooks of {work.resolve()} run from now on (userPromptSubmit)]" in out
-        assert "  ↪ hook ctx (userPromptSubmit)" in out
+        assert "  ↪ hook ctx (userPromptSubmit): userPromptSubmit context (prompt)" in out
         first, second = (json.dumps(r.json["messages"]) for r in fake.requests)
         assert "userPromptSubmit context" not in first and "userPromptSubmit context" in second
