@@ -104,6 +104,11 @@ class ProjectTrust:
                     os.fsync(out.fileno())
                 os.chmod(temp, 0o600)
                 os.replace(temp, self.path)
+                directory = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(directory)  # the rename itself on disk: the trust survives a crash
+                finally:
+                    os.close(directory)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(temp)

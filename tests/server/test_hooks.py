@@ -50,6 +50,8 @@ elif how == "permission":
 elif how == "stop":
     if not doc["stopHookActive"]:
         say(decision="block", reason="run the tests first")
+elif how == "never-stop":
+    say(decision="block", reason=f"keep going (again: {doc['stopHookActive']})")
 elif how == "hang":
     # The hook and a child it starts each hold a lock (flock: seen across PID namespaces) while they
     # live; the test takes both locks once the daemon has killed the tree.
@@ -206,6 +208,26 @@ async def test_each_event_blocks_adds_context_or_answers(tmp_path: Path, fake: F
         assert any(
             "blocked by the hook prompt-check" in t and "prompts may not say forbidden" in t for _, t in last
         )
+    finally:
+        await stop_daemon(d)
+
+
+async def test_a_stop_hook_that_always_blocks_keeps_the_turn_going_three_times_only(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    program = hook_program(tmp_path)
+    fake.script(*(text_reply(f"answer {n}") for n in range(4)))
+    d, sid, _work = await start(tmp_path, fake, {"stop": [hook(program, "never-stop", name="never")]})
+    try:
+        await run_turn(d, sid)
+        assert [r["kind"] for r in await d.wait_idle_turn(sid, 1)] == ["completed"]
+        assert len(fake.requests) == 4  # the first answer, then three more steps, then it closed
+        texts = [m["text"] for m in hook_messages(d, sid)]
+        assert texts == [
+            "The hook never asks you not to stop yet: keep going (again: False)",
+            "The hook never asks you not to stop yet: keep going (again: True)",
+            "The hook never asks you not to stop yet: keep going (again: True)",
+        ]
     finally:
         await stop_daemon(d)
 
