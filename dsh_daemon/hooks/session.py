@@ -46,6 +46,7 @@ from dsh_daemon.agent.tools import (
 from dsh_daemon.hooks.runner import HookAnswer, HookFailure, HookRunner, hook_document
 from dsh_daemon.model.hooks import HookCommand, HookEvent, HookSettings
 from dsh_daemon.model.messages import TextBlock, UserMessage
+from dsh_daemon.model.payloads import HooksUntrusted
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class SessionHooks:
         self.runner = runner
         self.user = user
         self.project = HookSettings()
+        self.untrusted: HooksUntrusted | None = None  # the project's hooks waiting for the person's trust
         self.report: Report = lambda _hook, _reason: None
         self._cwd = cwd
         self._roots = roots

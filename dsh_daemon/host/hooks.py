@@ -19,24 +19,24 @@ from dsh_daemon.model.payloads import HookFailed, HooksUntrusted
 logger = logging.getLogger(__name__)
 
 
-def load_project_hooks(tools: SessionTools, trust: ProjectTrust) -> HooksUntrusted | None:
+def load_project_hooks(tools: SessionTools, trust: ProjectTrust) -> None:
     """The project's hooks of the session's cwd run when the person trusted them; otherwise the
-    notice saying they wait (None: nothing waits)."""
+    session keeps the notice saying they wait (`SessionHooks.untrusted`)."""
     try:
         project = read_project_hooks(tools.workspace.cwd)
     except OSError as exc:  # a project folder that cannot be read must not keep the session from opening
         logger.warning("the project's hooks in %s could not be read: %s", tools.workspace.cwd, exc)
-        return None
+        return
     if project is None:
-        return None
+        return
     for problem in project.problems:
         logger.warning("%s; ignored", problem)
     if project.settings and trust.trusted(project):
         tools.hooks.project = project.settings
-        return None
+        return
     if not project.settings and not project.problems:
-        return None
-    return HooksUntrusted(
+        return
+    tools.hooks.untrusted = HooksUntrusted(
         str(project.root),
         str(project.path),
         project.settings.events,
@@ -46,9 +46,7 @@ def load_project_hooks(tools: SessionTools, trust: ProjectTrust) -> HooksUntrust
     )
 
 
-def start_hooks(
-    hosted: HostedSession, untrusted: HooksUntrusted | None, tasks: set[asyncio.Task[None]]
-) -> None:
+def start_hooks(hosted: HostedSession, tasks: set[asyncio.Task[None]]) -> None:
     """A session just opened here: its hook failures go to whoever follows it, its sessionStart hooks
     start, and a project's untrusted hooks are told (after the session's reply and first events)."""
     session = hosted.tools.hooks
@@ -60,9 +58,9 @@ def start_hooks(
     session.report = report
     resumed = any(event.type == TURN_START for event in hosted.agent.log.events)
     session.start("resume" if resumed else "startup")
+    untrusted = session.untrusted
     if untrusted is None:
         return
-    hosted.hooks_untrusted = untrusted
 
     async def announce() -> None:
         bus.publish(untrusted.event())
@@ -89,6 +87,6 @@ def trust_project(
     for hosted in sessions:
         if project_root(hosted.workspace.cwd) == project.root:
             hosted.tools.hooks.project = project.settings
-            hosted.hooks_untrusted = None
+            hosted.tools.hooks.untrusted = None
     logger.info("the hooks of %s are trusted (%d)", project.root, len(project.settings.hooks))
     return str(project.root), len(project.settings.hooks), project.settings.events

@@ -25,7 +25,6 @@ from dsh_daemon.model.events import SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
-    HooksUntrusted,
     SandboxStatus,
     SandboxWidened,
     SessionModeSet,
@@ -57,8 +56,6 @@ class HostedSession:
     # are refused with `session_busy` until it ends; it never waits for the client for long).
     rewinding: bool = False
     _sandbox_status: SandboxStatus | None = field(default=None, repr=False)
-    # its project's hooks waiting for the person's trust (host/hooks.py), for a client attaching later
-    hooks_untrusted: HooksUntrusted | None = None
 
     def _refuse_while_rewinding(self) -> None:
         if self.rewinding:

@@ -59,7 +59,6 @@ from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTING
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
-    HooksUntrusted,
     PlanUpdated,
     SessionModeSet,
     SessionNoticed,
@@ -158,8 +157,6 @@ class SessionHost:
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
         self.project_trust = ProjectTrust(self.state_dir)
-        # a session's project hooks waiting for trust, told once it is driven here (host/hooks.py)
-        self._untrusted: dict[str, HooksUntrusted] = {}
         self.handover.start()
 
     # ---- configuration ---------------------------------------------------------------------------------
@@ -421,9 +418,7 @@ class SessionHost:
             mcp_status=lambda data: self._mcp_status(session_id, data),
         )
         tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
-        untrusted = load_project_hooks(tools, self.project_trust)
-        if untrusted is not None:
-            self._untrusted[session_id] = untrusted
+        load_project_hooks(tools, self.project_trust)
         self._wiring[session_id] = tools
         return tools
 
@@ -485,7 +480,7 @@ class SessionHost:
         session_id = agent.session_id
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
-        start_hooks(hosted, self._untrusted.pop(session_id, None), self._tasks)
+        start_hooks(hosted, self._tasks)
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)
@@ -496,7 +491,6 @@ class SessionHost:
     def _discard_new(self, session_id: str) -> None:
         """Undo a creation that failed half-way: its tools, its agent, its row and its lease."""
         self._close_tools(self._wiring.get(session_id))
-        self._untrusted.pop(session_id, None)
         self.front_end.session_closed(session_id, deleted=True)
         self.manager.agents.pop(session_id, None)
         store = self.manager.store
@@ -654,7 +648,7 @@ class SessionHost:
             mode=hosted.mode,
             sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
             plan=current_plan(hosted.agent.log.events),
-            hooks_untrusted=None if hosted.hooks_untrusted is None else hosted.hooks_untrusted.data(),
+            hooks_untrusted=None if (waiting := hosted.tools.hooks.untrusted) is None else waiting.data(),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:
