@@ -77,7 +77,9 @@ class HookRunner:
     async def _run(self, hook: HookCommand, document: Mapping[str, Any]) -> HookAnswer | HookFailure:
         # stdin is a file, not a pipe: a hook that never reads it cannot block the daemon's write.
         with tempfile.TemporaryFile() as stdin:
-            stdin.write(json.dumps(document, ensure_ascii=False).encode())
+            # A lone surrogate (which no logged value holds, but a document must not fail on) is
+            # written as its JSON escape, `\udXXX`, by the backslash replacement.
+            stdin.write(json.dumps(document, ensure_ascii=False).encode("utf-8", "backslashreplace"))
             stdin.seek(0)
             out_read, out_write = os.pipe()
             err_read, err_write = os.pipe()
@@ -173,6 +175,10 @@ def _fields(answer: Mapping[str, Any]) -> HookAnswer | HookFailure:
         value = answer.get(key)
         if value is not None and not isinstance(value, str):
             return HookFailure(f"'{key}' must be a string, not {_cut(repr(value), 80)}")
+        try:
+            (value or "").encode("utf-8")
+        except UnicodeEncodeError:  # "\ud800" in its JSON: a message could not hold it
+            return HookFailure(f"'{key}' is not valid Unicode (it holds a lone surrogate)")
         strings[key] = _cut(value) if value else None
     return HookAnswer(decision == "block", strings["reason"], strings["additionalContext"], permission)
 

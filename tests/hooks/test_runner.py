@@ -96,6 +96,7 @@ async def test_each_way_of_failing(runner: HookRunner) -> None:
         (0, b'{"permission": "maybe"}', b"", None),
         (0, b'{"additionalContext": 3}', b"", None),
         (0, b'{"decision": "stop"}', b"", None),
+        (0, b'{"additionalContext": "\\ud800"}', b"", None),  # no message can hold a lone surrogate
         (1, b"", b"boom", HookFailure("it exited with status 1: boom")),
         (-9, b"", b"", HookFailure("it was killed by signal 9")),
     ],
