@@ -3,7 +3,7 @@
 Standard: `initialize`, `authenticate`, `session/new`, `session/load`, `session/resume`,
 `session/list`, `session/close`, `session/prompt`, and the notifications `session/cancel` and
 `$/cancel_request`. Extensions (advertised under `agentCapabilities._meta`): `_session/steering`,
-`_dsh/inject`, `_dsh/wake`, `_dsh/inbox/{list,remove,replace,move}`.
+`_dsh/inject`, `_dsh/wake`, `_dsh/inbox/{list,remove,replace,move}`, `_dsh/project/trust`.
 """
 
 from __future__ import annotations
@@ -252,6 +252,7 @@ class Daemon:
         c.request("_dsh/inbox/remove")(self.inbox_remove)
         c.request("_dsh/inbox/replace")(self.inbox_replace)
         c.request("_dsh/inbox/move")(self.inbox_move)
+        c.request("_dsh/project/trust")(self.project_trust)
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -674,6 +675,13 @@ class Daemon:
         parts = self._prompt(p, session_id)
         self.front_end.inbox_replace(session_id, message_id, parts)
         return {"messageId": parts.message.id}
+
+    def project_trust(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+        """`{root}` -> `{root, hooks, events}`: the project's hooks run from now on (protocol.md "Hooks")."""
+        method = "_dsh/project/trust"
+        root = _str(_object(raw, method), "root", method)
+        folder, hooks, events = self.front_end.host.trust_project(root, method=method)
+        return {"root": folder, "hooks": hooks, "events": list(events)}
 
     def inbox_move(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         method = "_dsh/inbox/move"

@@ -28,6 +28,8 @@ from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
     AssistantMessageLogged,
     ContextCompacted,
+    HookFailed,
+    HooksUntrusted,
     SessionModeSet,
     SessionNoticed,
     SessionTitled,
@@ -437,6 +439,16 @@ class Translator:
             self.title_changed()
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
             self._stored_notice(event)
+        elif kind == ev.HOOK_FAILED:
+            failed = HookFailed.of(event)
+            self.notice(f"The {failed.event_} hook {failed.hook} failed ({failed.reason}); it was ignored.")
+        elif kind == ev.HOOKS_UNTRUSTED:
+            waiting = HooksUntrusted.of(event)
+            what = "changed since you trusted them" if waiting.changed else "not trusted yet"
+            self.notice(
+                f"The project's hooks in {waiting.path} ({', '.join(waiting.events)}) do not run: "
+                f"{what}. `_dsh/project/trust` with root {waiting.root} runs them."
+            )
 
     def replay(self, event: Event) -> None:
         kind = event.type

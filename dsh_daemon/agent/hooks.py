@@ -5,6 +5,7 @@
 - `request_error(ctx, next) -> Retry | None`: recovery for a failed model attempt; innermost is D8.
 - `turn_stopping(ctx)`: before a turn closes normally; a steer or inject here causes another step.
 - `pre_execute` / `post_execute`: the tool pipeline (see tools.py).
+- `permission_request`: may answer a permission question before the approver is asked.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
-from dsh_daemon.agent.tools import PostExecuteHook, PreExecuteHook
+from dsh_daemon.agent.tools import PermissionHook, PostExecuteHook, PreExecuteHook
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.jsonvalue import FrozenDict
 from dsh_daemon.model.messages import MessageId, UserMessage
@@ -143,6 +144,7 @@ class Hooks:
     turn_stopping: list[TurnStoppingHook] = field(default_factory=list)
     pre_execute: list[PreExecuteHook] = field(default_factory=list)
     post_execute: list[PostExecuteHook] = field(default_factory=list)
+    permission_request: list[PermissionHook] = field(default_factory=list)
 
 
 async def run_waterfall(

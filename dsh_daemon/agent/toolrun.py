@@ -339,11 +339,16 @@ async def _permission(
             scope = decision.scope or call.name
             if scope in agent.always_allowed:
                 continue
+            request = PermissionRequest(call, decision.title, decision.preview)
+            answer = await _hook_answer(agent, request, signal)
+            if isinstance(answer, Allow):
+                continue  # once: a hook's answer is never remembered as the person's
+            if isinstance(answer, Deny):
+                return ToolOutcome.error(f"Error: {answer.message}", "DENIED")
             if agent.approver is None:
                 return ToolOutcome.error(
                     f"Error: running {call.name} needs the user's permission and no client can ask", "DENIED"
                 )
-            request = PermissionRequest(call, decision.title, decision.preview)
             reply = await signal.race(agent.approver.request_permission(request, signal))
             outcome = reply.outcome if isinstance(reply, PermissionReply) else reply
             if outcome in ("allow-always", "allow-once") and decision.preview is not None:
@@ -360,6 +365,17 @@ async def _permission(
                 agent.cancel("user", keep_inbox=True)
                 signal.check()
                 return ToolOutcome.error("Error: permission request cancelled", "CANCELLED")
+    return None
+
+
+async def _hook_answer(
+    agent: TurnContext, request: PermissionRequest, signal: AbortSignal
+) -> Allow | Deny | None:
+    """The first answer a permission hook gives (None: none answered; the approver is asked)."""
+    for hook in agent.hooks.permission_request:
+        answer = await signal.race(hook(request, signal))
+        if isinstance(answer, Allow | Deny):
+            return answer
     return None
 
 

@@ -130,6 +130,12 @@ class PermissionReply:
     new_text: str | None = None
 
 
+# Answers a permission question before the person is asked (the person's `permissionRequest` hooks):
+# Allow runs the call once, Deny refuses it with the message, None leaves the question to the next
+# hook and then to the approver.
+PermissionHook = Callable[[PermissionRequest, "AbortSignal"], Awaitable[Allow | Deny | None]]
+
+
 class Approver(Protocol):
     async def request_permission(
         self, request: PermissionRequest, signal: AbortSignal

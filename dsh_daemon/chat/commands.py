@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "/fork": rewinding.USAGE_FORK,
     "/sessions": "the sessions in this directory",
     "/resume": "/resume [N|ID|TITLE] — switch to a session (a picker without argument)",
+    "/trust": "/trust [PATH] — run this project's .dsh/config.json hooks from now on (remembered)",
     "/help": "this list",
     "/quit": "leave (Ctrl-D)",
 }
@@ -156,6 +158,7 @@ class Commands:
             "/undo": lambda arg: rewinding.undo(self.chat, arg),
             "/rewind": lambda arg: rewinding.rewind(self.chat, arg),
             "/fork": lambda arg: rewinding.fork(self.chat, arg),
+            "/trust": self.trust,
             "/help": self.help,
         }
 
@@ -335,6 +338,13 @@ class Commands:
         if not result.get("started"):
             busy = self.chat.status.state == "running"
             self.chat.note("[a turn is already running]" if busy else "[nothing is queued]")
+
+    async def trust(self, arg: str) -> None:
+        """The person trusts a project's hooks (the session's folder, or PATH): they run from now on."""
+        root = os.path.join(self.chat.cwd, arg)  # the daemon takes its real path
+        result = await self.chat.rpc.request("dsh/project/trust", {"root": root})
+        events = ", ".join(result.get("events", ()))
+        self.chat.note(f"[{result['hooks']} hooks of {result['root']} run from now on ({events})]")
 
     async def cancel(self, _: str) -> None:
         if self.chat.session_id:

@@ -194,6 +194,8 @@ class Chat:
                     self.view.print(self.paint(CYAN, "› ") + sanitize(item.get("text", "")))
                 elif source.get("kind") == "editor":
                     self.note(f"  📎 {self.context_label(source)}")
+                elif source.get("kind") == "hook":
+                    self.hook_note(source, item.get("text", ""))
             elif kind == "assistant":
                 self.show_message(
                     item.get("reasoning") or "",
@@ -261,6 +263,13 @@ class Chat:
         elif kind == "turn/end":
             view.flush_stream()
             self.turn_end(data["reason"])
+        elif kind == "hook/failed":
+            self.note(f"[the {data['event']} hook {data['hook']} failed: {data['reason']}; it was ignored]")
+        elif kind == "hooks/untrusted":
+            what = "changed since you trusted them" if data.get("changed") else "not trusted yet"
+            self.note(
+                f"[the project's hooks in {data['path']} do not run: {what}; /trust runs them from now on]"
+            )
 
     def tool_call(self, call_id: str, name: str, arguments: Any) -> None:
         card = self.cards.call(call_id, name, arguments)
@@ -294,6 +303,15 @@ class Chat:
             self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
         elif source.get("kind") == "editor":
             self.note(f"  📎 {self.context_label(source)}")
+        elif source.get("kind") == "hook":
+            self.hook_note(source, message_text(data["content"]))
+
+    def hook_note(self, source: dict[str, Any], text: str) -> None:
+        """What one of the person's hooks told the model: its first line, cut short."""
+        lines = text.strip().splitlines()
+        first = lines[0] if lines else ""
+        shown = first if len(first) <= 120 and len(lines) <= 1 else first[:119] + "…"
+        self.note(f"  ↪ hook {source.get('hook')} ({source.get('event')}): {sanitize(shown)}")
 
     def assistant_message(self, data: dict[str, Any], *, streamed: bool, live: bool) -> None:
         content = data["message"]["content"]

@@ -2,10 +2,11 @@
 
 The file takes every key `initializationOptions` (ACP: `_meta.dsh`) takes, with the same meaning:
 provider keys (flat, or inside `provider`, which wins over flat ones), `tools`, `permissionTimeoutS`,
-`agent`, `mcpServers`. Precedence (README "Configuration"): provider keys are the lowest source under
+`agent`, `mcpServers`, `hooks`. Precedence (README "Configuration"): provider keys are the lowest source under
 the environment, the flags and the editor's options; `tools` and `agent` are merged key by key under
 the editor's (an editor's `tools.permissions` entry wins for that tool only, the file's others stay);
-`mcpServers` by name (`null` removes one); `permissionTimeoutS` is replaced.
+`mcpServers` by name (`null` removes one); `permissionTimeoutS` is replaced; `hooks` run before the
+editor's (both sets run).
 
 The editor's options are refused whole at `initialize`, where the editor shows the reply. A mistake in
 the file must not keep the daemon from starting for a person who never sees that reply (the terminal
@@ -29,12 +30,13 @@ from dsh_daemon.host.errors import shown
 from dsh_daemon.llm.config import ConfigError, camel_key, check_provider_setting, is_provider_key
 from dsh_daemon.mcp.config import McpConfigError, ServerConfig, parse_servers
 from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_config_file
+from dsh_daemon.model.hooks import HookSettings, parse_hooks_leniently
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError, parse_modes
 from dsh_daemon.tools.limits import ToolLimits
 
 logger = logging.getLogger(__name__)
 
-SECTIONS = ("tools", "permissionTimeoutS", "agent", "mcpServers")
+SECTIONS = ("tools", "permissionTimeoutS", "agent", "mcpServers", "hooks")
 IGNORED = "; ignored"
 
 
@@ -63,6 +65,7 @@ class FileLayer:
     permission_timeout_s: float | None = None
     agent: Mapping[str, Any] = field(default_factory=dict)
     mcp_servers: Mapping[str, ServerConfig | None] = field(default_factory=dict)
+    hooks: HookSettings = field(default_factory=HookSettings)
     problems: tuple[str, ...] = ()  # each names the file and the key, and ends "; ignored"
 
 
@@ -107,8 +110,11 @@ def read_file_layer(state_dir: str | Path) -> FileLayer:
             timeout = check_permission_timeout(data["permissionTimeoutS"])
         except TimeoutSettingError as exc:
             problems.append(f"{path}: {exc}{IGNORED}")
+    hooks, hook_problems = parse_hooks_leniently(data.get("hooks"), f"{path}: hooks")
+    problems += [f"{problem}{IGNORED}" for problem in hook_problems]
     return FileLayer(
         path,
+        hooks=hooks,
         provider=provider,
         tools=_tools(data.get("tools"), path, problems),
         permission_timeout_s=timeout,

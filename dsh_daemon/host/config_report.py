@@ -107,8 +107,28 @@ def effective_configuration(state_dir: Path, env: Mapping[str, str], flags: Mapp
             Setting(f"mcpServers.{name}", _server(server), _file(layer))
             for name, server in sorted(options.mcp_servers.items())
         ],
+        *_hooks(options, layer),
     ]
     return Report(state_dir, tuple(settings), options.file_problems)
+
+
+def _hooks(options: DaemonOptions, layer: FileLayer) -> list[Setting]:
+    """config.json's hooks, each under its event and index (a project's own are per folder: protocol.md
+    §17)."""
+    out = []
+    index: dict[str, int] = {}
+    for hook in options.hooks.hooks:
+        n = index[hook.event] = index.get(hook.event, -1) + 1
+        value: dict[str, Any] = {
+            "command": hook.command if isinstance(hook.command, str) else list(hook.command),
+            "timeoutS": hook.timeout_s,
+        }
+        if hook.matcher is not None:
+            value["matcher"] = hook.matcher
+        if hook.name is not None:
+            value["name"] = hook.name
+        out.append(Setting(f"hooks.{hook.event}[{n}]", value, _file(layer)))
+    return out
 
 
 def _file(layer: FileLayer) -> str:

@@ -33,11 +33,14 @@ from dsh_daemon.mcp.config import (
     parse_servers,
 )
 from dsh_daemon.mcp.config import ServerSource as ServerSource  # a session's own servers, for front ends
+from dsh_daemon.model.hooks import HookConfigError, HookSettings, parse_hooks
 from dsh_daemon.tools.config import ToolConfig, ToolConfigError
 
 DEFAULT_PERMISSION_TIMEOUT_S = 300.0
 # Keys that are not provider configuration (which is everything else, flat or inside `provider`).
-NON_PROVIDER_KEYS = frozenset({"permissionTimeoutS", "tools", "agent", "mcpServers", "deltaCoalesceMs"})
+NON_PROVIDER_KEYS = frozenset(
+    {"permissionTimeoutS", "tools", "agent", "mcpServers", "deltaCoalesceMs", "hooks"}
+)
 MAX_DELTA_COALESCE_MS = 1000.0
 
 
@@ -59,6 +62,9 @@ class DaemonOptions:
     # How long a streamed delta waits for the next ones to be merged with it even when the client
     # keeps up (`deltaCoalesceMs`; 0: merged only while the client is behind, host/outbox.py)
     delta_coalesce_s: float = 0.0
+    # The person's hooks (model/hooks.py): config.json's, then the editor's (a project's own are
+    # added per session, once trusted: hooks/project.py)
+    hooks: HookSettings = field(default_factory=HookSettings)
 
 
 def parse_options(
@@ -78,7 +84,8 @@ def parse_options(
         tools = ToolConfig.parse(merge_objects(layer.tools, raw.get("tools")))
         agent = load_prompt_config(state_dir, raw, file_section=layer.agent)
         mcp_servers = merge(layer.mcp_servers, parse_servers(raw.get("mcpServers")))
-    except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError) as exc:
+        hooks = layer.hooks + parse_hooks(raw.get("hooks"))
+    except (ConfigError, ToolConfigError, PromptConfigError, McpConfigError, HookConfigError) as exc:
         raise OptionsError(f"invalid dsh-daemon configuration: {exc}") from exc
     timeout = raw.get("permissionTimeoutS")
     try:
@@ -89,7 +96,7 @@ def parse_options(
     if timeout is None:
         timeout = layer.permission_timeout_s or DEFAULT_PERMISSION_TIMEOUT_S
     window = _delta_coalesce_ms(raw.get("deltaCoalesceMs")) / 1000
-    return DaemonOptions(provider, timeout, tools, agent, mcp_servers, layer.problems, window)
+    return DaemonOptions(provider, timeout, tools, agent, mcp_servers, layer.problems, window, hooks)
 
 
 def _delta_coalesce_ms(value: Any) -> float:

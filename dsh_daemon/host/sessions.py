@@ -31,6 +31,7 @@ from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.hooks.project import ProjectTrust
 from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.early import EarlySession, EarlySessions
@@ -45,6 +46,7 @@ from dsh_daemon.host.errors import (
 )
 from dsh_daemon.host.follow import ReadOnlyFollower
 from dsh_daemon.host.handover import HandoverWatcher
+from dsh_daemon.host.hooks import load_project_hooks, start_hooks, trust_project
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.manager import MAX_TITLE_CHARS, SessionManager, SessionRunningError, collapse_title
 from dsh_daemon.host.models import EFFORTS, ModelSettings, configured_models
@@ -105,6 +107,7 @@ class Attached:
     mcp_servers: list[dict[str, Any]] | None = None
     sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
     plan: PlanUpdated | None = None  # the current plan (model/plan.py): a client shows it whatever it replays
+    hooks_untrusted: dict[str, Any] | None = None  # the project's hooks waiting for trust (`hooks/untrusted`)
 
 
 class SessionHost:
@@ -156,6 +159,7 @@ class SessionHost:
         )
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
+        self.project_trust = ProjectTrust(self.state_dir)
         self.handover.start()
 
     # ---- configuration ---------------------------------------------------------------------------------
@@ -173,6 +177,7 @@ class SessionHost:
                 if isinstance(hook, PermissionPolicy):
                     hook.modes = dict(options.tools.permissions)
             hosted.tools.kit.sandbox.reconfigure(options.tools.sandbox)
+            hosted.tools.hooks.user = options.hooks
             self._apply_model_settings(hosted)
 
     def _apply_model_settings(self, hosted: HostedSession) -> None:
@@ -218,6 +223,10 @@ class SessionHost:
             raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
         hosted.set_model_settings_durably(settings)
         self._apply_model_settings(hosted)
+
+    def trust_project(self, root: str, *, method: str) -> tuple[str, int, tuple[str, ...]]:
+        """The person trusts a project's hooks (`dsh/project/trust`): (its folder, hooks, events)."""
+        return trust_project(self.sessions.values(), self.project_trust, root, method=method)
 
     def set_roots(self, roots: Sequence[str]) -> None:
         """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""
@@ -412,6 +421,7 @@ class SessionHost:
             mcp_status=lambda data: self._mcp_status(session_id, data),
         )
         tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
+        load_project_hooks(tools, self.project_trust)
         self._wiring[session_id] = tools
         return tools
 
@@ -474,6 +484,7 @@ class SessionHost:
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
         hosted.wire_processes(self.processes_dir(session_id))
+        start_hooks(hosted, self._tasks)
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)
@@ -641,6 +652,7 @@ class SessionHost:
             mode=hosted.mode,
             sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
             plan=current_plan(hosted.agent.log.events),
+            hooks_untrusted=None if (waiting := hosted.tools.hooks.untrusted) is None else waiting.data(),
         )
 
     def _nobody_drives(self, session_id: str) -> bool:

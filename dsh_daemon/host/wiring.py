@@ -4,13 +4,14 @@ A front end supplies what only it knows through its port (`host/port.py`): where
 from and where edits go (the editor's synced buffers and `workspace/applyEdit`, or ACP's `fs/*`),
 who answers permission questions, where MCP status goes; and any hooks of its own (the LSP
 server's ambient editor snapshot, ACP's buffer prefetch). Everything else (the coding tools, their
-permission policy, MCP servers, the system prompt with the project's instructions) is wired here,
-once.
+permission policy, MCP servers, the system prompt with the project's instructions, the person's
+hooks) is wired here, once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from dsh_daemon.agent.hooks import Hooks, PreStepHook
 from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.agent.tools import PreExecuteHook
+from dsh_daemon.hooks.runner import HookRunner
+from dsh_daemon.hooks.session import SessionHooks
 from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
@@ -25,28 +28,33 @@ from dsh_daemon.mcp.client import attach as attach_mcp
 from dsh_daemon.mcp.config import ServerConfig, ServerSource, StdioServer, merge
 from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.tools.checkpoints import Checkpointer
-from dsh_daemon.tools.environment import DaemonSecrets
+from dsh_daemon.tools.environment import DaemonSecrets, scrubbed_environment
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.workspace import Workspace
 
 
 @dataclass
 class SessionTools:
-    """One session's tools: the kit (registry + tool hooks), its workspace and its MCP servers."""
+    """One session's tools: the kit (registry + tool hooks), its workspace, its MCP servers and the
+    person's hooks (run in the kit's sandbox)."""
 
     kit: ToolKit
     workspace: Workspace
     mcp: McpTools | None
+    hooks: SessionHooks
 
     def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Stop the background processes, the MCP servers and the commands' sandbox (every process
-        tree they started killed) without waiting; the task joins `tasks`."""
-        mcp, sandbox, processes = self.mcp, self.kit.sandbox, self.kit.processes
+        """Stop the hooks, the background processes, the MCP servers and the commands' sandbox (every
+        process tree they started killed) without waiting; the task joins `tasks`."""
+        mcp, sandbox, processes, hooks = self.mcp, self.kit.sandbox, self.kit.processes, self.hooks
 
         async def close() -> None:
             try:
                 try:
-                    await processes.aclose()  # each stopped and followed to its end
+                    try:
+                        await hooks.aclose()
+                    finally:
+                        await processes.aclose()  # each stopped and followed to its end
                 finally:
                     if mcp is not None:
                         await mcp.aclose()
@@ -73,6 +81,7 @@ def wire_session_tools(
     applier = front_end.edit_applier(session_id, workspace)
     editor = front_end.editor_services(session_id, workspace)
     servers = merge(options.mcp_servers, session_servers or {})
+    secrets = daemon_secrets(options, servers.values())
     kit = build_tool_registry(
         workspace,
         documents,
@@ -81,11 +90,18 @@ def wire_session_tools(
         McpToolRegistry(),
         checkpoints=checkpoints,
         editor=editor,
-        secrets=daemon_secrets(options, servers.values()),
+        secrets=secrets,
     )
     report = mcp_status or (lambda data: front_end.report_mcp_status(session_id, data))
     mcp = attach_mcp(kit, servers, report, str(workspace.cwd))
-    return SessionTools(kit, workspace, mcp)
+    # Hooks run as the session's commands do: in its sandbox, in its cwd, without the daemon's secrets.
+    runner = HookRunner(
+        kit.sandbox.spawn, lambda: workspace.cwd, lambda: scrubbed_environment(os.environ, secrets)
+    )
+    hooks = SessionHooks(
+        session_id, runner, options.hooks, cwd=lambda: workspace.cwd, roots=lambda: tuple(workspace.roots)
+    )
+    return SessionTools(kit, workspace, mcp, hooks)
 
 
 def daemon_secrets(options: DaemonOptions, servers: Iterable[ServerConfig]) -> DaemonSecrets:
@@ -106,14 +122,19 @@ def session_hooks(
     pre_execute: Sequence[PreExecuteHook] = (),
 ) -> Hooks:
     """The session's hooks: the tools' own (MCP servers started before a step's request, the
-    permission policy, changed-file notices), then the front end's, and the system prompt."""
+    permission policy, changed-file notices), then the front end's, and the system prompt; the
+    person's hooks (`hooks/session.py`) around them: their pre-step sees the batch everything else
+    entered, their preToolUse runs before anyone is asked, their postToolUse after the tools' own."""
     registry = tools.kit.registry.tools
     shell = getattr(registry.get("run_command"), "shell", None)
     workspace = tools.workspace
     system = SystemPrompt(prompt, lambda: (workspace.cwd, workspace.roots), shell=shell)
+    person = tools.hooks
     return Hooks(
-        pre_step=[*tools.kit.hooks.pre_step, *pre_step],
+        pre_step=[person.pre_step, *tools.kit.hooks.pre_step, *pre_step],
         request=[system.hook],
-        pre_execute=[*pre_execute, *tools.kit.hooks.pre_execute],
-        post_execute=list(tools.kit.hooks.post_execute),
+        turn_stopping=[person.turn_stopping],
+        pre_execute=[person.pre_execute, *pre_execute, *tools.kit.hooks.pre_execute],
+        post_execute=[*tools.kit.hooks.post_execute, person.post_execute],
+        permission_request=[person.permission_request],
     )

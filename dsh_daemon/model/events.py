@@ -93,6 +93,8 @@ PERMISSION_REQUESTED = "permission/requested"
 PERMISSION_RESOLVED = "permission/resolved"
 MCP_STATUS = "mcp/status"
 SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reached (when it changes)
+HOOK_FAILED = "hook/failed"  # a configured hook failed (once per hook per session)
+HOOKS_UNTRUSTED = "hooks/untrusted"  # the project's hooks wait for the person's trust
 
 
 class UnreadableEventError(ModelError):

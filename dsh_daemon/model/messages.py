@@ -235,6 +235,9 @@ def make_source(obj: object) -> Source:
     elif kind == "model":
         _require_str(source, "provider", "model source")
         _require_str(source, "model", "model source")
+    elif kind == "hook":
+        _require_str(source, "event", "hook source")
+        _require_str(source, "hook", "hook source")
     return source
 
 

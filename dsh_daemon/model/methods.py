@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs, UriStr
-from dsh_daemon.model.payloads import PlanUpdated, ProcessStopper
+from dsh_daemon.model.payloads import HooksUntrusted, PlanUpdated, ProcessStopper
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -142,6 +142,7 @@ class SessionAttachResult:
     mode: SessionMode | None = None  # flag `modes` (§3)
     sandbox: SandboxState | None = None  # where its commands run ("Sandbox"), once probed
     plan: PlanUpdated | None = None  # the current plan (§7 `plan/updated`); absent: none
+    hooks_untrusted: HooksUntrusted | None = None  # the project's hooks waiting for trust (§17)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,20 @@ class SessionTranscriptResult:
 class SessionRenameParams:
     session_id: SessionId
     title: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class ProjectTrustParams:
+    """The folder whose `.dsh/config.json` hooks the person trusts (as `hooks/untrusted` named it)."""
+
+    root: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class ProjectTrustResult:
+    root: str  # the folder as the trust is recorded (its real path)
+    hooks: int  # how many hooks now run in its sessions
+    events: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -610,6 +625,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/list", SessionParams, PermissionsListResult, "grants and open requests"),
     Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
+    Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(

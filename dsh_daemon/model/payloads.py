@@ -465,6 +465,32 @@ class SandboxStatus(SandboxState, Payload):
     TYPE: ClassVar[str] = ev.SANDBOX_STATUS
 
 
+@dataclass(frozen=True, slots=True)
+class HookFailed(Payload):
+    """Live: a configured hook failed, hung or answered garbage (it said nothing); once per hook per
+    session."""
+
+    TYPE: ClassVar[str] = ev.HOOK_FAILED
+    hook: str  # its name, or its command cut short
+    event_: str  # the hook's event, `event` on the wire (`event` is a Payload's method)
+    reason: str
+    origin: Literal["user", "project"] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class HooksUntrusted(Payload):
+    """Live, when the session opens: its project's `.dsh/config.json` has hooks the person has not
+    trusted (or that changed since), so they do not run; `dsh/project/trust {root}` trusts them."""
+
+    TYPE: ClassVar[str] = ev.HOOKS_UNTRUSTED
+    root: str
+    path: str
+    events: tuple[str, ...]
+    hooks: int
+    changed: bool = False  # trusted before, with other hooks
+    problems: tuple[str, ...] = ()
+
+
 PAYLOADS: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
@@ -506,6 +532,8 @@ PAYLOADS: dict[str, Any] = {
         PermissionResolved,
         McpStatusChanged,
         SandboxStatus,
+        HookFailed,
+        HooksUntrusted,
     )
 }
 PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself

@@ -133,13 +133,25 @@ class ModelSource:
 
 
 @dataclass(frozen=True)
+class HookSource:
+    """Context or a reason a configured hook gave (protocol.md "Hooks"): `event` is the hook's event,
+    `hook` its name (or its command, cut short)."""
+
+    kind: Literal["hook"]
+    event: str
+    hook: str
+
+
+@dataclass(frozen=True)
 class OtherSource:
     """A source of another kind: passed through verbatim."""
 
     kind: str
 
 
-Source: TypeAlias = UserSource | EditorSource | PluginSource | ToolSource | ModelSource | OtherSource
+Source: TypeAlias = (
+    UserSource | EditorSource | PluginSource | ToolSource | ModelSource | HookSource | OtherSource
+)
 ContentJson: TypeAlias = Annotated[JsonObject, SchemaAs(ContentBlock)]
 SourceJson: TypeAlias = Annotated[JsonObject, SchemaAs(Source)]
 

@@ -538,6 +538,10 @@ def register(daemon: Daemon) -> None:
             daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text)
         )
 
+    def project_trust(ls: LanguageServer, p: m.ProjectTrustParams) -> m.ProjectTrustResult:
+        root, hooks, events = daemon.front_end.host.trust_project(p.root, method="dsh/project/trust")
+        return m.ProjectTrustResult(root, hooks, events)
+
     def context_add(ls: LanguageServer, p: m.ContextAddParams) -> m.MessageIdResult:
         # Synchronous like the sends: queued in arrival order (the safe reader never blocks).
         method = "dsh/context/add"
@@ -571,6 +575,7 @@ def register(daemon: Daemon) -> None:
         "dsh/process/output": process_output,
         "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,
+        "dsh/project/trust": project_trust,
         "dsh/inbox/remove": inbox_remove,
         "dsh/inbox/replace": inbox_replace,
         "dsh/inbox/move": inbox_move,

@@ -217,6 +217,8 @@ class LspFrontEnd:
                 result["mcpServers"] = attached.mcp_servers
             if attached.sandbox is not None:  # and the last `sandbox/status`
                 result["sandbox"] = attached.sandbox
+            if attached.hooks_untrusted is not None:  # and the project's hooks still waiting
+                result["hooksUntrusted"] = attached.hooks_untrusted
         return result
 
     def approver(self, session_id: str) -> LspApprover:

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 # and one that does not fit is answered `internal_error` (a declaration and the code disagree).
 CHECK_RESULTS = os.environ.get("DSH_WIRE_CHECK") == "1"
 MODEL_ONLY_BLOCKS = frozenset({"tool-call", "tool-result"})
-CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model"})  # only the tools and the model make these
+CLIENT_SOURCE_KINDS_REFUSED = frozenset({"tool", "model", "hook"})  # only the daemon makes these
 MAX_ATTACHED_CONTEXT = 20  # context items on one send
 
 

@@ -263,3 +263,25 @@ def test_piped_ps_lists_shows_and_kills_background_processes(tmp_path: Path) -> 
     assert "[p1 had ended already]\n" in out and "[no background process 7; /ps lists them]" in out
     assert "  ⏹ p2 exited, stopped by shutdown\n" in out  # the chat's end stops the daemon, and p2
     assert not with_marker(marker)
+
+
+def test_a_projects_hooks_are_said_to_wait_and_trust_runs_them(tmp_path: Path) -> None:
+    """Issue 35.3: the chat says a project's hooks wait for the person; `/trust` runs them from then on."""
+    from tests.server.test_hooks import hook, hook_program
+
+    work = tmp_path / "work"
+    (work / ".dsh").mkdir(parents=True)
+    hooks = {"userPromptSubmit": [hook(hook_program(tmp_path), "context", name="ctx")]}
+    (work / ".dsh" / "config.json").write_text(json.dumps({"hooks": hooks}))
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        unconfined(tmp_path / "state")
+        fake.script(Reply.stream(text_stream(["one"])), Reply.stream(text_stream(["two"])))
+        result = run_cli(["--no-thinking", "chat"], env, stdin="hi\n/trust\nagain\n", cwd=work)
+        assert result.returncode == 0, result.stderr
+        out = result.stderr
+        assert f"the project's hooks in {work.resolve()}/.dsh/config.json do not run" in out
+        assert f"[1 hooks of {work.resolve()} run from now on (userPromptSubmit)]" in out
+        assert "  ↪ hook ctx (userPromptSubmit): userPromptSubmit context (prompt)" in out
+        first, second = (json.dumps(r.json["messages"]) for r in fake.requests)
+        assert "userPromptSubmit context" not in first and "userPromptSubmit context" in second

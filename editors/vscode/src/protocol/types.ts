@@ -178,6 +178,8 @@ export interface EventDataMap {
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
   /** Live: where the session's commands run (protocol.md "Sandbox"). */
   'sandbox/status': { mode: 'read-only' | 'workspace-write' | 'full-access'; configuredMode: 'read-only' | 'workspace-write' | 'full-access'; level: string; confined: boolean; available: boolean; reasons: string[]; network: string[]; writable: string[] };
+  'hook/failed': { hook: string; event: string; reason: string; origin?: 'user' | 'project' };
+  'hooks/untrusted': { root: string; path: string; events: string[]; hooks: number; changed?: boolean; problems?: string[] };
   'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string; stderr?: string[]; malformed?: number };
 }
 export type EventType = keyof EventDataMap;
