@@ -67,6 +67,7 @@ class _RunningCall:
     concluded: bool = False
     approved_preview: Mapping[str, Any] | None = None
     accepted_text: str | None = None
+    persist_approved: bool = False
     shared: SharedOutput | None = None  # for other processes' windows, made at the first output
 
     def emit_output(self, text: str) -> None:
@@ -248,8 +249,9 @@ async def _run_one_unguarded(
             )
         approved: list[Mapping[str, Any]] = []
         accepted: list[str] = []
+        persist: list[bool] = []
         try:
-            denial = await _permission(agent, call, signal, approved, accepted)
+            denial = await _permission(agent, call, signal, approved, accepted, persist)
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
@@ -266,6 +268,7 @@ async def _run_one_unguarded(
             signal,
             approved_preview=approved[-1] if approved else None,
             accepted_text=accepted[-1] if accepted else None,
+            persist_approved=persist[-1] if persist else False,
         )
         try:
             outcome = await tool.execute(call.args, context)
@@ -325,10 +328,12 @@ async def _permission(
     signal: AbortSignal,
     approved: list[Mapping[str, Any]],
     accepted: list[str],
+    persist: list[bool],
 ) -> ToolOutcome | None:
     """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
     person approved is appended to `approved`, so the tool can refuse to do anything else; the text
-    they accepted instead of an edit's proposal, to `accepted` (the tool writes exactly that)."""
+    they accepted instead of an edit's proposal, to `accepted` (the tool writes exactly that); whether
+    they chose to keep an "allow always" in their configuration, to `persist`."""
     for hook in agent.hooks.pre_execute:
         decision = await signal.race(hook(call, signal))
         if decision is None or isinstance(decision, Allow):
@@ -355,6 +360,8 @@ async def _permission(
                 approved.append(decision.preview)
                 if isinstance(reply, PermissionReply) and reply.new_text is not None:
                     accepted.append(reply.new_text)
+                kept = isinstance(reply, PermissionReply) and reply.persist
+                persist.append(outcome == "allow-always" and kept)
             if outcome == "allow-always":
                 agent.always_allowed.add(scope)
             elif outcome == "allow-once":

@@ -57,6 +57,7 @@ class ToolContext(Protocol):
     signal: AbortSignal
     approved_preview: Mapping[str, Any] | None  # what the person saw and allowed, if they were asked
     accepted_text: str | None  # the file's whole new text as the person accepted it (an edited proposal)
+    persist_approved: bool  # the person chose to keep what they allowed in their configuration
 
     def emit_output(self, text: str) -> None:
         """Live `tool/output` with only the new text (never the whole output again)."""
@@ -124,10 +125,12 @@ class PermissionRequest:
 class PermissionReply:
     """An answer that carries more than its outcome: `new_text`, the whole text of the file as the
     person accepted an edit after changing the proposal (only with an allowing outcome, and only for
-    a request whose preview is an edit)."""
+    a request whose preview is an edit); `persist`, an `allow-always` of a sandbox widening the person
+    chose to keep in their configuration (only for a request whose preview is an escalation)."""
 
     outcome: PermissionOutcome
     new_text: str | None = None
+    persist: bool = False
 
 
 # Answers a permission question before the person is asked (the person's `permissionRequest` hooks):

@@ -34,6 +34,7 @@ from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.hooks.project import ProjectTrust
 from dsh_daemon.host import history
 from dsh_daemon.host.checkpoints import SessionCheckpoints
+from dsh_daemon.host.config_save import ConfigSaveError, save_sandbox_widening
 from dsh_daemon.host.early import EarlySession, EarlySessions
 from dsh_daemon.host.errors import (
     HostError,
@@ -79,6 +80,7 @@ from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.processes import ProcessNotFound, tail_text
+from dsh_daemon.tools.sandboxing import Widening
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -144,6 +146,7 @@ class SessionHost:
         self.handover = HandoverWatcher(self)
         # sessions this process forced its holder to hand over: their kept queue runs here once open
         self.forced: set[str] = set()
+        self._config_lock = asyncio.Lock()  # one widening saved to config.json at a time
         # how to open a session followed read-only once it is handed over (ACP load's cwd, roots, MCP)
         self.open_args: dict[str, tuple[str | None, Sequence[str], ServerSource | None]] = {}
         self.manager = SessionManager(
@@ -179,6 +182,30 @@ class SessionHost:
             hosted.tools.kit.sandbox.reconfigure(options.tools.sandbox)
             hosted.tools.hooks.user = options.hooks
             self._apply_model_settings(hosted)
+
+    async def save_sandbox_widening(self, widening: Widening) -> str | None:
+        """ "Always (saved to config)": the widening's paths and domains added to config.json's
+        `tools.sandbox` (host/config_save.py), and the daemon's options widened the same way, so every
+        session of this process has it from its next command and every later daemon reads it from the
+        file. None when saved; else why not (the file is then left as it was)."""
+        async with self._config_lock:
+            try:
+                path = await asyncio.to_thread(
+                    save_sandbox_widening, self.state_dir, widening.writable, widening.network
+                )
+            except ConfigSaveError as exc:
+                logger.warning("sandbox widening not saved: %s", exc)
+                return str(exc)
+            logger.info("sandbox widening saved to %s: %s", path, widening.describe())
+            sandbox = self.options.tools.sandbox
+            widened = dataclasses.replace(
+                sandbox,
+                writable=tuple(dict.fromkeys([*sandbox.writable, *widening.writable])),
+                network_allow=tuple(dict.fromkeys([*sandbox.network_allow, *widening.network])),
+            )
+            tools = dataclasses.replace(self.options.tools, sandbox=widened)
+            self.reconfigure(dataclasses.replace(self.options, tools=tools))
+        return None
 
     def _apply_model_settings(self, hosted: HostedSession) -> None:
         """The session's model and request settings: its own choices over the daemon's."""
@@ -485,6 +512,11 @@ class SessionHost:
         hosted.wire_sandbox()
         hosted.wire_processes(self.processes_dir(session_id))
         start_hooks(hosted, self._tasks)
+        sandbox = tools.kit.sandbox
+        sandbox.save_widening = self.save_sandbox_widening
+        sandbox.on_notice = lambda text: self._notice_durably(
+            session_id, SessionNoticed("sandbox", "warning", text)
+        )
         hosted.restore_mode()
         hosted.restore_model_settings()
         self._apply_model_settings(hosted)

@@ -13,7 +13,7 @@ from dsh_daemon.model.errors import ModelError
 
 CONFIG_FILE = "config.json"
 
-_cache: dict[str, tuple[tuple[int, int], Mapping[str, Any]]] = {}
+_cache: dict[str, tuple[tuple[int, int, int], Mapping[str, Any]]] = {}
 
 
 class ConfigFileError(ModelError):
@@ -29,7 +29,8 @@ def read_config_file(state_dir: str | os.PathLike[str]) -> Mapping[str, Any]:
         return {}
     except OSError as exc:
         raise ConfigFileError(f"{path}: cannot read: {exc.strerror}") from exc
-    key = (stat.st_mtime_ns, stat.st_size)
+    # The inode too: a file replaced by a rename (a saved widening) within the clock's grain is new.
+    key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
     cached = _cache.get(str(path))
     if cached is not None and cached[0] == key:
         return cached[1]

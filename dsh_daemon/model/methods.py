@@ -354,6 +354,7 @@ class PermissionsRespondParams:
     call_id: NonEmptyStr
     outcome: PermissionOutcome
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
+    persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
 
 
 @dataclass(frozen=True)
@@ -367,6 +368,7 @@ class PermissionAnswer:
 
     outcome: PermissionOutcome
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
+    persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
 
 
 # ---- the editor's abilities (§9): the daemon asks, the client answers -------------------------------

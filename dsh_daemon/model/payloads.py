@@ -229,10 +229,11 @@ class SessionModeSet(Payload):
 @dataclass(frozen=True, slots=True)
 class SessionNoticed(Payload):
     """Words for the person about the session itself, kept so a replay shows them where they happened:
-    an MCP server that failed or died (`mcp`), the session taken over by another process (`lease`)."""
+    an MCP server that failed or died (`mcp`), the session taken over by another process (`lease`), a
+    widening that could not be saved to config.json (`sandbox`)."""
 
     TYPE: ClassVar[str] = ev.SESSION_NOTICE
-    kind: Literal["mcp", "lease"]
+    kind: Literal["mcp", "lease", "sandbox"]
     level: Literal["info", "warning"]
     message: str
 
@@ -240,7 +241,8 @@ class SessionNoticed(Payload):
 @dataclass(frozen=True, slots=True)
 class SandboxWidened(Payload):
     """A widening of the sandbox the person granted when a command asked for it (`run_command`'s
-    `escalate`): for that command (`once`) or the rest of the session (`session`)."""
+    `escalate`): for that command (`once`), the rest of the session (`session`), or saved in the
+    person's config.json for every later session too (`config`)."""
 
     TYPE: ClassVar[str] = ev.SANDBOX_WIDENED
     call_id: str
@@ -249,7 +251,7 @@ class SandboxWidened(Payload):
     writable: tuple[str, ...]
     network: tuple[str, ...]
     unconfined: bool
-    scope: Literal["once", "session"]
+    scope: Literal["once", "session", "config"]
 
 
 @dataclass(frozen=True, slots=True)

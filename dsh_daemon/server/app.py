@@ -128,6 +128,7 @@ class DshProtocol(LanguageServerProtocol):
                 "editorDiagnostics": True,  # client `diagnostics`: new errors after edits, a tool (§9)
                 "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
                 "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
+                "persistWidening": True,  # `persist` in a permission answer: a widening saved (§16)
                 "takeOver": True,  # dsh/session/takeOver (§3)
                 "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
                 "models": True,  # dsh/models/list (§1)
@@ -535,7 +536,7 @@ def register(daemon: Daemon) -> None:
 
     def permissions_respond(ls: LanguageServer, p: m.PermissionsRespondParams) -> m.PermissionsRespondResult:
         return m.PermissionsRespondResult(
-            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text)
+            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text, p.persist)
         )
 
     def project_trust(ls: LanguageServer, p: m.ProjectTrustParams) -> m.ProjectTrustResult:

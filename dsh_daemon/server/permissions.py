@@ -51,9 +51,12 @@ class LspApprover:
         """The `dsh/requestPermission` params of every request still waiting for an answer."""
         return [params for params, _ in self._open.values()]
 
-    def respond(self, call_id: str, outcome: str, new_text: str | None = None) -> bool:
+    def respond(
+        self, call_id: str, outcome: str, new_text: str | None = None, persist: bool | None = None
+    ) -> bool:
         """Answer an open request out of band (`dsh/permissions/respond`); False when none is open.
-        A `new_text` the request cannot take is refused (`invalid_params`), and the request stays open."""
+        A `new_text` or a `persist` the request cannot take is refused (`invalid_params`), and the
+        request stays open."""
         entry = self._open.get(call_id)
         if entry is None or entry[1].done():
             return False
@@ -61,9 +64,15 @@ class LspApprover:
             problem = new_text_problem(entry[0].get("preview"), outcome)
             if problem is not None:
                 raise invalid_params(f"dsh/permissions/respond: 'newText' {problem}")
+        if persist:
+            problem = persist_problem(entry[0].get("preview"), outcome)
+            if problem is not None:
+                raise invalid_params(f"dsh/permissions/respond: 'persist' {problem}")
         answer: dict[str, Any] = {"outcome": outcome}
         if new_text is not None:
             answer["newText"] = new_text
+        if persist:
+            answer["persist"] = True
         entry[1].set_result(answer)
         return True
 
@@ -124,14 +133,23 @@ class LspApprover:
         if outcome not in OUTCOMES:
             return "cancelled"
         new_text = answer.get("newText") if isinstance(answer, Mapping) else None
-        if new_text is None:
+        persist = answer.get("persist") if isinstance(answer, Mapping) else None
+        if new_text is None and persist in (None, False):
             return cast(PermissionOutcome, outcome)
-        problem = new_text_problem(params.get("preview"), outcome)
-        if problem is not None or not isinstance(new_text, str):
-            # Fail closed: writing something other than what the person meant is worse than asking again.
-            logger.warning("permission answer refused: 'newText' %s", problem or "must be a string")
-            return "cancelled"
-        return PermissionReply(cast(PermissionOutcome, outcome), new_text)
+        if new_text is not None:
+            problem = new_text_problem(params.get("preview"), outcome)
+            if problem is not None or not isinstance(new_text, str):
+                # Fail closed: writing something other than what the person meant is worse than asking again.
+                logger.warning("permission answer refused: 'newText' %s", problem or "must be a string")
+                return "cancelled"
+        if persist not in (None, False):
+            problem = "must be true or false" if persist is not True else None
+            problem = problem or persist_problem(params.get("preview"), outcome)
+            if problem is not None:
+                # Fail closed: keeping a widening the person did not mean to keep is worse than asking again.
+                logger.warning("permission answer refused: 'persist' %s", problem)
+                return "cancelled"
+        return PermissionReply(cast(PermissionOutcome, outcome), new_text, persist is True)
 
 
 def new_text_problem(preview: Any, outcome: str) -> str | None:
@@ -143,6 +161,17 @@ def new_text_problem(preview: Any, outcome: str) -> str | None:
         return "needs a request that previews an edit"
     if preview.get("truncated"):
         return "cannot be taken for a preview cut by its cap (truncated)"
+    return None
+
+
+def persist_problem(preview: Any, outcome: str) -> str | None:
+    """Why an answer's `persist: true` cannot be taken (None: it can): only beside `allow-always`, for
+    a request that asks to widen the sandbox (protocol.md §8, §16). An escalation to `unconfined` takes
+    it (it is kept for the session only: unconfined is never saved)."""
+    if outcome != "allow-always":
+        return "goes only with allow-always"
+    if not isinstance(preview, Mapping) or not isinstance(preview.get("escalation"), Mapping):
+        return "needs a request that asks to widen the sandbox (preview.escalation)"
     return None
 
 

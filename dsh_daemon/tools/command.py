@@ -238,7 +238,7 @@ class RunCommandTool(ToolBase):
         name = get_opt_str(args, "name")
         widening = self.widening(args)
         if widening is not None:
-            refusal = self._check_widening(command, widening, ctx)
+            refusal = await self._check_widening(command, widening, ctx)
             if refusal is not None:
                 return refusal
         ctx.signal.check()
@@ -323,9 +323,10 @@ class RunCommandTool(ToolBase):
             widening=widening,
         )
 
-    def _check_widening(self, command: str, widening: Widening, ctx: ToolContext) -> ToolOutcome | None:
+    async def _check_widening(self, command: str, widening: Widening, ctx: ToolContext) -> ToolOutcome | None:
         """A widening runs only when the person approved exactly it, now or for the session; each
-        one approved now is a durable `sandbox/widened` (the host writes it). None: go ahead."""
+        one approved now is a durable `sandbox/widened` (the host writes it), and one they chose to
+        keep is saved to their configuration first (`unconfined` never is). None: go ahead."""
         if self.sandbox.session_mode() == "plan":
             return ToolOutcome.error(
                 "Error: plan mode runs commands read-only and cannot widen the sandbox; the person can "
@@ -347,15 +348,29 @@ class RunCommandTool(ToolBase):
                 "ESCALATION_REFUSED",
             )
         if asked_now:
+            scope = "session" if for_session else "once"
+            if for_session and getattr(ctx, "persist_approved", False):
+                scope = await self._save_widening(widening)
             self.sandbox.on_widened(
-                {
-                    "callId": ctx.call.call_id,
-                    "command": command,
-                    **widening.to_json(),
-                    "scope": "session" if for_session else "once",
-                }
+                {"callId": ctx.call.call_id, "command": command, **widening.to_json(), "scope": scope}
             )
         return None
+
+    async def _save_widening(self, widening: Widening) -> str:
+        """ "Always (saved to config)": the widening saved to the person's configuration (`config`),
+        or, when it cannot be (`unconfined`, a config.json that cannot be parsed), kept for the session
+        only (`session`), and the person told why. The session grant holds either way."""
+        if widening.unconfined:
+            problem: str | None = "an unconfined run is never saved to the configuration"
+        else:
+            problem = await self.sandbox.save_widening(widening)
+        if problem is None:
+            return "config"
+        self.sandbox.on_notice(
+            f"The sandbox widening ({widening.describe()}) was not saved to the configuration: {problem}. "
+            "It holds for this session only."
+        )
+        return "session"
 
     async def _run(
         self, command: str, ctx: ToolContext, *, limit_s: float, widening: Widening | None = None

@@ -6,7 +6,9 @@ settings, roots, mode and widenings, and the `Sandbox` (docs/design.md "Sandbox"
   (roots, mode, settings, a widening granted for the session), never per command.
 - A widening the person granted "for the session" is a grant in the session's permission memory
   (`run_command:sandbox:{…}`, listed and revoked like every other grant); one granted "once" runs the
-  command in a sandbox of its own, closed when the command has ended.
+  command in a sandbox of its own, closed when the command has ended; one the person chose to keep
+  ("Always (saved to config)") is also saved by the host (`save_widening`) into config.json, which
+  every session of this daemon and every later daemon reads (`unconfined` never is).
 - Nothing here widens anything on its own: `spawn` takes a widening only as the tool passes it, and
   the tool passes one only when the person approved it (tools/command.py).
 - When a confined mode cannot be had (`SandboxUnavailable`), commands are refused, never run
@@ -164,6 +166,11 @@ class CommandSandbox:
         self.grants: Callable[[], Iterable[str]] = tuple
         self.on_status: Callable[[Mapping[str, Any]], None] = lambda _status: None
         self.on_widened: Callable[[Mapping[str, Any]], None] = lambda _widening: None
+        # Saves a widening to the person's configuration (None: saved; else why not). The host wires
+        # it; a bare session has no configuration to save to.
+        self.save_widening: Callable[[Widening], Awaitable[str | None]] = _no_configuration
+        # Words for the person about the sandbox, kept in the session (the host wires a notice).
+        self.on_notice: Callable[[str], None] = lambda _text: None
         self.dsh_home: Path | None = None  # the daemon's state, masked for confined commands (host sets)
         self._sandbox: Sandbox | unconfined.Sandbox | None = None
         self._proxy: Any = None
@@ -388,6 +395,10 @@ def machine_level() -> tuple[str, bool]:
 
 async def _nothing() -> None:
     return None
+
+
+async def _no_configuration(_widening: Widening) -> str | None:
+    return "this session has no configuration file to save to"
 
 
 def unavailable_message(level_text: str, mode: str) -> str:

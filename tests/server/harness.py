@@ -62,6 +62,7 @@ class Daemon:
         self.applied_edits: list[Any] = []
         # what the editor answers to workspace/applyEdit (given the params as JSON); default: applied
         self.on_apply_edit: Callable[[dict[str, Any]], dict[str, Any]] = lambda p: {"applied": True}
+        self.initialized: Any = None  # the initialize result
 
     async def request(self, method: str, params: Any) -> Any:
         return await self.client.protocol.send_request_async(method, params)
@@ -197,7 +198,7 @@ async def start_daemon(
     await client.start_io(sys.executable, "-m", module, *args, env=daemon_env(state, fake, **(env or {})))
     root = root or state / "work"
     root.mkdir(parents=True, exist_ok=True)
-    await client.initialize_session(
+    daemon.initialized = await client.initialize_session(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(
                 window=types.WindowClientCapabilities(work_done_progress=True),
