@@ -23,12 +23,13 @@ import contextlib
 import logging
 import signal as signals
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dsh_daemon.agent.hooks import PreStepContext, PreStepDecision
 from dsh_daemon.agent.tools import Allow, Ask, Deny, PreExecuteDecision, ToolCall, ToolRegistry
-from dsh_daemon.mcp.config import HttpServer, ServerConfig, StdioServer
+from dsh_daemon.mcp.config import SESSION_MODE, HttpServer, ServerConfig, StdioServer
 from dsh_daemon.mcp.monitor import ProtocolMonitor, ProtocolViolationError, StderrTail
 from dsh_daemon.mcp.stdio import CALL_MARKER, StdioChannel, stdio_transport
 from dsh_daemon.mcp.tools import (
@@ -41,14 +42,17 @@ from dsh_daemon.mcp.tools import (
     tool_name,
 )
 from dsh_daemon.tools import proctree
+from dsh_daemon.tools.config import SandboxMode
 from dsh_daemon.tools.factory import ToolKit
 from dsh_daemon.tools.policy import PermissionPolicy
+from dsh_daemon.tools.sandboxing import SandboxUnavailable
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult, Tool
 
     from dsh_daemon.agent.signal import AbortSignal
+    from dsh_daemon.tools.sandboxing import CommandSandbox
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +65,17 @@ CANCEL_NOTICE_S = 1.0  # a server too busy to take `notifications/cancelled` at 
 class ServerConnection:
     """One MCP server: its task, state and tools."""
 
-    def __init__(self, config: ServerConfig, cwd: str | None, changed: Callable[[ServerConnection], None]):
+    def __init__(
+        self,
+        config: ServerConfig,
+        cwd: str | None,
+        changed: Callable[[ServerConnection], None],
+        sandbox: CommandSandbox | None = None,
+    ):
         self.config = config
         self.name = config.name
         self.cwd = cwd
+        self.sandbox = sandbox  # the session's: a server configured `sandbox` is started through it
         self.state: State = "starting"
         self.error: str | None = None
         self.tools: list[Tool] = []
@@ -272,6 +283,10 @@ class ServerConnection:
 
     async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, ...]:
         config = self.config
+        if isinstance(config, StdioServer) and config.sandbox is not None:
+            mode = self._confinement(config)
+            if mode is not None:
+                return await self._open_confined(stack, config, mode)
         if isinstance(config, StdioServer):
             proctree.become_subreaper()  # orphans of the server are re-parented to us, then found
             self._tree = tree = proctree.ProcessTree(0)
@@ -302,6 +317,59 @@ class ServerConnection:
             streamable_http_client(config.url, http_client=client)
         )
         return http_streams
+
+    def _confinement(self, config: StdioServer) -> SandboxMode | None:
+        """The mode a server configured `sandbox` runs in (None: unconfined, because the session's
+        own mode is full-access, which the person chose). `ConnectionError` when there is no
+        sandbox to start it in: it is refused, never started unconfined."""
+        if self.sandbox is None:
+            raise ConnectionError(
+                f"refused: {config.name} is configured to run in the sandbox and this session has none; "
+                "it is never started unconfined"
+            )
+        if config.sandbox == SESSION_MODE:
+            mode = self.sandbox.settings.mode
+            if mode == "full-access":
+                log.info("MCP server %s: the session runs full-access, so it runs unconfined", config.name)
+                return None
+            return mode
+        return "read-only" if config.sandbox == "read-only" else "workspace-write"
+
+    async def _open_confined(
+        self, stack: contextlib.AsyncExitStack, config: StdioServer, mode: SandboxMode
+    ) -> tuple[Any, ...]:
+        from dsh_daemon.mcp.sandboxed import start_sandboxed
+
+        sandbox = self.sandbox
+        assert sandbox is not None
+        cwd = config.cwd or self.cwd or str(Path.cwd())
+
+        async def start(argv: Sequence[str], base_env: Mapping[str, str]) -> Any:
+            return await start_sandboxed(sandbox, mode, argv, env=base_env, own_env=dict(config.env), cwd=cwd)
+
+        try:
+            read, write, channel = await stack.enter_async_context(
+                stdio_transport(
+                    config.command,
+                    config.args,
+                    dict(config.env),
+                    cwd,
+                    max_bytes=config.max_message_bytes,
+                    monitor=self.monitor,
+                    start=start,
+                )
+            )
+        except SandboxUnavailable as exc:
+            raise ConnectionError(
+                f"refused: {config.name} is configured to run in the sandbox ({mode}) and its confinement "
+                f"cannot be had ({exc}); it is never started unconfined"
+            ) from exc
+        except OSError as exc:
+            raise ConnectionError(f"cannot start {config.command!r}: {exc.strerror or exc}") from exc
+        self._channel = channel
+        self._stderr = channel.stderr
+        log.info("MCP server %s started confined (%s), pid %d", config.name, mode, channel.process.pid)
+        return read, write
 
     async def _pump(self, source: Any, sink: Any) -> None:
         """Messages from the transport to the session; their end is the server's end. What the
@@ -395,11 +463,14 @@ class McpTools:
         modes: Callable[[], Mapping[str, str]],
         on_status: StatusSink,
         cwd: str | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self.registry = registry
         self.modes = modes
         self.on_status = on_status
-        self.connections = {k: ServerConnection(config, cwd, self._changed) for k, config in servers.items()}
+        self.connections = {
+            k: ServerConnection(config, cwd, self._changed, sandbox) for k, config in servers.items()
+        }
         self._mine: dict[str, McpTool] = {}
         self._closed = False
 
@@ -529,7 +600,7 @@ def attach(
         return None
     policy = next((h for h in kit.hooks.pre_execute if isinstance(h, PermissionPolicy)), None)
     modes: Callable[[], Mapping[str, str]] = (lambda: policy.modes) if policy is not None else dict
-    tools = McpTools(servers, kit.registry, modes, on_status, cwd)
+    tools = McpTools(servers, kit.registry, modes, on_status, cwd, kit.sandbox)
     kit.hooks.pre_step.append(tools.pre_step)
     kit.hooks.pre_execute.append(tools.pre_execute)
     tools.start()

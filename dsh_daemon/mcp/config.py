@@ -7,7 +7,10 @@ Object shape (`$DSH_HOME/config.json` `mcpServers`, `initializationOptions.mcpSe
      "docs":  {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}},
      "old":   null}
 
-`type` ("stdio" or "http") may be given too; `startupTimeoutS` bounds a server's start (default 30),
+`type` ("stdio" or "http") may be given too; a stdio server's `sandbox` ("workspace-write",
+"read-only", or `true`: the session's configured mode) starts its process confined by the session's
+sandbox instead of unconfined (`false`/absent: unconfined, as before; issue 41.4); `startupTimeoutS`
+bounds a server's start (default 30),
 `toolTimeoutS` one tool call (default 300), `maxMessageBytes` one message a stdio server sends
 (default 16 MiB; a larger tool result is cut with a marker).
 `null` removes a server a lower source defined. ACP's `session/new.mcpServers` list shape
@@ -35,8 +38,10 @@ DEFAULT_TOOL_TIMEOUT_S = 300.0
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_SERVER_KEY = 30
 STDIO_KEYS = frozenset(
-    {"type", "command", "args", "env", "cwd", "startupTimeoutS", "toolTimeoutS", "maxMessageBytes"}
+    {"type", "command", "args", "env", "cwd", "startupTimeoutS", "toolTimeoutS", "maxMessageBytes", "sandbox"}
 )
+SESSION_MODE = "session"  # `sandbox: true`: the session's configured mode when the server starts
+SERVER_SANDBOX_MODES = ("workspace-write", "read-only")
 HTTP_KEYS = frozenset({"type", "url", "headers", "startupTimeoutS", "toolTimeoutS"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -55,6 +60,8 @@ class StdioServer:
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # None: unconfined; "workspace-write" / "read-only"; SESSION_MODE: the session's configured mode
+    sandbox: str | None = None
 
     @property
     def transport(self) -> str:
@@ -143,7 +150,8 @@ def _server(key: str, entry: Mapping[str, Any], here: str) -> ServerConfig:
         if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
             raise McpConfigError(f"{here}.cwd must be a path (a non-empty string)")
         max_bytes = _byte_count(entry.get("maxMessageBytes"), f"{here}.maxMessageBytes")
-        return StdioServer(key, command, tuple(args), env, cwd, timeout, call_timeout, max_bytes)
+        sandbox = _server_sandbox(entry.get("sandbox"), f"{here}.sandbox")
+        return StdioServer(key, command, tuple(args), env, cwd, timeout, call_timeout, max_bytes, sandbox)
     url = _url(entry.get("url"), f"{here}.url")
     headers = _pairs_object(entry.get("headers"), f"{here}.headers")
     return HttpServer(key, url, headers, timeout, call_timeout)
@@ -201,6 +209,19 @@ def _url(url: Any, where: str) -> str:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise McpConfigError(f"{where} must be an http:// or https:// URL, not {_shown(url)}")
     return url
+
+
+def _server_sandbox(value: Any, where: str) -> str | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return SESSION_MODE
+    if value in SERVER_SANDBOX_MODES:
+        return str(value)
+    raise McpConfigError(
+        f"{where} must be true, false, 'workspace-write' or 'read-only' (false: unconfined), "
+        f"not {_shown(value)}"
+    )
 
 
 def _byte_count(value: Any, where: str) -> int:

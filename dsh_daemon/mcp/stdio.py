@@ -25,7 +25,7 @@ import json
 import logging
 import re
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,20 +85,27 @@ async def stdio_transport(
     *,
     max_bytes: int,
     monitor: ProtocolMonitor,
+    start: Callable[[Sequence[str], Mapping[str, str]], Awaitable[Any]] | None = None,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any], StdioChannel]]:
-    """(read stream, write stream, channel) for `mcp.ClientSession`, over a started server process."""
+    """(read stream, write stream, channel) for `mcp.ClientSession`, over a started server process.
+    `start(argv, base environment)`: starts the process another way (confined: `sandboxed.py`) and
+    returns something shaped as anyio's process; `env` is then the caller's to pass."""
     import anyio
     from mcp.client.stdio import get_default_environment
 
-    process = await anyio.open_process(
-        [command, *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**get_default_environment(), **env},
-        cwd=cwd,
-        start_new_session=True,
-    )
+    process: Any
+    if start is not None:
+        process = await start([command, *args], get_default_environment())
+    else:
+        process = await anyio.open_process(
+            [command, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**get_default_environment(), **env},
+            cwd=cwd,
+            start_new_session=True,
+        )
     channel = StdioChannel(process, monitor, stderr_done=anyio.Event())
     incoming_send, incoming = anyio.create_memory_object_stream[Any](0)
     outgoing, outgoing_receive = anyio.create_memory_object_stream[Any](0)

@@ -32,10 +32,19 @@ class SandboxStartError(SandboxUnavailable):
     """The fork server could not set up what the level promised."""
 
 
-def command_environment(env: Mapping[str, str], *, tmpdir: str, proxy_port: int | None) -> dict[str, str]:
+def command_environment(
+    env: Mapping[str, str],
+    *,
+    tmpdir: str,
+    proxy_port: int | None,
+    own_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """What a confined command sees: the caller's environment without credentials, TMPDIR the
-    private temp dir, and the proxy (or none) for every HTTP client that reads the usual names."""
+    private temp dir, and the proxy (or none) for every HTTP client that reads the usual names.
+    `own_env`: variables the process was configured with itself (an MCP server's `env`, its own
+    token among them), kept whatever their names; they cannot replace TMPDIR or the proxy."""
     clean = {k: v for k, v in env.items() if not any(part in k.upper() for part in SECRET_NAME_PARTS)}
+    clean.update(own_env or {})
     for name in ("NO_PROXY", "no_proxy"):
         clean.pop(name, None)
     clean["TMPDIR"] = tmpdir
@@ -397,14 +406,20 @@ class Sandbox:
         stdout: int,
         stderr: int,
         keep_leftovers: bool = False,
+        own_env: Mapping[str, str] | None = None,
     ) -> SandboxedProcess:
         """Start `argv` as this session's policy allows. When the command exits, what it left
-        running is killed unless `keep_leftovers` (a background command's own children)."""
+        running is killed unless `keep_leftovers` (a background command's own children).
+        `own_env`: the process's own configured variables (`command_environment`)."""
         if not argv:
             raise ValueError("empty argv")
         rules = self._server.rules
         if rules["confine"]:
-            env = command_environment(env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port)
+            env = command_environment(
+                env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port, own_env=own_env
+            )
+        elif own_env:
+            env = {**env, **own_env}
         request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
         data = json.dumps(request).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -325,6 +326,52 @@ class CommandSandbox:
                 stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
             )  # fmt: skip
         return proc, _nothing
+
+    async def spawn_server(
+        self,
+        argv: Sequence[str],
+        *,
+        mode: SandboxMode,
+        cwd: Path,
+        env: Mapping[str, str],
+        own_env: Mapping[str, str],
+        stdin: int,
+        stdout: int,
+        stderr: int,
+    ) -> tuple[SandboxedProcess | unconfined.SandboxedProcess, Callable[[], Awaitable[None]]]:
+        """A long-lived process of the session (an MCP server configured `sandbox`) confined by the
+        session's rules in `mode`, in a sandbox of its own (so the commands' rules can change without
+        touching it), and what to await to end it (everything it started killed). `own_env`: the
+        process's own configured variables, kept whatever their names. `SandboxUnavailable` when the
+        confinement cannot be had: the caller refuses to start it (never unconfined)."""
+        if self._closed:
+            raise SandboxUnavailable("the session's sandbox is closed")
+        if mode == "full-access":
+            raise ValueError("spawn_server confines: an unconfined process is started by its caller")
+        policy = dataclasses.replace(self.policy(), mode=mode)
+        if self.layers == "none":  # the test-only knob: no layer may be used
+            raise SandboxUnavailable(f"confinement switched off ({LAYERS_VARIABLE}=none, for tests only)")
+        sandbox, proxy = await self._start(policy)
+
+        async def close() -> None:
+            if proxy is not None:
+                with contextlib.suppress(Exception):
+                    await proxy.aclose()
+            await sandbox.aclose()
+
+        try:
+            proc = await sandbox.spawn(
+                argv, cwd=cwd, env=env, own_env=own_env,
+                stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
+            )  # fmt: skip
+        except BaseException:
+            await close()
+            raise
+        failed = getattr(proc, "setup_error", None)
+        if failed is not None:
+            await close()
+            raise SandboxUnavailable(f"its confinement failed: {failed}")
+        return proc, close
 
     async def _start(self, policy: SandboxPolicy) -> tuple[Sandbox | unconfined.Sandbox, Any]:
         """A sandbox for `policy`, and the egress proxy serving its proxy socket (None: no network)."""

@@ -80,9 +80,11 @@ class Sandbox:
         stdout: int,
         stderr: int,
         keep_leftovers: bool = False,
+        own_env: Mapping[str, str] | None = None,
     ) -> SandboxedProcess:
         if self.policy.mode != "full-access":
             raise SandboxUnavailable(self.level.describe())
+        env = {**env, **(own_env or {})}
         proctree.forget_finished()
         tree = proctree.ProcessTree(0)
         # No preexec_fn: safe in a multi-threaded daemon; a fork+exec is as quick as asyncio's own.
