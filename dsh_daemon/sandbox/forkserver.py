@@ -303,6 +303,8 @@ def _setup_namespace(rules: dict[str, Any]) -> None:
     kernel.mount("proc", "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC)
     if mounts.get("tmp"):
         kernel.mount(mounts["tmp"], "/tmp", None, kernel.MS_BIND | kernel.MS_REC)
+    for path in mounts.get("pins", []):  # before the binds inside them
+        kernel.pin(path)
     for path in mounts["ro_binds"]:
         kernel.bind_read_only(path)
     masked = kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC | kernel.MS_RDONLY
@@ -366,6 +368,9 @@ def _serve_requests(control: socket.socket, rules: dict[str, Any], confinement: 
                 os.close(fd)
             try:
                 if rules.get("namespaces"):
+                    for path in request["mounts"].get("pins", []):
+                        if path not in rules["mounts"].get("pins", []):
+                            kernel.pin(path)
                     for path in request["mounts"].get("ro_binds", []):
                         if path not in rules["mounts"]["ro_binds"]:
                             kernel.bind_read_only(path)

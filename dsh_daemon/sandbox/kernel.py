@@ -103,6 +103,13 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
     )  # fmt: skip
 
 
+def pin(path: str) -> None:
+    """Bind `path` over itself, writable as before and with the mounts beneath it: a mount point
+    cannot be renamed or removed from inside the namespace (EBUSY), so it cannot be moved aside and
+    replaced by a copy without its read-only binds."""
+    mount(path, path, None, MS_BIND | MS_REC)
+
+
 def bind_read_only(path: str) -> None:
     """Bind `path` over itself, then remount that bind read-only (what it already had kept)."""
     mount(path, path, None, MS_BIND | MS_REC)

@@ -72,6 +72,38 @@ def protected_paths(roots: tuple[Path, ...]) -> list[Path]:
     return [p for p in dict.fromkeys(found) if p.exists() or p.is_symlink()]
 
 
+def make_missing_git_entries(roots: tuple[Path, ...]) -> list[Path]:
+    """Create-and-mask (layer 1): a git dir of a root that lacks `hooks` or `config` gets an empty
+    one (what `git init` makes; git reads an empty one as it reads none), so that it exists to be
+    bound read-only; otherwise a command could make it and put a hook or `core.fsmonitor` there that
+    runs when the person next uses git outside the sandbox. Only common git dirs (a worktree's own
+    has neither: git reads the common one's). Returns what was created."""
+    made: list[Path] = []
+    for root in roots:
+        for git_dir in git_dirs(root):
+            if (git_dir / "commondir").exists() or not git_dir.is_dir():
+                continue
+            hooks, config = git_dir / "hooks", git_dir / "config"
+            try:
+                if not os.path.lexists(hooks):
+                    hooks.mkdir(mode=0o755)
+                    made.append(hooks)
+                if not os.path.lexists(config):
+                    config.touch(mode=0o644, exist_ok=False)
+                    made.append(config)
+            except OSError:
+                continue  # not ours to create (a read-only checkout): nothing a command can make either
+    return made
+
+
+def missing_protected(roots: tuple[Path, ...]) -> list[Path]:
+    """Protected names of a root that do not exist now (`.git`, `.dsh`): were one made later (by the
+    person, or by a command in layer 1, where a root is writable), the rules must be rebuilt to
+    protect it (`Sandbox.protect_appeared`)."""
+    names = (".git", *PROTECTED_IN_ROOT)
+    return [root / name for root in roots for name in names if not os.path.lexists(root / name)]
+
+
 def _allow_all_but(top: Path, excluded: list[Path], rights: int) -> list[tuple[str, int]]:
     """Grant `rights` beneath `top` except beneath each excluded path: Landlock only allows, and a
     right on a directory covers all beneath it, so each directory on the way to an excluded path
@@ -108,6 +140,8 @@ def compute_rules(
     writable = tuple(_real(w) for w in policy.writable)
     secrets = [_real(s) for s in policy.secret_paths()]
     existing_secrets = [s for s in secrets if s.exists()]
+    if namespaces and policy.mode == "workspace-write":
+        make_missing_git_entries(roots)
     protected = protected_paths(roots) if policy.mode == "workspace-write" else []
     paths: list[tuple[str, int]] = []
     write_places = [*roots, *writable] if policy.mode == "workspace-write" else list(writable)
@@ -127,7 +161,11 @@ def compute_rules(
         # that would hide a root, a widening or a secret's mask (tests keep everything in /tmp).
         under_tmp = [p for p in (*roots, *writable, *secrets) if _is_beneath(p, Path("/tmp"))]
         bind_tmp = not under_tmp and temp != Path("/tmp")
+        # Each git dir is pinned (bound over itself, writable): a mount point cannot be renamed, so
+        # `.git` cannot be moved aside and replaced by a copy without the read-only binds inside it.
+        pins = [g for root in roots for g in git_dirs(root)] if policy.mode == "workspace-write" else []
         mounts = {
+            "pins": [str(p) for p in dict.fromkeys(pins)],
             "ro_binds": [str(p) for p in protected],
             "mask_dirs": [str(s) for s in existing_secrets if s.is_dir()],
             "mask_files": [str(s) for s in existing_secrets if not s.is_dir()],
@@ -164,6 +202,8 @@ def compute_rules(
         # connect to the proxy's port only, and no bind.
         "connect_ports": None if namespaces else ([proxy_port] if proxy_port else []),
         "mounts": mounts,
+        # protected names missing now: the daemon rebuilds the rules when one appears
+        "watch": [str(p) for p in missing_protected(roots)] if policy.mode == "workspace-write" else [],
         "tmpdir": "/tmp" if mounts.get("tmp") else str(temp),
         "uid": os.getuid(),
         "gid": os.getgid(),

@@ -55,6 +55,12 @@ def command_environment(
     return clean
 
 
+def _present(paths: list[str]) -> list[str]:
+    """Which of `paths` exist (a few lstat calls on the workspace's roots, as cheap as the rules'
+    own look at them: not worth a thread per command)."""
+    return [path for path in paths if os.path.lexists(path)]
+
+
 def _wake(ready: asyncio.Future[None]) -> None:
     if not ready.done():
         ready.set_result(None)
@@ -333,6 +339,7 @@ class Sandbox:
         self._retired: list[_Server] = []
         self._processes: set[SandboxedProcess] = set()
         self._lock = asyncio.Lock()
+        self._appeared: list[str] = []  # protected names found by `spawn`, not yet told
 
     @property
     def proxy_port(self) -> int | None:
@@ -413,6 +420,7 @@ class Sandbox:
         `own_env`: the process's own configured variables (`command_environment`)."""
         if not argv:
             raise ValueError("empty argv")
+        self._appeared += await self._protect_appeared()
         rules = self._server.rules
         if rules["confine"]:
             env = command_environment(
@@ -462,6 +470,22 @@ class Sandbox:
         if not process.closed:
             self._processes.add(process)
         return process
+
+    async def protect_appeared(self) -> list[str]:
+        """Protected names (`.git`, `.dsh` of a root) that were missing when the rules were computed
+        and exist now: the rules are rebuilt so they are protected from now on (in layer 1 for the
+        commands still running too: the binds are added in their mount namespace). Returns them (and
+        those found by `spawn` since the last call), for the caller to tell the person: what was
+        written there before they were protected is not undone. A few `lstat`s when nothing changed."""
+        appeared, self._appeared = [*self._appeared, *await self._protect_appeared()], []
+        return appeared
+
+    async def _protect_appeared(self) -> list[str]:
+        watch = self._server.rules.get("watch") or []
+        appeared = _present(watch)
+        if appeared:
+            await self.update(self.policy)
+        return appeared
 
     async def update(self, policy: SandboxPolicy) -> None:
         """The roots, mode or widenings changed: the rules are rebuilt once. Running commands keep

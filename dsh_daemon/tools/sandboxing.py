@@ -325,7 +325,25 @@ class CommandSandbox:
                 argv, cwd=cwd, env=env,
                 stdin=stdin, stdout=stdout, stderr=stderr, keep_leftovers=True,
             )  # fmt: skip
-        return proc, _nothing
+        return proc, self._after_command
+
+    async def _after_command(self) -> None:
+        """A protected name (`.git`, `.dsh`) that appeared at a root is protected from now on (the
+        rules rebuilt), and the person is told: what was written in it before is not undone."""
+        check = getattr(self._sandbox, "protect_appeared", None)
+        if check is None:
+            return
+        try:
+            appeared: list[str] = await check()
+        except Exception:  # the next command's spawn tries again
+            logger.exception("the sandbox could not protect what appeared")
+            return
+        if appeared:
+            self.on_notice(
+                f"{', '.join(appeared)} appeared in the workspace (made by a command or by you) while "
+                "commands could write there. It is protected from now on, but what was put in it "
+                "before was not checked: look at its hooks and config before you run git there."
+            )
 
     async def spawn_server(
         self,

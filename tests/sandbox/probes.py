@@ -214,6 +214,16 @@ TABLE: tuple[Probe, ...] = (
     ),
     Probe("delete .git/config", "rm -f {ws}/.git/config", missing("{ws}/.git/config")),
     Probe(
+        "move .git aside and put a copy with a hook in its place",
+        "mv {ws}/.git {ws}/.git-old && cp -a {ws}/.git-old {ws}/.git && echo PWNED > {ws}/.git/hooks/pre-commit",
+        any_of(changed("{ws}/.git/hooks/pre-commit"), exists("{ws}/.git-old")),
+    ),
+    Probe(
+        "move .dsh aside and make a new one",
+        "mv {ws}/.dsh {ws}/.dsh-old && mkdir {ws}/.dsh && echo PWNED > {ws}/.dsh/config.json",
+        any_of(changed("{ws}/.dsh/config.json"), exists("{ws}/.dsh-old")),
+    ),
+    Probe(
         "overwrite the project's .dsh config",
         "echo PWNED > {ws}/.dsh/config.json",
         changed("{ws}/.dsh/config.json"),
