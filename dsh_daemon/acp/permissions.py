@@ -1,7 +1,9 @@
 """The tools' approver as ACP `session/request_permission`.
 
 The request shows the call as a `tool_call` (title, kind, locations, an edit's diff as `diff`
-content, a command as text) with three options: allow once, allow always, reject once. A `cancelled`
+content, a command as text) with three options: allow once, allow always, reject once; a request to
+widen the sandbox (not to run unconfined) has a fourth, "Always (saved to config)" (`allow_always`,
+optionId `allow-always-persist`: the widening is saved to config.json, protocol.md §16). A `cancelled`
 outcome, an unknown option, no answer within the timeout or a lost client count as `cancelled`
 (which cancels the turn, keeping the queue); when the turn is aborted while the request is open,
 the client is sent `$/cancel_request` for it.
@@ -16,7 +18,7 @@ from typing import Any
 
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.updates import Translator, diff_content, text_content
-from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionRequest
+from dsh_daemon.host.port import AbortSignal, PermissionOutcome, PermissionReply, PermissionRequest
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,17 @@ OUTCOMES: dict[str, PermissionOutcome] = {
     "allow-always": "allow-always",
     "reject": "reject",
 }
+KEEP = "allow-always-persist"
+KEEP_OPTION = {"optionId": KEEP, "name": "Always (saved to config)", "kind": "allow_always"}
+
+
+def options_for(preview: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """The options of a request: "Always (saved to config)" only where a widening can be kept (an
+    escalation that is not to run unconfined, which is never saved)."""
+    escalation = preview.get("escalation") if preview else None
+    if isinstance(escalation, Mapping) and not escalation.get("unconfined"):
+        return [*OPTIONS[:2], KEEP_OPTION, OPTIONS[2]]
+    return list(OPTIONS)
 
 
 def preview_content(preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -57,7 +70,9 @@ class AcpApprover:
         self._translator = translator
         self._timeout_s = timeout_s
 
-    async def request_permission(self, request: PermissionRequest, signal: AbortSignal) -> PermissionOutcome:
+    async def request_permission(
+        self, request: PermissionRequest, signal: AbortSignal
+    ) -> PermissionOutcome | PermissionReply:
         call = request.call
         arguments: Any = call.args if call.args is not None else call.arguments
         content = preview_content(request.preview)
@@ -66,7 +81,8 @@ class AcpApprover:
         translator.send(tool_call)  # the client knows the call before it is asked about it
         tool_call = {k: v for k, v in tool_call.items() if k != "sessionUpdate"}
         tool_call["title"] = request.title or tool_call.get("title", call.name)
-        params = {"sessionId": self._session_id, "toolCall": tool_call, "options": list(OPTIONS)}
+        options = options_for(request.preview)
+        params = {"sessionId": self._session_id, "toolCall": tool_call, "options": options}
         request_id, future = self._connection.send_request("session/request_permission", params)
         answered = False
         try:
@@ -89,5 +105,8 @@ class AcpApprover:
                 self._connection.cancel_outgoing(request_id)
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
         if isinstance(outcome, Mapping) and outcome.get("outcome") == "selected":
-            return OUTCOMES.get(str(outcome.get("optionId")), "cancelled")
+            chosen = str(outcome.get("optionId"))
+            if chosen == KEEP and KEEP_OPTION in options:  # offered: an option not offered is unknown
+                return PermissionReply("allow-always", persist=True)
+            return OUTCOMES.get(chosen, "cancelled")
         return "cancelled"

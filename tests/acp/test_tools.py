@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from acp import text_block
@@ -178,3 +179,42 @@ async def test_a_provider_reusing_call_0_gets_a_tool_call_id_per_call(
     async with acp_daemon(state, fake) as again:
         await settle(again.conn.load_session(cwd=str(again.work), session_id=sid, mcp_servers=[]))
         assert [u["toolCallId"] for u in again.client.updates(sid, "tool_call")] == announced
+
+
+async def test_a_widening_offers_always_saved_to_config_and_keeps_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """An escalation gets a fourth option; choosing it saves the widening to config.json (protocol.md
+    §16) and the call runs. A plain command's request does not offer it, and choosing it there anyway
+    counts as cancelled (nothing runs)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text('{"tools": {"sandbox": "full-access"}, "model": "deepseek-chat"}\n')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    widen = {"reason": "the cache lives there", "writable": [str(outside)], "network": ["pypi.org"]}
+    kept = ("call_1", "run_command", {"command": f"echo kept > {outside}/a.txt", "escalate": widen})
+    plain = ("call_2", "run_command", {"command": f"echo plain > {outside}/b.txt"})
+    fake.script(
+        Reply.stream(tool_call_stream([kept])),
+        Reply.stream(text_stream(["done"])),
+        Reply.stream(tool_call_stream([plain])),
+    )
+    async with acp_daemon(state, fake) as d:
+        d.client.permission_answer = "allow-always-persist"
+        sid = await d.new_session()
+        response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        assert response.stop_reason == "end_turn"
+        response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("again")]))
+        assert response.stop_reason == "cancelled"
+        widened, asked = d.client.permission_requests
+        assert [o["optionId"] for o in widened["options"]] == [
+            "allow-once", "allow-always", "allow-always-persist", "reject",
+        ]  # fmt: skip
+        assert "allow-always-persist" not in [o["optionId"] for o in asked["options"]]
+    assert (outside / "a.txt").read_text() == "kept\n" and not (outside / "b.txt").exists()
+    saved = json.loads((state / "config.json").read_text())
+    assert saved["tools"]["sandbox"] == {
+        "mode": "full-access", "writable": [str(outside.resolve())], "network": {"allow": ["pypi.org"]},
+    }  # fmt: skip
+    assert saved["model"] == "deepseek-chat"
