@@ -237,6 +237,8 @@ def _server(server: ServerConfig) -> dict[str, Any]:
         if server.cwd:
             out["cwd"] = server.cwd
         out["maxMessageBytes"] = server.max_message_bytes
+        if server.sandbox is not None:  # confined (issue 41.4): the mode, or true for the session's
+            out["sandbox"] = True if server.sandbox == "session" else server.sandbox
     else:
         assert isinstance(server, HttpServer)
         out = {"url": server.url}

@@ -136,7 +136,7 @@ def test_config_command_prints_each_value_with_its_source_and_masks_secrets(tmp_
             "provider": {"apiKey": "sk-file-secret-9999",
                 "maxTokens": -5, "prices": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}},
             "mcpServers": {"docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer tok-123"}},
-                           "files": {"command": "srv", "env": {"TOKEN": "env-secret-456"}}},
+                           "files": {"command": "srv", "env": {"TOKEN": "env-secret-456"}, "sandbox": "read-only"}},
         },
     )  # fmt: skip
     with FakeDeepSeek() as fake:
@@ -160,6 +160,7 @@ def test_config_command_prints_each_value_with_its_source_and_masks_secrets(tmp_
     assert settings["agent.appendSystemPrompt"] == ("RULES-FROM-THE-FILE", "config.json")
     assert settings["mcpServers.docs"][0]["headers"] == {"Authorization": "<set>"}
     assert settings["mcpServers.files"][0]["env"] == {"TOKEN": "<set>"}
+    assert settings["mcpServers.files"][0]["sandbox"] == "read-only"
     for mistake in MISTAKES:
         assert any(mistake in p for p in report["problems"]), mistake
     for output in (result.stdout, text.stdout, result.stderr, text.stderr):
