@@ -4,7 +4,8 @@
 - The file's other keys, unknown ones included, stay as they are (their order too); only the two
   lists grow, by the entries they did not hold yet.
 - A file that cannot be read as a JSON object, or whose `tools.sandbox` cannot take the widening
-  (a list that is not a list, …), is never overwritten: `ConfigSaveError` says why, and the caller
+  (a list that is not a list, a mistake the daemon would leave the whole section out for), is never
+  overwritten: `ConfigSaveError` says why, and the caller
   keeps the grant for the session only.
 - The write is atomic (a temporary file beside it, fsynced, renamed over it; the directory fsynced):
   a crash leaves the old file or the new one, never half of one. The new file keeps the old one's
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.model.configfile import CONFIG_FILE
+from dsh_daemon.tools.config import SandboxSettings, ToolConfigError
 
 try:
     import fcntl
@@ -103,6 +105,10 @@ def _widen(data: dict[str, Any], path: Path, writable: list[str], network: list[
                 f"{path}: tools.sandbox.network is not an object; the file was left as it is"
             )
         _extend(section, "allow", network, path, "tools.sandbox.network.allow")
+    try:  # a section the daemon would leave out when it reads the file would not keep the widening
+        SandboxSettings.parse(sandbox)
+    except ToolConfigError as exc:
+        raise ConfigSaveError(f"{path}: {exc}; the file was left as it is") from exc
 
 
 def _extend(section: dict[str, Any], key: str, entries: list[str], path: Path, where: str) -> None:

@@ -55,6 +55,8 @@ def test_entries_are_added_once_and_a_bare_mode_is_kept(tmp_path: Path) -> None:
         b'{"tools": {"sandbox": {"writable": "/one/path"}}}',
         b'{"tools": {"sandbox": {"network": ["pypi.org"]}}}',
         b'{"tools": {"sandbox": {"network": {"allow": "pypi.org"}}}}',
+        b'{"tools": {"sandbox": {"writable": ["relative/path"]}}}',
+        b'{"tools": {"sandbox": {"mode": "everything"}}}',
     ],
 )
 def test_a_file_that_cannot_take_the_widening_is_left_as_it_is(tmp_path: Path, content: bytes) -> None:
