@@ -339,10 +339,8 @@ function R.turn_end(chat, op)
   if reason.error then
     parts[#parts + 1] = (reason.error.code or 'error') .. ': ' .. labels.first_line(reason.error.message, 100)
   end
-  local b = reason.budget
-  if type(b) == 'table' then -- agent.budget stopped the turn before its next request (protocol.md §7)
-    local used = type(b.used) == 'number' and tostring(b.used) or 'unpriced'
-    parts[#parts + 1] = ('budget %s: %s of %s'):format(tostring(b.limit), used, tostring(b.cap))
+  if reason.kind == 'budget' then -- agent.budget stopped the turn before its next request (protocol.md §7)
+    line(chat, M.budget_words(reason.budget), 'DshFooterError')
   end
   local u = op.usage
   if u then
@@ -358,6 +356,41 @@ function R.turn_end(chat, op)
   local ok = reason.kind == 'completed'
   line(chat, '── ' .. table.concat(parts, ' · ') .. ' ──', ok and 'DshFooter' or 'DshFooterError')
   chat.assistant_header = false
+end
+
+local BUDGET_UNITS = {
+  costUsd = function(n)
+    return ('$%.2f'):format(n)
+  end,
+  tokens = function(n)
+    return labels.tokens(n) .. ' tokens'
+  end,
+  steps = function(n)
+    return ('%d model request%s'):format(n, n == 1 and '' or 's')
+  end,
+}
+
+--- A `budget` turn end in words: which cap, what the turn used of it, what to do.
+function M.budget_words(b)
+  b = type(b) == 'table' and b or {}
+  local limit = tostring(b.limit or '?')
+  local unit = BUDGET_UNITS[limit] or function(n)
+    return tostring(n) .. ' ' .. limit
+  end
+  local cap = type(b.cap) == 'number' and unit(b.cap) or '?'
+  local used
+  if type(b.used) == 'number' then
+    used = 'used ' .. unit(b.used)
+  elseif limit == 'costUsd' then
+    used = 'the model has no price, so its cost is unknown'
+  else
+    used = 'used: unknown'
+  end
+  return ("⏹ Stopped: the turn's budget of %s is spent (%s) — raise agent.budget.%s to go on, or send a prompt to continue"):format(
+    cap,
+    used,
+    limit
+  )
 end
 
 function R.retry(chat, op)
