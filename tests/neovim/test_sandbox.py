@@ -138,6 +138,11 @@ def test_the_status_line_shows_the_mode_and_level_and_dsh_sandbox_changes_the_mo
         assert offered["items"][2].endswith("(current)")
         editor.wait(lambda: (sandbox_of(editor) or {}).get("mode") == "workspace-write", what="back")
         assert len(editor.lua("return _G.asked")) == 2  # no confirmation to leave full-access
+        # The chat shown again (its state reset): the attach reply's `sandbox` says where commands run.
+        sid = editor.snapshot()["id"]
+        editor.cmd(f"DshResume {sid}")
+        editor.wait(lambda: editor.lua("return T.chat().state.last_seq") > 0, what="attached again")
+        assert (sandbox_of(editor) or {}).get("mode") == "workspace-write"
         # A daemon started again starts in the mode chosen (kept in init_options).
         assert (
             editor.lua("return require('dsh.config').options.init_options.tools.sandbox.mode")
@@ -241,16 +246,14 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
     lines = pf["lines"]
     # The answers: no "Always (saved to config)" — this daemon does not advertise persistWidening.
     assert lines[:4] == [
-        "  ▸ Allow once: this command, widened",
-        f"  ▸ Allow for this session: writable: {outside.resolve()} for every command",
-        "  ▸ Reject: run nothing, the agent is told",
+        "  ▸ Allow once (this command)",
+        "  ▸ Allow for this session (every command)",
+        "  ▸ Reject (nothing runs)",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
     assert "Why: the build writes its cache there" in lines
     assert f"  + writable: {outside.resolve()}" in lines
-    assert any(
-        line.startswith("The agent asks to widen the sandbox (now: workspace-write)") for line in lines
-    )
+    assert any(line == "Widen the sandbox (now workspace-write) to run this command:" for line in lines)
     assert f"$ echo one > {outside}/one.txt" in lines
     assert "Widen the sandbox" in pf["title"] and "gY session" in pf["footer"]
     assert not (outside / "one.txt").exists()
@@ -293,9 +296,9 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
     editor.cmd("Dsh go")
     pf = escalation_prompt(editor)
     assert pf["lines"][:4] == [
-        "  ▸ Allow once: this command, widened",
-        "  ▸ Allow for this session: exactly this command, unconfined",
-        "  ▸ Reject: run nothing, the agent is told",
+        "  ▸ Allow once (this command)",
+        "  ▸ Allow for this session (this exact command)",
+        "  ▸ Reject (nothing runs)",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
     assert "  + UNCONFINED: the command runs with no sandbox at all" in pf["lines"]
@@ -307,7 +310,8 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
         ),
         what="the second prompt",
     )
-    assert pf["lines"][2] == f"  ▸ Always (saved to config): writable: {outside.resolve()}, every session"
+    assert pf["lines"][2] == "  ▸ Always (saved to config, every session)"
+    assert f"  + writable: {outside.resolve()}" in pf["lines"]
     assert "gA saved" in pf["footer"]
     editor.cmd("DshPermission")
     editor.wait(lambda: any(f["current"] for f in permission_floats(editor)), what="focused")

@@ -85,27 +85,12 @@ local function list_of(v)
   return type(v) == 'table' and v or {}
 end
 
---- The widening in words: `writable: /a, /b; network: pypi.org` or `unconfined (no sandbox at all)`.
-local function widening_words(e)
-  local parts = {}
-  if #list_of(e.writable) > 0 then
-    parts[#parts + 1] = 'writable: ' .. table.concat(e.writable, ', ')
-  end
-  if #list_of(e.network) > 0 then
-    parts[#parts + 1] = 'network: ' .. table.concat(e.network, ', ')
-  end
-  if e.unconfined then
-    parts[#parts + 1] = 'unconfined (no sandbox at all)'
-  end
-  return table.concat(parts, '; ')
-end
-
 local function preview_lines(params)
   local pv = params.preview
   local e = escalation(params)
   if e then
     local lines = {
-      'The agent asks to widen the sandbox (now: ' .. tostring(pv.sandbox or '?') .. ') for this command.',
+      'Widen the sandbox (now ' .. tostring(pv.sandbox or '?') .. ') to run this command:',
       'Why: ' .. tostring(e.reason or '?'):gsub('[\r\n]+', ' '),
     }
     for _, p in ipairs(list_of(e.writable)) do
@@ -139,28 +124,22 @@ local function choices(params, persistable)
   end
   local e = escalation(params)
   if e then -- the four answers of a widening (WAVE2/protocol.md §16), then cancel
-    local list = { { label = 'Allow once: this command, widened', outcome = 'allow-once', key = lhs('allow_once') } }
+    -- The exact widening is in the preview under the choices; the labels stay short enough not to
+    -- wrap in a narrow transcript window.
+    local list = { { label = 'Allow once (this command)', outcome = 'allow-once', key = lhs('allow_once') } }
     if e.unconfined then
       list[#list + 1] =
-        { label = 'Allow for this session: exactly this command, unconfined', outcome = 'allow-always', key = lhs('allow_always') }
+        { label = 'Allow for this session (this exact command)', outcome = 'allow-always', key = lhs('allow_always') }
     else
-      list[#list + 1] = {
-        label = 'Allow for this session: ' .. widening_words(e) .. ' for every command',
-        outcome = 'allow-always',
-        key = lhs('allow_always'),
-      }
+      list[#list + 1] = { label = 'Allow for this session (every command)', outcome = 'allow-always', key = lhs('allow_always') }
       -- Saved to config.json: every later session gets it too; offered only when the daemon says it
       -- can (flag `persistWidening`); an unconfined widening is never saved.
       if persistable then
-        list[#list + 1] = {
-          label = 'Always (saved to config): ' .. widening_words(e) .. ', every session',
-          outcome = 'allow-always',
-          persist = true,
-          key = lhs('allow_saved'),
-        }
+        list[#list + 1] =
+          { label = 'Always (saved to config, every session)', outcome = 'allow-always', persist = true, key = lhs('allow_saved') }
       end
     end
-    list[#list + 1] = { label = 'Reject: run nothing, the agent is told', outcome = 'reject', key = lhs('reject') }
+    list[#list + 1] = { label = 'Reject (nothing runs)', outcome = 'reject', key = lhs('reject') }
     list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
     return list
   end
