@@ -219,8 +219,7 @@ def test_a_turn_its_budget_stopped_says_so_in_words(
     editor = start_editor()
     (paths.work / "a.txt").write_text("hello\n")
     fake.script(
-        Reply.stream(tool_call_stream([("call_r", "read_file", {"path": str(paths.work / "a.txt")})])),
-        Reply.stream(text_stream(["never asked for"])),
+        Reply.stream(tool_call_stream([("call_r", "read_file", {"path": str(paths.work / "a.txt")})]))
     )
     editor.cmd("Dsh read a.txt")
     (footer,) = editor.wait_footers(1)
@@ -231,6 +230,24 @@ def test_a_turn_its_budget_stopped_says_so_in_words(
         " — raise agent.budget.steps to go on, or send a prompt to continue"
     )
     assert footer.startswith("── budget · ")
-    assert len(fake.requests) == 1  # the request that would pass the cap was never made
+    assert len(fake.requests) == 1  # the request that would pass the cap was never made (nor later)
     hl = [h["hl"] for h in editor.snapshot()["hls"] if h["row"] == lines.index(stopped)]
     assert hl == ["DshFooterError"]
+    # A cost cap, changed live: the cost the turn used, as the footer writes costs.
+    editor.lua(
+        "require('dsh.client').notify(require('dsh.client').root_for(0), 'workspace/didChangeConfiguration',"
+        " {settings = {dsh = {agent = {budget = {steps = 100, costUsd = 0.000001}}}}})"
+    )
+    fake.script(
+        Reply.stream(tool_call_stream([("call_r2", "read_file", {"path": str(paths.work / "a.txt")})]))
+    )
+    editor.type_in_input("again")
+    editor.keys("<CR>")
+    footer2 = editor.wait_footers(2)[1]
+    lines = editor.lines()
+    cost = footer2.split(" · ")[-1].rstrip(" ─")
+    assert lines[len(lines) - 1 - lines[::-1].index(footer2) - 1] == (
+        f"⏹ Stopped: the turn's budget of $0.000001 is spent (used {cost})"
+        " — raise agent.budget.costUsd to go on, or send a prompt to continue"
+    )
+    assert len(fake.requests) == 2

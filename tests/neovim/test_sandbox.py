@@ -234,7 +234,11 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
     confined(paths)
     outside = tmp_path / "outside"
     outside.mkdir()
-    widen = {"reason": "the build writes its cache there", "writable": [str(outside)]}
+    widen = {
+        "reason": "the build writes its cache there",
+        "writable": [str(outside)],
+        "network": ["pypi.org"],
+    }
     fake.script(
         run("call_e1", f"echo one > {outside}/one.txt", escalate=widen),
         run("call_e2", f"echo two > {outside}/two.txt"),  # the session's widening holds: not asked
@@ -252,7 +256,7 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
         "  ▸ Cancel the turn (the queue is kept)",
     ]
     assert "Why: the build writes its cache there" in lines
-    assert f"  + writable: {outside.resolve()}" in lines
+    assert f"  + writable: {outside.resolve()}" in lines and "  + network:  pypi.org" in lines
     assert any(line == "Widen the sandbox (now workspace-write) to run this command:" for line in lines)
     assert f"$ echo one > {outside}/one.txt" in lines
     assert "Widen the sandbox" in pf["title"] and "gY session" in pf["footer"]
@@ -265,7 +269,10 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
     told = tool_messages(fake, 2)
     assert "[exit code 0]" in told[0] and "[exit code 0]" in told[1]
     assert "Both written." in editor.lines()
-    assert f"⛨ sandbox widened for this session: writable: {outside.resolve()}" in editor.lines()
+    assert (
+        f"⛨ sandbox widened for this session: writable: {outside.resolve()}; network: pypi.org"
+        in editor.lines()
+    )
     sb = editor.wait(
         lambda: (
             str(outside.resolve()) in ((sandbox_of(editor) or {}).get("writable") or [])

@@ -362,7 +362,7 @@ end
 
 local BUDGET_UNITS = {
   costUsd = function(n)
-    return ('$%.2f'):format(n)
+    return (n >= 0.01 or n == 0) and ('$%.2f'):format(n) or ('$%.6f'):format(n) -- as the footer's cost
   end,
   tokens = function(n)
     return labels.tokens(n) .. ' tokens'
