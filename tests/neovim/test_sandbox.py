@@ -140,8 +140,12 @@ def test_the_status_line_shows_the_mode_and_level_and_dsh_sandbox_changes_the_mo
         assert len(editor.lua("return _G.asked")) == 2  # no confirmation to leave full-access
         # The chat shown again (its state reset): the attach reply's `sandbox` says where commands run.
         sid = editor.snapshot()["id"]
+        editor.lua("T.chat().state.before_resume = true")
         editor.cmd(f"DshResume {sid}")
-        editor.wait(lambda: editor.lua("return T.chat().state.last_seq") > 0, what="attached again")
+        editor.wait(
+            lambda: editor.lua("local st = T.chat().state return not st.before_resume and st.last_seq > 0"),
+            what="attached again",
+        )
         assert (sandbox_of(editor) or {}).get("mode") == "workspace-write"
         # A daemon started again starts in the mode chosen (kept in init_options).
         assert (
