@@ -255,14 +255,20 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
     # The answers: no "Always (saved to config)" — this daemon does not advertise persistWidening.
     assert lines[:4] == [
         "  ▸ Allow once (this command)",
-        "  ▸ Allow for this session (every command)",
+        "  ▸ Allow for this session",
         "  ▸ Reject (nothing runs)",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
     assert "Why: the build writes its cache there" in lines
     assert f"  + writable: {outside.resolve()}" in lines and "  + network:  pypi.org" in lines
-    assert any(line == "Widen the sandbox (now workspace-write) to run this command:" for line in lines)
-    assert f"$ echo one > {outside}/one.txt" in lines
+    assert "For this session: every later command, widened so." in lines
+    # What runs, why and the widening come first: the unfocused float shows only its top.
+    first = lines.index("────────────────────────────────────────") + 1
+    assert lines[first : first + 3] == [
+        "Widen the sandbox (now workspace-write) to run:",
+        f"$ echo one > {outside}/one.txt",
+        "Why: the build writes its cache there",
+    ]
     assert "Widen the sandbox" in pf["title"] and "gY session" in pf["footer"]
     assert not (outside / "one.txt").exists()
     answer(editor, "gY")
@@ -308,11 +314,12 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
     pf = escalation_prompt(editor)
     assert pf["lines"][:4] == [
         "  ▸ Allow once (this command)",
-        "  ▸ Allow for this session (this exact command)",
+        "  ▸ Allow for this session",
         "  ▸ Reject (nothing runs)",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
     assert "  + UNCONFINED: the command runs with no sandbox at all" in pf["lines"]
+    assert "For this session: exactly this command, unconfined again." in pf["lines"]
     assert "saved" not in pf["footer"]
     answer(editor, "gn")  # reject
     pf = editor.wait(
@@ -321,7 +328,7 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
         ),
         what="the second prompt",
     )
-    assert pf["lines"][2] == "  ▸ Always (saved to config, every session)"
+    assert pf["lines"][2] == "  ▸ Always (saved to config)"
     assert f"  + writable: {outside.resolve()}" in pf["lines"]
     assert "gA saved" in pf["footer"]
     editor.cmd("DshPermission")

@@ -88,9 +88,10 @@ end
 local function preview_lines(params)
   local pv = params.preview
   local e = escalation(params)
-  if e then
+  if e then -- what runs, why, the exact widening: first, as the float shows only its top
     local lines = {
-      'Widen the sandbox (now ' .. tostring(pv.sandbox or '?') .. ') to run this command:',
+      'Widen the sandbox (now ' .. tostring(pv.sandbox or '?') .. ') to run:',
+      '$ ' .. tostring(pv.command),
       'Why: ' .. tostring(e.reason or '?'):gsub('[\r\n]+', ' '),
     }
     for _, p in ipairs(list_of(e.writable)) do
@@ -101,8 +102,11 @@ local function preview_lines(params)
     end
     if e.unconfined then
       lines[#lines + 1] = '  + UNCONFINED: the command runs with no sandbox at all'
+      lines[#lines + 1] = 'For this session: exactly this command, unconfined again.'
+    else
+      lines[#lines + 1] = 'For this session: every later command, widened so.'
     end
-    vim.list_extend(lines, { '', '$ ' .. tostring(pv.command), '', 'cwd: ' .. tostring(pv.cwd or '?') })
+    lines[#lines + 1] = 'cwd: ' .. tostring(pv.cwd or '?')
     return lines, 'sh'
   end
   if is_edit(params) then
@@ -126,18 +130,15 @@ local function choices(params, persistable)
   if e then -- the four answers of a widening (WAVE2/protocol.md §16), then cancel
     -- The exact widening is in the preview under the choices; the labels stay short enough not to
     -- wrap in a narrow transcript window.
-    local list = { { label = 'Allow once (this command)', outcome = 'allow-once', key = lhs('allow_once') } }
-    if e.unconfined then
+    local list = {
+      { label = 'Allow once (this command)', outcome = 'allow-once', key = lhs('allow_once') },
+      { label = 'Allow for this session', outcome = 'allow-always', key = lhs('allow_always') },
+    }
+    -- Saved to config.json: every later session gets it too; offered only when the daemon says it can
+    -- (flag `persistWidening`); an unconfined widening is never saved.
+    if persistable and not e.unconfined then
       list[#list + 1] =
-        { label = 'Allow for this session (this exact command)', outcome = 'allow-always', key = lhs('allow_always') }
-    else
-      list[#list + 1] = { label = 'Allow for this session (every command)', outcome = 'allow-always', key = lhs('allow_always') }
-      -- Saved to config.json: every later session gets it too; offered only when the daemon says it
-      -- can (flag `persistWidening`); an unconfined widening is never saved.
-      if persistable then
-        list[#list + 1] =
-          { label = 'Always (saved to config, every session)', outcome = 'allow-always', persist = true, key = lhs('allow_saved') }
-      end
+        { label = 'Always (saved to config)', outcome = 'allow-always', persist = true, key = lhs('allow_saved') }
     end
     list[#list + 1] = { label = 'Reject (nothing runs)', outcome = 'reject', key = lhs('reject') }
     list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
