@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from typing import Any
 
 from tests.fakes.deepseek_server import STREAM_B, FakeDeepSeek, Reply, text_stream
-from tests.neovim.harness import Editor, children, footers
+from tests.neovim.harness import Editor, Paths, children, footers
 from tests.server.harness import tool_call_stream
 
 
@@ -206,3 +208,46 @@ def test_a_wiped_transcript_comes_back(editor: Editor, fake: FakeDeepSeek) -> No
     editor.wait_footers(2)
     lines = editor.lines()
     assert lines.index("first reply") < lines.index("two") < lines.index("second reply")
+
+
+def test_a_turn_its_budget_stopped_says_so_in_words(
+    start_editor: Any, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    """agent.budget (issue 35.2): the `budget` turn end names the cap, what the turn used and what to do."""
+    config = json.loads((paths.state / "config.json").read_text())
+    (paths.state / "config.json").write_text(json.dumps({**config, "agent": {"budget": {"steps": 1}}}))
+    editor = start_editor()
+    (paths.work / "a.txt").write_text("hello\n")
+    fake.script(
+        Reply.stream(tool_call_stream([("call_r", "read_file", {"path": str(paths.work / "a.txt")})]))
+    )
+    editor.cmd("Dsh read a.txt")
+    (footer,) = editor.wait_footers(1)
+    lines = editor.lines()
+    stopped = lines[lines.index(footer) - 1]
+    assert stopped == (
+        "⏹ Stopped: the turn's budget of 1 model request is spent (used 1 model request)"
+        " — raise agent.budget.steps to go on, or send a prompt to continue"
+    )
+    assert footer.startswith("── budget · ")
+    assert len(fake.requests) == 1  # the request that would pass the cap was never made (nor later)
+    hl = [h["hl"] for h in editor.snapshot()["hls"] if h["row"] == lines.index(stopped)]
+    assert hl == ["DshFooterError"]
+    # A cost cap, changed live: the cost the turn used, as the footer writes costs.
+    editor.lua(
+        "require('dsh.client').notify(require('dsh.client').root_for(0), 'workspace/didChangeConfiguration',"
+        " {settings = {dsh = {agent = {budget = {steps = 100, costUsd = 0.000001}}}}})"
+    )
+    fake.script(
+        Reply.stream(tool_call_stream([("call_r2", "read_file", {"path": str(paths.work / "a.txt")})]))
+    )
+    editor.type_in_input("again")
+    editor.keys("<CR>")
+    footer2 = editor.wait_footers(2)[1]
+    lines = editor.lines()
+    cost = footer2.split(" · ")[-1].rstrip(" ─")
+    assert lines[len(lines) - 1 - lines[::-1].index(footer2) - 1] == (
+        f"⏹ Stopped: the turn's budget of $0.000001 is spent (used {cost})"
+        " — raise agent.budget.costUsd to go on, or send a prompt to continue"
+    )
+    assert len(fake.requests) == 2

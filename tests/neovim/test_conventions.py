@@ -34,6 +34,8 @@ COMMANDS = {
     "DshModel",
     "DshRewind",
     "DshFork",
+    "DshPlan",
+    "DshSandbox",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

@@ -14,6 +14,8 @@ local layout = require('dsh.layout')
 local highlight = require('dsh.highlight')
 local permissions = require('dsh.permissions')
 local queue = require('dsh.queue')
+local plan = require('dsh.plan')
+local sandbox = require('dsh.sandbox')
 
 local M = {}
 M.ns = render.ns
@@ -109,10 +111,12 @@ function Chat:reset()
   self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
+  self.plan_block = nil -- {turn, mark, count}: the transcript's plan block an update rewrites
   if api.nvim_buf_is_valid(self.buf) then
     vim.bo[self.buf].modifiable = true
     api.nvim_buf_clear_namespace(self.buf, render.ns, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, render.ns_soft, 0, -1)
+    api.nvim_buf_clear_namespace(self.buf, render.ns_plan, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, queueview.ns, 0, -1)
     api.nvim_buf_set_lines(self.buf, 0, -1, false, {})
     vim.bo[self.buf].modifiable = false
@@ -139,9 +143,9 @@ function Chat:open()
   return layout.open(self)
 end
 
---- The window bar's parts: `dsh · title · state · ⚠ permission · N queued · read-only` (always
---- shown), then `ctx 12% · model` (dropped first when the window is narrow). Returns the parts
---- and how many of them must stay.
+--- The window bar's parts: `dsh · title · state · ⚠ permission · N queued · read-only · ⚠ full-access`
+--- (always shown), then `plan 1/3 · ctx 12% · model` (dropped first when the window is narrow).
+--- Returns the parts and how many of them must stay.
 function Chat:bar_text()
   local st = self.state
   local parts = { 'dsh', labels.first_line(self.title or (self.id and self.short) or 'new chat', 30) }
@@ -158,7 +162,15 @@ function Chat:bar_text()
   if st.read_only then
     parts[#parts + 1] = 'read-only'
   end
+  local _, sb_warn = sandbox.describe(st.sandbox)
+  if sb_warn then -- nothing confines commands, or they are refused: always in view
+    parts[#parts + 1] = st.sandbox.mode == 'full-access' and '⚠ full-access' or '⚠ no sandbox: commands refused'
+  end
   local keep = #parts
+  local gauge = plan.gauge(st.plan)
+  if gauge then
+    parts[#parts + 1] = gauge
+  end
   local ctx = M.context_gauge(st)
   if ctx then
     parts[#parts + 1] = ctx
@@ -249,6 +261,12 @@ function Chat:render(op)
       self.title = op.title
       self:refresh_bar()
     end
+  elseif op.op == 'sandbox' then
+    self:refresh_bar()
+    pcall(vim.cmd.redrawstatus)
+  elseif op.op == 'plan_state' then
+    self:refresh_bar()
+    plan.changed(self)
   elseif op.op == 'inbox' then
     self:refresh_queue()
     self:refresh_bar()
@@ -259,6 +277,10 @@ function Chat:render(op)
       self:refresh_bar()
     end
     render.apply(self, op)
+    if op.op == 'plan' then
+      self:refresh_bar()
+      plan.changed(self)
+    end
   end
 end
 

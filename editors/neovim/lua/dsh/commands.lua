@@ -88,6 +88,18 @@ function run.DshModel(o)
   control.set_model(o.args)
 end
 
+function run.DshSandbox(o)
+  require('dsh.sandbox').command(o.args)
+end
+
+function run.DshPlan()
+  local chat = sessions.chat_for(0)
+  if not (chat and chat.id) then
+    return notify.notify('no session here')
+  end
+  require('dsh.plan').open(chat)
+end
+
 function run.DshRewind(o)
   require('dsh.rewind').rewind(o.args)
 end

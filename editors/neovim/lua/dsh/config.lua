@@ -47,7 +47,8 @@ M.defaults = {
     -- In the permission prompt. No single key answers: <CR> on a choice line, or these.
     prompt = {
       allow_once = 'gy',
-      allow_always = 'gY',
+      allow_always = 'gY', -- a sandbox widening: for this session
+      allow_saved = 'gA', -- a sandbox widening: saved to config.json, every session (persistWidening)
       reject = 'gn',
       cancel = 'gC',
       review = 'gd', -- edits: review hunk by hunk in a diff tab

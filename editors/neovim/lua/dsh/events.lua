@@ -30,6 +30,9 @@ function M.event(_root, ev)
   elseif ev.type == 'turn/end' then
     permissions.resolved(ev.sessionId)
   elseif ev.type == 'rewind/files' or ev.type == 'conversation/cut' then
+    if chat.state.plan_unknown then -- cut back past the turns this chat saw
+      require('dsh.plan').refetch(chat)
+    end
     local note = require('dsh.rewind').note(chat, ev)
     if note then
       chat:note(note, ev.data.phase == 'interrupted' and 'DshError' or nil)

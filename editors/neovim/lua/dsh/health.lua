@@ -88,6 +88,9 @@ function M.check()
   if not running then
     health.info('no daemon running in this Neovim yet (:Dsh starts one)')
   end
+  if exe and vim.fn.executable(exe) == 1 then
+    require('dsh.sandbox').check(health, opts)
+  end
 end
 
 return M

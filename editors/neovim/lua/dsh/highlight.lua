@@ -29,6 +29,12 @@ function M.define()
   link('DshKey', 'Special')
   link('DshAccepted', 'DiagnosticOk')
   link('DshRejected', 'DiagnosticError')
+  link('DshPlanHeader', 'Title')
+  link('DshPlanStep', 'Normal')
+  link('DshPlanActive', 'DiagnosticInfo')
+  link('DshPlanDone', 'Comment')
+  link('DshSandbox', 'StatusLine')
+  link('DshSandboxWarn', 'DiagnosticWarn')
 end
 
 -- Only code blocks are injected (in their own language): markdown's inline injection re-parses a

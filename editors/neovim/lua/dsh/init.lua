@@ -63,9 +63,16 @@ function M.ensure_setup()
   end
 end
 
---- The status line component: state, queue, a waiting permission, the context gauge.
+--- The status line component: state, queue, a waiting permission, the context gauge, the sandbox.
+--- Plain text (lualine and the like).
 function M.status()
   return require('dsh.status').status()
+end
+
+--- The same for 'statusline' itself, with highlight groups: `%{%v:lua.…%}` (README "Status line":
+--- call it through `package.loaded`, so drawing the status line never loads the plugin).
+function M.statusline()
+  return require('dsh.status').statusline()
 end
 
 --- Deliver the visual selection: 'steer' | 'inject' | 'attach' (the <Plug>(dsh-…) mappings).

@@ -102,6 +102,9 @@ end
 --- What a tool call is about, in one line: its path, command, pattern…
 function M.call_summary(root, arguments)
   local args = M.arguments(arguments)
+  if args and type(args.steps) == 'table' and not (args.path or args.command) then -- update_plan
+    return ('%d step%s'):format(#args.steps, #args.steps == 1 and '' or 's')
+  end
   if args then
     local main = args.path or args.command or args.pattern or args.glob or args.query
     if type(main) == 'string' then

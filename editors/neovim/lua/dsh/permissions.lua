@@ -73,8 +73,42 @@ local function is_edit(params)
   return type(params.preview) == 'table' and type(params.preview.diff) == 'string'
 end
 
+--- A widening of the sandbox the agent asks for (protocol.md §16): `{reason, writable, network,
+--- unconfined}`, or nil.
+local function escalation(params)
+  local e = type(params.preview) == 'table' and params.preview.escalation
+  return type(e) == 'table' and e or nil
+end
+M.escalation = escalation
+
+local function list_of(v)
+  return type(v) == 'table' and v or {}
+end
+
 local function preview_lines(params)
   local pv = params.preview
+  local e = escalation(params)
+  if e then -- what runs, why, the exact widening: first, as the float shows only its top
+    local lines = {
+      'Widen the sandbox (now ' .. tostring(pv.sandbox or '?') .. ') to run:',
+      '$ ' .. tostring(pv.command),
+      'Why: ' .. tostring(e.reason or '?'):gsub('[\r\n]+', ' '),
+    }
+    for _, p in ipairs(list_of(e.writable)) do
+      lines[#lines + 1] = '  + writable: ' .. p
+    end
+    for _, d in ipairs(list_of(e.network)) do
+      lines[#lines + 1] = '  + network:  ' .. d
+    end
+    if e.unconfined then
+      lines[#lines + 1] = '  + UNCONFINED: the command runs with no sandbox at all'
+      lines[#lines + 1] = 'For this session: exactly this command, unconfined again.'
+    else
+      lines[#lines + 1] = 'For this session: every later command, widened so.'
+    end
+    lines[#lines + 1] = 'cwd: ' .. tostring(pv.cwd or '?')
+    return lines, 'sh'
+  end
   if is_edit(params) then
     return vim.split(pv.diff:gsub('\n$', ''), '\n', { plain = true }), 'diff'
   end
@@ -86,10 +120,29 @@ local function preview_lines(params)
 end
 
 --- The choice lines, farthest from the cursor's starting line first: allowing is at the top.
-local function choices(params)
+--- `persistable`: the daemon can save a widening to its config (flag `persistWidening`).
+local function choices(params, persistable)
   local k = config.options.keys.prompt or {}
   local function lhs(name)
     return config.key(k[name])
+  end
+  local e = escalation(params)
+  if e then -- the four answers of a widening (WAVE2/protocol.md §16), then cancel
+    -- The exact widening is in the preview under the choices; the labels stay short enough not to
+    -- wrap in a narrow transcript window.
+    local list = {
+      { label = 'Allow once (this command)', outcome = 'allow-once', key = lhs('allow_once') },
+      { label = 'Allow for this session', outcome = 'allow-always', key = lhs('allow_always') },
+    }
+    -- Saved to config.json: every later session gets it too; offered only when the daemon says it can
+    -- (flag `persistWidening`); an unconfined widening is never saved.
+    if persistable and not e.unconfined then
+      list[#list + 1] =
+        { label = 'Always (saved to config)', outcome = 'allow-always', persist = true, key = lhs('allow_saved') }
+    end
+    list[#list + 1] = { label = 'Reject (nothing runs)', outcome = 'reject', key = lhs('reject') }
+    list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
+    return list
   end
   local always = params.tool == 'run_command' and 'Allow always: exactly this command, this session'
     or ('Allow always: every %s call, this session'):format(params.tool or 'such')
@@ -105,12 +158,20 @@ local function choices(params)
   return list
 end
 
-local function footer()
+local function footer(req)
   local k = config.options.keys.prompt or {}
   local hide = config.key(k.hide)
-  return (' <CR> on a choice · %s once · %s always · %s reject%s '):format(
+  local saved = ''
+  for _, c in ipairs(req.choices) do
+    if c.persist and config.key(k.allow_saved) then
+      saved = ' · ' .. config.key(k.allow_saved) .. ' saved'
+    end
+  end
+  return (' <CR> on a choice · %s once · %s %s%s · %s reject%s '):format(
     config.key(k.allow_once) or '-',
     config.key(k.allow_always) or '-',
+    req.escalation and 'session' or 'always',
+    saved,
     config.key(k.reject) or '-',
     hide and (' · ' .. hide .. ' hide') or ''
   )
@@ -119,7 +180,8 @@ end
 local function build(req)
   local params = req.params
   local preview, ft = preview_lines(params)
-  local list = choices(params)
+  local list = choices(params, (client.info(req.root) or {}).persistWidening and true)
+  req.escalation = escalation(params) ~= nil
   local width = 20
   for _, l in ipairs(preview) do
     width = math.max(width, vim.fn.strdisplaywidth(l))
@@ -182,18 +244,21 @@ local function act(req, choice)
   if choice.action == 'review' then
     return M.review(req)
   end
+  req.persist = choice.persist or nil -- "Always (saved to config)": allow-always + persist
   req.finish(choice.outcome)
 end
 
 local function set_keys(req, buf)
   local k = config.options.keys.prompt or {}
   for _, c in ipairs(req.choices) do
-    local name = ({
-      ['allow-once'] = 'allow_once',
-      ['allow-always'] = 'allow_always',
-      reject = 'reject',
-      cancelled = 'cancel',
-    })[c.outcome] or (c.action == 'review' and 'review')
+    local name = c.persist and 'allow_saved'
+      or ({
+        ['allow-once'] = 'allow_once',
+        ['allow-always'] = 'allow_always',
+        reject = 'reject',
+        cancelled = 'cancel',
+      })[c.outcome]
+      or (c.action == 'review' and 'review')
     for _, lhs in ipairs(config.lhs_list(name and k[name])) do
       vim.keymap.set('n', lhs, function()
         act(req, c)
@@ -238,7 +303,7 @@ show = function(req, focus)
   end
   local buf, lines, width = build(req)
   local title = ' dsh: ' .. tostring(req.params.title or req.params.tool or 'permission') .. ' '
-  local foot = footer()
+  local foot = footer(req)
   width = math.max(width, vim.fn.strdisplaywidth(title), vim.fn.strdisplaywidth(foot)) + 2
   local cfg = {
     style = 'minimal',
@@ -397,7 +462,7 @@ function M.request(root, params, _ctx)
     end, 50)
     outcome = req.outcome
   end
-  return { outcome = outcome or 'cancelled', newText = req.new_text }
+  return { outcome = outcome or 'cancelled', newText = req.new_text, persist = req.persist }
 end
 
 --- Show again a request the daemon still has open (an attach reply, dsh/permissions/list), unless
@@ -407,11 +472,13 @@ function M.reopen(root, params)
   if M.open[k] or M.settled[k] then
     return M.open[k]
   end
-  local req = new_request(root, params, function(outcome, quiet, new_text)
+  local req
+  req = new_request(root, params, function(outcome, quiet, new_text)
     if quiet then
       return
     end
-    local answer = { sessionId = params.sessionId, callId = params.callId, outcome = outcome, newText = new_text }
+    local answer =
+      { sessionId = params.sessionId, callId = params.callId, outcome = outcome, newText = new_text, persist = req.persist }
     client.request(root, 'dsh/permissions/respond', answer, function(err, res)
       if err then
         notify.error('could not answer the permission request: ' .. (err.message or ''))

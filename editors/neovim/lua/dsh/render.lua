@@ -11,10 +11,12 @@ local config = require('dsh.config')
 local labels = require('dsh.labels')
 local cards = require('dsh.cards')
 local highlight = require('dsh.highlight')
+local plan = require('dsh.plan')
 
 local M = {}
 M.ns = api.nvim_create_namespace('dsh.chat')
 M.ns_soft = api.nvim_create_namespace('dsh.softbreak')
+M.ns_plan = api.nvim_create_namespace('dsh.planblock')
 
 -- ---- buffer writing ------------------------------------------------------------------------------
 
@@ -339,10 +341,8 @@ function R.turn_end(chat, op)
   if reason.error then
     parts[#parts + 1] = (reason.error.code or 'error') .. ': ' .. labels.first_line(reason.error.message, 100)
   end
-  local b = reason.budget
-  if type(b) == 'table' then -- agent.budget stopped the turn before its next request (protocol.md §7)
-    local used = type(b.used) == 'number' and tostring(b.used) or 'unpriced'
-    parts[#parts + 1] = ('budget %s: %s of %s'):format(tostring(b.limit), used, tostring(b.cap))
+  if reason.kind == 'budget' then -- agent.budget stopped the turn before its next request (protocol.md §7)
+    line(chat, M.budget_words(reason.budget), 'DshFooterError')
   end
   local u = op.usage
   if u then
@@ -358,6 +358,93 @@ function R.turn_end(chat, op)
   local ok = reason.kind == 'completed'
   line(chat, '── ' .. table.concat(parts, ' · ') .. ' ──', ok and 'DshFooter' or 'DshFooterError')
   chat.assistant_header = false
+end
+
+local BUDGET_UNITS = {
+  costUsd = function(n)
+    return (n >= 0.01 or n == 0) and ('$%.2f'):format(n) or ('$%.6f'):format(n) -- as the footer's cost
+  end,
+  tokens = function(n)
+    return labels.tokens(n) .. ' tokens'
+  end,
+  steps = function(n)
+    return ('%d model request%s'):format(n, n == 1 and '' or 's')
+  end,
+}
+
+--- A `budget` turn end in words: which cap, what the turn used of it, what to do.
+function M.budget_words(b)
+  b = type(b) == 'table' and b or {}
+  local limit = tostring(b.limit or '?')
+  local unit = BUDGET_UNITS[limit] or function(n)
+    return tostring(n) .. ' ' .. limit
+  end
+  local cap = type(b.cap) == 'number' and unit(b.cap) or '?'
+  local used
+  if type(b.used) == 'number' then
+    used = 'used ' .. unit(b.used)
+  elseif limit == 'costUsd' then
+    used = 'the model has no price, so its cost is unknown'
+  else
+    used = 'used: unknown'
+  end
+  return ("⏹ Stopped: the turn's budget of %s is spent (%s) — raise agent.budget.%s to go on, or send a prompt to continue"):format(
+    cap,
+    used,
+    limit
+  )
+end
+
+--- The plan block: one per turn, at the turn's first plan update; each later update of that turn
+--- rewrites it in place (a new turn's first update starts a new block below).
+function R.plan(chat, op)
+  local lines = plan.lines(op.plan)
+  local texts = vim.tbl_map(function(l)
+    return l[1]
+  end, lines)
+  local turn = type(op.plan) == 'table' and op.plan.turn or nil
+  local b = chat.plan_block
+  local row
+  local pos = b and b.turn == turn and api.nvim_buf_get_extmark_by_id(chat.buf, M.ns_plan, b.mark, {}) or {}
+  if pos[1] then
+    row = pos[1]
+    api.nvim_buf_clear_namespace(chat.buf, M.ns_plan, row, row + b.count)
+    api.nvim_buf_set_lines(chat.buf, row, row + b.count, false, texts)
+    if chat.rmark and chat.rmark.row > row then -- an open reasoning segment below moved
+      chat.rmark.row = chat.rmark.row + #texts - b.count
+    end
+  else
+    end_segment(chat)
+    if chat.last_op == 'turn_end' then -- after a turn's footer (a resumed chat): set apart
+      blank(chat)
+    end
+    bol(chat)
+    row = api.nvim_buf_line_count(chat.buf) - 1
+    append(chat, table.concat(texts, '\n') .. '\n')
+  end
+  for i, l in ipairs(lines) do
+    api.nvim_buf_set_extmark(chat.buf, M.ns_plan, row + i - 1, 0, { end_col = #l[1], hl_group = l[2] })
+  end
+  local mark = api.nvim_buf_set_extmark(chat.buf, M.ns_plan, row, 0, { right_gravity = false })
+  chat.plan_block = { turn = turn, mark = mark, count = #lines }
+end
+
+--- A widening the person granted (`sandbox/widened`, protocol.md §16).
+function R.widened(chat, op)
+  end_segment(chat)
+  local w = op.widened or {}
+  local what = {}
+  if type(w.writable) == 'table' and #w.writable > 0 then
+    what[#what + 1] = 'writable: ' .. table.concat(w.writable, ', ')
+  end
+  if type(w.network) == 'table' and #w.network > 0 then
+    what[#what + 1] = 'network: ' .. table.concat(w.network, ', ')
+  end
+  if w.unconfined then
+    what[#what + 1] = 'unconfined'
+  end
+  local scope = w.scope == 'session' and 'for this session' or 'for this command'
+  line(chat, ('⛨ sandbox widened %s: %s'):format(scope, table.concat(what, '; ')), 'DshNotice')
 end
 
 function R.retry(chat, op)

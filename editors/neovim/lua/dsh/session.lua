@@ -18,6 +18,10 @@ local M = {}
 ---@field rendered_seq integer? durable events up to this seq are shown from a transcript page
 ---@field context {used: integer, window: integer?}? the last `context/usage`
 ---@field model string? the model of the last request (`request/header`)
+---@field sandbox table? the last `sandbox/status` (or the attach reply's `sandbox`)
+---@field plan table? the current plan: the `plan/updated` data that stands (nil: none)
+---@field plan_at_turn table<integer, table|false> the plan when each turn seen began (false: none)
+---@field plan_unknown boolean? a `conversation/cut` went back before the turns seen: ask the daemon
 
 function M.new(session_id)
   return {
@@ -31,6 +35,7 @@ function M.new(session_id)
     ahead = {},
     usage = {},
     calls = {},
+    plan_at_turn = {},
   }
 end
 
@@ -167,11 +172,54 @@ function M.reduce_meta(st, t, d)
   return {}
 end
 
+--- The plan, folded as the daemon folds it (protocol.md §7 `plan/updated`): the latest update not
+--- taken back by a `conversation/cut`, which puts back the plan that stood when its turn began. A cut
+--- to before the turns this chat saw cannot be folded here: `plan_unknown` asks for the daemon's.
+--- Every such event counts, those a transcript page already shows too. `shown`: the event is in the
+--- page rendered (the plan block is not redrawn for it).
+local function fold_plan(st, t, d, shown)
+  if t == 'plan/updated' then
+    st.plan = d
+    st.plan_unknown = nil
+    return { { op = shown and 'plan_state' or 'plan', plan = d } }
+  elseif t == 'turn/start' and type(d.turn) == 'number' then
+    st.plan_at_turn[d.turn] = st.plan or false
+  elseif t == 'conversation/cut' and type(d.beforeTurn) == 'number' then
+    local before = st.plan_at_turn[d.beforeTurn]
+    if before == nil then
+      st.plan_unknown = true
+    else
+      st.plan = before or nil
+    end
+    return { { op = 'plan_state' } }
+  end
+  return {}
+end
+
+--- Steps of a plan (nil: no plan, or one cleared with no steps).
+function M.plan_steps(plan)
+  local steps = type(plan) == 'table' and plan.steps
+  if type(steps) == 'table' and #steps > 0 then
+    return steps
+  end
+end
+
 --- Apply one event; returns a list of render operations.
 ---@param st dsh.SessionState
 ---@param ev {sessionId: string, seq: integer?, type: string, data: table?}
 ---@return table[]
 function M.reduce(st, ev)
+  local seq = ev.seq
+  if type(seq) == 'number' and seq <= st.last_seq then
+    return {} -- already applied (a repeated attach)
+  end
+  local shown = type(seq) == 'number' and st.rendered_seq ~= nil and seq <= st.rendered_seq
+  local pre = fold_plan(st, ev.type, ev.data or {}, shown)
+  local ops = M.reduce_one(st, ev)
+  return #pre > 0 and vim.list_extend(pre, ops) or ops
+end
+
+function M.reduce_one(st, ev)
   local seq = ev.seq
   local t, d = ev.type, ev.data or {}
   if type(seq) == 'number' then
@@ -281,6 +329,11 @@ function M.reduce(st, ev)
     return { { op = 'error', error = d.error or {} } }
   elseif t == 'session/title' then
     return { { op = 'title', title = d.title } }
+  elseif t == 'sandbox/status' then -- live: where commands run now (protocol.md §16)
+    st.sandbox = d
+    return { { op = 'sandbox' } }
+  elseif t == 'sandbox/widened' then
+    return { { op = 'widened', widened = d } }
   elseif t == 'session/lease' then -- a read-only attach: who drives the session now
     local was = st.read_only
     st.read_only = d.readOnly and true or nil

@@ -175,12 +175,24 @@ function M.with_chat(cb, buf, keep_focus)
   end)
 end
 
+--- The attach reply's sandbox (the last `sandbox/status`) and plan (the daemon's fold of the whole
+--- log, absent when there is none: protocol.md §3).
+function M.apply_meta(chat, res)
+  if type(res.sandbox) == 'table' then
+    chat.state.sandbox = res.sandbox
+  end
+  chat.state.plan = type(res.plan) == 'table' and res.plan or nil
+  chat.state.plan_unknown = nil
+  require('dsh.plan').changed(chat)
+end
+
 --- What an attach reply says about the session: its queue, status and whether it is read-only.
 local function apply_attach(chat, res)
   session.set_inbox(chat.state, res.inbox)
   chat.state.status = res.status or chat.state.status
   chat.state.last_seq = math.max(chat.state.last_seq, tonumber(res.lastSeq) or -1)
   chat.state.read_only = res.readOnly or nil
+  M.apply_meta(chat, res)
   if res.readOnly then
     local holder = res.holder or {}
     chat:note(('read-only: driven by another dsh-daemon (pid %s on %s)'):format(
@@ -252,6 +264,9 @@ function M.resume(root, session_id, info, keep_focus)
         for _, ev in ipairs(held) do
           chat:on_event(ev)
         end
+        if session.plan_steps(chat.state.plan) and not chat.plan_block then -- the page does not show plans
+          chat:render({ op = 'plan', plan = chat.state.plan })
+        end
       end)
     end)
   end)
@@ -271,6 +286,7 @@ function M.reattach_all(root, lsp_client)
         end
         session.set_inbox(chat.state, res.inbox)
         chat.state.status = res.status or chat.state.status
+        M.apply_meta(chat, res)
         chat:render({ op = 'inbox' })
         M.reopen_permissions(chat, res)
       end)

@@ -25,6 +25,19 @@ M.commands = {
   { 'DshReview', { desc = 'dsh: review the edit waiting for permission, hunk by hunk' } },
   { 'DshRewind', { nargs = '?', desc = 'dsh: files and/or conversation back to before a turn (the latest by default)' } },
   { 'DshFork', { nargs = '?', desc = 'dsh: a new session from the turns up to one (all by default)' } },
+  { 'DshPlan', { desc = "dsh: the agent's plan" } },
+  {
+    'DshSandbox',
+    {
+      nargs = '?',
+      desc = 'dsh: show or change where commands run (read-only, workspace-write, full-access)',
+      complete = function(lead)
+        return vim.tbl_filter(function(m)
+          return vim.startswith(m, lead)
+        end, { 'read-only', 'workspace-write', 'full-access' })
+      end,
+    },
+  },
   {
     'DshModel',
     {
