@@ -218,9 +218,6 @@ _G.replies = {}
 local client = require('dsh.client')
 local ask = client.on.permission
 client.on.permission = function(root, ...)
-  if _G.persist_widening then -- as a daemon with grants41's flag would say
-    client.roots[root].info.persistWidening = true
-  end
   local reply = ask(root, ...)
   table.insert(_G.replies, reply)
   return reply
@@ -252,10 +249,11 @@ def test_a_widening_is_a_prompt_naming_the_reason_and_the_paths_and_allowed_for_
     editor.cmd("Dsh build it")
     pf = escalation_prompt(editor)
     lines = pf["lines"]
-    # The answers: no "Always (saved to config)" — this daemon does not advertise persistWidening.
-    assert lines[:4] == [
+    # The answers: the daemon advertises persistWidening, so "Always (saved to config)" is offered.
+    assert lines[:5] == [
         "  ▸ Allow once (this command)",
         "  ▸ Allow for this session",
+        "  ▸ Always (saved to config)",
         "  ▸ Reject (nothing runs)",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
@@ -308,8 +306,7 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
         ),
         text_reply("Done."),
     )
-    # The daemon advertises the flag once grants41 is merged (WAVE2.md); until then the test sets it.
-    editor.lua(RECORD_REPLIES + "_G.persist_widening = true")
+    editor.lua(RECORD_REPLIES)  # the daemon advertises persistWidening itself
     editor.cmd("Dsh go")
     pf = escalation_prompt(editor)
     assert pf["lines"][:4] == [
@@ -341,5 +338,7 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
         {"outcome": "allow-always", "persist": True},
     ]
     assert (outside / "s.txt").read_text() == "saved\n"
+    saved = json.loads((paths.state / "config.json").read_text())  # the daemon kept the widening
+    assert str(outside.resolve()) in saved["tools"]["sandbox"]["writable"]
     told = tool_messages(fake, 2)
     assert "rejected" in told[0] and "[exit code 0]" in told[1]
