@@ -387,12 +387,19 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   async setSandboxMode(mode: SandboxMode): Promise<void> {
     if (!isSandboxMode(mode)) return;
     if (mode === 'full-access') {
-      const yes = await vscode.window.showWarningMessage('Run the agent\'s commands without a sandbox (full-access)?', {
-        modal: true,
-        detail: 'Commands then run as you, with your whole account: every file you can read or write, your credentials in files, the network. '
-          + 'Each command asks before it runs. This applies to every session of this daemon until you choose another mode.',
-      }, 'Use full-access');
-      if (yes !== 'Use full-access') { this.post({ type: 'sandboxModeDeclined' }); return; }
+      // A picker whose first (active) row keeps the sandbox: Enter or Esc keeps it, so only a
+      // deliberate pick of the second row hands the agent the account (a modal dialog would focus
+      // its confirming button, and a stray Enter would confirm it).
+      const keep = { label: '$(shield) Keep the sandbox', description: 'commands stay confined' };
+      const use = {
+        label: '$(warning) Use full-access',
+        description: 'no sandbox, for every session',
+        detail: 'Commands then run as you, with your whole account: every file you can read or write, your credentials in files, the network. Each command asks before it runs.',
+      };
+      const picked = await vscode.window.showQuickPick([keep, use], {
+        title: 'Run the agent\'s commands without a sandbox (full-access)?', placeHolder: 'full-access hands the agent your whole account', ignoreFocusOut: true,
+      });
+      if (picked !== use) { this.post({ type: 'sandboxModeDeclined' }); return; }
     }
     const cfg = vscode.workspace.getConfiguration('dsh');
     try {

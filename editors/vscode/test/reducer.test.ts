@@ -227,7 +227,7 @@ describe('reducer', () => {
     m = reduce(m, { kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 4, inbox } });
     expect(m.sandbox?.mode).toBe('read-only');
     m = reduceAll(m, [ev('sandbox/widened', { callId: 'c9', command: 'npm ci', reason: 'cache', writable: ['/home/me/.npm'], network: ['registry.npmjs.org'], unconfined: false, scope: 'session' }, 5)]);
-    expect(m.items.at(-1)).toMatchObject({ kind: 'notice', level: 'info', text: '🛡 Sandbox widened for this session: writable /home/me/.npm; network registry.npmjs.org.' });
+    expect(m.items.at(-1)).toMatchObject({ kind: 'notice', level: 'info', text: 'Sandbox widened for this session: writable /home/me/.npm; network registry.npmjs.org.' });
   });
 
   it('plan: plan/updated replaces the whole plan, empty steps clear it, a cut puts back the plan of before its turn, attach says what stands', () => {

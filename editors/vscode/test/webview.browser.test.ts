@@ -605,7 +605,7 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
       ev('turn/start', { turn: 3 }, 4), end(3, { limit: 'steps', cap: 10, used: 10 }, 5),
       ev('turn/start', { turn: 4 }, 6), end(4, { limit: 'costUsd', cap: 0.5, used: null }, 7),
     ]));
-    await expect.poll(() => page().locator('.footer.budget .footer-text').allTextContents()).toEqual([
+    await expect.poll(() => page().locator('.footer.budget .budget-text').allTextContents()).toEqual([
       "■ Stopped: the turn's budget of $0.50 is spent ($0.47 used) — raise agent.budget (config.json) to go on; what is queued waits.",
       "■ Stopped: the turn's budget of 200,000 tokens is spent (191,500 used) — raise agent.budget (config.json) to go on; what is queued waits.",
       "■ Stopped: the turn's budget of 10 model requests is spent (10 made) — raise agent.budget (config.json) to go on; what is queued waits.",

@@ -316,12 +316,14 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
     return errorBlock(title, r.error?.message ?? '', code, it.turn, true, it.usage ? usageText(it) : '');
   }
   const d = el('div', `footer ${r.kind}`);
+  // A budget stop is a sentence of its own (what stopped it, what to do), the usage under it.
+  if (r.kind === 'budget') d.append(el('div', 'budget-text', budgetText(r.budget)));
   const parts: string[] = [];
-  parts.push(r.kind === 'completed' ? '✓ completed'
+  if (r.kind !== 'budget') parts.push(r.kind === 'completed' ? '✓ completed'
     : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
         : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)'
-          : r.kind === 'budget' ? budgetText(r.budget) : `• ${r.kind}`);
+          : `• ${r.kind}`);
   if (it.usage) parts.push(usageText(it));
   d.append(el('span', 'footer-text', parts.join(' · ')));
   const row = el('span', 'turn-actions fork-actions');

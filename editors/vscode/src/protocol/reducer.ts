@@ -309,7 +309,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'sandbox/widened': {
       const d = ev.data as { callId: string; writable?: string[]; network?: string[]; unconfined?: boolean; scope?: string };
       return upsert(model, { id: `sw:${d.callId}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info',
-        text: `🛡 Sandbox widened ${d.scope === 'session' ? 'for this session' : 'for this command'}: ${wideningText(d)}.` });
+        text: `Sandbox widened ${d.scope === 'session' ? 'for this session' : 'for this command'}: ${wideningText(d)}.` });
     }
     case 'conversation/cut': {
       // The turns from `beforeTurn` on stay on screen, marked: the model no longer sees them.
