@@ -210,7 +210,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
-    case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = undefined; break;
+    case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
       if (m.edited) editedProposals.add(m.callId); else editedProposals.delete(m.callId);
       markEdited(m.callId);
@@ -223,7 +223,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
 
 const shown: {
   inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string;
-  sandbox?: string; plan?: Plan; planShown?: boolean;
+  sandbox?: SandboxStatus | null; sandboxPending?: SandboxMode; sandboxReadOnly?: boolean; plan?: Plan; planShown?: boolean;
 } = {};
 
 function render(): void {
@@ -306,9 +306,12 @@ function refused(s: SandboxStatus): boolean {
 function renderSandbox(): void {
   const s = connection.state === 'ready' ? model.sandbox : undefined;
   if (sandboxPending && s?.configuredMode === sandboxPending) sandboxPending = undefined;
-  const key = s ? `${JSON.stringify(s)}|${sandboxPending}|${model.readOnly}` : '';
-  if (shown.sandbox === key) return;
-  shown.sandbox = key;
+  // A new status is a new object (the reducer replaces it only on `sandbox/status`): compared by
+  // reference, a frame that changed nothing here costs nothing.
+  if (shown.sandbox === s && shown.sandboxPending === sandboxPending && shown.sandboxReadOnly === model.readOnly) return;
+  shown.sandbox = s;
+  shown.sandboxPending = sandboxPending;
+  shown.sandboxReadOnly = model.readOnly;
   sandboxBox.hidden = !s;
   if (!s) return;
   const look = refused(s) ? 'refused' : s.mode === 'full-access' ? 'unconfined' : 'confined';
