@@ -53,8 +53,9 @@ def test_vitest() -> None:
 
 def test_end_to_end_in_code_server() -> None:
     """The packaged .vsix in code-server, driven by Chromium: stream, queue, stop, run queue, edit
-    approval from the diff card, a selection chip, Reload Window. Screenshots: $DSH_E2E_SHOTS or a
-    temp dir printed in the output."""
+    approval from the diff card, a selection chip, Reload Window; the sandbox header, an escalation
+    answered from its card, the plan and a budget stop (e2e/sandbox.e2e.ts). Screenshots:
+    $DSH_E2E_SHOTS or a temp dir printed in the output."""
     _require(CODE_SERVER.exists(), "code-server is not installed")
     _require(
         Path("/usr/bin/chromium").exists() or shutil.which("chromium") is not None,

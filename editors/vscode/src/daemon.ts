@@ -9,6 +9,7 @@ import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vsc
 import { editorHandlers, OFFERED, Rechecks } from './editorAbilities';
 import { DAEMON_NAME, installPlans, locateDaemon, runInstall, type Located, venvBin } from './locate';
 import { DaemonUnavailable, type DaemonState } from './daemonState';
+import { daemonSettings } from './daemonSettings';
 import { DshClient, Rpc } from './protocol/client';
 import type { InitializeDshCapabilities } from './protocol/types';
 
@@ -106,7 +107,6 @@ export class Daemon implements vscode.Disposable {
     const { command, args } = where;
     this.output.info(`starting ${command} ${args.join(' ')} (found: ${where.how})`);
     const extraEnv = cfg.get<Record<string, string>>('env', {});
-    const provider = cfg.get<Record<string, unknown>>('provider', {});
     const apiKey = await this.ctx.secrets.get(SECRET_KEY);
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     // The daemon logs what it does at INFO to stderr, which is this channel (unless set otherwise).
@@ -115,7 +115,7 @@ export class Daemon implements vscode.Disposable {
       command, args, // no `transport`: TransportKind.stdio would append --stdio, which is not needed
       options: { cwd, env },
     };
-    const initializationOptions: Record<string, unknown> = { ...provider };
+    const initializationOptions: Record<string, unknown> = settingsOf(cfg);
     if (apiKey) initializationOptions.apiKey = apiKey;
     this.stderrTail = [];
     const clientOptions: LanguageClientOptions = {
@@ -217,14 +217,13 @@ export class Daemon implements vscode.Disposable {
    *  command, arguments or environment (or an older daemon) needs a restart, which is offered. */
   onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
     const spawn = ['dsh.serverCommand', 'dsh.serverArgs', 'dsh.env'].some((k) => e.affectsConfiguration(k));
-    const provider = e.affectsConfiguration('dsh.provider');
-    if (provider || spawn) this.output.info(`settings changed: ${[provider && 'dsh.provider', spawn && 'the daemon command or environment'].filter(Boolean).join(', ')}`);
+    const sandbox = e.affectsConfiguration('dsh.sandbox');
+    const provider = e.affectsConfiguration('dsh.provider') || sandbox;
+    if (provider || spawn) this.output.info(`settings changed: ${[e.affectsConfiguration('dsh.provider') && 'dsh.provider', sandbox && 'dsh.sandbox.mode', spawn && 'the daemon command or environment'].filter(Boolean).join(', ')}`);
     if (spawn && this.state.state === 'error') { void this.restart().catch(() => undefined); return; } // a fixed command: try it now
     if (!this.client || this.lc?.state !== State.Running) return;
     if (provider && !spawn && this.client.features?.configurationChange) {
-      // Flat, as initializationOptions were sent: the daemon merges key by key over them (a nested
-      // `provider` object would shadow the flat keys given at start, the API key among them).
-      this.client.changeConfiguration({ ...vscode.workspace.getConfiguration('dsh').get<Record<string, unknown>>('provider', {}) });
+      this.applySettings();
       return;
     }
     if (provider || spawn) {
@@ -232,6 +231,16 @@ export class Daemon implements vscode.Disposable {
         if (c) void this.restart();
       });
     }
+  }
+
+  /** Sends every setting the daemon takes live (a running daemon with `configurationChange`): flat
+   *  provider keys, as initializationOptions were sent (the daemon merges key by key over them; a
+   *  nested `provider` object would shadow the flat keys given at start, the API key among them), and
+   *  the sandbox mode. The daemon answers a sandbox change with a new `sandbox/status`. */
+  applySettings(): boolean {
+    if (!this.client?.features?.configurationChange || this.lc?.state !== State.Running) return false;
+    this.client.changeConfiguration(settingsOf(vscode.workspace.getConfiguration('dsh')));
+    return true;
   }
 
   async restart(): Promise<DshClient> {
@@ -287,4 +296,9 @@ export class Daemon implements vscode.Disposable {
     this._onReady.dispose();
     this._onState.dispose();
   }
+}
+
+/** The settings the daemon is given, from the `dsh` configuration section. */
+function settingsOf(cfg: vscode.WorkspaceConfiguration): Record<string, unknown> {
+  return daemonSettings(cfg.get<Record<string, unknown>>('provider', {}), cfg.get<string>('sandbox.mode', ''));
 }

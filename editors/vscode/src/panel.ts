@@ -14,7 +14,8 @@ import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
-import { errorCode, textOf, type AnyEvent, type CheckpointTurn, type ContextRef, type SessionInfo } from './protocol/types';
+import { errorCode, textOf, type AnyEvent, type CheckpointTurn, type ContextRef, type SandboxMode, type SessionInfo } from './protocol/types';
+import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
 const SESSION_KEY = 'dsh.sessionId';
@@ -104,9 +105,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const takeOver = this.daemon.client?.features?.takeOver === true;
     const rewind = this.daemon.client?.features?.rewind === true;
     const modes = this.daemon.client?.features?.modes === true;
+    const persistWidening = this.daemon.client?.features?.persistWidening === true;
     if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver
-      && rewind === this.connection.rewind && modes === this.connection.modes) return;
-    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes };
+      && rewind === this.connection.rewind && modes === this.connection.modes && persistWidening === this.connection.persistWidening) return;
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes, persistWidening };
     this.postConnection();
   }
 
@@ -378,6 +380,45 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     await client.takeOver(id);
   }
 
+  /** The sandbox mode picked in the panel's header: written to the user setting `dsh.sandbox.mode`,
+   *  which reaches the daemon as `tools.sandbox.mode` (daemon-wide, from the next command; the daemon
+   *  answers with a new `sandbox/status`). full-access hands the agent the whole account: it is
+   *  confirmed in a modal first (a stray key cannot confirm it). Not applied: the picker is told. */
+  async setSandboxMode(mode: SandboxMode): Promise<void> {
+    if (!isSandboxMode(mode)) return;
+    if (mode === 'full-access') {
+      // A picker whose first (active) row keeps the sandbox: Enter or Esc keeps it, so only a
+      // deliberate pick of the second row hands the agent the account (a modal dialog would focus
+      // its confirming button, and a stray Enter would confirm it).
+      const keep = { label: '$(shield) Keep the sandbox', description: 'commands stay confined' };
+      const use = {
+        label: '$(warning) Use full-access',
+        description: 'no sandbox, for every session',
+        detail: 'Commands then run as you, with your whole account: every file you can read or write, your credentials in files, the network. Each command asks before it runs.',
+      };
+      const picked = await vscode.window.showQuickPick([keep, use], {
+        title: 'Run the agent\'s commands without a sandbox (full-access)?', placeHolder: 'full-access hands the agent your whole account', ignoreFocusOut: true,
+      });
+      if (picked !== use) { this.post({ type: 'sandboxModeDeclined' }); return; }
+    }
+    const cfg = vscode.workspace.getConfiguration('dsh');
+    try {
+      if (cfg.get<string>('sandbox.mode', '') === mode) {
+        // Already the setting (the daemon was told otherwise since, e.g. by config.json at a
+        // restart): tell it again.
+        if (!this.daemon.applySettings()) this.post({ type: 'sandboxModeDeclined' });
+        return;
+      }
+      // A user setting (the setting's scope is `application`): a workspace's .vscode/settings.json
+      // cannot loosen the sandbox.
+      await cfg.update('sandbox.mode', mode, vscode.ConfigurationTarget.Global);
+      this.log(`sandbox mode set to ${mode} (dsh.sandbox.mode)`);
+    } catch (err) {
+      this.post({ type: 'sandboxModeDeclined' });
+      throw err;
+    }
+  }
+
   /** "Restore checkpoint" on the prompt of turn `turn` (daemons with `rewind`): the files the agent
    *  changed from that turn on are listed first (a modal: a stray key cannot confirm it), then the
    *  session's files and conversation go back to how they were before the turn. Files someone else
@@ -601,7 +642,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return;
       }
       case 'inboxMove': { const { client, sessionId } = await this.drivable(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
-      case 'permission': this.permissions.answer(m.callId, m.outcome); return;
+      case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true); return;
+      case 'setSandboxMode': return this.setSandboxMode(m.mode);
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(m.uri));

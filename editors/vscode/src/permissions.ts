@@ -38,7 +38,7 @@ interface Apply { uri: vscode.Uri; range: vscode.Range | undefined; text: string
 interface Shown { before: vscode.Uri; after: vscode.Uri; proposed: string; editable: boolean; edited: boolean }
 
 export class Permissions implements vscode.Disposable {
-  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome) => void }>();
+  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome, persist?: boolean) => void }>();
   private readonly applies = new Map<string, Apply>();
   private readonly shown = new Map<string, Shown>();
   private readonly files = new ProposalFiles();
@@ -72,8 +72,9 @@ export class Permissions implements vscode.Disposable {
   /** The DshClient permission handler: resolves when the person answers (panel, notification, diff).
    *  An allowing answer carries the proposed side's text when the person changed it. */
   handle = async (req: PermissionRequest): Promise<PermissionAnswer> => {
+    let persist = false;
     const outcome = await new Promise<PermissionOutcome>((resolve) => {
-      this.pending.set(req.callId, { req, resolve });
+      this.pending.set(req.callId, { req, resolve: (o, p) => { persist = !!p; resolve(o); } });
       this.onRequest(req);
     });
     this.pending.delete(req.callId);
@@ -83,6 +84,12 @@ export class Permissions implements vscode.Disposable {
     this.onDone(req.callId);
     void this.closeDiff(req.callId);
     if (req.tool === 'run_command' && allowed) await this.saveEdited();
+    // "Always (saved to config)" on a sandbox escalation: the daemon writes the widening into the
+    // person's config.json (an unconfined one it never saves: it counts as the session's).
+    if (persist && outcome === 'allow-always' && req.preview?.escalation) {
+      this.log(`${req.callId}: the widening is to be saved to config.json`);
+      return { outcome, persist: true };
+    }
     return newText === undefined ? { outcome } : { outcome, newText };
   };
 
@@ -97,8 +104,9 @@ export class Permissions implements vscode.Disposable {
     return [...this.pending.values()].filter((p) => p.req.sessionId === sessionId).map((p) => p.req);
   }
 
-  answer(callId: string, outcome: PermissionOutcome): void {
-    this.pending.get(callId)?.resolve(outcome);
+  /** `persist` (with allow-always, on a sandbox escalation): save the widening to config.json. */
+  answer(callId: string, outcome: PermissionOutcome, persist = false): void {
+    this.pending.get(callId)?.resolve(outcome, persist);
   }
 
   /** A turn of `sessionId` ended (or everything goes away): its requests still open are moot. */

@@ -7,6 +7,7 @@ import { emptyModel, queueOf, reduce, reduceAll, SessionModel, statusLabel, assi
 import { textOf, type AnyEvent, type PermissionRequest } from '../src/protocol/types';
 import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
+import { daemonSettings } from '../src/daemonSettings';
 
 let fake: FakeProvider;
 let daemons: TestDaemon[] = [];
@@ -402,5 +403,31 @@ describe('DshClient against the real daemon', () => {
     expect(fake.requests.map((r) => r.body.model)).toEqual([fake.requests[0].body.model, 'changed-model']);
     expect(fake.requests[0].body.model).not.toBe('changed-model');
     expect(fake.requests[1].authorization).toBe('Bearer sk-test-0000');
+  });
+  it('the sandbox mode setting reaches the daemon live (a new sandbox/status); each change carries it, so a provider change keeps it', async () => {
+    const d = await daemon();
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    const status = () => d.of(sessionId, 'sandbox/status').at(-1)?.data as any;
+    const provider = (model: string) => ({ model, baseUrl: fake.baseUrl, thinking: false });
+    await d.waitFor(() => status()?.configuredMode === 'full-access', 'the status of config.json\'s mode');
+    d.client.changeConfiguration(daemonSettings(provider('m1'), 'read-only'));
+    await d.waitFor(() => status()?.configuredMode === 'read-only', 'read-only applied');
+    expect(status()).toMatchObject({ mode: 'read-only', confined: expect.any(Boolean), level: expect.any(String) });
+    // The next change (the model) is merged over the options given at start, not over the last
+    // change: it carries the mode, which stays.
+    d.client.changeConfiguration(daemonSettings(provider('m2'), 'read-only'));
+    await d.client.followup(sessionId, 'hi');
+    await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'a turn');
+    expect(fake.requests.at(-1)!.body.model).toBe('m2');
+    expect(status().configuredMode).toBe('read-only');
+    // Without it (a provider change alone) the daemon goes back to the mode of the start.
+    d.client.changeConfiguration(daemonSettings(provider('m3'), ''));
+    await d.waitFor(() => status()?.configuredMode === 'full-access', 'the mode of the start again');
+  });
+
+  it('daemonSettings: flat provider keys, and tools.sandbox.mode only for a mode', () => {
+    expect(daemonSettings({ model: 'x' }, 'workspace-write')).toEqual({ model: 'x', tools: { sandbox: { mode: 'workspace-write' } } });
+    expect(daemonSettings({ model: 'x' }, '')).toEqual({ model: 'x' });
+    expect(daemonSettings({}, 'everything')).toEqual({});
   });
 });

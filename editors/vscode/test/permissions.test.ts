@@ -190,4 +190,38 @@ describe('Permissions with the real daemon', () => {
     expect(answers[1]).toEqual({ outcome: 'allow-once' });
     permissions.dispose();
   });
+  it('an escalation answered "Always (saved to config)" sends allow-always with persist; the session answer and other tools never carry persist', async () => {
+    const cache = join(d.root, 'cache');
+    const escalate = (id: string) => toolReply([{ id, name: 'run_command', args: { command: 'echo widened', escalate: { reason: 'the tool keeps its cache there', writable: [cache] } } }]);
+    fake.script(escalate('call_w1'), textReply('saved'), escalate('call_w2'), textReply('session'),
+      toolReply([{ id: 'call_r', name: 'run_command', args: { command: 'echo plain' } }]), textReply('plain'));
+    const answers: unknown[] = [];
+    const requests: PermissionRequest[] = [];
+    const permissions = new Permissions((req) => requests.push(req), () => undefined);
+    d.client.setPermissionHandler(async (req) => { const a = await permissions.handle(req); answers.push(a); return a; });
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    await d.client.followup(sessionId, 'widen and save');
+    await d.waitFor(() => permissions.openFor(sessionId).length === 1, 'the escalation');
+    expect(requests[0].preview?.escalation).toEqual({ reason: 'the tool keeps its cache there', writable: [cache], network: [], unconfined: false });
+    permissions.answer(requests[0].callId, 'allow-always', true);
+    await d.waitFor(() => d.of(sessionId, 'turn/end').length === 1, 'turn 1');
+    expect(answers[0]).toEqual({ outcome: 'allow-always', persist: true });
+    // The daemon granted the widening (until it saves to config.json it counts as the session's).
+    expect(d.of(sessionId, 'sandbox/widened').map((e: any) => e.data.writable)).toEqual([[cache]]);
+    expect(String((d.of(sessionId, 'tool/result')[0].data as any).message.content[0].content[0].text)).toContain('widened');
+    // A second request of the same widening would be granted already: another session.
+    const other = await d.client.newSession({ cwd: d.root });
+    await d.client.followup(other.sessionId, 'widen for the session');
+    await d.waitFor(() => permissions.openFor(other.sessionId).length === 1, 'the second escalation');
+    permissions.answer(requests[1].callId, 'allow-always');
+    await d.waitFor(() => d.of(other.sessionId, 'turn/end').length === 1, 'turn 2');
+    expect(answers[1]).toEqual({ outcome: 'allow-always' });
+    // persist on a request that is no escalation is not sent.
+    await d.client.followup(other.sessionId, 'plain');
+    await d.waitFor(() => permissions.openFor(other.sessionId).length === 1, 'the plain request');
+    permissions.answer(requests[2].callId, 'allow-always', true);
+    await d.waitFor(() => d.of(other.sessionId, 'turn/end').length === 2, 'turn 3');
+    expect(answers[2]).toEqual({ outcome: 'allow-always' });
+    permissions.dispose();
+  });
 });

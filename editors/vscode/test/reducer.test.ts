@@ -215,4 +215,43 @@ describe('reducer', () => {
     const crashed = reduceAll(emptyModel(S), [ev('rewind/files', { rewindId: 'r2', phase: 'interrupted', beforeTurn: 1, restored: ['/w/a.py'], deleted: [], untouched: ['/w/b.py'] }, 0)]);
     expect(crashed.items).toMatchObject([{ kind: 'notice', level: 'warning', text: expect.stringContaining('not restored yet: b.py') }]);
   });
+  it('sandbox: the attach reply\'s status, then each live sandbox/status (no seq) replaces it; a widening is a notice', () => {
+    const status = (mode: string, extra: object = {}) => ({ mode, configuredMode: mode, level: 'Landlock 7 + seccomp + namespaces', confined: mode !== 'full-access', available: true, reasons: [], network: [], writable: [], ...extra });
+    const inbox = { nextTurn: [], nextStep: [] };
+    let m = reduceAll(emptyModel(S), [{ kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 4, inbox, sandbox: status('workspace-write') as any } }]);
+    expect(m.sandbox?.mode).toBe('workspace-write');
+    m = reduceAll(m, [ev('sandbox/status', status('read-only', { configuredMode: 'workspace-write' }))]);
+    expect(m.sandbox).toMatchObject({ mode: 'read-only', configuredMode: 'workspace-write' });
+    expect(m.lastSeq).toBe(4); // live: no seq taken
+    // A reattach whose reply has no status (an older daemon) keeps the one known.
+    m = reduce(m, { kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 4, inbox } });
+    expect(m.sandbox?.mode).toBe('read-only');
+    m = reduceAll(m, [ev('sandbox/widened', { callId: 'c9', command: 'npm ci', reason: 'cache', writable: ['/home/me/.npm'], network: ['registry.npmjs.org'], unconfined: false, scope: 'session' }, 5)]);
+    expect(m.items.at(-1)).toMatchObject({ kind: 'notice', level: 'info', text: 'Sandbox widened for this session: writable /home/me/.npm; network registry.npmjs.org.' });
+  });
+
+  it('plan: plan/updated replaces the whole plan, empty steps clear it, a cut puts back the plan of before its turn, attach says what stands', () => {
+    const plan = (turn: number, ...titles: string[]) => ({ turn, steps: titles.map((title, i) => ({ title, status: i === 0 ? 'done' : i === 1 ? 'in_progress' : 'pending' })), callId: `p${turn}-${titles.length}` });
+    let m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('plan/updated', plan(1, 'read', 'fix'), 1)]);
+    expect(m.plan?.steps.map((s) => `${s.status}:${s.title}`)).toEqual(['done:read', 'in_progress:fix']);
+    m = reduceAll(m, [ev('turn/start', { turn: 2 }, 2), ev('plan/updated', plan(2, 'read', 'fix', 'test'), 3)]);
+    expect(m.plan?.steps).toHaveLength(3);
+    m = reduceAll(m, [ev('turn/start', { turn: 3 }, 4), ev('plan/updated', { turn: 3, steps: [] }, 5)]);
+    expect(m.plan).toBeUndefined();
+    // A restored checkpoint before turn 2: the plan that stood when turn 2 began (turn 1's).
+    m = reduceAll(m, [ev('conversation/cut', { beforeTurn: 2 }, 6)]);
+    expect(m.plan?.steps.map((s) => s.title)).toEqual(['read', 'fix']);
+    m = reduceAll(m, [ev('conversation/cut', { beforeTurn: 1 }, 7)]);
+    expect(m.plan).toBeUndefined();
+    // The attach reply's plan stands whatever was replayed; absent, there is none.
+    const inbox = { nextTurn: [], nextStep: [] };
+    m = reduce(m, { kind: 'attached', result: { sessionId: S, status: 'running', lastSeq: 7, inbox, plan: plan(4, 'a', 'b') as any } });
+    expect(m.plan?.turn).toBe(4);
+    m = reduce(m, { kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 7, inbox } });
+    expect(m.plan).toBeUndefined();
+    // The log stays bounded however many updates a long session makes.
+    for (let i = 0; i < 100; i++) m = reduce(m, ev('plan/updated', plan(10 + i, 'x', 'y'), 8 + i));
+    expect(m.planLog.length).toBeLessThanOrEqual(32);
+    expect(m.plan?.turn).toBe(109);
+  });
 });

@@ -452,6 +452,168 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await w.shot('11-server-error');
   });
 
+  it('the sandbox in a 300 px header: a shield and the mode, the level and reasons in its tooltip; a warning look when commands are refused; the mode is picked there', async () => {
+    const status = (extra: object = {}) => ({ mode: 'workspace-write', configuredMode: 'workspace-write', level: 'Landlock 7 + seccomp + namespaces', confined: true, available: true, reasons: [], network: ['pypi.org'], writable: [], ...extra });
+    const attached = (sandbox: object): Action => ({ kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 0, inbox: { nextTurn: [], nextStep: [] }, title: 'A long session title that has to share the row', sandbox: sandbox as any } });
+    await w.snapshot(reduceAll(emptyModel(S), [attached(status())]));
+    const box = page().locator('.header .sandbox');
+    await expect.poll(() => box.isVisible()).toBe(true);
+    expect(await box.getAttribute('class')).toBe('sandbox confined');
+    expect(await box.locator('svg.shield').count()).toBe(1);
+    const picker = page().getByRole('combobox', { name: 'Sandbox mode' });
+    expect(await picker.inputValue()).toBe('workspace-write');
+    const tip = (await box.getAttribute('title'))!;
+    expect(tip).toContain('Sandbox: workspace-write');
+    expect(tip).toContain('Level: Landlock 7 + seccomp + namespaces');
+    expect(tip).toContain('Network: pypi.org');
+    // Compact: the title row (title, shield, picker) stays inside the 300 px sidebar, the title cut.
+    const rights = await page().evaluate(() => [...document.querySelectorAll('.header *')].map((e) => e.getBoundingClientRect().right));
+    expect(Math.max(...rights)).toBeLessThanOrEqual(300);
+    const titleBox = (await page().getByLabel('session title').boundingBox())!;
+    const pickerBox = (await picker.boundingBox())!;
+    expect(Math.abs(titleBox.y + titleBox.height / 2 - (pickerBox.y + pickerBox.height / 2))).toBeLessThan(6); // one row
+    // Plan mode runs commands read-only whatever is configured: the tooltip says both.
+    await w.actions([ev('sandbox/status', status({ mode: 'read-only' }))]);
+    await expect.poll(() => box.getAttribute('title')).toContain('Sandbox: read-only now (plan mode; configured: workspace-write)');
+    // A machine that cannot confine: a warning look, and why in the tooltip.
+    await w.actions([ev('sandbox/status', status({ level: 'unconfined; Landlock is not available', confined: false, available: false, reasons: ['Landlock is not available (kernel 5.4)'] }))]);
+    await expect.poll(() => box.getAttribute('class')).toBe('sandbox refused');
+    const refusedTip = (await box.getAttribute('title'))!;
+    expect(refusedTip).toContain('every command is refused');
+    expect(refusedTip).toContain('Missing: Landlock is not available (kernel 5.4)');
+    expect(await box.evaluate((e) => getComputedStyle(e).borderTopStyle)).toBe('solid');
+    await w.shot('sandbox-refused');
+    // Picking a mode asks the host; until the daemon confirms, the pick stays shown; declined, the
+    // mode in force comes back.
+    await w.clearPosted();
+    await picker.selectOption('full-access');
+    expect(await w.posted()).toEqual([{ type: 'setSandboxMode', mode: 'full-access' }]);
+    await w.actions([ev('session/title', { title: 'still' }, 1)]);
+    await w.frame();
+    expect(await picker.inputValue()).toBe('full-access');
+    await w.host({ type: 'sandboxModeDeclined' });
+    await expect.poll(() => picker.inputValue()).toBe('workspace-write');
+    await picker.selectOption('read-only');
+    await w.actions([ev('sandbox/status', status({ mode: 'read-only', configuredMode: 'read-only' }))]);
+    await expect.poll(() => box.getAttribute('title')).toContain('Sandbox: read-only\n');
+    expect(await picker.inputValue()).toBe('read-only');
+    await w.actions([ev('sandbox/status', status({ mode: 'full-access', configuredMode: 'full-access', confined: false }))]);
+    await expect.poll(() => box.getAttribute('class')).toBe('sandbox unconfined');
+    // An older daemon (no sandbox/status): nothing shown.
+    await w.snapshot(emptyModel(S));
+    expect(await box.isVisible()).toBe(false);
+    expect(w.errors).toEqual([]);
+  });
+
+  it('an escalation is a card with the reason and the exact widening; Always (saved to config) only when the daemon saves it, never for unconfined', async () => {
+    const request = (callId: string, escalation: object) => ({
+      sessionId: S, callId, tool: 'run_command', title: 'Widen the sandbox (writable: /home/me/.npm) to run: npm ci', arguments: { command: 'npm ci' },
+      preview: { command: 'npm ci', cwd: '/home/me/app', sandbox: 'workspace-write', escalation: { reason: 'npm keeps its cache there', writable: [], network: [], unconfined: false, ...escalation } },
+    });
+    const running = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('tool/call', { turn: 1, step: 1, callId: 'x1', name: 'run_command', arguments: '{"command":"npm ci"}' }, 1)]);
+    await w.snapshot(running, { state: 'ready', hasKey: true, persistWidening: true });
+    await w.actions([{ kind: 'permission', request: request('x1', { writable: ['/home/me/.npm'], network: ['registry.npmjs.org'] }) as any }]);
+    const card = page().locator('.permission.escalation');
+    await card.waitFor();
+    expect(await card.locator('.permission-title').textContent()).toBe('Widen the sandbox for a command?');
+    expect(await card.locator('pre.command').textContent()).toBe('$ npm ci\n(in /home/me/app)');
+    expect(await card.locator('.escalation-reason').textContent()).toBe('The agent says: npm keeps its cache there');
+    expect(await card.locator('.widening li').allTextContents()).toEqual(['write /home/me/.npm', 'network registry.npmjs.org']);
+    const names = () => card.locator('.answers button').allTextContents();
+    expect(await names()).toEqual(['Reject', 'Allow once', 'Allow for this session', 'Always (saved to config)']);
+    // In 300 px every answer is inside the card.
+    const rights = await card.locator('button').evaluateAll((bs) => bs.map((b) => b.getBoundingClientRect().right));
+    expect(Math.max(...rights)).toBeLessThanOrEqual(300);
+    await w.shot('escalation');
+    await w.clearPosted();
+    await card.getByRole('button', { name: 'Always (saved to config)' }).click(); // waits until armed
+    expect(await w.posted()).toEqual([{ type: 'permission', callId: 'x1', outcome: 'allow-always', persist: true }]);
+    await w.actions([{ kind: 'permissionDone', callId: 'x1' }]);
+    await card.waitFor({ state: 'detached' });
+    // "Allow for this session" is the session grant (no persist).
+    await w.actions([{ kind: 'permission', request: request('x2', { network: ['pypi.org'] }) as any }]);
+    await card.waitFor();
+    await w.clearPosted();
+    await card.getByRole('button', { name: 'Allow for this session' }).click();
+    expect(await w.posted()).toEqual([{ type: 'permission', callId: 'x2', outcome: 'allow-always' }]);
+    await w.actions([{ kind: 'permissionDone', callId: 'x2' }]);
+    await card.waitFor({ state: 'detached' });
+    // Unconfined is said as such, and never saved: no Always.
+    await w.actions([{ kind: 'permission', request: request('x3', { unconfined: true }) as any }]);
+    await card.waitFor();
+    expect(await card.locator('.permission-title').textContent()).toBe('Run a command without the sandbox?');
+    expect(await card.locator('.widening li').allTextContents()).toEqual(['Unconfined: no sandbox at all (your whole account, any file, any network)']);
+    expect(await names()).toEqual(['Reject', 'Allow once', 'Allow for this session']);
+    await w.actions([{ kind: 'permissionDone', callId: 'x3' }]);
+    await card.waitFor({ state: 'detached' });
+    // A daemon that does not save widenings: no Always either.
+    await w.snapshot(running, { state: 'ready', hasKey: true });
+    await w.actions([{ kind: 'permission', request: request('x4', { writable: ['/tmp/cache'] }) as any }]);
+    await card.waitFor();
+    expect(await names()).toEqual(['Reject', 'Allow once', 'Allow for this session']);
+    await w.clearPosted();
+    await card.getByRole('button', { name: 'Reject' }).click();
+    expect(await w.posted()).toEqual([{ type: 'permission', callId: 'x4', outcome: 'reject' }]);
+    await w.actions([{ kind: 'permissionDone', callId: 'x4' }]);
+    expect(w.errors).toEqual([]);
+  });
+
+  it('the plan: a checklist pinned above the composer while a turn runs, collapsible, its steps pending / in progress / done', async () => {
+    const plan = (turn: number, statuses: string[], note?: string) => ({ turn, callId: `p${statuses.join('')}`, ...(note ? { note } : {}), steps: statuses.map((status, i) => ({ title: ['Read the failing test', 'Fix the parser for Windows line endings in every reader', 'Run the whole test suite'][i], status })) });
+    await w.snapshot(reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('plan/updated', plan(1, ['done', 'in_progress', 'pending'], 'CRLF only'), 1)]));
+    const box = page().locator('details.plan');
+    await expect.poll(() => box.isVisible()).toBe(true);
+    expect(await box.getAttribute('open')).not.toBeNull();
+    expect(await page().locator('.plan-step').evaluateAll((ls) => ls.map((l) => l.className))).toEqual(['plan-step done', 'plan-step in_progress', 'plan-step pending']);
+    expect(await page().locator('.plan-step').allTextContents()).toEqual([
+      '✓done: Read the failing test', '◐in progress: Fix the parser for Windows line endings in every reader', '○to do: Run the whole test suite']);
+    expect(await page().locator('.plan-count').textContent()).toBe('1/3');
+    expect(await page().locator('.plan-note').textContent()).toBe('CRLF only');
+    // Pinned above the composer, inside 300 px.
+    const planBox = (await box.boundingBox())!;
+    const composerBox = (await page().getByLabel('message').boundingBox())!;
+    expect(planBox.y + planBox.height).toBeLessThanOrEqual(composerBox.y);
+    expect(planBox.x + planBox.width).toBeLessThanOrEqual(300);
+    // Collapsed: one line with the count and the step in progress; it stays collapsed across updates.
+    await page().locator('.plan-summary').click();
+    await expect.poll(() => box.getAttribute('open')).toBeNull();
+    expect(await page().locator('.plan-current').isVisible()).toBe(true);
+    expect((await box.boundingBox())!.height).toBeLessThan(30);
+    await w.actions([ev('plan/updated', plan(1, ['done', 'done', 'in_progress']), 2)]);
+    await expect.poll(() => page().locator('.plan-count').textContent()).toBe('2/3');
+    expect(await box.getAttribute('open')).toBeNull();
+    expect(await page().locator('.plan-current').textContent()).toBe('Run the whole test suite');
+    await page().locator('.plan-summary').click();
+    await w.shot('plan');
+    // A streamed word leaves the plan's DOM alone (no re-render per event).
+    const marker = await page().locator('.plan-step').first().evaluate((e) => { (e as any).__kept = true; return true; });
+    expect(marker).toBe(true);
+    await w.actions([ev('assistant/delta', { turn: 1, step: 2, delta: { type: 'text', text: 'working' } })]);
+    await w.frame();
+    expect(await page().locator('.plan-step').first().evaluate((e) => (e as any).__kept === true)).toBe(true);
+    // The turn ends: the plan is no longer pinned.
+    await w.actions([ev('turn/end', { turn: 1, reason: { kind: 'completed' } }, 3)]);
+    await expect.poll(() => box.isVisible()).toBe(false);
+    expect(w.errors).toEqual([]);
+  });
+
+  it('a turn stopped by its budget says so in words, with what to do', async () => {
+    const end = (turn: number, budget: object, seq: number) => ev('turn/end', { turn, reason: { kind: 'budget', budget } }, seq);
+    await w.snapshot(reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 0), end(1, { limit: 'costUsd', cap: 0.5, used: 0.4712 }, 1),
+      ev('turn/start', { turn: 2 }, 2), end(2, { limit: 'tokens', cap: 200000, used: 191500 }, 3),
+      ev('turn/start', { turn: 3 }, 4), end(3, { limit: 'steps', cap: 10, used: 10 }, 5),
+      ev('turn/start', { turn: 4 }, 6), end(4, { limit: 'costUsd', cap: 0.5, used: null }, 7),
+    ]));
+    await expect.poll(() => page().locator('.footer.budget .budget-text').allTextContents()).toEqual([
+      "■ Stopped: the turn's budget of $0.50 is spent ($0.47 used) — raise agent.budget (config.json) to go on; what is queued waits.",
+      "■ Stopped: the turn's budget of 200,000 tokens is spent (191,500 used) — raise agent.budget (config.json) to go on; what is queued waits.",
+      "■ Stopped: the turn's budget of 10 model requests is spent (10 made) — raise agent.budget (config.json) to go on; what is queued waits.",
+      "■ Stopped: the turn's budget of $0.50 is spent (the model has no prices, so its cost cannot be counted) — raise agent.budget (config.json) to go on; what is queued waits.",
+    ]);
+    expect(w.errors).toEqual([]);
+  });
+
   it('the daemon that cannot start: one block above the composer with what to do; the composer keeps working', async () => {
     await w.snapshot(emptyModel(null), { state: 'error', kind: 'notFound', message: 'dsh-daemon is not installed.', detail: 'It was looked for on PATH and in the workspace\'s .venv.' });
     await expect.poll(() => page().locator('.daemon-error').isVisible()).toBe(true);

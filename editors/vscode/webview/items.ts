@@ -316,12 +316,14 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
     return errorBlock(title, r.error?.message ?? '', code, it.turn, true, it.usage ? usageText(it) : '');
   }
   const d = el('div', `footer ${r.kind}`);
+  // A budget stop is a sentence of its own (what stopped it, what to do), the usage under it.
+  if (r.kind === 'budget') d.append(el('div', 'budget-text', budgetText(r.budget)));
   const parts: string[] = [];
-  parts.push(r.kind === 'completed' ? '✓ completed'
+  if (r.kind !== 'budget') parts.push(r.kind === 'completed' ? '✓ completed'
     : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
         : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)'
-          : r.kind === 'budget' ? `• stopped by its budget before the next request${budgetText(r.budget)}` : `• ${r.kind}`);
+          : `• ${r.kind}`);
   if (it.usage) parts.push(usageText(it));
   d.append(el('span', 'footer-text', parts.join(' · ')));
   const row = el('span', 'turn-actions fork-actions');
@@ -330,11 +332,27 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
   return d;
 }
 
-/** A `budget` turn end's cap (agent.budget, protocol.md §7): which, and how much of it the turn used. */
-function budgetText(b: TurnEndReason['budget']): string {
-  if (!b) return '';
-  const used = typeof b.used === 'number' ? String(b.used) : 'an unpriced amount';
-  return ` (${b.limit}: ${used} of ${b.cap})`;
+/** A `budget` turn end in words (agent.budget, protocol.md §7): the cap, what the turn used of it,
+ *  and what to do. The turn stopped before a model request that would have passed the cap; what is
+ *  queued stays parked. */
+export function budgetText(b: TurnEndReason['budget']): string {
+  const go = 'raise agent.budget (config.json) to go on; what is queued waits.';
+  if (!b) return `■ Stopped: the turn's budget is spent — ${go}`;
+  const money = (n: number) => `$${n < 0.01 ? n.toPrecision(2) : n.toFixed(2)}`;
+  const count = (n: number) => Math.round(n).toLocaleString('en-US');
+  let cap: string;
+  let used: string;
+  if (b.limit === 'costUsd') {
+    cap = money(b.cap);
+    used = typeof b.used === 'number' ? `${money(b.used)} used` : "the model has no prices, so its cost cannot be counted";
+  } else if (b.limit === 'tokens') {
+    cap = `${count(b.cap)} tokens`;
+    used = typeof b.used === 'number' ? `${count(b.used)} used` : '';
+  } else {
+    cap = `${count(b.cap)} model request${b.cap === 1 ? '' : 's'}`;
+    used = typeof b.used === 'number' ? `${count(b.used)} made` : '';
+  }
+  return `■ Stopped: the turn's budget of ${cap} is spent${used ? ` (${used})` : ''} — ${go}`;
 }
 
 /** A small button acting on turn `turn` (shown on hover or focus; the body's classes say whether the

@@ -4,10 +4,10 @@
 // changed).
 import type { ConnectionState, HostToWebview, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
 import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
-import type { Inbox, PermissionRequest, Target } from '../src/protocol/types';
+import type { Escalation, Inbox, PermissionRequest, Plan, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { actionButtons, Composer } from './composer';
-import { button, el } from './dom';
+import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
 import { codeInfo } from './markdown';
 import { TranscriptView } from './transcriptView';
@@ -33,7 +33,27 @@ const titleRow = el('div', 'title-row');
 const titleEl = el('span', 'session-title');
 titleEl.setAttribute('aria-label', 'session title');
 const keyButton = button('Set API key', () => post({ type: 'setApiKey' }), 'ghost warn small', 'Store the provider API key (VS Code SecretStorage)');
-titleRow.append(titleEl, keyButton);
+// Where commands run (`sandbox/status`): a shield and the mode, which is also the picker; the level
+// reached and why a layer is missing are in its tooltip.
+const SANDBOX_MODES: Array<[SandboxMode, string]> = [
+  ['read-only', 'Commands may read; they write only a private temp directory; no network'],
+  ['workspace-write', 'Commands write inside the workspace (and the allowed paths), reach only the allowed domains'],
+  ['full-access', 'No sandbox: commands run as you, with your whole account; each one asks first'],
+];
+const sandboxBox = el('span', 'sandbox');
+sandboxBox.append(shieldIcon());
+const sandboxSelect = el('select', 'sandbox-select') as HTMLSelectElement;
+sandboxSelect.setAttribute('aria-label', 'Sandbox mode');
+for (const [value, title] of SANDBOX_MODES) { const o = el('option', undefined, value) as HTMLOptionElement; o.value = value; o.title = title; sandboxSelect.append(o); }
+sandboxSelect.addEventListener('change', () => {
+  sandboxPending = sandboxSelect.value as SandboxMode;
+  post({ type: 'setSandboxMode', mode: sandboxPending });
+});
+sandboxBox.append(sandboxSelect);
+sandboxBox.hidden = true;
+/** The mode picked and not yet confirmed by a `sandbox/status` (shown meanwhile). */
+let sandboxPending: SandboxMode | undefined;
+titleRow.append(titleEl, sandboxBox, keyButton);
 const stateRow = el('div', 'state-row');
 const dot = el('span', 'dot');
 dot.setAttribute('aria-hidden', 'true');
@@ -76,6 +96,16 @@ const transcriptBox = el('div', 'transcript-box');
 transcriptBox.append(view.scroller, view.pill);
 
 const permissionsEl = el('div', 'permissions');
+// The agent's plan, pinned above the composer while a turn runs; collapsible (the details element
+// keeps its state across updates).
+const planEl = el('details', 'plan') as HTMLDetailsElement;
+planEl.open = true;
+const planSummary = el('summary', 'plan-summary');
+const planList = el('ol', 'plan-steps');
+planList.setAttribute('aria-label', 'plan');
+const planNote = el('div', 'plan-note');
+planEl.append(planSummary, planList, planNote);
+planEl.hidden = true;
 const queueEl = el('div', 'queue');
 const controls = el('div', 'controls');
 const stopBtn = button('Stop', () => post({ type: 'cancel', keepInbox: true }), 'stop', 'Stop the turn; the queue stays (Esc)');
@@ -103,7 +133,7 @@ const composer = new Composer({
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
-app.append(header, transcriptBox, permissionsEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
+app.append(header, transcriptBox, permissionsEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
@@ -180,6 +210,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
+    case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
       if (m.edited) editedProposals.add(m.callId); else editedProposals.delete(m.callId);
       markEdited(m.callId);
@@ -190,12 +221,16 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
 
 // ---- rendering ----------------------------------------------------------------------------------
 
-const shown: { inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string } = {};
+const shown: {
+  inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string;
+  sandbox?: SandboxStatus | null; sandboxPending?: SandboxMode; sandboxReadOnly?: boolean; plan?: Plan; planShown?: boolean;
+} = {};
 
 function render(): void {
   view.read(); // layout reads first, while the last frame's layout is valid
   renderHeader();
   renderPermissions();
+  renderPlan();
   renderQueue(false);
   renderControls();
   view.write(model);
@@ -232,7 +267,92 @@ function renderHeader(): void {
       contextEl.setAttribute('aria-label', contextEl.title);
     }
   }
+  renderSandbox();
   renderDaemon();
+}
+
+// ---- the sandbox --------------------------------------------------------------------------------
+
+function shieldIcon(): SVGSVGElement {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 16 16');
+  svg.setAttribute('class', 'shield');
+  svg.setAttribute('aria-hidden', 'true');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', 'M8 1.2 2.5 3.3v4.2c0 3.3 2.3 6.1 5.5 7.3 3.2-1.2 5.5-4 5.5-7.3V3.3L8 1.2z');
+  svg.append(path);
+  return svg;
+}
+
+/** How the sandbox stands, for its tooltip: the mode, the level, what is allowed, why a layer is missing. */
+export function sandboxTooltip(s: SandboxStatus): string {
+  const lines = [`Sandbox: ${s.mode}${s.mode !== s.configuredMode ? ` now (plan mode; configured: ${s.configuredMode})` : ''}`, `Level: ${s.level}`];
+  if (refused(s)) lines.push('This machine cannot confine commands: every command is refused. Choose full-access to run them unconfined (each asks first).');
+  else if (s.mode === 'full-access') lines.push('Commands run unconfined, with your whole account; each one asks first.');
+  if (s.writable.length) lines.push(`Also writable: ${s.writable.join(', ')}`);
+  if (s.network.length) lines.push(`Network: ${s.network.join(', ')}`);
+  else if (s.mode === 'workspace-write') lines.push('Network: none allowed');
+  if (s.reasons.length) lines.push(...s.reasons.map((r) => `Missing: ${r}`));
+  lines.push('Change the mode here (the setting dsh.sandbox.mode).');
+  return lines.join('\n');
+}
+
+/** A confined mode this machine cannot give: commands are refused rather than run unconfined. */
+function refused(s: SandboxStatus): boolean {
+  return !s.available && s.mode !== 'full-access';
+}
+
+function renderSandbox(): void {
+  const s = connection.state === 'ready' ? model.sandbox : undefined;
+  if (sandboxPending && s?.configuredMode === sandboxPending) sandboxPending = undefined;
+  // A new status is a new object (the reducer replaces it only on `sandbox/status`): compared by
+  // reference, a frame that changed nothing here costs nothing.
+  if (shown.sandbox === s && shown.sandboxPending === sandboxPending && shown.sandboxReadOnly === model.readOnly) return;
+  shown.sandbox = s;
+  shown.sandboxPending = sandboxPending;
+  shown.sandboxReadOnly = model.readOnly;
+  sandboxBox.hidden = !s;
+  if (!s) return;
+  const look = refused(s) ? 'refused' : s.mode === 'full-access' ? 'unconfined' : 'confined';
+  sandboxBox.className = `sandbox ${look}`;
+  sandboxSelect.value = sandboxPending ?? s.configuredMode;
+  // A session another window drives is not driven from here; the mode is daemon-wide all the same,
+  // but changing it from a read-only view would surprise the window that drives it.
+  sandboxSelect.disabled = model.readOnly;
+  const tip = sandboxTooltip(s);
+  sandboxBox.title = tip;
+  sandboxSelect.title = tip;
+  sandboxSelect.setAttribute('aria-description', tip);
+}
+
+// ---- the plan -----------------------------------------------------------------------------------
+
+const STEP_MARK: Record<string, [string, string]> = { pending: ['○', 'to do'], in_progress: ['◐', 'in progress'], done: ['✓', 'done'] };
+
+function renderPlan(): void {
+  const plan = model.plan;
+  const visible = !!plan && model.status === 'running';
+  if (shown.plan === plan && shown.planShown === visible) return;
+  shown.plan = plan;
+  shown.planShown = visible;
+  planEl.hidden = !visible;
+  if (!plan || !visible) return;
+  const done = plan.steps.filter((st) => st.status === 'done').length;
+  const current = plan.steps.find((st) => st.status === 'in_progress');
+  planSummary.replaceChildren(el('span', 'plan-label', 'Plan'), el('span', 'plan-count', `${done}/${plan.steps.length}`),
+    ...(current ? [el('span', 'plan-current', current.title)] : []));
+  planSummary.title = current ? `Now: ${current.title}` : `${done} of ${plan.steps.length} steps done`;
+  planList.replaceChildren(...plan.steps.map((st) => {
+    const [mark, words] = STEP_MARK[st.status] ?? ['•', st.status];
+    const li = el('li', `plan-step ${st.status}`);
+    const m = el('span', 'plan-mark', mark);
+    m.setAttribute('aria-hidden', 'true');
+    li.append(m, srOnly(`${words}: `), el('span', 'plan-title', st.title));
+    return li;
+  }));
+  planNote.textContent = plan.note ?? '';
+  planNote.hidden = !plan.note;
 }
 
 function renderDaemon(): void {
@@ -277,6 +397,8 @@ function renderPermissions(): void {
 }
 
 function permissionCard(p: PermissionRequest): HTMLElement {
+  const esc = p.preview?.escalation;
+  if (esc) return escalationCard(p, esc);
   const d = el('div', 'permission');
   d.setAttribute('role', 'group');
   d.setAttribute('aria-label', `Permission: ${p.title || p.tool}`);
@@ -296,8 +418,51 @@ function permissionCard(p: PermissionRequest): HTMLElement {
     button('Allow always', answer('allow-always'), ''),
     button('Allow once', answer('allow-once'), 'primary'),
   ];
+  d.append(answerRow(d, buttons, answers));
+  return d;
+}
+
+/** A request to widen the sandbox for one command (`preview.escalation`, protocol.md §16): the
+ *  command, the agent's reason and exactly what would be widened, with four answers. "Always" saves
+ *  the widening to config.json: offered only when the daemon can (`persistWidening`) and never for
+ *  "unconfined" (which the daemon does not save). */
+function escalationCard(p: PermissionRequest, esc: Escalation): HTMLElement {
+  const d = el('div', 'permission escalation');
+  d.setAttribute('role', 'group');
+  d.setAttribute('aria-label', `Permission: ${p.title || 'widen the sandbox'}`);
+  const head = el('div', 'permission-title');
+  head.append(shieldIcon(), el('span', undefined, esc.unconfined ? 'Run a command without the sandbox?' : 'Widen the sandbox for a command?'));
+  d.append(head);
+  if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
+  const why = el('div', 'escalation-reason');
+  why.append(el('span', 'escalation-label', 'The agent says: '), el('span', 'escalation-why', esc.reason));
+  d.append(why);
+  const list = el('ul', 'widening');
+  list.setAttribute('aria-label', 'what would be widened');
+  if (esc.unconfined) list.append(el('li', 'unconfined', 'Unconfined: no sandbox at all (your whole account, any file, any network)'));
+  for (const w of esc.writable) { const li = el('li', 'writable'); li.append(el('span', 'widening-kind', 'write '), el('code', undefined, w)); list.append(li); }
+  for (const n of esc.network) { const li = el('li', 'network'); li.append(el('span', 'widening-kind', 'network '), el('code', undefined, n)); list.append(li); }
+  d.append(list);
+  const answer = (outcome: 'reject' | 'allow-always' | 'allow-once', persist = false) => () =>
+    post({ type: 'permission', callId: p.callId, outcome, ...(persist ? { persist: true } : {}) });
+  const answers = [
+    button('Reject', answer('reject'), 'ghost', 'Run nothing; the agent is told you refused'),
+    button('Allow once', answer('allow-once'), 'primary', esc.unconfined ? 'Run this command unconfined, this time only' : 'Run this command with the widening; later commands stay as they were'),
+    button('Allow for this session', answer('allow-always'), '', esc.unconfined
+      ? 'Allow this exact command unconfined for the rest of this session'
+      : 'Widen the sandbox for every later command of this session'),
+  ];
+  if (connection.persistWidening && !esc.unconfined) {
+    answers.push(button('Always (saved to config)', answer('allow-always', true), '', 'Write the widening into your config.json (tools.sandbox): every later session gets it'));
+  }
+  d.append(answerRow(d, el('div', 'row'), answers));
+  return d;
+}
+
+/** A card's answers: armed only ARM_MS after the card appears, kept together as one group in `buttons`. */
+function answerRow(card: HTMLElement, buttons: HTMLElement, answers: HTMLButtonElement[]): HTMLElement {
   for (const b of answers) b.disabled = true;
-  d.dataset.armMs = String(ARM_MS);
+  card.dataset.armMs = String(ARM_MS);
   setTimeout(() => { for (const b of answers) b.disabled = false; }, ARM_MS);
   // The answers are one group, kept in their order and together: in a narrow sidebar the group
   // moves to its own line as a whole rather than leaving "Allow once" alone on a row.
@@ -306,8 +471,7 @@ function permissionCard(p: PermissionRequest): HTMLElement {
   group.setAttribute('aria-label', 'answer');
   group.append(...answers);
   buttons.append(el('span', 'spacer'), group);
-  d.append(buttons);
-  return d;
+  return buttons;
 }
 
 // ---- the queue: one row per item, its actions on hover or focus ------------------------------------

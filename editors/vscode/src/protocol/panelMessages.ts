@@ -1,6 +1,6 @@
 // Messages between the extension host and the chat webview (both directions). No vscode import.
 import type { Action, SessionModel } from './reducer';
-import type { PermissionOutcome, Range, Target, TranscriptPage } from './types';
+import type { PermissionOutcome, Range, SandboxMode, Target, TranscriptPage } from './types';
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
 export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
@@ -25,6 +25,9 @@ export type HostToWebview =
   | { type: 'mentions'; id: number; items: MentionItem[] }
   /** The proposed side of a request's diff now differs from the proposal (`edited`), or no longer. */
   | { type: 'proposalEdited'; callId: string; edited: boolean }
+  /** The sandbox mode the person picked was not applied (full-access not confirmed, or the setting
+   *  could not be written): the picker shows the mode in force again. */
+  | { type: 'sandboxModeDeclined' }
   /** Something the person asked for failed: said under the composer. */
   | { type: 'error'; message: string; actions?: PanelAction[] };
 
@@ -45,6 +48,8 @@ export interface ConnectionState {
   modes?: boolean;
   /** The daemon keeps checkpoints: Restore checkpoint and Fork from here are offered (`experimental.dsh.rewind`). */
   rewind?: boolean;
+  /** An escalation may be saved to config.json (`experimental.dsh.persistWidening`): "Always" is offered. */
+  persistWidening?: boolean;
 }
 
 export type WebviewToHost =
@@ -76,7 +81,10 @@ export type WebviewToHost =
   | { type: 'inboxRemove'; messageId: string }
   | { type: 'inboxReplace'; messageId: string; text: string }
   | { type: 'inboxMove'; messageId: string; target: Target; index?: number }
-  | { type: 'permission'; callId: string; outcome: PermissionOutcome }
+  /** `persist` (with allow-always, on a sandbox escalation): save the widening to config.json. */
+  | { type: 'permission'; callId: string; outcome: PermissionOutcome; persist?: boolean }
+  /** The sandbox mode picked in the header (full-access is confirmed by the host first). */
+  | { type: 'setSandboxMode'; mode: SandboxMode }
   | { type: 'viewDiff'; callId: string }
   | { type: 'openFile'; uri: string; range?: Range }
   | { type: 'copy'; text: string }

@@ -8,7 +8,7 @@
 // (every caller replaces its model with the result). Items are in turn order (every item has the
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
-  AnyEvent, AttachResult, Inbox, InboxItem, PermissionRequest, StreamDelta, ToolError, ToolResultMeta,
+  AnyEvent, AttachResult, Inbox, InboxItem, PermissionRequest, Plan, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
   TranscriptPage, TranscriptTurn, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
@@ -87,8 +87,17 @@ export interface SessionModel {
    *  and ids queued while a turn ran: what tags a prompt in the transcript. Shared like `index`. */
   claims: Record<string, { verb?: string; target: string; queued: boolean }>;
   queuedIds: Record<string, true>;
+  /** Where the session's commands run: the last `sandbox/status` (live, or the attach reply's). */
+  sandbox?: SandboxStatus;
+  /** The agent's current plan (absent: none, or cleared). */
+  plan?: Plan;
+  /** The plans seen, oldest first (at most PLAN_LOG): a `conversation/cut` puts back the one that
+   *  stood when the cut's turn began. */
+  planLog: Plan[];
   rev: number;
 }
+
+const PLAN_LOG = 32;
 
 export type Action =
   | { kind: 'reset'; sessionId: string | null }
@@ -110,7 +119,7 @@ export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
     sessionId, lastSeq: -1, status: 'idle', readOnly: false, items: [], index: {},
     inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, olderBefore: null,
-    claims: {}, queuedIds: {}, rev: 0,
+    claims: {}, queuedIds: {}, planLog: [], rev: 0,
   };
 }
 
@@ -129,6 +138,10 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
         title: typeof r.title === 'string' ? r.title || undefined : model.title,
         mode: (r as { mode?: SessionModel['mode'] }).mode ?? model.mode,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
+        sandbox: r.sandbox ?? model.sandbox,
+        // The plan that stands now, whatever was replayed (absent: none).
+        ...(r.plan ? planState(samePlan(model.planLog.at(-1), r.plan) ? model.planLog : [...model.planLog, r.plan])
+          : { plan: undefined, planLog: model.planLog }),
       };
     }
     case 'transcript':
@@ -289,9 +302,20 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       if (indexOf(model, aid) !== undefined) return updateItem(model, aid, (it) => it.kind === 'assistant' ? { ...it, retry } : it);
       return upsert(model, { id: `r:${d.turn}:${d.step}`, kind: 'retry', rev: 0, turn: d.turn, step: d.step, retry });
     }
+    case 'sandbox/status':
+      return { ...model, sandbox: ev.data as SandboxStatus };
+    case 'plan/updated':
+      return { ...model, ...planState([...model.planLog, ev.data as Plan]) };
+    case 'sandbox/widened': {
+      const d = ev.data as { callId: string; writable?: string[]; network?: string[]; unconfined?: boolean; scope?: string };
+      return upsert(model, { id: `sw:${d.callId}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info',
+        text: `Sandbox widened ${d.scope === 'session' ? 'for this session' : 'for this command'}: ${wideningText(d)}.` });
+    }
     case 'conversation/cut': {
       // The turns from `beforeTurn` on stay on screen, marked: the model no longer sees them.
       const before = ev.data.beforeTurn as number;
+      // The plan goes back to the one that stood when turn `before` began.
+      model = { ...model, ...planState(model.planLog.filter((p) => p.turn < before)) };
       for (const it of model.items) {
         if (it.kind === 'user' && it.turn >= before && it.message.source.kind === 'user' && !it.tags?.includes('rewound')) {
           updateItem(model, it.id, (u) => u.kind === 'user' ? { ...u, tags: [...(u.tags ?? []), 'rewound'] } : u);
@@ -522,6 +546,26 @@ function updateItem(model: SessionModel, id: string, f: (it: Item) => Item): Ses
   const after = f(before);
   if (after !== before) model.items[at] = { ...after, rev: model.rev };
   return model;
+}
+
+/** The plan log (bounded) and the plan it leaves standing: its last entry, unless that cleared it. */
+function planState(log: Plan[]): { plan: Plan | undefined; planLog: Plan[] } {
+  const planLog = log.slice(-PLAN_LOG);
+  const last = planLog.at(-1);
+  return { plan: last && last.steps.length ? last : undefined, planLog };
+}
+
+function samePlan(a: Plan | undefined, b: Plan): boolean {
+  return !!a && a.turn === b.turn && a.callId === b.callId && JSON.stringify(a.steps) === JSON.stringify(b.steps);
+}
+
+/** A sandbox widening in words: the paths made writable, the domains made reachable, or no sandbox. */
+export function wideningText(w: { writable?: string[]; network?: string[]; unconfined?: boolean }): string {
+  if (w.unconfined) return 'unconfined (no sandbox)';
+  const parts: string[] = [];
+  if (w.writable?.length) parts.push(`writable ${w.writable.join(', ')}`);
+  if (w.network?.length) parts.push(`network ${w.network.join(', ')}`);
+  return parts.join('; ') || 'nothing';
 }
 
 function parseArgs(a: unknown): unknown {

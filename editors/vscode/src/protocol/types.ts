@@ -35,6 +35,20 @@ export interface OutgoingMessage { id?: string; content: string | ContentBlock[]
 
 export type Verb = 'followup' | 'steer' | 'inject' | 'send' | 'context';
 
+/** The agent's whole plan (`plan/updated`, protocol.md §7); an empty `steps` clears it. */
+export interface Plan {
+  turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string;
+}
+
+export type SandboxMode = 'read-only' | 'workspace-write' | 'full-access';
+/** Where a session's commands run (`sandbox/status`, protocol.md §16): the mode now (read-only in plan
+ *  mode), the one configured, the level this machine gives in words, whether commands run confined
+ *  now, whether this machine can confine at all, why a layer is missing, what is allowed. */
+export interface SandboxStatus {
+  mode: SandboxMode; configuredMode: SandboxMode; level: string; confined: boolean; available: boolean;
+  reasons: string[]; network: string[]; writable: string[];
+}
+
 /** A pending inbox entry: the message's own fields plus what the queue knows about it (all optional:
  *  an older daemon sends bare UserMessages). `context`: the editor messages that travel with it. */
 export interface InboxItem extends UserMessage {
@@ -64,7 +78,9 @@ export interface AttachResult {
   /** The session's mode (daemons with `modes`). */
   mode?: 'ask' | 'accept-edits' | 'plan';
   /** The agent's current plan (`plan/updated`'s data), whatever was replayed; absent: none. */
-  plan?: { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
+  plan?: Plan;
+  /** The last `sandbox/status` of the session (daemons with a sandbox, protocol.md §16). */
+  sandbox?: SandboxStatus;
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
 }
@@ -168,7 +184,7 @@ export interface EventDataMap {
   /** From here on the model's history is what it was when turn `beforeTurn` began (daemons with `rewind`). */
   'conversation/cut': { beforeTurn: number };
   /** The agent's whole plan after an `update_plan` call; a `conversation/cut` takes back the cut turns' plans. */
-  'plan/updated': { turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string };
+  'plan/updated': Plan;
   /** A background process `run_command` started (daemons with `processes`); its output: `dsh/process/output`. */
   'process/started': { processId: string; name: string; command: string; pid: number; confined: boolean; turn?: number; callId?: string };
   /** A background process ended; `stoppedBy` absent: it ended by itself. */
@@ -177,7 +193,7 @@ export interface EventDataMap {
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
   /** Live: where the session's commands run (protocol.md "Sandbox"). */
-  'sandbox/status': { mode: 'read-only' | 'workspace-write' | 'full-access'; configuredMode: 'read-only' | 'workspace-write' | 'full-access'; level: string; confined: boolean; available: boolean; reasons: string[]; network: string[]; writable: string[] };
+  'sandbox/status': SandboxStatus;
   'hook/failed': { hook: string; event: string; reason: string; origin?: 'user' | 'project' };
   'hooks/untrusted': { root: string; path: string; events: string[]; hooks: number; changed?: boolean; problems?: string[] };
   'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string; stderr?: string[]; malformed?: number };
@@ -198,9 +214,18 @@ export interface PermissionGrant { scope: string; tool: string; command?: string
 export type PermissionOutcome = 'allow-once' | 'allow-always' | 'reject' | 'cancelled';
 /** The reply to dsh/requestPermission. `newText` (daemons with `editedAccept`, beside an allowing
  *  outcome, for a request previewing a whole edit): the file as the person accepted it (§8). */
-export interface PermissionAnswer { outcome: PermissionOutcome; newText?: string }
+export interface PermissionAnswer {
+  outcome: PermissionOutcome; newText?: string;
+  /** With `allow-always` on a sandbox escalation (daemons with `persistWidening`): the widening is
+   *  written into the person's config.json and applies to every later session (§16). */
+  persist?: boolean;
+}
+/** What a command's escalation asks for (`preview.escalation`, §16): exactly this widening. */
+export interface Escalation { reason: string; writable: string[]; network: string[]; unconfined: boolean }
 export interface PermissionPreview {
   path?: string; diff?: string; command?: string; cwd?: string;
+  /** run_command: the sandbox mode it would run in; with `escalation`, a request to widen it. */
+  sandbox?: string; escalation?: Escalation;
   /** The whole text before and after an edit (newer daemons; capped, `truncated` says so). */
   oldText?: string; newText?: string; created?: boolean; truncated?: boolean;
 }
@@ -246,6 +271,8 @@ export interface InitializeDshCapabilities {
   modes?: boolean;
   /** A permission answer may carry `newText`: the edit as the person changed it (§8). */
   editedAccept?: boolean;
+  /** `{outcome: "allow-always", persist: true}` on an escalation saves the widening to config.json (§16). */
+  persistWidening?: boolean;
   [flag: string]: unknown;
 }
 
