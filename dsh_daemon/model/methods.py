@@ -173,6 +173,32 @@ class ProjectTrustParams:
 
 
 @dataclass(frozen=True)
+class CustomCommandInfo:
+    """A custom slash command (protocol.md "Custom commands and skills")."""
+
+    name: str
+    description: str
+    source: Literal["project", "user"]
+    argument_hint: str | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    name: str
+    description: str
+    source: Literal["project", "user"]
+
+
+@dataclass(frozen=True)
+class CommandsListResult:
+    commands: tuple[CustomCommandInfo, ...]
+    skills: tuple[SkillInfo, ...]
+    problems: tuple[str, ...]  # files left out, each naming the file and why
+
+
+@dataclass(frozen=True)
 class ProjectTrustResult:
     root: str  # the folder as the trust is recorded (its real path)
     hooks: int  # how many hooks now run in its sessions
@@ -628,6 +654,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
     Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
+    Method("dsh/commands/list", SessionParams, CommandsListResult, "custom slash commands and skills"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(
