@@ -29,20 +29,22 @@ from dsh_daemon.tools.skills import SKILL_TOOL
 MAX_ARGUMENT_CHARS = 100_000
 
 
-def command_word(message: UserMessage) -> tuple[str, str] | None:
-    """(name, arguments) when the person's message starts with `/word`."""
+def command_word(message: UserMessage) -> tuple[str, str, bool] | None:
+    """(name, arguments, escaped) when the person's message starts with `/word` (`//word`: escaped,
+    the way to send a line starting with `/NAME` as text)."""
     if message.source.get("kind") != "user" or "command" in message.source or not message.content:
         return None
     first = message.content[0]
     if not isinstance(first, TextBlock):
         return None
     text = first.text.lstrip()
-    if not text.startswith("/") or text.startswith("//"):
+    escaped = text.startswith("//")
+    if not text.startswith("/"):
         return None
-    parts = text[1:].split(None, 1)
+    parts = text[2 if escaped else 1 :].split(None, 1)
     if not parts:
         return None
-    return parts[0], parts[1].strip() if len(parts) > 1 else ""
+    return parts[0], parts[1].strip() if len(parts) > 1 else "", escaped
 
 
 def expand(command: CustomCommand, arguments: str) -> str:
@@ -59,10 +61,16 @@ def expand_message(message: UserMessage, found: Found) -> UserMessage:
     typed = command_word(message)
     if typed is None:
         return message
-    name, arguments = typed
+    name, arguments, escaped = typed
     command = next((c for c in found.commands if c.name == name), None)
     if command is None or len(arguments) > MAX_ARGUMENT_CHARS:
         return message
+    if escaped:  # `//NAME …`: the text `/NAME …`, as typed less one slash
+        first = message.content[0]
+        assert isinstance(first, TextBlock)
+        unescaped = first.text.replace("//", "/", 1)
+        rest = [block.to_json() for block in message.content[1:]]
+        return UserMessage.create([{"type": "text", "text": unescaped}, *rest], message.source, id=message.id)
     record: dict[str, Any] = {
         "name": name,
         "arguments": arguments,

@@ -804,6 +804,10 @@ class SessionHost:
         (`tools/library.py`), read now; `{commands, skills, problems}`."""
         hosted = self.sessions.get(session_id)
         cwd = hosted.workspace.cwd if hosted is not None else self.manager.info(session_id).cwd
+        return self.commands_in(cwd)
+
+    def commands_in(self, cwd: str | os.PathLike[str] | None) -> dict[str, Any]:
+        """As `commands_of`, for a folder (a client before its first session)."""
         commands, skills = scan_commands(cwd, self.state_dir), scan_skills(cwd, self.state_dir)
         return {
             "commands": [c.to_json() for c in commands.commands],

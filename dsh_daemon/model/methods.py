@@ -173,6 +173,14 @@ class ProjectTrustParams:
 
 
 @dataclass(frozen=True)
+class CommandsListParams:
+    """One of the two: a session (its folder), or a folder before there is a session."""
+
+    session_id: SessionId | None = None
+    cwd: NonEmptyStr | None = None
+
+
+@dataclass(frozen=True)
 class CustomCommandInfo:
     """A custom slash command (protocol.md "Custom commands and skills")."""
 
@@ -654,7 +662,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
     Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
-    Method("dsh/commands/list", SessionParams, CommandsListResult, "custom slash commands and skills"),
+    Method("dsh/commands/list", CommandsListParams, CommandsListResult, "custom slash commands and skills"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(

@@ -540,8 +540,12 @@ def register(daemon: Daemon) -> None:
             daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text, p.persist)
         )
 
-    def commands_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
-        return daemon.front_end.host.commands_of(p.session_id)
+    def commands_list(ls: LanguageServer, p: m.CommandsListParams) -> dict[str, Any]:
+        if (p.session_id is None) == (p.cwd is None):
+            raise errors.invalid_params("dsh/commands/list: give either sessionId or cwd")
+        if p.session_id is not None:
+            return daemon.front_end.host.commands_of(p.session_id)
+        return daemon.front_end.host.commands_in(p.cwd)
 
     def project_trust(ls: LanguageServer, p: m.ProjectTrustParams) -> m.ProjectTrustResult:
         root, hooks, events = daemon.front_end.host.trust_project(p.root, method="dsh/project/trust")
