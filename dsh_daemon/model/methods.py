@@ -608,6 +608,7 @@ class DshCapabilities:
     modes: bool | None = None
     models: bool | None = None
     processes: bool | None = None
+    custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ class CustomCommand:
             out["argumentHint"] = self.argument_hint
         if self.allowed_tools is not None:
             out["allowedTools"] = list(self.allowed_tools)
-        if self.model:
+        if self.model and self.origin == "user":  # a project's command cannot choose it (host/commands.py)
             out["model"] = self.model
         return out
 

@@ -65,7 +65,6 @@ async def test_listed_expanded_logged_and_rebuilt(tmp_path: Path, fake: FakeDeep
                 "source": "project",
                 "argumentHint": "PATH",
                 "allowedTools": ["read_file", "run_command"],
-                "model": "deepseek-v4-pro",
             },
         ]
         problems = "\n".join(listed["problems"])
