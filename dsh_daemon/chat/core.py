@@ -193,7 +193,8 @@ class Chat:
             if kind == "message":
                 source = item.get("source") or {}
                 if source.get("kind") == "user":
-                    self.view.print(self.paint(CYAN, "› ") + sanitize(typed_text(item)))
+                    shown = typed_text(source, str(item.get("text", "")))
+                    self.view.print(self.paint(CYAN, "› ") + sanitize(shown))
                 elif source.get("kind") == "editor":
                     self.note(f"  📎 {self.context_label(source)}")
                 elif source.get("kind") == "hook":
@@ -302,7 +303,8 @@ class Chat:
     def user_message(self, data: dict[str, Any]) -> None:
         source = data.get("source") or {}
         if source.get("kind") == "user":
-            self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
+            shown = typed_text(source, message_text(data["content"]))
+            self.view.print(self.paint(CYAN, "› ") + sanitize(shown))
         elif source.get("kind") == "editor":
             self.note(f"  📎 {self.context_label(source)}")
         elif source.get("kind") == "hook":
@@ -681,11 +683,11 @@ def what_to_do(error: dict[str, Any]) -> str:
     return f" — {advice}" if advice else ""
 
 
-def typed_text(item: dict[str, Any]) -> str:
+def typed_text(source: dict[str, Any], text: str) -> str:
     """A person's message as they typed it: `/NAME arguments` for a custom command the daemon
-    expanded (its source records the command), else its text."""
-    command = (item.get("source") or {}).get("command")
+    expanded (its source records the command, protocol.md §18), else its text."""
+    command = source.get("command")
     if isinstance(command, dict) and isinstance(command.get("name"), str):
         arguments = command.get("arguments") or ""
         return f"/{command['name']} {arguments}".rstrip()
-    return str(item.get("text", ""))
+    return text

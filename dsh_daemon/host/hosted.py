@@ -123,6 +123,9 @@ class HostedSession:
     def replace(
         self, message_id: str, message: UserMessage, attachments: Sequence[UserMessage] | None = None
     ) -> None:
+        """A pending item reworded: a `/NAME …` of a custom command is expanded, as in `send`."""
+        if command_word(message) is not None:
+            message = expand_message(message, self.tools.custom_commands())
         self.agent.inbox.replace(message_id, message, attachments)
 
     def move(self, message_id: str, target: Target, index: int) -> None:

@@ -80,3 +80,16 @@ async def test_a_custom_command_and_a_skill_reach_the_model(tmp_path: Path, fake
         fourth = fake.requests[3].json
         assert users(fourth)[-1] == "Say hello in French."
         assert "run_command" in [t["function"]["name"] for t in fourth["tools"]]  # the next turn: all
+
+    # Another connection loads the session: the person's line is replayed as typed.
+    async with raw_acp(state, fake) as raw:
+        await raw.call("initialize", {"protocolVersion": 1})
+        loaded = await raw.call("session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []})
+        assert "error" not in loaded, loaded
+        said = [
+            m["params"]["update"]["content"]["text"]
+            for m in raw.received
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+        ]
+        assert said == ["/review app.py", "/hello"]

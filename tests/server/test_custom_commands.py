@@ -117,3 +117,25 @@ async def test_listed_expanded_logged_and_rebuilt(tmp_path: Path, fake: FakeDeep
         assert users(fake.requests[3].json)[-1] == "Answer fast."
     finally:
         await stop_daemon(d)
+
+
+async def test_a_parked_command_and_its_rewording_are_expanded(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    state, work = tmp_path / "state", tmp_path / "work"
+    write(work / ".dsh" / "commands" / "one.md", "First: $ARGUMENTS")
+    write(work / ".dsh" / "commands" / "two.md", "Second: $ARGUMENTS")
+    d = await start_daemon(state, fake, root=work, init_options={"thinking": False}, apply_edit=False)
+    try:
+        sid = await d.new_session(cwd=str(work))
+        params = {"sessionId": sid, "message": {"content": "/one a"}, "target": "next-turn", "wakeup": False}
+        sent = await d.request("dsh/send", params)
+        inbox = await d.request("dsh/inbox/list", {"sessionId": sid})
+        (item,) = inbox["nextTurn"]
+        assert item["content"] == [{"type": "text", "text": "First: a"}] and item["id"] == sent["messageId"]
+        reworded = {"sessionId": sid, "messageId": sent["messageId"], "message": {"content": "/two b"}}
+        await d.request("dsh/inbox/replace", reworded)
+        fake.script(text_reply("done"))
+        await d.request("dsh/wake", {"sessionId": sid})
+        await d.wait_idle_turn(sid, 1)
+        assert users(fake.requests[0].json)[-1] == "Second: b"
+    finally:
+        await stop_daemon(d)
