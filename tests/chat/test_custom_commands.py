@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chat.screen import Screen, needs_tmux
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
 from tests.test_cli import run_cli
@@ -62,3 +63,27 @@ def test_a_custom_command_and_a_skill_from_the_chat(tmp_path: Path) -> None:
         assert resumed.returncode == 0, resumed.stderr
         assert "› /fix test_parse" in resumed.stderr and "› /tea" in resumed.stderr
         assert "› /fix is a command" in resumed.stderr
+
+
+@needs_tmux
+def test_tab_completes_a_custom_command(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    write(
+        work / ".dsh" / "commands" / "fixture.md",
+        "---\ndescription: Make a test fixture\n---\nMake $ARGUMENTS.\n",
+    )
+    with FakeDeepSeek() as fake:
+        fake.script(Reply.stream(text_stream(["made"])))
+        chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["--no-thinking", "chat"], cwd=work)
+        try:
+            chat.wait("Enter sends")
+            chat.type("/fixt")
+            chat.wait("Make a test fixture", whole=False)  # the menu shows its description
+            chat.keys("Tab")
+            chat.wait(lambda s: "› /fixture" in s, whole=False)
+            chat.type(" a user")
+            chat.keys("Enter")
+            chat.wait("made")
+            assert users(fake.requests[0].json)[-1] == "Make a user."
+        finally:
+            chat.close()
