@@ -162,8 +162,10 @@ def test_the_examples_that_are_values_fit_theirs() -> None:
     capabilities = [b for b in blocks if "capabilities" in b]
     (initialize,) = capabilities
     structure(initialize["capabilities"]["experimental"]["dsh"], DshCapabilities)
-    (message,) = [b for b in blocks if b.get("role") == "user"]
-    structure(message, Message)
+    messages = [b for b in blocks if b.get("role") == "user"]
+    assert len(messages) == 2  # §2's UserMessage, §18's expanded custom command
+    for message in messages:
+        structure(message, Message)
 
 
 def test_a_frame_that_does_not_fit_is_caught() -> None:

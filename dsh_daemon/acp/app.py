@@ -451,7 +451,23 @@ class Daemon:
         return self.front_end.prompt(session_id, rid, parts)
 
     def _advertise_commands(self, session_id: str) -> None:
-        update = {"sessionUpdate": "available_commands_update", "availableCommands": list(commands.COMMANDS)}
+        """The built-in commands, then the session's custom ones (protocol.md "Custom commands and
+        skills"), which a prompt runs as any prompt: the daemon expands `/NAME …` when it is sent. A
+        custom command named as a built-in one is not listed (the built-in one runs)."""
+        advertised = list(commands.COMMANDS)
+        try:
+            custom = self.front_end.host.commands_of(session_id)["commands"]
+        except Exception:  # the list must never keep the built-in commands from the client
+            logger.exception("session %s: its custom commands could not be listed", session_id)
+            custom = []
+        for command in custom:
+            if command["name"] in commands.NAMES:
+                continue
+            entry: dict[str, Any] = {"name": command["name"], "description": command["description"]}
+            if command.get("argumentHint"):
+                entry["input"] = {"hint": command["argumentHint"]}
+            advertised.append(entry)
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": advertised}
         self.connection.notify("session/update", {"sessionId": session_id, "update": update})
 
     def _say(self, session_id: str, text: str) -> None:

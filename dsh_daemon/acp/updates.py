@@ -493,8 +493,18 @@ class Translator:
         text = join_prompt_text(
             str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
         )
-        if source_kind == "user":
-            content: dict[str, Any] = {"type": "text", "text": text}
+        command = source.get("command") if isinstance(source, Mapping) else None
+        if source_kind == "user" and isinstance(command, Mapping) and isinstance(command.get("name"), str):
+            # A custom command the daemon expanded (protocol.md §18): shown as the person typed it.
+            typed = f"/{command['name']} {command.get('arguments') or ''}".rstrip()
+            rest = [
+                str(b.get("text", ""))
+                for b in blocks[1:]
+                if isinstance(b, Mapping) and b.get("type") == "text"
+            ]
+            content: dict[str, Any] = {"type": "text", "text": join_prompt_text([typed, *rest])}
+        elif source_kind == "user":
+            content = {"type": "text", "text": text}
         elif source_kind == "editor" and isinstance(source, Mapping):
             if source.get("contextKind") == "snapshot":
                 return  # ambient editor state: not something the person said or attached

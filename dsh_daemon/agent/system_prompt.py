@@ -9,7 +9,8 @@ Sections, in this order (empty ones are left out; sections are joined by a blank
 3. `tools` — guidance for the tools the request actually offers;
 4. `editor` — messages the editor attached are context, not the person's words;
 5. `instructions` — the project's AGENTS.md / CLAUDE.md / copilot instructions (`instructions.py`);
-6. `append` — configuration's `appendSystemPrompt`.
+6. `skills` — the names and descriptions of the session's skills (given by the host: tools/library.py);
+7. `append` — configuration's `appendSystemPrompt`.
 
 `systemPrompt` (configuration) or a session's own `AgentOptions.system` replaces sections 1-4; the
 project instructions and `appendSystemPrompt` still follow it.
@@ -43,7 +44,15 @@ from dsh_daemon.model.configfile import CONFIG_FILE, ConfigFileError, read_confi
 if TYPE_CHECKING:
     from dsh_daemon.agent.hooks import RequestConfig, RequestContext
 
-SECTION_ORDER: tuple[str, ...] = ("identity", "environment", "tools", "editor", "instructions", "append")
+SECTION_ORDER: tuple[str, ...] = (
+    "identity",
+    "environment",
+    "tools",
+    "editor",
+    "instructions",
+    "skills",
+    "append",
+)
 
 IDENTITY = """\
 You are dsh, a coding agent working inside the person's code editor. You help with software \
@@ -246,6 +255,7 @@ def prompt_sections(
     config: PromptConfig = PromptConfig(),
     instructions: str = "",
     replacement: str | None = None,
+    skills: str = "",
 ) -> list[tuple[str, str]]:
     """The named sections in `SECTION_ORDER`, empty ones left out. `replacement` (a session's own
     system prompt, else configuration's `systemPrompt`) takes the place of the first four."""
@@ -261,6 +271,7 @@ def prompt_sections(
             ("editor", EDITOR_NOTE),
         ]
     sections.append(("instructions", instructions))
+    sections.append(("skills", skills))
     sections.append(("append", config.append_system_prompt or ""))
     return [(name, text) for name, text in sections if text.strip()]
 
@@ -272,9 +283,10 @@ def build_system_prompt(
     config: PromptConfig = PromptConfig(),
     instructions: str = "",
     replacement: str | None = None,
+    skills: str = "",
 ) -> str:
     sections = prompt_sections(
-        env, tool_names, config=config, instructions=instructions, replacement=replacement
+        env, tool_names, config=config, instructions=instructions, replacement=replacement, skills=skills
     )
     return "\n\n".join(text.strip("\n") for _, text in sections)
 
@@ -291,11 +303,13 @@ class SystemPrompt:
         *,
         shell: str | None = None,
         today: Callable[[], str] = today,
+        skills: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self.where = where
         self.shell = shell
         self.today = today
+        self.skills = skills  # the `skills` section now ("" without skills)
         self.instructions = ProjectInstructions(config.instructions_max_chars)
 
     def render(self, model: str, tool_names: Sequence[str], replacement: str | None = None) -> str:
@@ -310,7 +324,12 @@ class SystemPrompt:
         )
         text = self.instructions.load(cwd, roots) if self.config.project_instructions else ""
         return build_system_prompt(
-            env, tool_names, config=self.config, instructions=text, replacement=replacement
+            env,
+            tool_names,
+            config=self.config,
+            instructions=text,
+            replacement=replacement,
+            skills=self.skills() if self.skills is not None else "",
         )
 
     async def hook(self, ctx: RequestContext, next: Callable[[], Awaitable[RequestConfig]]) -> RequestConfig:

@@ -151,6 +151,8 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
         session_id = await _session_to_open(rpc, args, chat.cwd)
         if session_id is not None:
             await chat.attach(session_id)
+        else:
+            await chat.load_custom_commands(tell=True)  # for Tab and /help before the first prompt
         if interactive:
             await _interactive(chat, commands, view, " ".join(args.prompt))
         else:

@@ -172,12 +172,21 @@ class Commands:
             await self.guard(self.shell(text[1:].strip()))
             return True
         if not text.startswith("/") or text.startswith("//"):
-            await self.guard(self.prompt("dsh/followup", text[1:] if text.startswith("//") else text))
+            # `//NAME` of a custom command goes as typed: the daemon sends it as text `/NAME` (§18).
+            escaped = text.startswith("//") and text[1:].split(None, 1)[0] not in chat.custom_commands
+            await self.guard(self.prompt("dsh/followup", text[1:] if escaped else text))
             return True
         name, _, arg = text.partition(" ")
         if name in ("/quit", "/exit"):
             return False
         handler = self.table.get(name)
+        if handler is None and chat.capabilities.get("customCommands"):
+            if name not in chat.custom_commands:
+                await self.guard(chat.load_custom_commands())  # a file added since: found now
+            if name in chat.custom_commands:
+                # The daemon expands it when the prompt is sent (protocol.md §18): sent as typed.
+                await self.guard(self.prompt("dsh/followup", text))
+                return True
         if handler is None or name not in available_commands(chat.capabilities):
             chat.error(f"[unknown command {name}; /help lists them, // sends a line starting with /]")
             return True
@@ -639,5 +648,12 @@ class Commands:
         chat = self.chat
         for name, text in available_commands(chat.capabilities).items():
             chat.view.print(f"  {chat.paint(CYAN, f'{name:<10}')} {text}")
+        await self.guard(chat.load_custom_commands())
+        for name, command in chat.custom_commands.items():
+            if name not in COMMANDS:
+                hint = f"{name} {command['argumentHint']} — " if command.get("argumentHint") else ""
+                where = "this project's" if command.get("source") == "project" else "your"
+                text = f"{hint}{command.get('description', '')} ({where} command)"
+                chat.view.print(f"  {chat.paint(CYAN, f'{name:<10}')} {text}")
         for name, text in INPUT_HELP:
             chat.view.print(f"  {chat.paint(CYAN, f'{name:<10}')} {text}")

@@ -111,6 +111,8 @@ class Chat:
         self.session_list: list[dict[str, Any]] = []  # the last /sessions listing
         self.settings: dict[str, Any] = {}  # what /model changed (sent whole each time)
         self.capabilities: dict[str, Any] = {}  # the daemon's experimental.dsh flags
+        # The session's custom slash commands ("/NAME" -> dsh/commands/list's entry), flag customCommands
+        self.custom_commands: dict[str, dict[str, Any]] = {}
         self._permission_lock = asyncio.Lock()
         self._session_lock = asyncio.Lock()
         self._shell_docs = 0
@@ -191,7 +193,8 @@ class Chat:
             if kind == "message":
                 source = item.get("source") or {}
                 if source.get("kind") == "user":
-                    self.view.print(self.paint(CYAN, "› ") + sanitize(item.get("text", "")))
+                    shown = typed_text(source, str(item.get("text", "")))
+                    self.view.print(self.paint(CYAN, "› ") + sanitize(shown))
                 elif source.get("kind") == "editor":
                     self.note(f"  📎 {self.context_label(source)}")
                 elif source.get("kind") == "hook":
@@ -300,7 +303,8 @@ class Chat:
     def user_message(self, data: dict[str, Any]) -> None:
         source = data.get("source") or {}
         if source.get("kind") == "user":
-            self.view.print(self.paint(CYAN, "› ") + sanitize(message_text(data["content"])))
+            shown = typed_text(source, message_text(data["content"]))
+            self.view.print(self.paint(CYAN, "› ") + sanitize(shown))
         elif source.get("kind") == "editor":
             self.note(f"  📎 {self.context_label(source)}")
         elif source.get("kind") == "hook":
@@ -513,6 +517,7 @@ class Chat:
         # The plan as the daemon folds the whole log: the replay above starts at the page's first turn.
         self.plan.current = structure(attached["plan"], PlanUpdated) if attached.get("plan") else None
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()
+        await self.load_custom_commands(tell=True)
         self.status.reset_inbox(attached["inbox"])
         self.view.refresh()
         if attached.get("readOnly"):
@@ -523,6 +528,18 @@ class Chat:
             self.view.print(
                 self.paint(YELLOW, f"[{waiting} queued item(s) parked — /wake runs them, /queue lists them]")
             )
+
+    async def load_custom_commands(self, *, tell: bool = False) -> None:
+        """The session's custom commands, read again by the daemon (a file may have been added);
+        with `tell`, the files it left out are said once."""
+        if not self.capabilities.get("customCommands"):
+            return
+        where = {"sessionId": self.session_id} if self.session_id else {"cwd": self.cwd}
+        listed = await self.rpc.request("dsh/commands/list", where)
+        self.custom_commands = {f"/{c['name']}": c for c in listed.get("commands") or []}
+        if tell:
+            for problem in listed.get("problems") or []:
+                self.note(f"[custom commands and skills: {problem}]")
 
     async def count_usage(self, session_id: str, first: dict[str, Any]) -> None:
         """The session's token and cost totals, from every turn's usage (pages of the transcript)."""
@@ -664,3 +681,13 @@ def budget_said(budget: dict[str, Any]) -> str:
 def what_to_do(error: dict[str, Any]) -> str:
     advice = WHAT_TO_DO.get(str(error.get("code")))
     return f" — {advice}" if advice else ""
+
+
+def typed_text(source: dict[str, Any], text: str) -> str:
+    """A person's message as they typed it: `/NAME arguments` for a custom command the daemon
+    expanded (its source records the command, protocol.md §18), else its text."""
+    command = source.get("command")
+    if isinstance(command, dict) and isinstance(command.get("name"), str):
+        arguments = command.get("arguments") or ""
+        return f"/{command['name']} {arguments}".rstrip()
+    return text

@@ -130,8 +130,13 @@ class ChatCompleter(Completer):
         if not text.startswith("/") or "\n" in text:
             return
         if " " not in text:
-            for name, meta in available_commands(chat.capabilities if chat else {}).items():
+            builtin = available_commands(chat.capabilities if chat else {})
+            for name, meta in builtin.items():
                 if name.startswith(text):
+                    yield Completion(name, start_position=-len(text), display_meta=meta)
+            for name, command in (chat.custom_commands if chat else {}).items():
+                if name.startswith(text) and name not in builtin:
+                    meta = command.get("description", "")
                     yield Completion(name, start_position=-len(text), display_meta=meta)
             return
         name, _, arg = text.partition(" ")

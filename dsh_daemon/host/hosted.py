@@ -19,6 +19,7 @@ from typing import Any
 from dsh_daemon.agent.loop import Agent, AgentDisposedError
 from dsh_daemon.agent.tools import Approver
 from dsh_daemon.agent.turn import CompactionError
+from dsh_daemon.host.commands import command_word, expand_message
 from dsh_daemon.host.errors import session_busy_because
 from dsh_daemon.host.models import ModelSettings
 from dsh_daemon.host.wiring import SessionTools
@@ -105,8 +106,12 @@ class HostedSession:
         attachments: Sequence[UserMessage] = (),
         verb: str | None = None,
     ) -> str:
-        """Queued durably before this returns (a refused send raises; `host/errors.py` types it)."""
+        """Queued durably before this returns (a refused send raises; `host/errors.py` types it). A
+        person's `/NAME …` of one of the session's custom commands is queued expanded
+        (`host/commands.py`)."""
         self._refuse_while_rewinding()
+        if command_word(message) is not None:
+            message = expand_message(message, self.tools.custom_commands())
         return self.agent.send(message, target=target, wakeup=wakeup, attachments=attachments, verb=verb)
 
     def inbox(self) -> dict[str, Any]:
@@ -118,6 +123,9 @@ class HostedSession:
     def replace(
         self, message_id: str, message: UserMessage, attachments: Sequence[UserMessage] | None = None
     ) -> None:
+        """A pending item reworded: a `/NAME …` of a custom command is expanded, as in `send`."""
+        if command_word(message) is not None:
+            message = expand_message(message, self.tools.custom_commands())
         self.agent.inbox.replace(message_id, message, attachments)
 
     def move(self, message_id: str, target: Target, index: int) -> None:

@@ -78,6 +78,7 @@ from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPa
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.tools.library import scan_commands, scan_skills
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.processes import ProcessNotFound, tail_text
 from dsh_daemon.tools.sandboxing import Widening
@@ -446,6 +447,7 @@ class SessionHost:
             mcp_servers,
             checkpoints,
             mcp_status=lambda data: self._mcp_status(session_id, data),
+            home=self.state_dir,
         )
         tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
         load_project_hooks(tools, self.project_trust)
@@ -796,6 +798,22 @@ class SessionHost:
         return current_plan(sorted(events, key=lambda e: e.seq or 0))
 
     # ---- background processes (tools/processes.py) -----------------------------------------------------
+
+    def commands_of(self, session_id: str) -> dict[str, Any]:
+        """The custom slash commands and skills of the session's folder and of `$DSH_HOME`
+        (`tools/library.py`), read now; `{commands, skills, problems}`."""
+        hosted = self.sessions.get(session_id)
+        cwd = hosted.workspace.cwd if hosted is not None else self.manager.info(session_id).cwd
+        return self.commands_in(cwd)
+
+    def commands_in(self, cwd: str | os.PathLike[str] | None) -> dict[str, Any]:
+        """As `commands_of`, for a folder (a client before its first session)."""
+        commands, skills = scan_commands(cwd, self.state_dir), scan_skills(cwd, self.state_dir)
+        return {
+            "commands": [c.to_json() for c in commands.commands],
+            "skills": [s.to_json() for s in skills.skills],
+            "problems": [*commands.problems, *skills.problems],
+        }
 
     def process_list(self, session_id: str) -> list[dict[str, Any]]:
         """The session's background processes: live from this process when it drives the session,

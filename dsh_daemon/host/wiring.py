@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks, PreStepHook
@@ -21,6 +22,7 @@ from dsh_daemon.agent.system_prompt import PromptConfig, SystemPrompt
 from dsh_daemon.agent.tools import PreExecuteHook
 from dsh_daemon.hooks.runner import HookRunner
 from dsh_daemon.hooks.session import SessionHooks
+from dsh_daemon.host.commands import CommandTurns
 from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.mcp.client import McpTools
@@ -30,6 +32,8 @@ from dsh_daemon.mcp.tools import McpToolRegistry
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.environment import DaemonSecrets, scrubbed_environment
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
+from dsh_daemon.tools.library import Found, SkillCatalogue, scan_commands
+from dsh_daemon.tools.skills import SkillTool
 from dsh_daemon.tools.workspace import Workspace
 
 
@@ -42,6 +46,14 @@ class SessionTools:
     workspace: Workspace
     mcp: McpTools | None
     hooks: SessionHooks
+    # Custom commands and skills (`tools/library.py`): the project's `.dsh/` and `$DSH_HOME`'s
+    skills: SkillCatalogue | None = None
+    home: Path | None = None
+    commands: CommandTurns = field(default_factory=CommandTurns)
+
+    def custom_commands(self) -> Found:
+        """The session's custom commands now (read again at every call: a send is rare)."""
+        return scan_commands(self.workspace.cwd, self.home)
 
     def close_in_background(self, tasks: set[asyncio.Task[None]]) -> None:
         """Stop the hooks, the background processes, the MCP servers and the commands' sandbox (every
@@ -74,9 +86,11 @@ def wire_session_tools(
     session_servers: ServerSource | None,
     checkpoints: Checkpointer | None = None,
     mcp_status: Callable[[Mapping[str, Any]], None] | None = None,
+    home: Path | None = None,
 ) -> SessionTools:
     """The coding tools over `workspace` (reading and editing through the front end, recording what
-    they change in `checkpoints`), plus the configured MCP servers and the session's own."""
+    they change in `checkpoints`), plus the configured MCP servers and the session's own, and the
+    skills of the project and of `home` (`$DSH_HOME`)."""
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
     editor = front_end.editor_services(session_id, workspace)
@@ -101,7 +115,10 @@ def wire_session_tools(
     hooks = SessionHooks(
         session_id, runner, options.hooks, cwd=lambda: workspace.cwd, roots=lambda: tuple(workspace.roots)
     )
-    return SessionTools(kit, workspace, mcp, hooks)
+    skills = SkillCatalogue(lambda: workspace.cwd, home)
+    if options.tools.permissions.get("skill") != "deny":
+        kit.registry.add(SkillTool(skills))
+    return SessionTools(kit, workspace, mcp, hooks, skills, home, CommandTurns(skills))
 
 
 def daemon_secrets(options: DaemonOptions, servers: Iterable[ServerConfig]) -> DaemonSecrets:
@@ -128,13 +145,16 @@ def session_hooks(
     registry = tools.kit.registry.tools
     shell = getattr(registry.get("run_command"), "shell", None)
     workspace = tools.workspace
-    system = SystemPrompt(prompt, lambda: (workspace.cwd, workspace.roots), shell=shell)
+    skills = tools.skills.section if tools.skills is not None else None
+    system = SystemPrompt(prompt, lambda: (workspace.cwd, workspace.roots), shell=shell, skills=skills)
     person = tools.hooks
+    commands = tools.commands
     return Hooks(
-        pre_step=[person.pre_step, *tools.kit.hooks.pre_step, *pre_step],
-        request=[system.hook],
+        # The commands' hook sees what was entered (after the person's userPromptSubmit decided).
+        pre_step=[person.pre_step, commands.pre_step, *tools.kit.hooks.pre_step, *pre_step],
+        request=[commands.request, system.hook],
         turn_stopping=[person.turn_stopping],
-        pre_execute=[person.pre_execute, *pre_execute, *tools.kit.hooks.pre_execute],
+        pre_execute=[commands.pre_execute, person.pre_execute, *pre_execute, *tools.kit.hooks.pre_execute],
         post_execute=[*tools.kit.hooks.post_execute, person.post_execute],
         permission_request=[person.permission_request],
     )

@@ -173,6 +173,40 @@ class ProjectTrustParams:
 
 
 @dataclass(frozen=True)
+class CommandsListParams:
+    """One of the two: a session (its folder), or a folder before there is a session."""
+
+    session_id: SessionId | None = None
+    cwd: NonEmptyStr | None = None
+
+
+@dataclass(frozen=True)
+class CustomCommandInfo:
+    """A custom slash command (protocol.md "Custom commands and skills")."""
+
+    name: str
+    description: str
+    source: Literal["project", "user"]
+    argument_hint: str | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    name: str
+    description: str
+    source: Literal["project", "user"]
+
+
+@dataclass(frozen=True)
+class CommandsListResult:
+    commands: tuple[CustomCommandInfo, ...]
+    skills: tuple[SkillInfo, ...]
+    problems: tuple[str, ...]  # files left out, each naming the file and why
+
+
+@dataclass(frozen=True)
 class ProjectTrustResult:
     root: str  # the folder as the trust is recorded (its real path)
     hooks: int  # how many hooks now run in its sessions
@@ -574,6 +608,7 @@ class DshCapabilities:
     modes: bool | None = None
     models: bool | None = None
     processes: bool | None = None
+    custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
 
 
 @dataclass(frozen=True)
@@ -628,6 +663,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/revoke", PermissionsRevokeParams, PermissionsRevokeResult, "forget grants"),
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
     Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
+    Method("dsh/commands/list", CommandsListParams, CommandsListResult, "custom slash commands and skills"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(

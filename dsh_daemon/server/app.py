@@ -133,6 +133,7 @@ class DshProtocol(LanguageServerProtocol):
                 "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
                 "models": True,  # dsh/models/list (§1)
                 "processes": True,  # background processes: dsh/process/*, process/* events (§12)
+                "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
             }
         }
         return result
@@ -539,6 +540,13 @@ def register(daemon: Daemon) -> None:
             daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text, p.persist)
         )
 
+    def commands_list(ls: LanguageServer, p: m.CommandsListParams) -> dict[str, Any]:
+        if (p.session_id is None) == (p.cwd is None):
+            raise errors.invalid_params("dsh/commands/list: give either sessionId or cwd")
+        if p.session_id is not None:
+            return daemon.front_end.host.commands_of(p.session_id)
+        return daemon.front_end.host.commands_in(p.cwd)
+
     def project_trust(ls: LanguageServer, p: m.ProjectTrustParams) -> m.ProjectTrustResult:
         root, hooks, events = daemon.front_end.host.trust_project(p.root, method="dsh/project/trust")
         return m.ProjectTrustResult(root, hooks, events)
@@ -577,6 +585,7 @@ def register(daemon: Daemon) -> None:
         "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,
         "dsh/project/trust": project_trust,
+        "dsh/commands/list": commands_list,
         "dsh/inbox/remove": inbox_remove,
         "dsh/inbox/replace": inbox_replace,
         "dsh/inbox/move": inbox_move,

@@ -28,6 +28,7 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "find_files": "allow",
         "grep": "allow",
         "update_plan": "allow",  # it only records the plan
+        "skill": "allow",  # it reads a skill (tools/library.py), nothing else
         "edit_file": "ask",
         "write_file": "ask",
         "run_command": "sandbox",

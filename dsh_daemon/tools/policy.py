@@ -27,6 +27,7 @@ from dsh_daemon.tools.workspace import Workspace
 READ_ONLY_TOOLS = frozenset(
     {
         "update_plan",
+        "skill",
         "read_file",
         "list_dir",
         "find_files",
