@@ -602,6 +602,7 @@ class DshCapabilities:
     rewind: bool | None = None
     editor_coherence: bool | None = None
     edited_accept: bool | None = None
+    persist_widening: bool | None = None  # `persist` in a permission answer: a widening saved (§16)
     editor_diagnostics: bool | None = None
     language_features: bool | None = None
     take_over: bool | None = None

@@ -332,8 +332,19 @@ class RequestHeader:
 
 
 @dataclass(frozen=True)
+class Escalation:
+    """A `run_command` request to widen the sandbox (§16): the model's reason and the exact widening."""
+
+    reason: str
+    writable: tuple[str, ...]
+    network: tuple[str, ...]
+    unconfined: bool
+
+
+@dataclass(frozen=True)
 class PermissionPreview:
-    """An edit's diff (`path`, `diff`, `oldText`, `newText`, `created`, `truncated?`) or a command."""
+    """An edit's diff (`path`, `diff`, `oldText`, `newText`, `created`, `truncated?`) or a command
+    (`command`, `cwd`, the `sandbox` mode it would run in, and an `escalation` when it asks to widen it)."""
 
     path: str | None = None
     diff: str | None = None
@@ -343,6 +354,8 @@ class PermissionPreview:
     truncated: bool | None = None
     command: str | None = None
     cwd: str | None = None
+    sandbox: str | None = None
+    escalation: Escalation | None = None
 
 
 @dataclass(frozen=True)
