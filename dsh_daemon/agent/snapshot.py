@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dsh_daemon.agent.derive import Derivation, TurnMark
+from dsh_daemon.agent.derive import Derivation, RequestSpec, TurnMark
 from dsh_daemon.model.inbox import TARGETS, InboxItem
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import (
@@ -68,6 +68,47 @@ class DerivedSnapshot:
         return SnapshotCodec().decode(text)
 
 
+@dataclass(frozen=True)
+class SnapshotView:
+    """A derived state as it stood at one turn end, for the snapshot writer's thread to encode while the
+    event loop goes on folding events into the same `Derivation` (issue 40.4: encoding on the loop held
+    it up to a second at a long session's turn end). Taking one copies no history: every list a
+    derivation holds is only appended to (a compaction or a cut starts new lists), and messages,
+    headers and turn marks are never changed, so a list and its length at that moment are that state
+    for good. Only the turn marks' table and the logged requests' (an entry per turn or request) are
+    copied, and the inbox turned into JSON."""
+
+    upto: int
+    turn: int
+    inbox: dict[str, list[Any]]
+    entries: tuple[list[tuple[int, Message]], int]
+    cuts: tuple[list[int], int]
+    turn_starts: tuple[list[int], int]
+    header: FrozenDict | None
+    summary: Message | None
+    context_used: int | None
+    marks: tuple[tuple[int, TurnMark], ...]
+    requests: tuple[RequestSpec, ...]
+
+    @classmethod
+    def of(cls, snapshot: DerivedSnapshot) -> SnapshotView:
+        """Taken where the derivation is changed (the event loop), before it changes again."""
+        d = snapshot.derivation
+        return cls(
+            upto=snapshot.upto,
+            turn=snapshot.turn,
+            inbox={t: [item.to_json() for item in snapshot.inbox.get(t, ())] for t in TARGETS},
+            entries=(d.entries, len(d.entries)),
+            cuts=(d.cuts, len(d.cuts)),
+            turn_starts=(d.turn_starts, len(d.turn_starts)),
+            header=d.header,
+            summary=d.summary,
+            context_used=d.context_used,
+            marks=tuple(d.marks.items()),
+            requests=tuple(d.requests.specs),
+        )
+
+
 class _NoCollection:
     """Tens of thousands of new objects and not one cycle among them: a cyclic collection triggered
     every few hundred allocations would only walk them again and again."""
@@ -92,6 +133,9 @@ class _NoCollection:
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _GROWING = frozenset({"sources", "messages", "headers", "datas", "requests"})  # lists that only grow
 _NESTED = frozenset({"lists", "ints"})  # lists of lists: each inner list only grows, more are added
+# Items per `json` call: the encoder holds the GIL through one call, and the snapshot writer's thread
+# must let the event loop run every few milliseconds (the interpreter's switch interval).
+_CHUNK = 64
 
 
 class _ArrayText:
@@ -109,7 +153,9 @@ class _ArrayText:
         if len(items) < self.done:  # (never expected: then the text starts over rather than lie)
             self.body, self.done = "", 0
         if len(items) > self.done:
-            new = _dumps(items[self.done :] if self.done else items)[1:-1]
+            new = ",".join(
+                _dumps(items[at : at + _CHUNK])[1:-1] for at in range(self.done, len(items), _CHUNK)
+            )
             self.body = new if not self.done else self.body + "," + new
             self.done = len(items)
         return "[" + self.body + "]"
@@ -117,9 +163,11 @@ class _ArrayText:
 
 class SnapshotCodec:
     """Encodes one session's snapshots, each building on what the previous encode (or the decode it
-    was resumed from) already turned into JSON values."""
+    was resumed from) already turned into JSON values. Once resumed, it is used by one thread at a
+    time (the snapshot writer's), each encode from a `SnapshotView` taken on the event loop."""
 
     def __init__(self) -> None:
+        self.broken = False  # an encode failed half-way: what it holds may be half-updated
         self.keep: list[object] = []  # the objects whose id() is a key below stay alive meanwhile
         self.messages: list[Any] = []
         self.message_index: dict[int, int] = {}
@@ -131,7 +179,8 @@ class SnapshotCodec:
         self.entry_lists: list[list[tuple[int, Message]]] = []  # ... and itself
         self.list_index: dict[int, int] = {}
         self.list_done: list[int] = []  # per list, how many of its pairs are encoded
-        self.ints: list[list[int]] = []
+        self.ints: list[list[int]] = []  # the derivation's own lists (they only grow) ...
+        self.int_done: list[int] = []  # ... and, per list, how many of its items the last encode wrote
         self.int_index: dict[int, int] = {}
         self.datas: list[Any] = []
         self.requests: list[int] = []
@@ -144,16 +193,24 @@ class SnapshotCodec:
 
     # ---- encode ------------------------------------------------------------------------------------
 
-    def encode(self, snapshot: DerivedSnapshot) -> str:
+    def encode(self, snapshot: DerivedSnapshot | SnapshotView) -> str:
         """The whole snapshot's text: `json.dumps` of `_encode`'s value, byte for byte, but the growing
         tables are turned into text only for what was appended since the last encode. (Dumping the
-        whole value took ~0.1 s for a 100k-event session, on the event loop, at every turn end that
-        writes a snapshot.)"""
-        with _NoCollection():
-            value = self._encode(snapshot)
-            return self._text(value, snapshot.derivation.marks)
+        whole value took ~0.1 s for a 100k-event session at every turn end that writes a snapshot.)
+        A `DerivedSnapshot` is viewed first, so must not change meanwhile; a view may be encoded on
+        another thread than the one changing its derivation. A codec whose encode failed refuses."""
+        view = snapshot if isinstance(snapshot, SnapshotView) else SnapshotView.of(snapshot)
+        if self.broken:
+            raise SnapshotError("an earlier encode failed half-way: a new codec must start over")
+        try:
+            with _NoCollection():
+                value = self._encode(view)
+                return self._text(value, view.marks)
+        except BaseException:
+            self.broken = True
+            raise
 
-    def _text(self, value: dict[str, Any], marks: Mapping[int, TurnMark]) -> str:
+    def _text(self, value: dict[str, Any], marks: Sequence[tuple[int, TurnMark]]) -> str:
         parts = []
         for key, item in value.items():
             if key in _NESTED:
@@ -163,7 +220,7 @@ class SnapshotCodec:
             elif key in _GROWING:
                 text = self._texts[key].of(item)
             elif key == "marks":
-                text = "[" + ",".join(self._mark_text(turn) for turn in marks) + "]"
+                text = "[" + ",".join(self._mark_text(turn) for turn, _ in marks) + "]"
             else:
                 text = _dumps(item)
             parts.append(_dumps(key) + ":" + text)
@@ -177,27 +234,42 @@ class SnapshotCodec:
             known = self.mark_texts[turn] = (mark_id, _dumps(encoded)[1:-1])
         return known[1]
 
-    def _encode(self, snapshot: DerivedSnapshot) -> dict[str, Any]:
-        d = snapshot.derivation
+    def _encode(self, view: SnapshotView) -> dict[str, Any]:
+        # How many items of each list (by index) this state refers to: a list is encoded that far
+        # (never less than before: an older prefix is still that list's), not to its length now,
+        # which the event loop may have grown since the view was taken.
+        lists_needed: dict[int, int] = {}
+        ints_needed: dict[int, int] = {}
+
+        def entries(ref: tuple[list[tuple[int, Message]], int]) -> int:
+            index = self.entry_list(ref[0])
+            lists_needed[index] = max(lists_needed.get(index, 0), ref[1])
+            return index
+
+        def ints(ref: tuple[list[int], int]) -> int:
+            index = self.int_list(ref[0])
+            ints_needed[index] = max(ints_needed.get(index, 0), ref[1])
+            return index
+
         now = [
-            self.entry_list(d.entries),
-            self.int_list(d.cuts),
-            self.int_list(d.turn_starts),
-            self.header(d.header),
-            self.message(d.summary),
-            d.context_used,
+            entries(view.entries),
+            ints(view.cuts),
+            ints(view.turn_starts),
+            self.header(view.header),
+            self.message(view.summary),
+            view.context_used,
         ]
         marks: list[Any] = []
-        for turn, mark in d.marks.items():
+        for turn, mark in view.marks:
             known = self.marks.get(turn)
             if known is None or known[0] != id(mark):
                 encoded = [
                     turn,
-                    self.entry_list(mark.entries[0]),
+                    entries(mark.entries),
                     mark.entries[1],
-                    self.int_list(mark.cuts[0]),
+                    ints(mark.cuts),
                     mark.cuts[1],
-                    self.int_list(mark.turn_starts[0]),
+                    ints(mark.turn_starts),
                     mark.turn_starts[1],
                     self.message(mark.summary),
                     mark.context_used,
@@ -205,26 +277,27 @@ class SnapshotCodec:
                 self.keep.append(mark)
                 known = self.marks[turn] = (id(mark), encoded)
             marks += known[1]
-        specs = d.requests.specs
-        for header, entries, count, data in specs[self.requests_done :]:
+        for header, listed, count, data in view.requests[self.requests_done :]:
             index = -1
             if data is not None:
                 index = len(self.datas)
                 self.datas.append(data)
-            self.requests += [self.header(header), self.entry_list(entries), count, index]
-        self.requests_done = len(specs)
-        for index, entries in enumerate(self.entry_lists):
-            self._extend(index, entries)
+            self.requests += [self.header(header), entries((listed, count)), count, index]
+        self.requests_done = len(view.requests)
+        for index, needed in lists_needed.items():
+            self._extend(index, needed)
+        for index, needed in ints_needed.items():
+            self.int_done[index] = max(self.int_done[index], needed)
         return {
             "format": SNAPSHOT_FORMAT,
-            "upto": snapshot.upto,
-            "turn": snapshot.turn,
-            "inbox": {t: [item.to_json() for item in snapshot.inbox.get(t, ())] for t in TARGETS},
+            "upto": view.upto,
+            "turn": view.turn,
+            "inbox": view.inbox,
             "sources": self.sources,
             "messages": self.messages,
             "headers": self.headers,
             "lists": self.lists,
-            "ints": self.ints,
+            "ints": [values[:done] for values, done in zip(self.ints, self.int_done, strict=True)],
             "datas": self.datas,
             "now": now,
             "marks": marks,
@@ -250,22 +323,23 @@ class SnapshotCodec:
             self.entry_lists.append(entries)
         return index
 
-    def _extend(self, index: int, entries: list[tuple[int, Message]]) -> None:
-        """Encode the pairs appended to a list since the last encode (lists only grow)."""
+    def _extend(self, index: int, needed: int) -> None:
+        """Encode a list's pairs up to `needed`, from where the last encode stopped (lists only grow)."""
         done = self.list_done[index]
-        if done == len(entries):
+        if done >= needed:
             return
         flat = self.lists[index]
         message = self.message
-        for position, item in entries[done:]:
+        for position, item in self.entry_lists[index][done:needed]:
             flat += (position, message(item))
-        self.list_done[index] = len(entries)
+        self.list_done[index] = needed
 
     def int_list(self, values: list[int]) -> int:
         index = self.int_index.get(id(values))
         if index is None:
             index = self.int_index[id(values)] = len(self.ints)
-            self.ints.append(values)  # the list itself: it only grows, and is written as it stands
+            self.ints.append(values)  # the list itself: it only grows, and is written up to int_done
+            self.int_done.append(0)
             self.keep.append(values)
         return index
 
@@ -569,6 +643,7 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
     codec.list_index = {id(entries): i for i, entries in enumerate(lists)}
     codec.list_done = [len(entries) for entries in lists]
     codec.ints = ints
+    codec.int_done = [len(values) for values in ints]
     codec.int_index = {id(values): i for i, values in enumerate(ints)}
     codec.datas = list(data["datas"])
     codec.requests = list(specs)

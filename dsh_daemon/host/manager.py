@@ -22,7 +22,13 @@ from pathlib import Path
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec, SnapshotError
+from dsh_daemon.agent.snapshot import (
+    SNAPSHOT_FORMAT,
+    DerivedSnapshot,
+    SnapshotCodec,
+    SnapshotError,
+    SnapshotView,
+)
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
 from dsh_daemon.model.events import INBOX_INSERTED, STATUS, TURN_END, Event, EventBus
@@ -275,29 +281,21 @@ class SessionManager:
             if agent.log.next_seq != event.seq + 1:
                 return  # (not at the turn end itself any more)
             try:
-                snapshot = agent.snapshot()
-                codec = self._codecs.setdefault(session_id, SnapshotCodec())
-                try:
-                    text = codec.encode(snapshot)
-                except BaseException:
-                    del self._codecs[session_id]  # it may be half-way through: the next one starts over
-                    raise
+                view = SnapshotView.of(agent.snapshot())
             except Exception:
                 # A cache that could not be written: the next open derives more of the log, that is all.
-                logger.exception("session %s: encoding the derived-state snapshot failed", session_id)
+                logger.exception("session %s: viewing the derived-state snapshot failed", session_id)
                 return
-            # Encoding reads the agent's state, so it runs here; the write (megabytes for a long
-            # session, and a disk flush) runs on the snapshot writer's thread, so that this turn end
-            # does not hold up the streams on this loop. One thread: the writes land in order.
+            # Only the view is taken here, on the event loop (no history is copied: see SnapshotView);
+            # encoding it (megabytes for a long session) and the write (and a disk flush) run on the
+            # snapshot writer's thread, so that this turn end does not hold up the streams on this
+            # loop (issue 40.4). One thread: the encodes and writes of a session happen in order, and
+            # its codec is used by that thread alone.
+            codec = self._codecs.setdefault(session_id, SnapshotCodec())
             if self._snapshot_thread is None:
                 self._snapshot_thread = ThreadPoolExecutor(1, thread_name_prefix="dsh-snapshot")
             written = asyncio.get_running_loop().run_in_executor(
-                self._snapshot_thread,
-                self.store.write_snapshot,
-                session_id,
-                snapshot.upto,
-                SNAPSHOT_FORMAT,
-                text,
+                self._snapshot_thread, self._encode_and_write_snapshot, session_id, codec, view
             )
             self._snapshot_writes.add(written)
 
@@ -306,16 +304,23 @@ class SessionManager:
                 if future.cancelled():
                     return
                 if (exc := future.exception()) is not None:
+                    if codec.broken and self._codecs.get(session_id) is codec:
+                        del self._codecs[session_id]  # half-way through: the next one starts over
+                    what = "encoding" if codec.broken else "writing"
                     logger.error(
-                        "session %s: writing the derived-state snapshot failed", session_id, exc_info=exc
+                        "session %s: %s the derived-state snapshot failed", session_id, what, exc_info=exc
                     )
                 elif future.result() and self._codecs.get(session_id) is codec:
                     last = self._snapshot_upto.get(session_id, -1)
-                    self._snapshot_upto[session_id] = max(last, snapshot.upto)
+                    self._snapshot_upto[session_id] = max(last, view.upto)
 
             written.add_done_callback(done)
 
         return write
+
+    def _encode_and_write_snapshot(self, session_id: str, codec: SnapshotCodec, view: SnapshotView) -> bool:
+        """On the snapshot writer's thread: the view's text, stored sealed (False: the store refused)."""
+        return self.store.write_snapshot(session_id, view.upto, SNAPSHOT_FORMAT, codec.encode(view))
 
     async def _snapshots_written(self) -> None:
         """Wait for the snapshot writes under way (before the store closes under them)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from dsh_daemon.agent.derive import Derivation
 from dsh_daemon.agent.loop import Agent
 from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec
 from dsh_daemon.host.manager import SessionManager
@@ -45,7 +46,10 @@ def _entries(entries: list[tuple[int, Message]]) -> list[Any]:
 
 def derived_state(agent: Agent) -> str:
     """Everything an agent derives from its log, as one comparable text."""
-    d = agent.derive()
+    return _state_text(agent.derive(), agent.inbox.to_json(), agent.turn, agent.log.next_seq)
+
+
+def _state_text(d: Derivation, inbox: Any, turn: int, next_seq: int) -> str:
     return dumps(
         {
             "entries": _entries(d.entries),
@@ -65,9 +69,9 @@ def derived_state(agent: Agent) -> str:
                 for turn, mark in d.marks.items()
             },
             "requests": [request.to_json() for request in d.requests],
-            "inbox": agent.inbox.to_json(),
-            "turn": agent.turn,
-            "nextSeq": agent.log.next_seq,
+            "inbox": inbox,
+            "turn": turn,
+            "nextSeq": next_seq,
         }
     )
 
@@ -327,3 +331,64 @@ async def test_the_first_snapshot_after_a_resume_dumps_only_what_is_new(
     # the new turn's text (a user message, a reply, a request, their list items) and the keys, next to
     # the resumed tables' text: without the adopted text the whole of it is dumped again
     assert 0 < sum(dumped) < decoded[0] / 2, (sum(dumped), decoded[0])
+
+
+async def test_a_turn_end_encodes_its_snapshot_off_the_event_loop_as_that_turn_end_left_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40.4: encoding a long session's snapshot on the event loop held it 0.15-1.3 s at a turn end.
+    The loop now only takes a view (no history copied); the encode runs on the snapshot writer's
+    thread. Held there until the loop has run on (the history grown, a compaction's new lists, a cut),
+    each snapshot written is still exactly the state its own turn end left: deriving the log through
+    its seq gives the same."""
+    gate = threading.Event()
+    threads: list[str] = []
+    encode = SnapshotCodec.encode
+
+    def held_encode(codec: SnapshotCodec, view: Any) -> str:
+        threads.append(threading.current_thread().name)
+        if not gate.wait(60):
+            raise AssertionError("the test never let the encode go on")
+        return encode(codec, view)
+
+    monkeypatch.setattr(SnapshotCodec, "encode", held_encode)
+    snapshots: list[tuple[int, str]] = []
+    state = tmp_path / "s"
+    h = Harness(state, SCRIPT, tools=[echo_tool()], snapshot_every=1)
+    h.provider.window = 1000
+    write = h.manager.store.write_snapshot
+
+    def recording(session_id: str, upto: int, format: int, data: str) -> bool:
+        snapshots.append((upto, data))
+        return write(session_id, upto, format, data)
+
+    h.manager.store.write_snapshot = recording  # type: ignore[method-assign]
+    for text in ("A", "B", "C"):
+        h.agent.followup(msg(text, id=text))
+    await h.idle()
+    h.agent.followup(msg("D", id="D"))
+    await h.idle()
+    assert h.durable(ev.CONTEXT_COMPACTED)
+    h.agent.log.append(*entry(ConversationCut(2)), commit=True)
+    h.agent.followup(msg("E", id="E"))
+    await h.idle()
+    assert threads and not snapshots  # every encode so far waits on the writer's thread
+    gate.set()
+    session_id = h.agent.session_id
+    await h.manager.close()
+
+    assert len(snapshots) == len(threads) >= 4
+    assert all(name.startswith("dsh-snapshot") for name in threads)
+    store = SessionStore(state)
+    events = store.load_events(session_id)
+    store.close()
+    for upto, data in snapshots:
+        decoded = DerivedSnapshot.decode(data)
+        assert decoded.upto == upto
+        folded = Derivation()
+        for event in events[: upto + 1]:
+            folded.feed(event)
+        inbox = {target: [item.to_json() for item in items] for target, items in decoded.inbox.items()}
+        assert _state_text(decoded.derivation, inbox, decoded.turn, upto + 1) == _state_text(
+            folded, inbox, decoded.turn, upto + 1
+        )
