@@ -21,9 +21,11 @@ Invariants kept here and by its writer (`host/manager.py`) and reader (`Agent(sn
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -44,6 +46,8 @@ from dsh_daemon.model.messages import (
 
 SNAPSHOT_FORMAT = 2  # 2: a tool call block keeps the provider's id beside the daemon's
 T = TypeVar("T")
+# What an encode does between two points where it may pause (`SnapshotCodec.encode_steps`).
+Steps = Generator[None, None, T]
 
 
 class SnapshotError(ValueError):
@@ -133,9 +137,9 @@ class _NoCollection:
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _GROWING = frozenset({"sources", "messages", "headers", "datas", "requests"})  # lists that only grow
 _NESTED = frozenset({"lists", "ints"})  # lists of lists: each inner list only grows, more are added
-# Items per `json` call: the encoder holds the GIL through one call, and the snapshot writer's thread
-# must let the event loop run every few milliseconds (the interpreter's switch interval).
+# Items turned into JSON (or messages encoded) between two points where an encode may pause.
 _CHUNK = 64
+_MARKS = 1024  # turn marks looked at (one a turn: most known already)
 
 
 class _ArrayText:
@@ -149,14 +153,16 @@ class _ArrayText:
         self.body = ""
         self.done = 0
 
-    def of(self, items: Sequence[Any]) -> str:
+    def of(self, items: Sequence[Any]) -> Steps[str]:
         if len(items) < self.done:  # (never expected: then the text starts over rather than lie)
             self.body, self.done = "", 0
         if len(items) > self.done:
-            new = ",".join(
-                _dumps(items[at : at + _CHUNK])[1:-1] for at in range(self.done, len(items), _CHUNK)
-            )
-            self.body = new if not self.done else self.body + "," + new
+            new: list[str] = []
+            for at in range(self.done, len(items), _CHUNK):
+                new.append(_dumps(items[at : at + _CHUNK])[1:-1])
+                yield
+            joined = ",".join(new)
+            self.body = joined if not self.done else self.body + "," + joined
             self.done = len(items)
         return "[" + self.body + "]"
 
@@ -197,30 +203,43 @@ class SnapshotCodec:
         """The whole snapshot's text: `json.dumps` of `_encode`'s value, byte for byte, but the growing
         tables are turned into text only for what was appended since the last encode. (Dumping the
         whole value took ~0.1 s for a 100k-event session at every turn end that writes a snapshot.)
-        A `DerivedSnapshot` is viewed first, so must not change meanwhile; a view may be encoded on
-        another thread than the one changing its derivation. A codec whose encode failed refuses."""
+        A `DerivedSnapshot` is viewed first, so must not change meanwhile."""
+        with _NoCollection():
+            return _finish(self.encode_steps(snapshot))
+
+    def encode_steps(self, snapshot: DerivedSnapshot | SnapshotView) -> Steps[str]:
+        """`encode`, pausing (a bare `yield`) every few dozen messages or table items, so that an event
+        loop can run it in slices between its other work (issue 40.4). A view stays what it was while
+        its derivation goes on changing, so the slices may be spread over many loop iterations; a
+        codec runs one encode at a time, and one whose encode failed (or was abandoned) refuses."""
         view = snapshot if isinstance(snapshot, SnapshotView) else SnapshotView.of(snapshot)
         if self.broken:
             raise SnapshotError("an earlier encode failed half-way: a new codec must start over")
-        try:
-            with _NoCollection():
-                value = self._encode(view)
-                return self._text(value, view.marks)
-        except BaseException:
-            self.broken = True
-            raise
+        self.broken = True  # until this encode has finished
+        value = yield from self._encode_steps(view)
+        text = yield from self._text(value, view.marks)
+        self.broken = False
+        return text
 
-    def _text(self, value: dict[str, Any], marks: Sequence[tuple[int, TurnMark]]) -> str:
+    def _text(self, value: dict[str, Any], marks: Sequence[tuple[int, TurnMark]]) -> Steps[str]:
         parts = []
         for key, item in value.items():
             if key in _NESTED:
                 texts = self._nested_texts[key]
                 texts.extend(_ArrayText() for _ in range(len(item) - len(texts)))
-                text = "[" + ",".join(t.of(inner) for t, inner in zip(texts, item, strict=False)) + "]"
+                inner_texts = []
+                for known, inner in zip(texts, item, strict=False):
+                    inner_texts.append((yield from known.of(inner)))
+                text = "[" + ",".join(inner_texts) + "]"
             elif key in _GROWING:
-                text = self._texts[key].of(item)
+                text = yield from self._texts[key].of(item)
             elif key == "marks":
-                text = "[" + ",".join(self._mark_text(turn) for turn, _ in marks) + "]"
+                mark_texts = []
+                for at, (turn, _) in enumerate(marks):
+                    if at % _MARKS == _MARKS - 1:
+                        yield
+                    mark_texts.append(self._mark_text(turn))
+                text = "[" + ",".join(mark_texts) + "]"
             else:
                 text = _dumps(item)
             parts.append(_dumps(key) + ":" + text)
@@ -235,6 +254,10 @@ class SnapshotCodec:
         return known[1]
 
     def _encode(self, view: SnapshotView) -> dict[str, Any]:
+        """The snapshot's value (what `encode` writes as text), the codec brought up to date."""
+        return _finish(self._encode_steps(view))
+
+    def _encode_steps(self, view: SnapshotView) -> Steps[dict[str, Any]]:
         # How many items of each list (by index) this state refers to: a list is encoded that far
         # (never less than before: an older prefix is still that list's), not to its length now,
         # which the event loop may have grown since the view was taken.
@@ -260,7 +283,9 @@ class SnapshotCodec:
             view.context_used,
         ]
         marks: list[Any] = []
-        for turn, mark in view.marks:
+        for at, (turn, mark) in enumerate(view.marks):
+            if at % _MARKS == _MARKS - 1:
+                yield
             known = self.marks.get(turn)
             if known is None or known[0] != id(mark):
                 encoded = [
@@ -285,7 +310,7 @@ class SnapshotCodec:
             self.requests += [self.header(header), entries((listed, count)), count, index]
         self.requests_done = len(view.requests)
         for index, needed in lists_needed.items():
-            self._extend(index, needed)
+            yield from self._extend(index, needed)
         for index, needed in ints_needed.items():
             self.int_done[index] = max(self.int_done[index], needed)
         return {
@@ -323,16 +348,16 @@ class SnapshotCodec:
             self.entry_lists.append(entries)
         return index
 
-    def _extend(self, index: int, needed: int) -> None:
+    def _extend(self, index: int, needed: int) -> Steps[None]:
         """Encode a list's pairs up to `needed`, from where the last encode stopped (lists only grow)."""
-        done = self.list_done[index]
-        if done >= needed:
-            return
-        flat = self.lists[index]
-        message = self.message
-        for position, item in self.entry_lists[index][done:needed]:
-            flat += (position, message(item))
-        self.list_done[index] = needed
+        flat, entries, message = self.lists[index], self.entry_lists[index], self.message
+        while self.list_done[index] < needed:
+            done = self.list_done[index]
+            upto = min(needed, done + _CHUNK)
+            for position, item in entries[done:upto]:
+                flat += (position, message(item))
+            self.list_done[index] = upto
+            yield
 
     def int_list(self, values: list[int]) -> int:
         index = self.int_index.get(id(values))
@@ -408,6 +433,39 @@ class SnapshotCodec:
         if len(parts) == 9 * len(self.marks):
             for at, (turn, (mark_id, _)) in enumerate(self.marks.items()):
                 self.mark_texts[turn] = (mark_id, ",".join(parts[at * 9 : at * 9 + 9]))
+
+
+# How long an encode runs on the event loop before it lets the loop's other work go on.
+SLICE_S = 0.004
+
+
+async def encode_in_slices(codec: SnapshotCodec, snapshot: SnapshotView) -> str:
+    """`codec.encode(snapshot)`, run on the event loop in slices of `SLICE_S` (at least a step each),
+    other work between them (issue 40.4: a long session's first snapshot held the loop up to a second
+    at its turn end)."""
+    steps = codec.encode_steps(snapshot)
+    try:
+        while True:
+            until = time.perf_counter() + SLICE_S
+            with _NoCollection():
+                try:
+                    next(steps)
+                    while time.perf_counter() < until:
+                        next(steps)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+            await asyncio.sleep(0)
+    finally:
+        steps.close()
+
+
+def _finish(steps: Steps[T]) -> T:
+    """Run an encode's steps through, without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 def _check_text(text: str) -> None:
