@@ -18,8 +18,8 @@ child it forked. Per command the daemon sends the child {argv, cwd, env} and fou
 stdout, stderr, the command's own socket), and the shepherd that socket; so neither the server nor a
 fork is on a command's path. The spare child prepares while it waits (setsid, the signals reset,
 no_new_privs, Landlock (the ruleset built once), capabilities dropped, seccomp (the program packed
-once)); once its request comes: its stdio, every other fd closed, chdir, then a message to the daemon
-(which learns the pid from SCM_CREDENTIALS) and exec. Any failed step ends the child with status 126
+once)), then says it is ready (the daemon learns its pid from SCM_CREDENTIALS); once its request
+comes: its stdio, every other fd closed, chdir, exec. Any failed step ends the child with status 126
 and the reason on its stderr: a command never runs less confined than asked. The shepherd reports
 the exit status, kills the tree when asked, when the daemon's socket closes, and (unless kept) what
 is left when the command itself exits.
@@ -32,6 +32,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 from typing import Any
 
@@ -160,7 +161,6 @@ def _exec_command(
         finally:
             os._exit(SETUP_FAILED)
     try:
-        os.write(channel, b"S")  # the daemon reads this process's pid from its credentials
         argv = request["argv"]
         os.execvpe(argv[0], argv, request["env"])
     except BaseException as exc:
@@ -212,6 +212,20 @@ def prefork(control: socket.socket, confinement: Confinement) -> Spare:
     return Spare(pid, to_shepherd, to_child)
 
 
+def _recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """A request and its fds; room is left for credentials too, and a message whose fds did not all
+    fit counts as none (the command is then not run at all)."""
+    space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(8 * 4)
+    data, ancillary, flags, _addr = sock.recvmsg(MAX_MESSAGE, space)
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += list(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) - len(payload) % 4]))
+    if flags & socket.MSG_CTRUNC:
+        return b"", fds
+    return data, fds
+
+
 def _await_request(child_end: socket.socket, confinement: Confinement) -> None:
     """In the pre-forked command child: prepares, then waits for its request; never returns. A
     failed preparation is reported once a request comes (on its stderr and socket): the command
@@ -222,7 +236,12 @@ def _await_request(child_end: socket.socket, confinement: Confinement) -> None:
     except BaseException as exc:
         failed = exc
     try:
-        data, fds, _flags, _addr = socket.recv_fds(child_end, MAX_MESSAGE, 8)
+        # Ready: the daemon reads this process's pid from the message's credentials when it takes
+        # this spare, so that nothing need come back between a command's hand-over and its exec.
+        child_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        child_end.send(b"R")
+        child_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        data, fds = _recv_request(child_end)
     except OSError:
         os._exit(0)
     if not data or len(fds) != 4:

@@ -165,6 +165,8 @@ class SandboxedProcess:
                 self._status = -signal.SIGKILL  # the shepherd died without a word: treat as killed
             elif data.startswith(b"X"):
                 self._status = int(data[1:])
+            elif data.startswith(b"E"):
+                self.setup_error = data[1:].decode(errors="replace")
         self._exited()
         if not self._keep_leftovers:
             self.close()  # its tree is dead or being killed: nothing left to control
@@ -453,12 +455,22 @@ class Sandbox:
         request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
         data = json.dumps(request).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         channel = _Channel(ours)
+        pid = 0
         try:
             for attempt in range(3):
                 to_child, to_shepherd = await self._server.take_spare()
                 try:
+                    # The spare's child said it was ready (its pid in the credentials) once prepared:
+                    # normally long before, so this reads a message already there.
+                    to_child.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+                    ready, fds, sender = await _Channel(to_child).recv()
+                    for fd in fds:
+                        os.close(fd)
+                    if ready != b"R" or not sender:
+                        raise OSError(f"the spare's child is gone ({ready!r})")
+                    pid = sender
+                    to_child.setblocking(True)
                     assign(
                         to_child, to_shepherd, data, [stdin, stdout, stderr, theirs.fileno()], keep_leftovers
                     )
@@ -475,28 +487,17 @@ class Sandbox:
             raise
         finally:
             theirs.close()
-        data, fds, pid = await channel.recv()
-        for fd in fds:
-            os.close(fd)
-        status: int | None = None
-        error: str | None = None
-        if data.startswith(b"E"):
-            error = data[1:].decode(errors="replace")
-        elif data.startswith(b"X"):
-            status = int(data[1:])
-        elif not data:
-            status = -signal.SIGKILL
+        # Nothing is waited for: a setup that fails (status 126) is told with the exit status.
         process = SandboxedProcess(
             channel,
-            pid or 0,
-            status,
-            error,
+            pid,
+            None,
+            None,
             keep_leftovers=keep_leftovers,
             forget=self._processes.discard,
             exited=self._replenish,
         )
-        if not process.closed:
-            self._processes.add(process)
+        self._processes.add(process)
         return process
 
     def _replenish(self) -> None:

@@ -381,3 +381,28 @@ async def test_the_next_spare_is_forked_when_the_command_exits_not_while_it_star
     assert len(server.spares) == 1  # that one exited: the next pair is in place
     first.kill_tree(signal.SIGKILL)
     assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_commands_pid_is_known_at_hand_over_and_is_the_command_itself(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """Issue 41: the pid comes with the prepared child's ready message (SCM_CREDENTIALS, in the daemon's
+    PID namespace), so spawn waits for nothing from the command; it is the process that runs it."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    mark = scene.ws / "src" / "pid"
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        process = await sandbox.spawn(["sh", "-c", f"echo $$ > {mark}; exec sleep 60"], cwd=scene.ws, env=command_env(scene), stdin=devnull, stdout=devnull, stderr=devnull)  # fmt: skip
+    finally:
+        os.close(devnull)
+    for _ in range(200):
+        if mark.exists() and mark.read_text().endswith("\n"):
+            break
+        await asyncio.sleep(0.02)
+    inner = int(mark.read_text())
+    nspids = _status_fields(process.pid)["NSpid"].split()
+    assert (int(nspids[0]), int(nspids[-1])) == (process.pid, inner)
+    process.kill_tree(signal.SIGKILL)
+    assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGKILL
