@@ -21,13 +21,15 @@ Invariants kept here and by its writer (`host/manager.py`) and reader (`Agent(sn
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dsh_daemon.agent.derive import Derivation, TurnMark
+from dsh_daemon.agent.derive import Derivation, RequestSpec, TurnMark
 from dsh_daemon.model.inbox import TARGETS, InboxItem
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
 from dsh_daemon.model.messages import (
@@ -44,6 +46,8 @@ from dsh_daemon.model.messages import (
 
 SNAPSHOT_FORMAT = 2  # 2: a tool call block keeps the provider's id beside the daemon's
 T = TypeVar("T")
+# What an encode does between two points where it may pause (`SnapshotCodec.encode_steps`).
+Steps = Generator[None, None, T]
 
 
 class SnapshotError(ValueError):
@@ -66,6 +70,47 @@ class DerivedSnapshot:
     @staticmethod
     def decode(text: str) -> DerivedSnapshot:
         return SnapshotCodec().decode(text)
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A derived state as it stood at one turn end, for the snapshot writer's thread to encode while the
+    event loop goes on folding events into the same `Derivation` (issue 40.4: encoding on the loop held
+    it up to a second at a long session's turn end). Taking one copies no history: every list a
+    derivation holds is only appended to (a compaction or a cut starts new lists), and messages,
+    headers and turn marks are never changed, so a list and its length at that moment are that state
+    for good. Only the turn marks' table and the logged requests' (an entry per turn or request) are
+    copied, and the inbox turned into JSON."""
+
+    upto: int
+    turn: int
+    inbox: dict[str, list[Any]]
+    entries: tuple[list[tuple[int, Message]], int]
+    cuts: tuple[list[int], int]
+    turn_starts: tuple[list[int], int]
+    header: FrozenDict | None
+    summary: Message | None
+    context_used: int | None
+    marks: tuple[tuple[int, TurnMark], ...]
+    requests: tuple[RequestSpec, ...]
+
+    @classmethod
+    def of(cls, snapshot: DerivedSnapshot) -> SnapshotView:
+        """Taken where the derivation is changed (the event loop), before it changes again."""
+        d = snapshot.derivation
+        return cls(
+            upto=snapshot.upto,
+            turn=snapshot.turn,
+            inbox={t: [item.to_json() for item in snapshot.inbox.get(t, ())] for t in TARGETS},
+            entries=(d.entries, len(d.entries)),
+            cuts=(d.cuts, len(d.cuts)),
+            turn_starts=(d.turn_starts, len(d.turn_starts)),
+            header=d.header,
+            summary=d.summary,
+            context_used=d.context_used,
+            marks=tuple(d.marks.items()),
+            requests=tuple(d.requests.specs),
+        )
 
 
 class _NoCollection:
@@ -92,6 +137,9 @@ class _NoCollection:
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _GROWING = frozenset({"sources", "messages", "headers", "datas", "requests"})  # lists that only grow
 _NESTED = frozenset({"lists", "ints"})  # lists of lists: each inner list only grows, more are added
+# Items turned into JSON (or messages encoded) between two points where an encode may pause.
+_CHUNK = 64
+_MARKS = 1024  # turn marks looked at (one a turn: most known already)
 
 
 class _ArrayText:
@@ -105,21 +153,27 @@ class _ArrayText:
         self.body = ""
         self.done = 0
 
-    def of(self, items: Sequence[Any]) -> str:
+    def of(self, items: Sequence[Any]) -> Steps[str]:
         if len(items) < self.done:  # (never expected: then the text starts over rather than lie)
             self.body, self.done = "", 0
         if len(items) > self.done:
-            new = _dumps(items[self.done :] if self.done else items)[1:-1]
-            self.body = new if not self.done else self.body + "," + new
+            new: list[str] = []
+            for at in range(self.done, len(items), _CHUNK):
+                new.append(_dumps(items[at : at + _CHUNK])[1:-1])
+                yield
+            joined = ",".join(new)
+            self.body = joined if not self.done else self.body + "," + joined
             self.done = len(items)
         return "[" + self.body + "]"
 
 
 class SnapshotCodec:
     """Encodes one session's snapshots, each building on what the previous encode (or the decode it
-    was resumed from) already turned into JSON values."""
+    was resumed from) already turned into JSON values. Once resumed, it is used by one thread at a
+    time (the snapshot writer's), each encode from a `SnapshotView` taken on the event loop."""
 
     def __init__(self) -> None:
+        self.broken = False  # an encode failed half-way: what it holds may be half-updated
         self.keep: list[object] = []  # the objects whose id() is a key below stay alive meanwhile
         self.messages: list[Any] = []
         self.message_index: dict[int, int] = {}
@@ -131,7 +185,8 @@ class SnapshotCodec:
         self.entry_lists: list[list[tuple[int, Message]]] = []  # ... and itself
         self.list_index: dict[int, int] = {}
         self.list_done: list[int] = []  # per list, how many of its pairs are encoded
-        self.ints: list[list[int]] = []
+        self.ints: list[list[int]] = []  # the derivation's own lists (they only grow) ...
+        self.int_done: list[int] = []  # ... and, per list, how many of its items the last encode wrote
         self.int_index: dict[int, int] = {}
         self.datas: list[Any] = []
         self.requests: list[int] = []
@@ -144,26 +199,47 @@ class SnapshotCodec:
 
     # ---- encode ------------------------------------------------------------------------------------
 
-    def encode(self, snapshot: DerivedSnapshot) -> str:
+    def encode(self, snapshot: DerivedSnapshot | SnapshotView) -> str:
         """The whole snapshot's text: `json.dumps` of `_encode`'s value, byte for byte, but the growing
         tables are turned into text only for what was appended since the last encode. (Dumping the
-        whole value took ~0.1 s for a 100k-event session, on the event loop, at every turn end that
-        writes a snapshot.)"""
+        whole value took ~0.1 s for a 100k-event session at every turn end that writes a snapshot.)
+        A `DerivedSnapshot` is viewed first, so must not change meanwhile."""
         with _NoCollection():
-            value = self._encode(snapshot)
-            return self._text(value, snapshot.derivation.marks)
+            return _finish(self.encode_steps(snapshot))
 
-    def _text(self, value: dict[str, Any], marks: Mapping[int, TurnMark]) -> str:
+    def encode_steps(self, snapshot: DerivedSnapshot | SnapshotView) -> Steps[str]:
+        """`encode`, pausing (a bare `yield`) every few dozen messages or table items, so that an event
+        loop can run it in slices between its other work (issue 40.4). A view stays what it was while
+        its derivation goes on changing, so the slices may be spread over many loop iterations; a
+        codec runs one encode at a time, and one whose encode failed (or was abandoned) refuses."""
+        view = snapshot if isinstance(snapshot, SnapshotView) else SnapshotView.of(snapshot)
+        if self.broken:
+            raise SnapshotError("an earlier encode failed half-way: a new codec must start over")
+        self.broken = True  # until this encode has finished
+        value = yield from self._encode_steps(view)
+        text = yield from self._text(value, view.marks)
+        self.broken = False
+        return text
+
+    def _text(self, value: dict[str, Any], marks: Sequence[tuple[int, TurnMark]]) -> Steps[str]:
         parts = []
         for key, item in value.items():
             if key in _NESTED:
                 texts = self._nested_texts[key]
                 texts.extend(_ArrayText() for _ in range(len(item) - len(texts)))
-                text = "[" + ",".join(t.of(inner) for t, inner in zip(texts, item, strict=False)) + "]"
+                inner_texts = []
+                for known, inner in zip(texts, item, strict=False):
+                    inner_texts.append((yield from known.of(inner)))
+                text = "[" + ",".join(inner_texts) + "]"
             elif key in _GROWING:
-                text = self._texts[key].of(item)
+                text = yield from self._texts[key].of(item)
             elif key == "marks":
-                text = "[" + ",".join(self._mark_text(turn) for turn in marks) + "]"
+                mark_texts = []
+                for at, (turn, _) in enumerate(marks):
+                    if at % _MARKS == _MARKS - 1:
+                        yield
+                    mark_texts.append(self._mark_text(turn))
+                text = "[" + ",".join(mark_texts) + "]"
             else:
                 text = _dumps(item)
             parts.append(_dumps(key) + ":" + text)
@@ -177,27 +253,48 @@ class SnapshotCodec:
             known = self.mark_texts[turn] = (mark_id, _dumps(encoded)[1:-1])
         return known[1]
 
-    def _encode(self, snapshot: DerivedSnapshot) -> dict[str, Any]:
-        d = snapshot.derivation
+    def _encode(self, view: SnapshotView) -> dict[str, Any]:
+        """The snapshot's value (what `encode` writes as text), the codec brought up to date."""
+        return _finish(self._encode_steps(view))
+
+    def _encode_steps(self, view: SnapshotView) -> Steps[dict[str, Any]]:
+        # How many items of each list (by index) this state refers to: a list is encoded that far
+        # (never less than before: an older prefix is still that list's), not to its length now,
+        # which the event loop may have grown since the view was taken.
+        lists_needed: dict[int, int] = {}
+        ints_needed: dict[int, int] = {}
+
+        def entries(ref: tuple[list[tuple[int, Message]], int]) -> int:
+            index = self.entry_list(ref[0])
+            lists_needed[index] = max(lists_needed.get(index, 0), ref[1])
+            return index
+
+        def ints(ref: tuple[list[int], int]) -> int:
+            index = self.int_list(ref[0])
+            ints_needed[index] = max(ints_needed.get(index, 0), ref[1])
+            return index
+
         now = [
-            self.entry_list(d.entries),
-            self.int_list(d.cuts),
-            self.int_list(d.turn_starts),
-            self.header(d.header),
-            self.message(d.summary),
-            d.context_used,
+            entries(view.entries),
+            ints(view.cuts),
+            ints(view.turn_starts),
+            self.header(view.header),
+            self.message(view.summary),
+            view.context_used,
         ]
         marks: list[Any] = []
-        for turn, mark in d.marks.items():
+        for at, (turn, mark) in enumerate(view.marks):
+            if at % _MARKS == _MARKS - 1:
+                yield
             known = self.marks.get(turn)
             if known is None or known[0] != id(mark):
                 encoded = [
                     turn,
-                    self.entry_list(mark.entries[0]),
+                    entries(mark.entries),
                     mark.entries[1],
-                    self.int_list(mark.cuts[0]),
+                    ints(mark.cuts),
                     mark.cuts[1],
-                    self.int_list(mark.turn_starts[0]),
+                    ints(mark.turn_starts),
                     mark.turn_starts[1],
                     self.message(mark.summary),
                     mark.context_used,
@@ -205,26 +302,27 @@ class SnapshotCodec:
                 self.keep.append(mark)
                 known = self.marks[turn] = (id(mark), encoded)
             marks += known[1]
-        specs = d.requests.specs
-        for header, entries, count, data in specs[self.requests_done :]:
+        for header, listed, count, data in view.requests[self.requests_done :]:
             index = -1
             if data is not None:
                 index = len(self.datas)
                 self.datas.append(data)
-            self.requests += [self.header(header), self.entry_list(entries), count, index]
-        self.requests_done = len(specs)
-        for index, entries in enumerate(self.entry_lists):
-            self._extend(index, entries)
+            self.requests += [self.header(header), entries((listed, count)), count, index]
+        self.requests_done = len(view.requests)
+        for index, needed in lists_needed.items():
+            yield from self._extend(index, needed)
+        for index, needed in ints_needed.items():
+            self.int_done[index] = max(self.int_done[index], needed)
         return {
             "format": SNAPSHOT_FORMAT,
-            "upto": snapshot.upto,
-            "turn": snapshot.turn,
-            "inbox": {t: [item.to_json() for item in snapshot.inbox.get(t, ())] for t in TARGETS},
+            "upto": view.upto,
+            "turn": view.turn,
+            "inbox": view.inbox,
             "sources": self.sources,
             "messages": self.messages,
             "headers": self.headers,
             "lists": self.lists,
-            "ints": self.ints,
+            "ints": [values[:done] for values, done in zip(self.ints, self.int_done, strict=True)],
             "datas": self.datas,
             "now": now,
             "marks": marks,
@@ -250,22 +348,23 @@ class SnapshotCodec:
             self.entry_lists.append(entries)
         return index
 
-    def _extend(self, index: int, entries: list[tuple[int, Message]]) -> None:
-        """Encode the pairs appended to a list since the last encode (lists only grow)."""
-        done = self.list_done[index]
-        if done == len(entries):
-            return
-        flat = self.lists[index]
-        message = self.message
-        for position, item in entries[done:]:
-            flat += (position, message(item))
-        self.list_done[index] = len(entries)
+    def _extend(self, index: int, needed: int) -> Steps[None]:
+        """Encode a list's pairs up to `needed`, from where the last encode stopped (lists only grow)."""
+        flat, entries, message = self.lists[index], self.entry_lists[index], self.message
+        while self.list_done[index] < needed:
+            done = self.list_done[index]
+            upto = min(needed, done + _CHUNK)
+            for position, item in entries[done:upto]:
+                flat += (position, message(item))
+            self.list_done[index] = upto
+            yield
 
     def int_list(self, values: list[int]) -> int:
         index = self.int_index.get(id(values))
         if index is None:
             index = self.int_index[id(values)] = len(self.ints)
-            self.ints.append(values)  # the list itself: it only grows, and is written as it stands
+            self.ints.append(values)  # the list itself: it only grows, and is written up to int_done
+            self.int_done.append(0)
             self.keep.append(values)
         return index
 
@@ -334,6 +433,39 @@ class SnapshotCodec:
         if len(parts) == 9 * len(self.marks):
             for at, (turn, (mark_id, _)) in enumerate(self.marks.items()):
                 self.mark_texts[turn] = (mark_id, ",".join(parts[at * 9 : at * 9 + 9]))
+
+
+# How long an encode runs on the event loop before it lets the loop's other work go on.
+SLICE_S = 0.004
+
+
+async def encode_in_slices(codec: SnapshotCodec, snapshot: SnapshotView) -> str:
+    """`codec.encode(snapshot)`, run on the event loop in slices of `SLICE_S` (at least a step each),
+    other work between them (issue 40.4: a long session's first snapshot held the loop up to a second
+    at its turn end)."""
+    steps = codec.encode_steps(snapshot)
+    try:
+        while True:
+            until = time.perf_counter() + SLICE_S
+            with _NoCollection():
+                try:
+                    next(steps)
+                    while time.perf_counter() < until:
+                        next(steps)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+            await asyncio.sleep(0)
+    finally:
+        steps.close()
+
+
+def _finish(steps: Steps[T]) -> T:
+    """Run an encode's steps through, without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 def _check_text(text: str) -> None:
@@ -569,6 +701,7 @@ def _decode_into(codec: SnapshotCodec, data: dict[str, Any]) -> DerivedSnapshot:
     codec.list_index = {id(entries): i for i, entries in enumerate(lists)}
     codec.list_done = [len(entries) for entries in lists]
     codec.ints = ints
+    codec.int_done = [len(values) for values in ints]
     codec.int_index = {id(values): i for i, values in enumerate(ints)}
     codec.datas = list(data["datas"])
     codec.requests = list(specs)

@@ -22,7 +22,14 @@ from pathlib import Path
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
-from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec, SnapshotError
+from dsh_daemon.agent.snapshot import (
+    SNAPSHOT_FORMAT,
+    DerivedSnapshot,
+    SnapshotCodec,
+    SnapshotError,
+    SnapshotView,
+    encode_in_slices,
+)
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
 from dsh_daemon.model.events import INBOX_INSERTED, STATUS, TURN_END, Event, EventBus
@@ -97,7 +104,8 @@ class SessionManager:
         self.snapshot_every = snapshot_every  # events logged between two derived-state snapshots
         self._snapshot_upto: dict[str, int] = {}  # per session, the seq its stored snapshot ends at
         self._codecs: dict[str, SnapshotCodec] = {}  # per session, what its snapshots already encoded
-        self._snapshot_writes: set[asyncio.Future[bool]] = set()  # under way on the thread below
+        self._snapshot_writes: set[asyncio.Future[bool]] = set()  # being encoded or written
+        self._snapshot_last: asyncio.Future[bool] | None = None  # the last one begun (they go in order)
         self._snapshot_thread: ThreadPoolExecutor | None = None
 
     # ---- sessions ------------------------------------------------------------------------------------
@@ -275,47 +283,61 @@ class SessionManager:
             if agent.log.next_seq != event.seq + 1:
                 return  # (not at the turn end itself any more)
             try:
-                snapshot = agent.snapshot()
-                codec = self._codecs.setdefault(session_id, SnapshotCodec())
-                try:
-                    text = codec.encode(snapshot)
-                except BaseException:
-                    del self._codecs[session_id]  # it may be half-way through: the next one starts over
-                    raise
+                view = SnapshotView.of(agent.snapshot())
             except Exception:
                 # A cache that could not be written: the next open derives more of the log, that is all.
-                logger.exception("session %s: encoding the derived-state snapshot failed", session_id)
+                logger.exception("session %s: viewing the derived-state snapshot failed", session_id)
                 return
-            # Encoding reads the agent's state, so it runs here; the write (megabytes for a long
-            # session, and a disk flush) runs on the snapshot writer's thread, so that this turn end
-            # does not hold up the streams on this loop. One thread: the writes land in order.
-            if self._snapshot_thread is None:
-                self._snapshot_thread = ThreadPoolExecutor(1, thread_name_prefix="dsh-snapshot")
-            written = asyncio.get_running_loop().run_in_executor(
-                self._snapshot_thread,
-                self.store.write_snapshot,
-                session_id,
-                snapshot.upto,
-                SNAPSHOT_FORMAT,
-                text,
+            # Only the view is taken at the turn end itself (no history is copied: see SnapshotView).
+            # Encoding it (megabytes for a long session) runs on this loop in slices of a few
+            # milliseconds between its other work, and the write (and a disk flush) on the snapshot
+            # writer's thread, so that no turn end holds up the streams on this loop (issue 40.4; a
+            # thread encoding in Python would hold the GIL, and the loop's every SQLite call would wait
+            # the interpreter's switch interval for it back). The snapshots are encoded and written
+            # one after the other, in order: a codec runs one encode at a time.
+            codec = self._codecs.setdefault(session_id, SnapshotCodec())
+            written = asyncio.get_running_loop().create_task(
+                self._encode_and_write_snapshot(session_id, codec, view, self._snapshot_last)
             )
+            self._snapshot_last = written
             self._snapshot_writes.add(written)
 
             def done(future: asyncio.Future[bool]) -> None:
                 self._snapshot_writes.discard(future)
+                if codec.broken and self._codecs.get(session_id) is codec:
+                    del self._codecs[session_id]  # half-way through: the next one starts over
                 if future.cancelled():
                     return
                 if (exc := future.exception()) is not None:
+                    what = "encoding" if codec.broken else "writing"
                     logger.error(
-                        "session %s: writing the derived-state snapshot failed", session_id, exc_info=exc
+                        "session %s: %s the derived-state snapshot failed", session_id, what, exc_info=exc
                     )
                 elif future.result() and self._codecs.get(session_id) is codec:
                     last = self._snapshot_upto.get(session_id, -1)
-                    self._snapshot_upto[session_id] = max(last, snapshot.upto)
+                    self._snapshot_upto[session_id] = max(last, view.upto)
 
             written.add_done_callback(done)
 
         return write
+
+    async def _encode_and_write_snapshot(
+        self,
+        session_id: str,
+        codec: SnapshotCodec,
+        view: SnapshotView,
+        previous: asyncio.Future[bool] | None,
+    ) -> bool:
+        """Once the snapshot before it is written: the view encoded in slices on this loop, then
+        stored sealed on the snapshot writer's thread (False: the store refused it)."""
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # (its outcome is its own to report)
+        text = await encode_in_slices(codec, view)
+        if self._snapshot_thread is None:
+            self._snapshot_thread = ThreadPoolExecutor(1, thread_name_prefix="dsh-snapshot")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._snapshot_thread, self.store.write_snapshot, session_id, view.upto, SNAPSHOT_FORMAT, text
+        )
 
     async def _snapshots_written(self) -> None:
         """Wait for the snapshot writes under way (before the store closes under them)."""

@@ -24,7 +24,7 @@ import httpx
 from dsh_daemon import __version__
 from dsh_daemon.llm.config import ProviderConfig
 from dsh_daemon.llm.errors import classify_http, classify_stream_error, redact, request_id
-from dsh_daemon.llm.serialize import encode_body, request_body
+from dsh_daemon.llm.serialize import BodyEncoder
 from dsh_daemon.llm.sse import SseParser
 from dsh_daemon.llm.translate import ChunkTranslator
 from dsh_daemon.model.provider import (
@@ -60,6 +60,7 @@ class DeepSeekProvider:
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._retired: list[httpx.AsyncClient] = []  # pools replaced by `reconfigure`
+        self._bodies = BodyEncoder()  # keeps each history message's wire text between requests
 
     def __repr__(self) -> str:
         return f"DeepSeekProvider({self.config!r})"
@@ -160,7 +161,7 @@ class DeepSeekProvider:
         config = self.config
         if not config.api_key and needs_api_key(config.base_url):
             raise ProviderFailure(LlmFailure(CONFIG, NO_KEY_MESSAGE))
-        content = encode_body(request_body(request, default_model=config.model))
+        content = self._bodies.encode(request, default_model=config.model)
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",

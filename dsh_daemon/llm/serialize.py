@@ -17,7 +17,10 @@ Rules kept here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import operator
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,6 +73,74 @@ def encode_body(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sent:
+    """A request's messages as text: the system prompt, whether reasoning was echoed, the history
+    (its own tuple: kept alive, so identity compares), the text, and the provider ids of its calls."""
+
+    system: str | None
+    echo_reasoning: bool
+    messages: tuple[Message, ...]
+    text: str
+    provider_ids: Mapping[str, str]
+
+
+class BodyEncoder:
+    """`encode_body(request_body(...))`, byte for byte, building on the requests before (issue 40.3):
+    a long session's every request carries its whole history, and building and dumping thousands of
+    messages again took tens of milliseconds before its first byte could leave. Between compactions
+    a session's history only grows, and messages are frozen values, so a request whose history
+    starts with the very message objects of one sent before (same system prompt, same reasoning
+    echo) is that request's text plus its new messages'. The last `KEEP` requests are kept (sessions
+    sharing a provider interleave theirs); any other request is serialised whole, as before."""
+
+    KEEP = 8
+
+    def __init__(self) -> None:
+        self._sent: deque[_Sent] = deque(maxlen=self.KEEP)
+
+    def encode(self, request: ModelRequest, *, default_model: str) -> bytes:
+        body = request_body(dataclasses.replace(request, messages=()), default_model=default_model)
+        thinking = request.config.get("thinking")
+        if request.config.get("reasoningEffort") == "off":
+            thinking = False
+        echo, system, messages = thinking is True, request.system, request.messages
+        before = self._before(system, echo, messages)
+        provider_ids: dict[str, str] = {} if before is None else dict(before.provider_ids)
+        if before is None:
+            text = _dumps(messages_json(system, messages, echo_reasoning=echo, provider_ids=provider_ids))[
+                1:-1
+            ]
+        else:
+            added = messages[len(before.messages) :]
+            new = messages_json(None, added, echo_reasoning=echo, provider_ids=provider_ids) if added else []
+            text = before.text + ("," if before.text and new else "") + _dumps(new)[1:-1]
+        self._sent.appendleft(_Sent(system, echo, messages, text, provider_ids))
+        head = _dumps({"model": body.pop("model")})[:-1]
+        del body["messages"]
+        rest = _dumps(body)[1:-1]
+        return f'{head},"messages":[{text}]{"," if rest else ""}{rest}}}'.encode()
+
+    def _before(self, system: str | None, echo: bool, messages: tuple[Message, ...]) -> _Sent | None:
+        """The longest request sent before whose history `messages` extends, compared by identity."""
+        best: _Sent | None = None
+        for sent in self._sent:
+            count = len(sent.messages)
+            if (
+                sent.system == system
+                and sent.echo_reasoning == echo
+                and count <= len(messages)
+                and (best is None or count > len(best.messages))
+                and (count == 0 or messages[count - 1] is sent.messages[-1])
+                and all(map(operator.is_, sent.messages, messages))  # (at C speed)
+            ):
+                best = sent
+        return best
+
+
 def _copy(config: Mapping[str, Any], body: dict[str, Any], key: str, wire: str) -> None:
     value = config.get(key)
     if value is not None:
@@ -77,15 +148,22 @@ def _copy(config: Mapping[str, Any], body: dict[str, Any], key: str, wire: str) 
 
 
 def messages_json(
-    system: str | None, messages: tuple[Message, ...], *, echo_reasoning: bool = False
+    system: str | None,
+    messages: tuple[Message, ...],
+    *,
+    echo_reasoning: bool = False,
+    provider_ids: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """`echo_reasoning`: thinking mode, where DeepSeek requires `reasoning_content` on an assistant
     message with tool calls. A reply that carried none (a session begun without thinking, a model that
-    skipped it) then gets `""`, or the next request would be refused with a 400 forever after."""
+    skipped it) then gets `""`, or the next request would be refused with a 400 forever after.
+    `provider_ids`: the calls of the messages before these (the daemon's call id -> the provider's),
+    which it goes on filling."""
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
-    provider_ids: dict[str, str] = {}  # the daemon's call id -> the provider's
+    if provider_ids is None:
+        provider_ids = {}
     for message in messages:
         if isinstance(message, AssistantMessage):
             out.append(_assistant(message, echo_reasoning))

@@ -16,12 +16,13 @@ The server forks spare pairs ahead of need and hands each to the daemon as two s
 (a subreaper: nothing the command starts, setsid or double-forked, escapes it) and the command's
 child it forked. Per command the daemon sends the child {argv, cwd, env} and four fds (stdin,
 stdout, stderr, the command's own socket), and the shepherd that socket; so neither the server nor a
-fork is on a command's path. The child: setsid, its stdio, every other fd closed,
+fork is on a command's path. The spare child prepares while it waits (setsid, the signals reset,
 no_new_privs, Landlock (the ruleset built once), capabilities dropped, seccomp (the program packed
-once), then a message to the daemon (which learns the pid from SCM_CREDENTIALS) and exec. Any failed
-step ends the child with status 126 and the reason on its stderr: a command never runs less
-confined than asked. The shepherd reports the exit status, kills the tree when asked, when the
-daemon's socket closes, and (unless kept) what is left when the command itself exits.
+once)), then says it is ready (the daemon learns its pid from SCM_CREDENTIALS); once its request
+comes: its stdio, every other fd closed, chdir, exec. Any failed step ends the child with status 126
+and the reason on its stderr: a command never runs less confined than asked. The shepherd reports
+the exit status, kills the tree when asked, when the daemon's socket closes, and (unless kept) what
+is left when the command itself exits.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 from typing import Any
 
@@ -117,29 +119,40 @@ def signal_descendants(sig: int) -> int:
     return len(seen)
 
 
-def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinement, channel: int) -> None:
-    """In the command's child: never returns."""
+def _prepare(confinement: Confinement) -> None:
+    """In a spare command child, before it waits for its request: everything that does not depend on
+    the request, so that none of it is on the command's path. A new session, the signals as a fresh
+    process has them, then the confinement: no_new_privs, Landlock (the ruleset built once),
+    capabilities dropped, seccomp (the program packed once). What runs after it (the request read,
+    stdio, closing fds, chdir, exec) runs confined, as the command will: Landlock does not govern
+    chdir, and seccomp refuses none of those calls."""
+    os.setsid()
+    for sig in RESET_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    signal.set_wakeup_fd(-1)
+    if confinement.confine:
+        kernel.no_new_privs()
+        landlock.restrict_self(confinement.ruleset_fd)
+        os.close(confinement.ruleset_fd)
+        confinement.ruleset_fd = -1
+        if confinement.drop_capabilities:
+            kernel.drop_capabilities()
+        seccomp.install(confinement.program)
+
+
+def _exec_command(
+    request: dict[str, Any], fds: list[int], channel: int, failed: BaseException | None
+) -> None:
+    """In the command's child, prepared (`_prepare`; `failed`: how that failed): never returns."""
     try:
-        os.setsid()
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        keep = {channel}
-        if confinement.ruleset_fd >= 0:
-            keep.add(confinement.ruleset_fd)
-        _close_all_but(keep)
+        _close_all_but({channel})
         os.set_inheritable(channel, False)
-        for sig in RESET_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        signal.set_wakeup_fd(-1)
+        if failed is not None:
+            raise failed
         os.chdir(request["cwd"])
-        if confinement.confine:
-            kernel.no_new_privs()
-            landlock.restrict_self(confinement.ruleset_fd)
-            os.close(confinement.ruleset_fd)
-            if confinement.drop_capabilities:
-                kernel.drop_capabilities()
-            seccomp.install(confinement.program)
     except BaseException as exc:
         text = f"dsh-daemon sandbox: cannot confine the command, it was not run: {exc}"
         try:
@@ -148,7 +161,6 @@ def _exec_command(request: dict[str, Any], fds: list[int], confinement: Confinem
         finally:
             os._exit(SETUP_FAILED)
     try:
-        os.write(channel, b"S")  # the daemon reads this process's pid from its credentials
         argv = request["argv"]
         os.execvpe(argv[0], argv, request["env"])
     except BaseException as exc:
@@ -200,16 +212,42 @@ def prefork(control: socket.socket, confinement: Confinement) -> Spare:
     return Spare(pid, to_shepherd, to_child)
 
 
+def _recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """A request and its fds; room is left for credentials too, and a message whose fds did not all
+    fit counts as none (the command is then not run at all)."""
+    space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(8 * 4)
+    data, ancillary, flags, _addr = sock.recvmsg(MAX_MESSAGE, space)
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += list(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) - len(payload) % 4]))
+    if flags & socket.MSG_CTRUNC:
+        return b"", fds
+    return data, fds
+
+
 def _await_request(child_end: socket.socket, confinement: Confinement) -> None:
-    """In the pre-forked command child: never returns."""
+    """In the pre-forked command child: prepares, then waits for its request; never returns. A
+    failed preparation is reported once a request comes (on its stderr and socket): the command
+    is refused, never run less confined than asked."""
+    failed: BaseException | None = None
     try:
-        data, fds, _flags, _addr = socket.recv_fds(child_end, MAX_MESSAGE, 8)
+        _prepare(confinement)
+    except BaseException as exc:
+        failed = exc
+    try:
+        # Ready: the daemon reads this process's pid from the message's credentials when it takes
+        # this spare, so that nothing need come back between a command's hand-over and its exec.
+        child_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        child_end.send(b"R")
+        child_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        data, fds = _recv_request(child_end)
     except OSError:
         os._exit(0)
     if not data or len(fds) != 4:
         os._exit(0)
     child_end.close()
-    _exec_command(json.loads(data), fds, confinement, fds[3])
+    _exec_command(json.loads(data), fds, fds[3], failed)
 
 
 def _shepherd(assignments: socket.socket, child_end: socket.socket, confinement: Confinement) -> None:

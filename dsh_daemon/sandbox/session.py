@@ -22,6 +22,11 @@ from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavai
 from dsh_daemon.sandbox.rules import compute_rules
 
 MAX_MESSAGE = 1 << 16
+# After a command starts, the next spare pair is forked when it exits or this long after, whichever
+# comes first: two forks of the server's process then do not compete with the command for the CPU
+# while it starts. A command asked for before then takes no longer than it would have (its spawn asks
+# for a spare itself when none is ready).
+SPARE_DELAY = 0.05
 # Names a confined command never sees, whatever the caller passes: the daemon's own key and anything
 # that looks like a credential. (Callers build the environment; this is the last line.)
 SECRET_NAME_PARTS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -126,6 +131,7 @@ class SandboxedProcess:
         *,
         keep_leftovers: bool = False,
         forget: Callable[[SandboxedProcess], None] = lambda _process: None,
+        exited: Callable[[], None] = lambda: None,
     ) -> None:
         self._channel = channel
         self.pid = pid
@@ -134,10 +140,13 @@ class SandboxedProcess:
         self._closed = False
         self._keep_leftovers = keep_leftovers
         self._forget = forget
+        self._exited = exited
         self._reading: asyncio.Task[int] | None = None
         self._eof: asyncio.Task[None] | None = None
-        if status is not None and not keep_leftovers:
-            self.close()
+        if status is not None:
+            exited()
+            if not keep_leftovers:
+                self.close()
 
     async def wait(self) -> int:
         """The exit status; any number of callers may wait at once."""
@@ -156,6 +165,9 @@ class SandboxedProcess:
                 self._status = -signal.SIGKILL  # the shepherd died without a word: treat as killed
             elif data.startswith(b"X"):
                 self._status = int(data[1:])
+            elif data.startswith(b"E"):
+                self.setup_error = data[1:].decode(errors="replace")
+        self._exited()
         if not self._keep_leftovers:
             self.close()  # its tree is dead or being killed: nothing left to control
         elif not self._closed:
@@ -214,12 +226,21 @@ class _Server:
     requested: int = 0
     gone: bool = False
     reader: asyncio.Task[None] | None = None
+    later: asyncio.TimerHandle | None = None
 
     def begin(self) -> None:
         self.reader = asyncio.get_running_loop().create_task(self._read())
         self.replenish()
 
+    def replenish_later(self) -> None:
+        """Ask for the next spare pair once the command just started is past its start (SPARE_DELAY)."""
+        if self.later is None:
+            self.later = asyncio.get_running_loop().call_later(SPARE_DELAY, self.replenish)
+
     def replenish(self) -> None:
+        if self.later is not None:
+            self.later.cancel()
+            self.later = None
         if not self.gone and len(self.spares) + self.requested < 1:
             self.requested += 1
             self.send(b'{"op": "spare"}', [])
@@ -278,6 +299,9 @@ class _Server:
             sock.setblocking(False)
 
     async def close(self) -> None:
+        if self.later is not None:
+            self.later.cancel()
+            self.later = None
         if self.reader is not None:
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -431,12 +455,22 @@ class Sandbox:
         request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env), "keep_leftovers": keep_leftovers}
         data = json.dumps(request).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         channel = _Channel(ours)
+        pid = 0
         try:
             for attempt in range(3):
                 to_child, to_shepherd = await self._server.take_spare()
                 try:
+                    # The spare's child said it was ready (its pid in the credentials) once prepared:
+                    # normally long before, so this reads a message already there.
+                    to_child.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+                    ready, fds, sender = await _Channel(to_child).recv()
+                    for fd in fds:
+                        os.close(fd)
+                    if ready != b"R" or not sender:
+                        raise OSError(f"the spare's child is gone ({ready!r})")
+                    pid = sender
+                    to_child.setblocking(True)
                     assign(
                         to_child, to_shepherd, data, [stdin, stdout, stderr, theirs.fileno()], keep_leftovers
                     )
@@ -447,29 +481,28 @@ class Sandbox:
                 finally:
                     to_child.close()
                     to_shepherd.close()
-                    self._server.replenish()
+                    self._server.replenish_later()
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
-        data, fds, pid = await channel.recv()
-        for fd in fds:
-            os.close(fd)
-        status: int | None = None
-        error: str | None = None
-        if data.startswith(b"E"):
-            error = data[1:].decode(errors="replace")
-        elif data.startswith(b"X"):
-            status = int(data[1:])
-        elif not data:
-            status = -signal.SIGKILL
+        # Nothing is waited for: a setup that fails (status 126) is told with the exit status.
         process = SandboxedProcess(
-            channel, pid or 0, status, error, keep_leftovers=keep_leftovers, forget=self._processes.discard
+            channel,
+            pid,
+            None,
+            None,
+            keep_leftovers=keep_leftovers,
+            forget=self._processes.discard,
+            exited=self._replenish,
         )
-        if not process.closed:
-            self._processes.add(process)
+        self._processes.add(process)
         return process
+
+    def _replenish(self) -> None:
+        """A command exited: the session's (current) server forks the next spare pair now."""
+        self._server.replenish()
 
     async def protect_appeared(self) -> list[str]:
         """Protected names (`.git`, `.dsh` of a root) that were missing when the rules were computed

@@ -5,6 +5,7 @@ the same next model request, byte for byte; only the number of rows read differs
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -12,11 +13,13 @@ import re
 import shutil
 import sqlite3
 import threading
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dsh_daemon.agent.derive import Derivation
 from dsh_daemon.agent.loop import Agent
 from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, DerivedSnapshot, SnapshotCodec
 from dsh_daemon.host.manager import SessionManager
@@ -45,7 +48,10 @@ def _entries(entries: list[tuple[int, Message]]) -> list[Any]:
 
 def derived_state(agent: Agent) -> str:
     """Everything an agent derives from its log, as one comparable text."""
-    d = agent.derive()
+    return _state_text(agent.derive(), agent.inbox.to_json(), agent.turn, agent.log.next_seq)
+
+
+def _state_text(d: Derivation, inbox: Any, turn: int, next_seq: int) -> str:
     return dumps(
         {
             "entries": _entries(d.entries),
@@ -65,9 +71,9 @@ def derived_state(agent: Agent) -> str:
                 for turn, mark in d.marks.items()
             },
             "requests": [request.to_json() for request in d.requests],
-            "inbox": agent.inbox.to_json(),
-            "turn": agent.turn,
-            "nextSeq": agent.log.next_seq,
+            "inbox": inbox,
+            "turn": turn,
+            "nextSeq": next_seq,
         }
     )
 
@@ -265,10 +271,10 @@ async def test_each_snapshot_is_the_whole_state_dumped_and_is_written_off_the_ev
     is resumed from its snapshot. The write itself runs on the snapshot writer's thread."""
     encoded: list[tuple[str, str]] = []
     threads: list[str] = []
-    encode, write = SnapshotCodec.encode, SessionStore.write_snapshot
+    steps, write = SnapshotCodec.encode_steps, SessionStore.write_snapshot
 
-    def checked_encode(codec: SnapshotCodec, snapshot: DerivedSnapshot) -> str:
-        text = encode(codec, snapshot)
+    def checked_encode(codec: SnapshotCodec, snapshot: Any) -> Generator[None, None, str]:
+        text = yield from steps(codec, snapshot)
         # the value behind the text just encoded (encoding it again adds nothing to the codec)
         whole = json.dumps(codec._encode(snapshot), separators=(",", ":"), ensure_ascii=False)
         encoded.append((text, whole))
@@ -278,7 +284,7 @@ async def test_each_snapshot_is_the_whole_state_dumped_and_is_written_off_the_ev
         threads.append(threading.current_thread().name)
         return write(store, session_id, upto, format, data)
 
-    monkeypatch.setattr(SnapshotCodec, "encode", checked_encode)
+    monkeypatch.setattr(SnapshotCodec, "encode_steps", checked_encode)
     monkeypatch.setattr(SessionStore, "write_snapshot", recorded_write)
     session_id = await _scenario(tmp_path)
     first = len(encoded)
@@ -327,3 +333,80 @@ async def test_the_first_snapshot_after_a_resume_dumps_only_what_is_new(
     # the new turn's text (a user message, a reply, a request, their list items) and the keys, next to
     # the resumed tables' text: without the adopted text the whole of it is dumped again
     assert 0 < sum(dumped) < decoded[0] / 2, (sum(dumped), decoded[0])
+
+
+async def test_a_turn_end_encodes_its_snapshot_in_slices_as_that_turn_end_left_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40.4: encoding a long session's snapshot at its turn end held the event loop 0.15-1.3 s.
+    The turn end now only takes a view (no history copied); the encode runs on the loop in slices
+    (here a step each) with the loop's other work between them, and the write on the writer's
+    thread. Held there (the first write) until the loop has run on (the history grown, a compaction's
+    new lists, a cut), each snapshot written is still exactly the state its own turn end left:
+    deriving the log through its seq gives the same."""
+    import dsh_daemon.agent.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "SLICE_S", 0.0)
+    gate = threading.Event()
+    snapshots: list[tuple[int, str]] = []
+    threads: list[str] = []
+    loop_turns_during: list[int] = []  # per encode, how many times the loop ran other work meanwhile
+    ticks = 0
+    steps, write = SnapshotCodec.encode_steps, SessionStore.write_snapshot
+
+    def counted_steps(codec: SnapshotCodec, view: Any) -> Generator[None, None, str]:
+        started = ticks
+        text = yield from steps(codec, view)
+        loop_turns_during.append(ticks - started)
+        return text
+
+    def held_write(store: SessionStore, session_id: str, upto: int, format: int, data: str) -> bool:
+        threads.append(threading.current_thread().name)
+        if not gate.wait(60):
+            raise AssertionError("the test never let the write go on")
+        snapshots.append((upto, data))
+        return write(store, session_id, upto, format, data)
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(SnapshotCodec, "encode_steps", counted_steps)
+    monkeypatch.setattr(SessionStore, "write_snapshot", held_write)
+    ticking = asyncio.get_running_loop().create_task(tick())
+    state = tmp_path / "s"
+    h = Harness(state, SCRIPT, tools=[echo_tool()], snapshot_every=1)
+    h.provider.window = 1000
+    for text in ("A", "B", "C"):
+        h.agent.followup(msg(text, id=text))
+    await h.idle()
+    h.agent.followup(msg("D", id="D"))
+    await h.idle()
+    assert h.durable(ev.CONTEXT_COMPACTED)
+    h.agent.log.append(*entry(ConversationCut(2)), commit=True)
+    h.agent.followup(msg("E", id="E"))
+    await h.idle()
+    assert len(threads) == 1 and not snapshots  # the first write waits; the others wait for it
+    gate.set()
+    session_id = h.agent.session_id
+    await h.manager.close()
+    ticking.cancel()
+
+    assert len(snapshots) == len(threads) == len(loop_turns_during) >= 4
+    assert all(name.startswith("dsh-snapshot") for name in threads)
+    assert all(during > 1 for during in loop_turns_during)  # each encode let the loop run between
+    store = SessionStore(state)
+    events = store.load_events(session_id)
+    store.close()
+    for upto, data in snapshots:
+        decoded = DerivedSnapshot.decode(data)
+        assert decoded.upto == upto
+        folded = Derivation()
+        for event in events[: upto + 1]:
+            folded.feed(event)
+        inbox = {target: [item.to_json() for item in items] for target, items in decoded.inbox.items()}
+        assert _state_text(decoded.derivation, inbox, decoded.turn, upto + 1) == _state_text(
+            folded, inbox, decoded.turn, upto + 1
+        )

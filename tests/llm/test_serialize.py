@@ -182,3 +182,63 @@ def test_tool_calls_and_results_carry_the_providers_ids_even_when_it_reused_one(
     results = [(m["tool_call_id"], m["content"]) for m in out if m["role"] == "tool"]
     assert calls == ["call_0", "call_0", "call_0"]
     assert results == [("call_0", "ran call_0"), ("call_0", "ran call-aaa"), ("call_0", "ran call-bbb")]
+
+
+def test_the_body_encoder_sends_what_encode_body_would_and_serialises_only_new_messages(
+    monkeypatch: Any,
+) -> None:
+    """Issue 40.3: a long session's requests each carry the whole history; the provider's encoder builds
+    on the text of the requests before, so a request serialises only its new messages, and sends
+    exactly the bytes `encode_body(request_body(...))` gives, for every setting that changes a
+    message's text (thinking, an effort of "off", a tool result whose call left the history), a system
+    prompt and tools, and two sessions' requests interleaved."""
+    import dsh_daemon.llm.serialize as serialize
+    from dsh_daemon.llm.serialize import BodyEncoder, encode_body
+
+    encoder = BodyEncoder()
+    built: list[object] = []
+    assistant_wire, user_wire = serialize._assistant, serialize._user
+
+    def counted_assistant(message: AssistantMessage, echo: bool = False) -> dict[str, Any]:
+        built.append(message)
+        return assistant_wire(message, echo)
+
+    def counted_user(message: UserMessage, ids: Any) -> list[dict[str, Any]]:
+        built.append(message)
+        return user_wire(message, ids)
+
+    monkeypatch.setattr(serialize, "_assistant", counted_assistant)
+    monkeypatch.setattr(serialize, "_user", counted_user)
+    tools = (ToolSpec("run", "runs", freeze_json({"type": "object"})),)
+
+    def check(config: dict[str, Any], messages: tuple[Any, ...], **kw: Any) -> None:
+        sent = request(config, messages, **kw)
+        expected = encode_body(request_body(sent, default_model="x"))
+        built.clear()
+        assert encoder.encode(sent, default_model="x") == expected
+
+    history: tuple[Any, ...] = ()
+    for turn in range(30):
+        call = ToolCallBlock(f"call-{turn}", "run", "{}", "call_0")
+        history += (
+            UserMessage.create(f"question {turn} é"),
+            assistant(ReasoningBlock("hm"), TextBlock("let me run it"), call),
+            tool_result_message(call.id, f"ran {turn}"),
+            assistant(TextBlock(f"answer {turn}")),
+        )
+        check({"thinking": True}, history, system="be brief", tools=tools)
+        assert len(built) == 4  # only the turn's own messages
+    check({"thinking": True}, history, system="be brief", tools=tools)
+    assert built == []  # the same history again: nothing built
+    check({"thinking": False, "temperature": 0.5}, history)  # reasoning no longer echoed
+    check({"thinking": True, "reasoningEffort": "off"}, history)
+    assert built == []  # that history, echoing no reasoning, was just sent
+    without_call = history[:1] + history[2:]  # a tool result whose call is no longer sent
+    check({"thinking": True}, without_call)
+    check({"thinking": True}, (*without_call, UserMessage.create("and then")))
+    assert len(built) == 1
+    other = (UserMessage.create("another session"), assistant(TextBlock("hi")))
+    check({}, other)
+    check({"thinking": True}, history, system="be brief", tools=tools)
+    assert built == []  # both sessions' texts are kept
+    check({}, ())

@@ -301,3 +301,108 @@ async def test_finished_commands_hold_no_fd_and_waits_can_overlap(
         7,
         7,
     ]
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid`'s descendants (from /proc), parents before their children."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop(0)
+        for task in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{task}/children") as f:
+                children = [int(c) for c in f.read().split()]
+            found += children
+            todo += children
+    return found
+
+
+def _status_fields(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_spare_child_is_confined_before_its_command_comes(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """Issue 41: the confinement is applied by the spare child while it waits, off the command's path
+    (no_new_privs, seccomp, every capability gone); its shepherd, which must signal the tree, is not."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    await run(sandbox, "true", cwd=scene.ws, env=command_env(scene))
+    server = sandbox._server
+    for _ in range(200):
+        leaves = [pid for pid in _tree(server.process.pid) if not _tree(pid)]
+        if server.spares and leaves and _status_fields(leaves[0])["Seccomp"] == "2":
+            break
+        await asyncio.sleep(0.02)
+    assert len(server.spares) == 1
+    (child,) = leaves  # the server's only leaf: the spare's command child (the shepherd is its parent)
+    fields = _status_fields(child)
+    assert (fields["NoNewPrivs"], fields["Seccomp"], fields["CapEff"], fields["CapBnd"]) == (
+        "1",
+        "2",
+        "0000000000000000",
+        "0000000000000000",
+    )
+    assert _status_fields(int(fields["PPid"]))["Seccomp"] == "0"  # the shepherd
+
+
+async def test_the_next_spare_is_forked_when_the_command_exits_not_while_it_starts(
+    scene: Scene, started: list[Sandbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: a command's spawn does not make the server fork the next spare pair at once (two forks
+    competing with the command as it starts): that comes when it exits (or after SPARE_DELAY, here
+    made long). A second command meanwhile still gets a pair at once."""
+    from dsh_daemon.sandbox import session as sandbox_session
+
+    monkeypatch.setattr(sandbox_session, "SPARE_DELAY", 600.0)
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", "landlock-only"))
+    started.append(sandbox)
+    env = command_env(scene)
+    await run(sandbox, "true", cwd=scene.ws, env=env)
+    server = sandbox._server
+    for _ in range(200):
+        if server.spares:
+            break
+        await asyncio.sleep(0.02)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        first = await sandbox.spawn(["sleep", "60"], cwd=scene.ws, env=env, stdin=devnull, stdout=devnull, stderr=devnull)  # fmt: skip
+        await asyncio.sleep(0.2)
+        assert (server.spares, server.requested) == ([], 0)  # none asked for while it runs
+        assert (await run(sandbox, "exit 3", cwd=scene.ws, env=env))[0] == 3  # asks for its own
+    finally:
+        os.close(devnull)
+    for _ in range(200):
+        if server.spares:
+            break
+        await asyncio.sleep(0.02)
+    assert len(server.spares) == 1  # that one exited: the next pair is in place
+    first.kill_tree(signal.SIGKILL)
+    assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_a_commands_pid_is_known_at_hand_over_and_is_the_command_itself(
+    scene: Scene, layers: str, started: list[Sandbox]
+) -> None:
+    """Issue 41: the pid comes with the prepared child's ready message (SCM_CREDENTIALS, in the daemon's
+    PID namespace), so spawn waits for nothing from the command; it is the process that runs it."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    mark = scene.ws / "src" / "pid"
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        process = await sandbox.spawn(["sh", "-c", f"echo $$ > {mark}; exec sleep 60"], cwd=scene.ws, env=command_env(scene), stdin=devnull, stdout=devnull, stderr=devnull)  # fmt: skip
+    finally:
+        os.close(devnull)
+    for _ in range(200):
+        if mark.exists() and mark.read_text().endswith("\n"):
+            break
+        await asyncio.sleep(0.02)
+    inner = int(mark.read_text())
+    nspids = _status_fields(process.pid)["NSpid"].split()
+    assert (int(nspids[0]), int(nspids[-1])) == (process.pid, inner)
+    process.kill_tree(signal.SIGKILL)
+    assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGKILL
