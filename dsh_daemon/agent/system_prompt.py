@@ -90,8 +90,9 @@ TOOL_GUIDANCE: tuple[tuple[str, str], ...] = (
         "process_read",
         "Start a dev server, a watcher or anything that does not end by itself with run_command "
         "background: true (never with & or nohup); wait for it to be ready with process_read wait_for, "
-        "and stop it with process_stop when you no longer need it. Reach a local server directly "
-        "(curl --noproxy '*', or a client without the HTTP proxy): the proxy does not reach it.",
+        "and stop it with process_stop when you no longer need it. A local server is reached at "
+        "127.0.0.1 or localhost (NO_PROXY names them; a client that ignores NO_PROXY needs the HTTP "
+        "proxy switched off: curl --noproxy '*').",
     ),
     ("grep", "Use grep, find_files and list_dir to find code instead of guessing paths."),
     (

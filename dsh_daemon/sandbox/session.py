@@ -43,11 +43,16 @@ def command_environment(
     tmpdir: str,
     proxy_port: int | None,
     own_env: Mapping[str, str] | None = None,
+    own_loopback: bool = False,
 ) -> dict[str, str]:
     """What a confined command sees: the caller's environment without credentials, TMPDIR the
     private temp dir, and the proxy (or none) for every HTTP client that reads the usual names.
     `own_env`: variables the process was configured with itself (an MCP server's `env`, its own
-    token among them), kept whatever their names; they cannot replace TMPDIR or the proxy."""
+    token among them), kept whatever their names; they cannot replace TMPDIR or the proxy.
+    `own_loopback`: the command has the session's own loopback (layer 1's network namespace), where
+    the session's background servers listen: HTTP clients reach it directly, not through the proxy
+    (which refuses loopback). Without it (layer 0) loopback stays behind the proxy, whose refusal says
+    why, as a direct connection would be refused by the seccomp filter anyway."""
     clean = {k: v for k, v in env.items() if not any(part in k.upper() for part in SECRET_NAME_PARTS)}
     clean.update(own_env or {})
     for name in ("NO_PROXY", "no_proxy"):
@@ -57,6 +62,8 @@ def command_environment(
         clean.pop(name, None)
         if proxy_port:
             clean[name] = f"http://127.0.0.1:{proxy_port}"
+    if own_loopback:
+        clean["NO_PROXY"] = clean["no_proxy"] = "localhost,127.0.0.1,::1"
     return clean
 
 
@@ -448,7 +455,11 @@ class Sandbox:
         rules = self._server.rules
         if rules["confine"]:
             env = command_environment(
-                env, tmpdir=rules["tmpdir"], proxy_port=self.proxy_port, own_env=own_env
+                env,
+                tmpdir=rules["tmpdir"],
+                proxy_port=self.proxy_port,
+                own_env=own_env,
+                own_loopback=self.layer1,
             )
         elif own_env:
             env = {**env, **own_env}

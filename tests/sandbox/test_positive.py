@@ -146,3 +146,34 @@ async def test_commands_of_one_session_reach_each_other_on_their_loopback(
     status, output = await run(sandbox, client, cwd=scene.ws, env=env)
     assert (status, output) == (0, "hello\n")
     assert (await background)[0] == 0
+
+
+@needs_layer1
+async def test_an_http_client_reaches_a_server_of_its_session_directly_despite_the_proxy(
+    scene: Scene, started: list[Sandbox]
+) -> None:
+    """Layer 1: the session's loopback is its own, so NO_PROXY names it and an HTTP client that reads
+    the proxy variables (urllib here, as curl and requests do) reaches the session's dev server
+    directly instead of asking the proxy, which refuses loopback."""
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", "auto"))
+    started.append(sandbox)
+    (scene.ws / "src" / "page.txt").write_text("served\n")
+    server = (
+        f"{sys.executable} -c 'import http.server, functools; "
+        'h = functools.partial(http.server.SimpleHTTPRequestHandler, directory="src"); '
+        's = http.server.HTTPServer(("127.0.0.1", 8766), h); open("src/listening", "w").close(); '
+        "s.handle_request()'"
+    )
+    env = command_env(scene)
+    background = asyncio.ensure_future(run(sandbox, server, cwd=scene.ws, env=env))
+    for _ in range(100):
+        if (scene.ws / "src" / "listening").exists():
+            break
+        await asyncio.sleep(0.05)
+    client = (
+        f'{sys.executable} -c \'import os, urllib.request; assert os.environ["HTTP_PROXY"]; '
+        'print(urllib.request.urlopen("http://127.0.0.1:8766/page.txt", timeout=10).read().decode(), end="")\''
+    )
+    status, output = await run(sandbox, client, cwd=scene.ws, env=env)
+    assert (status, output) == (0, "served\n")
+    assert (await background)[0] == 0
