@@ -1,7 +1,9 @@
 """One session's command sandbox: the rules a command runs under, computed from the session's
 settings, roots, mode and widenings, and the `Sandbox` (docs/design.md "Sandbox") that applies them.
 
-- The mode is `tools.sandbox.mode`, except in plan mode, where commands run `read-only`.
+- The mode is the session's own choice (ACP's `sandbox` config option, durable in its
+  `session/settings`) or else `tools.sandbox.mode`; in plan mode commands run `read-only` whatever
+  either says.
 - The rules are computed once and the sandbox rebuilt only when something they depend on changed
   (roots, mode, settings, a widening granted for the session), never per command.
 - A widening the person granted "for the session" is a grant in the session's permission memory
@@ -164,6 +166,7 @@ class CommandSandbox:
         self.layers: Layers = layers if layers is not None else layers_for_tests(os.environ)
         # Wired by the host once the session exists (defaults: a bare session with no memory).
         self.session_mode: Callable[[], str] = lambda: "ask"
+        self.session_choice: Callable[[], SandboxMode | None] = lambda: None  # None: the configuration's
         self.grants: Callable[[], Iterable[str]] = tuple
         self.on_status: Callable[[Mapping[str, Any]], None] = lambda _status: None
         self.on_widened: Callable[[Mapping[str, Any]], None] = lambda _widening: None
@@ -185,9 +188,14 @@ class CommandSandbox:
     # ---- what the rules are ------------------------------------------------------------------------
 
     @property
+    def chosen_mode(self) -> SandboxMode:
+        """The mode set for the session: its own choice, else the configured one."""
+        return self.session_choice() or self.settings.mode
+
+    @property
     def mode(self) -> SandboxMode:
         """The mode commands run in now: plan mode runs them read-only."""
-        return "read-only" if self.session_mode() == "plan" else self.settings.mode
+        return "read-only" if self.session_mode() == "plan" else self.chosen_mode
 
     @property
     def confined(self) -> bool:
@@ -214,7 +222,7 @@ class CommandSandbox:
             available, described, reasons = False, f"unconfined; {why}", [*reasons, why]
         return {
             "mode": mode,
-            "configuredMode": self.settings.mode,
+            "configuredMode": self.chosen_mode,
             "level": described,
             "confined": mode != "full-access" and available,
             "available": available,
