@@ -274,6 +274,14 @@ class Translator:
         content = [terminal_content(terminal_id)]
         self.send(self.tool_call_update(call_id, status="in_progress", content=content))
 
+    def terminal_abandoned(self, call_id: str) -> None:
+        """The command did not run in that terminal after all: the call shows its output as text again."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.terminal_id = None
+        note = text_content("(the editor's terminal could not run it: it runs in dsh-daemon instead)\n")
+        self.send(self.tool_call_update(call_id, status="in_progress", content=[note]))
+
     def _on_tool_output(self, output: ToolOutput) -> None:
         call = self._calls.get(output.call_id)
         if call is None or call.terminal_id is not None:

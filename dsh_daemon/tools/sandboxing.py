@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_daemon.sandbox.attach import AttachPoint
 from dsh_daemon.sandbox.level import probe_level
 from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
 from dsh_daemon.sandbox.session import Sandbox, SandboxedProcess
@@ -183,6 +184,7 @@ class CommandSandbox:
         self._lock = asyncio.Lock()
         self._denied_domains: list[str] = []
         self._reported: Mapping[str, Any] | None = None
+        self._attach: AttachPoint | None = None
         self._closed = False
 
     # ---- what the rules are ------------------------------------------------------------------------
@@ -439,6 +441,16 @@ class CommandSandbox:
         if policy.mode != "full-access":
             self._proxy = await self._start_proxy(sandbox, policy)
 
+    def attach_point(self) -> AttachPoint | None:
+        """The session's attach socket (issue 41.4: a client's terminal as a confined command's stdio),
+        opened at first use in DSH_HOME's run dir, which confined commands cannot reach; None off
+        Linux (SO_PEERCRED) or once the sandbox is closed."""
+        if not ON_LINUX or self._closed:
+            return None
+        if self._attach is None:
+            self._attach = AttachPoint.open(self.policy().dsh_home_dir() / "run")
+        return self._attach
+
     def denied_domains(self) -> list[str]:
         """Domains the proxy refused since the last command started (its denial note names them)."""
         return list(dict.fromkeys(self._denied_domains))
@@ -446,6 +458,9 @@ class CommandSandbox:
     async def aclose(self) -> None:
         """Everything the session's commands started is killed; the private temp directory removed."""
         self._closed = True
+        attach, self._attach = self._attach, None
+        if attach is not None:
+            await attach.aclose()
         sandbox, self._sandbox = self._sandbox, None
         proxy, self._proxy = self._proxy, None
         if proxy is not None:
