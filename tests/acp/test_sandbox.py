@@ -329,3 +329,35 @@ async def test_a_terminal_whose_wrapper_never_arrives_leaves_the_command_to_the_
             assert all(c["type"] != "terminal" for c in final["content"])
     finally:
         await client.close()
+
+
+@confined
+async def test_a_cancel_kills_the_confined_command_shown_in_the_terminal(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    configured(state, "workspace-write")
+    marker = f"37{os.getpid() % 1000:03d}.5"
+    fake.script(*run_then_done(f"echo started; sleep {marker}1 & sleep {marker}2"))
+    client = TerminalClient()
+    try:
+        async with acp_daemon(state, fake, client=client, terminal=True) as d:
+            sid = await d.new_session(cwd=project)
+            prompt = asyncio.ensure_future(d.conn.prompt(session_id=sid, prompt=[text_block("run")]))
+            await d.wait_for(
+                lambda: bool(client.terminals) and b"started" in client.terminals["term-1"].output
+            )
+            await d.wait_for(lambda: tree_alive(f"sleep {marker}1"))
+            await d.conn.cancel(session_id=sid)
+            assert (await settle(prompt)).stop_reason == "cancelled"
+            await d.wait_for(lambda: not tree_alive(f"sleep {marker}"))
+            wrapper = client.terminals["term-1"].process
+            await d.wait_for(lambda: wrapper.returncode is not None)
+            # The wrapper was told the command's end (killed by SIGTERM), or killed with its terminal.
+            assert wrapper.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, -signal.SIGKILL)
+            final = d.client.call_updates(sid)[-1]
+            assert final["status"] == "failed" and final["content"][0]["type"] == "terminal"
+            assert "cancelled" in final["content"][1]["content"]["text"]
+    finally:
+        await client.close()
