@@ -103,6 +103,7 @@ class AttachPoint:
         self._tickets: dict[str, Ticket] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.uid = os.getuid()  # the one user whose wrappers are taken (SO_PEERCRED)
 
     @classmethod
     def open(cls, run_dir: Path) -> AttachPoint:
@@ -155,7 +156,7 @@ class AttachPoint:
             _pid, uid, _gid = _UCRED.unpack(
                 conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
             )
-            if uid != os.getuid():
+            if uid != self.uid:
                 return  # another user: closed, unanswered
             data, fds = await asyncio.wait_for(_recv(conn, with_fds=True), HELLO_TIMEOUT_S)
             token = data[1:].decode(errors="replace") if data.startswith(b"T") else ""

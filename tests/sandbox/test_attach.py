@@ -80,11 +80,15 @@ async def test_a_signal_to_the_wrapper_asks_for_the_kill_and_a_signal_status_is_
 
 
 def hello(path: Path, token: str, fds: list[int]) -> bytes:
+    """The daemon's answer to a wrapper presenting `token` and `fds` (b"" when it just closed)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
         sock.settimeout(10)
         sock.connect(str(path))
-        socket.send_fds(sock, [b"T" + token.encode()], fds)
-        return sock.recv(4096)
+        try:
+            socket.send_fds(sock, [b"T" + token.encode()], fds)
+            return sock.recv(4096)
+        except (BrokenPipeError, ConnectionResetError):
+            return b""
 
 
 async def test_only_an_issued_unused_token_with_three_fds_is_taken(tmp_path: Path) -> None:
@@ -110,6 +114,23 @@ async def test_only_an_issued_unused_token_with_three_fds_is_taken(tmp_path: Pat
         wrapper = await start_wrapper(point, third.token)
         _out, err = await asyncio.wait_for(wrapper.communicate(), 10)
         assert wrapper.returncode == 126 and b"refused" in err
+    finally:
+        os.close(r)
+        os.close(w)
+        await point.aclose()
+
+
+async def test_a_peer_of_another_user_is_closed_unanswered(tmp_path: Path) -> None:
+    """SO_PEERCRED: the daemon takes only its own user's wrappers (here the daemon plays another
+    user, as the test cannot change its own)."""
+    point = AttachPoint.open(tmp_path / "run")
+    point.uid = os.getuid() + 1
+    r, w = os.pipe()
+    try:
+        ticket = point.expect()
+        answer = await asyncio.to_thread(hello, point.path, ticket.token, [r, w, w])
+        assert answer == b""  # closed, no word
+        assert not ticket.attached.done()
     finally:
         os.close(r)
         os.close(w)
