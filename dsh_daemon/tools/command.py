@@ -484,7 +484,10 @@ class RunCommandTool(ToolBase):
         wrapper signalled or killed in the terminal kill the command's whole tree. A wrapper that never
         reaches the daemon (a terminal that could not start it) leaves the command to run here:
         `TerminalUnavailable`, raised only while nothing has run."""
-        point = self.sandbox.attach_point()
+        try:
+            point = self.sandbox.attach_point()
+        except OSError as exc:  # the run dir or the socket could not be made: the daemon runs it
+            raise TerminalUnavailable(f"no attach socket: {exc}") from exc
         if point is None:
             raise TerminalUnavailable("no attach socket on this system")
         argv = [self.shell, "-c", command]
@@ -520,6 +523,7 @@ class RunCommandTool(ToolBase):
         limit_s: float,
         widening: Widening | None,
     ) -> ToolOutcome:
+        """`_run_attached`'s work once the terminal exists: wait for the wrapper, run, report."""
         terminal_exit = asyncio.create_task(terminal.wait_for_exit())
         aborted = asyncio.create_task(ctx.signal.wait())
         killed = asyncio.create_task(ticket.kill.wait())

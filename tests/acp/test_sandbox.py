@@ -361,3 +361,25 @@ async def test_a_cancel_kills_the_confined_command_shown_in_the_terminal(
             assert "cancelled" in final["content"][1]["content"]["text"]
     finally:
         await client.close()
+
+
+@confined
+async def test_no_attach_socket_leaves_the_command_to_the_daemon(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """DSH_HOME's run dir cannot be made (a file is in its place): the terminal is not used, and the
+    command runs in the daemon, confined, as without client terminals."""
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    configured(state, "workspace-write")
+    (state / "run").write_text("not a directory")
+    fake.script(*run_then_done("echo here > made.txt; cat made.txt"))
+    client = TerminalClient()
+    try:
+        async with acp_daemon(state, fake, client=client, terminal=True) as d:
+            sid = await d.new_session(cwd=project)
+            assert (
+                await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
+            ).stop_reason == "end_turn"
+            assert client.created == []
+            assert "here\n[exit code 0]" in tool_result(fake)
+    finally:
+        await client.close()
