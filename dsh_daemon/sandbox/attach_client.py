@@ -10,12 +10,13 @@ this process dies, its socket closes and the daemon kills the tree too. `CMD…`
 terminal only: the daemon runs what it registered, never what a wrapper names.
 
 Run as a file with `-I -S`: it imports only what the interpreter has built in or at hand (no
-package, no site), so it starts in a few milliseconds.
+package, no site), and the C modules `_socket` and `_signal` rather than `socket` and `signal`,
+whose enums cost more than the interpreter's own start: it starts in a few milliseconds.
 """
 
+import _signal  # type: ignore[import-not-found]  # no stub; `signal` would import enum (~5 ms)
+import _socket
 import os
-import signal
-import socket
 import sys
 
 TOKEN_VARIABLE = "DSH_ATTACH_TOKEN"
@@ -23,7 +24,7 @@ SUN_PATH_MAX = 107  # sockaddr_un's sun_path, less the terminating NUL
 REFUSED = 126  # the daemon refused or could not run the command (as a shell's "cannot execute")
 
 
-def _connect(sock: socket.socket, path: str) -> None:
+def _connect(sock: _socket.socket, path: str) -> None:
     """Connect by `path`, or through a directory fd when the path is too long for sun_path."""
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
         sock.connect(path)
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> int:
         _say("usage: attach_client.py SOCKET -- CMD… (with the token in $DSH_ATTACH_TOKEN)")
         return 2
     token = os.environ.pop(TOKEN_VARIABLE, "")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
     handed_over = False
     stop_asked = False
 
@@ -62,11 +63,12 @@ def main(argv: list[str]) -> int:
                 pass
 
     # Before connecting: a signal that comes while the fds are on their way is not lost.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(signum, forward)
     try:
         _connect(sock, argv[0])
-        socket.send_fds(sock, [b"T" + token.encode()], [0, 1, 2])
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
+        sock.sendmsg([b"T" + token.encode()], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         handed_over = True
         if stop_asked:
             sock.send(b"K")
