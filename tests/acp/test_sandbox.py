@@ -123,9 +123,11 @@ async def test_an_escalation_shows_the_reason_and_the_exact_widening(
         text = call["content"][0]["content"]["text"]
         assert "Reason: the build keeps its cache there" in text and f"Writable: {cache}" in text
         assert "(workspace-write)" in text and "every later command" in text
+        assert "Always (saved to config): every later session too" in text
         assert [(o["optionId"], o["kind"], o["name"]) for o in request["options"]] == [
             ("allow-once", "allow_once", "Allow once"),
             ("allow-always", "allow_always", "Allow for this session"),
+            ("allow-always-persist", "allow_always", "Always (saved to config)"),
             ("reject", "reject_once", "Reject"),
         ]
         # Rejected: nothing runs.
@@ -143,6 +145,9 @@ async def test_an_escalation_shows_the_reason_and_the_exact_widening(
         ).stop_reason == "end_turn"
         text = d.client.permission_requests[-1]["toolCall"]["content"][0]["content"]["text"]
         assert "Unconfined: no sandbox at all" in text and "this exact command unconfined" in text
+        assert "saved to config" not in text  # an unconfined widening is never kept
+        options = d.client.permission_requests[-1]["options"]
+        assert [o["name"] for o in options] == ["Allow once", "Allow for this session", "Reject"]
 
 
 def wrapper_of(client: TerminalClient) -> tuple[str, str, dict[str, str]]:

@@ -94,4 +94,9 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
         assert "confined from the ts sdk\n[exit code 0]" in tools[1]
         assert (cache / "w.txt").read_text() == "widened\n"
         (asked,) = [p for p in seen["permissions"] if p["title"].startswith("Widen the sandbox")]
-        assert asked["options"] == ["Allow once", "Allow for this session", "Reject"]
+        assert asked["options"] == [
+            "Allow once",
+            "Allow for this session",
+            "Always (saved to config)",
+            "Reject",
+        ]
