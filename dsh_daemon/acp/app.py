@@ -80,7 +80,8 @@ def capabilities() -> dict[str, Any]:
             "additionalDirectories": {},
         },
         "_meta": {
-            "steering": {"supported": True},  # `_session/steering`, as codex-acp and claude-agent-acp
+            # `_session/steering`: dsh's own (no other agent is known to answer it; a client asks here)
+            "steering": {"supported": True},
             "dsh": {
                 "protocolVersion": 1,
                 "version": __version__,
@@ -350,6 +351,7 @@ class Daemon:
                 ModelSettings().effective(provider),
                 "ask",
                 booleans=takes_booleans(self._client_capabilities),
+                sandbox=(options.tools.sandbox.mode, options.tools.sandbox.mode),
             ),
         }
 
@@ -605,8 +607,9 @@ class Daemon:
 
     def session_set_config_option(self, raw: Any, rid: RequestId) -> dict[str, Any]:
         """`{sessionId, configId, value}` → `{configOptions}`: the mode, the model, thinking, reasoning
-        effort. `mode` is `session/set_mode` by another name (the client hears `current_mode_update` and
-        `config_option_update` both); `thinking` takes `true`/`false` or the select's `on`/`off`."""
+        effort, the sandbox. `mode` is `session/set_mode` by another name (the client hears
+        `current_mode_update` and `config_option_update` both); `thinking` takes `true`/`false` or the
+        select's `on`/`off`."""
         method = "session/set_config_option"
         p = _object(raw, method)
         session_id = _str(p, "sessionId", method)
@@ -618,6 +621,17 @@ class Daemon:
             if not isinstance(value, str):
                 raise errors.invalid_params(f"{method}: mode takes one of ask, accept-edits, plan")
             host.set_mode(session_id, value, method=method)
+        elif config_id == "sandbox":
+            if value is None:  # ACP's values are the options offered: null is none of them
+                raise errors.invalid_params(
+                    f"{method}: sandbox must be one of read-only, workspace-write, full-access"
+                )
+            host.set_sandbox_mode(session_id, value, method=method)
+        elif config_id not in ("model", "thinking", "reasoning_effort"):
+            raise errors.invalid_params(
+                f"{method}: no option {errors.shown(config_id)} "
+                "(mode, model, thinking, reasoning_effort, sandbox)"
+            )
         else:
             from dsh_daemon.acp.sessionstate import ON_OFF
 

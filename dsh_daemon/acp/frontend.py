@@ -324,10 +324,13 @@ class AcpFrontEnd:
 
     def config_options(self, session_id: str, mode: str | None = None) -> builtins.list[dict[str, Any]]:
         """ACP `SessionConfigOption`s: the mode, the model picker, thinking on/off, the reasoning
-        effort (`mode`: the one just set, when the caller knows it)."""
-        models, current = self.host.model_settings(session_id)
-        chosen = mode if mode is not None else self.host.mode(session_id)
-        return config_options(models, current, chosen, booleans=self.booleans)
+        effort, the sandbox (`mode`: the one just set, when the caller knows it)."""
+        host = self.host
+        models, current = host.model_settings(session_id)
+        chosen = mode if mode is not None else host.mode(session_id)
+        _choice, sandbox = host.sandbox_setting(session_id)
+        configured = host.options.tools.sandbox.mode
+        return config_options(models, current, chosen, booleans=self.booleans, sandbox=(sandbox, configured))
 
     def modes(self, session_id: str) -> dict[str, Any]:
         """ACP `SessionModeState`: the session's mode and the three there are."""

@@ -3,7 +3,9 @@
 The request shows the call as a `tool_call` (title, kind, locations, an edit's diff as `diff`
 content, a command as text) with three options: allow once, allow always, reject once; a request to
 widen the sandbox (not to run unconfined) has a fourth, "Always (saved to config)" (`allow_always`,
-optionId `allow-always-persist`: the widening is saved to config.json, protocol.md §16). A `cancelled`
+optionId `allow-always-persist`: the widening is saved to config.json, protocol.md §16). An escalation
+shows the reason and the exact widening in words, and its allow-always is named for what it is, the
+session. A `cancelled`
 outcome, an unknown option, no answer within the timeout or a lost client count as `cancelled`
 (which cancels the turn, keeping the queue); when the turn is aborted while the request is open,
 the client is sent `$/cancel_request` for it.
@@ -34,15 +36,20 @@ OUTCOMES: dict[str, PermissionOutcome] = {
 }
 KEEP = "allow-always-persist"
 KEEP_OPTION = {"optionId": KEEP, "name": "Always (saved to config)", "kind": "allow_always"}
+# An escalation's allow-always widens the session's sandbox (or, unconfined, allows this exact command
+# unconfined for the session), never more: its name says so.
+FOR_THE_SESSION = {"optionId": "allow-always", "name": "Allow for this session", "kind": "allow_always"}
 
 
 def options_for(preview: Mapping[str, Any] | None) -> list[dict[str, str]]:
     """The options of a request: "Always (saved to config)" only where a widening can be kept (an
     escalation that is not to run unconfined, which is never saved)."""
-    escalation = preview.get("escalation") if preview else None
-    if isinstance(escalation, Mapping) and not escalation.get("unconfined"):
-        return [*OPTIONS[:2], KEEP_OPTION, OPTIONS[2]]
-    return list(OPTIONS)
+    escalation = escalation_of(preview)
+    if escalation is None:
+        return list(OPTIONS)
+    if escalation.get("unconfined") is True:
+        return [OPTIONS[0], FOR_THE_SESSION, OPTIONS[2]]
+    return [OPTIONS[0], FOR_THE_SESSION, KEEP_OPTION, OPTIONS[2]]
 
 
 def preview_content(preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -52,8 +59,38 @@ def preview_content(preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         return [diff_content(str(preview.get("path", "")), preview["diff"])]
     if isinstance(preview.get("command"), str):
         cwd = preview.get("cwd")
-        return [text_content(f"$ {preview['command']}" + (f"\n(in {cwd})" if cwd else ""))]
+        text = f"$ {preview['command']}" + (f"\n(in {cwd})" if cwd else "")
+        escalation = escalation_of(preview)
+        if escalation is not None:
+            text = f"{widening_words(escalation, preview.get('sandbox'))}\n\n{text}"
+        return [text_content(text)]
     return []
+
+
+def escalation_of(preview: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    escalation = preview.get("escalation") if isinstance(preview, Mapping) else None
+    return escalation if isinstance(escalation, Mapping) else None
+
+
+def widening_words(escalation: Mapping[str, Any], mode: Any) -> str:
+    """The reason and the exact widening, one line each, and what each answer covers: what the person
+    must see to decide."""
+    unconfined = escalation.get("unconfined") is True
+    lines = [f"The agent asks to widen the sandbox ({mode or 'confined'}) for this command."]
+    lines.append(f"Reason: {escalation.get('reason', '')}")
+    writable = [str(p) for p in escalation.get("writable") or ()]
+    network = [str(d) for d in escalation.get("network") or ()]
+    if writable:
+        lines.append("Writable: " + ", ".join(writable))
+    if network:
+        lines.append("Network: " + ", ".join(network))
+    if unconfined:
+        lines.append("Unconfined: no sandbox at all for this command (your whole account)")
+    covers = "this exact command unconfined" if unconfined else "every later command"
+    lines.append(f"Allow once: this command only. Allow for this session: {covers} in this session.")
+    if not unconfined:
+        lines.append("Always (saved to config): every later session too (config.json).")
+    return "\n".join(lines)
 
 
 class AcpApprover:

@@ -31,13 +31,51 @@ def takes_booleans(client_capabilities: Any) -> bool:
 
 
 ON_OFF = {"on": True, "off": False}  # the `thinking` select offered to clients without booleans
+# The `sandbox` select: where the session's commands run (protocol.md §16). full-access is offered
+# like the others: picking it in the client is the person's explicit choice, and its name says so.
+SANDBOX_CHOICES: tuple[dict[str, str], ...] = (
+    {
+        "value": "read-only",
+        "name": "Read only",
+        "description": "Commands read, write nothing but a private temp directory, no network",
+    },
+    {
+        "value": "workspace-write",
+        "name": "Workspace write",
+        "description": "Commands write inside the workspace only; network only to allowed domains",
+    },
+    {
+        "value": "full-access",
+        "name": "Full access (no sandbox)",
+        "description": "Commands run unconfined with your whole account; each one asks first",
+    },
+)
+
+
+def sandbox_option(chosen: str, configured: str) -> dict[str, Any]:
+    """The `sandbox` select: the mode set for the session (`chosen`: its own choice, else the
+    configured one), and what the configuration says, for a person who changed it here."""
+    return {
+        "id": "sandbox",
+        "name": "Sandbox",
+        "description": f"Where the agent's commands run (configured: {configured})",
+        "type": "select",
+        "currentValue": chosen,
+        "options": [dict(choice) for choice in SANDBOX_CHOICES],
+    }
 
 
 def config_options(
-    models: Sequence[dict[str, Any]], current: tuple[str, bool, str], mode: str, *, booleans: bool
+    models: Sequence[dict[str, Any]],
+    current: tuple[str, bool, str],
+    mode: str,
+    *,
+    booleans: bool,
+    sandbox: tuple[str, str] = ("workspace-write", "workspace-write"),
 ) -> list[dict[str, Any]]:
     """ACP `SessionConfigOption`s: the session's mode, the model picker, thinking on/off, the reasoning
-    effort, from the models offered, the session's (model, thinking, reasoning effort) and its mode.
+    effort and the sandbox, from the models offered, the session's (model, thinking, reasoning effort),
+    its mode and its (chosen, configured) sandbox mode.
 
     The mode is a config option too, as the reference agents offer it: a client that supports config
     options may ignore `modes` (the spec allows it; CodeCompanion has no `session/set_mode`). Thinking
@@ -85,6 +123,7 @@ def config_options(
             "currentValue": effort,
             "options": [{"value": "high", "name": "High"}, {"value": "max", "name": "Max"}],
         },
+        sandbox_option(*sandbox),
     ]
 
 

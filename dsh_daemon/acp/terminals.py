@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,18 @@ def _exit(value: Any) -> TerminalExit:
 class ClientTerminal:
     """One command in the client's terminal (`Terminal`)."""
 
-    def __init__(self, connection: Connection, session_id: str, terminal_id: str) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        session_id: str,
+        terminal_id: str,
+        abandoned: Callable[[], None] = lambda: None,
+    ) -> None:
         self._connection = connection
         self._session_id = session_id
         self._terminal_id = terminal_id
         self._released = False
+        self._abandoned = abandoned
 
     @property
     def terminal_id(self) -> str:
@@ -87,6 +94,9 @@ class ClientTerminal:
         if not self._released:
             self._released = True
             await self._ask("terminal/release")
+
+    def abandon(self) -> None:
+        self._abandoned()
 
 
 class ClientTerminals:
@@ -132,7 +142,8 @@ class ClientTerminals:
             "session %s: call %s runs in the client's terminal %s", self._session_id, call_id, terminal_id
         )
         self._translator.terminal_started(call_id, terminal_id)
-        return ClientTerminal(self._connection, self._session_id, terminal_id)
+        abandoned = lambda: self._translator.terminal_abandoned(call_id)  # noqa: E731
+        return ClientTerminal(self._connection, self._session_id, terminal_id, abandoned)
 
 
 class AcpEditor(NoEditor):

@@ -57,7 +57,17 @@ KINDS = {
     "edit_file": "edit",
     "write_file": "edit",
     "run_command": "execute",
-    "update_plan": "think",
+    "update_plan": "think",  # it only records the plan: the agent thinking aloud, in ACP's words
+    "process_read": "read",  # a background process's output
+    "process_write": "execute",  # input to a running command
+    "process_stop": "execute",
+}
+# No tool of dsh's fetches (ACP's `fetch`); an MCP tool is `other` whatever it does: its server does
+# not say.
+PROCESS_TITLES = {
+    "process_read": "Read the output of process",
+    "process_write": "Write to process",
+    "process_stop": "Stop process",
 }
 PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 
@@ -111,7 +121,10 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
     elif name == "write_file":
         title = f"Write {shown_path}"
     elif name == "run_command":
-        title = f"Run: {args.get('command', '')}"
+        started = "Run in the background" if args.get("background") is True else "Run"
+        title = f"{started}: {args.get('command', '')}"
+    elif name in PROCESS_TITLES:
+        title = f"{PROCESS_TITLES[name]} {args.get('process_id', '?')}"
     elif name == "update_plan":
         title = "Update the plan"
     elif name.startswith(MCP_PREFIX) and "__" in name[len(MCP_PREFIX) :]:
@@ -273,6 +286,14 @@ class Translator:
             call.terminal_id = terminal_id
         content = [terminal_content(terminal_id)]
         self.send(self.tool_call_update(call_id, status="in_progress", content=content))
+
+    def terminal_abandoned(self, call_id: str) -> None:
+        """The command did not run in that terminal after all: the call shows its output as text again."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.terminal_id = None
+        note = text_content("(the editor's terminal could not run it: it runs in dsh-daemon instead)\n")
+        self.send(self.tool_call_update(call_id, status="in_progress", content=[note]))
 
     def _on_tool_output(self, output: ToolOutput) -> None:
         call = self._calls.get(output.call_id)

@@ -36,7 +36,7 @@ from dsh_daemon.model.payloads import (
     entry,
 )
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
-from dsh_daemon.model.wire import SessionMode
+from dsh_daemon.model.wire import SandboxMode, SessionMode
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
@@ -56,6 +56,7 @@ class HostedSession:
     followed: bool = False  # the connection receives its events
     detached: bool = False  # the client let it go while a turn ran: released when the turn ends
     models: ModelSettings = field(default_factory=ModelSettings)  # the session's own model choices
+    sandbox_choice: SandboxMode | None = None  # the session's own sandbox mode (None: the configured)
     _unfollow: Callable[[], None] | None = field(default=None, repr=False)
     # A rewind is writing files and the log: no turn may start under it (sends, wakes and compactions
     # are refused with `session_busy` until it ends; it never waits for the client for long).
@@ -189,26 +190,47 @@ class HostedSession:
         if event is not None:
             self._apply_mode(SessionModeSet.of(event).mode)
 
-    def restore_model_settings(self) -> None:
-        """The model settings the log last recorded (a session opened again, here or in another
-        process, keeps its own model choices)."""
+    def restore_settings(self) -> None:
+        """The model settings and sandbox mode the log last recorded (a session opened again, here or
+        in another process, keeps its own choices)."""
         event = last_of(self.agent.log.events, SESSION_SETTINGS)
         if event is not None:
             chosen = SessionSettingsSet.of(event)
             self.models = ModelSettings(chosen.model, chosen.thinking, chosen.reasoning_effort)
+            self.sandbox_choice = chosen.sandbox
 
     def set_model_settings_durably(self, settings: ModelSettings) -> None:
         """New model settings: a durable `session/settings` (on disk on return; nothing when they
         are the settings already); the caller applies them to the agent's next request."""
         if settings == self.models:
             return
-        chosen = SessionSettingsSet(settings.model, settings.thinking, settings.reasoning_effort)
         before, self.models = self.models, settings  # what the append's live event shows
         try:
-            self.agent.log.append(*entry(chosen), commit=True, ignorable=True)
+            self._append_settings()
         except BaseException:
             self.models = before
             raise
+
+    def set_sandbox_mode_durably(self, mode: SandboxMode | None) -> None:
+        """The session's own sandbox mode (None: follow the configuration): a durable
+        `session/settings` (on disk on return; nothing when it is the choice already), in effect from
+        the next command (one under way finishes in the sandbox it started in); the new
+        `sandbox/status` follows."""
+        if mode == self.sandbox_choice:
+            return
+        before, self.sandbox_choice = self.sandbox_choice, mode
+        try:
+            self._append_settings()
+        except BaseException:
+            self.sandbox_choice = before
+            raise
+        self.tools.kit.sandbox.announce()
+
+    def _append_settings(self) -> None:
+        """Every one of the session's own settings in one event: the latest is the whole choice."""
+        models, sandbox = self.models, self.sandbox_choice
+        chosen = SessionSettingsSet(models.model, models.thinking, models.reasoning_effort, sandbox)
+        self.agent.log.append(*entry(chosen), commit=True, ignorable=True)
 
     def set_mode_durably(self, mode: SessionMode) -> None:
         """A new mode: a durable `session/mode` (on disk on return; nothing when it is the mode
@@ -231,6 +253,7 @@ class HostedSession:
         one) and records its status and each widening in the log; its status is told once probed."""
         sandbox = self.tools.kit.sandbox
         sandbox.grants = lambda: self.agent.always_allowed
+        sandbox.session_choice = lambda: self.sandbox_choice
         sandbox.on_status = self._record_sandbox_status
         sandbox.on_widened = self._record_widening
 

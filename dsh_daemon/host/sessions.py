@@ -71,13 +71,14 @@ from dsh_daemon.model.payloads import (
 from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.provider import Provider
-from dsh_daemon.model.wire import SESSION_MODES, SessionMode
+from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
 from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.tools.config import SANDBOX_MODES
 from dsh_daemon.tools.library import scan_commands, scan_skills
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.processes import ProcessNotFound, tail_text
@@ -255,6 +256,27 @@ class SessionHost:
     def trust_project(self, root: str, *, method: str) -> tuple[str, int, tuple[str, ...]]:
         """The person trusts a project's hooks (`dsh/project/trust`): (its folder, hooks, events)."""
         return trust_project(self.sessions.values(), self.project_trust, root, method=method)
+
+    def sandbox_setting(self, session_id: str) -> tuple[SandboxMode | None, SandboxMode]:
+        """The session's own sandbox mode (None: it follows the configuration) and the mode set for
+        it (that choice, else the configured one); plan mode is not folded in."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            choice = hosted.sandbox_choice
+        else:
+            choice = self.stored_sandbox_choice(session_id)
+        return choice, choice or self.options.tools.sandbox.mode
+
+    def set_sandbox_mode(self, session_id: str, value: object, *, method: str) -> None:
+        """The session's own sandbox mode (`None`: follow the configuration again), durable and in
+        effect from its next command. Driving the session is required. `full-access` here is the
+        person's explicit choice: the client shows it as such (ACP: a config option they picked)."""
+        if value is not None and value not in SANDBOX_MODES:
+            raise invalid_params(
+                f"{method}: sandbox must be one of {', '.join(SANDBOX_MODES)}, not {shown(value)}"
+            )
+        mode = next((known for known in SANDBOX_MODES if known == value), None)
+        self.session(session_id).set_sandbox_mode_durably(mode)
 
     def set_roots(self, roots: Sequence[str]) -> None:
         """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""
@@ -520,7 +542,7 @@ class SessionHost:
             session_id, SessionNoticed("sandbox", "warning", text)
         )
         hosted.restore_mode()
-        hosted.restore_model_settings()
+        hosted.restore_settings()
         self._apply_model_settings(hosted)
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
@@ -785,6 +807,11 @@ class SessionHost:
             return ModelSettings()
         chosen = SessionSettingsSet.of(stored[-1])
         return ModelSettings(chosen.model, chosen.thinking, chosen.reasoning_effort)
+
+    def stored_sandbox_choice(self, session_id: str) -> SandboxMode | None:
+        """The sandbox mode the session's log last recorded as its own (None: the configured one)."""
+        stored = self.manager.store.load_events_of_type(session_id, SESSION_SETTINGS)
+        return SessionSettingsSet.of(stored[-1]).sandbox if stored else None
 
     def stored_mode(self, session_id: str) -> str:
         """The mode the session's log last recorded ("ask" when none)."""

@@ -28,6 +28,7 @@ from dsh_daemon.model.wire import (
     RequestHeader,
     RewindAction,
     RewindProblem,
+    SandboxMode,
     SandboxState,
     SessionMode,
     SessionStatus,
@@ -207,14 +208,15 @@ class SessionTitled(Payload):
 
 @dataclass(frozen=True, slots=True)
 class SessionSettingsSet(Payload):
-    """The session's own model settings after a change (ACP config options, `/model`): each null
-    where the session follows the daemon's configuration. The latest one is the session's choice, in
-    any process that drives it next (a take-over or a load keeps it)."""
+    """The session's own settings after a change (ACP config options, `/model`): its model settings
+    and its sandbox mode, each null where the session follows the daemon's configuration. The latest
+    one is the session's choice, in any process that drives it next (a take-over or a load keeps it)."""
 
     TYPE: ClassVar[str] = ev.SESSION_SETTINGS
     model: str | None = None
     thinking: bool | None = None
     reasoning_effort: str | None = None
+    sandbox: SandboxMode | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from dsh_daemon.agent.tools import ToolContext, ToolOutcome
 from dsh_daemon.model.jsonvalue import FrozenDict, thaw
 from dsh_daemon.model.messages import TextBlock
 from dsh_daemon.model.payloads import ProcessStarted
+from dsh_daemon.sandbox.attach import TOKEN_VARIABLE, Ticket, wrapper_argv
 from dsh_daemon.tools.base import ToolBase, get_bool, get_opt_str, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.config import SandboxSettings
@@ -45,7 +46,7 @@ from dsh_daemon.tools.sandboxing import (
     Widening,
     unavailable_message,
 )
-from dsh_daemon.tools.terminal import TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
+from dsh_daemon.tools.terminal import Terminal, TerminalExit, TerminalOutput, Terminals, TerminalUnavailable
 from dsh_daemon.tools.unconfined import SandboxedProcess as UnconfinedProcess
 from dsh_daemon.tools.workspace import Workspace
 
@@ -56,6 +57,8 @@ _READ_CHUNK = 64 * 1024
 _ENV_DEFAULTS = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 NO_OUTPUT = "(no output)\n"
 FIRST_OUTPUT_QUIET_S = 0.2  # a background command's first output is complete once it is this quiet
+# How long the attach wrapper may take to reach the daemon from the editor's terminal.
+ATTACH_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -105,6 +108,20 @@ def _snap(part: str, *, tail: bool) -> str:
         return part[newline + 1 :] if newline >= 0 else part
     newline = part.rfind("\n", len(part) - reach)
     return part[newline + 1 :] if newline >= 0 else ""
+
+
+def _in_terminal(outcome: ToolOutcome, terminal: Terminal) -> ToolOutcome:
+    """The outcome of a command the editor's terminal showed: its meta names the terminal."""
+    meta = dict(outcome.meta or {})
+    meta["terminalId"] = terminal.terminal_id
+    return dataclasses.replace(outcome, meta=FrozenDict(meta))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _exit_of(task: asyncio.Task[TerminalExit]) -> TerminalExit | None:
@@ -377,10 +394,15 @@ class RunCommandTool(ToolBase):
     ) -> ToolOutcome:
         unsaved = await self._unsaved(ctx)
         terminals = self.editor.terminals
-        if terminals is not None and not self.sandbox.confined and widening is None:
-            # The editor's terminal cannot confine: only full-access commands run there.
+        if terminals is not None:
+            # The editor's terminal cannot confine: a confined (or widened) command runs in the
+            # session's sandbox with the terminal as its stdio, through the attach wrapper.
+            attached = self.sandbox.confined or widening is not None
             try:
-                outcome = await self._run_in_terminal(terminals, command, ctx, limit_s)
+                if attached:
+                    outcome = await self._run_attached(terminals, command, ctx, limit_s, widening)
+                else:
+                    outcome = await self._run_in_terminal(terminals, command, ctx, limit_s)
             except TerminalUnavailable as exc:
                 logger.warning("the editor's terminal could not run the command (%s): run here", exc)
             else:
@@ -430,19 +452,165 @@ class RunCommandTool(ToolBase):
             await asyncio.gather(exited, aborted, return_exceptions=True)
             with contextlib.suppress(TerminalUnavailable):
                 await asyncio.shield(terminal.release())
+        output = self._terminal_output(kept)
+        code = ended.exit_code if ended is not None else None
+        outcome = self._outcome(
+            command, code, output, stopped, limit_s, signal=ended.signal if ended else None
+        )
+        return _in_terminal(outcome, terminal)
+
+    def _terminal_output(self, kept: TerminalOutput) -> _Output:
+        output_limit = self.limits.command_output_chars
         output = _Output(output_limit, self.truncation_hint)
         if kept.truncated:
             output.add(
                 f"[the editor's terminal kept only the end of the output: its last {output_limit:,} bytes]\n"
             )
         output.add(kept.text)
-        code = ended.exit_code if ended is not None else None
-        outcome = self._outcome(
-            command, code, output, stopped, limit_s, signal=ended.signal if ended else None
-        )
-        meta = dict(outcome.meta or {})
-        meta["terminalId"] = terminal.terminal_id
-        return dataclasses.replace(outcome, meta=FrozenDict(meta))
+        return output
+
+    async def _run_attached(
+        self,
+        terminals: Terminals,
+        command: str,
+        ctx: ToolContext,
+        limit_s: float,
+        widening: Widening | None,
+    ) -> ToolOutcome:
+        """A confined command shown in the editor's terminal (issue 41.4). The terminal runs the attach
+        wrapper, which hands the daemon its stdio with a one-time token (sandbox/attach.py); the
+        command runs in the session's sandbox on those fds, exactly as `_run_here` would run it, and
+        its exit status goes back to the wrapper, which exits with it. The timeout, a cancel, or the
+        wrapper signalled or killed in the terminal kill the command's whole tree. A wrapper that never
+        reaches the daemon (a terminal that could not start it) leaves the command to run here:
+        `TerminalUnavailable`, raised only while nothing has run."""
+        try:
+            point = self.sandbox.attach_point()
+        except OSError as exc:  # the run dir or the socket could not be made: the daemon runs it
+            raise TerminalUnavailable(f"no attach socket: {exc}") from exc
+        if point is None:
+            raise TerminalUnavailable("no attach socket on this system")
+        argv = [self.shell, "-c", command]
+        ticket = point.expect()
+        wrapper = wrapper_argv(point.path, argv)
+        env = {**blanked_secret_names(self.secrets), **_ENV_DEFAULTS, TOKEN_VARIABLE: ticket.token}
+        try:
+            terminal = await terminals.create(
+                ctx.call.call_id,
+                wrapper[0],
+                wrapper[1:],
+                self.workspace.cwd,
+                env,
+                self.limits.command_output_chars,
+            )
+        except BaseException:
+            ticket.close()
+            raise
+        try:
+            return await self._attached(terminal, ticket, argv, command, ctx, limit_s, widening)
+        finally:
+            ticket.close()
+            with contextlib.suppress(TerminalUnavailable):
+                await asyncio.shield(terminal.release())
+
+    async def _attached(
+        self,
+        terminal: Terminal,
+        ticket: Ticket,
+        argv: list[str],
+        command: str,
+        ctx: ToolContext,
+        limit_s: float,
+        widening: Widening | None,
+    ) -> ToolOutcome:
+        """`_run_attached`'s work once the terminal exists: wait for the wrapper, run, report."""
+        terminal_exit = asyncio.create_task(terminal.wait_for_exit())
+        aborted = asyncio.create_task(ctx.signal.wait())
+        killed = asyncio.create_task(ticket.kill.wait())
+        waits: set[asyncio.Future[Any]] = {terminal_exit, aborted, killed}
+        first: set[asyncio.Future[Any]] = {ticket.attached, terminal_exit, aborted}
+        try:
+            done, _ = await asyncio.wait(first, timeout=ATTACH_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            if ticket.attached not in done:
+                ticket.close()  # the token is dead: a late wrapper is refused
+                if not terminal_exit.done():
+                    with contextlib.suppress(TerminalUnavailable):
+                        await terminal.kill()
+                if aborted in done:  # nothing ran: the cancel is the result
+                    output = _Output(self.limits.command_output_chars, self.truncation_hint)
+                    return _in_terminal(self._outcome(command, None, output, "cancelled", limit_s), terminal)
+                terminal.abandon()
+                raise TerminalUnavailable(
+                    "the attach wrapper did not reach the daemon from the editor's terminal"
+                )
+            stdio = ticket.attached.result()
+            try:
+                proc, finish = await self.sandbox.spawn(
+                    argv,
+                    cwd=self.workspace.cwd,
+                    env={**scrubbed_environment(os.environ, self.secrets), **_ENV_DEFAULTS},
+                    stdin=stdio.stdin,
+                    stdout=stdio.stdout,
+                    stderr=stdio.stderr,
+                    widening=widening,
+                )
+            except SandboxUnavailable as exc:
+                text = unavailable_message(str(exc) or self.sandbox.status()["level"], self.sandbox.mode)
+                ticket.refuse(text)
+                return _in_terminal(ToolOutcome.error(f"Error: {text}", "SANDBOX_UNAVAILABLE"), terminal)
+            finally:
+                stdio.close()  # the command has its own copies
+            exited = asyncio.create_task(proc.wait())
+            waits.add(exited)
+            stopped: str | None = None
+            running: set[asyncio.Future[Any]] = {exited, aborted, killed}
+            try:
+                ended, _ = await asyncio.wait(running, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
+                if exited not in ended:
+                    stopped = (
+                        "cancelled" if aborted in ended else "terminal" if killed in ended else "timeout"
+                    )
+                    await self._kill_tree(proc, exited)
+            finally:
+                if not exited.done():  # also when this task is cancelled: nothing it started survives
+                    await self._kill_tree(proc, exited)
+                await asyncio.shield(finish())
+            code = exited.result() if exited.done() and not exited.cancelled() else None
+            ticket.finish(code if code is not None else -signals.SIGKILL)
+            # The wrapper exits with the status; the terminal then holds all the command printed.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(terminal_exit), timeout=self.limits.command_kill_grace_s
+                )
+            if not terminal_exit.done():
+                with contextlib.suppress(TerminalUnavailable):
+                    await terminal.kill()
+            try:
+                kept = await terminal.output()
+            except TerminalUnavailable as exc:
+                kept = TerminalOutput(f"[the editor's terminal did not give its output: {exc}]\n", False)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        setup_error = getattr(proc, "setup_error", None)
+        if setup_error:  # confinement could not be applied: the command never ran (never unconfined)
+            return _in_terminal(
+                ToolOutcome.error(
+                    f"Error: the sandbox could not confine this command, so it was not run: {setup_error}",
+                    "SANDBOX_UNAVAILABLE",
+                ),
+                terminal,
+            )
+        output = self._terminal_output(kept)
+        signal = None
+        if code is not None and code < 0:  # ended by a signal, as subprocess reports it
+            signal = _signal_name(-code)
+            code = None
+        outcome = self._outcome(command, code, output, stopped, limit_s, signal=signal)
+        if self.sandbox.confined and widening is None and stopped is None and code != 0:
+            outcome = self._with_denial_note(outcome, output.render())
+        return _in_terminal(outcome, terminal)
 
     async def _run_here(
         self, command: str, ctx: ToolContext, *, limit_s: float, widening: Widening | None = None
@@ -594,6 +762,12 @@ class RunCommandTool(ToolBase):
         if stopped == "cancelled":
             return ToolOutcome.error(
                 f"{text}[cancelled: the command and its processes were killed]", "CANCELLED", meta=meta
+            )
+        if stopped == "terminal":
+            return ToolOutcome.error(
+                f"{text}[stopped from the editor's terminal: the command and its processes were killed]",
+                "CANCELLED",
+                meta=meta,
             )
         if stopped == "timeout":
             return ToolOutcome.error(

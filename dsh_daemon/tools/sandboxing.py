@@ -1,7 +1,9 @@
 """One session's command sandbox: the rules a command runs under, computed from the session's
 settings, roots, mode and widenings, and the `Sandbox` (docs/design.md "Sandbox") that applies them.
 
-- The mode is `tools.sandbox.mode`, except in plan mode, where commands run `read-only`.
+- The mode is the session's own choice (ACP's `sandbox` config option, durable in its
+  `session/settings`) or else `tools.sandbox.mode`; in plan mode commands run `read-only` whatever
+  either says.
 - The rules are computed once and the sandbox rebuilt only when something they depend on changed
   (roots, mode, settings, a widening granted for the session), never per command.
 - A widening the person granted "for the session" is a grant in the session's permission memory
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_daemon.sandbox.attach import AttachPoint
 from dsh_daemon.sandbox.level import probe_level
 from dsh_daemon.sandbox.policy import SandboxLevel, SandboxPolicy, SandboxUnavailable
 from dsh_daemon.sandbox.session import Sandbox, SandboxedProcess
@@ -164,6 +167,7 @@ class CommandSandbox:
         self.layers: Layers = layers if layers is not None else layers_for_tests(os.environ)
         # Wired by the host once the session exists (defaults: a bare session with no memory).
         self.session_mode: Callable[[], str] = lambda: "ask"
+        self.session_choice: Callable[[], SandboxMode | None] = lambda: None  # None: the configuration's
         self.grants: Callable[[], Iterable[str]] = tuple
         self.on_status: Callable[[Mapping[str, Any]], None] = lambda _status: None
         self.on_widened: Callable[[Mapping[str, Any]], None] = lambda _widening: None
@@ -180,14 +184,20 @@ class CommandSandbox:
         self._lock = asyncio.Lock()
         self._denied_domains: list[str] = []
         self._reported: Mapping[str, Any] | None = None
+        self._attach: AttachPoint | None = None
         self._closed = False
 
     # ---- what the rules are ------------------------------------------------------------------------
 
     @property
+    def chosen_mode(self) -> SandboxMode:
+        """The mode set for the session: its own choice, else the configured one."""
+        return self.session_choice() or self.settings.mode
+
+    @property
     def mode(self) -> SandboxMode:
         """The mode commands run in now: plan mode runs them read-only."""
-        return "read-only" if self.session_mode() == "plan" else self.settings.mode
+        return "read-only" if self.session_mode() == "plan" else self.chosen_mode
 
     @property
     def confined(self) -> bool:
@@ -214,7 +224,7 @@ class CommandSandbox:
             available, described, reasons = False, f"unconfined; {why}", [*reasons, why]
         return {
             "mode": mode,
-            "configuredMode": self.settings.mode,
+            "configuredMode": self.chosen_mode,
             "level": described,
             "confined": mode != "full-access" and available,
             "available": available,
@@ -431,6 +441,16 @@ class CommandSandbox:
         if policy.mode != "full-access":
             self._proxy = await self._start_proxy(sandbox, policy)
 
+    def attach_point(self) -> AttachPoint | None:
+        """The session's attach socket (issue 41.4: a client's terminal as a confined command's stdio),
+        opened at first use in DSH_HOME's run dir, which confined commands cannot reach; None off
+        Linux (SO_PEERCRED) or once the sandbox is closed."""
+        if not ON_LINUX or self._closed:
+            return None
+        if self._attach is None:
+            self._attach = AttachPoint.open(self.policy().dsh_home_dir() / "run")
+        return self._attach
+
     def denied_domains(self) -> list[str]:
         """Domains the proxy refused since the last command started (its denial note names them)."""
         return list(dict.fromkeys(self._denied_domains))
@@ -438,6 +458,9 @@ class CommandSandbox:
     async def aclose(self) -> None:
         """Everything the session's commands started is killed; the private temp directory removed."""
         self._closed = True
+        attach, self._attach = self._attach, None
+        if attach is not None:
+            await attach.aclose()
         sandbox, self._sandbox = self._sandbox, None
         proxy, self._proxy = self._proxy, None
         if proxy is not None:

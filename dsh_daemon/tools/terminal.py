@@ -50,6 +50,11 @@ class Terminal(Protocol):
         """Free the terminal (the editor may keep showing it); kills the command if still running."""
         ...
 
+    def abandon(self) -> None:
+        """The command did not run in this terminal after all (a confined command whose wrapper never
+        reached the daemon): the call no longer shows it; the tool runs the command itself."""
+        ...
+
 
 class Terminals(Protocol):
     async def create(

@@ -11,10 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from acp import text_block
 
-from dsh_daemon.sandbox.level import probe_level
 from tests.acp.harness import acp_daemon, settle
 from tests.acp.terminal_client import TerminalClient
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
@@ -180,29 +178,3 @@ async def test_a_terminal_the_client_refuses_runs_the_command_here(
         ).stop_reason == "end_turn"
         (tool,) = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
         assert "ran here\n[exit code 0]" in tool["content"]
-
-
-@pytest.mark.skipif(not probe_level().confined, reason=probe_level().describe())
-async def test_a_confined_command_runs_here_not_in_the_clients_terminal(
-    tmp_path: Path, fake: FakeDeepSeek
-) -> None:
-    """The client's terminal cannot be confined: in workspace-write the command runs in the daemon,
-    confined and unasked, and the terminal is never created."""
-    state, project = tmp_path / "state", tmp_path / "project"
-    project.mkdir()
-    state.mkdir()
-    (state / "config.json").write_text(json.dumps({"tools": {"sandbox": "workspace-write"}}))
-    fake.script(*run_then_done(f"echo inside > made.txt; echo outside > {tmp_path}/escaped.txt"))
-    client = TerminalClient()
-    try:
-        async with acp_daemon(state, fake, client=client, terminal=True) as d:
-            sid = await d.new_session(cwd=project)
-            response = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("run")]))
-            assert response.stop_reason == "end_turn"
-            assert client.created == [] and client.permission_requests == []
-            assert (project / "made.txt").read_text() == "inside\n"
-            assert not (tmp_path / "escaped.txt").exists()
-            (tool,) = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
-            assert "Only the person can widen the sandbox" in tool["content"]
-    finally:
-        await client.close()

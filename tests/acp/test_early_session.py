@@ -57,7 +57,13 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
         assert first["modes"] == second["modes"]
         assert first["configOptions"] == second["configOptions"]
         assert first["modes"]["currentModeId"] == "ask"
-        assert [o["id"] for o in first["configOptions"]] == ["mode", "model", "thinking", "reasoning_effort"]
+        assert [o["id"] for o in first["configOptions"]] == [
+            "mode",
+            "model",
+            "thinking",
+            "reasoning_effort",
+            "sandbox",
+        ]
         assert first["configOptions"][0]["currentValue"] == "ask"
         model = first["configOptions"][1]
         assert model["currentValue"] == "my-local-model"
@@ -66,7 +72,7 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
             "name": "my-local-model",
             "description": "32,768 tokens of context",
         } in (model["options"])
-        assert [o["currentValue"] for o in first["configOptions"][2:]] == ["off", "max"]
+        assert [o["currentValue"] for o in first["configOptions"][2:]] == ["off", "max", "full-access"]
         # Both sessions hear the slash commands, both are listed, and the first is driven here.
         for session_id in (first["sessionId"], second["sessionId"]):
             await raw.until(

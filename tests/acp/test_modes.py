@@ -61,7 +61,7 @@ async def test_config_options_pick_the_model_thinking_and_effort(tmp_path: Path,
         created = await d.conn.new_session(cwd=str(d.work), mcp_servers=[])
         sid = created.session_id
         options = {o.id: o for o in created.config_options or []}
-        assert list(options) == ["mode", "model", "thinking", "reasoning_effort"]
+        assert list(options) == ["mode", "model", "thinking", "reasoning_effort", "sandbox"]
         assert options["thinking"].type == "boolean" and options["thinking"].current_value is False
         model = options["model"]
         assert model.category == "model" and model.current_value == "deepseek-v4-flash"

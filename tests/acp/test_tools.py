@@ -218,3 +218,29 @@ async def test_a_widening_offers_always_saved_to_config_and_keeps_it(
         "mode": "full-access", "writable": [str(outside.resolve())], "network": {"allow": ["pypi.org"]},
     }  # fmt: skip
     assert saved["model"] == "deepseek-chat"
+
+
+def test_tool_kinds_and_titles_of_the_process_tools() -> None:
+    """Issue 39.8: each of dsh's tools gets the ACP kind that fits (a background process's output is
+    read, input and stop execute); nothing fetches, so no tool is `fetch`."""
+    from dsh_daemon.acp.updates import KINDS, describe_tool
+
+    shown = {
+        name: (d.title, d.kind)
+        for name, args in (
+            ("process_read", {"process_id": 3}),
+            ("process_write", {"process_id": 3, "text": "q\n"}),
+            ("process_stop", {"process_id": 3}),
+            ("run_command", {"command": "npm run dev", "background": True}),
+            ("update_plan", {"steps": []}),
+        )
+        for d in [describe_tool(name, args, "/p")]
+    }
+    assert shown == {
+        "process_read": ("Read the output of process 3", "read"),
+        "process_write": ("Write to process 3", "execute"),
+        "process_stop": ("Stop process 3", "execute"),
+        "run_command": ("Run in the background: npm run dev", "execute"),
+        "update_plan": ("Update the plan", "think"),
+    }
+    assert "fetch" not in KINDS.values()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_daemon.sandbox.level import probe_level
 from tests.acp.harness import COMMAND, UNCONFINED_CONFIG
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
@@ -36,14 +37,36 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
             pytest.fail(f"{missing} (CI is set, so this is a failure)")
         pytest.skip(missing)
     state = tmp_path / "state"
-    work = state / "work"
+    work = tmp_path / "work"  # outside DSH_HOME, which confined commands cannot see
     work.mkdir(parents=True)
-    (state / "home").mkdir()
-    # full-access: the command runs in the client's terminal (a confined one runs in the daemon).
+    (state / "home").mkdir(parents=True)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # full-access at first: the command runs in the client's terminal as it is; then (where this
+    # machine confines) the session's sandbox option makes the next one run confined, shown in the
+    # client's terminal through the attach wrapper, and an escalation asks.
     (state / "config.json").write_text(UNCONFINED_CONFIG)
+    confined = probe_level().confined
     call = ("call_ts_1", "run_command", {"command": "echo from the ts sdk"})
-    fake.script(Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran it"])))
-    env = daemon_env(state, fake, DSH_AGENT_COMMAND=json.dumps(COMMAND), DSH_WORK=str(work))
+    replies = [Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran it"]))]
+    if confined:
+        inside = ("call_ts_2", "run_command", {"command": "echo confined from the ts sdk"})
+        widen = {"reason": "a cache", "writable": [str(cache)]}
+        widened = (
+            "call_ts_3",
+            "run_command",
+            {"command": f"echo widened > {cache}/w.txt", "escalate": widen},
+        )
+        replies += [Reply.stream(tool_call_stream([inside])), Reply.stream(text_stream(["ran confined"]))]
+        replies += [Reply.stream(tool_call_stream([widened])), Reply.stream(text_stream(["ran widened"]))]
+    fake.script(*replies)
+    env = daemon_env(
+        state,
+        fake,
+        DSH_AGENT_COMMAND=json.dumps(COMMAND),
+        DSH_WORK=str(work),
+        DSH_CONFINED="1" if confined else "0",
+    )
     ran = subprocess.run(
         [node, str(TS / "session.mjs")], cwd=TS, env=env, capture_output=True, text=True, timeout=120
     )
@@ -64,5 +87,16 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
         "usage_update",
     ):
         assert kind in seen["kinds"], seen
-    (tool,) = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
-    assert "from the ts sdk" in tool["content"]
+    tools = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "tool"]
+    assert "from the ts sdk" in tools[0]
+    if confined:
+        assert seen["sandbox"] == "workspace-write" and seen["confined"] == seen["escalated"] == "end_turn"
+        assert "confined from the ts sdk\n[exit code 0]" in tools[1]
+        assert (cache / "w.txt").read_text() == "widened\n"
+        (asked,) = [p for p in seen["permissions"] if p["title"].startswith("Widen the sandbox")]
+        assert asked["options"] == [
+            "Allow once",
+            "Allow for this session",
+            "Always (saved to config)",
+            "Reject",
+        ]

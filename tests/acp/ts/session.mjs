@@ -95,7 +95,11 @@ const output = new WritableStream({
 
 const updates = [];
 const terminals = new Map();
-const allowFirst = async ({ params }) => ({ outcome: { outcome: "selected", optionId: params.options[0].optionId } });
+const permissions = [];
+const allowFirst = async ({ params }) => {
+  permissions.push({ title: params.toolCall.title, options: params.options.map((o) => o.name) });
+  return { outcome: { outcome: "selected", optionId: params.options[0].optionId } };
+};
 const m = acp.methods.client;
 const app = acp
   .client({ name: "dsh-ts-sdk-check" })
@@ -150,10 +154,19 @@ await app.connectWith(acp.ndJsonStream(output, input), async (agent) => {
   const text = (t) => [{ type: "text", text: t }];
   seen.first = (await agent.request(a.session.prompt, { sessionId, prompt: text("run it") })).stopReason;
   seen.command = (await agent.request(a.session.prompt, { sessionId, prompt: text("/rename TS SDK") })).stopReason;
+  if (process.env.DSH_CONFINED === "1") {
+    // The sandbox as a config option, then a confined command in this client's terminal (through
+    // the attach wrapper) and an escalation's permission request, all zod-checked.
+    const set = await agent.request(a.session.setConfigOption, { sessionId, configId: "sandbox", value: "workspace-write" });
+    seen.sandbox = set.configOptions.find((o) => o.id === "sandbox").currentValue;
+    seen.confined = (await agent.request(a.session.prompt, { sessionId, prompt: text("run it confined") })).stopReason;
+    seen.escalated = (await agent.request(a.session.prompt, { sessionId, prompt: text("widen it") })).stopReason;
+  }
   seen.listed = (await agent.request(a.session.list, { cwd })).sessions.length;
   await agent.request(a.session.close, { sessionId });
   await agent.request(a.session.load, { sessionId, cwd, mcpServers: [] });
 });
+seen.permissions = permissions;
 seen.kinds = [...new Set(updates.map((u) => u.sessionUpdate))].sort();
 seen.terminalContent = updates.some((u) => Array.isArray(u.content) && u.content.some((c) => c.type === "terminal"));
 child.stdin.end();
