@@ -40,6 +40,7 @@ class SessionCheckpoints:
                 path=str(edit.path),
                 before=None if edit.created else edit.before_text.encode("utf-8"),
                 after_hash=content_hash(edit.after_text.encode("utf-8")),
+                after=edit.after_text.encode("utf-8"),
             )
         except Exception:
             logger.exception("session %s: could not keep a checkpoint of %s", self.session_id, edit.path)

@@ -90,7 +90,7 @@ def _entries(rows: list[Checkpoint]) -> tuple[dict[Path, _Entry], list[RewindPro
     entries: dict[Path, _Entry] = {}
     problems: list[RewindProblem] = []
     for row in rows:
-        for path, before, after, root in _changes(row, problems):
+        for path, before, after, root in row_changes(row, problems):
             entry = entries.get(path)
             if entry is None:
                 entries[path] = _Entry(path, before, after, row.turn, row.turn, root, row.dropped, root)
@@ -123,7 +123,7 @@ def _same(left: Version, left_root: str | None, right: Version, right_root: str 
         return False
 
 
-def _changes(
+def row_changes(
     row: Checkpoint, problems: list[RewindProblem]
 ) -> list[tuple[Path, Version, Version, str | None]]:
     if row.kind != "command":
@@ -162,7 +162,7 @@ def _matches(version: Version, data: bytes | None) -> bool:
     return (content_hash(data) if kind == "sha256" else gitsnap.blob_id(data)) == value
 
 
-def _read_disk(path: Path) -> bytes | None:
+def read_disk(path: Path) -> bytes | None:
     """The file's bytes (None: absent), read by the one safe reader: opening a FIFO someone put in
     the file's place would block the rewind forever."""
     try:
@@ -175,7 +175,7 @@ def _read_disk(path: Path) -> bytes | None:
 
 def _read_or_conflict(path: Path) -> bytes | None:
     try:
-        return _read_disk(path)
+        return read_disk(path)
     except UnreadableFile as exc:
         raise EditConflictError(f"{exc}; left alone") from None
 
@@ -218,7 +218,7 @@ def _plan(
             continue
         editor_text = editor_texts.get(path)
         try:
-            current = editor_text.encode("utf-8") if editor_text is not None else _read_disk(path)
+            current = editor_text.encode("utf-8") if editor_text is not None else read_disk(path)
         except UnreadableFile as exc:
             problems.append(RewindProblem(f"{exc}; left alone", path=shown, turn=entry.last_turn))
             continue
@@ -378,7 +378,7 @@ def unfinished(events: Sequence[Event]) -> FilesRewound | None:
 
 
 def interrupted_event(
-    started: FilesRewound, read: Callable[[Path], bytes | None] = _read_disk
+    started: FilesRewound, read: Callable[[Path], bytes | None] = read_disk
 ) -> FilesRewound:
     """Which files of an interrupted rewind's plan hold their restored content (disk is the truth)."""
     restored: list[str] = []

@@ -32,7 +32,7 @@ from typing import Any
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
 from dsh_daemon.hooks.project import ProjectTrust
-from dsh_daemon.host import history
+from dsh_daemon.host import history, turndiff
 from dsh_daemon.host.checkpoints import SessionCheckpoints
 from dsh_daemon.host.config_save import ConfigSaveError, save_sandbox_widening
 from dsh_daemon.host.early import EarlySession, EarlySessions
@@ -546,6 +546,7 @@ class SessionHost:
         self._apply_model_settings(hosted)
         self.sessions[session_id] = hosted
         agent.subscribe(lambda event: self.front_end.observe(session_id, event))
+        turndiff.watch_turn_diffs(self, hosted, self._tasks)
         return hosted
 
     def _discard_new(self, session_id: str) -> None:
@@ -956,6 +957,21 @@ class SessionHost:
 
     def checkpoints_of(self, session_id: str) -> dict[str, Any]:
         return history.checkpoint_turns(self, session_id)
+
+    async def turn_diff(self, session_id: str, turn: int | None) -> dict[str, Any]:
+        """The files turn `turn` (default: the last one still in the conversation) changed, by hunk."""
+        return await turndiff.turn_diff(self, session_id, turn)
+
+    async def keep_hunks(
+        self, session_id: str, turn: int, path: str, hunks: Sequence[int] | None
+    ) -> dict[str, Any]:
+        return await turndiff.keep_durably(self, session_id, turn, path, hunks)
+
+    async def undo_hunks(
+        self, session_id: str, turn: int, path: str, hunks: Sequence[int] | None
+    ) -> dict[str, Any]:
+        """Take back hunks of a turn's change to a file, three-way; refused while a turn runs."""
+        return await turndiff.undo_durably(self, session_id, turn, path, hunks)
 
     def fork(self, session_id: str, at_turn: int, message: UserMessage | None) -> str:
         return history.fork(self, session_id, at_turn, message)

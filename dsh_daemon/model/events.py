@@ -45,6 +45,7 @@ SANDBOX_WIDENED = "sandbox/widened"  # written ignorable: a widening the person 
 PLAN_UPDATED = "plan/updated"  # written ignorable, as session/mode
 PROCESS_STARTED = "process/started"  # written ignorable: a background process (tools/processes.py)
 PROCESS_EXITED = "process/exited"  # written ignorable, as process/started
+TURN_REVIEW = "turn/review"  # written ignorable: the person kept or undid a turn's hunks (host/turndiff.py)
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -75,6 +76,7 @@ DURABLE_TYPES = frozenset(
         PLAN_UPDATED,
         PROCESS_STARTED,
         PROCESS_EXITED,
+        TURN_REVIEW,
         LOG_GAP,
     }
 )
@@ -95,6 +97,7 @@ MCP_STATUS = "mcp/status"
 SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reached (when it changes)
 HOOK_FAILED = "hook/failed"  # a configured hook failed (once per hook per session)
 HOOKS_UNTRUSTED = "hooks/untrusted"  # the project's hooks wait for the person's trust
+TURN_DIFF = "turn/diff"  # the files a turn changed so far (derived from the checkpoints)
 
 
 class UnreadableEventError(ModelError):

@@ -36,6 +36,8 @@ from dsh_daemon.model.wire import (
     SessionSummary,
     Target,
     TranscriptTurn,
+    TurnDiffFile,
+    TurnHunkProblem,
 )
 
 SessionId = NonEmptyStr
@@ -249,6 +251,40 @@ class SessionCheckpointsResult:
     turns: tuple[CheckpointTurn, ...]  # oldest first; turns that changed no file are left out
     stored_bytes: int
     max_bytes: int
+
+
+@dataclass(frozen=True)
+class TurnDiffParams:
+    session_id: SessionId
+    turn: PositiveInt | None = None  # absent: the last turn still in the conversation
+
+
+@dataclass(frozen=True)
+class TurnDiffResult:
+    turn: int | None  # None: no turn yet
+    files: tuple[TurnDiffFile, ...]  # in the order the turn first changed them
+    final: bool  # the turn has ended
+
+
+@dataclass(frozen=True)
+class TurnReviewParams:
+    session_id: SessionId
+    turn: PositiveInt
+    path: str
+    hunks: tuple[PositiveInt, ...] | None = None  # absent: every hunk of the file
+
+
+@dataclass(frozen=True)
+class TurnKeepResult:
+    kept: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TurnUndoResult:
+    undone: tuple[int, ...]  # the hunks taken back (empty with `wholeFile` for a binary file)
+    conflicts: tuple[TurnHunkProblem, ...]  # left alone: nothing was written for them
+    whole_file: bool | None = None  # a binary file (or a created/deleted one) taken back as a whole
+    note_id: str | None = None  # the id of the note queued for the model (a `dsh/inject`)
 
 
 @dataclass(frozen=True)
@@ -610,6 +646,7 @@ class DshCapabilities:
     models: bool | None = None
     processes: bool | None = None
     custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
+    turn_diff: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -645,6 +682,9 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/rewind", SessionRewindParams, SessionRewindResult, "undo files, cut the history"),
     Method("dsh/session/checkpoints", SessionParams, SessionCheckpointsResult, "the files each turn changed"),
     Method("dsh/session/fork", SessionForkParams, SessionForkResult, "a new session from a turn"),
+    Method("dsh/turn/diff", TurnDiffParams, TurnDiffResult, "the files a turn changed, by hunk"),
+    Method("dsh/turn/keep", TurnReviewParams, TurnKeepResult, "mark a turn's hunks reviewed"),
+    Method("dsh/turn/undo", TurnReviewParams, TurnUndoResult, "take back a turn's hunks"),
     Method("dsh/send", SendParams, SendResult, "send(target × wakeup)"),
     Method("dsh/followup", PresetSendParams, SendResult, "a prompt: next-turn, waking"),
     Method("dsh/steer", PresetSendParams, SendResult, "redirect: next-step, waking"),

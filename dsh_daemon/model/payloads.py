@@ -36,6 +36,7 @@ from dsh_daemon.model.wire import (
     StreamDelta,
     Target,
     ToolErrorInfo,
+    TurnDiffFileSummary,
     TurnEndReason,
     UsageJson,
 )
@@ -495,6 +496,31 @@ class HooksUntrusted(Payload):
     problems: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class TurnReviewed(Payload):
+    """Durable (written ignorable): the person kept or undid hunks of a file a turn changed
+    (`dsh/turn/keep`, `dsh/turn/undo`); `hunks` are the turn diff's hunk indices it applied to
+    (empty: a binary file as a whole); an undo's `diff` is what was taken back, as the model is told."""
+
+    TYPE: ClassVar[str] = ev.TURN_REVIEW
+    turn: int
+    path: str
+    action: Literal["keep", "undo"]
+    hunks: tuple[int, ...]
+    diff: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDiffChanged(Payload):
+    """Live: the files turn `turn` changed so far, after each change of a file and once more at its
+    end (`final`); the hunks themselves come from `dsh/turn/diff`."""
+
+    TYPE: ClassVar[str] = ev.TURN_DIFF
+    turn: int
+    files: tuple[TurnDiffFileSummary, ...]
+    final: bool
+
+
 PAYLOADS: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
@@ -523,6 +549,7 @@ PAYLOADS: dict[str, Any] = {
         PlanUpdated,
         ProcessStarted,
         ProcessExited,
+        TurnReviewed,
         LogGap,
         StatusChanged,
         InboxInserted,
@@ -538,6 +565,7 @@ PAYLOADS: dict[str, Any] = {
         SandboxStatus,
         HookFailed,
         HooksUntrusted,
+        TurnDiffChanged,
     )
 }
 PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself

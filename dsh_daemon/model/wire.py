@@ -549,3 +549,56 @@ class CheckpointTurn:
     files: tuple[CheckpointFile, ...]
     commands: int  # run_command calls in the turn
     unrestorable_commands: int | None = None  # commands outside a git work tree: their changes are unknown
+
+
+# ---- a turn's diff, kept or undone by hunk (§15) -------------------------------------------------------
+
+HunkState = Literal["pending", "kept", "undone"]
+
+
+@dataclass(frozen=True)
+class TurnDiffHunk:
+    """One changed region of a file between its content before the turn and after it (lines 1-based,
+    as a unified diff counts them); `diff` is the hunk as unified-diff text with 3 lines of context,
+    its `@@` line first."""
+
+    index: int  # 1, 2, … in the file, stable: derived from the stored before and after contents
+    old_start: int
+    old_lines: int
+    new_start: int
+    new_lines: int
+    diff: str
+    state: HunkState
+
+
+@dataclass(frozen=True)
+class TurnDiffFile:
+    path: str
+    status: Literal["modified", "created", "deleted"]
+    by: Literal["edit", "command"]  # the last change of the turn to it
+    added: int  # lines
+    removed: int
+    hunks: tuple[TurnDiffHunk, ...]
+    binary: bool | None = None  # not UTF-8 text: no hunks; kept or undone as a whole
+    unavailable: str | None = None  # why there are no hunks (a dropped checkpoint, a pruned git blob)
+    state: HunkState | None = None  # binary or unavailable: kept or undone as a whole
+
+
+@dataclass(frozen=True)
+class TurnDiffFileSummary:
+    path: str
+    status: Literal["modified", "created", "deleted"]
+    by: Literal["edit", "command"]
+    added: int
+    removed: int
+    hunks: int
+    pending: int  # hunks neither kept nor undone
+
+
+@dataclass(frozen=True)
+class TurnHunkProblem:
+    """A hunk an undo left alone, and why (its lines changed since the turn, already undone, …)."""
+
+    reason: str
+    path: str
+    hunk: int | None = None  # None: the file as a whole

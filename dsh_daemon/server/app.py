@@ -124,6 +124,7 @@ class DshProtocol(LanguageServerProtocol):
                 "configurationChange": True,  # workspace/didChangeConfiguration (§1)
                 "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
                 "rewind": True,  # dsh/session/rewind, checkpoints, fork (§15)
+                "turnDiff": True,  # dsh/turn/diff, keep, undo; the turn/diff event (§15)
                 "editorCoherence": True,  # edits saved, unsaved documents named; `documentSave` (§9)
                 "editorDiagnostics": True,  # client `diagnostics`: new errors after edits, a tool (§9)
                 "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
@@ -459,6 +460,15 @@ def register(daemon: Daemon) -> None:
     def session_checkpoints(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return daemon.front_end.host.checkpoints_of(p.session_id)
 
+    async def turn_diff(ls: LanguageServer, p: m.TurnDiffParams) -> dict[str, Any]:
+        return await daemon.front_end.host.turn_diff(p.session_id, p.turn)
+
+    async def turn_keep(ls: LanguageServer, p: m.TurnReviewParams) -> dict[str, Any]:
+        return await daemon.front_end.host.keep_hunks(p.session_id, p.turn, p.path, p.hunks)
+
+    async def turn_undo(ls: LanguageServer, p: m.TurnReviewParams) -> dict[str, Any]:
+        return await daemon.front_end.host.undo_hunks(p.session_id, p.turn, p.path, p.hunks)
+
     def session_fork(ls: LanguageServer, p: m.SessionForkParams) -> m.SessionForkResult:
         message = None if p.message is None else params.client_message(p.message, "dsh/session/fork")
         return m.SessionForkResult(daemon.front_end.host.fork(p.session_id, p.at_turn, message))
@@ -573,6 +583,9 @@ def register(daemon: Daemon) -> None:
         "dsh/session/compact": session_compact,
         "dsh/session/rewind": session_rewind,
         "dsh/session/checkpoints": session_checkpoints,
+        "dsh/turn/diff": turn_diff,
+        "dsh/turn/keep": turn_keep,
+        "dsh/turn/undo": turn_undo,
         "dsh/session/fork": session_fork,
         "dsh/send": sender("dsh/send", None),
         "dsh/followup": sender("dsh/followup", "followup"),

@@ -8,15 +8,21 @@ Rows (`checkpoints`), one per change, in the order the changes were made (`id`):
   under `root` written just before and after it (None: not a git work tree, nothing restorable).
 - `rewind`: a file a rewind restored (before: what it held then; after: what the rewind wrote), so a
   later rewind knows what the file is expected to hold.
+- `undo`: a file the person's `dsh/turn/undo` wrote (before: what it held then; after: what the undo
+  wrote), for the same reason; a later rewind chains it like an edit.
+- An edit's and an undo's after content is kept too (under `after_hash`), so a turn's diff is
+  rebuilt from the store alone, exactly, after a restart (host/turndiff.py).
 
 Invariants kept here:
 - Contents are content-addressed per session (`(session_id, sha256 of the raw bytes)`): a content
-  stored twice is stored once; it lives while a row that is not `dropped` names it. It is stored
-  zlib-compressed (level 1: fast, and source text shrinks several times); `size` is what it takes
+  stored twice is stored once; a before content lives while a row that is not `dropped` names it.
+  It is stored zlib-compressed (level 1: fast, and source text shrinks several times); `size` is what it takes
   in the store, which is what the budget counts.
-- A session's contents stay under its byte budget: the oldest rows are marked `dropped` (the row
-  stays, so a rewind can say which file of which turn lost its content) and the contents no row
-  needs any more are deleted, in the same transaction as the insert that went over.
+- A session's contents stay under its byte budget: first the after contents no row needs as its
+  before are deleted, oldest first (only a turn's diff reads them; it says so when one is gone);
+  then the oldest rows are marked `dropped` (the row stays, so a rewind can say which file of which
+  turn lost its content) and the contents no row needs any more are deleted, in the same
+  transaction as the insert that went over.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Literal
 
 from dsh_daemon.session.store import SessionStore, now_ms
 
-Kind = Literal["edit", "command", "rewind"]
+Kind = Literal["edit", "command", "rewind", "undo"]
 _COLUMNS = (
     "id, turn, step, call_id, kind, path, before_hash, after_hash, root, tree_before, tree_after, dropped"
 )
@@ -79,17 +85,25 @@ class CheckpointStore:
         path: str,
         before: bytes | None,
         after_hash: str | None,
+        after: bytes | None = None,
     ) -> Recorded:
-        """One changed file and its content before (None: it did not exist), kept under the budget."""
+        """One changed file and its content before (None: it did not exist), and after when given
+        (its hash is `after_hash`), kept under the budget."""
         before_hash = None if before is None else content_hash(before)
-        known = before_hash is None or self._has(session_id, before_hash)
-        packed = b"" if known or before is None else zlib.compress(before, 1)
+        contents = [(before_hash, before)]
+        if after is not None:
+            contents.append((after_hash, after))
+        new = [
+            (digest, zlib.compress(data, 1))
+            for digest, data in dict(contents).items()
+            if digest is not None and data is not None and not self._has(session_id, digest)
+        ]
         with self.store.transaction() as db:
-            if not known:
+            for digest, packed in new:
                 db.execute(
                     "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) "
                     "VALUES (?,?,?,?)",
-                    (session_id, before_hash, len(packed), packed),
+                    (session_id, digest, len(packed), packed),
                 )
             db.execute(
                 "INSERT INTO checkpoints (session_id, time, turn, step, call_id, kind, path, before_hash, "
@@ -128,6 +142,15 @@ class CheckpointStore:
         total = _blob_bytes(self.store, session_id)
         if total <= self.max_bytes:
             return ()
+        # First the after contents only turn diffs read (no row's before): a rewind never needs them.
+        afters = db.execute(
+            "SELECT after_hash FROM checkpoints WHERE session_id=? AND after_hash IS NOT NULL ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        for (digest,) in afters:
+            if total <= self.max_bytes:
+                return ()
+            total -= _delete_if_unused(db, session_id, str(digest))
         dropped: list[Checkpoint] = []
         rows = db.execute(
             f"SELECT {_COLUMNS} FROM checkpoints WHERE session_id=? AND dropped=0 "
@@ -140,26 +163,21 @@ class CheckpointStore:
             checkpoint = _row(row)
             db.execute("UPDATE checkpoints SET dropped=1 WHERE id=?", (checkpoint.id,))
             dropped.append(checkpoint)
-            still_used = db.execute(
-                "SELECT 1 FROM checkpoints WHERE session_id=? AND before_hash=? AND dropped=0 LIMIT 1",
-                (session_id, checkpoint.before_hash),
-            ).fetchone()
-            if still_used is None:
-                size = db.execute(
-                    "SELECT size FROM checkpoint_contents WHERE session_id=? AND hash=?",
-                    (session_id, checkpoint.before_hash),
-                ).fetchone()
-                db.execute(
-                    "DELETE FROM checkpoint_contents WHERE session_id=? AND hash=?",
-                    (session_id, checkpoint.before_hash),
-                )
-                total -= 0 if size is None else int(size[0])
+            total -= _delete_if_unused(db, session_id, checkpoint.before_hash)
         return tuple(dropped)
 
     def since_turn(self, session_id: str, turn: int) -> list[Checkpoint]:
         """Every row of turn `turn` or later, in the order the changes were made."""
         rows = self.store.db.execute(
             f"SELECT {_COLUMNS} FROM checkpoints WHERE session_id=? AND turn>=? ORDER BY id",
+            (session_id, turn),
+        )
+        return [_row(row) for row in rows]
+
+    def of_turn(self, session_id: str, turn: int) -> list[Checkpoint]:
+        """The rows of turn `turn` alone, in the order the changes were made."""
+        rows = self.store.db.execute(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE session_id=? AND turn=? ORDER BY id",
             (session_id, turn),
         )
         return [_row(row) for row in rows]
@@ -186,10 +204,26 @@ class CheckpointStore:
         )
         db.execute(
             "INSERT OR IGNORE INTO checkpoint_contents (session_id, hash, size, data) SELECT ?, b.hash, "
-            "b.size, b.data FROM checkpoint_contents b WHERE b.session_id=? AND b.hash IN (SELECT "
-            "before_hash FROM checkpoints WHERE session_id=? AND dropped=0)",
-            (target, source, target),
+            "b.size, b.data FROM checkpoint_contents b WHERE b.session_id=? AND (b.hash IN (SELECT "
+            "before_hash FROM checkpoints WHERE session_id=? AND dropped=0) OR b.hash IN (SELECT "
+            "after_hash FROM checkpoints WHERE session_id=? AND dropped=0))",
+            (target, source, target, target),
         )
+
+
+def _delete_if_unused(db: sqlite3.Connection, session_id: str, digest: str | None) -> int:
+    """Delete a content no row that is not dropped needs as its before; the bytes it freed."""
+    still_used = db.execute(
+        "SELECT 1 FROM checkpoints WHERE session_id=? AND before_hash=? AND dropped=0 LIMIT 1",
+        (session_id, digest),
+    ).fetchone()
+    if still_used is not None:
+        return 0
+    size = db.execute(
+        "SELECT size FROM checkpoint_contents WHERE session_id=? AND hash=?", (session_id, digest)
+    ).fetchone()
+    db.execute("DELETE FROM checkpoint_contents WHERE session_id=? AND hash=?", (session_id, digest))
+    return 0 if size is None else int(size[0])
 
 
 def _blob_bytes(store: SessionStore, session_id: str) -> int:

@@ -82,8 +82,9 @@ async def test_rewind_restores_edits_deletes_created_files_and_cuts_the_conversa
     assert set(by_turn) == {1, 2}
     assert by_turn[1][str(kept)]["created"] is False
     assert by_turn[2][str(created)]["created"] is True and by_turn[2][str(created)]["by"] == "edit"
-    # the befores, each content once, compressed
-    assert listed["storedBytes"] == len(zlib.compress(b"one\n", 1)) + len(zlib.compress(b"two\n", 1))
+    # the befores and the afters (a turn's diff reads them), each content once, compressed
+    contents = [b"one\n", b"two\n", b"brand new\n", b"three\n"]
+    assert listed["storedBytes"] == sum(len(zlib.compress(c, 1)) for c in contents)
 
     result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 2})
     assert result["restored"] == [str(kept)] and result["deleted"] == [str(created)]

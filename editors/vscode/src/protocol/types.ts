@@ -189,6 +189,10 @@ export interface EventDataMap {
   'process/started': { processId: string; name: string; command: string; pid: number; confined: boolean; turn?: number; callId?: string };
   /** A background process ended; `stoppedBy` absent: it ended by itself. */
   'process/exited': { processId: string; exitCode?: number; signal?: number; stoppedBy?: 'agent' | 'person' | 'cancel' | 'session-close' | 'shutdown' | 'daemon-stopped' };
+  /** The person kept or undid hunks of a file a turn changed (daemons with `turnDiff`); hunks [] = the file as a whole. */
+  'turn/review': { turn: number; path: string; action: 'keep' | 'undo'; hunks: number[]; diff?: string };
+  /** Live: the files a turn changed so far (daemons with `turnDiff`); the hunks: `dsh/turn/diff`. */
+  'turn/diff': { turn: number; files: { path: string; status: 'modified' | 'created' | 'deleted'; by: 'edit' | 'command'; added: number; removed: number; hunks: number; pending: number }[]; final: boolean };
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
