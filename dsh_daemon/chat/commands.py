@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes
+from dsh_daemon.chat import processes, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
@@ -43,6 +43,9 @@ COMMANDS: dict[str, str] = {
     "/compact": "summarise older turns now to free the context window",
     "/cost": "this session's tokens and cost",
     "/undo": "take back the file changes of the last turn (the conversation stays)",
+    "/diff": turndiff.USAGE_DIFF,
+    "/undo-hunk": turndiff.USAGE_UNDO_HUNK,
+    "/keep": turndiff.USAGE_KEEP,
     "/rewind": rewinding.USAGE_REWIND,
     "/fork": rewinding.USAGE_FORK,
     "/sessions": "the sessions in this directory",
@@ -55,6 +58,9 @@ NEEDS: dict[str, str] = {  # command -> flag
     "/undo": "rewind",
     "/rewind": "rewind",
     "/fork": "rewind",
+    "/diff": "turnDiff",
+    "/undo-hunk": "turnDiff",
+    "/keep": "turnDiff",
     "/ps": "processes",
     "/kill": "processes",
 }
@@ -134,6 +140,7 @@ class Commands:
     def __init__(self, chat: Chat, *, state_dir: Path | None = None) -> None:
         self.chat = chat
         self.state_dir = state_dir
+        self.review = turndiff.TurnReview(chat)
         self.table: dict[str, Callable[[str], Awaitable[None]]] = {
             "/queue": self.queue,
             "/wake": self.wake,
@@ -156,6 +163,9 @@ class Commands:
             "/sessions": self.sessions,
             "/resume": self.resume,
             "/undo": lambda arg: rewinding.undo(self.chat, arg),
+            "/diff": self.review.diff,
+            "/undo-hunk": self.review.undo_hunk,
+            "/keep": self.review.keep,
             "/rewind": lambda arg: rewinding.rewind(self.chat, arg),
             "/fork": lambda arg: rewinding.fork(self.chat, arg),
             "/trust": self.trust,

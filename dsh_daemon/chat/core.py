@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes
+from dsh_daemon.chat import processes, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
@@ -266,6 +266,8 @@ class Chat:
         elif kind == "turn/end":
             view.flush_stream()
             self.turn_end(data["reason"])
+        elif kind == ev.TURN_DIFF:
+            turndiff.show_event(self, data)
         elif kind == "hook/failed":
             self.note(f"[the {data['event']} hook {data['hook']} failed: {data['reason']}; it was ignored]")
         elif kind == "hooks/untrusted":

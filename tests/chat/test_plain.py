@@ -285,3 +285,61 @@ def test_a_projects_hooks_are_said_to_wait_and_trust_runs_them(tmp_path: Path) -
         assert "  ↪ hook ctx (userPromptSubmit): userPromptSubmit context (prompt)" in out
         first, second = (json.dumps(r.json["messages"]) for r in fake.requests)
         assert "userPromptSubmit context" not in first and "userPromptSubmit context" in second
+
+
+def test_piped_diff_lists_the_last_turns_hunks_and_undo_hunk_takes_one_back(tmp_path: Path) -> None:
+    """Issue 33.3: `/diff` numbers the last turn's hunks across its files, `/undo-hunk N` takes hunk N
+    back (the others and the person's later edit stay), `/keep` marks the rest reviewed."""
+    from tests.server.test_turn_diff import ORIGINAL, agents_version
+
+    work = tmp_path / "work"
+    work.mkdir()
+    app = work / "app.py"
+    app.write_text("".join(ORIGINAL))
+    content = "".join(agents_version())
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(
+            Reply.stream(tool_call_stream([("c1", "write_file", {"path": "app.py", "content": content})])),
+            Reply.stream(text_stream(["Changed three places."])),
+        )
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "dsh_daemon", "--no-thinking", "chat", "--allow", "write_file"],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=work,
+        )  # fmt: skip
+        assert chat.stdin is not None and chat.stderr is not None
+        seen: list[str] = []
+
+        def until(text: str) -> None:  # piped lines do not wait for the turn: the test does
+            while not any(text in line for line in seen):
+                line = chat.stderr.readline()  # type: ignore[union-attr]
+                assert line, "".join(seen)
+                seen.append(line)
+
+        try:
+            chat.stdin.write("change app.py\n")
+            chat.stdin.flush()
+            until("/diff reviews them")
+            app.write_text(content.replace("line 12\n", "line 12, the person's\n"))
+            chat.stdin.write("/diff\n/undo-hunk 2\n/undo-hunk 9\n/keep\n/diff\n")
+            chat.stdin.close()
+            rest = chat.stderr.read()
+            assert chat.wait(60) == 0
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+    out = "".join(seen) + rest
+    assert "  ± 1 file(s) changed (+4 −3): app.py — /diff reviews them" in out
+    assert "[turn 1: 1 file(s) changed (+4 −3)]" in out
+    assert (
+        "  #1\n" in out
+        and "  #3\n" in out
+        and "    -line 6\n" in out
+        and "    +a line the agent added\n" in out
+    )
+    assert "[undid #2 of app.py; the model hears of it before its next step]" in out
+    assert "[no hunk #9; /diff lists them]" in out
+    assert "[kept 2 hunk(s) of turn 1]" in out
+    assert "  #1 ✓ kept\n" in out and "  #2 ↶ undone\n" in out and "  #3 ✓ kept\n" in out
+    expected = content.replace("line 12\n", "line 12, the person's\n")
+    assert app.read_text() == expected.replace("line 6 by the agent\na line the agent added\n", "line 6\n")
