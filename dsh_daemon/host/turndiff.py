@@ -39,7 +39,7 @@ from dsh_daemon.model.wire import (
     TurnDiffHunk,
     TurnHunkProblem,
 )
-from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
+from dsh_daemon.session.checkpoints import Checkpoint, CheckpointStore, content_hash
 from dsh_daemon.tools.editor import EditorUnavailable
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
 
@@ -124,13 +124,14 @@ def review_states(events: Iterable[Event], turn: int) -> dict[str, dict[int, Hun
 # ---- the diff ------------------------------------------------------------------------------------------
 
 
-def _versions(store: CheckpointStore, session_id: str, turn: int) -> list[_Versions]:
-    """Per path the turn changed (edit tools and commands; not rewinds, not undos), first before and
-    last after. Reads git (command snapshots): run off the event loop."""
-    rows = [row for row in store.of_turn(session_id, turn) if row.kind in ("edit", "command")]
+def _versions(rows: Sequence[Checkpoint]) -> list[_Versions]:
+    """Per path the turn's rows changed (edit tools and commands; not rewinds, not undos), first
+    before and last after. Reads git (command snapshots): run off the event loop."""
     out: dict[Path, _Versions] = {}
     problems: list[RewindProblem] = []
     for row in rows:
+        if row.kind not in ("edit", "command"):
+            continue
         by: Literal["edit", "command"] = "edit" if row.kind == "edit" else "command"
         for path, before, after, root in row_changes(row, problems):
             seen = out.get(path)
@@ -144,7 +145,7 @@ def _versions(store: CheckpointStore, session_id: str, turn: int) -> list[_Versi
 async def turn_files(store: CheckpointStore, session_id: str, turn: int) -> list[FileDiff]:
     """The files turn `turn` changed, with their hunks. The store is read on the event loop (it
     belongs to it), git and the diffing on a thread."""
-    versions = await asyncio.to_thread(_versions, store, session_id, turn)
+    versions = await asyncio.to_thread(_versions, store.of_turn(session_id, turn))
     blobs: dict[str, bytes | None] = {}
     for v in versions:
         for version in (v.before, v.after):
@@ -336,13 +337,29 @@ async def undo_durably(
     host: SessionHost, session_id: str, turn: int, path: str, wanted: Sequence[int] | None
 ) -> dict[str, Any]:
     """Take back hunks of a file a turn changed, three-way against what it holds now (the module
-    docstring says what is written and recorded)."""
-    method = "dsh/turn/undo"
+    docstring says what is written and recorded). No turn starts meanwhile: `rewinding` is set from
+    the first read of the file to the record, so sends and wakes answer `session_busy`."""
     hosted = host.session(session_id)
     if hosted.agent.running or hosted.rewinding:
         raise session_busy_because(
             session_id, "a turn is running: stop the turn first, then undo", reason="running"
         )
+    hosted.rewinding = True
+    try:
+        result, note = await _undo_recorded(host, hosted, turn, path, wanted)
+    finally:
+        hosted.rewinding = False
+    if note is not None:
+        result["noteId"] = hosted.send(note, "next-step", False, verb="inject")
+        await publish_turn_diff(host, hosted, turn, turn_ended(hosted.agent.log.events, turn))
+    return result
+
+
+async def _undo_recorded(
+    host: SessionHost, hosted: HostedSession, turn: int, path: str, wanted: Sequence[int] | None
+) -> tuple[dict[str, Any], UserMessage | None]:
+    method = "dsh/turn/undo"
+    session_id = hosted.session_id
     diff = await _file_of(host, hosted, turn, path, method)
     states = review_states(hosted.agent.log.events, turn).get(path, {})
     conflicts: list[TurnHunkProblem] = []
@@ -361,16 +378,16 @@ async def undo_durably(
             else await asyncio.to_thread(read_disk, diff.path)
         )
     except UnreadableFile as exc:
-        return _undo_result((), [TurnHunkProblem(f"{exc}; left alone", path)], None)
+        return _undo_result_of((), [TurnHunkProblem(f"{exc}; left alone", path)])
     whole = diff.binary or diff.unavailable is not None or not diff.hunks
     if whole:
         if states.get(0) == "undone":
-            return _undo_result((), [TurnHunkProblem("already undone", path)], None)
+            return _undo_result_of((), [TurnHunkProblem("already undone", path)])
         if diff.unavailable is not None:
-            return _undo_result((), [TurnHunkProblem(diff.unavailable, path)], None)
+            return _undo_result_of((), [TurnHunkProblem(diff.unavailable, path)])
         if current != diff.after:
             reason = "changed since the turn: undo it as a whole only while it holds what the turn left"
-            return _undo_result((), [TurnHunkProblem(reason, path)], None)
+            return _undo_result_of((), [TurnHunkProblem(reason, path)])
         undone: tuple[int, ...] = ()
         target, note_diff = diff.before, f"(the whole file: {diff.status} in turn {turn})"
     else:
@@ -381,45 +398,42 @@ async def undo_durably(
         if current_lines is None:
             why = "the file is gone" if current is None else "the file is not UTF-8 text any more"
             conflicts += [TurnHunkProblem(f"{why}: nothing was written", path, h.index) for h in chosen]
-            return _undo_result((), conflicts, None)
+            return _undo_result_of((), conflicts)
         result = hunks.undo(diff.before_lines, diff.after_lines, current_lines, chosen)
         conflicts += [TurnHunkProblem(why, path, index) for index, why in result.conflicts]
         if not result.undone:
-            return _undo_result((), conflicts, None)
+            return _undo_result_of((), conflicts)
         text = "".join(result.lines)
         target = None if diff.before is None and text == "" else text.encode("utf-8")
         undone = result.undone
         note_diff = "".join(h.text for h in chosen if h.index in undone)
-    hosted.rewinding = True  # no turn starts while the file is written (sends answer session_busy)
-    try:
-        planned = Planned(diff.path, "delete" if target is None else "restore", target, current, editor_text)
-        if target != current:
-            applier = host.front_end.edit_applier(session_id, hosted.workspace)
-            try:
-                await apply_planned(planned, applier)
-            except (EditConflictError, EditorUnavailable, FileToolError, OSError) as exc:
-                problems = [TurnHunkProblem(f"not written: {exc}", path, i) for i in undone or (None,)]
-                return _undo_result((), conflicts + problems, None)
-        host.checkpoints.record_file(
-            session_id,
-            turn=hosted.agent.turn,
-            step=0,
-            call_id=None,
-            kind="undo",
-            path=path,
-            before=current,
-            after_hash=None if target is None else content_hash(target),
-            after=target,
-        )
-        hosted.agent.log.append(
-            *entry(TurnReviewed(turn, path, "undo", tuple(undone), note_diff)), commit=True, ignorable=True
-        )
-    finally:
-        hosted.rewinding = False
+    planned = Planned(diff.path, "delete" if target is None else "restore", target, current, editor_text)
+    if target != current:
+        applier = host.front_end.edit_applier(session_id, hosted.workspace)
+        try:
+            await apply_planned(planned, applier)
+        except (EditConflictError, EditorUnavailable, FileToolError, OSError) as exc:
+            problems = [TurnHunkProblem(f"not written: {exc}", path, i) for i in undone or (None,)]
+            return _undo_result_of((), conflicts + problems)
+    host.checkpoints.record_file(
+        session_id,
+        turn=hosted.agent.turn,
+        step=0,
+        call_id=None,
+        kind="undo",
+        path=path,
+        before=current,
+        after_hash=None if target is None else content_hash(target),
+        after=target,
+    )
+    hosted.agent.log.append(
+        *entry(TurnReviewed(turn, path, "undo", tuple(undone), note_diff)), commit=True, ignorable=True
+    )
     note = UserMessage.create(_note_text(path, turn, undone, note_diff), NOTE_SOURCE)
-    note_id = hosted.send(note, "next-step", False, verb="inject")
-    await publish_turn_diff(host, hosted, turn, turn_ended(hosted.agent.log.events, turn))
-    return _undo_result(undone, conflicts, note_id, whole=whole)
+    out: dict[str, Any] = {"undone": list(undone), "conflicts": [unstructure(c) for c in conflicts]}
+    if whole:
+        out["wholeFile"] = True
+    return out, note
 
 
 def _note_text(path: str, turn: int, undone: Sequence[int], diff: str) -> str:
@@ -435,12 +449,8 @@ def _note_text(path: str, turn: int, undone: Sequence[int], diff: str) -> str:
     )
 
 
-def _undo_result(
-    undone: Sequence[int], conflicts: Sequence[TurnHunkProblem], note_id: str | None, *, whole: bool = False
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"undone": list(undone), "conflicts": [unstructure(c) for c in conflicts]}
-    if whole and note_id is not None:
-        out["wholeFile"] = True
-    if note_id is not None:
-        out["noteId"] = note_id
-    return out
+def _undo_result_of(
+    undone: Sequence[int], conflicts: Sequence[TurnHunkProblem]
+) -> tuple[dict[str, Any], UserMessage | None]:
+    """An undo that wrote nothing: no note for the model."""
+    return {"undone": list(undone), "conflicts": [unstructure(c) for c in conflicts]}, None
