@@ -270,13 +270,19 @@ def watch_turn_diffs(host: SessionHost, hosted: HostedSession, tasks: set[asynci
     One at a time, in order: each waits for the one before it."""
     previous: list[asyncio.Task[None] | None] = [None]
 
+    def current() -> bool:
+        return host.sessions.get(hosted.session_id) is hosted and hosted.followed
+
     async def publish(turn: int, final: bool, before: asyncio.Task[None] | None) -> None:
         if before is not None:
             await asyncio.wait([before])
+        if not current():
+            return  # closed (its store may be gone) or followed by no one: nobody to tell
         try:
             await publish_turn_diff(host, hosted, turn, final)
         except Exception:
-            logger.exception("session %s: no turn/diff for turn %d", hosted.session_id, turn)
+            if current():
+                logger.exception("session %s: no turn/diff for turn %d", hosted.session_id, turn)
 
     def on_event(event: Event) -> None:
         if event.type == TOOL_RESULT and event.data.get("name") in FILE_TOOLS:
