@@ -168,9 +168,12 @@ async def test_a_rewind_after_an_undo_chains_it_and_restores_without_a_conflict(
         "dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(app), "hunks": [1, 3]}
     )
     assert undone["undone"] == [1, 3]
+    before = await d.request("dsh/turn/diff", {"sessionId": sid, "turn": 1})
     rewound = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
     assert rewound["conflicts"] == [] and rewound["restored"] == [str(app)]
     assert app.read_text() == "".join(ORIGINAL)
+    # the rewind's own rows (at turn 1, the last turn) are not part of turn 1's diff
+    assert await d.request("dsh/turn/diff", {"sessionId": sid, "turn": 1}) == before
     await stop_daemon(d)
 
 
@@ -197,4 +200,30 @@ async def test_undoing_a_created_file_deletes_it_and_bad_requests_are_typed(
     assert created.exists()
     result = await d.request("dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(created)})
     assert result["undone"] == [1] and not created.exists()
+    await stop_daemon(d)
+
+
+async def test_an_undo_goes_through_the_editor_when_it_applies_edits(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The person can undo the undo in the editor: it is one `workspace/applyEdit`."""
+    work = tmp_path / "work"
+    work.mkdir()
+    app = work / "app.py"
+    app.write_text("".join(ORIGINAL))
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=True, root=work)
+
+    def editor_saves(params: dict[str, Any]) -> dict[str, Any]:
+        ((uri, edits),) = params["edit"]["changes"].items()
+        Path(uri.removeprefix("file://")).write_text(edits[0]["newText"])
+        return {"applied": True}
+
+    d.on_apply_edit = editor_saves
+    fake.script(write(app, "".join(agents_version())), text_reply("done"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "change app.py")
+    edits = len(d.applied_edits)
+    undone = await d.request("dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(app), "hunks": [3]})
+    assert undone["undone"] == [3] and len(d.applied_edits) == edits + 1
+    assert "line 10\n" in app.read_text() and "line 2 by the agent\n" in app.read_text()
     await stop_daemon(d)
