@@ -178,9 +178,10 @@ def _file_diff(v: _Versions, blobs: dict[str, bytes | None]) -> FileDiff:
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
         assert isinstance(reason, str)
-        known_before = None if isinstance(before, str) else before
-        known_after = None if isinstance(after, str) else after
-        return FileDiff(v.path, v.by, known_before or b"", known_after or b"", unavailable=reason)
+        # The status still follows the versions: a file the turn created has no before, gone or not.
+        known_before = None if v.before is None else b"" if isinstance(before, str) else before
+        known_after = None if v.after is None else b"" if isinstance(after, str) else after
+        return FileDiff(v.path, v.by, known_before, known_after, unavailable=reason)
     diff = FileDiff(v.path, v.by, before, after)
     try:
         diff.before_lines = hunks.split_lines((before or b"").decode("utf-8"))
@@ -230,18 +231,18 @@ def _summary(diff: FileDiff, states: dict[int, HunkState]) -> TurnDiffFileSummar
     return TurnDiffFileSummary(str(diff.path), diff.status, diff.by, added, removed, len(diff.hunks), pending)
 
 
-def _turn_or_last(hosted: HostedSession, turn: int | None) -> int | None:
-    events = hosted.agent.log.events
+def _turn_or_last(hosted: HostedSession, turn: int | None, method: str) -> int | None:
     if turn is None:
-        return last_kept_turn(events)
+        return last_kept_turn(hosted.agent.log.events)
     if turn > hosted.agent.turn:
-        raise invalid_params(f"turn {turn} has not begun (the session's last turn is {hosted.agent.turn})")
+        last = hosted.agent.turn
+        raise invalid_params(f"{method}: turn {turn} has not begun (the session's last turn is {last})")
     return turn
 
 
 async def turn_diff(host: SessionHost, session_id: str, turn: int | None) -> dict[str, Any]:
     hosted = host.session(session_id)
-    number = _turn_or_last(hosted, turn)
+    number = _turn_or_last(hosted, turn, "dsh/turn/diff")
     if number is None:
         return {"turn": None, "files": [], "final": True}
     files = await turn_files(host.checkpoints, session_id, number)
@@ -303,7 +304,7 @@ def watch_turn_diffs(host: SessionHost, hosted: HostedSession, tasks: set[asynci
 
 
 async def _file_of(host: SessionHost, hosted: HostedSession, turn: int, path: str, method: str) -> FileDiff:
-    _turn_or_last(hosted, turn)
+    _turn_or_last(hosted, turn, method)
     for diff in await turn_files(host.checkpoints, hosted.session_id, turn):
         if str(diff.path) == path:
             return diff

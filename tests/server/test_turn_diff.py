@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -226,4 +228,53 @@ async def test_an_undo_goes_through_the_editor_when_it_applies_edits(
     undone = await d.request("dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(app), "hunks": [3]})
     assert undone["undone"] == [3] and len(d.applied_edits) == edits + 1
     assert "line 10\n" in app.read_text() and "line 2 by the agent\n" in app.read_text()
+    await stop_daemon(d)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+async def test_a_file_a_command_changed_has_its_hunks_from_the_git_snapshots(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    from tests.server.test_rewind import call, git
+
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q")
+    tracked = work / "tracked.txt"
+    tracked.write_text("one\ntwo\nthree\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    command = "printf 'one\\nTWO\\nthree\\n' > tracked.txt && echo made > made.txt"
+    fake.script(call("run_command", {"command": command}), text_reply("ran it"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "run it")
+    diff = await d.request("dsh/turn/diff", {"sessionId": sid})
+    files = {f["path"]: f for f in diff["files"]}
+    assert files[str(tracked)]["by"] == "command" and files[str(tracked)]["status"] == "modified"
+    assert files[str(tracked)]["hunks"][0]["diff"] == "@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"
+    assert files[str(work / "made.txt")]["status"] == "created"
+    undone = await d.request("dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(tracked)})
+    assert undone["undone"] == [1] and tracked.read_text() == "one\ntwo\nthree\n"
+    await stop_daemon(d)
+
+
+async def test_a_diff_whose_after_content_went_over_the_budget_says_so_and_undo_names_it(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    app = work / "app.py"
+    app.write_text("".join(ORIGINAL))
+    room = len(zlib.compress("".join(ORIGINAL).encode(), 1)) + 4  # the before fits, not the after too
+    options = {"thinking": False, "tools": {"limits": {"checkpoint_bytes": room}}}
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work, init_options=options)
+    fake.script(write(app, "".join(agents_version())), text_reply("done"))
+    sid = await d.new_session(cwd=str(work))
+    await run_turn(d, sid, "change app.py")
+    (file,) = (await d.request("dsh/turn/diff", {"sessionId": sid}))["files"]
+    assert file["hunks"] == [] and file["status"] == "modified" and "not kept" in file["unavailable"]
+    undone = await d.request("dsh/turn/undo", {"sessionId": sid, "turn": 1, "path": str(app)})
+    assert undone["undone"] == [] and "not kept" in undone["conflicts"][0]["reason"]
+    # a rewind still has what it needs: the before content was kept
+    rewound = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1})
+    assert rewound["restored"] == [str(app)] and app.read_text() == "".join(ORIGINAL)
     await stop_daemon(d)
