@@ -268,7 +268,8 @@ async def publish_turn_diff(host: SessionHost, hosted: HostedSession, turn: int,
 
 def watch_turn_diffs(host: SessionHost, hosted: HostedSession, tasks: set[asyncio.Task[None]]) -> None:
     """After each result of a tool that changes files, and at each turn's end, a live `turn/diff`.
-    One at a time, in order: each waits for the one before it."""
+    One at a time, in order: each waits for the one before it; one that is not final gives way to
+    a newer one queued behind it (edits faster than their diffs are made send the latest state)."""
     previous: list[asyncio.Task[None] | None] = [None]
 
     def current() -> bool:
@@ -279,6 +280,8 @@ def watch_turn_diffs(host: SessionHost, hosted: HostedSession, tasks: set[asynci
             await asyncio.wait([before])
         if not current():
             return  # closed (its store may be gone) or followed by no one: nobody to tell
+        if not final and previous[0] is not asyncio.current_task():
+            return  # a newer one is queued behind this one: it tells the fresher state
         try:
             await publish_turn_diff(host, hosted, turn, final)
         except Exception:
