@@ -28,6 +28,7 @@ CODES: dict[Kind, int] = {
     "unknown_message": INVALID_PARAMS,
     "duplicate_message_id": INVALID_PARAMS,
     "session_busy": REQUEST_FAILED,
+    "not_a_repository": REQUEST_FAILED,
     "session_unreadable": REQUEST_FAILED,
     "shutting_down": REQUEST_FAILED,
     "not_initialized": RESOURCE_NOT_FOUND,  # -32002, as LSP's "server not initialized"

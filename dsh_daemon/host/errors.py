@@ -24,6 +24,7 @@ Kind: TypeAlias = Literal[
     "unknown_message",
     "duplicate_message_id",
     "session_busy",
+    "not_a_repository",
     "session_unreadable",
     "shutting_down",
     "not_initialized",

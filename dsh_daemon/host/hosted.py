@@ -20,15 +20,21 @@ from dsh_daemon.agent.loop import Agent, AgentDisposedError
 from dsh_daemon.agent.tools import Approver
 from dsh_daemon.agent.turn import CompactionError
 from dsh_daemon.host.commands import command_word, expand_message
-from dsh_daemon.host.errors import session_busy_because
+from dsh_daemon.host.errors import invalid_params, session_busy_because, shown
 from dsh_daemon.host.models import ModelSettings
+from dsh_daemon.host.review import MAX_INSTRUCTIONS_CHARS, review_message
+from dsh_daemon.host.review_diff import review_diff
 from dsh_daemon.host.wiring import SessionTools
+from dsh_daemon.model.codec import unstructure
 from dsh_daemon.model.events import SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import Target
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
+    Payload,
     ProcessExited,
     ProcessStopper,
+    ReviewDismissed,
+    ReviewTarget,
     SandboxStatus,
     SandboxWidened,
     SessionModeSet,
@@ -36,6 +42,7 @@ from dsh_daemon.model.payloads import (
     entry,
 )
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
+from dsh_daemon.model.review import REVIEW_EVENTS, ReviewTracker, fold_reviews
 from dsh_daemon.model.wire import SandboxMode, SessionMode
 from dsh_daemon.session.logevents import last_of
 from dsh_daemon.tools.policy import PermissionPolicy
@@ -303,17 +310,18 @@ class HostedSession:
                 )
 
     def _process_events(self) -> list[Event]:
-        """The log's process events, without reading the whole log: those before the events held in
+        return self._events_of(PROCESS_EVENTS)
+
+    def _events_of(self, types: frozenset[str]) -> list[Event]:
+        """The log's events of `types`, without reading the whole log: those before the events held in
         memory from the store (a resume from a snapshot holds only the newest), then the held ones."""
         log = self.agent.log
         events, base = log.events, log.events.base
         older: list[Event] = []
         if base:
-            older = [
-                e for t in sorted(PROCESS_EVENTS) for e in log.store.load_events_of_type(self.session_id, t)
-            ]
+            older = [e for t in sorted(types) for e in log.store.load_events_of_type(self.session_id, t)]
             older = sorted((e for e in older if (e.seq or 0) < base), key=lambda e: e.seq or 0)
-        return older + [e for e in events.tail() if e.type in PROCESS_EVENTS]
+        return older + [e for e in events.tail() if e.type in types]
 
     def _record_process_exit(self, payload: ProcessExited) -> None:
         """A durable `process/exited` (on disk on return), while this process drives the session."""
@@ -359,6 +367,50 @@ class HostedSession:
 
     async def _stop_all(self, by: ProcessStopper) -> None:
         await self.tools.kit.processes.stop_all(by)
+
+    # ---- reviews (`host/review.py`) -------------------------------------------------------------------
+
+    def wire_reviews(self) -> None:
+        """A review turn's `review/completed` is written to this session's log."""
+        self.tools.reviews.record = self._record_review
+
+    def _record_review(self, payload: Payload) -> None:
+        log = self.agent.log
+        if log.lease_lost is None:
+            log.append(*entry(payload), commit=True, ignorable=True)
+
+    async def start_review(self, target: ReviewTarget, instructions: str | None) -> dict[str, Any]:
+        """Queue a review of `target` as a followup (durably, before this returns): `{reviewId,
+        messageId, target, files, truncated}`. `not_a_repository` outside a git work tree."""
+        self._refuse_while_rewinding()
+        if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+            raise invalid_params(
+                f"dsh/review/start: instructions are longer than {MAX_INSTRUCTIONS_CHARS} characters"
+            )
+        diff = await asyncio.to_thread(review_diff, self.workspace.cwd, target)
+        review_id, message = review_message(diff, instructions)
+        message_id = self.send(message, "next-turn", True, verb="review")
+        return {
+            "reviewId": review_id,
+            "messageId": message_id,
+            "target": unstructure(diff.target),
+            "files": list(diff.files),
+            "truncated": diff.truncated,
+        }
+
+    def reviews(self) -> ReviewTracker:
+        return fold_reviews(self._events_of(REVIEW_EVENTS))
+
+    def dismiss_finding_durably(self, finding_id: str) -> bool:
+        """A durable `review/dismissed` (on disk on return); False: it was dismissed already.
+        `invalid_params` for a finding the log does not hold (or a cut took back)."""
+        tracker = self.reviews()
+        if not tracker.known(finding_id):
+            raise invalid_params(f"no review finding {shown(finding_id)} in session {self.session_id}")
+        if all(f.finding_id != finding_id for f in tracker.findings()):
+            return False
+        self.agent.log.append(*entry(ReviewDismissed(finding_id)), commit=True, ignorable=True)
+        return True
 
     # ---- permissions -------------------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ from dsh_daemon.host.models import EFFORTS, ModelSettings, configured_models
 from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.paths import is_directory
 from dsh_daemon.host.port import FrontEnd
+from dsh_daemon.host.review import review_listing
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
@@ -62,6 +63,7 @@ from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
     PlanUpdated,
+    ReviewTarget,
     SessionModeSet,
     SessionNoticed,
     SessionSettingsSet,
@@ -71,6 +73,7 @@ from dsh_daemon.model.payloads import (
 from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.provider import Provider
+from dsh_daemon.model.review import REVIEW_EVENTS, fold_reviews
 from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
@@ -535,6 +538,7 @@ class SessionHost:
         hosted = HostedSession(agent, tools, self._tasks)
         hosted.wire_sandbox()
         hosted.wire_processes(self.processes_dir(session_id))
+        hosted.wire_reviews()
         start_hooks(hosted, self._tasks)
         sandbox = tools.kit.sandbox
         sandbox.save_widening = self.save_sandbox_widening
@@ -876,6 +880,32 @@ class SessionHost:
             return await hosted.stop_process(process_id)
         except ProcessNotFound as exc:
             raise invalid_params(str(exc)) from None
+
+    async def review_start(
+        self, session_id: str, base: str | None, commit: str | None, instructions: str | None
+    ) -> dict[str, Any]:
+        """Drives the session (another process's: `session_busy`)."""
+        if base is not None and commit is not None:
+            raise invalid_params("dsh/review/start: give base or commit, not both")
+        target = (
+            ReviewTarget("base", base)
+            if base is not None
+            else ReviewTarget("commit", commit)
+            if commit is not None
+            else ReviewTarget("uncommitted")
+        )
+        return await self.session(session_id).start_review(target, instructions or None)
+
+    def review_list(self, session_id: str) -> dict[str, Any]:
+        """The session's live review findings (and its finished reviews), from its log: also for a
+        session another process drives, and after a restart."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return review_listing(hosted.reviews())
+        self.manager.info(session_id)  # UnknownSessionError for a session that does not exist
+        store = self.manager.store
+        events = [e for kind in sorted(REVIEW_EVENTS) for e in store.load_events_of_type(session_id, kind)]
+        return review_listing(fold_reviews(sorted(events, key=lambda e: e.seq or 0)))
 
     def mode(self, session_id: str) -> str:
         hosted = self.sessions.get(session_id)

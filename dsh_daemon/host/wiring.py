@@ -25,6 +25,7 @@ from dsh_daemon.hooks.session import SessionHooks
 from dsh_daemon.host.commands import CommandTurns
 from dsh_daemon.host.options import DaemonOptions
 from dsh_daemon.host.port import FrontEnd
+from dsh_daemon.host.review import ReviewTurns
 from dsh_daemon.mcp.client import McpTools
 from dsh_daemon.mcp.client import attach as attach_mcp
 from dsh_daemon.mcp.config import ServerConfig, ServerSource, StdioServer, merge
@@ -33,6 +34,7 @@ from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.environment import DaemonSecrets, scrubbed_environment
 from dsh_daemon.tools.factory import ToolKit, build_tool_registry
 from dsh_daemon.tools.library import Found, SkillCatalogue, scan_commands
+from dsh_daemon.tools.review import ReportFindingTool
 from dsh_daemon.tools.skills import SkillTool
 from dsh_daemon.tools.workspace import Workspace
 
@@ -50,6 +52,7 @@ class SessionTools:
     skills: SkillCatalogue | None = None
     home: Path | None = None
     commands: CommandTurns = field(default_factory=CommandTurns)
+    reviews: ReviewTurns = field(default_factory=ReviewTurns)  # which turns are reviews (`host/review.py`)
 
     def custom_commands(self) -> Found:
         """The session's custom commands now (read again at every call: a send is rare)."""
@@ -118,7 +121,10 @@ def wire_session_tools(
     skills = SkillCatalogue(lambda: workspace.cwd, home)
     if options.tools.permissions.get("skill") != "deny":
         kit.registry.add(SkillTool(skills))
-    return SessionTools(kit, workspace, mcp, hooks, skills, home, CommandTurns(skills))
+    reviews = ReviewTurns()
+    if options.tools.permissions.get("report_finding") != "deny":
+        kit.registry.add(ReportFindingTool(workspace, reviews.active))  # offered in review turns only
+    return SessionTools(kit, workspace, mcp, hooks, skills, home, CommandTurns(skills), reviews)
 
 
 def daemon_secrets(options: DaemonOptions, servers: Iterable[ServerConfig]) -> DaemonSecrets:
@@ -149,12 +155,20 @@ def session_hooks(
     system = SystemPrompt(prompt, lambda: (workspace.cwd, workspace.roots), shell=shell, skills=skills)
     person = tools.hooks
     commands = tools.commands
+    reviews = tools.reviews
     return Hooks(
         # The commands' hook sees what was entered (after the person's userPromptSubmit decided).
-        pre_step=[person.pre_step, commands.pre_step, *tools.kit.hooks.pre_step, *pre_step],
-        request=[commands.request, system.hook],
-        turn_stopping=[person.turn_stopping],
-        pre_execute=[commands.pre_execute, person.pre_execute, *pre_execute, *tools.kit.hooks.pre_execute],
+        pre_step=[person.pre_step, commands.pre_step, reviews.pre_step, *tools.kit.hooks.pre_step, *pre_step],
+        request=[commands.request, reviews.request, system.hook],
+        # A review completes once the person's stop hooks have let the turn end.
+        turn_stopping=[person.turn_stopping, reviews.turn_stopping],
+        pre_execute=[
+            commands.pre_execute,
+            reviews.pre_execute,
+            person.pre_execute,
+            *pre_execute,
+            *tools.kit.hooks.pre_execute,
+        ],
         post_execute=[*tools.kit.hooks.post_execute, person.post_execute],
         permission_request=[person.permission_request],
     )

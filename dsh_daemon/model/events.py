@@ -46,6 +46,9 @@ PLAN_UPDATED = "plan/updated"  # written ignorable, as session/mode
 PROCESS_STARTED = "process/started"  # written ignorable: a background process (tools/processes.py)
 PROCESS_EXITED = "process/exited"  # written ignorable, as process/started
 TURN_REVIEW = "turn/review"  # written ignorable: the person kept or undid a turn's hunks (host/turndiff.py)
+REVIEW_FINDING = "review/finding"  # written ignorable, as plan/updated: one finding of a review
+REVIEW_COMPLETED = "review/completed"  # written ignorable: a review turn's end, its findings counted
+REVIEW_DISMISSED = "review/dismissed"  # written ignorable: the person dismissed a finding
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
 
 DURABLE_TYPES = frozenset(
@@ -77,6 +80,9 @@ DURABLE_TYPES = frozenset(
         PROCESS_STARTED,
         PROCESS_EXITED,
         TURN_REVIEW,
+        REVIEW_FINDING,
+        REVIEW_COMPLETED,
+        REVIEW_DISMISSED,
         LOG_GAP,
     }
 )

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from dsh_daemon.model.codec import JsonObject, NonEmptyStr, PositiveInt, SchemaAs, UriStr
-from dsh_daemon.model.payloads import HooksUntrusted, PlanUpdated, ProcessStopper
+from dsh_daemon.model.payloads import (
+    HooksUntrusted,
+    PlanUpdated,
+    ProcessStopper,
+    ReviewCompleted,
+    ReviewFinding,
+    ReviewTarget,
+)
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -602,6 +609,45 @@ class ProcessStopResult:
     signal: int | None = None
 
 
+# ---- reviews (protocol.md "Review") ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReviewStartParams:
+    """Neither `base` nor `commit`: the uncommitted changes; at most one of the two."""
+
+    session_id: SessionId
+    base: NonEmptyStr | None = None  # a branch (any ref): the changes since the work tree's HEAD left it
+    commit: NonEmptyStr | None = None  # one commit
+    instructions: str | None = None  # what the person wants looked at, at most 20,000 characters
+
+
+@dataclass(frozen=True)
+class ReviewStartResult:
+    review_id: str
+    message_id: str  # the queued followup that runs the review turn
+    target: ReviewTarget  # a commit as its full id
+    files: tuple[str, ...]  # the changed files, relative to the work tree's top
+    truncated: bool  # the diff was cut (the model reads the rest of the files with its tools)
+
+
+@dataclass(frozen=True)
+class ReviewListResult:
+    findings: tuple[ReviewFinding, ...]  # not dismissed, not taken back by a rewind; in log order
+    reviews: tuple[ReviewCompleted, ...]  # the finished reviews
+
+
+@dataclass(frozen=True)
+class ReviewDismissParams:
+    session_id: SessionId
+    finding_id: NonEmptyStr
+
+
+@dataclass(frozen=True)
+class ReviewDismissResult:
+    dismissed: bool  # false: it was dismissed already
+
+
 # ---- what the daemon sends -------------------------------------------------------------------------
 
 
@@ -647,6 +693,7 @@ class DshCapabilities:
     processes: bool | None = None
     custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
     turn_diff: bool | None = None
+    review: bool | None = None  # dsh/review/*, review/* events
 
 
 @dataclass(frozen=True)
@@ -705,6 +752,9 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/permissions/respond", PermissionsRespondParams, PermissionsRespondResult, "answer a request"),
     Method("dsh/project/trust", ProjectTrustParams, ProjectTrustResult, "run a project's hooks from now on"),
     Method("dsh/commands/list", CommandsListParams, CommandsListResult, "custom slash commands and skills"),
+    Method("dsh/review/start", ReviewStartParams, ReviewStartResult, "queue a read-only review turn"),
+    Method("dsh/review/list", SessionParams, ReviewListResult, "a session's live review findings"),
+    Method("dsh/review/dismiss", ReviewDismissParams, ReviewDismissResult, "dismiss a finding durably"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(

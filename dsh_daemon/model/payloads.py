@@ -326,6 +326,59 @@ class PlanUpdated(Payload):
     call_id: str | None = None
 
 
+ReviewSeverity = Literal["error", "warning", "info"]
+ReviewTargetKind = Literal["uncommitted", "base", "commit"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewTarget:
+    """What a review reads: the work tree's uncommitted changes (against HEAD, untracked files
+    included), the branch's changes since it left `ref` (a base branch), or one commit `ref`."""
+
+    kind: ReviewTargetKind
+    ref: str | None = None  # base: the branch as the person named it; commit: its full id
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewFinding(Payload):
+    """One finding the model reported in a review turn (`report_finding`, its `callId`): a file of the
+    workspace (`path`, relative to the session's cwd), 1-based inclusive lines, and a suggested fix as
+    a unified diff when it has one. `findingId` names it for `dsh/review/dismiss`."""
+
+    TYPE: ClassVar[str] = ev.REVIEW_FINDING
+    review_id: str
+    finding_id: str
+    turn: int
+    path: str
+    start_line: int
+    end_line: int
+    severity: ReviewSeverity
+    title: str
+    body: str
+    suggested_patch: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewCompleted(Payload):
+    """A review turn finished (its model reply ended; not written when the turn was aborted or
+    failed): how many findings it reported."""
+
+    TYPE: ClassVar[str] = ev.REVIEW_COMPLETED
+    review_id: str
+    turn: int
+    target: ReviewTarget
+    findings: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewDismissed(Payload):
+    """The person dismissed a finding (`dsh/review/dismiss`): it is no longer listed."""
+
+    TYPE: ClassVar[str] = ev.REVIEW_DISMISSED
+    finding_id: str
+
+
 ProcessStopper = Literal["agent", "person", "cancel", "session-close", "shutdown", "daemon-stopped"]
 
 
@@ -550,6 +603,9 @@ PAYLOADS: dict[str, Any] = {
         ProcessStarted,
         ProcessExited,
         TurnReviewed,
+        ReviewFinding,
+        ReviewCompleted,
+        ReviewDismissed,
         LogGap,
         StatusChanged,
         InboxInserted,

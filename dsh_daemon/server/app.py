@@ -135,6 +135,7 @@ class DshProtocol(LanguageServerProtocol):
                 "models": True,  # dsh/models/list (§1)
                 "processes": True,  # background processes: dsh/process/*, process/* events (§12)
                 "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
+                "review": True,  # dsh/review/*, review/* events
             }
         }
         return result
@@ -514,6 +515,17 @@ def register(daemon: Daemon) -> None:
     async def process_stop(ls: LanguageServer, p: m.ProcessParams) -> dict[str, Any]:
         return await daemon.front_end.host.process_stop(p.session_id, p.process_id)
 
+    async def review_start(ls: LanguageServer, p: m.ReviewStartParams) -> dict[str, Any]:
+        return await daemon.front_end.host.review_start(p.session_id, p.base, p.commit, p.instructions)
+
+    def review_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return daemon.front_end.host.review_list(p.session_id)
+
+    def review_dismiss(ls: LanguageServer, p: m.ReviewDismissParams) -> m.ReviewDismissResult:
+        return m.ReviewDismissResult(
+            daemon.front_end.session(p.session_id).dismiss_finding_durably(p.finding_id)
+        )
+
     def wake(ls: LanguageServer, p: m.SessionParams) -> m.WakeResult:
         return m.WakeResult(daemon.front_end.session(p.session_id).wake())
 
@@ -594,6 +606,9 @@ def register(daemon: Daemon) -> None:
         "dsh/cancel": cancel,
         "dsh/wake": wake,
         "dsh/process/list": process_list,
+        "dsh/review/start": review_start,
+        "dsh/review/list": review_list,
+        "dsh/review/dismiss": review_dismiss,
         "dsh/process/output": process_output,
         "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,

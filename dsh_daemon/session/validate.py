@@ -125,6 +125,24 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
     ),
     ev.PROCESS_STARTED: (Field(("processId",), TEXT), Field(("command",), TEXT)),
     ev.PROCESS_EXITED: (Field(("processId",), TEXT),),
+    ev.REVIEW_FINDING: (
+        Field(("reviewId",), TEXT),
+        Field(("findingId",), TEXT),
+        _TURN,
+        Field(("path",), TEXT),
+        Field(("startLine",), INT),
+        Field(("endLine",), INT),
+        Field(("severity",), TEXT),
+        Field(("title",), TEXT),
+        Field(("body",), TEXT),
+    ),
+    ev.REVIEW_COMPLETED: (
+        Field(("reviewId",), TEXT),
+        _TURN,
+        Field(("target",), OBJECT),
+        Field(("findings",), INT),
+    ),
+    ev.REVIEW_DISMISSED: (Field(("findingId",), TEXT),),
     LOG_GAP: (Field(("from",), INT), Field(("to",), INT)),
 }
 

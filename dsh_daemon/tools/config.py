@@ -29,6 +29,7 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "grep": "allow",
         "update_plan": "allow",  # it only records the plan
         "skill": "allow",  # it reads a skill (tools/library.py), nothing else
+        "report_finding": "allow",  # it only records a review's finding (tools/review.py)
         "edit_file": "ask",
         "write_file": "ask",
         "run_command": "sandbox",

@@ -23,10 +23,11 @@ from dsh_daemon.tools.process_tools import ProcessWriteTool
 from dsh_daemon.tools.workspace import Workspace
 
 # What plan mode offers: the tools that only read (the editor's diagnostics and language features too),
-# and update_plan, which only records the plan.
+# and update_plan and report_finding, which only record (a plan, a review's finding).
 READ_ONLY_TOOLS = frozenset(
     {
         "update_plan",
+        "report_finding",
         "skill",
         "read_file",
         "list_dir",

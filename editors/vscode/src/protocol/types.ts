@@ -40,6 +40,15 @@ export interface Plan {
   turn: number; steps: { title: string; status: 'pending' | 'in_progress' | 'done' }[]; note?: string; callId?: string;
 }
 
+/** What a review reads (`dsh/review/start`, protocol.md "Review"); a commit as its full id. */
+export interface ReviewTarget { kind: 'uncommitted' | 'base' | 'commit'; ref?: string }
+/** One finding of a review (`review/finding`): `path` relative to the session's cwd (absolute when
+ * outside it), 1-based inclusive lines; `suggestedPatch` a unified diff. */
+export interface ReviewFinding {
+  reviewId: string; findingId: string; turn: number; path: string; startLine: number; endLine: number;
+  severity: 'error' | 'warning' | 'info'; title: string; body: string; suggestedPatch?: string; callId?: string;
+}
+
 export type SandboxMode = 'read-only' | 'workspace-write' | 'full-access';
 /** Where a session's commands run (`sandbox/status`, protocol.md §16): the mode now (read-only in plan
  *  mode), the one configured, the level this machine gives in words, whether commands run confined
@@ -193,6 +202,12 @@ export interface EventDataMap {
   'turn/review': { turn: number; path: string; action: 'keep' | 'undo'; hunks: number[]; diff?: string };
   /** Live: the files a turn changed so far (daemons with `turnDiff`); the hunks: `dsh/turn/diff`. */
   'turn/diff': { turn: number; files: { path: string; status: 'modified' | 'created' | 'deleted'; by: 'edit' | 'command'; added: number; removed: number; hunks: number; pending: number }[]; final: boolean };
+  /** A review's finding (daemons with `review`); `dsh/review/list` folds the live ones. */
+  'review/finding': ReviewFinding;
+  /** A review turn finished: how many findings it reported. */
+  'review/completed': { reviewId: string; turn: number; target: ReviewTarget; findings: number };
+  /** The person dismissed a finding (`dsh/review/dismiss`). */
+  'review/dismissed': { findingId: string };
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
