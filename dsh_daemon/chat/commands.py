@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes, turndiff
+from dsh_daemon.chat import processes, review, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "/clear": "cancel the running turn and discard the whole queue",
     "/plan": "the agent's plan, every step (while a turn runs it also shows above the input)",
     "/show": "/show [N] — the diff or whole output of tool call N (the last without N)",
+    "/review": review.USAGE_REVIEW,
     "/ps": processes.USAGE_PS,
     "/kill": processes.USAGE_KILL,
     "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
@@ -62,6 +63,7 @@ NEEDS: dict[str, str] = {  # command -> flag
     "/undo-hunk": "turnDiff",
     "/keep": "turnDiff",
     "/ps": "processes",
+    "/review": "review",
     "/kill": "processes",
 }
 INPUT_HELP = (
@@ -154,6 +156,7 @@ class Commands:
             "/plan": self.plan,
             "/show": self.show,
             "/ps": lambda arg: processes.ps(self.chat, arg),
+            "/review": lambda arg: review.start(self.chat, arg),
             "/kill": lambda arg: processes.kill(self.chat, arg),
             "/copy": self.copy,
             "/model": self.model,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes, turndiff
+from dsh_daemon.chat import processes, review, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
@@ -183,6 +183,8 @@ class Chat:
             self.assistant_message(data, streamed=False, live=False)
         elif kind in ("tool/call", "tool/result", "context/compacted", "rewind/files", "conversation/cut"):
             self.live_event(kind, data)
+        elif kind in (ev.REVIEW_FINDING, ev.REVIEW_COMPLETED):
+            self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted", "budget"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
 
@@ -256,6 +258,12 @@ class Chat:
             rewinding.show_event(self, kind, data)
         elif kind in (ev.PROCESS_STARTED, ev.PROCESS_EXITED):
             self.note(processes.event_line(kind, data))
+        elif kind == ev.REVIEW_FINDING:
+            view.flush_stream()
+            for line in review.finding_lines(data):
+                view.print(line)
+        elif kind == ev.REVIEW_COMPLETED:
+            self.note(f"[review done: {data.get('findings', 0)} finding(s)]")
         elif kind == "llm/retry":
             view.discard_stream()
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")
@@ -688,6 +696,8 @@ def what_to_do(error: dict[str, Any]) -> str:
 def typed_text(source: dict[str, Any], text: str) -> str:
     """A person's message as they typed it: `/NAME arguments` for a custom command the daemon
     expanded (its source records the command, protocol.md §18), else its text."""
+    if isinstance(source.get("review"), dict):  # a review's message holds the diff: show the command
+        return review.typed(source["review"])
     command = source.get("command")
     if isinstance(command, dict) and isinstance(command.get("name"), str):
         arguments = command.get("arguments") or ""
