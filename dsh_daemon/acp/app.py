@@ -526,6 +526,8 @@ class Daemon:
                 said = f"Could not compact: {message or 'nothing to compact'}."
         elif name in ("undo", "rewind"):
             said = await self._rewind(session_id, command)
+        elif name == "review":
+            return await self._review(session_id, hosted, argument)
         elif name == "rename":
             front_end.host.rename(session_id, argument, method="/rename")
             said = f"Renamed to “{argument}”."
@@ -537,6 +539,26 @@ class Daemon:
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
         self._say(session_id, said)
         return {"stopReason": "end_turn"}
+
+    async def _review(self, session_id: str, hosted: Any, argument: str) -> dict[str, Any]:
+        """`/review [base B | commit C] [instructions]` (protocol.md "Review"): the review turn runs
+        inside this prompt; each finding shows as its `report_finding` tool call, with the file and
+        line in `locations` and the suggested fix as a diff."""
+        from dsh_daemon.model.review import parse_review_arguments
+
+        params = parse_review_arguments(argument)
+        host = self.front_end.host
+        started = await host.review_start(
+            session_id, params.get("base"), params.get("commit"), params.get("instructions")
+        )
+        files = started["files"]
+        self._say(session_id, f"Reviewing {len(files)} changed file{'s' if len(files) != 1 else ''}.\n\n")
+        answer = await self._until_idle(hosted)
+        done = [r for r in host.review_list(session_id)["reviews"] if r["reviewId"] == started["reviewId"]]
+        if done:
+            count = done[0]["findings"]
+            self._say(session_id, f"\n\nReview finished: {count} finding{'s' if count != 1 else ''}.")
+        return answer
 
     async def _until_idle(self, hosted: Any) -> dict[str, Any]:
         """The answer of a prompt that woke the queue: when the driver has retired, the way the last

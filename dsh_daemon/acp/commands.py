@@ -34,10 +34,12 @@ COMMANDS: tuple[dict[str, Any], ...] = (
      "input": {"hint": "force: overwrite files changed since"}},
     {"name": "rewind", "description": "Back to before turn N: files and conversation (alone: the turns)",
      "input": {"hint": "N [files|conversation] [force]"}},
+    {"name": "review", "description": "Review the uncommitted changes (or vs a base branch, or a commit)",
+     "input": {"hint": "[base BRANCH | commit SHA] [instructions]"}},
 )  # fmt: skip
 NAMES = frozenset(c["name"] for c in COMMANDS)
 # The commands that start or feed a model request: refused without an API key, as a prompt is.
-NEED_THE_MODEL = frozenset({"queue", "steer", "wake", "compact"})
+NEED_THE_MODEL = frozenset({"queue", "steer", "wake", "compact", "review"})
 
 
 @dataclass(frozen=True)

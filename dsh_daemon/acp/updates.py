@@ -23,6 +23,7 @@ from typing import Any
 
 from dsh_daemon.acp.context import resource_block
 from dsh_daemon.model import events as ev
+from dsh_daemon.model.codec import WireValueError
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
@@ -30,6 +31,7 @@ from dsh_daemon.model.payloads import (
     ContextCompacted,
     HookFailed,
     HooksUntrusted,
+    ReviewFinding,
     SessionModeSet,
     SessionNoticed,
     SessionTitled,
@@ -39,6 +41,7 @@ from dsh_daemon.model.payloads import (
     TurnUsage,
 )
 from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
+from dsh_daemon.model.review import typed_review as review_typed
 
 # Live command output: each update shows at most the last LIVE_TAIL_CHARS (after a marker saying how
 # much came before), and a call's updates together put at most LIVE_RATIO characters per character
@@ -58,6 +61,7 @@ KINDS = {
     "write_file": "edit",
     "run_command": "execute",
     "update_plan": "think",  # it only records the plan: the agent thinking aloud, in ACP's words
+    "report_finding": "think",  # it only records a review's finding (protocol.md "Review")
     "process_read": "read",  # a background process's output
     "process_write": "execute",  # input to a running command
     "process_stop": "execute",
@@ -104,6 +108,9 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         offset = args.get("offset")
         if name == "read_file" and isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
             location["line"] = offset
+        start = args.get("startLine")
+        if name == "report_finding" and isinstance(start, int) and not isinstance(start, bool) and start > 0:
+            location["line"] = start
         locations = (location,)
     elif name in ("find_files", "grep", "list_dir") and cwd is not None:
         locations = ({"path": cwd},)
@@ -127,6 +134,9 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         title = f"{PROCESS_TITLES[name]} {args.get('process_id', '?')}"
     elif name == "update_plan":
         title = "Update the plan"
+    elif name == "report_finding":
+        where = f"{shown_path}:{args.get('startLine', '?')}"
+        title = f"{args.get('severity', 'finding')}: {args.get('title', '')} ({where})"
     elif name.startswith(MCP_PREFIX) and "__" in name[len(MCP_PREFIX) :]:
         server, tool = name[len(MCP_PREFIX) :].split("__", 1)
         title = f"{server}: {tool}"  # `mcp__everything__echo` -> "everything: echo"
@@ -233,6 +243,7 @@ class Translator:
     _cost: float = 0.0
     _used: int = 0
     _plan: PlanTracker = field(default_factory=PlanTracker)
+    _findings: dict[str, ReviewFinding] = field(default_factory=dict)  # by callId, until its result
 
     # ---- tool calls ----------------------------------------------------------------------------------
 
@@ -330,6 +341,9 @@ class Translator:
             return
         if meta is not None and isinstance(meta.get("diff"), str) and error is None:
             content.append(diff_content(str(meta.get("path", "")), meta["diff"]))
+        finding = self._findings.pop(call_id, None)
+        if finding is not None and error is None:
+            content += self._finding_content(finding)
         content.append(text_content(text))
         shown = meta.get("mcpContent") if meta is not None else None
         if isinstance(shown, list | tuple):
@@ -338,6 +352,28 @@ class Translator:
                 {"type": "content", "content": block} for block in shown if isinstance(block, Mapping)
             ]
         self._finish_call(call_id, error, content, meta)
+
+    def _finding_content(self, finding: ReviewFinding) -> list[dict[str, Any]]:
+        """A review finding as its call's content: what and why, and the suggested fix as a diff."""
+        where = f"{finding.path}:{finding.start_line}"
+        if finding.end_line != finding.start_line:
+            where += f"-{finding.end_line}"
+        out = [text_content(f"{finding.severity} {where}: {finding.title}\n\n{finding.body}\n\n")]
+        if finding.suggested_patch:
+            out.append(diff_content(_absolute(finding.path, self.cwd), finding.suggested_patch))
+        return out
+
+    def _on_review_finding(self, event: Event) -> None:
+        """Kept for its call's result (it comes between the call and the result), which shows it with
+        the finding's location (`locations`: the file and its first line) and content."""
+        try:
+            finding = ReviewFinding.of(event)
+        except WireValueError:
+            return
+        if finding.call_id is not None:
+            self._findings[finding.call_id] = finding
+            location = {"path": _absolute(finding.path, self.cwd), "line": finding.start_line}
+            self.send(self.tool_call_update(finding.call_id, locations=[location]))
 
     def _finish_call(
         self, call_id: str, error: Any, content: list[dict[str, Any]], meta: Mapping[str, Any] | None
@@ -442,6 +478,8 @@ class Translator:
             self._on_tool_call(ToolCalled.of(event), replay=False)
         elif kind == ev.TOOL_OUTPUT:
             self._on_tool_output(ToolOutput.of(event))
+        elif kind == ev.REVIEW_FINDING:
+            self._on_review_finding(event)
         elif kind == ev.TOOL_RESULT:
             self._on_tool_result(ToolResulted.of(event))
         elif kind == ev.ASSISTANT_MESSAGE:
@@ -487,6 +525,8 @@ class Translator:
                     self._send_text(block, self.send)
         elif kind == ev.TOOL_CALL:
             self._on_tool_call(ToolCalled.of(event), replay=True)
+        elif kind == ev.REVIEW_FINDING:
+            self._on_review_finding(event)
         elif kind == ev.TOOL_RESULT:
             self._on_tool_result(ToolResulted.of(event))
         elif kind == ev.USAGE:
@@ -515,7 +555,11 @@ class Translator:
             str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
         )
         command = source.get("command") if isinstance(source, Mapping) else None
-        if source_kind == "user" and isinstance(command, Mapping) and isinstance(command.get("name"), str):
+        review = source.get("review") if isinstance(source, Mapping) else None
+        if source_kind == "user" and isinstance(review, Mapping):
+            # A review's message holds the diff: shown as the command that started it.
+            content = {"type": "text", "text": review_typed(review)}
+        elif source_kind == "user" and isinstance(command, Mapping) and isinstance(command.get("name"), str):
             # A custom command the daemon expanded (protocol.md §18): shown as the person typed it.
             typed = f"/{command['name']} {command.get('arguments') or ''}".rstrip()
             rest = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.chat.render import sanitize
+from dsh_daemon.model.review import parse_review_arguments, typed_review
 
 if TYPE_CHECKING:
     from dsh_daemon.chat.core import Chat
@@ -15,30 +16,7 @@ USAGE_REVIEW = "/review [base BRANCH|commit SHA] [INSTRUCTIONS] — review the u
 SEVERITY_MARK = {"error": "✗", "warning": "⚠", "info": "ℹ"}
 
 
-def review_params(arg: str) -> dict[str, Any]:
-    """`dsh/review/start`'s params (less the session) for what followed `/review`."""
-    words = arg.split(None, 2)
-    params: dict[str, Any] = {}
-    if len(words) >= 2 and words[0] in ("base", "commit"):
-        params[words[0]] = words[1]
-        rest = words[2] if len(words) > 2 else ""
-    else:
-        rest = arg.strip()
-    if rest:
-        params["instructions"] = rest
-    return params
-
-
-def typed(record: dict[str, Any]) -> str:
-    """A review's message as the person typed it: `/review [base B|commit C] [instructions]`."""
-    target = record.get("target") if isinstance(record.get("target"), dict) else {}
-    parts = ["/review"]
-    if target.get("kind") in ("base", "commit") and target.get("ref"):
-        ref = str(target["ref"])
-        parts += [str(target["kind"]), ref[:12] if target["kind"] == "commit" else ref]
-    if record.get("instructions"):
-        parts.append(str(record["instructions"]))
-    return " ".join(parts)
+typed = typed_review  # a review's message as the person typed it
 
 
 def finding_lines(data: dict[str, Any]) -> list[str]:
@@ -55,7 +33,7 @@ def finding_lines(data: dict[str, Any]) -> list[str]:
 
 
 async def start(chat: Chat, arg: str) -> None:
-    params = {"sessionId": await chat.ensure_session(), **review_params(arg)}
+    params = {"sessionId": await chat.ensure_session(), **parse_review_arguments(arg)}
     result = await chat.rpc.request("dsh/review/start", params)
     files = result.get("files") or []
     shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")

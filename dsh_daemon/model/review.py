@@ -9,7 +9,8 @@ findings of its own: the events are the findings, so they survive a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from dsh_daemon.model import events as ev
 from dsh_daemon.model.codec import WireValueError
@@ -72,3 +73,30 @@ def fold_reviews(events: Iterable[Event]) -> ReviewTracker:
         if event.type in REVIEW_EVENTS:
             tracker.feed(event)
     return tracker
+
+
+def typed_review(record: Mapping[str, Any]) -> str:
+    """A review's message (its `source.review`) as the command that started it, the way every client
+    shows it instead of the diff it holds: `/review [base B | commit C] [instructions]`."""
+    target = record.get("target")
+    parts = ["/review"]
+    if isinstance(target, Mapping) and target.get("kind") in ("base", "commit") and target.get("ref"):
+        ref = str(target["ref"])
+        parts += [str(target["kind"]), ref[:12] if target["kind"] == "commit" else ref]
+    if record.get("instructions"):
+        parts.append(str(record["instructions"]))
+    return " ".join(parts)
+
+
+def parse_review_arguments(text: str) -> dict[str, str]:
+    """What follows `/review` (the chat's and ACP's command) as `dsh/review/start`'s params less the
+    session: `base BRANCH` or `commit SHA` first, then the instructions, all optional."""
+    words = text.split(None, 2)
+    params: dict[str, str] = {}
+    rest = text.strip()
+    if len(words) >= 2 and words[0] in ("base", "commit"):
+        params[words[0]] = words[1]
+        rest = words[2].strip() if len(words) > 2 else ""
+    if rest:
+        params["instructions"] = rest
+    return params

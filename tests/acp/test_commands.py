@@ -27,6 +27,7 @@ async def test_slash_commands_are_advertised_and_run(tmp_path: Path, fake: FakeD
             "model",
             "undo",
             "rewind",
+            "review",
         ]
 
         async def run(text: str) -> str:
