@@ -215,9 +215,46 @@ async def test_review_targets_and_refusals(tmp_path: Path, fake: FakeDeepSeek) -
             await d.request("dsh/review/start", {"sessionId": sid, **params})
         assert refused.value.data["code"] == code and words in refused.value.message, refused.value.message
 
+    # A repository git cannot read: a typed error with git's words, not an internal one.
+    index = work / ".git" / "index"
+    kept = index.read_bytes()
+    index.write_bytes(b"DIRC garbage")
+    with pytest.raises(JsonRpcException) as broken:
+        await d.request("dsh/review/start", {"sessionId": sid})
+    assert broken.value.data["code"] == "not_a_repository" and broken.value.data["reason"] == "git-failed"
+    assert "index" in broken.value.message, broken.value.message
+    index.write_bytes(kept)
+
     other = await d.new_session(cwd=str(plain))
     with pytest.raises(JsonRpcException) as not_git:
         await d.request("dsh/review/start", {"sessionId": other})
     assert not_git.value.data["code"] == "not_a_repository"
     assert d.of(other, "user/message") == []  # nothing was queued
+    await stop_daemon(d)
+
+
+async def test_a_repositorys_own_diff_drivers_and_hooks_never_run(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """A repository can configure programs git runs while it diffs (an external diff, a textconv
+    filter, a clean filter or filter process, an fsmonitor hook, a pager): a review's git runs none of them, and still sees the diff."""
+    work = tmp_path / "work"
+    repo_with_changes(work)
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat "$1" 2>/dev/null\n')
+    evil.chmod(0o755)
+    keys = ("diff.external", "diff.evil.textconv", "core.fsmonitor", "core.pager", "pager.diff")
+    keys += ("filter.evil.clean", "filter.evil.smudge", "filter.sub.name.process")
+    for key in keys:
+        git(work, "config", key, str(evil))
+    git(work, "config", "filter.evil.required", "true")
+    (work / ".gitattributes").write_text("*.py diff=evil filter=evil\n*.md diff=evil filter=sub.name\n")
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    fake.script(text_reply("looked"))
+    sid = await d.new_session(cwd=str(work))
+    started = await d.request("dsh/review/start", {"sessionId": sid})
+    await d.wait_idle_turn(sid, 1)
+    assert ".gitattributes" in started["files"]
+    prompt = fake.requests[0].json["messages"][-1]["content"]
+    assert "+    return sum(xs) / len(xs)" in prompt and "+an untracked note" in prompt
+    assert not marker.exists(), marker.read_text()
     await stop_daemon(d)
