@@ -556,6 +556,7 @@ class Translator:
         )
         command = source.get("command") if isinstance(source, Mapping) else None
         review = source.get("review") if isinstance(source, Mapping) else None
+        content: dict[str, Any]
         if source_kind == "user" and isinstance(review, Mapping):
             # A review's message holds the diff: shown as the command that started it.
             content = {"type": "text", "text": review_typed(review)}
@@ -567,7 +568,7 @@ class Translator:
                 for b in blocks[1:]
                 if isinstance(b, Mapping) and b.get("type") == "text"
             ]
-            content: dict[str, Any] = {"type": "text", "text": join_prompt_text([typed, *rest])}
+            content = {"type": "text", "text": join_prompt_text([typed, *rest])}
         elif source_kind == "user":
             content = {"type": "text", "text": text}
         elif source_kind == "editor" and isinstance(source, Mapping):
