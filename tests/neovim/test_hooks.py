@@ -62,7 +62,7 @@ def test_a_projects_hooks_wait_for_trust_then_run_and_a_failure_warns_once(
         f"⚠ this project has 2 hooks (postToolUse) in {config.resolve()}: they do not run until you"
         " trust them · :DshTrust runs them"
     )
-    assert editor.lines().count(notice) == 1
+    assert editor.wait_text(notice).count(notice) == 1
     assert not ran.exists()  # not trusted: they did not run
     assert ":DshTrust" in editor.lua("return T.messages()")  # said where the person looks too
 
@@ -82,7 +82,7 @@ def test_a_projects_hooks_wait_for_trust_then_run_and_a_failure_warns_once(
     assert editor.lua("return _G.asked") == [
         [
             f"Trust the 2 hooks of {config.resolve()}?\nEvents: postToolUse\n"
-            "They run as your commands do (in the sandbox), from the next event.",
+            "They run where the agent's commands run (the sandbox mode), from the next event.",
             "&Trust them\n&Cancel",
         ]
     ]

@@ -96,7 +96,7 @@ def test_a_background_process_is_listed_its_output_shown_and_stopped_by_the_pers
         lambda: next((f for f in process_floats(editor) if "ended" in f["lines"][0]), None),
         what="the list to show it ended",
     )
-    assert pf["lines"][0].endswith("— stopped by you (signal 15)")
+    assert pf["lines"][0].startswith("p1   ended: stopped by you (signal 15) · ticker · $ ")
     wait_gone(proc["pid"])
     (after,) = listed(editor)
     assert after["stoppedBy"] == "person" and not after["running"]

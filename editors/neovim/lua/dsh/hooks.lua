@@ -76,7 +76,9 @@ function M.trust(force)
     return notify.notify('no project hooks wait for your trust here')
   end
   if not force then
-    local question = ('Trust the %s of %s?\nEvents: %s\nThey run as your commands do (in the sandbox), from the next event.'):format(
+    local question = (
+      "Trust the %s of %s?\nEvents: %s\nThey run where the agent's commands run (the sandbox mode), from the next event."
+    ):format(
       count(d.hooks),
       tostring(d.path),
       events_of(d)

@@ -60,14 +60,13 @@ end
 
 local view -- {win, buf, chat, processes}
 
+--- One line of the list: the id, the state (how it ended, for one that did), then what runs (a long
+--- command is what a narrow window cuts).
 local function entry_line(p)
-  local st = p.running and 'running' or M.ending(p)
-  return ('%-4s %-8s %s%s'):format(
-    tostring(p.processId),
-    p.running and 'running' or 'ended',
-    label(p),
-    p.running and '' or ('  — ' .. st)
-  )
+  if p.running then
+    return ('%-4s running  %s'):format(tostring(p.processId), label(p))
+  end
+  return ('%-4s ended: %s · %s'):format(tostring(p.processId), M.ending(p), label(p))
 end
 
 local FOOTER = ' <CR>/o output · x stop · r refresh · q close '
