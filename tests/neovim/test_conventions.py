@@ -36,6 +36,8 @@ COMMANDS = {
     "DshFork",
     "DshPlan",
     "DshSandbox",
+    "DshProcesses",
+    "DshTrust",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

@@ -342,3 +342,17 @@ def test_always_saved_to_config_is_offered_with_persist_widening_and_never_for_u
     assert str(outside.resolve()) in saved["tools"]["sandbox"]["writable"]
     told = tool_messages(fake, 2)
     assert "rejected" in told[0] and "[exit code 0]" in told[1]
+
+
+def test_a_sandbox_notice_is_a_line_in_the_transcript(
+    editor: Editor, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    """A `.git` a command made at the root while commands could write there: the daemon protects it
+    from then on and says so in a durable `session/notice {kind: "sandbox"}`, which is a line."""
+    confined(paths)
+    fake.script(run("call_g1", "mkdir .git"), run("call_g2", "true"), text_reply("Done."))
+    editor.cmd("Dsh make a repository")
+    editor.wait_footers(1)
+    (line,) = [x for x in editor.lines() if x.startswith("⛨ ")]
+    assert line.startswith(f"⛨ {paths.work.resolve()}/.git") and "It is protected from now on" in line, line
+    assert (paths.work / ".git").is_dir()

@@ -15,14 +15,35 @@ function Source:enabled()
 end
 
 function Source:get_trigger_characters()
-  return { '#', '@' }
+  return { '#', '@', '/' }
 end
 
 function Source:get_completions(ctx, callback)
   local line = ctx.line or ''
   local col = ctx.cursor and ctx.cursor[2] or #line
-  local start, word = complete.word_before(line, col)
+  local row1 = ctx.cursor and ctx.cursor[1] or 1
+  local start, word = complete.word_before(line, col, row1)
   local items = {}
+  if start and word:sub(1, 1) == '/' then
+    local bufnr = ctx.bufnr or vim.api.nvim_get_current_buf()
+    complete.commands(bufnr, vim.b[bufnr].dsh_root or vim.fn.getcwd(), word, function(found)
+      for _, it in ipairs(found) do
+        items[#items + 1] = {
+          label = it.word,
+          filterText = it.word,
+          kind = 14, -- Keyword
+          detail = it.info,
+          labelDetails = { description = it.menu },
+          textEdit = {
+            newText = it.word,
+            range = { start = { line = row1 - 1, character = start }, ['end'] = { line = row1 - 1, character = col } },
+          },
+        }
+      end
+      callback({ items = items, is_incomplete_forward = false, is_incomplete_backward = true })
+    end)
+    return function() end
+  end
   if start then
     local row = (ctx.cursor and ctx.cursor[1] or 1) - 1
     for _, it in ipairs(complete.items(vim.b[ctx.bufnr or 0].dsh_root or vim.fn.getcwd(), word)) do

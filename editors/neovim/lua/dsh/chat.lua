@@ -112,6 +112,8 @@ function Chat:reset()
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
   self.plan_block = nil -- {turn, mark, count}: the transcript's plan block an update rewrites
+  self.hooks_noted = nil -- the `hooks/untrusted` noted in this transcript (hooks.lua)
+  self.hooks_failed = nil -- hook|event -> true: the `hook/failed` warned of
   if api.nvim_buf_is_valid(self.buf) then
     vim.bo[self.buf].modifiable = true
     api.nvim_buf_clear_namespace(self.buf, render.ns, 0, -1)
@@ -264,6 +266,8 @@ function Chat:render(op)
   elseif op.op == 'sandbox' then
     self:refresh_bar()
     pcall(vim.cmd.redrawstatus)
+  elseif op.op == 'processes' then
+    require('dsh.processes').changed(self)
   elseif op.op == 'plan_state' then
     self:refresh_bar()
     plan.changed(self)

@@ -100,6 +100,21 @@ function run.DshPlan()
   require('dsh.plan').open(chat)
 end
 
+function run.DshProcesses()
+  local chat = sessions.chat_for(0)
+  if not (chat and chat.id) then
+    return notify.notify('no session here')
+  end
+  if not (client.info(chat.root) or {}).processes then
+    return notify.warn('this dsh-daemon runs no background processes (no `processes` capability)')
+  end
+  require('dsh.processes').open(chat)
+end
+
+function run.DshTrust(o)
+  require('dsh.hooks').trust(o.bang)
+end
+
 function run.DshRewind(o)
   require('dsh.rewind').rewind(o.args)
 end

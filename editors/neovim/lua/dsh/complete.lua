@@ -1,7 +1,9 @@
--- Completing typed context in the chat input: `#buffer`, `#selection` and `@path` (files of the
--- project). One list, three front ends: the input's 'omnifunc' (<C-x><C-o>, and as the person types
--- `#` or `@` with `complete_on_type`), an nvim-cmp source (registered as "dsh" when nvim-cmp is
--- there) and a blink.cmp source (module `dsh.blink`).
+-- Completing in the chat input: typed context (`#buffer`, `#selection`, `@path`: files of the
+-- project) and, at the start of the input, the custom commands of the session (`/name`, protocol.md
+-- §18, `dsh/commands/list`; the line is sent as typed and the daemon expands it). One list, three
+-- front ends: the input's 'omnifunc' (<C-x><C-o>, and as the person types `#`, `@` or a leading `/`
+-- with `complete_on_type`), an nvim-cmp source (registered as "dsh" when nvim-cmp is there) and a
+-- blink.cmp source (module `dsh.blink`).
 local api = vim.api
 
 local M = {}
@@ -12,9 +14,16 @@ M.WORDS = {
 }
 
 --- The word being typed before the cursor: its start (0-based byte column) and text, when it is a
---- `#word` or `@path` at the start of the line or after a space.
-function M.word_before(line, col)
+--- `#word` or `@path` at the start of the line or after a space, or a `/name` that opens the input
+--- (`row`, 1-based, is 1; leading whitespace aside; `//` is the escape and is not completed).
+function M.word_before(line, col, row)
   local before = line:sub(1, col)
+  if row == nil or row == 1 then
+    local lead, slash = before:match('^(%s*)(/[%w%._%-]*)$')
+    if slash then
+      return #lead, slash
+    end
+  end
   local start, word = before:match('()([#@][%w%._/%-~]*)$')
   if not start or (start > 1 and not before:sub(start - 1, start - 1):match('%s')) then
     return nil
@@ -49,6 +58,64 @@ local function project_files(root, prefix)
   return out
 end
 
+-- ---- custom commands (`/name`) -------------------------------------------------------------------
+
+--- The `dsh/commands/list` params for the input `buf`: its chat's session, else the project folder.
+local function list_params(buf, root)
+  for _, chat in pairs(require('dsh.state').chats) do
+    if chat.input == buf and chat.id then
+      return { sessionId = chat.id }
+    end
+  end
+  return { cwd = root }
+end
+
+--- Completion items of a `dsh/commands/list` result for `word` (`/…`).
+function M.command_items(result, word)
+  local out = {}
+  for _, c in ipairs(type(result) == 'table' and result.commands or {}) do
+    local name = '/' .. tostring(c.name)
+    if vim.startswith(name, word) then
+      local hint = type(c.argumentHint) == 'string' and c.argumentHint ~= '' and (' ' .. c.argumentHint) or ''
+      local info = { (c.description and c.description ~= '') and c.description or '(no description)' }
+      info[#info + 1] = ('%s command%s'):format(c.source == 'project' and "the project's" or 'your', hint ~= '' and (': ' .. name .. hint) or '')
+      if type(c.allowedTools) == 'table' and #c.allowedTools > 0 then
+        info[#info + 1] = 'allows only: ' .. table.concat(c.allowedTools, ', ')
+      end
+      out[#out + 1] = {
+        word = name,
+        abbr = name .. hint,
+        menu = (c.description and c.description ~= '') and c.description or ('[' .. tostring(c.source) .. ']'),
+        info = table.concat(info, '\n'),
+        kind = c.source == 'project' and 'project' or 'user',
+      }
+    end
+  end
+  return out
+end
+
+--- The custom commands of the input `buf` (whose project is `root`) matching `word`: with `cb`,
+--- asked asynchronously (the daemon started if need be); without, synchronously and only from a
+--- running daemon that offers them (<C-x><C-o> waits at most 2 s).
+function M.commands(buf, root, word, cb)
+  local client = require('dsh.client')
+  local params = list_params(buf, root)
+  if cb then
+    return client.request(root, 'dsh/commands/list', params, function(err, res)
+      cb(err and {} or M.command_items(res, word))
+    end)
+  end
+  local entry = client.roots[root]
+  if not (entry and entry.client and entry.ready and (entry.info or {}).customCommands) then
+    return {}
+  end
+  local res = entry.client:request_sync('dsh/commands/list', params, 2000)
+  if not (res and res.result) then
+    return {}
+  end
+  return M.command_items(res.result, word)
+end
+
 --- Completion items for `word` (`#…` or `@…`): {word, menu, info}.
 function M.items(root, word)
   local out = {}
@@ -74,9 +141,12 @@ end
 function M.omnifunc(findstart, base)
   local buf = api.nvim_get_current_buf()
   if findstart == 1 then
-    local col = api.nvim_win_get_cursor(0)[2]
-    local start = M.word_before(api.nvim_get_current_line(), col)
+    local cursor = api.nvim_win_get_cursor(0)
+    local start = M.word_before(api.nvim_get_current_line(), cursor[2], cursor[1])
     return start or -3 -- -3: cancel silently
+  end
+  if base:sub(1, 1) == '/' then
+    return M.commands(buf, root_of(buf), base)
   end
   return M.items(root_of(buf), base)
 end
@@ -89,9 +159,17 @@ function M.attach(buf, on_type)
       buffer = buf,
       callback = function()
         local ch = vim.v.char
-        if (ch == '#' or ch == '@') and vim.fn.pumvisible() == 0 then
-          local col = api.nvim_win_get_cursor(0)[2]
-          local before = api.nvim_get_current_line():sub(1, col)
+        local cursor = api.nvim_win_get_cursor(0)
+        local before = api.nvim_get_current_line():sub(1, cursor[2])
+        if ch == '/' and cursor[1] == 1 and before:match('^%s*$') and vim.fn.pumvisible() == 0 then
+          -- A custom command opens the input: ask the daemon (started if need be), then complete.
+          local root = root_of(buf)
+          M.commands(buf, root, '/', function(items)
+            if #items > 0 and api.nvim_get_current_buf() == buf and api.nvim_get_mode().mode == 'i' then
+              api.nvim_feedkeys(vim.keycode('<C-x><C-o>'), 'n', false)
+            end
+          end)
+        elseif (ch == '#' or ch == '@') and vim.fn.pumvisible() == 0 then
           if before == '' or before:match('%s$') then
             vim.schedule(function()
               if api.nvim_get_current_buf() == buf and api.nvim_get_mode().mode == 'i' then
@@ -128,16 +206,26 @@ function M.cmp_source()
     return vim.b.dsh_kind == 'input'
   end
   function source:get_trigger_characters()
-    return { '#', '@' }
+    return { '#', '@', '/' }
   end
   function source:get_keyword_pattern()
-    return [=[[#@][[:alnum:]._/~-]*]=]
+    return [=[[#@/][[:alnum:]._/~-]*]=]
   end
   function source:complete(params, callback)
     local line = params.context.cursor_before_line
-    local start, word = M.word_before(line, #line)
+    local start, word = M.word_before(line, #line, params.context.cursor.row)
     if not start then
       return callback({ items = {}, isIncomplete = false })
+    end
+    if word:sub(1, 1) == '/' then
+      return M.commands(params.context.bufnr, root_of(params.context.bufnr), word, function(found)
+        callback({
+          items = vim.tbl_map(function(it)
+            return { label = it.word, detail = it.info, labelDetails = { description = it.menu }, kind = 14 }
+          end, found),
+          isIncomplete = false,
+        })
+      end)
     end
     local items = {}
     for _, it in ipairs(M.items(root_of(params.context.bufnr), word)) do

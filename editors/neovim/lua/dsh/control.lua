@@ -15,7 +15,13 @@ function M.stop(keep_inbox)
   if not (chat and chat.id) then
     return notify.notify('no chat here')
   end
-  client.request(chat.root, 'dsh/cancel', { sessionId = chat.id, keepInbox = keep_inbox })
+  client.request(chat.root, 'dsh/cancel', { sessionId = chat.id, keepInbox = keep_inbox }, function(err)
+    if err then
+      return notify.error('dsh/cancel failed: ' .. (err.message or ''))
+    end
+    -- Background processes outlive a stopped turn: the person chooses whether they go too.
+    require('dsh.processes').offer_stop(chat)
+  end)
 end
 
 function M.wake()

@@ -29,6 +29,10 @@ function M.event(_root, ev)
     end
   elseif ev.type == 'turn/end' then
     permissions.resolved(ev.sessionId)
+  elseif ev.type == 'hooks/untrusted' then -- live: the project's hooks wait for the person (§17)
+    require('dsh.hooks').untrusted(chat, ev.data)
+  elseif ev.type == 'hook/failed' then
+    require('dsh.hooks').failed(chat, ev.data or {})
   elseif ev.type == 'rewind/files' or ev.type == 'conversation/cut' then
     if chat.state.plan_unknown then -- cut back past the turns this chat saw
       require('dsh.plan').refetch(chat)

@@ -179,6 +179,11 @@ function R.user(chat, op)
   end
   append(chat, op.text)
   append(chat, '\n')
+  local c = op.command
+  if type(c) == 'table' then -- a custom command: the daemon sent its prompt in the line's place
+    local whose = c.origin == 'project' and "the project's" or 'your'
+    line(chat, ('↳ %s command /%s (%s)'):format(whose, tostring(c.name), tostring(c.path or '')), 'DshNotice')
+  end
   chat.assistant_header = false
 end
 
@@ -192,6 +197,11 @@ end
 
 function R.notice(chat, op)
   end_segment(chat)
+  local source = op.source or {}
+  if source.kind == 'hook' then -- context or a reason one of the person's hooks gave the model (§17)
+    line(chat, require('dsh.hooks').message_label(source) .. ': ' .. labels.first_line(op.text, 100), 'DshNotice')
+    return
+  end
   line(chat, 'ℹ ' .. labels.first_line(op.text, 100), 'DshNotice')
 end
 

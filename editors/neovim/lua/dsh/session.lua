@@ -36,6 +36,7 @@ function M.new(session_id)
     usage = {},
     calls = {},
     plan_at_turn = {},
+    processes = {},
   }
 end
 
@@ -62,6 +63,17 @@ end
 --- does not see those.
 function M.model_facing(source)
   return type(source) == 'table' and source.kind == 'plugin' and source.form == 'notice'
+end
+
+--- What the person typed for a prompt the daemon expanded from a custom command (`source.command`,
+--- protocol.md §18): `/name arguments`; nil for any other prompt.
+function M.as_typed(source)
+  local c = type(source) == 'table' and source.command
+  if type(c) ~= 'table' or type(c.name) ~= 'string' then
+    return nil
+  end
+  local args = type(c.arguments) == 'string' and c.arguments or ''
+  return '/' .. c.name .. (args ~= '' and (' ' .. args) or '')
 end
 
 local function step_key(d)
@@ -227,6 +239,9 @@ function M.reduce_one(st, ev)
       return {} -- already applied (a repeated attach)
     end
     st.last_seq = seq
+    if t == 'process/started' then -- what an exit names, also when the start is in the page shown
+      st.processes[tostring(d.processId)] = d
+    end
     if st.rendered_seq and seq <= st.rendered_seq and t ~= 'agent/inbox/spliced' then
       -- Already in the transcript page shown (the inbox came from the attach reply, older than it).
       if t == 'turn/usage' then
@@ -256,7 +271,7 @@ function M.reduce_one(st, ev)
     if M.model_facing(source) then
       return {}
     elseif source.kind == 'user' then
-      return { { op = 'user', text = text, id = d.id } }
+      return { { op = 'user', text = M.as_typed(source) or text, id = d.id, command = source.command } }
     elseif source.kind == 'editor' then
       return { { op = 'context', source = source, text = text } }
     else
@@ -332,6 +347,15 @@ function M.reduce_one(st, ev)
   elseif t == 'sandbox/status' then -- live: where commands run now (protocol.md §16)
     st.sandbox = d
     return { { op = 'sandbox' } }
+  elseif t == 'process/started' or t == 'process/exited' then -- background processes (§12)
+    local text = require('dsh.processes').event_line(st.processes, t, d)
+    return { { op = 'line', text = text, hl = 'DshNotice' }, { op = 'processes' } }
+  elseif t == 'session/notice' then -- words about the session itself (an MCP server, the sandbox)
+    if d.kind == 'lease' or type(d.message) ~= 'string' then
+      return {} -- the lease has its own line (`session/lease`)
+    end
+    local mark = d.kind == 'sandbox' and '⛨ ' or 'ℹ '
+    return { { op = 'line', text = mark .. d.message, hl = d.level == 'warning' and 'DshPermission' or 'DshNotice' } }
   elseif t == 'sandbox/widened' then
     return { { op = 'widened', widened = d } }
   elseif t == 'session/lease' then -- a read-only attach: who drives the session now
@@ -355,7 +379,7 @@ function M.turn_ops(st, turn)
       if M.model_facing(source) then
         -- not shown to the person
       elseif source.kind == 'user' then
-        ops[#ops + 1] = { op = 'user', text = text, id = item.id }
+        ops[#ops + 1] = { op = 'user', text = M.as_typed(source) or text, id = item.id, command = source.command }
       elseif source.kind == 'editor' then
         ops[#ops + 1] = { op = 'context', source = source, text = text }
       else

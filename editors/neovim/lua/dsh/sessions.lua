@@ -184,6 +184,11 @@ function M.apply_meta(chat, res)
   chat.state.plan = type(res.plan) == 'table' and res.plan or nil
   chat.state.plan_unknown = nil
   require('dsh.plan').changed(chat)
+  if type(res.hooksUntrusted) == 'table' then
+    require('dsh.hooks').untrusted(chat, res.hooksUntrusted)
+  else
+    chat.state.hooks_untrusted = nil
+  end
 end
 
 --- What an attach reply says about the session: its queue, status and whether it is read-only.

@@ -12,7 +12,7 @@ M.commands = {
   { 'DshSteer', { nargs = '*', range = true, desc = 'dsh: steer the running turn' } },
   { 'DshInject', { nargs = '*', range = true, desc = 'dsh: context for the next request' } },
   { 'DshQueue', { desc = 'dsh: edit the queue' } },
-  { 'DshStop', { bang = true, desc = 'dsh: stop the turn (! also clears the queue)' } },
+  { 'DshStop', { bang = true, desc = 'dsh: stop the turn (! also clears the queue); offers to stop background processes' } },
   { 'DshWake', { desc = 'dsh: run what is queued' } },
   { 'DshSessions', { desc = 'dsh: pick a session' } },
   { 'DshResume', { nargs = '?', desc = 'dsh: reattach a session (the latest by default)' } },
@@ -26,6 +26,8 @@ M.commands = {
   { 'DshRewind', { nargs = '?', desc = 'dsh: files and/or conversation back to before a turn (the latest by default)' } },
   { 'DshFork', { nargs = '?', desc = 'dsh: a new session from the turns up to one (all by default)' } },
   { 'DshPlan', { desc = "dsh: the agent's plan" } },
+  { 'DshProcesses', { desc = "dsh: the agent's background processes (read one's output, stop one)" } },
+  { 'DshTrust', { bang = true, desc = "dsh: trust this project's hooks so they run (! without asking)" } },
   {
     'DshSandbox',
     {
