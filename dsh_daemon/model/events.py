@@ -47,6 +47,8 @@ PROCESS_STARTED = "process/started"  # written ignorable: a background process (
 PROCESS_EXITED = "process/exited"  # written ignorable, as process/started
 TURN_REVIEW = "turn/review"  # written ignorable: the person kept or undid a turn's hunks (host/turndiff.py)
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
+SUBAGENT_STARTED = "subagent/started"  # written ignorable: a child session started (dsh_daemon/subagents)
+SUBAGENT_FINISHED = "subagent/finished"  # written ignorable, as subagent/started
 
 DURABLE_TYPES = frozenset(
     {
@@ -78,6 +80,8 @@ DURABLE_TYPES = frozenset(
         PROCESS_EXITED,
         TURN_REVIEW,
         LOG_GAP,
+        SUBAGENT_STARTED,
+        SUBAGENT_FINISHED,
     }
 )
 
@@ -98,6 +102,7 @@ SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reac
 HOOK_FAILED = "hook/failed"  # a configured hook failed (once per hook per session)
 HOOKS_UNTRUSTED = "hooks/untrusted"  # the project's hooks wait for the person's trust
 TURN_DIFF = "turn/diff"  # the files a turn changed so far (derived from the checkpoints)
+SUBAGENT_EVENT = "subagent/event"  # one event of a child session, on its parent's stream
 
 
 class UnreadableEventError(ModelError):
