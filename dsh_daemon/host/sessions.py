@@ -397,7 +397,7 @@ class SessionHost:
         finally:
             self._child_tools.pop(session_id, None)
         if parent.mode != "ask":
-            hosted.set_mode_durably(parent.mode)  # type: ignore[arg-type]
+            hosted.set_mode_durably(parent.mode)
         return hosted
 
     def session(

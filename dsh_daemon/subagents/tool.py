@@ -74,13 +74,13 @@ class RunSubagentTool(ToolBase):
             description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
         prompt = get_str(args, "prompt", allow_empty=False)
         tools = get_opt_str(args, "tools") or "explore"
-        if tools not in TOOLSETS:
+        toolset = next((t for t in TOOLSETS if t == tools), None)
+        if toolset is None:
             raise InvalidArgumentsError(f"'tools' must be one of {', '.join(TOOLSETS)}")
         files = args.get("files") or []
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise InvalidArgumentsError("'files' must be a list of paths")
         max_steps = min(get_int(args, "max_steps", DEFAULT_MAX_STEPS, minimum=1), MAX_STEPS)
-        toolset = "explore" if tools == "explore" else "edit" if tools == "edit" else "all"
         return SubagentTask(description, await brief(prompt, files, self.workspace), toolset, max_steps)
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
