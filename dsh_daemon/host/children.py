@@ -116,4 +116,23 @@ class ChildSessions:
             ctx.log_event(SubagentFinished(call_id, child_id, status, summary), ignorable=True)
         except Exception:  # the parent's log going away (a shutdown) must not hide the result
             logger.exception("session %s: subagent/finished could not be logged", self.parent_id)
-        return SubagentResult(child_id, status, summary)
+        contexts = await self._subagent_stop(parent, origin, status, summary)
+        return SubagentResult(child_id, status, "\n\n".join([summary, *contexts]))
+
+    async def _subagent_stop(
+        self, parent: HostedSession, origin: SubagentOrigin, status: str, summary: str
+    ) -> list[str]:
+        """The person's `subagentStop` hooks (the parent's), told the child ended; what they add
+        (`additionalContext`) follows the summary in the call's result."""
+        hooks = parent.tools.hooks
+        if not hooks.settings.for_event("subagentStop"):
+            return []
+        answers = await hooks.fire(
+            "subagentStop",
+            childId=origin.child_id,
+            callId=origin.call_id,
+            description=origin.description,
+            status=status,
+            summary=summary,
+        )
+        return [f"[hook {hook.label}] {answer.context}" for hook, answer in answers if answer.context]

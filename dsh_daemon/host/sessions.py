@@ -89,7 +89,7 @@ from dsh_daemon.tools.config import SANDBOX_MODES
 from dsh_daemon.tools.library import scan_commands, scan_skills
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.processes import ProcessNotFound, tail_text
-from dsh_daemon.tools.sandboxing import Widening
+from dsh_daemon.tools.sandboxing import SESSION_SCOPE, Widening
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -398,6 +398,14 @@ class SessionHost:
             self._child_tools.pop(session_id, None)
         if parent.mode != "ask":
             hosted.set_mode_durably(parent.mode)
+        # The parent's sandbox rules: the configured ones (the same settings over the same roots), and
+        # the widenings the person granted the parent for the session, now and later.
+        sandbox = hosted.tools.kit.sandbox
+        own = sandbox.grants
+        sandbox.grants = lambda: (
+            *own(),
+            *(grant for grant in parent.agent.always_allowed if grant.startswith(SESSION_SCOPE)),
+        )
         return hosted
 
     def session(

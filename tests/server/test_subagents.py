@@ -14,6 +14,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dsh_daemon.sandbox.level import probe_level
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, Stall
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
@@ -212,3 +215,101 @@ async def test_a_sigkill_with_children_running_leaves_parent_and_children_closed
         assert page["turns"][-1]["end"]["kind"] == "interrupted", page
     await stop_daemon(second)
     await asyncio.sleep(0)
+
+
+async def test_a_child_is_held_to_its_tool_set_and_a_file_outside_the_workspace_starts_none(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("keep me\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    sid = await d.new_session(cwd=str(work))
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for the child\n")
+    fake.script(
+        delegate(
+            ("c1", "reader", "CHILD-READER: try to edit", {}),
+            ("c2", "nosy", "CHILD-NOSY: never runs", {"files": [str(outside)]}),
+        ),
+        text_reply("PARENT-DONE"),
+    )
+    path = str(work / "a.txt")
+    fake.script_for(
+        "CHILD-READER",
+        Reply.stream(
+            tool_call_stream(
+                [
+                    ("r1", "edit_file", {"path": path, "old_string": "keep", "new_string": "lose"}),
+                    ("r2", "run_subagent", {"description": "deeper", "prompt": "CHILD-DEEPER"}),
+                ]
+            )
+        ),
+        text_reply("SUMMARY-READER: could not edit"),
+    )
+    await prompt(d, sid)
+    await d.wait_idle_turn(sid)
+    (started,) = d.of(sid, "subagent/started")  # the nosy one never started
+    child = started["data"]["childId"]
+    refused = [e["data"] for e in wrapped(d, sid, child, "tool/result")]
+    assert [r["error"]["code"] for r in refused] == ["DENIED", "UNKNOWN_TOOL"]  # no grandchildren
+    assert (work / "a.txt").read_text() == "keep me\n" and d.permission_requests == []
+    results = {e["data"]["callId"]: e["data"] for e in d.of(sid, "tool/result")}
+    nosy = results[d.call_id(sid, "c2")]
+    assert nosy["error"]["code"] == "OUTSIDE_WORKSPACE"
+    firsts = [next(m for m in r.json["messages"] if m["role"] == "user") for r in fake.requests]
+    assert not any("CHILD-NOSY" in str(first) for first in firsts)  # no conversation began with it
+    assert "SUMMARY-READER" in str(results[d.call_id(sid, "c1")]["message"])
+    await stop_daemon(d)
+
+
+async def test_the_subagent_stop_hook_hears_the_child_end_and_adds_to_its_result(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    from tests.server.test_hooks import hook, hook_program, start
+
+    program = hook_program(tmp_path)
+    d, sid, _work = await start(tmp_path, fake, {"subagentStop": [hook(program, "context")]})
+    fake.script(delegate(("c1", "quick", "CHILD-QUICK: answer", {})), text_reply("PARENT-DONE"))
+    fake.script_for("CHILD-QUICK", text_reply("SUMMARY-QUICK"))
+    await prompt(d, sid)
+    await d.wait_idle_turn(sid)
+    (result,) = [e["data"] for e in d.of(sid, "tool/result")]
+    text = str(result["message"])
+    assert "SUMMARY-QUICK" in text and "subagentStop context" in text
+    await stop_daemon(d)
+
+
+async def test_a_child_runs_commands_under_its_parents_sandbox_widenings(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    from tests.server.test_sandbox_wire import code, session
+
+    if not probe_level().confined:
+        pytest.skip(f"no confinement on this machine: {probe_level().describe()}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    widen = {"reason": "artefacts go there", "writable": [str(outside)]}
+    d, sid, _work = await session(tmp_path, fake)
+    d.on_permission = lambda p: {"outcome": "allow-always"}
+    fake.script(
+        Reply.stream(
+            tool_call_stream(
+                [("w", "run_command", {"command": f"echo p > {outside}/p.txt", "escalate": widen})]
+            )
+        ),
+        delegate(("c1", "builder", "CHILD-BUILDER: write outside", {"tools": "all"})),
+        text_reply("PARENT-DONE"),
+    )
+    fake.script_for(
+        "CHILD-BUILDER",
+        Reply.stream(tool_call_stream([("k", "run_command", {"command": f"echo c > {outside}/c.txt"})])),
+        text_reply("SUMMARY-BUILDER"),
+    )
+    await prompt(d, sid)
+    await d.wait_idle_turn(sid)
+    (child,) = [e["data"]["childId"] for e in d.of(sid, "subagent/started")]
+    (result,) = [e["data"] for e in wrapped(d, sid, child, "tool/result")]
+    assert code(result) is None, result
+    assert (outside / "c.txt").read_text() == "c\n" and len(d.permission_requests) == 1  # asked once
+    await stop_daemon(d)
