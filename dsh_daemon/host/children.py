@@ -74,7 +74,7 @@ class ChildSessions:
     async def run_child(self, task: SubagentTask, ctx: ToolContext) -> SubagentResult:
         parent = self.host.sessions[self.parent_id]
         call_id = ctx.call.call_id
-        child = self.host.create_child(parent, task, call_id)
+        child = self.host.create_child(parent, task, ctx.call)
         child_id = child.session_id
         origin = SubagentOrigin(child_id, call_id, task.description)
         child.agent.approver = ChildApprover(parent, origin)

@@ -31,10 +31,11 @@ from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.agent.tools import ToolCall
 from dsh_daemon.agent.turnbudget import TurnBudget
 from dsh_daemon.hooks.project import ProjectTrust
 from dsh_daemon.host import history, turndiff
-from dsh_daemon.host.checkpoints import SessionCheckpoints
+from dsh_daemon.host.checkpoints import ParentCheckpoints, SessionCheckpoints
 from dsh_daemon.host.children import ChildSessions
 from dsh_daemon.host.config_save import ConfigSaveError, save_sandbox_widening
 from dsh_daemon.host.early import EarlySession, EarlySessions
@@ -174,6 +175,7 @@ class SessionHost:
         # how many subagents run at once, daemon-wide (`agent.subagentsMaxParallel`)
         self.subagent_slots = SubagentSlots(options.agent.subagents_max_parallel)
         self._child_tools: dict[str, SubagentTools] = {}  # a child's tool set while it is wired
+        self._child_calls: dict[str, tuple[ToolCall, str]] = {}  # its parent's call and session, as well
         self.project_trust = ProjectTrust(self.state_dir)
         self.handover.start()
 
@@ -371,11 +373,14 @@ class SessionHost:
             self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
         return hosted
 
-    def create_child(self, parent: HostedSession, task: SubagentTask, call_id: str) -> HostedSession:
-        """A subagent's child session of `parent`'s call `call_id` (host/children.py): in the store under
-        its parent, over the parent's workspace, in the parent's mode, with the task's tool set and step
-        cap; driven here, not followed. All or nothing, as `create`."""
+    def create_child(self, parent: HostedSession, task: SubagentTask, call: ToolCall) -> HostedSession:
+        """A subagent's child session of `parent`'s call (host/children.py): in the store under its
+        parent, over the parent's workspace, in the parent's mode, with the task's tool set and step cap,
+        its edits and commands checkpointed as the parent's call's; driven here, not followed. All or
+        nothing, as `create`."""
         session_id = str(uuid.uuid4())
+        call_id = call.call_id
+        self._child_calls[session_id] = (call, parent.session_id)
         workspace = parent.workspace
         cwd = str(workspace.cwd)
         roots = [str(root) for root in workspace.roots]
@@ -396,6 +401,7 @@ class SessionHost:
             )
         finally:
             self._child_tools.pop(session_id, None)
+            self._child_calls.pop(session_id, None)
         if parent.mode != "ask":
             hosted.set_mode_durably(parent.mode)
         # The parent's sandbox rules: the configured ones (the same settings over the same roots), and
@@ -539,8 +545,13 @@ class SessionHost:
         workspace = self._workspace(
             stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
         )
-        checkpoints = SessionCheckpoints(self.checkpoints, session_id, workspace)
         toolset = self._child_tools.get(session_id)
+        parent_call = self._child_calls.get(session_id)
+        checkpoints = (
+            SessionCheckpoints(self.checkpoints, session_id, workspace)
+            if parent_call is None
+            else ParentCheckpoints(self.checkpoints, *parent_call, workspace)
+        )
         tools = wire_session_tools(
             self.front_end,
             session_id,

@@ -313,3 +313,32 @@ async def test_a_child_runs_commands_under_its_parents_sandbox_widenings(
     assert code(result) is None, result
     assert (outside / "c.txt").read_text() == "c\n" and len(d.permission_requests) == 1  # asked once
     await stop_daemon(d)
+
+
+async def test_rewinding_the_parent_takes_back_its_childs_edits(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "a.txt"
+    target.write_text("one\n")
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    sid = await d.new_session(cwd=str(work))
+    fake.script(
+        delegate(("c1", "editor", "CHILD-EDITOR: edit", {"tools": "edit"})), text_reply("PARENT-DONE")
+    )
+    fake.script_for(
+        "CHILD-EDITOR",
+        Reply.stream(
+            tool_call_stream(
+                [("e1", "edit_file", {"path": str(target), "old_string": "one", "new_string": "two"})]
+            )
+        ),
+        text_reply("SUMMARY-EDITOR"),
+    )
+    await prompt(d, sid)
+    await d.wait_idle_turn(sid)
+    assert target.read_text() == "two\n"
+    turns = (await d.request("dsh/session/checkpoints", {"sessionId": sid}))["turns"]
+    assert [t["turn"] for t in turns] == [1] and str(target) in str(turns)
+    result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "conversation": False})
+    assert result["restored"] == [str(target)] and target.read_text() == "one\n"
+    await stop_daemon(d)
