@@ -100,7 +100,10 @@ class ChildSessions:
             try:
                 await ctx.signal.race(asyncio.shield(ended))
             except AbortedError:
-                child.agent.cancel("parent")
+                # A person's (or a hook's) cancel of the parent is the child's `parent` cause; the
+                # daemon stopping or letting the parent go is the child's own cause too.
+                cause = ctx.signal.cause
+                child.agent.cancel("parent" if cause in ("user", "hook", None) else cause)
                 try:
                     async with asyncio.timeout(CANCEL_SETTLE_S):
                         await asyncio.shield(ended)

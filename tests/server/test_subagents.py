@@ -342,3 +342,35 @@ async def test_rewinding_the_parent_takes_back_its_childs_edits(tmp_path: Path, 
     result = await d.request("dsh/session/rewind", {"sessionId": sid, "beforeTurn": 1, "conversation": False})
     assert result["restored"] == [str(target)] and target.read_text() == "one\n"
     await stop_daemon(d)
+
+
+async def test_a_shutdown_with_a_child_running_ends_both_and_a_restart_finds_them_closed(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    first = await start_daemon(state, fake)
+    sid = await first.new_session()
+    fake.script(delegate(("c1", "slow", "CHILD-SLOW: stall", {})))
+    fake.script_for("CHILD-SLOW", Reply(actions=(Stall(),)))
+    await prompt(first, sid)
+    await first.wait_for(
+        lambda: any(e["data"]["event"]["type"] == "step/start" for e in first.of(sid, "subagent/event"))
+    )
+    (child,) = [e["data"]["childId"] for e in first.of(sid, "subagent/started")]
+    await stop_daemon(first)  # a clean shutdown, the child's request still open
+
+    second = await start_daemon(state, fake)
+    await second.request("dsh/session/attach", {"sessionId": sid})
+    events = second.of(sid)
+    finished = [e["data"] for e in events if e["type"] == "subagent/finished"]
+    assert [f["childId"] for f in finished] == [child]
+    assert finished[0]["status"] in ("interrupted", "cancelled")
+    assert [e for e in events if e["type"] == "turn/end"][-1]["data"]["reason"]["kind"] in (
+        "aborted",
+        "interrupted",
+    )
+    listed = {s["sessionId"]: s for s in (await second.request("dsh/session/list", {}))["sessions"]}
+    assert listed[sid]["status"] == "idle" and listed[child]["status"] == "idle"
+    page = await second.request("dsh/session/transcript", {"sessionId": child})
+    assert page["turns"][-1]["end"] == {"kind": "aborted", "cause": "shutdown"}, page
+    await stop_daemon(second)
