@@ -79,7 +79,8 @@ class ChildSessions:
         origin = SubagentOrigin(child_id, call_id, task.description)
         child.agent.approver = ChildApprover(parent, origin)
         ctx.log_event(
-            SubagentStarted(call_id, child_id, task.description, task.tools, task.max_steps), ignorable=True
+            SubagentStarted(call_id, child_id, task.description, task.tools, task.max_steps, task.agent),
+            ignorable=True,
         )
         # On disk before the child runs: a crash from here on finds it in the parent's open turn, and
         # the parent's repair closes it (`subagent/finished {interrupted}`).

@@ -82,10 +82,11 @@ from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPa
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.subagents.definitions import load_definitions
 from dsh_daemon.subagents.slots import SubagentSlots
 from dsh_daemon.subagents.task import SubagentTask
 from dsh_daemon.subagents.tool import RunSubagentTool
-from dsh_daemon.subagents.toolsets import ToolsetGate, narrow_registry
+from dsh_daemon.subagents.toolsets import TOOL_NAME, ToolsetGate, narrow_registry
 from dsh_daemon.tools.config import SANDBOX_MODES
 from dsh_daemon.tools.library import scan_commands, scan_skills
 from dsh_daemon.tools.policy import PermissionPolicy
@@ -404,6 +405,13 @@ class SessionHost:
             self._child_calls.pop(session_id, None)
         if parent.mode != "ask":
             hosted.set_mode_durably(parent.mode)
+        if task.model is not None:  # a named agent's model, when the daemon offers it
+            offered = {m["id"] for m in configured_models(self.options.provider)}
+            if task.model in offered:
+                hosted.models.model = task.model
+                self._apply_model_settings(hosted)
+            else:
+                logger.warning("agent %s asks for model %s, which is not offered", task.agent, task.model)
         # The parent's sandbox rules: the configured ones (the same settings over the same roots), and
         # the widenings the person granted the parent for the session, now and later.
         sandbox = hosted.tools.kit.sandbox
@@ -483,6 +491,17 @@ class SessionHost:
             self.forced.discard(session_id)
             hosted.wake()
         return hosted
+
+    def agent_definitions(self, session_id: str) -> list[dict[str, object]]:
+        """The named agents the session's model may start (`.dsh/agents`, subagents/definitions.py),
+        as its tools read them; a session driven elsewhere: read from its cwd now."""
+        hosted = self.sessions.get(session_id)
+        tool = None if hosted is None else hosted.tools.kit.registry.get(TOOL_NAME)
+        if isinstance(tool, RunSubagentTool):
+            definitions = tool.definitions
+        else:
+            definitions = load_definitions(self.viewer_workspace(session_id))
+        return [definition.wire() for definition in definitions.values()]
 
     def _close_interrupted_children(self, parent_id: str) -> None:
         """Children of the parent that a crash left with an open turn (the parent's repair wrote their
@@ -566,7 +585,9 @@ class SessionHost:
         )
         registry = tools.kit.registry
         if toolset is None:
-            registry.add(RunSubagentTool(ChildSessions(self, session_id), self.subagent_slots, workspace))
+            definitions = load_definitions(workspace)
+            launcher = ChildSessions(self, session_id)
+            registry.add(RunSubagentTool(launcher, self.subagent_slots, workspace, definitions))
         else:
             narrow_registry(registry, toolset)
             tools.kit.hooks.pre_execute.insert(0, ToolsetGate(toolset))

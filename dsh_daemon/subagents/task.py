@@ -16,6 +16,8 @@ class SubagentTask:
     prompt: str  # the child's first message, with the files the parent chose (`briefing.py`)
     tools: SubagentTools
     max_steps: int
+    agent: str | None = None  # the named definition it runs (`definitions.py`)
+    model: str | None = None  # the definition's model (None: the parent's)
 
 
 @dataclass(frozen=True, slots=True)

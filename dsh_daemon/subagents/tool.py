@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh_daemon.agent.tools import ToolContext, ToolOutcome
+from dsh_daemon.model.provider import ToolSpec
 from dsh_daemon.subagents.briefing import brief
+from dsh_daemon.subagents.definitions import AgentDefinition
 from dsh_daemon.subagents.slots import SubagentSlots
 from dsh_daemon.subagents.task import Launcher, SubagentTask
 from dsh_daemon.subagents.toolsets import TOOL_NAME, TOOLSETS
@@ -31,32 +33,50 @@ DESCRIPTION = (
 )
 
 
+def tool_spec(definitions: Mapping[str, AgentDefinition]) -> ToolSpec:
+    """The tool as the model sees it: with the session's named agents, if it has any."""
+    description = DESCRIPTION
+    properties = dict(PROPERTIES)
+    if definitions:
+        named = "; ".join(f"'{d.name}': {d.description}" for d in definitions.values())
+        description += (
+            f" Named agents (give 'agent' to run one with its own instructions and tools): {named}."
+        )
+        properties["agent"] = {"type": "string", "enum": list(definitions), "description": "A named agent."}
+    return make_spec(TOOL_NAME, description, properties, ["description", "prompt"])
+
+
+PROPERTIES: dict[str, Any] = {
+    "description": {"type": "string", "description": "A few words saying what the subagent does."},
+    "prompt": {"type": "string", "description": "The whole task, as the subagent's first message."},
+    "tools": {"type": "string", "enum": list(TOOLSETS), "description": "Its tool set."},
+    "files": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Files it starts with (their text is given to it).",
+    },
+    "max_steps": {
+        "type": "integer",
+        "description": f"Its model requests at most (default {DEFAULT_MAX_STEPS}).",
+    },
+}
+
+
 class RunSubagentTool(ToolBase):
-    spec = make_spec(
-        TOOL_NAME,
-        DESCRIPTION,
-        {
-            "description": {"type": "string", "description": "A few words saying what the subagent does."},
-            "prompt": {"type": "string", "description": "The whole task, as the subagent's first message."},
-            "tools": {"type": "string", "enum": list(TOOLSETS), "description": "Its tool set."},
-            "files": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Files it starts with (their text is given to it).",
-            },
-            "max_steps": {
-                "type": "integer",
-                "description": f"Its model requests at most ({DEFAULT_MAX_STEPS}).",
-            },
-        },
-        ["description", "prompt"],
-    )
     parallel_safe = True
 
-    def __init__(self, launcher: Launcher, slots: SubagentSlots, workspace: Workspace) -> None:
+    def __init__(
+        self,
+        launcher: Launcher,
+        slots: SubagentSlots,
+        workspace: Workspace,
+        definitions: Mapping[str, AgentDefinition] | None = None,
+    ) -> None:
         self.launcher = launcher
         self.slots = slots
         self.workspace = workspace
+        self.definitions = dict(definitions or {})
+        self.spec = tool_spec(self.definitions)
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         task = await self.task(args)
@@ -81,7 +101,18 @@ class RunSubagentTool(ToolBase):
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise InvalidArgumentsError("'files' must be a list of paths")
         max_steps = min(get_int(args, "max_steps", DEFAULT_MAX_STEPS, minimum=1), MAX_STEPS)
-        return SubagentTask(description, await brief(prompt, files, self.workspace), toolset, max_steps)
+        name = get_opt_str(args, "agent")
+        if name is None:
+            return SubagentTask(description, await brief(prompt, files, self.workspace), toolset, max_steps)
+        definition = self.definitions.get(name)
+        if definition is None:
+            known = ", ".join(self.definitions) or "none in .dsh/agents"
+            raise InvalidArgumentsError(f"no agent named {name!r} (known: {known})")
+        # The definition says what its agent may do; its instructions come before the parent's prompt.
+        briefing = await brief(prompt, files, self.workspace)
+        if definition.prompt:
+            briefing = f"{definition.prompt}\n\n{briefing}"
+        return SubagentTask(description, briefing, definition.tools, max_steps, name, definition.model)
 
     def permission_title(self, args: Mapping[str, Any]) -> str:
         return f"Start a subagent: {args.get('description', '')}"

@@ -374,3 +374,39 @@ async def test_a_shutdown_with_a_child_running_ends_both_and_a_restart_finds_the
     page = await second.request("dsh/session/transcript", {"sessionId": child})
     assert page["turns"][-1]["end"] == {"kind": "aborted", "cause": "shutdown"}, page
     await stop_daemon(second)
+
+
+async def test_a_named_agent_runs_with_its_instructions_and_tools_and_is_listed(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    agents = work / ".dsh" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text(
+        "---\ndescription: Reviews a change for bugs\ntools: explore\n---\nREVIEWER-INSTRUCTIONS: be strict.\n"
+    )
+    (agents / "broken.md").write_text("no header here\n")  # left out, never fatal
+    d = await start_daemon(tmp_path / "state", fake, apply_edit=False, root=work)
+    sid = await d.new_session(cwd=str(work))
+    listed = await d.request("dsh/agents/list", {"sessionId": sid})
+    assert listed == {
+        "agents": [{"name": "reviewer", "description": "Reviews a change for bugs", "tools": "explore"}]
+    }
+    fake.script(
+        delegate(("c1", "review", "CHILD-REVIEW: review it", {"agent": "reviewer", "tools": "all"})),
+        text_reply("PARENT-DONE"),
+    )
+    fake.script_for("CHILD-REVIEW", text_reply("SUMMARY-REVIEW"))
+    await prompt(d, sid)
+    await d.wait_idle_turn(sid)
+    (started,) = [e["data"] for e in d.of(sid, "subagent/started")]
+    assert started["agent"] == "reviewer" and started["tools"] == "explore"  # the definition's set
+    parent_request = fake.requests[0].json
+    spec = next(t for t in parent_request["tools"] if t["function"]["name"] == "run_subagent")
+    assert "Reviews a change for bugs" in spec["function"]["description"]
+    assert spec["function"]["parameters"]["properties"]["agent"]["enum"] == ["reviewer"]
+    child = next(r.json for r in fake.requests if "REVIEWER-INSTRUCTIONS" in str(r.json["messages"]))
+    first_user = next(m for m in child["messages"] if m["role"] == "user")
+    assert "REVIEWER-INSTRUCTIONS: be strict." in str(first_user) and "CHILD-REVIEW" in str(first_user)
+    assert not {t["function"]["name"] for t in child["tools"]} & {"edit_file", "run_command"}
+    await stop_daemon(d)
