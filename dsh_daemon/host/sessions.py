@@ -405,13 +405,18 @@ class SessionHost:
             self._child_calls.pop(session_id, None)
         if parent.mode != "ask":
             hosted.set_mode_durably(parent.mode)
-        if task.model is not None:  # a named agent's model, when the daemon offers it
-            offered = {m["id"] for m in configured_models(self.options.provider)}
-            if task.model in offered:
-                hosted.models.model = task.model
-                self._apply_model_settings(hosted)
+        # The parent's own choices: its sandbox mode, its model settings (a named agent's model over
+        # the parent's, when the daemon offers it).
+        if parent.sandbox_choice is not None:
+            hosted.set_sandbox_mode_durably(parent.sandbox_choice)
+        models = dataclasses.replace(parent.models)
+        if task.model is not None:
+            if task.model in {m["id"] for m in configured_models(self.options.provider)}:
+                models.model = task.model
             else:
                 logger.warning("agent %s asks for model %s, which is not offered", task.agent, task.model)
+        hosted.set_model_settings_durably(models)
+        self._apply_model_settings(hosted)
         # The parent's sandbox rules: the configured ones (the same settings over the same roots), and
         # the widenings the person granted the parent for the session, now and later.
         sandbox = hosted.tools.kit.sandbox
