@@ -131,6 +131,7 @@ class PromptConfig:
     project_instructions: bool = True
     instructions_max_chars: int = DEFAULT_MAX_CHARS
     budget: TurnBudget | None = None  # `agent.budget`: what one turn may spend (agent/turnbudget.py)
+    subagents_max_parallel: int = 2  # how many subagents (`run_subagent`) run at once, daemon-wide
 
 
 _KEYS = {
@@ -139,6 +140,7 @@ _KEYS = {
     "projectInstructions": "project_instructions",
     "instructionsMaxChars": "instructions_max_chars",
     "budget": "budget",
+    "subagentsMaxParallel": "subagents_max_parallel",
 }
 
 

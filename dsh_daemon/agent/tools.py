@@ -14,6 +14,7 @@ from dsh_daemon.model.jsonvalue import FrozenDict
 from dsh_daemon.model.messages import ContentBlock, TextBlock, UserMessage
 from dsh_daemon.model.payloads import Payload
 from dsh_daemon.model.provider import ToolSpec
+from dsh_daemon.model.wire import SubagentOrigin
 
 if TYPE_CHECKING:
     from dsh_daemon.agent.signal import AbortSignal
@@ -119,6 +120,7 @@ class PermissionRequest:
     call: ToolCall
     title: str
     preview: Mapping[str, Any] | None = None
+    subagent: SubagentOrigin | None = None  # a child session's call, asked through its parent
 
 
 @dataclass(frozen=True, slots=True)

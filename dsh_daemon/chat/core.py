@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes, review, turndiff
+from dsh_daemon.chat import processes, review, subagents, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat.cards import CardBook
 from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
@@ -183,7 +183,7 @@ class Chat:
             self.assistant_message(data, streamed=False, live=False)
         elif kind in ("tool/call", "tool/result", "context/compacted", "rewind/files", "conversation/cut"):
             self.live_event(kind, data)
-        elif kind in (ev.REVIEW_FINDING, ev.REVIEW_COMPLETED):
+        elif kind in (ev.REVIEW_FINDING, ev.REVIEW_COMPLETED, ev.SUBAGENT_STARTED, ev.SUBAGENT_FINISHED):
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted", "budget"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
@@ -264,6 +264,17 @@ class Chat:
                 view.print(line)
         elif kind == ev.REVIEW_COMPLETED:
             self.note(f"[review done: {data.get('findings', 0)} finding(s)]")
+        elif kind == ev.SUBAGENT_STARTED:
+            view.flush_stream()
+            self.note(subagents.started_line(data))
+        elif kind == ev.SUBAGENT_EVENT:
+            for line in subagents.child_event_lines(data, view.width):
+                view.flush_stream()
+                self.note(line)
+        elif kind == ev.SUBAGENT_FINISHED:
+            view.flush_stream()
+            for line in subagents.finished_lines(data, view.width):
+                self.note(line)
         elif kind == "llm/retry":
             view.discard_stream()
             self.note(f"[retry {data['retry']} in {data['delayMs']} ms: {data['error']['code']}]")

@@ -13,7 +13,7 @@
 - `postToolUse`: after the call; context enters after the batch's results, like a tool's own.
 - `stop`: when a turn would close; a block injects the reason and the turn goes on, at most
   MAX_STOP_CONTINUATIONS times per turn (then it closes whatever the hooks say).
-- `subagentStop`: declared; fires once subagents exist.
+- `subagentStop`: a subagent ended (fired by `host/children.py` in the parent), its context after the summary.
 
 Context and reasons reach the model as UserMessages of source `{kind: "hook", event, hook}`, logged as
 any `user/message` (so a rebuilt history has them). A hook that fails is as if it said nothing, and is

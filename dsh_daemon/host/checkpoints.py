@@ -86,3 +86,23 @@ class SessionCheckpoints:
         except gitsnap.GitError as exc:
             logger.warning("session %s: no snapshot of %s: %s", self.session_id, root, exc)
             return None
+
+
+class ParentCheckpoints(SessionCheckpoints):
+    """A subagent's checkpoints, kept as its parent's (host/children.py): every edit and command of
+    the child is recorded in the parent's session under the parent's `run_subagent` call, so rewinding
+    or forking the parent treats the child's changes as the parent's own."""
+
+    def __init__(
+        self, store: CheckpointStore, parent_call: ToolCall, parent_id: str, workspace: Workspace
+    ) -> None:
+        super().__init__(store, parent_id, workspace)
+        self.parent_call = parent_call
+
+    def edit_applied(self, call: ToolCall, edit: ComputedEdit) -> None:
+        super().edit_applied(self.parent_call, edit)
+
+    @asynccontextmanager
+    async def command(self, call: ToolCall) -> AsyncIterator[None]:
+        async with super().command(self.parent_call):
+            yield

@@ -70,6 +70,7 @@ class HostedSession:
     rewinding: bool = False
     _sandbox_status: SandboxStatus | None = field(default=None, repr=False)
     _stopping: asyncio.Task[None] | None = field(default=None, repr=False)  # a cancel's stop of processes
+    max_steps: int | None = None  # a subagent's child session: its step cap (host/children.py)
 
     def _refuse_while_rewinding(self) -> None:
         if self.rewinding:

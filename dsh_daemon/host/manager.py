@@ -32,7 +32,7 @@ from dsh_daemon.agent.snapshot import (
 )
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
-from dsh_daemon.model.events import INBOX_INSERTED, STATUS, TURN_END, Event, EventBus
+from dsh_daemon.model.events import INBOX_INSERTED, STATUS, SUBAGENT_FINISHED, TURN_END, Event, EventBus
 from dsh_daemon.model.payloads import InboxInserted, SessionTitled, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, LeaseHolder
@@ -111,10 +111,16 @@ class SessionManager:
     # ---- sessions ------------------------------------------------------------------------------------
 
     def create(
-        self, *, cwd: str | None = None, title: str | None = None, session_id: str | None = None
+        self,
+        *,
+        cwd: str | None = None,
+        title: str | None = None,
+        session_id: str | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> Agent:
+        """`parent`: (parent session, its call) of a subagent's session."""
         session_id = session_id or str(uuid.uuid4())
-        self.store.create_session(session_id, title=title, cwd=cwd)
+        self.store.create_session(session_id, title=title, cwd=cwd, parent=parent)
         self.leases.acquire(session_id)
         return self.build_created(session_id, title)
 
@@ -171,7 +177,8 @@ class SessionManager:
                 next_step, prompt = unentered_claims(tail, pending_before)
                 agent.inbox.return_claimed_durably(next_step, prompt, discard=False)
                 for kind, data in closers:
-                    agent.log.append(kind, data, time=stamp)
+                    # (an older daemon skips a subagent's closer, as it skips the rest of subagents)
+                    agent.log.append(kind, data, time=stamp, ignorable=kind == SUBAGENT_FINISHED)
                 agent.log.commit()
                 logger.info("session %s: repaired an interrupted turn (%d closers)", session_id, len(closers))
             self.store.update_session(session_id, status="idle", pending=len(agent.inbox))

@@ -31,9 +31,12 @@ from typing import Any
 
 from dsh_daemon.agent.hooks import Hooks
 from dsh_daemon.agent.loop import Agent, AgentOptions
+from dsh_daemon.agent.tools import ToolCall
+from dsh_daemon.agent.turnbudget import TurnBudget
 from dsh_daemon.hooks.project import ProjectTrust
 from dsh_daemon.host import history, turndiff
-from dsh_daemon.host.checkpoints import SessionCheckpoints
+from dsh_daemon.host.checkpoints import ParentCheckpoints, SessionCheckpoints
+from dsh_daemon.host.children import ChildSessions
 from dsh_daemon.host.config_save import ConfigSaveError, save_sandbox_widening
 from dsh_daemon.host.early import EarlySession, EarlySessions
 from dsh_daemon.host.errors import (
@@ -68,6 +71,7 @@ from dsh_daemon.model.payloads import (
     SessionNoticed,
     SessionSettingsSet,
     StatusChanged,
+    SubagentTools,
     entry,
 )
 from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
@@ -81,11 +85,16 @@ from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPa
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.subagents.definitions import load_definitions
+from dsh_daemon.subagents.slots import SubagentSlots
+from dsh_daemon.subagents.task import SubagentTask
+from dsh_daemon.subagents.tool import RunSubagentTool
+from dsh_daemon.subagents.toolsets import TOOL_NAME, ToolsetGate, narrow_registry
 from dsh_daemon.tools.config import SANDBOX_MODES
 from dsh_daemon.tools.library import scan_commands, scan_skills
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.processes import ProcessNotFound, tail_text
-from dsh_daemon.tools.sandboxing import Widening
+from dsh_daemon.tools.sandboxing import SESSION_SCOPE, Widening
 from dsh_daemon.tools.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -167,6 +176,10 @@ class SessionHost:
         )
         self.manager.start_heartbeat()
         self.checkpoints = CheckpointStore(self.manager.store, options.tools.limits.checkpoint_bytes)
+        # how many subagents run at once, daemon-wide (`agent.subagentsMaxParallel`)
+        self.subagent_slots = SubagentSlots(options.agent.subagents_max_parallel)
+        self._child_tools: dict[str, SubagentTools] = {}  # a child's tool set while it is wired
+        self._child_calls: dict[str, tuple[ToolCall, str]] = {}  # its parent's call and session, as well
         self.project_trust = ProjectTrust(self.state_dir)
         self.handover.start()
 
@@ -180,6 +193,8 @@ class SessionHost:
         self.options = options
         self.provider.reconfigure(options.provider)
         self.checkpoints.max_bytes = options.tools.limits.checkpoint_bytes
+        if self.subagent_slots.limit != options.agent.subagents_max_parallel:
+            self.subagent_slots.set_limit(options.agent.subagents_max_parallel)
         for hosted in self.sessions.values():
             for hook in hosted.tools.kit.hooks.pre_execute:
                 if isinstance(hook, PermissionPolicy):
@@ -219,7 +234,8 @@ class SessionHost:
             agent.options,
             model=settings.model or self.options.provider.model,
             config={**agent.options.config, **settings.request_config()},
-            budget=self.options.agent.budget,  # from the next model request, like the model
+            # from the next model request, like the model; a subagent's own step cap stays
+            budget=capped_budget(self.options.agent.budget, hosted.max_steps),
         )
 
     def model_settings(self, session_id: str) -> tuple[list[dict[str, Any]], tuple[str, bool, str]]:
@@ -342,8 +358,11 @@ class SessionHost:
         extra_roots: Sequence[str],
         mcp_servers: ServerSource | None,
         build: Callable[[], Agent],
+        *,
+        max_steps: int | None = None,
     ) -> HostedSession:
-        """Wire a new session's tools, `build` its agent, then drive and follow it here; a failure
+        """Wire a new session's tools, `build` its agent, then drive and follow it here (a subagent's
+        child, `max_steps` given, is not followed: its parent's stream carries its events); a failure
         removes the session (row and lease), so a failed creation leaves none."""
         try:
             tools = self._wire(session_id, cwd, None, extra_roots, mcp_servers)
@@ -353,8 +372,62 @@ class SessionHost:
             raise
         finally:
             self._wiring.pop(session_id, None)
-        hosted = self._adopt(agent, tools)
-        self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
+        hosted = self._adopt(agent, tools, max_steps)
+        if max_steps is None:
+            self.follow(hosted)  # what creation logged (a given title: seq 0) goes out first
+        return hosted
+
+    def create_child(self, parent: HostedSession, task: SubagentTask, call: ToolCall) -> HostedSession:
+        """A subagent's child session of `parent`'s call (host/children.py): in the store under its
+        parent, over the parent's workspace, in the parent's mode, with the task's tool set and step cap,
+        its edits and commands checkpointed as the parent's call's; driven here, not followed. All or
+        nothing, as `create`."""
+        session_id = str(uuid.uuid4())
+        call_id = call.call_id
+        self._child_calls[session_id] = (call, parent.session_id)
+        workspace = parent.workspace
+        cwd = str(workspace.cwd)
+        roots = [str(root) for root in workspace.roots]
+        self._child_tools[session_id] = task.tools
+        try:
+            hosted = self._host_new(
+                session_id,
+                cwd,
+                roots,
+                None,
+                lambda: self.manager.create(
+                    cwd=cwd,
+                    title=f"Subagent: {task.description}",
+                    session_id=session_id,
+                    parent=(parent.session_id, call_id),
+                ),
+                max_steps=task.max_steps,
+            )
+        finally:
+            self._child_tools.pop(session_id, None)
+            self._child_calls.pop(session_id, None)
+        if parent.mode != "ask":
+            hosted.set_mode_durably(parent.mode)
+        # The parent's own choices: its sandbox mode, its model settings (a named agent's model over
+        # the parent's, when the daemon offers it).
+        if parent.sandbox_choice is not None:
+            hosted.set_sandbox_mode_durably(parent.sandbox_choice)
+        models = dataclasses.replace(parent.models)
+        if task.model is not None:
+            if task.model in {m["id"] for m in configured_models(self.options.provider)}:
+                models.model = task.model
+            else:
+                logger.warning("agent %s asks for model %s, which is not offered", task.agent, task.model)
+        hosted.set_model_settings_durably(models)
+        self._apply_model_settings(hosted)
+        # The parent's sandbox rules: the configured ones (the same settings over the same roots), and
+        # the widenings the person granted the parent for the session, now and later.
+        sandbox = hosted.tools.kit.sandbox
+        own = sandbox.grants
+        sandbox.grants = lambda: (
+            *own(),
+            *(grant for grant in parent.agent.always_allowed if grant.startswith(SESSION_SCOPE)),
+        )
         return hosted
 
     def session(
@@ -375,7 +448,10 @@ class SessionHost:
             self._cleanup(hosted, deleted=False)
         if cwd is None and not extra_roots and mcp_servers is None and session_id in self.open_args:
             cwd, extra_roots, mcp_servers = self.open_args[session_id]
-        stored = self.manager.info(session_id).cwd
+        info = self.manager.info(session_id)
+        stored = info.cwd
+        if info.parent_id is not None:  # a subagent's session opened again: it may read, not change
+            self._child_tools.setdefault(session_id, "explore")
         # Wired only once the lease is ours (the manager builds the agent then), so an attach that
         # finds the session driven elsewhere builds no tools and starts no MCP server.
         self._to_wire[session_id] = lambda: self._wire(session_id, stored, cwd, extra_roots, mcp_servers)
@@ -387,10 +463,13 @@ class SessionHost:
             raise
         finally:
             self._to_wire.pop(session_id, None)
+            self._child_tools.pop(session_id, None)
             tools = self._wiring.pop(session_id, None)
         assert tools is not None, "the manager built the agent, so its tools were wired"
         hosted = self._adopt(agent, tools)
         history.finish_interrupted_rewind(hosted)
+        if info.parent_id is None:
+            self._close_interrupted_children(session_id)
         self.open_args.pop(session_id, None)
         delivered = self.read_only.pop(session_id, None)
         if delivered is not None:
@@ -420,6 +499,36 @@ class SessionHost:
             self.forced.discard(session_id)
             hosted.wake()
         return hosted
+
+    def agent_definitions(self, session_id: str) -> list[dict[str, object]]:
+        """The named agents the session's model may start (`.dsh/agents`, subagents/definitions.py),
+        as its tools read them; a session driven elsewhere: read from its cwd now."""
+        hosted = self.sessions.get(session_id)
+        tool = None if hosted is None else hosted.tools.kit.registry.get(TOOL_NAME)
+        if isinstance(tool, RunSubagentTool):
+            definitions = tool.definitions
+        else:
+            definitions = load_definitions(self.viewer_workspace(session_id))
+        return [definition.wire() for definition in definitions.values()]
+
+    def _close_interrupted_children(self, parent_id: str) -> None:
+        """Children of the parent that a crash left with an open turn (the parent's repair wrote their
+        `subagent/finished {interrupted}`): each opened once here, which repairs its log as any
+        session's (its turn ends `interrupted`), and let go again. A child another live process
+        drives, or that cannot be read, is left as it is (said in the daemon's log)."""
+        store = self.manager.store
+        for child_id, _call_id in store.children_of(parent_id):
+            if child_id in self.sessions:
+                continue
+            try:
+                if store.session_info(child_id).status == "idle" or not self._nobody_drives(child_id):
+                    continue
+                child = self.session(child_id)
+            except Exception:
+                logger.exception("subagent session %s of %s could not be closed", child_id, parent_id)
+                continue
+            child.detached = True
+            self._release_if_idle(child_id)
 
     def followed(self, session_id: str) -> HostedSession:
         """A session the connection opened and follows (ACP: `session/new`, `load` or `resume`)."""
@@ -463,7 +572,13 @@ class SessionHost:
         workspace = self._workspace(
             stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
         )
-        checkpoints = SessionCheckpoints(self.checkpoints, session_id, workspace)
+        toolset = self._child_tools.get(session_id)
+        parent_call = self._child_calls.get(session_id)
+        checkpoints = (
+            SessionCheckpoints(self.checkpoints, session_id, workspace)
+            if parent_call is None
+            else ParentCheckpoints(self.checkpoints, *parent_call, workspace)
+        )
         tools = wire_session_tools(
             self.front_end,
             session_id,
@@ -473,7 +588,17 @@ class SessionHost:
             checkpoints,
             mcp_status=lambda data: self._mcp_status(session_id, data),
             home=self.state_dir,
+            # a child's MCP servers would only start for a set that may call their tools
+            with_mcp=toolset is None or toolset == "all",
         )
+        registry = tools.kit.registry
+        if toolset is None:
+            definitions = load_definitions(workspace)
+            launcher = ChildSessions(self, session_id)
+            registry.add(RunSubagentTool(launcher, self.subagent_slots, workspace, definitions))
+        else:
+            narrow_registry(registry, toolset)
+            tools.kit.hooks.pre_execute.insert(0, ToolsetGate(toolset))
         tools.kit.sandbox.dsh_home = self.state_dir  # the store is masked, whatever the environment says
         load_project_hooks(tools, self.project_trust)
         self._wiring[session_id] = tools
@@ -533,9 +658,9 @@ class SessionHost:
         own = self.front_end.session_hooks(session_id, tools.workspace)
         return session_hooks(tools, self.options.agent, pre_step=own.pre_step, pre_execute=own.pre_execute)
 
-    def _adopt(self, agent: Agent, tools: SessionTools) -> HostedSession:
+    def _adopt(self, agent: Agent, tools: SessionTools, max_steps: int | None = None) -> HostedSession:
         session_id = agent.session_id
-        hosted = HostedSession(agent, tools, self._tasks)
+        hosted = HostedSession(agent, tools, self._tasks, max_steps=max_steps)
         hosted.wire_sandbox()
         hosted.wire_processes(self.processes_dir(session_id))
         hosted.wire_reviews()
@@ -1084,6 +1209,16 @@ class SessionHost:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.provider.aclose()
+
+
+def capped_budget(budget: TurnBudget | None, max_steps: int | None) -> TurnBudget | None:
+    """The configured turn budget, its steps capped at `max_steps` (a subagent's) when given."""
+    if max_steps is None:
+        return budget
+    if budget is None:
+        return TurnBudget(steps=max_steps)
+    steps = max_steps if budget.steps is None else min(budget.steps, max_steps)
+    return dataclasses.replace(budget, steps=steps)
 
 
 def _logged_message_ids(events: Sequence[Event]) -> set[str]:

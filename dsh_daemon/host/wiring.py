@@ -90,14 +90,16 @@ def wire_session_tools(
     checkpoints: Checkpointer | None = None,
     mcp_status: Callable[[Mapping[str, Any]], None] | None = None,
     home: Path | None = None,
+    *,
+    with_mcp: bool = True,
 ) -> SessionTools:
     """The coding tools over `workspace` (reading and editing through the front end, recording what
-    they change in `checkpoints`), plus the configured MCP servers and the session's own, and the
-    skills of the project and of `home` (`$DSH_HOME`)."""
+    they change in `checkpoints`), plus (`with_mcp`) the configured MCP servers and the session's own,
+    and the skills of the project and of `home` (`$DSH_HOME`)."""
     documents = front_end.document_source(session_id, workspace)
     applier = front_end.edit_applier(session_id, workspace)
     editor = front_end.editor_services(session_id, workspace)
-    servers = merge(options.mcp_servers, session_servers or {})
+    servers = merge(options.mcp_servers, session_servers or {}) if with_mcp else {}
     secrets = daemon_secrets(options, servers.values())
     kit = build_tool_registry(
         workspace,

@@ -50,6 +50,8 @@ REVIEW_FINDING = "review/finding"  # written ignorable, as plan/updated: one fin
 REVIEW_COMPLETED = "review/completed"  # written ignorable: a review turn's end, its findings counted
 REVIEW_DISMISSED = "review/dismissed"  # written ignorable: the person dismissed a finding
 LOG_GAP = "log/gap"  # a seq a crashed driver may have sent but never stored (session/gaps.py)
+SUBAGENT_STARTED = "subagent/started"  # written ignorable: a child session started (dsh_daemon/subagents)
+SUBAGENT_FINISHED = "subagent/finished"  # written ignorable, as subagent/started
 
 DURABLE_TYPES = frozenset(
     {
@@ -84,6 +86,8 @@ DURABLE_TYPES = frozenset(
         REVIEW_COMPLETED,
         REVIEW_DISMISSED,
         LOG_GAP,
+        SUBAGENT_STARTED,
+        SUBAGENT_FINISHED,
     }
 )
 
@@ -104,6 +108,7 @@ SANDBOX_STATUS = "sandbox/status"  # the session's commands: mode and level reac
 HOOK_FAILED = "hook/failed"  # a configured hook failed (once per hook per session)
 HOOKS_UNTRUSTED = "hooks/untrusted"  # the project's hooks wait for the person's trust
 TURN_DIFF = "turn/diff"  # the files a turn changed so far (derived from the checkpoints)
+SUBAGENT_EVENT = "subagent/event"  # one event of a child session, on its parent's stream
 
 
 class UnreadableEventError(ModelError):

@@ -25,7 +25,7 @@ HookEvent: TypeAlias = Literal[
     "postToolUse",
     "permissionRequest",
     "stop",
-    "subagentStop",  # declared: fires once subagents exist
+    "subagentStop",  # a subagent ended (host/children.py)
 ]
 HOOK_EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
 TOOL_EVENTS = frozenset({"preToolUse", "postToolUse", "permissionRequest"})  # the ones a matcher narrows

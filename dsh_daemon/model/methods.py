@@ -20,6 +20,7 @@ from dsh_daemon.model.payloads import (
     ReviewCompleted,
     ReviewFinding,
     ReviewTarget,
+    SubagentTools,
 )
 from dsh_daemon.model.wire import (
     CheckpointTurn,
@@ -595,6 +596,21 @@ class ProcessListResult:
 
 
 @dataclass(frozen=True)
+class AgentDefinitionInfo:
+    """A named agent of the session (`.dsh/agents/NAME.md`, protocol.md §12 "Subagents")."""
+
+    name: str
+    description: str
+    tools: SubagentTools
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentListResult:
+    agents: tuple[AgentDefinitionInfo, ...]
+
+
+@dataclass(frozen=True)
 class ProcessOutputResult:
     process_id: str
     text: str
@@ -739,6 +755,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/cancel", CancelParams, Empty, "abort the running turn (keepInbox: keep the queue)"),
     Method("dsh/wake", SessionParams, WakeResult, "run parked work now"),
     Method("dsh/process/list", SessionParams, ProcessListResult, "the session's background processes"),
+    Method("dsh/agents/list", SessionParams, AgentListResult, "the session's named agents (subagents)"),
     Method("dsh/process/output", ProcessOutputParams, ProcessOutputResult, "a process's newest output"),
     Method("dsh/process/stop", ProcessParams, ProcessStopResult, "stop a background process"),
     Method("dsh/inbox/list", SessionParams, Inbox, "the pending items"),

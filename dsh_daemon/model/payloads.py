@@ -423,6 +423,37 @@ class LogGap(Payload):
     to: int
 
 
+SubagentTools = Literal["explore", "edit", "all"]
+SubagentStatus = Literal["completed", "budget", "error", "cancelled", "interrupted"]
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStarted(Payload):
+    """The `run_subagent` call `callId` started the child session `childId` (dsh_daemon/subagents):
+    its short description, the tool set the parent gave it and its step budget."""
+
+    TYPE: ClassVar[str] = ev.SUBAGENT_STARTED
+    call_id: str
+    child_id: str
+    description: str
+    tools: SubagentTools
+    max_steps: int
+    agent: str | None = None  # the named agent definition it runs (`.dsh/agents/NAME.md`), if any
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentFinished(Payload):
+    """The child session of `callId` ended: how (`completed`; stopped by its `budget`; an `error`;
+    `cancelled` with its parent; `interrupted` by a crash, written by the parent's repair) and its
+    final summary, which the parent's model got as the call's result."""
+
+    TYPE: ClassVar[str] = ev.SUBAGENT_FINISHED
+    call_id: str
+    child_id: str
+    status: SubagentStatus
+    summary: str
+
+
 # ---- live ----------------------------------------------------------------------------------------------
 
 
@@ -574,6 +605,17 @@ class TurnDiffChanged(Payload):
     final: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SubagentEvent(Payload):
+    """Live: one event of a child session, as its own stream has it (`type`, `data`, `seq` when
+    durable), on its parent's stream, so the parent's clients show the child's steps as they happen."""
+
+    TYPE: ClassVar[str] = ev.SUBAGENT_EVENT
+    call_id: str
+    child_id: str
+    event_: JsonObject  # `event` on the wire
+
+
 PAYLOADS: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
@@ -607,6 +649,8 @@ PAYLOADS: dict[str, Any] = {
         ReviewCompleted,
         ReviewDismissed,
         LogGap,
+        SubagentStarted,
+        SubagentFinished,
         StatusChanged,
         InboxInserted,
         InboxClaimed,
@@ -622,6 +666,7 @@ PAYLOADS: dict[str, Any] = {
         HookFailed,
         HooksUntrusted,
         TurnDiffChanged,
+        SubagentEvent,
     )
 }
 PAYLOADS[ev.USER_MESSAGE] = Message  # the message itself

@@ -26,7 +26,7 @@ TurnEndKind: TypeAlias = Literal[
 ]
 SessionMode: TypeAlias = Literal["ask", "accept-edits", "plan"]
 SESSION_MODES: tuple[SessionMode, ...] = ("ask", "accept-edits", "plan")
-CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook", "handover"]
+CancelCause: TypeAlias = Literal["user", "shutdown", "disposed", "hook", "handover", "parent"]
 SpliceOutcome: TypeAlias = Literal["canceled", "replaced", "moved"]
 
 
@@ -359,6 +359,16 @@ class PermissionPreview:
 
 
 @dataclass(frozen=True)
+class SubagentOrigin:
+    """Which child session of the parent asks (a subagent's call, asked through its parent's clients):
+    the child session, the parent's `run_subagent` call that started it, and its short description."""
+
+    child_id: str
+    call_id: str
+    description: str
+
+
+@dataclass(frozen=True)
 class PermissionRequest:
     """`dsh/requestPermission` params (the daemon asks the client)."""
 
@@ -368,6 +378,7 @@ class PermissionRequest:
     title: str
     arguments: JsonValue
     preview: Annotated[JsonObject, SchemaAs(PermissionPreview)] | None = None
+    subagent: SubagentOrigin | None = None  # a child session's call, asked through this session
 
 
 @dataclass(frozen=True)
@@ -379,6 +390,7 @@ class PermissionAsked:
     title: str
     arguments: JsonValue
     preview: Annotated[JsonObject, SchemaAs(PermissionPreview)] | None = None
+    subagent: SubagentOrigin | None = None  # a child session's call, asked through this session
 
 
 @dataclass(frozen=True)
@@ -403,6 +415,7 @@ class SessionSummary:
     status: SessionStatus
     pending: int
     last_prompt: str | None = None
+    parent_id: str | None = None  # a subagent's session: the session that started it
 
 
 @dataclass(frozen=True)

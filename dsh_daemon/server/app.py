@@ -508,6 +508,9 @@ def register(daemon: Daemon) -> None:
     def process_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return {"processes": daemon.front_end.host.process_list(p.session_id)}
 
+    def agents_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return {"agents": daemon.front_end.host.agent_definitions(p.session_id)}
+
     def process_output(ls: LanguageServer, p: m.ProcessOutputParams) -> dict[str, Any]:
         max_chars = min(p.max_chars or m.PROCESS_OUTPUT_DEFAULT_CHARS, m.PROCESS_OUTPUT_MAX_CHARS)
         return daemon.front_end.host.process_output(p.session_id, p.process_id, max_chars)
@@ -609,6 +612,7 @@ def register(daemon: Daemon) -> None:
         "dsh/review/start": review_start,
         "dsh/review/list": review_list,
         "dsh/review/dismiss": review_dismiss,
+        "dsh/agents/list": agents_list,
         "dsh/process/output": process_output,
         "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,

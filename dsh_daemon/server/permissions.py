@@ -84,7 +84,7 @@ class LspApprover:
         call = request.call
         arguments = call.args if call.args is not None else call.arguments
         preview = dict(request.preview) if request.preview is not None else None
-        asked = PermissionRequested(call_id, call.name, request.title, arguments, preview)
+        asked = PermissionRequested(call_id, call.name, request.title, arguments, preview, request.subagent)
         params: dict[str, Any] = {"sessionId": self._session_id, **asked.data()}
         out_of_band: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._open[call_id] = (params, out_of_band)

@@ -1,5 +1,6 @@
 """Deterministic closers for a turn left open by a crash (D6, docs/design.md §7).
 
+First a `subagent/finished {interrupted}` per subagent the open turn started and did not see finish.
 Per unanswered tool call of the open step's assistant message: an error `tool/result` with
 `TOOL_NOT_STARTED` when no `tool/call` was logged, else `TOOL_OUTCOME_UNKNOWN` citing the call seq;
 then `step/end` if a step is open; then `turn/end {interrupted}`. All stamped with the last event's time.
@@ -19,6 +20,8 @@ from dsh_daemon.model.events import (
     INBOX_SPLICED,
     STEP_END,
     STEP_START,
+    SUBAGENT_FINISHED,
+    SUBAGENT_STARTED,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -33,6 +36,8 @@ from dsh_daemon.model.payloads import (
     Payload,
     StepEnded,
     StepStarted,
+    SubagentFinished,
+    SubagentStarted,
     ToolCalled,
     ToolResulted,
     TurnEnded,
@@ -53,6 +58,8 @@ OUTCOME_UNKNOWN_TEXT = (
     "unknown. Retry only if it is read-only or idempotent; otherwise verify the external state or ask "
     "the user."
 )
+
+SUBAGENT_INTERRUPTED_TEXT = "The daemon stopped before the subagent finished; its session was closed."
 
 
 def open_turn(events: Sequence[Event]) -> int | None:
@@ -108,8 +115,14 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
     calls: list[tuple[str, str]] = []
     logged_calls: dict[str, int] = {}
     answered: set[str] = set()
+    children: dict[str, str] = {}  # subagents started in the open turn and not finished: call -> child
     for event in tail:
-        if event.type == STEP_START:
+        if event.type == SUBAGENT_STARTED:
+            started = SubagentStarted.of(event)
+            children[started.call_id] = started.child_id
+        elif event.type == SUBAGENT_FINISHED:
+            children.pop(SubagentFinished.of(event).call_id, None)
+        elif event.type == STEP_START:
             step, calls, logged_calls, answered = StepStarted.of(event).step, [], {}, set()
         elif event.type == STEP_END:
             step = None
@@ -121,7 +134,10 @@ def repair_closers(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
             logged_calls[ToolCalled.of(event).call_id] = event.seq  # type: ignore[assignment]
         elif event.type == TOOL_RESULT:
             answered.add(ToolResulted.of(event).call_id)
-    closers: list[Payload] = []
+    closers: list[Payload] = [
+        SubagentFinished(call_id, child_id, "interrupted", SUBAGENT_INTERRUPTED_TEXT)
+        for call_id, child_id in children.items()
+    ]
     if step is not None:
         for call_id, name in calls:
             if call_id in answered:

@@ -38,6 +38,13 @@ DB_FILENAME = "sessions.sqlite3"
 LAST_PROMPT_CHARS = 120
 _NO_SEQ_LIMIT = 2**62
 _SESSION_COLUMNS = "session_id, title, cwd, created_at, updated_at, status, last_seq, pending"
+
+
+def _parent_id(row: str) -> str:
+    """The SQL of a subagent's parent session (NULL for a session a person started) for table `row`."""
+    return f"(SELECT parent_id FROM session_parents WHERE session_parents.session_id = {row}.session_id)"
+
+
 # The latest human prompt a session entered: read backwards along the (session_id, seq) key, so it
 # costs the events after that prompt, not the whole log.
 _LAST_PROMPT = (
@@ -111,6 +118,7 @@ if TYPE_CHECKING:  # the fields as mypy checks every use; at run time the same n
         last_seq: int
         pending: int
         last_prompt: str | None = None  # filled by `list_page` only
+        parent_id: str | None = None  # a subagent's session: the session that started it
 
     class _PageRow(NamedTuple):
         sessions: tuple[SessionInfo, ...]
@@ -130,8 +138,8 @@ else:
 
     _SessionRow = namedtuple(
         "_SessionRow",
-        "session_id title cwd created_at updated_at status last_seq pending last_prompt",
-        defaults=(None,),
+        "session_id title cwd created_at updated_at status last_seq pending last_prompt parent_id",
+        defaults=(None, None),
     )
     _PageRow = namedtuple("_PageRow", "sessions has_more")
     SharedOutputRow = namedtuple("SharedOutputRow", "id turn step call_id after_seq start text")
@@ -153,6 +161,8 @@ class SessionInfo(_SessionRow):
         }
         if self.last_prompt is not None:
             out["lastPrompt"] = self.last_prompt
+        if self.parent_id is not None:
+            out["parentId"] = self.parent_id
         return out
 
 
@@ -271,6 +281,12 @@ CREATE TABLE IF NOT EXISTS tool_output (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tool_output_by_session ON tool_output (session_id, id);
+CREATE TABLE IF NOT EXISTS session_parents (
+    session_id TEXT PRIMARY KEY,
+    parent_id TEXT NOT NULL,
+    call_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_parents_by_parent ON session_parents (parent_id);
 """
 
 # A derived-state snapshot stands for the rows it was folded from (`agent/snapshot.py`): a row at or
@@ -394,14 +410,31 @@ class SessionStore:
 
     # ---- sessions ----------------------------------------------------------------------------------
 
-    def create_session(self, session_id: str, *, title: str | None, cwd: str | None) -> SessionInfo:
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None,
+        cwd: str | None,
+        parent: tuple[str, str] | None = None,
+    ) -> SessionInfo:
+        """`parent`: (parent session, its call) of a subagent's session, linked in the same transaction."""
         stamp = now_ms()
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO sessions (session_id, title, cwd, created_at, updated_at) VALUES (?,?,?,?,?)",
                 (session_id, title, cwd, stamp, stamp),
             )
+            if parent is not None:
+                db.execute("INSERT INTO session_parents VALUES (?,?,?)", (session_id, *parent))
         return self.session_info(session_id)
+
+    def children_of(self, parent_id: str) -> list[tuple[str, str]]:
+        """(child session, the parent's call that started it) of every subagent session of `parent_id`."""
+        rows = self._db.execute(
+            "SELECT session_id, call_id FROM session_parents WHERE parent_id=? ORDER BY rowid", (parent_id,)
+        )
+        return [(str(child), str(call)) for child, call in rows]
 
     def create_session_with_events(
         self,
@@ -434,8 +467,7 @@ class SessionStore:
 
     def session_info(self, session_id: str) -> SessionInfo:
         row = self._db.execute(
-            "SELECT session_id, title, cwd, created_at, updated_at, status, last_seq, pending "
-            "FROM sessions WHERE session_id=?",
+            f"SELECT {_SESSION_COLUMNS}, NULL, {_parent_id('sessions')} FROM sessions WHERE session_id=?",
             (session_id,),
         ).fetchone()
         if row is None:
@@ -490,16 +522,26 @@ class SessionStore:
     def _page_rows(self, cond: str, args: list[Any], limit: int | None) -> list[SessionInfo]:
         limit_sql = "" if limit is None else f" LIMIT {int(limit)}"
         sql = (
-            f"SELECT p.*, {_LAST_PROMPT} FROM (SELECT {_SESSION_COLUMNS} FROM sessions WHERE {cond} "
+            f"SELECT p.*, {_LAST_PROMPT}, {_parent_id('p')} FROM (SELECT "
+            f"{_SESSION_COLUMNS} FROM sessions WHERE {cond} "
             f"ORDER BY updated_at DESC, session_id{limit_sql}) p ORDER BY p.updated_at DESC, p.session_id"
         )
         out = []
-        for sid, title, cwd, created, updated, status, last_seq, pending, prompt in self._db.execute(
+        for sid, title, cwd, created, updated, status, last_seq, pending, prompt, parent in self._db.execute(
             sql, args
         ):
             out.append(
                 SessionInfo(
-                    sid, title, cwd, created, updated, status, last_seq, pending, prompt_preview(prompt)
+                    sid,
+                    title,
+                    cwd,
+                    created,
+                    updated,
+                    status,
+                    last_seq,
+                    pending,
+                    prompt_preview(prompt),
+                    parent,
                 )
             )
         return out
@@ -519,6 +561,7 @@ class SessionStore:
             db.execute("DELETE FROM tool_output WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM session_parents WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 

@@ -344,3 +344,27 @@ def test_piped_diff_lists_the_last_turns_hunks_and_undo_hunk_takes_one_back(tmp_
     assert "  #1 ✓ kept\n" in out and "  #2 ↶ undone\n" in out and "  #3 ✓ kept\n" in out
     expected = content.replace("line 12\n", "line 12, the person's\n")
     assert app.read_text() == expected.replace("line 6 by the agent\na line the agent added\n", "line 6\n")
+
+
+def test_a_subagent_shows_as_an_indented_block_with_its_summary(tmp_path: Path) -> None:
+    """Issue 34.1: the parent's `run_subagent` call shows the child's tool calls under it as they come
+    and the child's summary when it ends."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("alpha\n")
+    delegate = [("s1", "run_subagent", {"description": "survey", "prompt": "CHILD-SURVEY: look around"})]
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(tool_call_stream(delegate)), Reply.stream(text_stream(["All done."])))
+        fake.script_for(
+            "CHILD-SURVEY",
+            Reply.stream(tool_call_stream([("g1", "grep", {"pattern": "alpha"})])),
+            Reply.stream(text_stream(["notes.txt says alpha\nnothing else"])),
+        )
+        result = run_cli(["--no-thinking", "chat", "delegate it"], env, cwd=work)
+        assert result.returncode == 0, result.stderr
+        out = result.stderr
+        assert "⧉ subagent “survey” (explore) started" in out
+        assert '  │ ⚙ grep {"pattern": "alpha"}' in out
+        assert "⧉ subagent completed:\n  │ notes.txt says alpha\n  │ nothing else" in out
+        assert result.stdout == "All done.\n"

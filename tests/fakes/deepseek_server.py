@@ -361,6 +361,21 @@ class _Conn:
         return True
 
 
+def _first_user_text(request: RecordedRequest) -> str:
+    """The text of a request's first user message ("" when it has none or is not JSON)."""
+    try:
+        messages = request.json.get("messages", [])
+    except (ValueError, AttributeError):
+        return ""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
 class _ClientGone(Exception):
     pass
 
@@ -376,6 +391,7 @@ class FakeDeepSeek:
         self._lock = threading.Lock()
         self._failures: deque[Reply] = deque()
         self._script: deque[Reply] = deque()
+        self._routes: list[tuple[str, deque[Reply]]] = []  # see `script_for`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -393,6 +409,17 @@ class FakeDeepSeek:
         """Queue replies for the next requests, in order (after any `fail_next` failures)."""
         with self._lock:
             self._script.extend(replies)
+
+    def script_for(self, first_user_contains: str, *replies: Reply) -> None:
+        """Queue replies for the requests of one conversation: those whose first user message contains
+        `first_user_contains` take these, in order, before the common script. Conversations that run
+        at once (subagents) then each get their own replies, in whatever order their requests come."""
+        with self._lock:
+            for text, queue in self._routes:
+                if text == first_user_contains:
+                    queue.extend(replies)
+                    return
+            self._routes.append((first_user_contains, deque(replies)))
 
     def fail_next(
         self, n: int, status: int = 503, body: str | None = None, retry_after: str | float | None = None
@@ -412,7 +439,7 @@ class FakeDeepSeek:
     @property
     def pending(self) -> int:
         with self._lock:
-            return len(self._failures) + len(self._script)
+            return len(self._failures) + len(self._script) + sum(len(q) for _, q in self._routes)
 
     async def wait_disconnect(self, index: int = -1, *, within_s: float = 10.0) -> bool:
         """Whether the client of request `index` went away before its reply was complete (waits up to
@@ -510,6 +537,10 @@ class FakeDeepSeek:
             rejection = self._validate(request) if self.strict else None
             if rejection is not None:
                 return rejection
+            first = _first_user_text(request)
+            for text, queue in self._routes:
+                if queue and text in first:
+                    return queue.popleft()
             return self._script.popleft() if self._script else self.default
 
     def _validate(self, request: RecordedRequest) -> Reply | None:

@@ -77,6 +77,8 @@ export interface SessionInfo {
   status: 'idle' | 'running'; pending: number;
   /** The latest human prompt, cut (daemons with `sessionManagement`). */
   lastPrompt?: string;
+  /** A subagent's session: the session whose `run_subagent` call started it. */
+  parentId?: string;
 }
 
 export interface AttachResult {
@@ -210,6 +212,12 @@ export interface EventDataMap {
   'review/dismissed': { findingId: string };
   /** A seq a crashed daemon may have sent but never stored: an event seen with it never happened. */
   'log/gap': { from: number; to: number };
+  /** The `run_subagent` call `callId` started the child session `childId` (protocol.md §12). */
+  'subagent/started': { callId: string; childId: string; description: string; tools: 'explore' | 'edit' | 'all'; maxSteps: number; agent?: string };
+  /** The child of `callId` ended; `summary` is what the parent's model got as the call's result. */
+  'subagent/finished': { callId: string; childId: string; status: 'completed' | 'budget' | 'error' | 'cancelled' | 'interrupted'; summary: string };
+  /** Live: one event of a child session (`{type, data, seq?}` as its own stream has it). */
+  'subagent/event': { callId: string; childId: string; event: Record<string, unknown> };
   /** An MCP server of the session started, failed to start or died (daemons with `mcpServers`). */
   /** Live: where the session's commands run (protocol.md "Sandbox"). */
   'sandbox/status': SandboxStatus;
@@ -251,6 +259,8 @@ export interface PermissionPreview {
 export interface PermissionRequest {
   sessionId: string; callId: string; tool: string; title: string; arguments: Record<string, unknown>;
   preview?: PermissionPreview;
+  /** A subagent's call, asked through its parent's session: which child asks. */
+  subagent?: { childId: string; callId: string; description: string };
 }
 
 export type ContextAddParams = {
