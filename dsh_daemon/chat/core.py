@@ -97,6 +97,8 @@ class Chat:
         self.question: Question | None = None
         self.replaying = False
         self.status_during_attach: str | None = None  # a live agent/status seen while attaching
+        self._creating = False  # a `dsh/session/new` is on its way
+        self._early: list[dict[str, Any]] = []  # the events that came before its reply
         self.shown_seq = -1  # events up to this seq are already drawn (a transcript page)
         self.clearing = False
         self.failed = False  # a turn ended in error or a question had no answer (exit status)
@@ -141,6 +143,11 @@ class Chat:
             self.error(text) if params.get("type") == 1 else self.note(text)
             return
         if method != "dsh/event" or not isinstance(params, dict):
+            return
+        if not self.session_id and self._creating:
+            # `dsh/session/new`'s first events (a project's hooks waiting, the sandbox's status) may
+            # be read before its reply is: kept, and shown once the reply names the session.
+            self._early.append(params)
             return
         if not self.session_id or params.get("sessionId") != self.session_id:
             return
@@ -474,8 +481,15 @@ class Chat:
         """The session, created on the first prompt (a chat left without one keeps no empty session)."""
         async with self._session_lock:
             if not self.session_id:
-                result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
+                self._creating, self._early = True, []
+                try:
+                    result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
+                finally:
+                    self._creating = False
                 self.status.session_id = result["sessionId"]
+                early, self._early = self._early, []
+                for params in early:
+                    self.on_notification("dsh/event", params)
                 if self.status.mode != "ask":  # chosen with Shift-Tab before the first prompt
                     await self.rpc.request(
                         "dsh/session/setMode", {"sessionId": self.session_id, "mode": self.status.mode}
