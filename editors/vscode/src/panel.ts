@@ -555,9 +555,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const { client, sessionId } = await this.ensureSession();
     try {
       const output = await client.processOutput(sessionId, processId);
-      this.post({ type: 'processOutput', processId, output });
+      this.post({ type: 'processOutput', sessionId, processId, output });
     } catch (err) {
-      this.post({ type: 'processOutput', processId, error: personText(err) });
+      this.post({ type: 'processOutput', sessionId, processId, error: personText(err) });
     }
   }
 

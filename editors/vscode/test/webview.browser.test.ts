@@ -724,7 +724,8 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await rows.first().getByRole('button', { name: 'Output' }).click();
     expect(await w.posted()).toEqual([{ type: 'processOutput', processId: 'p1' }]);
     expect(await page().locator('.process-output-note').textContent()).toBe('Reading…');
-    await w.host({ type: 'processOutput', processId: 'p1', output: { processId: 'p1', text: 'ready on :5173\n', truncated: false, running: true } });
+    await w.host({ type: 'processOutput', sessionId: 'another', processId: 'p1', output: { processId: 'p1', text: "another session's p1", truncated: false, running: true } });
+    await w.host({ type: 'processOutput', sessionId: S, processId: 'p1', output: { processId: 'p1', text: 'ready on :5173\n', truncated: false, running: true } });
     await expect.poll(() => page().locator('.process-output-text').textContent()).toBe('ready on :5173\n');
     await w.shot('processes');
     await w.clearPosted();

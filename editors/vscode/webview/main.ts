@@ -249,7 +249,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'commands': composer.commandResults(m.id, m.commands); return;
-    case 'processOutput': showProcessOutput(m.processId, m.output, m.error); return;
+    case 'processOutput': if (m.sessionId === model.sessionId) showProcessOutput(m.processId, m.output, m.error); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
     case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
@@ -265,7 +265,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
 const shown: {
   inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string;
   sandbox?: SandboxStatus | null; sandboxPending?: SandboxMode; sandboxReadOnly?: boolean; plan?: Plan; planShown?: boolean;
-  processes?: ProcessInfo[]; processesKey?: string; hooks?: HooksUntrusted | null; hooksKey?: string;
+  processes?: ProcessInfo[]; processesKey?: string; processesSession?: string | null; hooks?: HooksUntrusted | null; hooksKey?: string;
 } = {};
 
 function render(): void {
@@ -420,6 +420,8 @@ function renderProcesses(): void {
   if (shown.processes === list && shown.processesKey === key) return;
   shown.processes = list;
   shown.processesKey = key;
+  // Process ids are per session (p1, p2, …): another session's open outputs are not this one's.
+  if (shown.processesSession !== model.sessionId) { processOutputs.clear(); shown.processesSession = model.sessionId; }
   processesEl.hidden = list.length === 0;
   for (const id of [...processOutputs.keys()]) if (!list.some((p) => p.processId === id)) processOutputs.delete(id);
   if (!list.length) { processesList.replaceChildren(); return; }

@@ -29,7 +29,7 @@ export type HostToWebview =
    *  could not be written): the picker shows the mode in force again. */
   | { type: 'sandboxModeDeclined' }
   /** A background process's newest output, asked for with `processOutput` (not part of the model). */
-  | { type: 'processOutput'; processId: string; output?: ProcessOutput; error?: string }
+  | { type: 'processOutput'; sessionId: string; processId: string; output?: ProcessOutput; error?: string }
   /** The session's custom slash commands (`dsh/commands/list`), asked for with `commands`. */
   | { type: 'commands'; id: number; commands: CustomCommandInfo[]; problems: string[] }
   /** Something the person asked for failed: said under the composer. */
