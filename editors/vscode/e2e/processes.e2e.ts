@@ -127,6 +127,8 @@ async function scenario(): Promise<void> {
   expect(said).toContain('userPromptSubmit: ci-status: echo');
   expect(said).toContain('stop: flaky-stop: exit 3');
   await cs.shot('trust-dialog');
+  // The dialog focuses Show hooks, not Trust: a stray Enter cannot trust them.
+  await expect.poll(() => page.evaluate(() => document.activeElement?.textContent?.trim()), { timeout: 5000 }).toBe('Show hooks');
   await dialog.getByRole('button', { name: 'Trust', exact: true }).click();
   await hooksBar.waitFor({ state: 'hidden', timeout: 15000 });
   const trusted = JSON.parse(readFileSync(join(cs.state, 'trusted-projects.json'), 'utf8'));

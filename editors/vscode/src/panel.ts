@@ -584,7 +584,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       '',
       'They run as your commands (in the session\'s sandbox) in every session of this folder, from the next event on, until the file changes.',
     ].join('\n');
-    const choice = await vscode.window.showWarningMessage(`Trust the hooks of ${path.basename(waiting.root) || waiting.root}?`, { modal: true, detail }, 'Trust', 'Show hooks');
+    // The dialog's first button is the one it focuses: Show hooks, so a stray Enter opens the file
+    // and only a deliberate click on Trust trusts them.
+    const choice = await vscode.window.showWarningMessage(`Trust the hooks of ${path.basename(waiting.root) || waiting.root}?`, { modal: true, detail }, 'Show hooks', 'Trust');
     if (choice === 'Show hooks') { await this.showHooks(); return; }
     if (choice !== 'Trust') return;
     const r = await client.trustProject(waiting.root);
