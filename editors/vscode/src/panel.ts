@@ -5,6 +5,7 @@
 // The model holds the newest turns only (at most `modelTurnsMax`; older ones are dropped with a
 // `trim` action the webview applies too): the webview reads older turns with `history` requests
 // (`dsh/session/transcript`) as the person scrolls up, so neither side grows with the session.
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Daemon } from './daemon';
@@ -13,8 +14,8 @@ import { diagnosticsChip, fileChip, localFileUri, selectionChip } from './editor
 import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
-import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, Via } from './protocol/reducer';
-import { errorCode, textOf, type AnyEvent, type CheckpointTurn, type ContextRef, type SandboxMode, type SessionInfo } from './protocol/types';
+import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, typedText, Via } from './protocol/reducer';
+import { errorCode, type AnyEvent, type CheckpointTurn, type ContextRef, type SandboxMode, type SessionInfo } from './protocol/types';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -106,9 +107,11 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const rewind = this.daemon.client?.features?.rewind === true;
     const modes = this.daemon.client?.features?.modes === true;
     const persistWidening = this.daemon.client?.features?.persistWidening === true;
+    const processes = this.daemon.client?.features?.processes === true;
     if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver
-      && rewind === this.connection.rewind && modes === this.connection.modes && persistWidening === this.connection.persistWidening) return;
-    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes, persistWidening };
+      && rewind === this.connection.rewind && modes === this.connection.modes && persistWidening === this.connection.persistWidening
+      && processes === this.connection.processes) return;
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes, persistWidening, processes };
     this.postConnection();
   }
 
@@ -255,6 +258,11 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       if (res.readOnly) this.log('the session is driven by another process: shown read-only');
       // Requests this window still holds for the session (it asked while another session was shown).
       for (const request of this.permissions.openFor(id)) this.dispatch({ kind: 'permission', request });
+      // Background processes started before the events replayed (a transcript page) are listed.
+      if (client.features?.processes && !res.readOnly) {
+        const { processes } = await client.processList(id).catch(() => ({ processes: undefined }));
+        if (processes && this.model.sessionId === id) this.dispatch({ kind: 'processes', processes });
+      }
       if (res.readOnly && client.features?.liveReadOnly) {
         // Another process drives it: its events follow live, and `session/lease` says when this
         // daemon drives it (a reloaded window's old daemon exiting).
@@ -286,8 +294,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const { sessionId } = await client.newSession(cwd ? { cwd } : {});
-    await this.ctx.workspaceState.update(SESSION_KEY, sessionId);
+    // The model follows the session before anything else is awaited: its first live events (the
+    // project's hooks waiting, `hooks/untrusted`) come right after the reply and are not replayed.
     this.dispatch({ kind: 'reset', sessionId });
+    await this.ctx.workspaceState.update(SESSION_KEY, sessionId);
     this.sendSnapshot();
     return { client, sessionId };
   }
@@ -472,7 +482,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private promptOfTurn(turn: number): string | undefined {
     const it = this.model.items.find((i) => i.kind === 'user' && i.turn === turn && i.message.source.kind === 'user');
     if (!it || it.kind !== 'user') return undefined;
-    const line = textOf(it.message.content).split('\n')[0].trim();
+    const line = typedText(it.message).split('\n')[0].trim();
     return line.length > 60 ? line.slice(0, 59) + '…' : line;
   }
 
@@ -534,10 +544,77 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
   }
 
-  async cancel(keepInbox: boolean): Promise<void> {
+  async cancel(keepInbox: boolean, stopProcesses = false): Promise<void> {
     if (!this.model.sessionId || !this.daemon.client) return;
     if (this.model.readOnly) throw new Error('Another window drives this session: stop it there.');
-    await this.daemon.client.cancel(this.model.sessionId, keepInbox);
+    await this.daemon.client.cancel(this.model.sessionId, keepInbox, 'user', stopProcesses && this.daemon.client.features?.processes === true);
+  }
+
+  /** A background process's newest output, for the panel's processes strip (not kept in the model). */
+  private async processOutput(processId: string): Promise<void> {
+    const { client, sessionId } = await this.ensureSession();
+    try {
+      const output = await client.processOutput(sessionId, processId);
+      this.post({ type: 'processOutput', sessionId, processId, output });
+    } catch (err) {
+      this.post({ type: 'processOutput', sessionId, processId, error: personText(err) });
+    }
+  }
+
+  /** The person's Stop on a background process: its `process/exited {stoppedBy: "person"}` follows. */
+  private async processStop(processId: string): Promise<void> {
+    const { client, sessionId } = await this.drivable();
+    const r = await client.processStop(sessionId, processId);
+    this.log(r.stopped ? `stopped background process ${processId}` : `background process ${processId} had ended already`);
+  }
+
+  /** The panel's "Trust…" on a project's waiting hooks: the hooks are shown (every entry of the
+   *  project's config.json, read here) in a modal, and trusted only when the person confirms there
+   *  (a stray key or click on the panel cannot trust them; protocol.md §17: only a person's action
+   *  sends dsh/project/trust). */
+  async trustHooks(): Promise<void> {
+    const waiting = this.model.hooksUntrusted;
+    if (!waiting) return;
+    const { client } = await this.drivable();
+    const listed = describeHooks(waiting.path);
+    const detail = [
+      `${waiting.path}${waiting.changed ? ' changed since you trusted its hooks' : ''} asks to run:`,
+      ...listed.lines.map((l) => `  ${l}`),
+      ...(waiting.problems?.length ? ['', 'Left out:', ...waiting.problems.map((p) => `  ${p}`)] : []),
+      '',
+      'They run as your commands (in the session\'s sandbox) in every session of this folder, from the next event on, until the file changes.',
+    ].join('\n');
+    // The dialog's first button is the one it focuses: Show hooks, so a stray Enter opens the file
+    // and only a deliberate click on Trust trusts them.
+    const choice = await vscode.window.showWarningMessage(`Trust the hooks of ${path.basename(waiting.root) || waiting.root}?`, { modal: true, detail }, 'Show hooks', 'Trust');
+    if (choice === 'Show hooks') { await this.showHooks(); return; }
+    if (choice !== 'Trust') return;
+    const r = await client.trustProject(waiting.root);
+    this.log(`trusted ${r.hooks} hooks of ${r.root} (${r.events.join(', ')})`);
+    this.dispatch({ kind: 'hooksTrusted', root: waiting.root });
+    if (listed.count !== undefined && listed.count !== r.hooks) {
+      void vscode.window.showWarningMessage(`dsh: the hooks changed while you looked at them: ${r.hooks} are trusted now (${r.events.join(', ')}). Show them to check.`, 'Show hooks')
+        .then((c) => { if (c) void this.showHooks(waiting.path); });
+    }
+  }
+
+  private async showHooks(file = this.model.hooksUntrusted?.path): Promise<void> {
+    if (!file) return;
+    await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+  }
+
+  /** The session's custom slash commands (or the workspace folder's, before a session). */
+  private async commands(id: number): Promise<void> {
+    const client = this.daemon.client;
+    const sessionId = this.model.sessionId;
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (!client?.features?.customCommands || (!sessionId && !cwd)) { this.post({ type: 'commands', id, commands: [], problems: [] }); return; }
+    try {
+      const r = await client.commandsList(sessionId ? { sessionId } : { cwd: cwd! });
+      this.post({ type: 'commands', id, commands: r.commands ?? [], problems: r.problems ?? [] });
+    } catch (err) {
+      this.post({ type: 'commands', id, commands: [], problems: [personText(err)] });
+    }
   }
 
   async wake(): Promise<void> {
@@ -599,7 +676,12 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'followup' });
         return;
       }
-      case 'cancel': return this.cancel(m.keepInbox);
+      case 'cancel': return this.cancel(m.keepInbox, m.stopProcesses === true);
+      case 'processOutput': return this.processOutput(m.processId);
+      case 'processStop': return this.processStop(m.processId);
+      case 'trustHooks': return this.trustHooks();
+      case 'showHooks': return this.showHooks();
+      case 'commands': return this.commands(m.id);
       case 'wake': return this.wake();
       case 'continue': {
         const { client, sessionId } = await this.drivable();
@@ -636,7 +718,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'inboxReplace': {
         const { client, sessionId } = await this.drivable();
         const old = [...this.model.inbox.nextTurn, ...this.model.inbox.nextStep].find((x) => x.id === m.messageId);
-        const r = await client.inboxReplace(sessionId, m.messageId, old ? { content: m.text, source: old.source } : m.text);
+        // What the daemon recorded of a custom command (`source.command`) stays behind: the new text is
+        // expanded again as it is sent (a message that carries one is never expanded).
+        const source = old ? Object.fromEntries(Object.entries(old.source).filter(([k]) => k !== 'command')) as typeof old.source : undefined;
+        const r = await client.inboxReplace(sessionId, m.messageId, source ? { content: m.text, source } : m.text);
         const via = this.model.via[m.messageId];
         if (via) this.dispatch({ kind: 'sent', messageId: r.messageId, via });
         return;
@@ -723,6 +808,33 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.inboxTimer) clearTimeout(this.inboxTimer);
     this.disposables.forEach((d) => d.dispose());
   }
+}
+
+/** The hooks a project's `.dsh/config.json` holds, one line each (`event: name: command (tools: matcher)`),
+ *  for the person to read before trusting them; `count` undefined when the file cannot be read. */
+export function describeHooks(file: string): { lines: string[]; count?: number } {
+  let hooks: unknown;
+  try {
+    hooks = (JSON.parse(readFileSync(file, 'utf8')) as { hooks?: unknown })?.hooks;
+  } catch (err) {
+    return { lines: [`(the file cannot be read here: ${(err as Error).message.split('\n')[0]})`] };
+  }
+  const lines: string[] = [];
+  let count = 0;
+  if (hooks && typeof hooks === 'object') {
+    for (const [event, entries] of Object.entries(hooks as Record<string, unknown>)) {
+      if (!Array.isArray(entries)) continue;
+      for (const e of entries as Array<Record<string, unknown>>) {
+        count++;
+        const cmd = Array.isArray(e?.command) ? e.command.map(String).join(' ') : String(e?.command ?? '?');
+        const name = typeof e?.name === 'string' ? `${e.name}: ` : '';
+        const matcher = typeof e?.matcher === 'string' && e.matcher !== '*' ? ` (tools: ${e.matcher})` : '';
+        lines.push(`${event}: ${name}${cmd.length > 200 ? cmd.slice(0, 199) + '…' : cmd}${matcher}`);
+      }
+    }
+  }
+  const shown = lines.length > 30 ? [...lines.slice(0, 30), `… and ${lines.length - 30} more`] : lines;
+  return { lines: shown.length ? shown : ['(no hooks)'], count };
 }
 
 /** A file whose name starts with the query comes first, then one whose name holds it, then the rest. */

@@ -6,7 +6,7 @@ import { ChatPanel } from '../src/panel';
 import { DaemonUnavailable } from '../src/daemonState';
 import { Permissions } from '../src/permissions';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { queueOf, reduceAll, type SessionModel } from '../src/protocol/reducer';
@@ -549,5 +549,112 @@ describe('ChatPanel (host) with the real daemon', () => {
     await d.waitFor(() => host.panel.model.lastTurnEnd?.kind === 'completed', 'the retried turn');
     expect(fake.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'user', content: 'try this' });
     host.panel.dispose();
+  });
+
+  it("background processes: listed when a window opens the session (started before its transcript page), their output read, stopped by the person, and with the turn's Stop", async () => {
+    const bg = (id: string, name: string) => toolReply([{ id, name: 'run_command', args: { command: `while :; do echo ${name}-out; sleep 0.2; done`, background: true, name } }]);
+    fake.script(bg('call_bg1', 'ticker'), textReply('started'));
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    host.send({ type: 'send', text: 'start the ticker', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'the turn');
+    const id = host.panel.model.sessionId!;
+    expect(host.panel.model.processes).toMatchObject([{ processId: 'p1', name: 'ticker', running: true }]);
+    host.panel.dispose();
+
+    // Another window opens the session: a transcript page, then the events after it (the process's
+    // start is inside the page): the strip comes from dsh/process/list.
+    const again = fakeHost(id);
+    again.send({ type: 'ready' });
+    await d.waitFor(() => again.panel.model.processes.length === 1, 'the listed process');
+    expect(again.panel.model.processes[0]).toMatchObject({ processId: 'p1', name: 'ticker', running: true, command: 'while :; do echo ticker-out; sleep 0.2; done' });
+    again.send({ type: 'processOutput', processId: 'p1' });
+    await d.waitFor(() => again.posted.some((p) => p.msg.type === 'processOutput'), 'its output');
+    expect((again.posted.find((p) => p.msg.type === 'processOutput')!.msg as any).output.text).toContain('ticker-out');
+    again.send({ type: 'processStop', processId: 'p1' });
+    await d.waitFor(() => again.panel.model.processes[0]?.running === false, 'stopped');
+    expect(d.of(id, 'process/exited').map((e) => e.data)).toEqual([expect.objectContaining({ processId: 'p1', stoppedBy: 'person' })]);
+    expect(again.panel.model.processes[0].stoppedBy).toBe('person');
+
+    // Stop and stop processes: the turn's Stop with stopProcesses.
+    fake.script(bg('call_bg2', 'watcher'), textReply('watching'));
+    again.send({ type: 'send', text: 'start the watcher', chips: [], mode: 'followup' });
+    await d.waitFor(() => again.panel.model.processes.some((p) => p.processId === 'p2' && p.running), 'the watcher');
+    again.send({ type: 'cancel', keepInbox: true, stopProcesses: true });
+    await d.waitFor(() => again.panel.model.processes.find((p) => p.processId === 'p2')?.running === false, 'stopped with the turn');
+    expect(d.of(id, 'process/exited').map((e) => (e.data as any).stoppedBy)).toEqual(['person', 'cancel']);
+    expect(again.posted.filter((p) => p.msg.type === 'error')).toEqual([]);
+    again.panel.dispose();
+  });
+
+  it("a project's hooks wait for the person: the Trust dialog lists them, a dismissed one trusts nothing, Trust runs them from the next prompt", async () => {
+    const folders = mockWorkspace.workspaceFolders;
+    mockWorkspace.workspaceFolders = [{ uri: vscode.Uri.file(d.root) }] as any;
+    try {
+      mkdirSync(join(d.root, '.dsh'), { recursive: true });
+      writeFileSync(join(d.root, '.dsh', 'config.json'), JSON.stringify({ hooks: { userPromptSubmit: [{ command: 'echo \'{"additionalContext": "HOOK-CONTEXT-7"}\'', name: 'ctx' }] } }));
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      fake.script(textReply('one'), textReply('two'));
+      host.send({ type: 'send', text: 'first', chips: [], mode: 'followup' });
+      await d.waitFor(() => !!host.panel.model.hooksUntrusted, 'the hooks waiting');
+      expect(host.panel.model.hooksUntrusted).toMatchObject({ events: ['userPromptSubmit'], hooks: 1 });
+      await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'the first turn');
+      expect(JSON.stringify(fake.requests[0].body.messages)).not.toContain('HOOK-CONTEXT-7');
+
+      warnings.length = 0;
+      warn.next = () => undefined; // the dialog dismissed
+      host.send({ type: 'trustHooks' });
+      await d.waitFor(() => warnings.length === 1, 'the dialog');
+      expect(warnings[0].options?.modal).toBe(true);
+      expect(warnings[0].options?.detail).toContain('userPromptSubmit: ctx: echo \'{"additionalContext": "HOOK-CONTEXT-7"}\'');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(existsSync(join(d.state, 'trusted-projects.json'))).toBe(false);
+      expect(host.panel.model.hooksUntrusted).toBeDefined();
+
+      warn.next = (_m, items) => items.find((i) => i === 'Trust');
+      host.send({ type: 'trustHooks' });
+      await d.waitFor(() => !host.panel.model.hooksUntrusted, 'trusted');
+      expect(existsSync(join(d.state, 'trusted-projects.json'))).toBe(true);
+      host.send({ type: 'send', text: 'second', chips: [], mode: 'followup' });
+      await d.waitFor(() => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length === 2 && host.panel.model.status === 'idle', 'the second turn');
+      expect(JSON.stringify(fake.requests[1].body.messages)).toContain('HOOK-CONTEXT-7');
+      expect(host.panel.model.items.some((i) => i.kind === 'user' && i.message.source.kind === 'hook')).toBe(true);
+      host.panel.dispose();
+    } finally {
+      mockWorkspace.workspaceFolders = folders;
+    }
+  });
+
+  it('a queued custom command is edited as typed and expanded again (its recorded command is not carried over)', async () => {
+    const folders = mockWorkspace.workspaceFolders;
+    mockWorkspace.workspaceFolders = [{ uri: vscode.Uri.file(d.root) }] as any;
+    try {
+      mkdirSync(join(d.root, '.dsh', 'commands'), { recursive: true });
+      writeFileSync(join(d.root, '.dsh', 'commands', 'review.md'), '---\ndescription: Review a file\nargument-hint: PATH\n---\nReview $ARGUMENTS now.\n');
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      const g = gate();
+      fake.script({ ...textReply('busy'), gate: g.promise }, textReply('reviewed'));
+      host.send({ type: 'send', text: 'hold on', chips: [], mode: 'followup' });
+      await fake.waitRequests(1);
+      host.send({ type: 'commands', id: 7 });
+      await d.waitFor(() => host.posted.some((p) => p.msg.type === 'commands'), 'the commands');
+      expect((host.posted.find((p) => p.msg.type === 'commands')!.msg as any).commands).toEqual([{ name: 'review', description: 'Review a file', source: 'project', argumentHint: 'PATH' }]);
+      host.send({ type: 'send', text: '/review a.py', chips: [], mode: 'followup' });
+      await d.waitFor(() => queueOf(host.panel.model).length === 1, 'queued');
+      const q = queueOf(host.panel.model)[0];
+      expect(q.text).toBe('/review a.py');
+      expect(textOf(q.message.content)).toBe('Review a.py now.');
+      host.send({ type: 'inboxReplace', messageId: q.message.id, text: '/review b.py' });
+      await d.waitFor(() => queueOf(host.panel.model)[0]?.text === '/review b.py', 'replaced');
+      expect(textOf(queueOf(host.panel.model)[0].message.content)).toBe('Review b.py now.');
+      g.open();
+      await d.waitFor(() => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length === 2, 'both turns');
+      expect(JSON.stringify(fake.requests[1].body.messages)).toContain('Review b.py now.');
+      host.panel.dispose();
+    } finally {
+      mockWorkspace.workspaceFolders = folders;
+    }
   });
 });

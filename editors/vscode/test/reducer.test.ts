@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emptyModel, queueOf, reduce, reduceAll, assistantText, type Action, type Item } from '../src/protocol/reducer';
+import { emptyModel, queueOf, reduce, reduceAll, assistantText, typedText, PROCESSES_EXITED, type Action, type Item } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
 
 const S = 's1';
@@ -253,5 +253,74 @@ describe('reducer', () => {
     for (let i = 0; i < 100; i++) m = reduce(m, ev('plan/updated', plan(10 + i, 'x', 'y'), 8 + i));
     expect(m.planLog.length).toBeLessThanOrEqual(32);
     expect(m.plan?.turn).toBe(109);
+  });
+
+  it('background processes: started, exited with how, listed on attach; the model keeps every running one and the newest ended', () => {
+    const started = (id: string, seq: number) => ev('process/started', { processId: id, name: `srv ${id}`, command: `serve ${id}`, pid: 100 + seq, confined: true, turn: 1, callId: 'c' + id }, seq);
+    let m = reduceAll(emptyModel(S), [started('p1', 0), started('p2', 1)]);
+    expect(m.processes.map((p) => [p.processId, p.running])).toEqual([['p1', true], ['p2', true]]);
+    const before = m.processes;
+    m = reduce(m, ev('process/exited', { processId: 'p1', signal: 15, stoppedBy: 'person' }, 2));
+    expect(before[0].running).toBe(true); // replaced, never changed in place: a view compares by identity
+    expect(m.processes[0]).toMatchObject({ processId: 'p1', name: 'srv p1', running: false, signal: 15, stoppedBy: 'person' });
+    // An exit whose start is before the events this model holds: known by its id until listed.
+    m = reduce(m, ev('process/exited', { processId: 'p0', exitCode: 0 }, 3));
+    expect(m.processes.at(-1)).toMatchObject({ processId: 'p0', name: 'p0', running: false, exitCode: 0 });
+    m = reduce(m, { kind: 'processes', processes: [{ processId: 'p0', name: 'build', command: 'make', pid: 9, confined: true, running: false, exitCode: 0 }] });
+    expect(m.processes.map((p) => p.name)).toEqual(['build']);
+    // Many ended ones: all running kept, only the newest PROCESSES_EXITED ended.
+    const many: Action[] = [];
+    for (let i = 0; i < 12; i++) many.push(started(`q${i}`, 10 + 2 * i), ev('process/exited', { processId: `q${i}`, exitCode: i }, 11 + 2 * i));
+    many.push(started('live', 40));
+    m = reduceAll(m, many);
+    expect(m.processes.filter((p) => !p.running).map((p) => p.processId)).toEqual(['q7', 'q8', 'q9', 'q10', 'q11'].slice(-PROCESSES_EXITED));
+    expect(m.processes.filter((p) => p.running).map((p) => p.processId)).toEqual(['live']);
+  });
+
+  it("a project's hooks wait for trust: from the attach reply or the live event, gone once trusted or when the reply no longer carries them", () => {
+    const waiting = { root: '/w', path: '/w/.dsh/config.json', events: ['preToolUse', 'stop'], hooks: 2 };
+    const attached = (hooksUntrusted?: object): Action => ({ kind: 'attached', result: { sessionId: S, status: 'idle', lastSeq: 0, inbox: { nextTurn: [], nextStep: [] }, ...(hooksUntrusted ? { hooksUntrusted } : {}) } as any });
+    let m = reduce(emptyModel(S), attached(waiting));
+    expect(m.hooksUntrusted).toEqual(waiting);
+    m = reduce(m, { kind: 'hooksTrusted', root: '/other' });
+    expect(m.hooksUntrusted).toEqual(waiting); // another folder's trust
+    m = reduce(m, { kind: 'hooksTrusted', root: '/w' });
+    expect(m.hooksUntrusted).toBeUndefined();
+    m = reduce(m, ev('hooks/untrusted', { ...waiting, changed: true }));
+    expect(m.hooksUntrusted?.changed).toBe(true);
+    m = reduce(m, attached());
+    expect(m.hooksUntrusted).toBeUndefined();
+  });
+
+  it('a failed hook is one warning line, however often it is told; hook messages stay user items', () => {
+    const failed = ev('hook/failed', { hook: 'guard', event: 'preToolUse', reason: 'it exited with status 3', origin: 'project' });
+    const m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), failed, failed,
+      ev('user/message', { id: 'h1', role: 'user', content: [{ type: 'text', text: 'tests pass' }], source: { kind: 'hook', event: 'userPromptSubmit', hook: 'ctx' } }, 1)]);
+    const notices = m.items.filter((i) => i.kind === 'notice');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatchObject({ level: 'warning', topic: 'hook', text: "The preToolUse hook guard (the project's) failed and was ignored: it exited with status 3" });
+    expect(m.items.at(-1)).toMatchObject({ kind: 'user', message: { source: { kind: 'hook', hook: 'ctx' } } });
+  });
+
+  it('session/notice: a sandbox notice is a line where it happened; a take-over is not (the read-only bar tells it)', () => {
+    const m = reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 0),
+      ev('session/notice', { kind: 'sandbox', level: 'warning', message: 'The widening could not be saved: config.json cannot be parsed.' }, 1),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 12 on h took this chat over; it drives it from here on.' }, 2),
+      ev('session/notice', { kind: 'sandbox', level: 'info', message: 'A .git appeared at /w: protected from now on.' }, 3),
+    ]);
+    expect(m.items.map((i) => i.kind === 'notice' && [i.topic, i.level, i.text])).toEqual([
+      ['sandbox', 'warning', 'The widening could not be saved: config.json cannot be parsed.'],
+      ['sandbox', 'info', 'A .git appeared at /w: protected from now on.'],
+    ]);
+  });
+
+  it('a custom command is shown as typed: its transcript line, its queue row', () => {
+    const expanded = { id: 'c1', role: 'user', content: [{ type: 'text', text: 'Review app.py for bugs.' }], source: { kind: 'user', command: { name: 'review', arguments: 'app.py', origin: 'project', path: '/w/.dsh/commands/review.md' } } };
+    expect(typedText(expanded)).toBe('/review app.py');
+    expect(typedText({ ...expanded, source: { kind: 'user', command: { name: 'tidy', arguments: '' } } })).toBe('/tidy');
+    expect(typedText({ ...expanded, source: { kind: 'user' } })).toBe('Review app.py for bugs.');
+    const m = reduce(emptyModel(S), ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [expanded] }, 0));
+    expect(queueOf(m).map((q) => q.text)).toEqual(['/review app.py']);
   });
 });

@@ -697,6 +697,157 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await t.evaluate((el) => el.scrollTop)).toBe(before);
     await w.shot('14-focused-copy');
   });
+
+  it('background processes: a compact strip (name, command, state), output on demand, Stop; the Stop menu stops them with the turn', async () => {
+    const ready = { state: 'ready', hasKey: true, processes: true };
+    const started = (id: string, name: string, command: string, seq: number) => ev('process/started', { processId: id, name, command, pid: 4000 + seq, confined: true, turn: 1, callId: 'c' + id }, seq);
+    const m = reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 0),
+      started('p1', 'dev-server', 'npm run dev -- --port 5173 --host 127.0.0.1 --strictPort', 1),
+      started('p2', 'build', 'make -j4', 2),
+      ev('process/exited', { processId: 'p2', exitCode: 2 }, 3),
+    ]);
+    await w.snapshot(m, ready);
+    const strip = page().locator('details.processes');
+    await expect.poll(() => strip.isVisible()).toBe(true);
+    expect(await page().locator('.processes-summary').textContent()).toBe('Processes1 running1 ended');
+    const rows = page().locator('.process');
+    expect(await rows.locator('.process-name').allTextContents()).toEqual(['dev-server', 'build']);
+    expect(await rows.locator('.process-state').allTextContents()).toEqual(['running', 'exited (code 2)']);
+    expect(await rows.first().locator('.process-command').textContent()).toBe('npm run dev -- --port 5173 --host 127.0.0.1 --strictPort');
+    expect(await rows.nth(1).getByRole('button', { name: 'Stop' }).count()).toBe(0); // ended: nothing to stop
+    // Inside 300 px, above the composer.
+    const stripBox = (await strip.boundingBox())!;
+    expect(stripBox.x + stripBox.width).toBeLessThanOrEqual(300);
+    expect(stripBox.y + stripBox.height).toBeLessThanOrEqual((await page().getByLabel('message').boundingBox())!.y);
+    await w.clearPosted();
+    await rows.first().getByRole('button', { name: 'Output' }).click();
+    expect(await w.posted()).toEqual([{ type: 'processOutput', processId: 'p1' }]);
+    expect(await page().locator('.process-output-note').textContent()).toBe('Reading…');
+    await w.host({ type: 'processOutput', sessionId: 'another', processId: 'p1', output: { processId: 'p1', text: "another session's p1", truncated: false, running: true } });
+    await w.host({ type: 'processOutput', sessionId: S, processId: 'p1', output: { processId: 'p1', text: 'ready on :5173\n', truncated: false, running: true } });
+    await expect.poll(() => page().locator('.process-output-text').textContent()).toBe('ready on :5173\n');
+    await w.shot('processes');
+    await w.clearPosted();
+    await rows.first().getByRole('button', { name: 'Stop' }).click();
+    expect(await w.posted()).toEqual([{ type: 'processStop', processId: 'p1' }]);
+    // Stop's menu, while the turn runs and a process does.
+    const more = page().getByRole('button', { name: 'More ways to stop' });
+    expect(await more.isVisible()).toBe(true);
+    await more.click();
+    const items = page().getByRole('menuitem');
+    expect(await items.allTextContents()).toEqual(['Stop and stop processes', 'Stop, clear the queue and stop processes']);
+    await w.clearPosted();
+    await items.first().click();
+    expect(await w.posted()).toEqual([{ type: 'cancel', keepInbox: true, stopProcesses: true }]);
+    expect(await page().locator('.stop-menu').isVisible()).toBe(false);
+    // A streamed word leaves the strip's DOM alone (no re-render per event).
+    await page().locator('.process').first().evaluate((e) => { (e as any).__kept = true; });
+    await w.actions([ev('assistant/delta', { turn: 1, step: 1, delta: { type: 'text', text: 'working' } })]);
+    await w.frame();
+    expect(await page().locator('.process').first().evaluate((e) => (e as any).__kept === true)).toBe(true);
+    // The person stopped it: said on its row; nothing runs, so the menu goes.
+    await w.actions([ev('process/exited', { processId: 'p1', signal: 15, stoppedBy: 'person' }, 4)]);
+    await expect.poll(() => rows.first().locator('.process-state').textContent()).toBe('stopped by you, ended (signal 15)');
+    expect(await page().locator('.processes-count').textContent()).toBe('none running');
+    expect(await more.isVisible()).toBe(false);
+    expect(await page().locator('.process-output-text').textContent()).toBe('ready on :5173\n'); // still open
+    expect(w.errors).toEqual([]);
+  });
+
+  it("a project's hooks waiting for trust: one bar; Trust and Show ask the host; trusted, it goes", async () => {
+    await w.snapshot(reduceAll(emptyModel(S), [ev('hooks/untrusted', { root: '/w', path: '/w/.dsh/config.json', events: ['preToolUse', 'stop'], hooks: 2, problems: ['postToolUse[0]: no command'] })]));
+    const bar = page().locator('.hooks-bar');
+    await expect.poll(() => bar.isVisible()).toBe(true);
+    expect(await bar.locator('.hooks-text').textContent()).toBe('This project has hooks (2 hooks: preToolUse, stop). They do not run until you trust them.');
+    expect(await bar.locator('.hooks-problems').textContent()).toBe('1 entry left out');
+    await w.clearPosted();
+    await bar.getByRole('button', { name: 'Show hooks' }).click();
+    await bar.getByRole('button', { name: 'Trust…' }).click();
+    expect(await w.posted()).toEqual([{ type: 'showHooks' }, { type: 'trustHooks' }]);
+    const box = (await bar.boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(300);
+    await w.shot('hooks');
+    await w.actions([{ kind: 'hooksTrusted', root: '/w' }]);
+    await expect.poll(() => bar.isVisible()).toBe(false);
+    expect(w.errors).toEqual([]);
+  });
+
+  it('hook messages, failed hooks, sandbox notices and custom commands in the transcript', async () => {
+    const cmd = { id: 'u1', role: 'user', content: [{ type: 'text', text: 'Review app.py for bugs. Be brief.' }], source: { kind: 'user', command: { name: 'review', arguments: 'app.py', origin: 'project', path: '/w/.dsh/commands/review.md' } } };
+    await w.snapshot(reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 0),
+      ev('user/message', cmd, 1),
+      ev('user/message', user('h1', 'CI says the build is green\nand more', { kind: 'hook', event: 'userPromptSubmit', hook: 'ci-status' }), 2),
+      ev('hook/failed', { hook: 'flaky-stop', event: 'stop', reason: 'it exited with status 3', origin: 'project' }),
+      ev('session/notice', { kind: 'sandbox', level: 'warning', message: 'A .git appeared at /w while commands could write there: it is protected from now on.' }, 3),
+    ]));
+    await expect.poll(() => page().locator('.msg.user .user-text').textContent()).toBe('/review app.py');
+    expect(await page().locator('.msg.user .tag.command').textContent()).toBe('project command');
+    const expansion = page().locator('details.command-expansion');
+    await expansion.locator('summary').click();
+    await expect.poll(() => expansion.locator('pre').textContent()).toBe('Review app.py for bugs. Be brief.');
+    const hook = page().locator('details.hook-message');
+    expect(await hook.locator('summary').textContent()).toBe('hook ci-statususerPromptSubmitCI says the build is green');
+    expect(await page().locator('.notice.topic-hook').textContent()).toBe("hookThe stop hook flaky-stop (the project's) failed and was ignored: it exited with status 3");
+    expect(await page().locator('.notice.warning.topic-sandbox .notice-text').textContent()).toBe('A .git appeared at /w while commands could write there: it is protected from now on.');
+    await w.shot('hooks-commands-transcript');
+    // Retry resends the line as typed (the daemon expands it again).
+    expect(w.errors).toEqual([]);
+  });
+
+  it('/ completes the panel\'s commands and the session\'s custom ones (description, argument hint); a pick fills the box; the line is sent as typed', async () => {
+    await w.snapshot(emptyModel(S));
+    const box = page().getByLabel('message');
+    await box.fill('');
+    await box.focus();
+    await w.clearPosted();
+    await box.pressSequentially('/');
+    const menu = page().locator('.slash-menu');
+    await expect.poll(() => menu.isVisible()).toBe(true);
+    const asked = (await w.posted()).filter((m) => m.type === 'commands');
+    expect(asked).toHaveLength(1);
+    expect(await menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop']);
+    await w.host({ type: 'commands', id: asked[0].id, problems: [], commands: [
+      { name: 'review', description: 'Review a file for bugs', source: 'project', argumentHint: 'PATH' },
+      { name: 'new', description: 'shadowed by the panel', source: 'user' },
+      { name: 'release-notes', description: 'Draft the release notes', source: 'user' },
+    ] });
+    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop', '/review', '/release-notes']);
+    await box.pressSequentially('re');
+    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/review', '/release-notes']);
+    const review = menu.locator('.mention.command').first();
+    expect(await review.locator('.command-hint').textContent()).toBe('PATH');
+    expect(await review.locator('.command-description').textContent()).toBe('Review a file for bugs');
+    const mb = (await menu.boundingBox())!;
+    expect(mb.x + mb.width).toBeLessThanOrEqual(300);
+    await w.shot('slash-menu');
+    await box.press('ArrowDown');
+    await box.press('ArrowUp');
+    await box.press('Tab');
+    expect(await box.inputValue()).toBe('/review ');
+    expect(await menu.isVisible()).toBe(false);
+    await box.pressSequentially('app.py');
+    await w.clearPosted();
+    await box.press('Enter');
+    expect((await w.posted()).filter((m) => m.type === 'send').map((m) => m.text)).toEqual(['/review app.py']);
+    // Esc closes the menu (and nothing else); the panel's own command acts here and sends nothing.
+    await box.pressSequentially('/x');
+    await expect.poll(() => menu.textContent()).toBe('No command matches /x');
+    await box.press('Escape');
+    expect(await menu.isVisible()).toBe(false);
+    expect(await box.inputValue()).toBe('/x');
+    await box.fill('');
+    await box.pressSequentially('/ne');
+    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/new']);
+    await box.press('Enter'); // picks (never sends while the menu is open)
+    expect(await box.inputValue()).toBe('/new ');
+    await w.clearPosted();
+    await box.press('Enter');
+    expect(await w.posted()).toEqual([{ type: 'newSession' }]);
+    expect(await box.inputValue()).toBe('');
+    expect(w.errors).toEqual([]);
+  });
 });
 
 // ---- a long session ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The message box and what goes with it: chips (context for the next prompt), the @ picker, ↑/↓
 // through earlier prompts, files dropped on the panel, and a send that failed coming back.
 import type { Chip, MentionItem, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
+import type { CustomCommandInfo } from '../src/protocol/types';
 import { button, el } from './dom';
 
 const HISTORY_MAX = 100;
@@ -35,6 +36,7 @@ export class Composer {
   private sendSeq = 0;
   private readonly inflight = new Map<number, { text: string; chips: Chip[] }>();
   private readonly mentions: Mentions;
+  private readonly slash: SlashMenu;
 
   constructor(private readonly host: ComposerHost, saved: { draft?: unknown; history?: unknown }) {
     const input = this.input;
@@ -47,6 +49,7 @@ export class Composer {
     this.errorEl.setAttribute('role', 'alert');
     this.errorEl.hidden = true;
     this.mentions = new Mentions(this, host);
+    this.slash = new SlashMenu(this, host);
     const row = el('div', 'row');
     this.sendBtn = button('Send', () => this.send('followup'), 'primary', 'Send (queued while a turn runs)');
     const steerBtn = button('Steer', () => this.send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
@@ -55,10 +58,11 @@ export class Composer {
     const addFile = button('+ File', () => host.post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drop files here from the Explorer, holding Shift)');
     addFile.setAttribute('aria-label', 'Add file');
     row.append(addSel, addFile, el('span', 'spacer'), steerBtn, this.sendBtn);
-    this.el.append(this.mentions.el, this.chipsEl, input, this.errorEl, row);
+    this.el.append(this.mentions.el, this.slash.el, this.chipsEl, input, this.errorEl, row);
 
     input.addEventListener('keydown', (ev) => {
       if (this.mentions.open && this.mentions.key(ev)) return;
+      if (this.slash.open && this.slash.key(ev)) return;
       if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();
         this.send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
@@ -72,6 +76,7 @@ export class Composer {
       if (this.recall && input.value !== this.history[this.recall.at]) this.recall = undefined;
       this.save();
       this.mentions.onInput();
+      this.slash.onInput();
     });
     this.renderChips();
   }
@@ -82,9 +87,10 @@ export class Composer {
     if (this.sendBtn.textContent !== label) this.sendBtn.textContent = label;
   }
 
-  get pickerOpen(): boolean { return this.mentions.open; }
-  closePicker(): void { this.mentions.close(); }
+  get pickerOpen(): boolean { return this.mentions.open || this.slash.open; }
+  closePicker(): void { this.mentions.close(); this.slash.close(); }
   mentionResults(id: number, items: MentionItem[]): void { this.mentions.results(id, items); }
+  commandResults(id: number, commands: CustomCommandInfo[]): void { this.slash.results(id, commands); }
   focus(): void { this.input.focus(); }
 
   addChips(list: Chip[]): void {
@@ -117,6 +123,17 @@ export class Composer {
     const text = this.input.value;
     if (!text.trim() && !this.chips.length) return;
     if (!this.host.canSend()) return;
+    // The panel's own commands come first (protocol.md §18): they act here and send nothing.
+    const builtin = /^\s*\/([\w.-]+)\s*$/.exec(text);
+    const own = builtin ? BUILTIN_COMMANDS.find((c) => c.name === builtin[1]) : undefined;
+    if (own) {
+      this.host.post(own.message);
+      this.input.value = '';
+      this.errorEl.hidden = true;
+      this.save();
+      return;
+    }
+    // Any other `/name …` goes as typed: the daemon expands the session's custom commands.
     const id = ++this.sendSeq;
     this.inflight.set(id, { text, chips: [...this.chips] });
     this.host.post({ type: 'send', id, text, chips: this.chips, mode });
@@ -316,5 +333,139 @@ class Mentions {
       return o;
     }));
     input.setAttribute('aria-activedescendant', `mention-${this.active}`);
+  }
+}
+
+/** The panel's own slash commands: they act in the panel and are never sent (a custom command of the
+ *  same name is not reachable from here, as protocol.md §18 says of a client's built-in ones). */
+export const BUILTIN_COMMANDS: Array<{ name: string; description: string; message: WebviewToHost }> = [
+  { name: 'new', description: 'Start a new session', message: { type: 'newSession' } },
+  { name: 'sessions', description: 'Switch to another session', message: { type: 'switchSession' } },
+  { name: 'stop', description: 'Stop the running turn (the queue stays)', message: { type: 'cancel', keepInbox: true } },
+];
+
+interface SlashItem { name: string; description: string; hint?: string; source: string }
+
+/** Completion of slash commands: `/` at the start of the message lists the panel's own commands and the
+ *  session's custom ones (`dsh/commands/list`, asked again each time it opens: a file added since is
+ *  listed), with their description and argument hint. A pick puts `/name ` in the box; what is sent is
+ *  the line as typed. Enter and Tab pick while it is open (they never send), Esc closes it. */
+class SlashMenu {
+  readonly el = el('div', 'mentions slash-menu');
+  open = false;
+  private custom: CustomCommandInfo[] = [];
+  private items: SlashItem[] = [];
+  private active = 0;
+  private query = '';
+  private seq = 0;
+
+  constructor(private readonly composer: Composer, private readonly host: ComposerHost) {
+    this.el.setAttribute('role', 'listbox');
+    this.el.setAttribute('aria-label', 'commands');
+    this.el.id = 'slash-commands';
+    this.el.hidden = true;
+  }
+
+  onInput(): void {
+    const input = this.composer.input;
+    const caret = input.selectionStart ?? input.value.length;
+    const m = /^\s*\/([\w.-]*)$/.exec(input.value.slice(0, caret));
+    if (!m) { this.close(); return; }
+    this.query = m[1];
+    if (!this.open) {
+      this.open = true;
+      this.active = 0;
+      this.host.post({ type: 'commands', id: ++this.seq });
+    }
+    this.filter();
+  }
+
+  results(id: number, commands: CustomCommandInfo[]): void {
+    if (id !== this.seq) return;
+    this.custom = commands;
+    if (this.open) this.filter();
+  }
+
+  private filter(): void {
+    const q = this.query.toLowerCase();
+    const own = new Set(BUILTIN_COMMANDS.map((c) => c.name));
+    const all: SlashItem[] = [
+      ...BUILTIN_COMMANDS.map((c) => ({ name: c.name, description: c.description, source: 'panel' })),
+      ...this.custom.filter((c) => !own.has(c.name)).map((c) => ({ name: c.name, description: c.description, hint: c.argumentHint, source: c.source })),
+    ];
+    const rank = (it: SlashItem) => it.name.toLowerCase().startsWith(q) ? 0 : 1;
+    this.items = all.filter((it) => !q || it.name.toLowerCase().includes(q)).sort((a, b) => rank(a) - rank(b));
+    if (this.active >= this.items.length) this.active = 0;
+    this.render();
+  }
+
+  key(ev: KeyboardEvent): boolean {
+    if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+      ev.preventDefault();
+      if (this.items.length) this.active = (this.active + (ev.key === 'ArrowDown' ? 1 : this.items.length - 1)) % this.items.length;
+      this.render();
+      return true;
+    }
+    if ((ev.key === 'Enter' || ev.key === 'Tab') && !ev.shiftKey && this.items[this.active]) {
+      ev.preventDefault();
+      this.pick(this.items[this.active]);
+      return true;
+    }
+    if (ev.key === 'Escape') {
+      ev.preventDefault();
+      ev.stopPropagation();
+      this.close();
+      return true;
+    }
+    return false;
+  }
+
+  private pick(item: SlashItem): void {
+    const input = this.composer.input;
+    const caret = input.selectionStart ?? input.value.length;
+    const rest = input.value.slice(caret).replace(/^\S*\s?/, '');
+    input.value = `/${item.name} ${rest}`;
+    const at = item.name.length + 2;
+    input.setSelectionRange(at, at);
+    this.close();
+    this.composer.save();
+    input.focus();
+  }
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.el.hidden = true;
+    this.el.replaceChildren();
+    const input = this.composer.input;
+    input.removeAttribute('aria-activedescendant');
+    input.setAttribute('aria-expanded', 'false');
+  }
+
+  private render(): void {
+    const input = this.composer.input;
+    this.el.hidden = false;
+    input.setAttribute('aria-expanded', 'true');
+    input.setAttribute('aria-controls', 'slash-commands');
+    if (!this.items.length) {
+      this.el.replaceChildren(el('div', 'mention-empty', `No command matches /${this.query}`));
+      input.removeAttribute('aria-activedescendant');
+      return;
+    }
+    this.el.replaceChildren(...this.items.map((it, i) => {
+      const o = el('div', `mention command${i === this.active ? ' active' : ''}`);
+      o.id = `slash-${i}`;
+      o.setAttribute('role', 'option');
+      o.setAttribute('aria-selected', String(i === this.active));
+      const name = el('span', 'command-name', `/${it.name}`);
+      o.append(name);
+      if (it.hint) o.append(el('span', 'command-hint', it.hint));
+      o.append(el('span', `mention-kind ${it.source}`, it.source));
+      if (it.description) o.append(el('span', 'mention-detail command-description', it.description));
+      o.title = `/${it.name}${it.hint ? ` ${it.hint}` : ''}${it.description ? ` — ${it.description}` : ''}`;
+      o.addEventListener('mousedown', (ev) => { ev.preventDefault(); this.pick(it); });
+      return o;
+    }));
+    input.setAttribute('aria-activedescendant', `slash-${this.active}`);
   }
 }

@@ -2,7 +2,7 @@
 // incrementally, see MarkdownView); the other kinds are small and are built again when they change.
 // Nothing here reads layout.
 import type { AssistantItem, Item, RetryState, ToolItem, TurnEndItem, UserItem } from '../src/protocol/reducer';
-import { assistantText } from '../src/protocol/reducer';
+import { assistantText, typedText } from '../src/protocol/reducer';
 import type { ToolResultMeta, TurnEndReason } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { el } from './dom';
@@ -53,7 +53,12 @@ function buildInner(it: Item): HTMLElement {
     case 'notice': {
       if (it.folded) { const d = el('div', 'folded'); d.hidden = true; return d; }
       if (it.level === 'error') return errorBlock(noticeTitle(it.code), it.text, it.code, it.turn, it.code !== 'LEASE_LOST');
-      return el('div', `notice ${it.level}`, it.text);
+      if (!it.topic) return el('div', `notice ${it.level}`, it.text);
+      // The daemon's words about the session (the sandbox, an MCP server) or a failed hook: what it is
+      // about, then the words.
+      const d = el('div', `notice ${it.level} topic-${it.topic}`);
+      d.append(el('span', 'notice-topic', NOTICE_TOPIC[it.topic] ?? it.topic), el('span', 'notice-text', it.text));
+      return d;
     }
     case 'assistant': return el('div');
   }
@@ -143,10 +148,25 @@ const TAG_LABEL: Record<string, [string, string]> = {
   rewound: ['rewound', 'A restored checkpoint took this turn back: the model no longer sees it'],
 };
 
+const NOTICE_TOPIC: Record<string, string> = { sandbox: 'sandbox', mcp: 'MCP', hook: 'hook' };
+
 function userNode(it: UserItem): HTMLElement {
   const msg = it.message;
-  const src = (msg.source ?? { kind: 'user' }) as { kind: string; plugin?: string; form?: string; contextKind?: string; uri?: string; range?: any };
+  const src = (msg.source ?? { kind: 'user' }) as { kind: string; plugin?: string; form?: string; contextKind?: string; uri?: string; range?: any; event?: string; hook?: string; command?: { name: string; origin?: string; path?: string } };
   const text = textOf(msg.content);
+  if (src.kind === 'hook') {
+    // What a hook of the person's (or the project's) said: context it added, or why it blocked a prompt
+    // or kept a turn going. A quiet line naming the hook, opening to its words.
+    const d = el('details', 'quiet-line hook-message');
+    const first = text.split('\n')[0];
+    const sum = el('summary');
+    sum.append(el('span', 'hook-label', `hook ${src.hook ?? ''}`.trim()), el('span', 'hook-event', src.event ?? ''), el('span', 'hook-text', first.length > 120 ? first.slice(0, 119) + '…' : first));
+    sum.title = `What the ${src.event ?? ''} hook ${src.hook ?? ''} told the model`;
+    const pre = el('pre');
+    d.addEventListener('toggle', () => { pre.textContent = d.open ? text : ''; });
+    d.append(sum, pre);
+    return d;
+  }
   if (src.kind === 'editor') {
     // Ambient editor state: one quiet line. Attached context: a chip that opens to its text.
     const quiet = src.contextKind === 'snapshot';
@@ -166,7 +186,19 @@ function userNode(it: UserItem): HTMLElement {
       b.title = title;
       d.append(b);
     }
-    d.append(el('span', 'user-text', text));
+    if (src.command) {
+      // A custom command: the line as typed; what it expanded to opens below it.
+      const b = el('span', 'tag command', src.command.origin === 'project' ? 'project command' : 'command');
+      b.title = src.command.path ?? '';
+      d.append(b, el('span', 'user-text', typedText(msg)));
+      const det = el('details', 'quiet-line command-expansion');
+      const pre = el('pre');
+      det.addEventListener('toggle', () => { pre.textContent = det.open ? text : ''; });
+      det.append(el('summary', undefined, 'the prompt it sent'), pre);
+      d.append(det);
+    } else {
+      d.append(el('span', 'user-text', text));
+    }
     // The prompt that started a turn (not a steer into it) can take the session back to before it:
     // a button beside the prompt, not in it (the prompt's text stays only the prompt).
     if (!it.tags?.some((t) => t === 'steer' || t === 'inject' || t === 'rewound')) {

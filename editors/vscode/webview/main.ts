@@ -4,7 +4,7 @@
 // changed).
 import type { ConnectionState, HostToWebview, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
 import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
-import type { Escalation, Inbox, PermissionRequest, Plan, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
+import type { Escalation, HooksUntrusted, Inbox, PermissionRequest, Plan, ProcessInfo, ProcessOutput, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
@@ -107,12 +107,50 @@ const planNote = el('div', 'plan-note');
 planEl.append(planSummary, planList, planNote);
 planEl.hidden = true;
 const queueEl = el('div', 'queue');
+// The project's hooks waiting for the person's trust (`hooks/untrusted`): one bar, with the hooks to
+// look at and the trust asked in a dialog the host shows (never from a single click here).
+const hooksBar = el('div', 'hooks-bar');
+hooksBar.setAttribute('role', 'status');
+hooksBar.hidden = true;
+// The session's background processes (`process/started` / `process/exited`): a compact strip, one row
+// each, its output on demand and a Stop button.
+const processesEl = el('details', 'processes') as HTMLDetailsElement;
+processesEl.open = true;
+const processesSummary = el('summary', 'processes-summary');
+const processesList = el('ul', 'process-list');
+processesList.setAttribute('aria-label', 'background processes');
+processesEl.append(processesSummary, processesList);
+processesEl.hidden = true;
 const controls = el('div', 'controls');
 const stopBtn = button('Stop', () => post({ type: 'cancel', keepInbox: true }), 'stop', 'Stop the turn; the queue stays (Esc)');
+// Stop's menu: what else a stop can do (shown while background processes run).
+const stopMenuBtn = button('▾', () => toggleStopMenu(), 'stop stop-more', 'More ways to stop');
+stopMenuBtn.setAttribute('aria-haspopup', 'menu');
+stopMenuBtn.setAttribute('aria-expanded', 'false');
+const stopMenu = el('div', 'stop-menu');
+stopMenu.setAttribute('role', 'menu');
+stopMenu.hidden = true;
+const stopMenuItem = (text: string, tip: string, keepInbox: boolean) => {
+  const b = button(text, () => { toggleStopMenu(false); post({ type: 'cancel', keepInbox, stopProcesses: true }); }, 'menu-item', tip);
+  b.setAttribute('role', 'menuitem');
+  return b;
+};
+stopMenu.append(
+  stopMenuItem('Stop and stop processes', 'Stop the turn and every background process of this session; the queue stays', true),
+  stopMenuItem('Stop, clear the queue and stop processes', 'Stop the turn, discard the queue and stop every background process', false),
+);
+function toggleStopMenu(open = stopMenu.hidden): void {
+  stopMenu.hidden = !open;
+  stopMenuBtn.setAttribute('aria-expanded', String(open));
+  if (open) (stopMenu.firstElementChild as HTMLElement | null)?.focus();
+}
+document.addEventListener('mousedown', (ev) => { if (!stopMenu.hidden && !(ev.target as HTMLElement).closest('.stop-menu, .stop-more')) toggleStopMenu(false); });
 const clearBtn = button('Stop and clear', () => post({ type: 'cancel', keepInbox: false }), 'ghost', 'Stop the turn and discard the queue');
 const runQueueBtn = button('Run queue', () => post({ type: 'wake' }), 'primary', 'Run the queued items now');
 const continueBtn = button('Continue', () => post({ type: 'continue' }), 'primary', 'The last turn was cut short by a shutdown: continue it');
-controls.append(stopBtn, clearBtn, runQueueBtn, continueBtn);
+const stopGroup = el('span', 'stop-group');
+stopGroup.append(stopBtn, stopMenuBtn, stopMenu);
+controls.append(stopGroup, clearBtn, runQueueBtn, continueBtn);
 
 const readOnlyBar = el('div', 'readonly-bar');
 readOnlyBar.setAttribute('role', 'status');
@@ -133,12 +171,13 @@ const composer = new Composer({
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
-app.append(header, transcriptBox, permissionsEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
+app.append(header, transcriptBox, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
   if (ev.key !== 'Escape' || ev.defaultPrevented) return;
   if (composer.pickerOpen) { composer.closePicker(); return; }
+  if (!stopMenu.hidden) { toggleStopMenu(false); return; }
   if (editing) { editing = undefined; renderQueue(true); return; }
   if (model.status === 'running' && !model.readOnly && connection.state === 'ready') {
     ev.preventDefault();
@@ -209,6 +248,8 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'focusComposer': composer.focus(); return;
     case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
+    case 'commands': composer.commandResults(m.id, m.commands); return;
+    case 'processOutput': if (m.sessionId === model.sessionId) showProcessOutput(m.processId, m.output, m.error); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
     case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
@@ -224,12 +265,15 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
 const shown: {
   inbox?: Inbox; perms?: PermissionRequest[]; readOnly?: boolean; status?: string; key?: string; header?: string;
   sandbox?: SandboxStatus | null; sandboxPending?: SandboxMode; sandboxReadOnly?: boolean; plan?: Plan; planShown?: boolean;
+  processes?: ProcessInfo[]; processesKey?: string; processesSession?: string | null; hooks?: HooksUntrusted | null; hooksKey?: string;
 } = {};
 
 function render(): void {
   view.read(); // layout reads first, while the last frame's layout is valid
   renderHeader();
   renderPermissions();
+  renderHooks();
+  renderProcesses();
   renderPlan();
   renderQueue(false);
   renderControls();
@@ -324,6 +368,111 @@ function renderSandbox(): void {
   sandboxBox.title = tip;
   sandboxSelect.title = tip;
   sandboxSelect.setAttribute('aria-description', tip);
+}
+
+// ---- a project's hooks waiting for trust ---------------------------------------------------------
+
+function renderHooks(): void {
+  const h = model.hooksUntrusted ?? null;
+  const key = `${model.readOnly}|${connection.state}`;
+  if (shown.hooks === h && shown.hooksKey === key) return;
+  shown.hooks = h;
+  shown.hooksKey = key;
+  hooksBar.hidden = !h || model.readOnly || connection.state !== 'ready';
+  if (!h || hooksBar.hidden) { hooksBar.replaceChildren(); return; }
+  const count = `${h.hooks} hook${h.hooks === 1 ? '' : 's'}`;
+  const text = el('div', 'hooks-text');
+  text.append(el('strong', undefined, h.changed ? "This project's hooks changed" : 'This project has hooks'),
+    el('span', undefined, ` (${count}${h.events.length ? `: ${h.events.join(', ')}` : ''}). They do not run until you trust them.`));
+  text.title = h.path;
+  const parts: HTMLElement[] = [text];
+  if (h.problems?.length) {
+    const p = el('div', 'hooks-problems', `${h.problems.length} entr${h.problems.length === 1 ? 'y' : 'ies'} left out`);
+    p.title = h.problems.join('\n');
+    parts.push(p);
+  }
+  const row = el('div', 'row');
+  row.append(
+    button('Show hooks', () => post({ type: 'showHooks' }), 'ghost small', `Open ${h.path}`),
+    button('Trust…', () => post({ type: 'trustHooks' }), 'small', "Trust this project's hooks (you see them first)"),
+  );
+  hooksBar.replaceChildren(...parts, row);
+}
+
+// ---- background processes -------------------------------------------------------------------------
+
+/** Processes whose output is open, and what was read of it. */
+const processOutputs = new Map<string, { text?: string; truncated?: boolean; error?: string }>();
+
+export function processState(p: ProcessInfo): string {
+  if (p.running) return 'running';
+  const how = typeof p.exitCode === 'number' ? `exited (code ${p.exitCode})` : typeof p.signal === 'number' ? `ended (signal ${p.signal})` : 'ended';
+  const by: Record<string, string> = {
+    person: 'stopped by you', agent: 'stopped by the agent', cancel: 'stopped with the turn', 'session-close': 'stopped as the session closed',
+    shutdown: 'stopped as the daemon shut down', 'daemon-stopped': 'ended with the daemon',
+  };
+  return p.stoppedBy ? `${by[p.stoppedBy] ?? `stopped (${p.stoppedBy})`}${typeof p.signal === 'number' || typeof p.exitCode === 'number' ? `, ${how}` : ''}` : how;
+}
+
+function renderProcesses(): void {
+  const list = model.processes ?? [];
+  const key = `${model.readOnly}|${connection.state}`;
+  if (shown.processes === list && shown.processesKey === key) return;
+  shown.processes = list;
+  shown.processesKey = key;
+  // Process ids are per session (p1, p2, …): another session's open outputs are not this one's.
+  if (shown.processesSession !== model.sessionId) { processOutputs.clear(); shown.processesSession = model.sessionId; }
+  processesEl.hidden = list.length === 0;
+  for (const id of [...processOutputs.keys()]) if (!list.some((p) => p.processId === id)) processOutputs.delete(id);
+  if (!list.length) { processesList.replaceChildren(); return; }
+  const running = list.filter((p) => p.running).length;
+  processesSummary.replaceChildren(el('span', 'processes-label', 'Processes'),
+    el('span', 'processes-count', running ? `${running} running` : 'none running'),
+    ...(list.length > running ? [el('span', 'processes-ended', `${list.length - running} ended`)] : []));
+  processesList.replaceChildren(...list.map(processRow));
+}
+
+function processRow(p: ProcessInfo): HTMLElement {
+  const li = el('li', `process ${p.running ? 'running' : 'ended'}`);
+  li.dataset.id = p.processId;
+  const head = el('div', 'process-head');
+  const mark = el('span', 'process-mark', p.running ? '●' : '○');
+  mark.setAttribute('aria-hidden', 'true');
+  const name = el('span', 'process-name', p.name || p.processId);
+  name.title = `${p.processId}${p.pid ? ` · pid ${p.pid}` : ''}${p.confined ? ' · in the sandbox' : ' · unconfined'}`;
+  head.append(mark, name, el('span', 'process-state', processState(p)), el('span', 'spacer'));
+  const open = processOutputs.has(p.processId);
+  const out = button(open ? 'Hide output' : 'Output', () => {
+    if (processOutputs.has(p.processId)) processOutputs.delete(p.processId);
+    else { processOutputs.set(p.processId, {}); post({ type: 'processOutput', processId: p.processId }); }
+    li.replaceWith(processRow(p));
+  }, 'ghost small', open ? 'Hide its output' : 'Show its newest output');
+  head.append(out);
+  if (p.running && !model.readOnly) head.append(button('Stop', () => post({ type: 'processStop', processId: p.processId }), 'small stop-process', `Stop ${p.name || p.processId} and everything it started`));
+  const cmd = el('div', 'process-command', p.command);
+  cmd.title = p.command;
+  li.append(head, cmd);
+  const o = processOutputs.get(p.processId);
+  if (o) {
+    const box = el('div', 'process-output');
+    if (o.error) box.append(el('div', 'process-output-error', o.error));
+    else if (o.text === undefined) box.append(el('div', 'process-output-note', 'Reading…'));
+    else {
+      if (o.truncated) box.append(el('div', 'process-output-note', '(only its newest output)'));
+      box.append(el('pre', 'process-output-text', o.text || '(no output yet)'));
+      box.append(button('Refresh', () => { post({ type: 'processOutput', processId: p.processId }); }, 'ghost small', 'Read its newest output again'));
+    }
+    li.append(box);
+  }
+  return li;
+}
+
+function showProcessOutput(processId: string, output: ProcessOutput | undefined, error: string | undefined): void {
+  if (!processOutputs.has(processId)) return; // closed meanwhile
+  processOutputs.set(processId, output ? { text: output.text, truncated: output.truncated } : { error: error ?? 'Its output could not be read.' });
+  const p = model.processes.find((x) => x.processId === processId);
+  const row = processesList.querySelector<HTMLElement>(`li[data-id="${CSS.escape(processId)}"]`);
+  if (p && row) row.replaceWith(processRow(p));
 }
 
 // ---- the plan -----------------------------------------------------------------------------------
@@ -564,10 +713,14 @@ function renderControls(): void {
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
-  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}|${connection.rewind}|${connection.modes}|${model.mode}`;
+  const processesRunning = !!connection.processes && (model.processes ?? []).some((p) => p.running);
+  const key = `${running}|${pending}|${ro}|${connection.state}|${model.lastTurnEnd?.kind}|${model.lastTurnEnd?.cause}|${connection.takeOver}|${connection.rewind}|${connection.modes}|${model.mode}|${processesRunning}`;
   if (shown.status === key) return;
   shown.status = key;
   stopBtn.hidden = ro || !running;
+  stopMenuBtn.hidden = stopBtn.hidden || !processesRunning;
+  if (stopMenuBtn.hidden) toggleStopMenu(false);
+  stopGroup.hidden = stopBtn.hidden;
   clearBtn.hidden = ro || (!running && !pending);
   clearBtn.textContent = running ? 'Stop and clear' : 'Clear queue';
   runQueueBtn.hidden = ro || running || !pending;

@@ -11,9 +11,8 @@
 // as text arrives (CSS `overflow-anchor`). Prepending older sections keeps the view still by the
 // browser's normal scroll anchoring.
 import type { Item, SessionModel, UserItem } from '../src/protocol/reducer';
-import { transcriptItems } from '../src/protocol/reducer';
+import { transcriptItems, typedText } from '../src/protocol/reducer';
 import type { TranscriptPage } from '../src/protocol/types';
-import { textOf } from '../src/protocol/types';
 import { button, el } from './dom';
 import { itemView, setFrameRequester, type ItemView } from './items';
 
@@ -109,7 +108,7 @@ export class TranscriptView {
   promptOf(turn: number): string | undefined {
     const items = this.itemsOf(turn) ?? [];
     const first = items.find((i): i is UserItem => i.kind === 'user' && (i.message.source?.kind ?? 'user') === 'user');
-    return first ? textOf(first.message.content) : undefined;
+    return first ? typedText(first.message) : undefined;
   }
 
   /** Items of turns the model drops (a host `trim`) stay readable from the cache. */

@@ -1,7 +1,7 @@
 // A typed client of the dsh protocol over a minimal Rpc seam (vscode-jsonrpc's MessageConnection or
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
-  AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
+  AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
   OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
@@ -106,8 +106,29 @@ export class DshClient {
   inject(sessionId: string, message: OutgoingMessage | string, context?: ContextRef[]): Promise<SendResult> {
     return this.rpc.request('dsh/inject', withContext({ sessionId, message: msg(message) }, context));
   }
-  cancel(sessionId: string, keepInbox = false, cause: 'user' | 'hook' = 'user'): Promise<Record<string, never>> {
-    return this.rpc.request('dsh/cancel', { sessionId, keepInbox, cause });
+  /** `stopProcesses` (daemons with `processes`): the session's background processes are stopped too. */
+  cancel(sessionId: string, keepInbox = false, cause: 'user' | 'hook' = 'user', stopProcesses = false): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/cancel', stopProcesses ? { sessionId, keepInbox, cause, stopProcesses } : { sessionId, keepInbox, cause });
+  }
+  /** The session's background processes, oldest first (daemons with `processes`). */
+  processList(sessionId: string): Promise<{ processes: ProcessInfo[] }> {
+    return this.rpc.request('dsh/process/list', { sessionId });
+  }
+  /** The newest `maxChars` characters of a background process's output. */
+  processOutput(sessionId: string, processId: string, maxChars?: number): Promise<ProcessOutput> {
+    return this.rpc.request('dsh/process/output', maxChars === undefined ? { sessionId, processId } : { sessionId, processId, maxChars });
+  }
+  /** Stops a background process and its whole tree (`stoppedBy: "person"`); `stopped: false` when it had ended. */
+  processStop(sessionId: string, processId: string): Promise<{ stopped: boolean; exitCode?: number; signal?: number }> {
+    return this.rpc.request('dsh/process/stop', { sessionId, processId });
+  }
+  /** The person trusts the hooks of `root/.dsh/config.json` as they are now. Only a person's action sends this. */
+  trustProject(root: string): Promise<{ root: string; hooks: number; events: string[] }> {
+    return this.rpc.request('dsh/project/trust', { root });
+  }
+  /** The session's (or, before one exists, a folder's) custom commands and skills (daemons with `customCommands`). */
+  commandsList(where: { sessionId: string } | { cwd: string }): Promise<{ commands: CustomCommandInfo[]; skills: unknown[]; problems: string[] }> {
+    return this.rpc.request('dsh/commands/list', where);
   }
   wake(sessionId: string): Promise<{ started: boolean }> {
     return this.rpc.request('dsh/wake', { sessionId });

@@ -1,6 +1,6 @@
 // Messages between the extension host and the chat webview (both directions). No vscode import.
 import type { Action, SessionModel } from './reducer';
-import type { PermissionOutcome, Range, SandboxMode, Target, TranscriptPage } from './types';
+import type { CustomCommandInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage } from './types';
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
 export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
@@ -28,6 +28,10 @@ export type HostToWebview =
   /** The sandbox mode the person picked was not applied (full-access not confirmed, or the setting
    *  could not be written): the picker shows the mode in force again. */
   | { type: 'sandboxModeDeclined' }
+  /** A background process's newest output, asked for with `processOutput` (not part of the model). */
+  | { type: 'processOutput'; sessionId: string; processId: string; output?: ProcessOutput; error?: string }
+  /** The session's custom slash commands (`dsh/commands/list`), asked for with `commands`. */
+  | { type: 'commands'; id: number; commands: CustomCommandInfo[]; problems: string[] }
   /** Something the person asked for failed: said under the composer. */
   | { type: 'error'; message: string; actions?: PanelAction[] };
 
@@ -50,12 +54,24 @@ export interface ConnectionState {
   rewind?: boolean;
   /** An escalation may be saved to config.json (`experimental.dsh.persistWidening`): "Always" is offered. */
   persistWidening?: boolean;
+  /** The daemon runs background processes (`experimental.dsh.processes`): "Stop and stop processes" is offered. */
+  processes?: boolean;
 }
 
 export type WebviewToHost =
   | { type: 'ready' }
   | { type: 'send'; id?: number; text: string; chips: Chip[]; mode: 'followup' | 'steer' }
-  | { type: 'cancel'; keepInbox: boolean }
+  /** `stopProcesses`: the session's background processes are stopped too. */
+  | { type: 'cancel'; keepInbox: boolean; stopProcesses?: boolean }
+  /** A background process's newest output (answered with `processOutput`). */
+  | { type: 'processOutput'; processId: string }
+  | { type: 'processStop'; processId: string }
+  /** The person asked to trust the project's hooks: the host shows them and asks before it trusts them. */
+  | { type: 'trustHooks' }
+  /** Opens the project's `.dsh/config.json` that holds the waiting hooks. */
+  | { type: 'showHooks' }
+  /** The custom slash commands of the session (answered with `commands`). */
+  | { type: 'commands'; id: number }
   | { type: 'wake' }
   | { type: 'continue' }
   /** Sends `text` (the failed turn's prompt) again. */

@@ -8,7 +8,7 @@
 // (every caller replaces its model with the result). Items are in turn order (every item has the
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
-  AnyEvent, AttachResult, Inbox, InboxItem, PermissionRequest, Plan, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
+  AnyEvent, AttachResult, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
   TranscriptPage, TranscriptTurn, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
@@ -51,6 +51,9 @@ export interface TurnEndItem {
 }
 export interface NoticeItem {
   id: string; kind: 'notice'; rev: number; turn: number; level: 'info' | 'warning' | 'error'; text: string; code?: string;
+  /** What the notice is about, when it is one of the daemon's words about the session (`session/notice`'s
+   *  kind: `sandbox`, `mcp`) or a hook that failed (`hook`). */
+  topic?: string;
   /** Told again by the turn's own error block: not shown on its own. */
   folded?: boolean;
 }
@@ -94,10 +97,17 @@ export interface SessionModel {
   /** The plans seen, oldest first (at most PLAN_LOG): a `conversation/cut` puts back the one that
    *  stood when the cut's turn began. */
   planLog: Plan[];
+  /** The session's background processes (daemons with `processes`), oldest first: every running one
+   *  and the newest PROCESSES_EXITED that ended. Replaced (never changed in place) when one changes. */
+  processes: ProcessInfo[];
+  /** The project's hooks, while they wait for the person's trust (`hooks/untrusted`). */
+  hooksUntrusted?: HooksUntrusted;
   rev: number;
 }
 
 const PLAN_LOG = 32;
+/** Ended background processes kept in the model (the running ones are all kept). */
+export const PROCESSES_EXITED = 5;
 
 export type Action =
   | { kind: 'reset'; sessionId: string | null }
@@ -113,13 +123,17 @@ export type Action =
   | { kind: 'permissionDone'; callId: string }
   /** Drops the items of turns before `beforeTurn` (the model keeps a bounded number of turns; older
    *  ones are read again with `dsh/session/transcript` when a person scrolls back to them). */
-  | { kind: 'trim'; beforeTurn: number };
+  | { kind: 'trim'; beforeTurn: number }
+  /** The session's background processes as `dsh/process/list` gave them (on attach). */
+  | { kind: 'processes'; processes: ProcessInfo[] }
+  /** The person trusted the project's hooks at `root` (`dsh/project/trust` answered). */
+  | { kind: 'hooksTrusted'; root: string };
 
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
     sessionId, lastSeq: -1, status: 'idle', readOnly: false, items: [], index: {},
     inbox: { nextTurn: [], nextStep: [] }, via: {}, permissions: [], turnUsage: {}, currentTurn: 0, olderBefore: null,
-    claims: {}, queuedIds: {}, planLog: [], rev: 0,
+    claims: {}, queuedIds: {}, planLog: [], processes: [], rev: 0,
   };
 }
 
@@ -139,6 +153,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
         mode: (r as { mode?: SessionModel['mode'] }).mode ?? model.mode,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
         sandbox: r.sandbox ?? model.sandbox,
+        // Carried while the project's hooks wait: absent, they do not (or no longer) wait.
+        hooksUntrusted: r.hooksUntrusted,
         // The plan that stands now, whatever was replayed (absent: none).
         ...(r.plan ? planState(samePlan(model.planLog.at(-1), r.plan) ? model.planLog : [...model.planLog, r.plan])
           : { plan: undefined, planLog: model.planLog }),
@@ -164,7 +180,18 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
     }
     case 'event':
       return applyEvent(model, action.event);
+    case 'processes':
+      return { ...model, processes: keptProcesses(action.processes), rev: model.rev + 1 };
+    case 'hooksTrusted':
+      return model.hooksUntrusted?.root === action.root || !model.hooksUntrusted ? { ...model, hooksUntrusted: undefined, rev: model.rev + 1 } : model;
   }
+}
+
+/** Every running process and the newest PROCESSES_EXITED ended ones, in their order. */
+function keptProcesses(list: ProcessInfo[]): ProcessInfo[] {
+  let ended = list.filter((p) => !p.running).length;
+  if (ended <= PROCESSES_EXITED) return list;
+  return list.filter((p) => p.running || ended-- <= PROCESSES_EXITED);
 }
 
 export function reduceAll(model: SessionModel, actions: Iterable<Action>): SessionModel {
@@ -304,6 +331,39 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     }
     case 'sandbox/status':
       return { ...model, sandbox: ev.data as SandboxStatus };
+    case 'process/started': {
+      const d = ev.data as Omit<ProcessInfo, 'running'>;
+      const info: ProcessInfo = { ...d, running: true };
+      const at = model.processes.findIndex((p) => p.processId === d.processId);
+      const processes = at < 0 ? [...model.processes, info] : model.processes.map((p, i) => i === at ? info : p);
+      return { ...model, processes: keptProcesses(processes) };
+    }
+    case 'process/exited': {
+      const d = ev.data as { processId: string; exitCode?: number; signal?: number; stoppedBy?: string };
+      const ended = { running: false, exitCode: d.exitCode ?? null, signal: d.signal ?? null, stoppedBy: d.stoppedBy ?? null };
+      const at = model.processes.findIndex((p) => p.processId === d.processId);
+      // One started before the events this model holds (a transcript page): known by its id only
+      // until dsh/process/list names it.
+      const processes = at < 0
+        ? [...model.processes, { processId: d.processId, name: d.processId, command: '', pid: 0, confined: false, ...ended }]
+        : model.processes.map((p, i) => i === at ? { ...p, ...ended } : p);
+      return { ...model, processes: keptProcesses(processes) };
+    }
+    case 'hooks/untrusted':
+      return { ...model, hooksUntrusted: ev.data as HooksUntrusted };
+    case 'hook/failed': {
+      // Live, once per hook per session: one line, kept under the same id if told again.
+      const d = ev.data as { hook: string; event: string; reason: string; origin?: string };
+      return upsert(model, { id: `hf:${d.event}:${d.hook}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'warning', topic: 'hook',
+        text: `The ${d.event} hook ${d.hook}${d.origin === 'project' ? " (the project's)" : ''} failed and was ignored: ${d.reason}` });
+    }
+    case 'session/notice': {
+      const d = ev.data as { kind?: string; level?: string; message?: string };
+      // A take-over is told by the read-only bar and the lost-lease error.
+      if (d.kind === 'lease' || typeof d.message !== 'string') return model;
+      return upsert(model, { id: `sn:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn,
+        level: d.level === 'warning' ? 'warning' : 'info', topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.message });
+    }
     case 'plan/updated':
       return { ...model, ...planState([...model.planLog, ev.data as Plan]) };
     case 'sandbox/widened': {
@@ -592,12 +652,23 @@ export function queueOf(model: SessionModel): QueueEntry[] {
     return target === 'next-turn' ? 'followup' : 'steer';
   };
   const entry = (m: InboxItem, target: 'next-turn' | 'next-step'): QueueEntry => ({
-    message: m, target, label: label(m, target), text: textOf(m.content), context: Array.isArray(m.context) ? m.context : [],
+    message: m, target, label: label(m, target), text: typedText(m), context: Array.isArray(m.context) ? m.context : [],
   });
   return [
     ...model.inbox.nextStep.map((m) => entry(m, 'next-step')),
     ...model.inbox.nextTurn.map((m) => entry(m, 'next-turn')),
   ];
+}
+
+/** A person's message as they typed it: `/name arguments` for one the daemon expanded from a custom
+ *  command (`source.command`, protocol.md §18), else its text. */
+export function typedText(msg: { content: UserMessage['content']; source?: UserMessage['source'] }): string {
+  const cmd = (msg.source as { command?: { name?: unknown; arguments?: unknown } } | undefined)?.command;
+  if (msg.source?.kind === 'user' && cmd && typeof cmd.name === 'string') {
+    const args = typeof cmd.arguments === 'string' ? cmd.arguments : '';
+    return `/${cmd.name}${args ? ` ${args}` : ''}`;
+  }
+  return textOf(msg.content);
 }
 
 export function pendingCount(model: SessionModel): number {

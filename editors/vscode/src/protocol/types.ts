@@ -58,6 +58,26 @@ export interface SandboxStatus {
   reasons: string[]; network: string[]; writable: string[];
 }
 
+/** A background process of the session (`dsh/process/list`, `process/started` / `process/exited`,
+ *  protocol.md §12, flag `processes`). */
+export type StoppedBy = 'agent' | 'person' | 'cancel' | 'session-close' | 'shutdown' | 'daemon-stopped';
+export interface ProcessInfo {
+  processId: string; name: string; command: string; pid: number; confined: boolean; running: boolean;
+  turn?: number; callId?: string; exitCode?: number | null; signal?: number | null; stoppedBy?: StoppedBy | string | null;
+}
+/** `dsh/process/output`: the newest characters of its output file. */
+export interface ProcessOutput { processId: string; text: string; truncated: boolean; running: boolean }
+
+/** A project's hooks waiting for the person's trust (`hooks/untrusted`, attach `hooksUntrusted`, §17). */
+export interface HooksUntrusted { root: string; path: string; events: string[]; hooks: number; changed?: boolean; problems?: string[] }
+
+/** A custom slash command of the session (`dsh/commands/list`, §18, flag `customCommands`). */
+export interface CustomCommandInfo {
+  name: string; description: string; source: 'project' | 'user' | string; argumentHint?: string; allowedTools?: string[]; model?: string;
+}
+/** What the person typed, on a message the daemon expanded from a custom command (`source.command`). */
+export interface InvokedCommand { name: string; arguments: string; origin?: string; path?: string; allowedTools?: string[]; model?: string }
+
 /** A pending inbox entry: the message's own fields plus what the queue knows about it (all optional:
  *  an older daemon sends bare UserMessages). `context`: the editor messages that travel with it. */
 export interface InboxItem extends UserMessage {
@@ -94,6 +114,8 @@ export interface AttachResult {
   sandbox?: SandboxStatus;
   /** The session's open permission requests (daemons with `permissionEvents`). */
   permissionRequests?: PermissionRequest[];
+  /** The project's hooks, while they wait for the person's trust (§17). */
+  hooksUntrusted?: HooksUntrusted;
 }
 
 /** A page of `dsh/session/transcript` (daemons with `transcript`): turns newest first. */
@@ -179,8 +201,9 @@ export interface EventDataMap {
   'session/mode': { mode: 'ask' | 'accept-edits' | 'plan' };
   /** The session's own model settings after a change (null: the daemon's configuration). */
   'session/settings': { model?: string | null; thinking?: boolean | null; reasoningEffort?: string | null };
-  /** Words about the session itself, stored (an MCP server that failed, a take-over). */
-  'session/notice': { kind: 'mcp' | 'lease'; level: 'info' | 'warning'; message: string };
+  /** Words about the session itself, stored (an MCP server that failed, a take-over, a sandbox
+   *  widening that could not be saved or a protected folder that appeared). */
+  'session/notice': { kind: 'mcp' | 'lease' | 'sandbox' | string; level: 'info' | 'warning'; message: string };
   /** Stored: a widening of the commands' sandbox the person granted (protocol.md "Sandbox"). */
   'sandbox/widened': { callId: string; command: string; reason: string; writable: string[]; network: string[]; unconfined: boolean; scope: 'once' | 'session' };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
@@ -222,7 +245,7 @@ export interface EventDataMap {
   /** Live: where the session's commands run (protocol.md "Sandbox"). */
   'sandbox/status': SandboxStatus;
   'hook/failed': { hook: string; event: string; reason: string; origin?: 'user' | 'project' };
-  'hooks/untrusted': { root: string; path: string; events: string[]; hooks: number; changed?: boolean; problems?: string[] };
+  'hooks/untrusted': HooksUntrusted;
   'mcp/status': { server: string; state: 'starting' | 'ready' | 'failed' | 'exited'; transport: 'stdio' | 'http'; tools?: string[]; error?: string; stderr?: string[]; malformed?: number };
 }
 export type EventType = keyof EventDataMap;
@@ -302,6 +325,10 @@ export interface InitializeDshCapabilities {
   editedAccept?: boolean;
   /** `{outcome: "allow-always", persist: true}` on an escalation saves the widening to config.json (§16). */
   persistWidening?: boolean;
+  /** Background processes: `dsh/process/*`, `process/started` / `process/exited`, `dsh/cancel {stopProcesses}` (§12). */
+  processes?: boolean;
+  /** Custom slash commands: `dsh/commands/list`, a `/NAME` send expanded by the daemon (§18). */
+  customCommands?: boolean;
   [flag: string]: unknown;
 }
 
