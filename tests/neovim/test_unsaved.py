@@ -48,7 +48,8 @@ def test_an_edit_apart_from_the_draft_writes_only_the_agents_change(
     path = start_with_draft(editor, "a = (  # half typed")
     editor.cmd("Dsh set c to 4")
     pf = permission_float(editor)
-    assert "app.py has unsaved changes: they stay unsaved; only this edit is written." in pf["lines"]
+    assert "app.py: your unsaved changes stay unsaved;" in pf["lines"]
+    assert "only this edit is written to the file." in pf["lines"]
     answer(editor, "gy")
     editor.wait(lambda: permission_floats(editor) == [], what="the float to close")
     editor.wait_text("Changed c.")
@@ -93,12 +94,13 @@ def test_an_edit_overlapping_the_draft_asks_and_each_choice_does_what_it_says(
     editor.cmd("Dsh make a 11")
     pf = permission_float(editor)
     assert pf["lines"][:4] == [
-        "  ▸ Keep it in the buffer only (not saved: commands will not see it)",
-        "  ▸ Write both (your unsaved changes are saved too)",
+        "  ▸ Keep it in the buffer only",
+        "  ▸ Write both to the file",
         "  ▸ Reject: the agent is told and goes on",
         "  ▸ Cancel the turn (the queue is kept)",
     ]
-    assert "app.py has unsaved changes in the editor that this edit overlaps." in pf["lines"]
+    assert "app.py: this edit overlaps your unsaved changes." in pf["lines"]
+    assert "Buffer only: not saved, commands will not see it." in pf["lines"]
     assert "gy buffer only" in pf["footer"] and "gw write both" in pf["footer"]
     answer(editor, keys)
     editor.wait(lambda: permission_floats(editor) == [], what="the float to close")

@@ -130,11 +130,12 @@ local function unsaved_lines(params)
   local name = vim.fs.basename(tostring(params.preview.path or '?'))
   if overlaps_unsaved(params) then
     return {
-      ('%s has unsaved changes in the editor that this edit overlaps.'):format(name),
-      'Write both to the file, keep the edit in the buffer only, or reject.',
+      ('%s: this edit overlaps your unsaved changes.'):format(name),
+      'Buffer only: not saved, commands will not see it.',
+      'Write both: your unsaved changes are saved too.',
     }
   elseif is_edit(params) and params.preview.unsaved == 'apart' then
-    return { ('%s has unsaved changes: they stay unsaved; only this edit is written.'):format(name) }
+    return { ('%s: your unsaved changes stay unsaved;'):format(name), 'only this edit is written to the file.' }
   end
   return {}
 end
@@ -167,13 +168,13 @@ local function choices(params, persistable)
   if overlaps_unsaved(params) then -- the three answers of issue 37, then cancel
     return {
       {
-        label = 'Keep it in the buffer only (not saved: commands will not see it)',
+        label = 'Keep it in the buffer only',
         outcome = 'allow-once',
         unsaved = 'buffer-only',
         key = lhs('allow_once'),
       },
       {
-        label = 'Write both (your unsaved changes are saved too)',
+        label = 'Write both to the file',
         outcome = 'allow-once',
         unsaved = 'both',
         key = lhs('allow_both'),
