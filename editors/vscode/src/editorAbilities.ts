@@ -313,6 +313,7 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
         try {
           if (typeof text === 'string') {
             const problem = await saveTextKeepingBuffer(doc, text);
+            log(`wrote ${vscode.workspace.asRelativePath(doc.uri)} with the agent's edit only, its unsaved changes kept in the editor${problem ? `: failed (${problem})` : ''}`);
             if (problem) failed.push({ uri, message: problem }); else saved.push(uri);
           } else if (!doc.isDirty || await doc.save()) saved.push(uri);
           else failed.push({ uri, message: 'the editor did not save it' });

@@ -69,7 +69,9 @@ local function write_text(buf, text)
     vim.cmd('let &g:undolevels = &g:undolevels') -- a new undo block: the agent's edit stays its own
     set_lines_by_hunks(buf, lines)
     vim.bo[buf].fixeol, vim.bo[buf].eol = false, eol
-    local wrote, werr = pcall(vim.cmd, 'silent keepalt keepjumps write!')
+    -- No autocommands: a format-on-save must not rewrite this passing state (the buffer shows it
+    -- only until the undo below), nor plugins react to it.
+    local wrote, werr = pcall(vim.cmd, 'silent noautocmd keepalt keepjumps write!')
     vim.bo[buf].fixeol, vim.bo[buf].eol = fixeol, had_eol
     vim.cmd('silent undo')
     if not wrote then
