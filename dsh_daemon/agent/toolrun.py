@@ -68,6 +68,7 @@ class _RunningCall:
     approved_preview: Mapping[str, Any] | None = None
     accepted_text: str | None = None
     persist_approved: bool = False
+    unsaved_choice: str | None = None
     shared: SharedOutput | None = None  # for other processes' windows, made at the first output
 
     def emit_output(self, text: str) -> None:
@@ -250,8 +251,9 @@ async def _run_one_unguarded(
         approved: list[Mapping[str, Any]] = []
         accepted: list[str] = []
         persist: list[bool] = []
+        unsaved: list[str] = []
         try:
-            denial = await _permission(agent, call, signal, approved, accepted, persist)
+            denial = await _permission(agent, call, signal, approved, accepted, persist, unsaved)
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
@@ -269,6 +271,7 @@ async def _run_one_unguarded(
             approved_preview=approved[-1] if approved else None,
             accepted_text=accepted[-1] if accepted else None,
             persist_approved=persist[-1] if persist else False,
+            unsaved_choice=unsaved[-1] if unsaved else None,
         )
         try:
             outcome = await tool.execute(call.args, context)
@@ -329,6 +332,7 @@ async def _permission(
     approved: list[Mapping[str, Any]],
     accepted: list[str],
     persist: list[bool],
+    unsaved: list[str],
 ) -> ToolOutcome | None:
     """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
     person approved is appended to `approved`, so the tool can refuse to do anything else; the text
@@ -360,6 +364,8 @@ async def _permission(
                 approved.append(decision.preview)
                 if isinstance(reply, PermissionReply) and reply.new_text is not None:
                     accepted.append(reply.new_text)
+                if isinstance(reply, PermissionReply) and reply.unsaved is not None:
+                    unsaved.append(reply.unsaved)
                 kept = isinstance(reply, PermissionReply) and reply.persist
                 persist.append(outcome == "allow-always" and kept)
             if outcome == "allow-always":

@@ -59,6 +59,9 @@ class ToolContext(Protocol):
     approved_preview: Mapping[str, Any] | None  # what the person saw and allowed, if they were asked
     accepted_text: str | None  # the file's whole new text as the person accepted it (an edited proposal)
     persist_approved: bool  # the person chose to keep what they allowed in their configuration
+    # for an edit overlapping the person's unsaved changes: "both" (save them with it) or
+    # "buffer-only" (protocol.md §8, §9); None when they were not asked
+    unsaved_choice: str | None
 
     def emit_output(self, text: str) -> None:
         """Live `tool/output` with only the new text (never the whole output again)."""
@@ -133,6 +136,7 @@ class PermissionReply:
     outcome: PermissionOutcome
     new_text: str | None = None
     persist: bool = False
+    unsaved: str | None = None  # "both" | "buffer-only", for a preview with `unsaved: "overlaps"`
 
 
 # Answers a permission question before the person is asked (the person's `permissionRequest` hooks):

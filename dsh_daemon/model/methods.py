@@ -426,6 +426,11 @@ class PermissionsRevokeResult:
     revoked: int
 
 
+# For an edit that overlaps the person's unsaved changes (preview `unsaved: "overlaps"`): save them
+# with it, or keep the edit in the editor's buffer only (§8, §9).
+UnsavedChoice = Literal["both", "buffer-only"]
+
+
 @dataclass(frozen=True)
 class PermissionsRespondParams:
     session_id: SessionId
@@ -433,6 +438,7 @@ class PermissionsRespondParams:
     outcome: PermissionOutcome
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
     persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
+    unsaved: UnsavedChoice | None = None  # an edit overlapping the person's unsaved changes (§8)
 
 
 @dataclass(frozen=True)
@@ -447,6 +453,7 @@ class PermissionAnswer:
     outcome: PermissionOutcome
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
     persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
+    unsaved: UnsavedChoice | None = None  # an edit overlapping the person's unsaved changes (§8)
 
 
 # ---- the editor's abilities (§9): the daemon asks, the client answers -------------------------------
@@ -455,6 +462,9 @@ class PermissionAnswer:
 @dataclass(frozen=True)
 class DocumentSaveParams:
     uris: tuple[str, ...]
+    # to a client offering `documentSaveText`: for these uris write this text to the file instead of
+    # saving the document, which keeps its unsaved changes (§9)
+    texts: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

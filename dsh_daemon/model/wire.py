@@ -356,6 +356,7 @@ class PermissionPreview:
     cwd: str | None = None
     sandbox: str | None = None
     escalation: Escalation | None = None
+    unsaved: str | None = None  # an edit of a file with unsaved changes: "apart" | "overlaps" (§9)
 
 
 @dataclass(frozen=True)

@@ -562,7 +562,9 @@ def register(daemon: Daemon) -> None:
 
     def permissions_respond(ls: LanguageServer, p: m.PermissionsRespondParams) -> m.PermissionsRespondResult:
         return m.PermissionsRespondResult(
-            daemon.front_end.approver(p.session_id).respond(p.call_id, p.outcome, p.new_text, p.persist)
+            daemon.front_end.approver(p.session_id).respond(
+                p.call_id, p.outcome, p.new_text, p.persist, p.unsaved
+            )
         )
 
     def commands_list(ls: LanguageServer, p: m.CommandsListParams) -> dict[str, Any]:

@@ -55,6 +55,9 @@ class ClientDsh:
     language_features: frozenset[str] = frozenset()
     # `settleMs` on dsh/editor/diagnostics: the client answers when its language servers re-checked
     diagnostics_settle: bool = False
+    # `texts` on dsh/document/save: the client writes the given text to the file, keeping the
+    # document's unsaved changes in its buffer (issue 37)
+    document_save_text: bool = False
 
     @classmethod
     def of(cls, capabilities: types.ClientCapabilities | None) -> ClientDsh:
@@ -71,6 +74,7 @@ class ClientDsh:
             dsh.get("diagnostics") is True,
             offered,
             dsh.get("diagnostics") is True and dsh.get("diagnosticsSettle") is True,
+            dsh.get("documentSave") is True and dsh.get("documentSaveText") is True,
         )
 
 
@@ -101,6 +105,10 @@ class LspEditor:
     @property
     def offers_save(self) -> bool:
         return self._offered().document_save
+
+    @property
+    def offers_save_text(self) -> bool:
+        return self._offered().document_save_text
 
     @property
     def diagnostics_supported(self) -> bool:
@@ -187,10 +195,20 @@ class LspEditor:
         )
         return dict(answer)
 
-    async def save(self, uris: Sequence[str], signal: AbortSignal | None = None) -> dict[str, str]:
-        """`dsh/document/save`: the uris the editor could not save, with its reason (empty: all saved)."""
+    async def save(
+        self,
+        uris: Sequence[str],
+        signal: AbortSignal | None = None,
+        texts: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """`dsh/document/save`: the uris the editor could not save, with its reason (empty: all saved).
+        `texts` (only to a client offering `documentSaveText`): the text to write for a uri instead
+        of the document's."""
+        params: dict[str, Any] = {"uris": list(uris)}
+        if texts:
+            params["texts"] = dict(texts)
         answer = await self._requests.ask(
-            "dsh/document/save", {"uris": list(uris)}, self._timeout_s(), check=save_problem, signal=signal
+            "dsh/document/save", params, self._timeout_s(), check=save_problem, signal=signal
         )
         saved = array(answer.get("saved")) or []
         failed: dict[str, str] = {}

@@ -87,6 +87,12 @@ class WorkspaceEditApplier:
         self._capabilities = client_capabilities
         self._editor = editor
 
+    @property
+    def keeps_drafts(self) -> bool:
+        """Edits go through the editor, so the person's unsaved changes in an edited document can be
+        kept out of the file on disk (`ComputedEdit.unsaved`; protocol.md §9)."""
+        return self._can_apply()
+
     def _can_apply(self) -> bool:
         caps = self._capabilities()
         return bool(caps and caps.workspace and caps.workspace.apply_edit)
@@ -175,7 +181,65 @@ class WorkspaceEditApplier:
         """Buffer == disk after an edit: the editor saves the document when it can
         (`dsh/document/save`), else the daemon writes the same text. Nothing else is saved. The edit
         is in the editor by now: a cancel while the save is asked ends the wait, not the edit (which
-        is still reported as made, so its checkpoint is kept)."""
+        is still reported as made, so its checkpoint is kept). The person's unsaved changes in the
+        document are written only when they chose so (`edit.unsaved`)."""
+        if edit.unsaved == "buffer-only":
+            return (
+                f"Note: your edit overlaps the user's unsaved changes in {edit.path.name}; they chose to "
+                "keep it in the editor's buffer only. It is not saved: commands and other programs see "
+                "the old file."
+            )
+        if edit.unsaved == "apart" and edit.disk_text is not None:
+            return await self._write_apart(edit, uri, signal)
+        note = await self._save_whole(edit, uri, signal)
+        if note is None and edit.unsaved == "both":
+            return (
+                f"Note: your edit overlaps the user's unsaved changes in {edit.path.name}; they chose to "
+                "save both: the file on disk now holds their unsaved changes too."
+            )
+        return note
+
+    async def _write_apart(self, edit: ComputedEdit, uri: str, signal: AbortSignal | None) -> str | None:
+        """The file gets the saved text plus only the agent's edit; the buffer keeps the person's
+        unsaved changes (still unsaved). Written by the editor when it can (so it knows the file's new
+        state and does not warn on the person's next save), else by the daemon; never over a file
+        that changed since its text was merged."""
+        assert edit.disk_text is not None
+        kept = (
+            f"Note: {edit.path.name} has unsaved changes in the editor that are not yours; your edit is "
+            "in the editor's buffer on top of them, and the file on disk got your edit only (their "
+            "changes stay unsaved): commands see your edit and nothing of theirs."
+        )
+        failed: str | None = None
+        try:
+            current = await asyncio.to_thread(
+                DiskEditApplier.current_hash, edit.path, len(edit.disk_text.encode("utf-8")) + (1 << 20)
+            )
+        except EditConflictError as exc:
+            current, failed = None, str(exc)
+        if failed is None and current != edit.disk_before_sha256:
+            failed = "the file changed on disk meanwhile"
+        if failed is None and self._editor is not None and self._editor.offers_save_text:
+            try:
+                problems = await self._editor.save([uri], signal, texts={uri: edit.disk_text})
+            except EditorUnavailable as exc:
+                problems = {uri: str(exc)}
+            except AbortedError:
+                problems = {uri: "the turn was cancelled before the editor answered"}
+            failed = problems.get(uri) if problems else None
+        elif failed is None:
+            try:
+                await asyncio.to_thread(DiskEditApplier.write_text, edit.path, edit.disk_text)
+            except OSError as exc:
+                failed = str(exc.strerror or exc)
+        if failed is None:
+            return kept
+        return (
+            f"Note: the edit is in the editor, on top of the user's unsaved changes in {edit.path.name}, "
+            f"but it was not written to disk ({failed}); commands and other programs see the old file."
+        )
+
+    async def _save_whole(self, edit: ComputedEdit, uri: str, signal: AbortSignal | None) -> str | None:
         if self._editor is not None and self._editor.offers_save:
             try:
                 failed = await self._editor.save([uri], signal)

@@ -52,7 +52,12 @@ class LspApprover:
         return [params for params, _ in self._open.values()]
 
     def respond(
-        self, call_id: str, outcome: str, new_text: str | None = None, persist: bool | None = None
+        self,
+        call_id: str,
+        outcome: str,
+        new_text: str | None = None,
+        persist: bool | None = None,
+        unsaved: str | None = None,
     ) -> bool:
         """Answer an open request out of band (`dsh/permissions/respond`); False when none is open.
         A `new_text` or a `persist` the request cannot take is refused (`invalid_params`), and the
@@ -68,7 +73,13 @@ class LspApprover:
             problem = persist_problem(entry[0].get("preview"), outcome)
             if problem is not None:
                 raise invalid_params(f"dsh/permissions/respond: 'persist' {problem}")
+        if unsaved is not None:
+            problem = unsaved_problem(entry[0].get("preview"), outcome, unsaved)
+            if problem is not None:
+                raise invalid_params(f"dsh/permissions/respond: 'unsaved' {problem}")
         answer: dict[str, Any] = {"outcome": outcome}
+        if unsaved is not None:
+            answer["unsaved"] = unsaved
         if new_text is not None:
             answer["newText"] = new_text
         if persist:
@@ -134,7 +145,15 @@ class LspApprover:
             return "cancelled"
         new_text = answer.get("newText") if isinstance(answer, Mapping) else None
         persist = answer.get("persist") if isinstance(answer, Mapping) else None
-        if new_text is None and persist in (None, False):
+        unsaved = answer.get("unsaved") if isinstance(answer, Mapping) else None
+        if unsaved is not None:
+            problem = unsaved_problem(params.get("preview"), outcome, unsaved)
+            if problem is not None:
+                # Fail closed: writing the person's unsaved text they did not mean to write is worse
+                # than asking again.
+                logger.warning("permission answer refused: 'unsaved' %s", problem)
+                return "cancelled"
+        if new_text is None and persist in (None, False) and unsaved is None:
             return cast(PermissionOutcome, outcome)
         if new_text is not None:
             problem = new_text_problem(params.get("preview"), outcome)
@@ -149,7 +168,7 @@ class LspApprover:
                 # Fail closed: keeping a widening the person did not mean to keep is worse than asking again.
                 logger.warning("permission answer refused: 'persist' %s", problem)
                 return "cancelled"
-        return PermissionReply(cast(PermissionOutcome, outcome), new_text, persist is True)
+        return PermissionReply(cast(PermissionOutcome, outcome), new_text, persist is True, unsaved)
 
 
 def new_text_problem(preview: Any, outcome: str) -> str | None:
@@ -161,6 +180,21 @@ def new_text_problem(preview: Any, outcome: str) -> str | None:
         return "needs a request that previews an edit"
     if preview.get("truncated"):
         return "cannot be taken for a preview cut by its cap (truncated)"
+    return None
+
+
+UNSAVED_CHOICES = ("both", "buffer-only")
+
+
+def unsaved_problem(preview: Any, outcome: str, unsaved: Any) -> str | None:
+    """Why an answer's `unsaved` cannot be taken (None: it can): "both" or "buffer-only", beside an
+    allowing outcome, for a request whose edit overlaps the person's unsaved changes (protocol.md §8)."""
+    if unsaved not in UNSAVED_CHOICES:
+        return 'must be "both" or "buffer-only"'
+    if outcome not in ("allow-once", "allow-always"):
+        return "goes only with allow-once or allow-always"
+    if not isinstance(preview, Mapping) or preview.get("unsaved") != "overlaps":
+        return 'needs a request whose edit overlaps unsaved changes (preview.unsaved "overlaps")'
     return None
 
 

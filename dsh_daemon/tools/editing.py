@@ -4,6 +4,7 @@ when the file is open there, else disk), then hand it to the `EditApplier`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,13 @@ from dsh_daemon.model.messages import TextBlock
 from dsh_daemon.tools.base import ToolBase, get_bool, get_str, make_spec, short
 from dsh_daemon.tools.checkpoints import Checkpointer
 from dsh_daemon.tools.documents import DocumentSource
+from dsh_daemon.tools.drafts import saved_with_edit
 from dsh_daemon.tools.editor import EditorServices, EditorUnavailable, FileDiagnostics, NoEditor
 from dsh_daemon.tools.editor_tools import diagnostics_after_edit
 from dsh_daemon.tools.edits import ComputedEdit, EditApplier, compute_edit, unified_diff
 from dsh_daemon.tools.errors import EditConflictError, FileToolError, InvalidArgumentsError
 from dsh_daemon.tools.limits import ToolLimits
-from dsh_daemon.tools.textfiles import match_newlines, read_whole_text
+from dsh_daemon.tools.textfiles import match_newlines, read_whole_text, sha256_text
 from dsh_daemon.tools.tracking import ReadTracker
 from dsh_daemon.tools.workspace import Workspace
 
@@ -60,7 +62,32 @@ class _EditToolBase(ToolBase):
             return None
         return read_whole_text(self.workspace, path, shown, self.limits.whole_file_bytes)
 
+    async def with_draft(self, edit: ComputedEdit, choice: str | None = None) -> ComputedEdit:
+        """`edit` with what becomes of the person's unsaved changes in the file (protocol.md §9):
+        kept apart from it when they can be (`unsaved` "apart", `disk_text` the saved text plus only
+        this edit), else as the person chose when asked (`choice`): "both", or "buffer-only" (also
+        when they were not asked: their unsaved text is never written without their word). Only for
+        an applier that keeps them apart (the editor's); unchanged when there are none."""
+        if edit.created or not getattr(self.applier, "keeps_drafts", False):
+            return edit
+        if self.documents.text_for(edit.path) is None:
+            return edit
+        shown = self.workspace.display(edit.path)
+        try:
+            saved = await asyncio.to_thread(self._disk_text, edit.path, shown)
+        except FileToolError:
+            saved = None  # unreadable as text: nothing can be kept apart, ask as for an overlap
+        if saved == edit.before_text:
+            return edit
+        disk_text = None if saved is None else saved_with_edit(saved, edit.before_text, edit.after_text)
+        if disk_text is not None and saved is not None:
+            return dataclasses.replace(
+                edit, unsaved="apart", disk_text=disk_text, disk_before_sha256=sha256_text(saved)
+            )
+        return dataclasses.replace(edit, unsaved="both" if choice == "both" else "buffer-only")
+
     async def apply(self, edit: ComputedEdit, summary: str, ctx: ToolContext) -> ToolOutcome:
+        edit = await self.with_draft(edit, getattr(ctx, "unsaved_choice", None))
         before = await self._diagnostics_before(edit.path, ctx)
         try:
             note = await self.applier.apply(edit, ctx.signal)
@@ -159,7 +186,7 @@ class EditFileTool(_EditToolBase):
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)
-        return edit_preview(edit)
+        return edit_preview(await self.with_draft(edit))
 
     async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit, str]:
         """The edit this call makes and its summary; nothing is written."""
@@ -225,7 +252,7 @@ class WriteFileTool(_EditToolBase):
 
     async def permission_preview(self, args: Mapping[str, Any]) -> Mapping[str, Any] | None:
         edit, _ = await self.compute(args)
-        return None if edit is None else edit_preview(edit)
+        return None if edit is None else edit_preview(await self.with_draft(edit))
 
     async def compute(self, args: Mapping[str, Any]) -> tuple[ComputedEdit | None, str]:
         """The edit this call makes (None: the file already holds the content) and the path shown."""
@@ -279,4 +306,8 @@ def edit_preview(edit: ComputedEdit) -> dict[str, Any]:
     }
     if len(old) > PREVIEW_TEXT_CHARS or len(new) > PREVIEW_TEXT_CHARS:
         preview["truncated"] = True
+    if edit.unsaved is not None:
+        # The file has unsaved changes in the editor: "apart" (only this edit reaches the disk) or
+        # "overlaps" (the person chooses: both saved, or the buffer only; protocol.md §8)
+        preview["unsaved"] = "apart" if edit.unsaved == "apart" else "overlaps"
     return preview

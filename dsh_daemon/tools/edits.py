@@ -30,16 +30,25 @@ class ComputedEdit:
     before_sha256: str | None  # None when the file is created
     after_sha256: str
     created: bool
+    # The person's unsaved changes in the file (protocol.md §9): None, none; "apart", the file on
+    # disk gets `disk_text` (the saved text plus only this edit); "both", the document is saved with
+    # them; "buffer-only", nothing is written (the edit overlaps them and the person chose so).
+    unsaved: str | None = None
+    disk_text: str | None = None
+    disk_before_sha256: str | None = None  # the saved text `disk_text` was computed from
 
     def meta(self) -> dict[str, Any]:
         """What clients render: `tool/result` meta."""
-        return {
+        meta: dict[str, Any] = {
             "path": str(self.path),
             "diff": self.unified_diff,
             "beforeHash": self.before_sha256,
             "afterHash": self.after_sha256,
             "created": self.created,
         }
+        if self.unsaved is not None:
+            meta["unsaved"] = self.unsaved
+        return meta
 
     @property
     def stats(self) -> tuple[int, int]:

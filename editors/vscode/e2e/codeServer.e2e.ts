@@ -121,7 +121,30 @@ async function scenario(): Promise<void> {
     expect(await cat.textContent()).toContain('draft.txt has unsaved changes in the editor');
     expect(readFileSync(join(ws, 'draft.txt'), 'utf8')).toBe('draft\n');
     await shot('command-ran-on-saved-file');
+    // An agent edit of the draft's own file, apart from the person's change (issue 37): the file gets
+    // the saved text plus the edit only, the tab keeps both and stays dirty, and the person's own save
+    // afterwards is no "file is newer" conflict (the editor wrote the file through the document).
     await cs.openFile('draft.txt');
+    fake.script(toolReply([{ id: 'call_draft', name: 'edit_file', args: { path: 'draft.txt', old_string: 'draft', new_string: 'DRAFT' } }]), textReply('Capitalised it.'));
+    await c.getByLabel('message').fill('Capitalise draft.txt');
+    await c.getByLabel('message').press('Enter');
+    await c.locator('.permission').waitFor({ timeout: 30000 });
+    expect(await c.locator('.permission .unsaved-note').textContent()).toContain('draft.txt has unsaved changes: they stay unsaved');
+    await c.getByRole('button', { name: 'Allow once' }).click();
+    await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Capitalised it.' }).count(), { timeout: 30000 }).toBe(1);
+    await expect.poll(() => readFileSync(join(ws, 'draft.txt'), 'utf8'), { timeout: 15000 }).toBe('DRAFT\n');
+    await page.locator('.tabs-container .tab', { hasText: 'draft.txt' }).first().click();
+    await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('mine');
+    expect(await page.locator('.monaco-editor .view-lines').first().textContent()).toContain('DRAFT');
+    expect(await page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).count()).toBe(1);
+    await shot('draft-kept-edit-written');
+    // Ctrl+S, not the palette: typing "File: Save" there may pick "Compare Active File with Saved".
+    await page.keyboard.press('Control+S');
+    await expect.poll(() => page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).count(), { timeout: 15000 }).toBe(0);
+    await shot('person-saved');
+    await expect.poll(() => readFileSync(join(ws, 'draft.txt'), 'utf8'), { timeout: 15000 }).toBe('DRAFT\nmine');
+    expect(await page.getByText('The content of the file is newer').count()).toBe(0);
+    writeFileSync(join(ws, 'draft.txt'), 'draft\n');
     await cs.runCommand('File: Revert File');
     await expect.poll(() => page.locator('.tabs-container .tab.dirty', { hasText: 'draft.txt' }).count(), { timeout: 15000 }).toBe(0);
 

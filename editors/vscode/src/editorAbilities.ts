@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 
 export const OFFERED = {
   documentSave: true,
+  documentSaveText: true,
   diagnostics: true,
   diagnosticsSettle: true,
   languageFeatures: ['definition', 'references', 'symbols', 'hover'],
@@ -258,6 +259,37 @@ function diagnosticsOf(uri: vscode.Uri, fromTsserver: Record<string, unknown>[] 
   return [...shown.filter((d) => d.source !== 'ts' && d.source !== 'js').map(lspDiagnostic), ...fromTsserver];
 }
 
+/** The document's whole range. */
+function wholeRange(doc: vscode.TextDocument): vscode.Range {
+  return new vscode.Range(new vscode.Position(0, 0), doc.positionAt(doc.getText().length));
+}
+
+/** Write `text` to the document's file while the document keeps what it shows, the person's unsaved
+ *  changes included (issue 37): saved through the document (its text swapped for `text`, saved, and
+ *  swapped back), so VS Code knows the file's new state and the person's next save is no "file is
+ *  newer" conflict; the document stays dirty. In a visible editor the swaps join the agent's edit in
+ *  one undo step. Save participants (format on save) may change what is written: then it says so. */
+export async function saveTextKeepingBuffer(doc: vscode.TextDocument, text: string): Promise<string | undefined> {
+  const shown = doc.getText();
+  const swap = async (to: string): Promise<boolean> => {
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document === doc);
+    if (editor) return editor.edit((b) => b.replace(wholeRange(doc), to), { undoStopBefore: false, undoStopAfter: false });
+    const edit = new vscode.WorkspaceEdit();
+    edit.replace(doc.uri, wholeRange(doc), to);
+    return vscode.workspace.applyEdit(edit);
+  };
+  if (!await swap(text)) return 'the editor refused to change the document';
+  let problem: string | undefined;
+  try {
+    if (!await doc.save()) problem = 'the editor did not save it';
+  } finally {
+    if (doc.getText() !== shown && !await swap(shown)) problem = 'the editor refused to restore the document';
+  }
+  if (problem) return problem;
+  const written = new TextDecoder().decode(await vscode.workspace.fs.readFile(doc.uri));
+  return written === text ? undefined : 'the file does not hold the text after saving (a save participant changed it?)';
+}
+
 /** The request handlers, by method. `log` says what was done (the daemon log the person can open);
  *  `watcher` is the extension's one re-check watch (handlers are made again at each daemon start). */
 export function editorHandlers(log: (line: string) => void, watcher: Rechecks): Record<string, Handler> {
@@ -269,14 +301,21 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
   return {
     // Exactly the documents named (those an agent edit just changed), never another: the person's
     // unsaved changes elsewhere stay unsaved.
-    'dsh/document/save': async (p: { uris: string[] }) => {
+    // `texts` (documentSaveText): the file gets that text, the document keeps the person's unsaved
+    // changes (issue 37).
+    'dsh/document/save': async (p: { uris: string[]; texts?: Record<string, string> }) => {
       const saved: string[] = [];
       const failed: Array<{ uri: string; message: string }> = [];
       for (const uri of p.uris ?? []) {
         const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === vscode.Uri.parse(uri).toString());
         if (!doc) { failed.push({ uri, message: 'the document is not open in the editor' }); continue; }
+        const text = p.texts?.[uri];
         try {
-          if (!doc.isDirty || await doc.save()) saved.push(uri);
+          if (typeof text === 'string') {
+            const problem = await saveTextKeepingBuffer(doc, text);
+            log(`wrote ${vscode.workspace.asRelativePath(doc.uri)} with the agent's edit only, its unsaved changes kept in the editor${problem ? `: failed (${problem})` : ''}`);
+            if (problem) failed.push({ uri, message: problem }); else saved.push(uri);
+          } else if (!doc.isDirty || await doc.save()) saved.push(uri);
           else failed.push({ uri, message: 'the editor did not save it' });
         } catch (err) {
           failed.push({ uri, message: String((err as Error)?.message ?? err) });

@@ -20,8 +20,13 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       if (!p.visible || elsewhere) {
         // 'Show' first: the primary action of a notification also runs from the keyboard
         // (notification.acceptPrimaryAction), and that must not approve a tool.
-        void vscode.window.showWarningMessage(`dsh: ${request.title}${elsewhere ? ' (in another session)' : ''}`, 'Show', 'Reject', 'Allow once').then((choice) => {
+        const overlaps = request.preview?.unsaved === 'overlaps';
+        const allow = overlaps ? ['Buffer only', 'Write both'] : ['Allow once'];
+        const also = overlaps ? ' (the edit overlaps your unsaved changes in the file)' : '';
+        void vscode.window.showWarningMessage(`dsh: ${request.title}${also}${elsewhere ? ' (in another session)' : ''}`, 'Show', 'Reject', ...allow).then((choice) => {
           if (choice === 'Allow once') permissions.answer(request.callId, 'allow-once');
+          else if (choice === 'Buffer only') permissions.answer(request.callId, 'allow-once', false, 'buffer-only');
+          else if (choice === 'Write both') permissions.answer(request.callId, 'allow-once', false, 'both');
           else if (choice === 'Reject') permissions.answer(request.callId, 'reject');
           else if (choice === 'Show') {
             void vscode.commands.executeCommand('dsh.chat.focus');

@@ -727,7 +727,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return;
       }
       case 'inboxMove': { const { client, sessionId } = await this.drivable(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
-      case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true); return;
+      case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true, m.unsaved); return;
       case 'setSandboxMode': return this.setSandboxMode(m.mode);
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {

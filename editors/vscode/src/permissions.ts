@@ -12,7 +12,7 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ProposalFiles, proposalOf, sideUri } from './proposalFiles';
-import type { PermissionAnswer, PermissionOutcome, PermissionRequest } from './protocol/types';
+import type { PermissionAnswer, PermissionOutcome, PermissionRequest, UnsavedChoice } from './protocol/types';
 
 export { DIFF_SCHEME } from './proposalFiles';
 /** True while the active editor is a proposal's diff (editor/title actions and keybindings). */
@@ -38,7 +38,7 @@ interface Apply { uri: vscode.Uri; range: vscode.Range | undefined; text: string
 interface Shown { before: vscode.Uri; after: vscode.Uri; proposed: string; editable: boolean; edited: boolean }
 
 export class Permissions implements vscode.Disposable {
-  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome, persist?: boolean) => void }>();
+  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome, persist?: boolean, unsaved?: UnsavedChoice) => void }>();
   private readonly applies = new Map<string, Apply>();
   private readonly shown = new Map<string, Shown>();
   private readonly files = new ProposalFiles();
@@ -73,8 +73,9 @@ export class Permissions implements vscode.Disposable {
    *  An allowing answer carries the proposed side's text when the person changed it. */
   handle = async (req: PermissionRequest): Promise<PermissionAnswer> => {
     let persist = false;
+    let unsaved: UnsavedChoice | undefined;
     const outcome = await new Promise<PermissionOutcome>((resolve) => {
-      this.pending.set(req.callId, { req, resolve: (o, p) => { persist = !!p; resolve(o); } });
+      this.pending.set(req.callId, { req, resolve: (o, p, u) => { persist = !!p; unsaved = u; resolve(o); } });
       this.onRequest(req);
     });
     this.pending.delete(req.callId);
@@ -90,7 +91,10 @@ export class Permissions implements vscode.Disposable {
       this.log(`${req.callId}: the widening is to be saved to config.json`);
       return { outcome, persist: true };
     }
-    return newText === undefined ? { outcome } : { outcome, newText };
+    // An edit overlapping the person's unsaved changes: what they chose for those (§8); the
+    // daemon keeps the edit in the buffer only when nothing is said.
+    const choice = allowed && req.preview?.unsaved === 'overlaps' && unsaved ? { unsaved } : {};
+    return newText === undefined ? { outcome, ...choice } : { outcome, newText, ...choice };
   };
 
   /** The daemon settled `callId` some other way (a timeout, a cancel, another client): the answer
@@ -105,8 +109,8 @@ export class Permissions implements vscode.Disposable {
   }
 
   /** `persist` (with allow-always, on a sandbox escalation): save the widening to config.json. */
-  answer(callId: string, outcome: PermissionOutcome, persist = false): void {
-    this.pending.get(callId)?.resolve(outcome, persist);
+  answer(callId: string, outcome: PermissionOutcome, persist = false, unsaved?: UnsavedChoice): void {
+    this.pending.get(callId)?.resolve(outcome, persist, unsaved);
   }
 
   /** A turn of `sessionId` ended (or everything goes away): its requests still open are moot. */

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 // The parts of the `vscode` API that the panel touches, for host-side tests in plain Node.
 type Listener<T> = (e: T) => unknown;
 
@@ -149,6 +149,10 @@ export class FakeDocument {
   version = 1;
   constructor(readonly uri: Uri, private text: string, readonly languageId = 'plaintext') {}
   getText(): string { return this.text; }
+  positionAt(offset: number): Position {
+    const before = this.text.slice(0, offset).split('\n');
+    return new Position(before.length - 1, before[before.length - 1].length);
+  }
   type(text: string): void {
     const old = this.text;
     const lines = old.split('\n');
@@ -164,6 +168,11 @@ export class FakeDocument {
     this.isDirty = false;
     return true;
   }
+}
+/** Whole-document replacements only (what the extension's code makes). */
+export class WorkspaceEdit {
+  readonly replaced: Array<{ uri: Uri; text: string }> = [];
+  replace(uri: Uri, _range: Range, text: string): void { this.replaced.push({ uri, text }); }
 }
 /** A change to a document's text, as VS Code's `TextDocumentContentChangeEvent`. */
 export interface ContentChange { range: Range; rangeOffset: number; rangeLength: number; text: string }
@@ -183,8 +192,14 @@ export const workspace = {
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   registerFileSystemProvider: (scheme: string, provider: unknown) => { fileSystems.set(scheme, provider); return { dispose() { fileSystems.delete(scheme); } }; },
   onDidChangeTextDocument: documentChanged.event,
+  /** Applies a WorkspaceEdit's whole-document replacements to the open documents (they get dirty). */
+  applyEdit: async (edit: WorkspaceEdit) => {
+    for (const { uri, text } of edit.replaced) workspace.textDocuments.find((d) => d.uri.toString() === uri.toString())?.type(text);
+    return true;
+  },
   /** The disk, for `file:` URIs only (what this host sees). */
   fs: {
+    readFile: async (u: Uri) => new Uint8Array(readFileSync(u.fsPath)),
     stat: async (u: Uri) => {
       if (u.scheme !== 'file') throw FileSystemError.FileNotFound(u);
       const st = statSync(u.fsPath);

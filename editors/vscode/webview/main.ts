@@ -553,6 +553,12 @@ function permissionCard(p: PermissionRequest): HTMLElement {
   d.setAttribute('aria-label', `Permission: ${p.title || p.tool}`);
   d.append(el('div', 'permission-title', p.title || p.tool));
   if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
+  const name = (p.preview?.path ?? '').split('/').pop() || 'the file';
+  if (p.preview?.unsaved === 'overlaps') {
+    d.append(el('div', 'unsaved-note', `${name} has unsaved changes in the editor that this edit overlaps: write both to the file, keep the edit in the buffer only (commands will not see it), or reject.`));
+  } else if (p.preview?.unsaved === 'apart') {
+    d.append(el('div', 'unsaved-note', `${name} has unsaved changes: they stay unsaved; only this edit is written.`));
+  }
   if (p.preview?.diff) d.append(diffBlock(p.preview.diff));
   const note = el('div', 'proposal-edited', '✎ You changed the proposal in the diff editor: allowing writes your version.');
   note.hidden = true;
@@ -562,6 +568,16 @@ function permissionCard(p: PermissionRequest): HTMLElement {
     buttons.append(button('View diff', () => post({ type: 'viewDiff', callId: p.callId }), 'ghost'));
   }
   const answer = (outcome: 'reject' | 'allow-always' | 'allow-once') => () => post({ type: 'permission', callId: p.callId, outcome });
+  if (p.preview?.unsaved === 'overlaps') {
+    // The three answers of an edit overlapping the person's unsaved changes (protocol.md §8).
+    const keep = (unsaved: 'both' | 'buffer-only') => () => post({ type: 'permission', callId: p.callId, outcome: 'allow-once', unsaved });
+    d.append(answerRow(d, buttons, [
+      button('Reject', answer('reject'), 'ghost'),
+      button('Write both', keep('both'), '', 'Save the file with your unsaved changes and the edit'),
+      button('Buffer only', keep('buffer-only'), 'primary', 'Put the edit in the editor only: nothing is saved, commands will not see it'),
+    ]));
+    return d;
+  }
   const answers = [
     button('Reject', answer('reject'), 'ghost'),
     button('Allow always', answer('allow-always'), ''),

@@ -52,6 +52,9 @@ M.defaults = {
       reject = 'gn',
       cancel = 'gC',
       review = 'gd', -- edits: review hunk by hunk in a diff tab
+      -- an edit overlapping your unsaved changes in its file: save both (allow_once keeps the edit
+      -- in the buffer only)
+      allow_both = 'gw',
       hide = { 'q', '<Esc>' }, -- the request stays open (:DshPermission shows it again)
     },
     -- In a hunk review (the proposal's window). ]c / [c move between hunks.

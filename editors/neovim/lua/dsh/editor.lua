@@ -1,5 +1,7 @@
 -- What this editor does for the agent (protocol.md §9), answered to the daemon's requests:
---   dsh/document/save        write the buffers the agent just edited (undo kept; no other buffer),
+--   dsh/document/save        write the buffers the agent just edited (undo kept; no other buffer);
+--                            with `texts`, write that text instead and keep the person's unsaved
+--                            changes in the buffer (documentSaveText, issue 37),
 --   dsh/editor/diagnostics   vim.diagnostic.get as LSP Diagnostics (once the servers checked the
 --                            text: settle.lua),
 --   dsh/editor/definition|references|symbols|hover
@@ -17,7 +19,7 @@ local M = {}
 M.features = { 'definition', 'references', 'symbols', 'hover' }
 
 function M.capabilities()
-  return { documentSave = true, diagnostics = true, diagnosticsSettle = true, languageFeatures = M.features }
+  return { documentSave = true, documentSaveText = true, diagnostics = true, diagnosticsSettle = true, languageFeatures = M.features }
 end
 
 local function timeout_ms()
@@ -26,14 +28,98 @@ end
 
 -- ---- dsh/document/save ---------------------------------------------------------------------------
 
+--- The lines a buffer shows for `text` (its 'fileformat' line ends taken off), and whether it ends
+--- with a line break.
+local function text_lines(buf, text)
+  local eol = text:sub(-1) == '\n'
+  local lines = vim.split(eol and text:sub(1, -2) or text, '\n', { plain = true })
+  if vim.bo[buf].fileformat == 'dos' then
+    for i, l in ipairs(lines) do
+      lines[i] = l:gsub('\r$', '')
+    end
+  end
+  return lines, eol
+end
+
+--- Change the buffer's lines to `target`, hunk by hunk (marks and cursors elsewhere stay put).
+local function set_lines_by_hunks(buf, target)
+  local current = api.nvim_buf_get_lines(buf, 0, -1, false)
+  local hunks = vim.diff(table.concat(current, '\n') .. '\n', table.concat(target, '\n') .. '\n', { result_type = 'indices' })
+  for i = #hunks, 1, -1 do
+    local a, na, b, nb = unpack(hunks[i])
+    local from = na == 0 and a or a - 1
+    api.nvim_buf_set_lines(buf, from, from + na, false, vim.list_slice(target, b, b + nb - 1))
+  end
+end
+
+--- Write `text` to the buffer's file while the buffer keeps what it shows, the person's unsaved
+--- changes included (issue 37: the agent's edit reaches the file, their draft does not). Written
+--- through the buffer (`:write` of `text`, then `:undo`), so Neovim knows the file's new state and the
+--- person's next `:w` asks nothing; the write is a branch of the undo tree the buffer leaves at once,
+--- so `u` still goes from the agent's edit back to their draft, and the buffer stays modified.
+local function write_text(buf, text)
+  local shown = api.nvim_buf_get_lines(buf, 0, -1, false)
+  local lines, eol = text_lines(buf, text)
+  local views = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    views[win] = api.nvim_win_call(win, vim.fn.winsaveview)
+  end
+  local fixeol, had_eol = vim.bo[buf].fixeol, vim.bo[buf].eol
+  local ok, err = pcall(api.nvim_buf_call, buf, function()
+    vim.cmd('let &g:undolevels = &g:undolevels') -- a new undo block: the agent's edit stays its own
+    set_lines_by_hunks(buf, lines)
+    vim.bo[buf].fixeol, vim.bo[buf].eol = false, eol
+    -- No autocommands: a format-on-save must not rewrite this passing state (the buffer shows it
+    -- only until the undo below), nor plugins react to it.
+    local wrote, werr = pcall(vim.cmd, 'silent noautocmd keepalt keepjumps write!')
+    vim.bo[buf].fixeol, vim.bo[buf].eol = fixeol, had_eol
+    vim.cmd('silent undo')
+    if not wrote then
+      error(werr, 0)
+    end
+  end)
+  if not vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), shown) then
+    api.nvim_buf_set_lines(buf, 0, -1, false, shown) -- never lose what the buffer showed
+  end
+  for win, view in pairs(views) do
+    if api.nvim_win_is_valid(win) then
+      api.nvim_win_call(win, function()
+        vim.fn.winrestview(view)
+      end)
+    end
+  end
+  if not ok then
+    return tostring(err)
+  end
+  local fh = io.open(api.nvim_buf_get_name(buf), 'rb')
+  local on_disk = fh and fh:read('*a')
+  if fh then
+    fh:close()
+  end
+  if on_disk ~= text then
+    return 'the file does not hold the text after writing it'
+  end
+  return nil
+end
+
 --- Write exactly the named documents: `:write` in the buffer (BufWrite autocommands run, so the
---- other language servers get didSave; undo history is kept). Never another buffer.
+--- other language servers get didSave; undo history is kept). Never another buffer. A document named
+--- in `params.texts` gets that text in its file instead, and keeps its unsaved changes (write_text).
 function M.save(params)
   local saved, failed = {}, {}
+  local texts = type(params) == 'table' and type(params.texts) == 'table' and params.texts or {}
   for _, uri in ipairs(params and params.uris or {}) do
     local buf = borrowed.take(uri, false)
     if not buf then
       failed[#failed + 1] = { uri = uri, message = 'not loaded in Neovim' }
+    elseif type(texts[uri]) == 'string' then
+      local problem = write_text(buf, texts[uri])
+      if problem then
+        failed[#failed + 1] = { uri = uri, message = problem }
+      else
+        saved[#saved + 1] = uri
+      end
+      borrowed.done(buf, false)
     else
       local dir = vim.fs.dirname(api.nvim_buf_get_name(buf))
       if dir and vim.fn.isdirectory(dir) == 0 then

@@ -119,6 +119,27 @@ local function preview_lines(params)
   return vim.split(ok and text or vim.inspect(params.arguments), '\n', { plain = true }), 'json'
 end
 
+--- The edit overlaps the person's unsaved changes in its file (preview.unsaved, protocol.md §8):
+--- they choose whether those are written with it.
+local function overlaps_unsaved(params)
+  return is_edit(params) and params.preview.unsaved == 'overlaps'
+end
+
+--- What the prompt says of the person's unsaved changes in the edited file, above the diff.
+local function unsaved_lines(params)
+  local name = vim.fs.basename(tostring(params.preview.path or '?'))
+  if overlaps_unsaved(params) then
+    return {
+      ('%s: this edit overlaps your unsaved changes.'):format(name),
+      'Buffer only: not saved, commands will not see it.',
+      'Write both: your unsaved changes are saved too.',
+    }
+  elseif is_edit(params) and params.preview.unsaved == 'apart' then
+    return { ('%s: your unsaved changes stay unsaved;'):format(name), 'only this edit is written to the file.' }
+  end
+  return {}
+end
+
 --- The choice lines, farthest from the cursor's starting line first: allowing is at the top.
 --- `persistable`: the daemon can save a widening to its config (flag `persistWidening`).
 local function choices(params, persistable)
@@ -144,6 +165,24 @@ local function choices(params, persistable)
     list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
     return list
   end
+  if overlaps_unsaved(params) then -- the three answers of issue 37, then cancel
+    return {
+      {
+        label = 'Keep it in the buffer only',
+        outcome = 'allow-once',
+        unsaved = 'buffer-only',
+        key = lhs('allow_once'),
+      },
+      {
+        label = 'Write both to the file',
+        outcome = 'allow-once',
+        unsaved = 'both',
+        key = lhs('allow_both'),
+      },
+      { label = 'Reject: the agent is told and goes on', outcome = 'reject', key = lhs('reject') },
+      { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') },
+    }
+  end
   local always = params.tool == 'run_command' and 'Allow always: exactly this command, this session'
     or ('Allow always: every %s call, this session'):format(params.tool or 'such')
   local list = {
@@ -166,6 +205,14 @@ local function footer(req)
     if c.persist and config.key(k.allow_saved) then
       saved = ' · ' .. config.key(k.allow_saved) .. ' saved'
     end
+  end
+  if overlaps_unsaved(req.params) then
+    return (' <CR> on a choice · %s buffer only · %s write both · %s reject%s '):format(
+      config.key(k.allow_once) or '-',
+      config.key(k.allow_both) or '-',
+      config.key(k.reject) or '-',
+      hide and (' · ' .. hide .. ' hide') or ''
+    )
   end
   return (' <CR> on a choice · %s once · %s %s%s · %s reject%s '):format(
     config.key(k.allow_once) or '-',
@@ -193,6 +240,10 @@ local function build(req)
     lines[#lines + 1] = text
   end
   lines[#lines + 1] = string.rep('─', 40)
+  for _, l in ipairs(unsaved_lines(params)) do
+    width = math.max(width, vim.fn.strdisplaywidth(l))
+    lines[#lines + 1] = l
+  end
   vim.list_extend(lines, preview)
   local buf = api.nvim_create_buf(false, true)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
@@ -245,6 +296,7 @@ local function act(req, choice)
     return M.review(req)
   end
   req.persist = choice.persist or nil -- "Always (saved to config)": allow-always + persist
+  req.unsaved = choice.unsaved -- an edit overlapping unsaved changes: "both" or "buffer-only"
   req.finish(choice.outcome)
 end
 
@@ -252,6 +304,7 @@ local function set_keys(req, buf)
   local k = config.options.keys.prompt or {}
   for _, c in ipairs(req.choices) do
     local name = c.persist and 'allow_saved'
+      or (c.unsaved == 'both' and 'allow_both')
       or ({
         ['allow-once'] = 'allow_once',
         ['allow-always'] = 'allow_always',
@@ -462,7 +515,7 @@ function M.request(root, params, _ctx)
     end, 50)
     outcome = req.outcome
   end
-  return { outcome = outcome or 'cancelled', newText = req.new_text, persist = req.persist }
+  return { outcome = outcome or 'cancelled', newText = req.new_text, persist = req.persist, unsaved = req.unsaved }
 end
 
 --- Show again a request the daemon still has open (an attach reply, dsh/permissions/list), unless
@@ -477,8 +530,14 @@ function M.reopen(root, params)
     if quiet then
       return
     end
-    local answer =
-      { sessionId = params.sessionId, callId = params.callId, outcome = outcome, newText = new_text, persist = req.persist }
+    local answer = {
+      sessionId = params.sessionId,
+      callId = params.callId,
+      outcome = outcome,
+      newText = new_text,
+      persist = req.persist,
+      unsaved = req.unsaved,
+    }
     client.request(root, 'dsh/permissions/respond', answer, function(err, res)
       if err then
         notify.error('could not answer the permission request: ' .. (err.message or ''))

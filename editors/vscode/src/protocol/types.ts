@@ -269,7 +269,11 @@ export interface PermissionAnswer {
   /** With `allow-always` on a sandbox escalation (daemons with `persistWidening`): the widening is
    *  written into the person's config.json and applies to every later session (§16). */
   persist?: boolean;
+  /** Beside an allowing outcome, for an edit overlapping the person's unsaved changes
+   *  (`preview.unsaved: "overlaps"`): save them with it, or keep the edit in the buffer only (§8). */
+  unsaved?: UnsavedChoice;
 }
+export type UnsavedChoice = 'both' | 'buffer-only';
 /** What a command's escalation asks for (`preview.escalation`, §16): exactly this widening. */
 export interface Escalation { reason: string; writable: string[]; network: string[]; unconfined: boolean }
 export interface PermissionPreview {
@@ -278,6 +282,9 @@ export interface PermissionPreview {
   sandbox?: string; escalation?: Escalation;
   /** The whole text before and after an edit (newer daemons; capped, `truncated` says so). */
   oldText?: string; newText?: string; created?: boolean; truncated?: boolean;
+  /** The edited file has unsaved changes in the editor: they stay unsaved (`apart`), or the edit
+   *  overlaps them and the person chooses (`overlaps`; protocol.md §8, §9). */
+  unsaved?: 'apart' | 'overlaps';
 }
 export interface PermissionRequest {
   sessionId: string; callId: string; tool: string; title: string; arguments: Record<string, unknown>;
