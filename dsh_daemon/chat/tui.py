@@ -36,6 +36,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat import plan as plans
+from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
 from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
@@ -65,6 +66,8 @@ STYLE = Style.from_dict(
         "bottom-toolbar.idle": "noreverse bg:#262626 #5faf5f bold",
         "bottom-toolbar.running": "noreverse bg:#262626 #d7af00 bold",
         "bottom-toolbar.permission": "noreverse bg:#262626 #d75fd7 bold",
+        "bottom-toolbar.sandbox": "noreverse bg:#262626 #87afd7",
+        "bottom-toolbar.warning": "noreverse bg:#5f0000 #ffd700 bold",
     }
 )
 LIVE_MAX_ROWS = 12  # the streaming area's height at most (the rest is "… N more lines")
@@ -312,7 +315,11 @@ class TuiView:
         tool = sanitize(str(question.params.get("tool") or "this"))
         listening = self._menu_open()
         keys = f"↑/↓ or 1-{count}, then Enter" if listening else "the menu listens once you pause typing"
-        lines = [f"{YELLOW}? allow {tool}?{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
+        escalation = question.escalation
+        ask = "widen the sandbox?" if escalation is not None else f"allow {tool}?"
+        lines = [f"{YELLOW}? {ask}{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
+        if escalation is not None:  # the exact widening stays in view while the menu is open
+            lines.append(f"  {YELLOW}{clip(sandboxes.widening_words(escalation), width - 4)}{RESET}")
         for index, option in enumerate(question.options):
             label = clip(f"{index + 1}. {option.label}", width - 4)
             if index == question.selected:
@@ -385,10 +392,14 @@ class TuiView:
             return [("class:bottom-toolbar", " starting…")]
         status = chat.status
         state = {"awaiting permission": "permission"}.get(status.label, status.label)
-        return [
-            (f"class:bottom-toolbar.{state}", f" ● {status.label} "),
-            ("class:bottom-toolbar", f" {status.toolbar()}   /help · Esc cancels"),
-        ]
+        parts: StyleAndTextTuples = [(f"class:bottom-toolbar.{state}", f" ● {status.label} ")]
+        sandbox = status.sandbox_part()
+        if sandbox:
+            # Commands refused for want of confinement, or running unconfined: a look that stands out.
+            look = "warning" if sandbox.startswith("⚠") else "sandbox"
+            parts.append((f"class:bottom-toolbar.{look}", f" {sandbox} "))
+        parts.append(("class:bottom-toolbar", f" {status.toolbar()}   /help · Esc cancels"))
+        return parts
 
     # ---- a resize -----------------------------------------------------------------------------------
 

@@ -46,6 +46,21 @@ def test_the_status_line_follows_the_events() -> None:
     assert status.queued == 0
 
 
+def test_the_status_line_says_the_sandbox_and_warns_when_commands_are_refused() -> None:
+    status = Status(session_id="7f3a2c1e-aaaa")
+    assert status.sandbox_part() == "" and "⛨" not in status.line()  # not told yet: nothing claimed
+    told = {"mode": "workspace-write", "configuredMode": "workspace-write", "level": "Landlock 7",
+            "confined": True, "available": True, "reasons": [], "network": [], "writable": []}  # fmt: skip
+    assert status.on_event("sandbox/status", told)
+    assert status.sandbox_part() == "⛨ workspace-write" and not status.sandbox_refused
+    assert status.line().endswith("⛨ workspace-write · session 7f3a2c1e")
+    status.on_event("sandbox/status", {**told, "confined": False, "available": False, "level": "unconfined"})
+    assert status.sandbox_refused
+    assert status.sandbox_part() == "⚠ workspace-write: no confinement here, commands refused (/sandbox)"
+    status.on_event("sandbox/status", {**told, "mode": "full-access", "confined": False, "available": False})
+    assert not status.sandbox_refused and status.sandbox_part() == "⚠ full-access (unconfined)"
+
+
 def test_text_from_the_model_cannot_drive_the_terminal() -> None:
     assert sanitize("a\x1b[31mb\x07c\td\ne") == "a[31mbc\td\ne"
     assert clip("x\x1b]0;title\x07 y", 20) == "x]0;title y"
