@@ -369,6 +369,8 @@ class Chat:
     def turn_end(self, reason: dict[str, Any]) -> None:
         kind = reason["kind"]
         shown, self.error_shown = self.error_shown, None
+        if kind == "completed":  # the answer says it
+            return
         if kind == "error":
             self.failed = True
             error = reason.get("error") or {}

@@ -39,6 +39,7 @@ def test_piped_commands_answer_in_plain_text(tmp_path: Path) -> None:
         result = run_cli(["--no-thinking", "chat", "show me"], env, cwd=work)
         assert "› show me" in result.stderr
         assert result.stdout == "# Heading\n\nplain *markdown*\n"  # the answer, verbatim, and only it
+        assert "turn ended" not in result.stderr  # a completed turn goes unremarked
 
 
 def test_a_chat_without_a_prompt_keeps_no_session(tmp_path: Path) -> None:

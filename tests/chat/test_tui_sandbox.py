@@ -98,7 +98,10 @@ def test_an_escalation_names_the_reason_and_the_widening_and_a_session_answer_wi
     )
     chat.type("write outside")
     chat.keys("Enter")
-    screen = chat.wait(lambda s: "? widen the sandbox?" in s and "4. Cancel the turn" in s, whole=False)
+    screen = chat.wait(
+        lambda s: "? widen the sandbox?" in s and "why: the build" in s and "4. Cancel the turn" in s,
+        whole=False,
+    )
     print(screen)
     assert "why: the build keeps its cache there" in screen
     assert f"widen: writable: {outside}" in screen
