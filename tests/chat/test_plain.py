@@ -245,7 +245,7 @@ def test_piped_ps_lists_shows_and_kills_background_processes(tmp_path: Path) -> 
         try:
             chat.stdin.write("/ps\nstart it\n")
             chat.stdin.flush()
-            until("[turn ended")
+            until("✓ run_command")  # its result; a completed turn's end goes unremarked
             chat.stdin.write("/ps\n/ps 1\n/kill 1\n/ps\n/kill 1\n/kill 7\nonce more\n")
             chat.stdin.flush()
             until("runs in the background (/ps, /kill p2)")
