@@ -51,7 +51,7 @@ def test_sandbox_shows_the_level_and_changes_the_mode_full_access_only_confirmed
     chat.wait("the agent gets your whole account")  # the warning, in words, above the picker
     chat.keys("Escape")
     chat.wait("[the sandbox is unchanged]")
-    assert "⛨ read-only" in status_line(chat)
+    chat.wait(lambda s: "⛨ read-only" in status_line(chat))  # (the screen is drawn again after the picker)
     chat.type("/sandbox full-access")
     chat.keys("Enter")
     chat.wait("run commands unconfined, as your whole account?", whole=False)
