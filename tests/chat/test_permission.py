@@ -4,8 +4,7 @@ for running unconfined, and on the wire `{"outcome": "allow-always", "persist": 
 
 The chat's model (`Chat`) is driven as the daemon's request reaches it (`on_request`) and answered with
 a typed line as at a dumb terminal (`answer_line`); the plain view writes into buffers. The real
-daemon cannot take part yet: it does not advertise `persistWidening` until the grants work is merged
-(tests/chat/test_tui_sandbox.py drives the real one without the flag)."""
+daemon, which advertises the flag, is driven in tests/chat/test_tui_sandbox.py."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def test_an_escalation_names_the_reason_and_the_widening_and_a_session_answer_wi
     chat.type("write outside")
     chat.keys("Enter")
     screen = chat.wait(
-        lambda s: "? widen the sandbox?" in s and "why: the build" in s and "4. Cancel the turn" in s,
+        lambda s: "? widen the sandbox?" in s and "why: the build" in s and "5. Cancel the turn" in s,
         whole=False,
     )
     print(screen)
@@ -107,9 +107,10 @@ def test_an_escalation_names_the_reason_and_the_widening_and_a_session_answer_wi
     assert f"widen: writable: {outside}" in screen
     assert "1. Yes, once (this command only)" in screen
     assert "2. Yes, for this session (every later command gets this widening)" in screen
-    # this daemon does not advertise `persistWidening`: no "saved to config" answer is offered
-    assert "config.json" not in screen and "3. No, run nothing" in screen
-    chat.wait("↑/↓ or 1-4, then Enter", whole=False)  # the menu listens
+    # the daemon advertises `persistWidening`: the widening can be saved to config.json
+    assert "3. Always: save it to config.json (every later session too)" in screen
+    assert "4. No, run nothing" in screen
+    chat.wait("↑/↓ or 1-5, then Enter", whole=False)  # the menu listens
     chat.type("2")
     chat.wait(lambda s: "❯ 2. Yes, for this session" in s, whole=False)
     chat.keys("Enter")
