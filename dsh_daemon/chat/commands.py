@@ -12,9 +12,10 @@ from typing import Any
 from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat import processes, review, turndiff
 from dsh_daemon.chat import rewind as rewinding
+from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueItem
-from dsh_daemon.chat.render import CYAN, DIM, clip, diff_lines
+from dsh_daemon.chat.render import CYAN, DIM, YELLOW, clip, diff_lines
 from dsh_daemon.chat.rpc import RpcError
 from dsh_daemon.chat.sessions import NoSuchSession, describe, find_session
 from dsh_daemon.chat.shell import cap, run_shell
@@ -40,6 +41,8 @@ COMMANDS: dict[str, str] = {
     "/kill": processes.USAGE_KILL,
     "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
     "/model": "/model [NAME] — list the models, or switch (from the next request)",
+    "/sandbox": "/sandbox [MODE] — how commands are confined here; read-only, workspace-write or"
+    " full-access changes it",
     "/context": "how full the context window is, and with what",
     "/compact": "summarise older turns now to free the context window",
     "/cost": "this session's tokens and cost",
@@ -160,6 +163,7 @@ class Commands:
             "/kill": lambda arg: processes.kill(self.chat, arg),
             "/copy": self.copy,
             "/model": self.model,
+            "/sandbox": self.sandbox,
             "/context": self.context,
             "/compact": self.compact,
             "/cost": self.cost,
@@ -529,6 +533,45 @@ class Commands:
         chat.status.model = arg
         chat.view.refresh()
         chat.note(f"[model: {arg}, from the next request]")
+
+    async def sandbox(self, arg: str) -> None:
+        """`/sandbox`: what the daemon said of the sandbox. `/sandbox MODE`: change it daemon-wide, as an
+        editor's settings do; full-access is confirmed first (a picker, or `confirm` after it)."""
+        chat = self.chat
+        mode, _, rest = arg.partition(" ")
+        if not mode:
+            first, *rest_lines = sandboxes.report_lines(chat.status.sandbox)
+            chat.view.print(chat.paint(CYAN, first))
+            for line in rest_lines:  # a warning (commands refused) stands out
+                chat.view.print(chat.paint(YELLOW, line) if line.lstrip().startswith("⚠") else line)
+            return
+        if mode not in sandboxes.MODES:
+            chat.error(f"[no sandbox mode {clip(mode, 40)}: one of {', '.join(sandboxes.MODES)}]")
+            return
+        current = (chat.status.sandbox or {}).get("configuredMode")
+        if mode == current:
+            chat.note(f"[the sandbox is already {mode}]")
+            return
+        if mode == "full-access" and rest.strip() != "confirm" and not await self.full_access_confirmed():
+            return
+        await chat.configure({"tools": {"sandbox": {"mode": mode}}})
+        chat.note(f"[sandbox: {mode}, from the next command, in every session of this daemon]")
+
+    async def full_access_confirmed(self) -> bool:
+        chat = self.chat
+        chat.view.print(chat.paint(YELLOW, f"[{sandboxes.FULL_ACCESS_WARNING}]"))
+        if not chat.view.interactive:
+            chat.note("[`/sandbox full-access confirm` chooses it]")
+            return False
+        keep = f"No, keep {(chat.status.sandbox or {}).get('configuredMode') or 'the sandbox as it is'}"
+        choice = await chat.view.pick(
+            "full-access: run commands unconfined, as your whole account?",
+            [keep, "Yes, full-access: commands run unconfined (each asks first)"],
+        )
+        if choice != 1:
+            chat.note("[the sandbox is unchanged]")
+            return False
+        return True
 
     async def context(self, _: str) -> None:
         chat = self.chat

@@ -19,8 +19,9 @@ from urllib.parse import unquote, urlparse
 from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat import processes, review, subagents, turndiff
 from dsh_daemon.chat import rewind as rewinding
+from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.cards import CardBook
-from dsh_daemon.chat.permission import CANCELLED, LINE_ANSWERS, SAID, Question
+from dsh_daemon.chat.permission import CANCELLED, SAID, Question, wire_answer
 from dsh_daemon.chat.queue import QueueItem
 from dsh_daemon.chat.render import (
     CYAN,
@@ -368,6 +369,8 @@ class Chat:
     def turn_end(self, reason: dict[str, Any]) -> None:
         kind = reason["kind"]
         shown, self.error_shown = self.error_shown, None
+        if kind == "completed":  # the answer says it
+            return
         if kind == "error":
             self.failed = True
             error = reason.get("error") or {}
@@ -404,7 +407,7 @@ class Chat:
             self.note(f"  → {clip(str(params.get('title') or tool), 80)}: allowed by {by}")
             return {"outcome": "allow-once"}
         async with self._permission_lock:
-            return {"outcome": await self.ask_permission(params)}
+            return wire_answer(await self.ask_permission(params))
 
     async def ask_permission(self, params: dict[str, Any]) -> str:
         view = self.view
@@ -418,14 +421,23 @@ class Chat:
             for line in diff_lines(preview["diff"], view.color):
                 view.print("  " + line)
         elif preview.get("command"):
-            where = self.paint(DIM, f"   (in {preview.get('cwd', '')})")
+            where = self.paint(DIM, f"   (in {sanitize(str(preview.get('cwd', '')))})")
             view.print("  " + self.paint(CYAN, f"$ {sanitize(preview['command'])}") + where)
         else:
             view.print("  " + clip(json.dumps(params.get("arguments"), ensure_ascii=False), 300))
+        escalation = sandboxes.escalation_of(params)
+        if escalation is not None:  # the reason and the exact widening, before the menu
+            for line in sandboxes.escalation_lines(escalation):
+                view.print("  " + self.paint(YELLOW, line))
         if not self.answers:
             return self.unanswerable(params)
         loop = asyncio.get_running_loop()
-        self.question = Question(params, loop.create_future(), loop.time())
+        self.question = Question(
+            params,
+            loop.create_future(),
+            loop.time(),
+            persist_widening=bool(self.capabilities.get("persistWidening")),
+        )
         self.status.permission = True
         view.show_permission(self.question)
         view.refresh()
@@ -465,8 +477,10 @@ class Chat:
     def answer_line(self, line: str) -> bool:
         """A whole typed line that answers the open question (the plain view); False when no question is
         open or the line is not an answer (it is then a prompt like any other)."""
-        outcome = LINE_ANSWERS.get(line.strip().lower())
-        return outcome is not None and self.asking and self.answer(outcome)
+        if self.question is None or not self.asking:
+            return False
+        outcome = self.question.outcome_of_line(line)
+        return outcome is not None and self.answer(outcome)
 
     def input_ended(self) -> None:
         """The person's input is gone (stdin at EOF): an open question, and any later one, is answered
@@ -521,7 +535,11 @@ class Chat:
             await self.rpc.request("dsh/session/detach", {"sessionId": previous})
         queue = self.status.queue
         queue.forget()
-        self.status = Status(session_id=session_id, queue=queue, model=self.status.model)
+        # The sandbox's mode and level are the daemon's and the machine's: kept until the attach reply
+        # (or a live `sandbox/status`) says this session's.
+        self.status = Status(
+            session_id=session_id, queue=queue, model=self.status.model, sandbox=self.status.sandbox
+        )
         self.plan = PlanTracker()
         page = await self.rpc.request(
             "dsh/session/transcript", {"sessionId": session_id, "limit": RESUME_PAGE_TURNS}
@@ -549,6 +567,8 @@ class Chat:
         # came first, and the chat stayed "running" for good).
         self.status.state = self.status_during_attach or attached.get("status", "idle")
         self.status.mode = str(attached.get("mode") or "ask")
+        if isinstance(attached.get("sandbox"), dict):
+            self.status.sandbox = dict(attached["sandbox"])
         # The plan as the daemon folds the whole log: the replay above starts at the page's first turn.
         self.plan.current = structure(attached["plan"], PlanUpdated) if attached.get("plan") else None
         (self.idle.set if self.status.state == "idle" else self.idle.clear)()

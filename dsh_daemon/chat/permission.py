@@ -27,22 +27,22 @@ from typing import Any
 SETTLE_S = 0.6
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT, CANCELLED = "allow-once", "allow-always", "reject", "cancelled"
+# The chat's own name for "Always (saved to config)": on the wire `{outcome: allow-always, persist: true}`.
+ALLOW_SAVED = "allow-always-saved"
 LINE_ANSWERS = {  # a whole line answers (the plain view at a terminal); never a single letter for "always"
-    "1": ALLOW_ONCE,
-    "y": ALLOW_ONCE,
     "yes": ALLOW_ONCE,
+    "y": ALLOW_ONCE,
     "once": ALLOW_ONCE,
-    "2": ALLOW_ALWAYS,
     "always": ALLOW_ALWAYS,
-    "3": REJECT,
-    "n": REJECT,
+    "save": ALLOW_SAVED,  # only where the question offers it
     "no": REJECT,
-    "4": CANCELLED,
+    "n": REJECT,
     "cancel": CANCELLED,
 }
 SAID = {
     ALLOW_ONCE: "allowed once",
     ALLOW_ALWAYS: "allowed always",
+    ALLOW_SAVED: "allowed always, saved to config.json (every later session too)",
     REJECT: "rejected (the model is told; the turn goes on)",
     CANCELLED: "cancelled (the turn stops, the queue stays)",
 }
@@ -54,9 +54,36 @@ class Option:
     label: str
 
 
-def options_for(params: dict[str, Any]) -> tuple[Option, ...]:
+def wire_answer(outcome: str) -> dict[str, Any]:
+    """The `dsh/requestPermission` result for a chosen outcome."""
+    if outcome == ALLOW_SAVED:
+        return {"outcome": ALLOW_ALWAYS, "persist": True}
+    return {"outcome": outcome}
+
+
+def options_for(params: dict[str, Any], *, persist_widening: bool = False) -> tuple[Option, ...]:
+    """The menu of one question. An escalation (`preview.escalation`) offers once / this session /
+    always saved to config.json (only where the daemon can persist a widening, flag `persistWidening`,
+    and never for running unconfined: that is not saved) / reject; any other question once / always
+    in this session / reject. Cancelling the turn is the last option of both."""
     tool = str(params.get("tool") or "this tool")
-    command = (params.get("preview") or {}).get("command")
+    preview = params.get("preview") or {}
+    command = preview.get("command")
+    escalation = preview.get("escalation")
+    cancel = Option(CANCELLED, "Cancel the turn (the queue stays)")
+    if isinstance(escalation, dict):
+        if escalation.get("unconfined"):
+            session = f"Yes, and run exactly `{command}` unconfined whenever it comes in this session"
+        else:
+            session = "Yes, for this session (every later command gets this widening)"
+        options = [
+            Option(ALLOW_ONCE, "Yes, once (this command only)"),
+            Option(ALLOW_ALWAYS, session),
+        ]
+        if persist_widening and not escalation.get("unconfined"):
+            options.append(Option(ALLOW_SAVED, "Always: save it to config.json (every later session too)"))
+        options += [Option(REJECT, "No, run nothing (the model is told, the turn goes on)"), cancel]
+        return tuple(options)
     always = (
         f"Yes, and always allow exactly `{command}` in this session"
         if tool == "run_command" and command
@@ -66,16 +93,23 @@ def options_for(params: dict[str, Any]) -> tuple[Option, ...]:
         Option(ALLOW_ONCE, "Yes, once"),
         Option(ALLOW_ALWAYS, always),
         Option(REJECT, "No (the model is told, the turn goes on)"),
-        Option(CANCELLED, "Cancel the turn (the queue stays)"),
+        cancel,
     )
 
 
 class Question:
     """One open `dsh/requestPermission`: its menu state and the future its answer resolves."""
 
-    def __init__(self, params: dict[str, Any], answer: asyncio.Future[str], now: float) -> None:
+    def __init__(
+        self,
+        params: dict[str, Any],
+        answer: asyncio.Future[str],
+        now: float,
+        *,
+        persist_widening: bool = False,
+    ) -> None:
         self.params = params
-        self.options = options_for(params)
+        self.options = options_for(params, persist_widening=persist_widening)
         self.answer = answer
         self.selected: int | None = None
         self.from_digit = ""  # the digits typed while choosing, while they may still start a prompt
@@ -115,6 +149,25 @@ class Question:
 
     def is_option(self, text: str) -> bool:
         return text.isdigit() and len(text) == 1 and 1 <= int(text) <= len(self.options)
+
+    def outcome_of_line(self, line: str) -> str | None:
+        """A whole typed line as an answer (the plain view): an option's number, or one of
+        `LINE_ANSWERS`' words for an outcome this question offers; None for any other line."""
+        text = line.strip().lower()
+        if self.is_option(text):
+            return self.options[int(text) - 1].outcome
+        outcome = LINE_ANSWERS.get(text)
+        return outcome if any(option.outcome == outcome for option in self.options) else None
+
+    def words(self) -> list[str]:
+        """The words that answer this question (the plain view says them)."""
+        offered = {option.outcome for option in self.options}
+        return sorted((w for w, o in LINE_ANSWERS.items() if o in offered), key=len)
+
+    @property
+    def escalation(self) -> dict[str, Any] | None:
+        escalation = (self.params.get("preview") or {}).get("escalation")
+        return escalation if isinstance(escalation, dict) else None
 
     def take_back_digit(self) -> str:
         """Other text follows the digits: they were typing. Undo the choice; they go to the input."""

@@ -12,7 +12,6 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TextIO
 
-from dsh_daemon.chat.permission import LINE_ANSWERS
 from dsh_daemon.chat.render import DIM, osc52, paint
 
 if TYPE_CHECKING:
@@ -113,7 +112,7 @@ class PlainView:
             return
         for number, option in enumerate(question.options, 1):
             self.print(f"  {number}. {option.label}")
-        words = sorted({word for word in LINE_ANSWERS if not word.isdigit()}, key=len)
+        words = question.words()
         self._write(self.notes, f"  answer with a line: 1-{len(question.options)} (or {', '.join(words)}): ")
         self.line_start[id(self.notes)] = True  # the answer line ends it
 

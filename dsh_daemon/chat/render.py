@@ -4,6 +4,7 @@ via rich with code blocks left exactly as written, and the OSC 52 clipboard sequ
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import re
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ def clip(text: str, limit: int) -> str:
 
 def cells(text: str) -> int:
     """How many terminal cells `text` takes (colour codes take none)."""
+    if text.isascii() and text.isprintable():  # the common case, one cell a character: no walk
+        return len(text)
     return sum(get_cwidth(ch) for ch in ANSI_CODE.sub("", text))
 
 
@@ -153,6 +156,13 @@ class CodeBlock:
 
 def markdown_parts(text: str) -> list[str | CodeBlock]:
     """`text` split into markdown prose and its top-level code blocks (fenced or indented), in order."""
+    return list(_markdown_parts(text))
+
+
+@functools.lru_cache(maxsize=4)
+def _markdown_parts(text: str) -> tuple[str | CodeBlock, ...]:
+    # A finished reply is parsed for its code blocks (/copy N) and again to be drawn: once is enough
+    # (a 200 KB reply takes a tenth of a second to parse).
     from markdown_it import MarkdownIt
 
     lines = text.splitlines(keepends=True)
@@ -169,7 +179,7 @@ def markdown_parts(text: str) -> list[str | CodeBlock]:
         done = end
     if done < len(lines):
         parts.append("".join(lines[done:]))
-    return [part for part in parts if not isinstance(part, str) or part.strip()]
+    return tuple(part for part in parts if not isinstance(part, str) or part.strip())
 
 
 def code_blocks(text: str) -> list[CodeBlock]:
@@ -245,25 +255,36 @@ class TailWrap:
         self._done = 0  # the finished paragraphs end here (just after a line break)
         self._count = 0  # wrapped lines of the finished paragraphs
         self._tail: list[str] = []  # their last `keep` wrapped lines
+        # In a very long open paragraph, the cells up to `_skip_end` (from `_done`) are counted once.
+        self._skip_end = 0
+        self._skip_cells = 0
 
     def lines(self, text: str, width: int) -> tuple[int, list[str]]:
         """(how many wrapped lines the whole text makes, its last `keep` of them)."""
-        if width != self._width or not text.startswith(self._text[: self._done]):
+        if width != self._width or not text.startswith(self._text[: self._done + self._skip_end]):
             self._width, self._done, self._count, self._tail = width, 0, 0, []
+            self._skip_end = self._skip_cells = 0
         self._text = text
-        end = text.rfind("\n") + 1
+        end = text.rfind("\n", self._done) + 1
         if end > self._done:
             finished = word_wrap(text[self._done : end - 1], width)
             self._count += len(finished)
             self._tail = (self._tail + finished)[-self.keep :]
             self._done = end
+            self._skip_end = self._skip_cells = 0
         open_paragraph = text[self._done :]
         reach = max(width, 10) * (self.keep + 1) * 2
         skipped = 0
         if len(open_paragraph) > reach:
             cut = open_paragraph.find(" ", len(open_paragraph) - reach)
             cut = cut if cut > 0 else len(open_paragraph) - reach
-            skipped = -(-cells(open_paragraph[:cut]) // max(width, 10))
+            # Only what the cut newly passed is counted (the cut only moves on as the text grows): a
+            # 200 KB paragraph cost a walk of all of it per frame.
+            if cut < self._skip_end:
+                self._skip_end = self._skip_cells = 0
+            self._skip_cells += cells(open_paragraph[self._skip_end : cut])
+            self._skip_end = cut
+            skipped = -(-self._skip_cells // max(width, 10))
             open_paragraph = open_paragraph[cut:].lstrip(" ")
         current = word_wrap(open_paragraph, width)  # [""] after a final line break, as the whole gives
         total = self._count + skipped + len(current)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueBook
 
 
@@ -28,6 +29,7 @@ class Status:
     mode: str = "ask"  # the session's mode (`session/mode`, the attach reply; Shift-Tab cycles it)
     header: dict[str, Any] = field(default_factory=dict)  # the last `request/header`'s header
     compactions: list[dict[str, Any]] = field(default_factory=list)  # `context/compacted` data
+    sandbox: dict[str, Any] | None = None  # the last `sandbox/status` data (None: not told yet)
 
     @property
     def queued(self) -> int:
@@ -60,6 +62,8 @@ class Status:
         elif kind == "context/compacted":
             self.compactions.append(dict(data))
             self.context_used = data.get("tokensAfter", self.context_used)
+        elif kind == "sandbox/status":
+            self.sandbox = dict(data)
         elif kind == "request/header":
             self.header = dict(data.get("header") or {})
             self.model = str((self.header.get("config") or {}).get("model") or self.model)
@@ -113,11 +117,19 @@ class Status:
             parts.append(self.model)
         if self.mode != "ask":
             parts.append(MODE_LABELS.get(self.mode, self.mode))
+        if self.sandbox:
+            parts.append(sandboxes.toolbar_part(self.sandbox))
         parts.append(f"session {self.session_id[:8]}" if self.session_id else "new session")
         return " · ".join(parts)
 
+    @property
+    def sandbox_refused(self) -> bool:
+        """Commands are refused for want of confinement (the status line warns)."""
+        return sandboxes.refused(self.sandbox)
+
     def toolbar(self) -> str:
-        """The status line without the state, short enough for a narrow terminal."""
+        """The status line without the state or the sandbox (`sandbox_part`), short enough for a narrow
+        terminal."""
         parts = []
         if self.queued:
             parts.append(f"queued {self.queued}")
@@ -134,6 +146,9 @@ class Status:
             parts.append(MODE_LABELS.get(self.mode, self.mode))
         parts.append(self.session_id[:8] if self.session_id else "new session")
         return " · ".join(parts)
+
+    def sandbox_part(self) -> str:
+        return sandboxes.toolbar_part(self.sandbox)
 
 
 MODES = ("ask", "accept-edits", "plan")  # Shift-Tab's order (protocol.md §3 dsh/session/setMode)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import shutil
 import sys
@@ -28,7 +29,7 @@ from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
+from prompt_toolkit.formatted_text import ANSI, FormattedText, StyleAndTextTuples, to_formatted_text
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -36,6 +37,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat import plan as plans
+from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
 from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
@@ -55,6 +57,9 @@ from dsh_daemon.chat.render import (
     word_wrap,
 )
 
+# The module (the package's `prompt` attribute is the function of that name).
+pt_prompt: Any = importlib.import_module("prompt_toolkit.shortcuts.prompt")
+
 if TYPE_CHECKING:
     from dsh_daemon.chat.core import Chat
     from dsh_daemon.chat.permission import Question
@@ -65,6 +70,8 @@ STYLE = Style.from_dict(
         "bottom-toolbar.idle": "noreverse bg:#262626 #5faf5f bold",
         "bottom-toolbar.running": "noreverse bg:#262626 #d7af00 bold",
         "bottom-toolbar.permission": "noreverse bg:#262626 #d75fd7 bold",
+        "bottom-toolbar.sandbox": "noreverse bg:#262626 #87afd7",
+        "bottom-toolbar.warning": "noreverse bg:#5f0000 #ffd700 bold",
     }
 )
 LIVE_MAX_ROWS = 12  # the streaming area's height at most (the rest is "… N more lines")
@@ -73,7 +80,8 @@ TOOL_TAIL_LINES = 4  # a tool's last output lines kept in the scrollback (/show 
 TOOL_KEEP_CHARS = 20_000
 PREVIEW_ROWS = 6
 SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
-FRAME_S = 1 / 60  # the live area is painted at most this often
+FRAME_S = 1 / 60  # the screen is painted at most this often
+STREAM_FRAME_S = 1 / 25  # what streams is painted at most this often (typed keys: at once)
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
@@ -196,6 +204,8 @@ class TuiView:
         self.ctrl_c_armed = False  # a second Ctrl-C when idle leaves
         self.scrollback = Scrollback()
         self._resize_handle: asyncio.TimerHandle | None = None
+        self._stream_frame: asyncio.TimerHandle | None = None  # the next paint of what streams
+        self._message_cache: tuple[Any, FormattedText] | None = None  # (render count, size, input) -> prompt
         history: Any = InMemoryHistory()
         if history_file is not None:
             try:
@@ -203,17 +213,26 @@ class TuiView:
                 history = FileHistory(str(history_file))
             except OSError:
                 pass
-        self.session: PromptSession[str] = PromptSession(
-            message=self._message,
-            bottom_toolbar=self._toolbar,
-            style=STYLE,
-            history=history,
-            completer=ChatCompleter(lambda: self.chat),
-            complete_while_typing=True,
-            key_bindings=self._bindings(),
-            erase_when_done=True,
-            prompt_continuation=lambda width, line, wrap: "  ",
-        )
+        # The layout splits the prompt (the live area, then "› ") with `_split_multiline_prompt`, which
+        # cuts it into one fragment per character and builds the part above the input by inserting
+        # each at the head of a list, several times a frame: while a reply streams that cost more
+        # than the rest of the frame. The same split, by runs of a style, is put in while the layout
+        # is made (prompt_toolkit keeps the functions it returns).
+        split, pt_prompt._split_multiline_prompt = pt_prompt._split_multiline_prompt, split_prompt_by_runs
+        try:
+            self.session: PromptSession[str] = PromptSession(
+                message=self._message,
+                bottom_toolbar=self._toolbar,
+                style=STYLE,
+                history=history,
+                completer=ChatCompleter(lambda: self.chat),
+                complete_while_typing=True,
+                key_bindings=self._bindings(),
+                erase_when_done=True,
+                prompt_continuation=lambda width, line, wrap: "  ",
+            )
+        finally:
+            pt_prompt._split_multiline_prompt = split
         self.session.default_buffer.on_text_changed += self._on_typing
         # Esc must act at once (a person cancelling a turn presses it and goes on typing). By default
         # prompt_toolkit waits 0.5 s for an escape sequence to go on and then 1.0 s for a Meta-key
@@ -312,7 +331,11 @@ class TuiView:
         tool = sanitize(str(question.params.get("tool") or "this"))
         listening = self._menu_open()
         keys = f"↑/↓ or 1-{count}, then Enter" if listening else "the menu listens once you pause typing"
-        lines = [f"{YELLOW}? allow {tool}?{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
+        escalation = question.escalation
+        ask = "widen the sandbox?" if escalation is not None else f"allow {tool}?"
+        lines = [f"{YELLOW}? {ask}{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
+        if escalation is not None:  # the exact widening stays in view while the menu is open
+            lines.append(f"  {YELLOW}{clip(sandboxes.widening_words(escalation), width - 4)}{RESET}")
         for index, option in enumerate(question.options):
             label = clip(f"{index + 1}. {option.label}", width - 4)
             if index == question.selected:
@@ -363,7 +386,16 @@ class TuiView:
             lines += [f"{DIM}  │ {line}{RESET}" for line in preview]
         return lines
 
-    def _message(self) -> ANSI:
+    def _message(self) -> FormattedText:
+        # prompt_toolkit asks for the prompt about ten times a frame (heights, line prefixes, filters)
+        # and walks its fragments each time: it is made once a frame, for that frame's size, with one
+        # fragment per run of a style (ANSI gives one per character: 1,500 walked ten times a frame).
+        key = (self.session.app.render_counter, self.size, self.buffer_text)
+        if self._message_cache is None or self._message_cache[0] != key:
+            self._message_cache = (key, merged_fragments(to_formatted_text(self._make_message())))
+        return self._message_cache[1]
+
+    def _make_message(self) -> ANSI:
         width, height = self.size
         width -= 1
         lines: list[str] = []
@@ -385,10 +417,14 @@ class TuiView:
             return [("class:bottom-toolbar", " starting…")]
         status = chat.status
         state = {"awaiting permission": "permission"}.get(status.label, status.label)
-        return [
-            (f"class:bottom-toolbar.{state}", f" ● {status.label} "),
-            ("class:bottom-toolbar", f" {status.toolbar()}   /help · Esc cancels"),
-        ]
+        parts: StyleAndTextTuples = [(f"class:bottom-toolbar.{state}", f" ● {status.label} ")]
+        sandbox = status.sandbox_part()
+        if sandbox:
+            # Commands refused for want of confinement, or running unconfined: a look that stands out.
+            look = "warning" if sandbox.startswith("⚠") else "sandbox"
+            parts.append((f"class:bottom-toolbar.{look}", f" {sandbox} "))
+        parts.append(("class:bottom-toolbar", f" {status.toolbar()}   /help · Esc cancels"))
+        return parts
 
     # ---- a resize -----------------------------------------------------------------------------------
 
@@ -441,6 +477,23 @@ class TuiView:
             self.tool_lines += text.count("\n")
             if len(self.live_tool) > TOOL_KEEP_CHARS:
                 self.live_tool = self.live_tool[-TOOL_KEEP_CHARS // 2 :]
+        self._paint_stream_soon()
+
+    def _paint_stream_soon(self) -> None:
+        """A delta is painted with the next frame of what streams, not at once: a 60-frame second of
+        a big reply took the time typed keys need to show (a key still paints at once, with the
+        latest of the stream)."""
+        if self._stream_frame is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the view alone, in tests)
+            self.invalidate()
+            return
+        self._stream_frame = loop.call_later(STREAM_FRAME_S, self._stream_frame_due)
+
+    def _stream_frame_due(self) -> None:
+        self._stream_frame = None
         self.invalidate()
 
     def message_done(
@@ -826,6 +879,43 @@ class TuiView:
                     on_line(Edit(number, text))
                     continue
                 on_line(text)
+
+
+def split_prompt_by_runs(
+    get_prompt_text: Callable[[], StyleAndTextTuples],
+) -> tuple[Callable[[], bool], Callable[[], StyleAndTextTuples], Callable[[], StyleAndTextTuples]]:
+    """prompt_toolkit's `_split_multiline_prompt` (whether the prompt has lines above the input, those
+    lines, and the input's first line) made by cutting the fragments at the last line break, instead
+    of character by character."""
+
+    def parts() -> tuple[StyleAndTextTuples, StyleAndTextTuples]:
+        fragments = to_formatted_text(get_prompt_text())
+        for index in range(len(fragments) - 1, -1, -1):
+            style, text = fragments[index][0], fragments[index][1]
+            cut = text.rfind("\n")
+            if cut >= 0:
+                return [*fragments[:index], (style, text[:cut])], [
+                    (style, text[cut + 1 :]),
+                    *fragments[index + 1 :],
+                ]
+        return [], list(fragments)
+
+    def has_before_fragments() -> bool:
+        return any("\n" in fragment[1] for fragment in to_formatted_text(get_prompt_text()))
+
+    return has_before_fragments, lambda: parts()[0], lambda: parts()[1]
+
+
+def merged_fragments(fragments: StyleAndTextTuples) -> FormattedText:
+    """The same text and styles in as few fragments as can be: one per run of a style."""
+    out: list[tuple[str, str]] = []
+    for fragment in fragments:
+        style, text = fragment[0], fragment[1]
+        if out and out[-1][0] == style and "[ZeroWidthEscape]" not in style:
+            out[-1] = (style, out[-1][1] + text)
+        else:
+            out.append((style, text))
+    return FormattedText(out)
 
 
 def pasted_mention(text: str, cwd: str) -> str | None:

@@ -188,6 +188,10 @@ def test_sandbox_is_passed_to_the_daemon(tmp_path: Path, work: Path) -> None:
         events, _ = check_lines(done.stdout)
         (result,) = [e["data"] for e in events if e["type"] == "tool/result"]
         assert result.get("error") and not (work / "ran.txt").exists()
+        # The live `sandbox/status` is one more valid JSON line (checked above against its schema),
+        # and it says the mode asked for; the result line stays the last.
+        statuses = [e["data"] for e in events if e["type"] == "sandbox/status"]
+        assert statuses and statuses[-1]["mode"] == "read-only", statuses
         bad = exec_cli(env, work, "--sandbox", "nowhere", "hi")
         assert bad.returncode == 2 and "tools.sandbox" in bad.stderr, bad.stderr
         assert len(fake.requests) == 2

@@ -39,6 +39,7 @@ def test_piped_commands_answer_in_plain_text(tmp_path: Path) -> None:
         result = run_cli(["--no-thinking", "chat", "show me"], env, cwd=work)
         assert "› show me" in result.stderr
         assert result.stdout == "# Heading\n\nplain *markdown*\n"  # the answer, verbatim, and only it
+        assert "turn ended" not in result.stderr  # a completed turn goes unremarked
 
 
 def test_a_chat_without_a_prompt_keeps_no_session(tmp_path: Path) -> None:
@@ -244,7 +245,7 @@ def test_piped_ps_lists_shows_and_kills_background_processes(tmp_path: Path) -> 
         try:
             chat.stdin.write("/ps\nstart it\n")
             chat.stdin.flush()
-            until("[turn ended")
+            until("✓ run_command")  # its result; a completed turn's end goes unremarked
             chat.stdin.write("/ps\n/ps 1\n/kill 1\n/ps\n/kill 1\n/kill 7\nonce more\n")
             chat.stdin.flush()
             until("runs in the background (/ps, /kill p2)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,21 @@ def test_the_status_line_follows_the_events() -> None:
     assert status.line().startswith("awaiting permission · queued 1")
     status.on_event("agent/inbox/discarded", {"message": {"id": "q2"}})
     assert status.queued == 0
+
+
+def test_the_status_line_says_the_sandbox_and_warns_when_commands_are_refused() -> None:
+    status = Status(session_id="7f3a2c1e-aaaa")
+    assert status.sandbox_part() == "" and "⛨" not in status.line()  # not told yet: nothing claimed
+    told = {"mode": "workspace-write", "configuredMode": "workspace-write", "level": "Landlock 7",
+            "confined": True, "available": True, "reasons": [], "network": [], "writable": []}  # fmt: skip
+    assert status.on_event("sandbox/status", told)
+    assert status.sandbox_part() == "⛨ workspace-write" and not status.sandbox_refused
+    assert status.line().endswith("⛨ workspace-write · session 7f3a2c1e")
+    status.on_event("sandbox/status", {**told, "confined": False, "available": False, "level": "unconfined"})
+    assert status.sandbox_refused
+    assert status.sandbox_part() == "⚠ workspace-write: no confinement here, commands refused (/sandbox)"
+    status.on_event("sandbox/status", {**told, "mode": "full-access", "confined": False, "available": False})
+    assert not status.sandbox_refused and status.sandbox_part() == "⚠ full-access (unconfined)"
 
 
 def test_text_from_the_model_cannot_drive_the_terminal() -> None:
@@ -210,3 +226,62 @@ def test_the_live_area_wraps_only_the_end_of_a_growing_reply_and_shows_the_same_
     count, lines = TailWrap(keep=12).lines(huge, 80)
     assert lines == word_wrap(huge, 80)[-12:] or lines[-1] == word_wrap(huge, 80)[-1]
     assert abs(count - len(word_wrap(huge, 80))) <= len(word_wrap(huge, 80)) // 20
+
+
+def test_a_huge_paragraph_grown_delta_by_delta_counts_as_one_wrapped_at_once() -> None:
+    """Issue 38.6: the cells above a huge open paragraph's end are counted as the cut moves on (a walk
+    of the whole paragraph per frame was most of a frame); the count and lines are those of wrapping
+    the text seen so far in one go, at every step, and after a line break ends the paragraph."""
+    from dsh_daemon.chat.render import TailWrap
+
+    growing = TailWrap(keep=12)
+    text = ""
+    for n in range(6000):
+        text += f"t{n} " if n % 2 else "漢字漢字 "  # wide characters: cells, not characters, count
+        if n % 97 == 0 or n == 5999:
+            assert growing.lines(text, 60) == TailWrap(keep=12).lines(text, 60), n
+    count, lines = growing.lines(text, 60)
+    whole = word_wrap(text, 60)
+    assert len(lines) == 12 and abs(count - len(whole)) <= len(whole) // 20, (count, len(whole))
+    text += "\nnext paragraph " + "x " * 3000
+    assert growing.lines(text, 60) == TailWrap(keep=12).lines(text, 60)
+    assert growing.lines(text, 50) == TailWrap(keep=12).lines(text, 50)  # a resize starts over
+
+
+def test_cells_counts_ascii_without_a_walk_and_the_rest_as_before() -> None:
+    from prompt_toolkit.utils import get_cwidth
+
+    from dsh_daemon.chat.render import cells
+
+    for text in ("plain words", "tab\there", "\x1b[1mbold\x1b[0m", "wide 漢字", "é", ""):
+        walked = sum(get_cwidth(ch) for ch in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text))
+        assert cells(text) == walked, text
+
+
+def test_the_prompt_is_split_by_runs_as_prompt_toolkit_splits_it_by_characters() -> None:
+    """Issue 38.6: the live area above the input is cut from the prompt at its last line break, by
+    runs of a style, not by prompt_toolkit's character-by-character split (quadratic, ten times a
+    frame); what each part shows, character by character and style by style, is the same."""
+    from prompt_toolkit.formatted_text import ANSI, to_formatted_text
+    from prompt_toolkit.layout.utils import explode_text_fragments
+
+    from dsh_daemon.chat.tui import merged_fragments, pt_prompt, split_prompt_by_runs
+
+    def chars(fragments: Any) -> list[tuple[str, str]]:
+        return [(style, text) for style, text, *_ in explode_text_fragments(to_formatted_text(fragments))]
+
+    prompts = [
+        "\x1b[2m… 3 more lines\x1b[0m\nstreamed \x1b[1mwords\x1b[0m\n\x1b[36m› \x1b[0m",
+        "\x1b[36m› \x1b[0m",  # one line: nothing above the input
+        "a\n\nb\n",  # an empty line, and a break at the very end
+        "\x1b[33m? allow\nrun_command?\x1b[0m\n\x1b[33medit #2 ›\x1b[0m ",  # a break inside a style
+    ]
+    for raw in prompts:
+        message = merged_fragments(to_formatted_text(ANSI(raw)))
+        assert chars(message) == chars(ANSI(raw))  # merging keeps every character's style
+        theirs = pt_prompt._split_multiline_prompt(lambda m=message: m)
+        ours = split_prompt_by_runs(lambda m=message: m)
+        assert ours[0]() == theirs[0](), raw
+        assert chars(ours[1]()) == chars(theirs[1]()), raw
+        assert chars(ours[2]()) == chars(theirs[2]()), raw
+        assert len(ours[1]()) <= raw.count("\x1b") + raw.count("\n") + 1  # runs, not characters
