@@ -4,7 +4,9 @@ list and every ref stay as they are): the work tree is added to a temporary copy
 where an unreferenced object lives until `git gc` prunes it: two weeks by default).
 
 What a snapshot holds is what `git add -A` would take: tracked and untracked files, not ignored ones.
-Blocking: call these off the event loop."""
+git runs through `gitrun` (nothing the repository configures runs: no hook, filter or fsmonitor, and
+none of the daemon's secrets in its environment); a snapshot is taken without any filter, so its
+blobs hold the bytes on disk. Blocking: call these off the event loop."""
 
 from __future__ import annotations
 
@@ -12,37 +14,19 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-GIT_TIMEOUT_S = 20.0  # a snapshot slower than this is skipped: the command runs, the rewind says so
+from dsh_daemon.host.gitrun import NO_DIFF_PROGRAMS, GitFailed, no_filters, run_git
+
+GitError = GitFailed  # a snapshot git fails or times out on is skipped: the rewind says so
 
 
-class GitError(Exception):
-    pass
-
-
-def _git(root: Path | str, *args: str, env: dict[str, str] | None = None, data: bytes | None = None) -> bytes:
-    git = shutil.which("git")
-    if git is None:
-        raise GitError("git is not installed")
-    full_env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    try:
-        done = subprocess.run(
-            [git, "-C", str(root), *args],
-            input=data,
-            capture_output=True,
-            env=full_env,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitError(f"git {args[0]}: {exc}") from exc
-    if done.returncode != 0:
-        raise GitError(f"git {args[0]}: {done.stderr.decode('utf-8', 'replace').strip()[:500]}")
-    return done.stdout
+def _git(
+    root: Path | str, *args: str, env: dict[str, str] | None = None, config: tuple[str, ...] = ()
+) -> bytes:
+    return run_git(root, *args, env=env, config=config)[0]
 
 
 def work_tree_root(cwd: Path | str) -> Path | None:
@@ -66,8 +50,10 @@ def snapshot(root: Path | str) -> str:
         else:
             os.unlink(temp)
         env = {"GIT_INDEX_FILE": temp}
-        _git(root, "add", "-A", "--", ".", env=env)
-        return _git(root, "write-tree", env=env).decode().strip()
+        # write-tree too: writing an index re-reads a racily clean file through its clean filter.
+        off = no_filters(root)
+        _git(root, "add", "-A", "--", ".", env=env, config=off)
+        return _git(root, "write-tree", env=env, config=off).decode().strip()
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
@@ -87,7 +73,7 @@ _ZERO = "0" * 40
 
 def changes(root: Path | str, before: str, after: str) -> list[Change]:
     """The files that differ between two trees (renames as a deletion and an addition)."""
-    out = _git(root, "diff-tree", "-r", "-z", "--no-renames", before, after)
+    out = _git(root, "diff-tree", *NO_DIFF_PROGRAMS, "-r", "-z", "--no-renames", before, after)
     parts = out.split(b"\0")
     found: list[Change] = []
     index = 0

@@ -1,41 +1,27 @@
 """The diff a review reads, from git in the session's cwd: a bounded subprocess, no shell.
 
-What git is asked cannot run anything the repository configures: external diff drivers and
-textconv filters are off (`--no-ext-diff --no-textconv`), as are every configured clean/process
-filter (`_no_filters`), the fsmonitor hook and the pager, and
-a ref the person names is resolved by `rev-parse --verify --end-of-options` to a commit id before it
-is used (never read as an option). git gets none of the daemon's secrets: its environment is the
-daemon's locale, PATH and HOME only. The output is cut at `MAX_DIFF_BYTES` (the model reads the rest
-with its tools: the changed files are listed whole). Blocking: call off the event loop.
+What git is asked cannot run anything the repository configures: git runs through `gitrun` (hooks,
+the fsmonitor hook, the pager and transports off, none of the daemon's secrets in its environment),
+external diff drivers and textconv filters are off (`NO_DIFF_PROGRAMS`), as is every configured
+clean/process filter (`no_filters`), and a ref the person names is resolved by `rev-parse --verify
+--end-of-options` to a commit id before it is used (never read as an option). The output is cut at
+`MAX_DIFF_BYTES` (the model reads the rest with its tools: the changed files are listed whole).
+Blocking: call off the event loop.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from dsh_daemon.host.errors import WireError, invalid_params, shown
+from dsh_daemon.host.gitrun import NO_DIFF_PROGRAMS, GitFailed, no_filters, run_git
 from dsh_daemon.model.payloads import ReviewTarget
 
-GIT_TIMEOUT_S = 20.0
 MAX_DIFF_BYTES = 200_000
 MAX_UNTRACKED_FILES = 200
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
-_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.pager=cat", "--no-pager")
-# What git is given of the daemon's environment: where programs and the person's git settings are,
-# the locale; nothing else (the API key and MCP servers' secrets stay with the daemon).
-_KEPT_ENV = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "XDG_CONFIG_HOME"}
-    | {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"}
-)
-_DIFF = ("--no-ext-diff", "--no-textconv", "--no-color", "--no-renames")
-
-
-class GitFailed(Exception):
-    pass
+_DIFF = (*NO_DIFF_PROGRAMS, "--no-color", "--no-renames")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,57 +49,11 @@ def _git(
     config: tuple[str, ...] = (),
 ) -> tuple[bytes, bool]:
     """(stdout cut at `limit` bytes, whether it was cut). GitFailed on another exit status."""
-    git = shutil.which("git")
-    if git is None:
-        raise GitFailed("git is not installed")
-    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV}  # never the daemon's secrets
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
-    try:
-        with subprocess.Popen(
-            [git, *_SAFE, *config, "-C", str(root), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        ) as proc:
-            assert proc.stdout is not None and proc.stderr is not None
-            out = proc.stdout.read(limit + 1)
-            cut = len(out) > limit
-            if cut:
-                proc.kill()  # the rest is not read: git must not block on a full pipe
-                proc.wait(GIT_TIMEOUT_S)
-                return out[:limit], True
-            try:
-                _, err = proc.communicate(timeout=GIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise GitFailed(f"git {args[0]} took longer than {GIT_TIMEOUT_S:.0f} s") from None
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitFailed(f"git {args[0]}: {exc}") from exc
-    if proc.returncode not in ok:
-        raise GitFailed(f"git {args[0]}: {err.decode('utf-8', 'replace').strip()[:500]}")
-    return out, False
+    return run_git(root, *args, limit=limit, ok=ok, config=config)
 
 
 def _text(root: Path, *args: str) -> str:
     return _git(root, *args, limit=1_000_000)[0].decode("utf-8", "replace")
-
-
-def _no_filters(root: Path) -> tuple[str, ...]:
-    """`-c` settings that switch off every filter driver the configuration names: a diff against
-    the work tree runs a file's `clean` filter (or `process`) on it, and `.gitattributes` (the
-    project's) picks the driver; no flag turns filters off, an empty command does."""
-    try:
-        out = _text(root, "config", "--name-only", "-z", "--get-regexp", r"^filter\.")
-    except GitFailed:  # none configured (git exits 1)
-        return ()
-    names = {key[len("filter.") :].rsplit(".", 1)[0] for key in out.split("\0") if key.startswith("filter.")}
-    overrides: list[str] = []
-    for name in sorted(names):
-        for setting in ("clean=", "smudge=", "process=", "required=false"):
-            overrides += ["-c", f"filter.{name}.{setting}"]
-    return tuple(overrides)
 
 
 def _commit(root: Path, ref: str, what: str) -> str:
@@ -177,7 +117,7 @@ def _review_diff(cwd: Path, target: ReviewTarget) -> ReviewDiff:
             before = head or EMPTY_TREE
         args = (before,)  # against the work tree (staged and unstaged changes alike)
         untracked = _names(root, "ls-files", "-z", "--others", "--exclude-standard")[:MAX_UNTRACKED_FILES]
-    config = _no_filters(root)
+    config = no_filters(root)
     names = _git(root, "diff", *_DIFF, "--name-only", "-z", *args, "--", limit=1_000_000, config=config)[0]
     files = [name for name in names.decode("utf-8", "replace").split("\0") if name] + untracked
     out, cut = _git(root, "diff", *_DIFF, *args, "--", config=config)
