@@ -115,6 +115,8 @@ class AcpApprover:
         content = preview_content(request.preview)
         translator = self._translator
         tool_call = translator.announce(call.call_id, call.name, arguments, status="pending", content=content)
+        if request.subagent is not None and request.title:
+            tool_call["title"] = request.title  # a child's call: its card says whose it is
         translator.send(tool_call)  # the client knows the call before it is asked about it
         tool_call = {k: v for k, v in tool_call.items() if k != "sessionUpdate"}
         tool_call["title"] = request.title or tool_call.get("title", call.name)

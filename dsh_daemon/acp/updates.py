@@ -23,7 +23,7 @@ from typing import Any
 
 from dsh_daemon.acp.context import resource_block
 from dsh_daemon.model import events as ev
-from dsh_daemon.model.codec import WireValueError
+from dsh_daemon.model.codec import WireValueError, structure
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
@@ -31,10 +31,14 @@ from dsh_daemon.model.payloads import (
     ContextCompacted,
     HookFailed,
     HooksUntrusted,
+    ProcessExited,
+    ProcessStarted,
     ReviewFinding,
     SessionModeSet,
     SessionNoticed,
     SessionTitled,
+    SubagentEvent,
+    SubagentStarted,
     ToolCalled,
     ToolOutput,
     ToolResulted,
@@ -65,6 +69,7 @@ KINDS = {
     "process_read": "read",  # a background process's output
     "process_write": "execute",  # input to a running command
     "process_stop": "execute",
+    "run_subagent": "think",  # its steps are the child's own cards' lines (Translator._on_subagent_event)
 }
 # No tool of dsh's fetches (ACP's `fetch`); an MCP tool is `other` whatever it does: its server does
 # not say.
@@ -76,6 +81,10 @@ PROCESS_TITLES = {
 PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 
 MCP_PREFIX = "mcp__"  # an MCP tool's name: mcp__{server}__{tool}
+# A subagent's card shows at most this many of its latest steps (a line each), after a count of the rest.
+SUBAGENT_LINES = 40
+# A background process is a card of its own (its id never names a call: `p1`, `p2`, … per session).
+PROCESS_CALL_PREFIX = "process-"
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -134,6 +143,8 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         title = f"{PROCESS_TITLES[name]} {args.get('process_id', '?')}"
     elif name == "update_plan":
         title = "Update the plan"
+    elif name == "run_subagent":
+        title = f"Subagent “{args.get('description', '')}”"
     elif name == "report_finding":
         where = f"{shown_path}:{args.get('startLine', '?')}"
         title = f"{args.get('severity', 'finding')}: {args.get('title', '')} ({where})"
@@ -212,6 +223,48 @@ class _Call:
     terminal_id: str | None = None  # runs in the client's terminal
 
 
+@dataclass
+class _Subagent:
+    """A running child's card: its `run_subagent` call's content, a line per step of the child."""
+
+    heading: str
+    lines: list[str] = field(default_factory=list)
+    hidden: int = 0  # earlier lines no longer shown
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+        if len(self.lines) > SUBAGENT_LINES:
+            del self.lines[0]
+            self.hidden += 1
+
+    def text(self) -> str:
+        earlier = [f"(… {self.hidden} earlier steps)"] if self.hidden else []
+        return "\n".join([self.heading, *earlier, *self.lines]) + "\n"
+
+
+def process_call_id(process_id: str) -> str:
+    return f"{PROCESS_CALL_PREFIX}{process_id}"
+
+
+def process_ending(exited: ProcessExited) -> tuple[str, str]:
+    """(ACP status, words) for how a background process ended."""
+    stopper = {
+        "agent": "stopped by the agent",
+        "person": "stopped by you",
+        "cancel": "stopped by a cancel",
+        "session-close": "stopped as the session closed here",
+        "shutdown": "stopped as dsh-daemon shut down",
+        "daemon-stopped": "ended with the dsh-daemon that ran it",
+    }
+    if exited.stopped_by is not None:
+        return "completed", stopper.get(exited.stopped_by, f"stopped ({exited.stopped_by})")
+    if exited.exit_code is not None:
+        return ("completed" if exited.exit_code == 0 else "failed"), f"exited with code {exited.exit_code}"
+    if exited.signal is not None:
+        return "failed", f"ended by signal {exited.signal}"
+    return "completed", "ended"
+
+
 def terminal_content(terminal_id: str) -> dict[str, Any]:
     return {"type": "terminal", "terminalId": terminal_id}
 
@@ -244,6 +297,7 @@ class Translator:
     _used: int = 0
     _plan: PlanTracker = field(default_factory=PlanTracker)
     _findings: dict[str, ReviewFinding] = field(default_factory=dict)  # by callId, until its result
+    _subagents: dict[str, _Subagent] = field(default_factory=dict)  # by run_subagent callId, live
 
     # ---- tool calls ----------------------------------------------------------------------------------
 
@@ -323,6 +377,7 @@ class Translator:
 
     def _on_tool_result(self, result: ToolResulted) -> None:
         call_id = result.call_id
+        self._subagents.pop(call_id, None)  # its result is the child's summary
         if call_id not in self._calls:
             self.send(self.announce(call_id, result.name, None, status="in_progress"))
         text = _text_of(result.message.get("content"))
@@ -385,6 +440,77 @@ class Translator:
             fields["rawOutput"] = {"exitCode": meta.get("exitCode")}
         self.send(self.tool_call_update(call_id, **fields))
         self._calls.pop(call_id, None)
+
+    # ---- subagents and background processes -----------------------------------------------------
+
+    def _on_subagent_started(self, started: SubagentStarted) -> None:
+        """The `run_subagent` card shows the child's steps from now on, live (they are not stored)."""
+        agent = f" ({started.agent})" if started.agent else ""
+        heading = f"Subagent “{started.description}”{agent}, session {started.child_id}:"
+        card = self._subagents[started.call_id] = _Subagent(heading)
+        update = self.tool_call_update(
+            started.call_id, status="in_progress", content=[text_content(card.text())]
+        )
+        (self.send_live or self.send)(update)
+
+    def _on_subagent_event(self, sub: SubagentEvent) -> None:
+        """A child's tool call is a line of its parent's `run_subagent` card; a call of the child that a
+        permission request announced as a card of its own (permissions.py) is also finished there."""
+        inner_type, data = sub.event_.get("type"), sub.event_.get("data")
+        card = self._subagents.get(sub.call_id)
+        if card is None or not isinstance(data, Mapping):
+            return
+        try:
+            if inner_type == ev.TOOL_CALL:
+                called = structure(data, ToolCalled)
+                description = describe_tool(called.name, _parse_args(called.arguments), self.cwd)
+                card.add(f"▸ {description.title}")
+                if called.call_id in self._calls:
+                    self.send(self.tool_call_update(called.call_id, status="in_progress"))
+            elif inner_type == ev.TOOL_RESULT:
+                resulted = structure(data, ToolResulted)
+                if resulted.error is not None:
+                    card.add(f"  ✗ {resulted.error.code}")
+                if resulted.call_id in self._calls:
+                    self._on_tool_result(resulted)
+                if resulted.error is None:
+                    return
+            else:
+                return
+        except WireValueError:
+            return
+        update = self.tool_call_update(sub.call_id, status="in_progress", content=[text_content(card.text())])
+        (self.send_live or self.send)(update)
+
+    def _on_process_started(self, started: ProcessStarted) -> None:
+        """A background process is a card of its own, open while it runs."""
+        where = "in the sandbox" if started.confined else "unconfined"
+        words = f"{started.process_id} runs `{started.command}` (pid {started.pid}, {where})."
+        self.send(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": process_call_id(started.process_id),
+                "title": f"Background {started.process_id}: {started.command}"[:300],
+                "kind": "execute",
+                "status": "in_progress",
+                "content": [text_content(words)],
+                "rawInput": {"processId": started.process_id, "command": started.command},
+            }
+        )
+
+    def _on_process_exited(self, exited: ProcessExited) -> None:
+        status, how = process_ending(exited)
+        raw: dict[str, Any] = {"exitCode": exited.exit_code}
+        if exited.signal is not None:
+            raw["signal"] = exited.signal
+        if exited.stopped_by is not None:
+            raw["stoppedBy"] = exited.stopped_by
+        content = [text_content(f"{exited.process_id} {how}.")]
+        self.send(
+            self.tool_call_update(
+                process_call_id(exited.process_id), status=status, content=content, rawOutput=raw
+            )
+        )
 
     # ---- usage and title -----------------------------------------------------------------------------
 
@@ -498,6 +624,14 @@ class Translator:
             self.title_changed()
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
             self._stored_notice(event)
+        elif kind == ev.SUBAGENT_STARTED:
+            self._on_subagent_started(SubagentStarted.of(event))
+        elif kind == ev.SUBAGENT_EVENT:
+            self._on_subagent_event(SubagentEvent.of(event))
+        elif kind == ev.PROCESS_STARTED:
+            self._on_process_started(ProcessStarted.of(event))
+        elif kind == ev.PROCESS_EXITED:
+            self._on_process_exited(ProcessExited.of(event))
         elif kind == ev.HOOK_FAILED:
             failed = HookFailed.of(event)
             self.notice(f"The {failed.event_} hook {failed.hook} failed ({failed.reason}); it was ignored.")
@@ -539,6 +673,10 @@ class Translator:
             )
         elif kind in (ev.CONTEXT_COMPACTED, ev.SESSION_NOTICE):
             self._stored_notice(event)
+        elif kind == ev.PROCESS_STARTED:
+            self._on_process_started(ProcessStarted.of(event))
+        elif kind == ev.PROCESS_EXITED:
+            self._on_process_exited(ProcessExited.of(event))
 
     def _send_text(self, part: Mapping[str, Any], send: Send) -> None:
         """A live delta or a stored content block of text or reasoning, as its message chunk."""

@@ -1,5 +1,7 @@
 """Subagents over ACP (issue 34.1): a child runs under its parent's own sandbox mode, and its
-permission question comes through the parent's `session/request_permission`, naming the child."""
+permission question comes through the parent's `session/request_permission`, naming the child.
+Issue 39.8: the `run_subagent` call is a card whose content follows the child's steps live and ends
+as the child's summary; a child's call a permission request announced is finished, not left pending."""
 
 from __future__ import annotations
 
@@ -69,4 +71,43 @@ async def test_a_childs_permission_question_reaches_the_acp_client_naming_the_ch
         stop = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
         assert stop.stop_reason == "end_turn"
         (request,) = d.client.permission_requests
-        assert "worker" in str(request) and (project / "a.txt").read_text() == "two\n"
+        assert request["toolCall"]["title"].startswith("Subagent “worker”:")
+        assert (project / "a.txt").read_text() == "two\n"
+        # the child's call was announced as a card of its own, naming the child, and it ends completed
+        child_call = request["toolCall"]["toolCallId"]
+        card = [u for u in d.client.updates(sid) if u.get("toolCallId") == child_call]
+        assert card[0]["sessionUpdate"] == "tool_call" and card[0]["title"].startswith("Subagent “worker”:")
+        assert card[-1]["status"] == "completed", card
+
+
+async def test_the_subagent_card_follows_the_childs_steps_and_ends_with_its_summary(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("one\n")
+    async with acp_daemon(state, fake) as d:
+        sid = await d.new_session(cwd=project)
+        fake.script(delegate("CHILD-READER: read a.txt", "explore"), Reply.stream(text_stream(["done"])))
+        reads = [("r1", "read_file", {"path": "a.txt"}), ("r2", "grep", {"pattern": "one", "path": "."})]
+        fake.script_for(
+            "CHILD-READER",
+            Reply.stream(tool_call_stream(reads)),
+            Reply.stream(text_stream(["SUMMARY-READER: a.txt says one"])),
+        )
+        stop = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        assert stop.stop_reason == "end_turn"
+        card = [u for u in d.client.updates(sid) if "toolCallId" in u]
+        assert len({u["toolCallId"] for u in card}) == 1, card  # the child's calls are lines, not cards
+        assert card[0]["sessionUpdate"] == "tool_call" and card[0]["title"] == "Subagent “worker”"
+        shown = [u["content"][0]["content"]["text"] for u in card[1:-1] if u.get("content")]
+        assert shown and shown[0].startswith("Subagent “worker”, session ")
+        assert "▸ Read a.txt\n▸ Search one in .\n" in shown[-1], shown
+        assert card[-1]["status"] == "completed"
+        assert "SUMMARY-READER: a.txt says one" in card[-1]["content"][0]["content"]["text"]
+    fake.script()
+    async with acp_daemon(state, fake) as d:  # a replay shows the card with its summary
+        await settle(d.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]))
+        card = [u for u in d.client.updates(sid) if "toolCallId" in u]
+        assert card[0]["title"] == "Subagent “worker”"
+        assert "SUMMARY-READER" in card[-1]["content"][0]["content"]["text"]
