@@ -528,6 +528,10 @@ class Daemon:
             said = await self._rewind(session_id, command)
         elif name == "review":
             return await self._review(session_id, hosted, argument)
+        elif name == "ps":
+            said = commands.processes_said(front_end.host.process_list(session_id))
+        elif name == "kill":
+            said = await self._kill(session_id, argument)
         elif name == "rename":
             front_end.host.rename(session_id, argument, method="/rename")
             said = f"Renamed to “{argument}”."
@@ -539,6 +543,20 @@ class Daemon:
             said = f"Model: {model}." if argument else f"Model: {model}. Offered: {offered}."
         self._say(session_id, said)
         return {"stopReason": "end_turn"}
+
+    async def _kill(self, session_id: str, argument: str) -> str:
+        """`/kill N`: the person's stop of a background process (`dsh/process/stop`), in words; its
+        card ends with the `process/exited` it writes."""
+        process_id = commands.process_id_of(argument)
+        if process_id is None:
+            return "Usage: /kill N — stop background process N (/ps lists them)."
+        known = {p["processId"]: p for p in self.front_end.host.process_list(session_id)}
+        if process_id not in known:
+            return f"No background process {process_id} in this chat (/ps lists them)."
+        stopped = await self.front_end.host.process_stop(session_id, process_id)
+        if not stopped.get("stopped"):
+            return f"{process_id} had already ended."
+        return f"Stopped {process_id} (`{known[process_id].get('command')}`)."
 
     async def _review(self, session_id: str, hosted: Any, argument: str) -> dict[str, Any]:
         """`/review [base B | commit C] [instructions]` (protocol.md "Review"): the review turn runs

@@ -36,6 +36,8 @@ COMMANDS: tuple[dict[str, Any], ...] = (
      "input": {"hint": "N [files|conversation] [force]"}},
     {"name": "review", "description": "Review the uncommitted changes (or vs a base branch, or a commit)",
      "input": {"hint": "[base BRANCH | commit SHA] [instructions]"}},
+    {"name": "ps", "description": "List this chat's background processes"},
+    {"name": "kill", "description": "Stop a background process", "input": {"hint": "process id (p1, or 1)"}},
 )  # fmt: skip
 NAMES = frozenset(c["name"] for c in COMMANDS)
 # The commands that start or feed a model request: refused without an API key, as a prompt is.
@@ -209,3 +211,30 @@ def turns_said(page: Mapping[str, Any], checkpoints: Mapping[str, Any], cwd: str
     if not lines:
         return "No turn yet: nothing to rewind."
     return "\n".join(["Turns:", *lines, REWIND_USAGE])
+
+
+def process_id_of(argument: str) -> str | None:
+    """`p3` or `3` as a process id (`/kill`); None for anything else."""
+    text = argument.strip()
+    digits = text[1:] if text.startswith("p") else text
+    return f"p{int(digits)}" if digits.isascii() and digits.isdigit() and len(digits) <= 9 else None
+
+
+def processes_said(processes: Sequence[Mapping[str, Any]]) -> str:
+    """`/ps`: a line per background process of the session, oldest first."""
+    if not processes:
+        return "No background processes in this chat."
+    lines = []
+    for process in processes:
+        if process.get("running"):
+            how = f"running (pid {process.get('pid')})"
+        elif process.get("stoppedBy") is not None:
+            how = f"stopped ({process.get('stoppedBy')})"
+        elif process.get("exitCode") is not None:
+            how = f"exited with code {process.get('exitCode')}"
+        elif process.get("signal") is not None:
+            how = f"ended by signal {process.get('signal')}"
+        else:
+            how = "ended"
+        lines.append(f"- {process.get('processId')} `{process.get('command')}`: {how}")
+    return "Background processes:\n" + "\n".join(lines)

@@ -28,6 +28,8 @@ async def test_slash_commands_are_advertised_and_run(tmp_path: Path, fake: FakeD
             "undo",
             "rewind",
             "review",
+            "ps",
+            "kill",
         ]
 
         async def run(text: str) -> str:
