@@ -388,3 +388,30 @@ async def test_no_attach_socket_leaves_the_command_to_the_daemon(tmp_path: Path,
             assert "here\n[exit code 0]" in tool_result(fake)
     finally:
         await client.close()
+
+
+@confined
+async def test_a_sandbox_notice_reaches_the_client_as_a_line_and_is_replayed(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.8: a `.git` a command made at the root while commands could write there is protected
+    from then on, said in a durable `session/notice {kind: "sandbox"}`: an agent message line."""
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    configured(state, "workspace-write")
+    fake.script(
+        Reply.stream(tool_call_stream([("g1", "run_command", {"command": "mkdir .git"})])),
+        Reply.stream(tool_call_stream([("g2", "run_command", {"command": "true"})])),
+        Reply.stream(text_stream(["Done."])),
+    )
+    async with acp_daemon(state, fake) as d:
+        sid = await d.new_session(cwd=project)
+        stop = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("make a repository")]))
+        assert stop.stop_reason == "end_turn"
+        said = d.client.text(sid)
+        line = f"_{project.resolve()}/.git"
+        assert line in said and "It is protected from now on" in said, said
+    fake.script()
+    async with acp_daemon(state, fake) as d:
+        await settle(d.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]))
+        assert d.client.text(sid).count(line) == 1
