@@ -319,6 +319,8 @@ class AcpFrontEnd:
             }
             if info.title:
                 row["title"] = info.title
+            if info.parent_id is not None:  # a subagent's session: a client may nest or hide it
+                row["_meta"]["dsh"]["parentId"] = info.parent_id
             out.append(row)
         return out
 

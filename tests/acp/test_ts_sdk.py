@@ -49,6 +49,17 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
     confined = probe_level().confined
     call = ("call_ts_1", "run_command", {"command": "echo from the ts sdk"})
     replies = [Reply.stream(tool_call_stream([call])), Reply.stream(text_stream(["ran it"]))]
+    # a subagent (its card follows the child's read) beside a background process (a card of its own)
+    subagent = {"description": "ts worker", "prompt": "CHILD-TS: read notes.txt", "tools": "explore"}
+    background = {"command": "echo bg; exit 2", "background": True}
+    delegated = [("call_ts_sub", "run_subagent", subagent), ("call_ts_bg", "run_command", background)]
+    replies += [Reply.stream(tool_call_stream(delegated)), Reply.stream(text_stream(["delegated"]))]
+    (work / "notes.txt").write_text("notes\n")
+    fake.script_for(
+        "CHILD-TS",
+        Reply.stream(tool_call_stream([("call_ts_read", "read_file", {"path": "notes.txt"})])),
+        Reply.stream(text_stream(["SUMMARY-TS: notes.txt says notes"])),
+    )
     if confined:
         inside = ("call_ts_2", "run_command", {"command": "echo confined from the ts sdk"})
         widen = {"reason": "a cache", "writable": [str(cache)]}
@@ -77,7 +88,15 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
     seen = report["seen"]
     assert report["checked"] >= 30, report
     assert seen["authMethods"] == ["deepseek-api-key"]
-    assert seen["first"] == "end_turn" and seen["command"] == "end_turn" and seen["listed"] == 1
+    assert seen["first"] == "end_turn" and seen["command"] == "end_turn" and seen["listed"] == 2
+    assert seen["delegated"] == seen["ps"] == "end_turn"
+    assert seen["children"] == ["Subagent: ts worker"]  # the child is listed, naming its parent
+    assert any("▸ Read notes.txt" in text for text in seen["subagentCard"]), seen["subagentCard"]
+    assert "SUMMARY-TS: notes.txt says notes" in seen["subagentCard"][-1]
+    assert seen["processCard"][0][:2] == ["tool_call", "in_progress"]
+    assert ["tool_call_update", "failed", "p1 exited with code 2."] in seen["processCard"], seen[
+        "processCard"
+    ]
     assert seen["terminalContent"] is True  # the command ran in the SDK client's terminal
     for kind in (
         "agent_message_chunk",
@@ -91,7 +110,7 @@ def test_a_scripted_session_of_the_typescript_sdk_has_no_schema_violation(
     assert "from the ts sdk" in tools[0]
     if confined:
         assert seen["sandbox"] == "workspace-write" and seen["confined"] == seen["escalated"] == "end_turn"
-        assert "confined from the ts sdk\n[exit code 0]" in tools[1]
+        assert any("confined from the ts sdk\n[exit code 0]" in told for told in tools), tools
         assert (cache / "w.txt").read_text() == "widened\n"
         (asked,) = [p for p in seen["permissions"] if p["title"].startswith("Widen the sandbox")]
         assert asked["options"] == [

@@ -154,6 +154,9 @@ await app.connectWith(acp.ndJsonStream(output, input), async (agent) => {
   const text = (t) => [{ type: "text", text: t }];
   seen.first = (await agent.request(a.session.prompt, { sessionId, prompt: text("run it") })).stopReason;
   seen.command = (await agent.request(a.session.prompt, { sessionId, prompt: text("/rename TS SDK") })).stopReason;
+  // A subagent's card (the child's steps, then its summary) and a background process's card, zod-checked.
+  seen.delegated = (await agent.request(a.session.prompt, { sessionId, prompt: text("delegate") })).stopReason;
+  seen.ps = (await agent.request(a.session.prompt, { sessionId, prompt: text("/ps") })).stopReason;
   if (process.env.DSH_CONFINED === "1") {
     // The sandbox as a config option, then a confined command in this client's terminal (through
     // the attach wrapper) and an escalation's permission request, all zod-checked.
@@ -162,12 +165,18 @@ await app.connectWith(acp.ndJsonStream(output, input), async (agent) => {
     seen.confined = (await agent.request(a.session.prompt, { sessionId, prompt: text("run it confined") })).stopReason;
     seen.escalated = (await agent.request(a.session.prompt, { sessionId, prompt: text("widen it") })).stopReason;
   }
-  seen.listed = (await agent.request(a.session.list, { cwd })).sessions.length;
+  const listed = (await agent.request(a.session.list, { cwd })).sessions;
+  seen.listed = listed.length;
+  seen.children = listed.filter((s) => s._meta?.dsh?.parentId === sessionId).map((s) => s.title);
   await agent.request(a.session.close, { sessionId });
   await agent.request(a.session.load, { sessionId, cwd, mcpServers: [] });
 });
 seen.permissions = permissions;
 seen.kinds = [...new Set(updates.map((u) => u.sessionUpdate))].sort();
+const texts = (u) => (Array.isArray(u.content) ? u.content : []).map((c) => c.content?.text ?? "").join("");
+const subagentCall = updates.find((u) => u.sessionUpdate === "tool_call" && u.title === "Subagent “ts worker”")?.toolCallId;
+seen.subagentCard = updates.filter((u) => subagentCall && u.toolCallId === subagentCall).map(texts);
+seen.processCard = updates.filter((u) => u.toolCallId === "process-p1").map((u) => [u.sessionUpdate, u.status, texts(u)]);
 seen.terminalContent = updates.some((u) => Array.isArray(u.content) && u.content.some((c) => c.type === "terminal"));
 child.stdin.end();
 await new Promise((resolve) => child.on("exit", resolve));
