@@ -35,7 +35,7 @@ async def test_a_custom_command_and_a_skill_reach_the_model(tmp_path: Path, fake
     state = tmp_path / "state"
     work = state / "work"
     write(
-        work / ".dsh" / "commands" / "review.md",
+        work / ".dsh" / "commands" / "audit.md",
         "---\ndescription: Review a file\nargument-hint: PATH\nallowed-tools: [read_file, skill]\n---\n"
         "Review $ARGUMENTS for bugs; be brief.\n",
     )
@@ -56,12 +56,12 @@ async def test_a_custom_command_and_a_skill_reach_the_model(tmp_path: Path, fake
         sid = await start(raw, work)
         update = (await raw.until(advertised(raw)))["params"]["update"]
         names = [c["name"] for c in update["availableCommands"]]
-        assert names[-2:] == ["hello", "review"]  # after the built-in ones; /model stays the built-in
+        assert names[-2:] == ["hello", "audit"]  # after the built-in ones; /model stays the built-in
         assert names.count("model") == 1
-        review = update["availableCommands"][-1]
-        assert review == {"name": "review", "description": "Review a file", "input": {"hint": "PATH"}}
+        audit = update["availableCommands"][-1]
+        assert audit == {"name": "audit", "description": "Review a file", "input": {"hint": "PATH"}}
 
-        answer = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("/review app.py")})
+        answer = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("/audit app.py")})
         assert answer["result"]["stopReason"] == "end_turn"
         first = fake.requests[0].json
         assert users(first)[-1] == "Review app.py for bugs; be brief."
@@ -92,4 +92,4 @@ async def test_a_custom_command_and_a_skill_reach_the_model(tmp_path: Path, fake
             if m.get("method") == "session/update"
             and m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
         ]
-        assert said == ["/review app.py", "/hello"]
+        assert said == ["/audit app.py", "/hello"]
