@@ -6,9 +6,10 @@ the end of the command's output (bounded: see `_on_tool_output`), or nothing whe
 in the client's terminal (then the call's content is that terminal, kept to the end);
 `tool/result` -> `tool_call_update` (completed / failed, an edit's diff); `turn/usage` ->
 `usage_update`; a new title -> `session_info_update`; a change of the agent's plan (`plan/updated`, or a
-`conversation/cut` that takes one back) -> `plan` with the whole plan, live and on replay. A subagent's `run_subagent` call shows the child's
-tool calls as lines of its content (`subagent/started`, live `subagent/event`), then its summary; a
-background process is a card of its own (`process/started` … `process/exited`), live and on replay.
+`conversation/cut` that takes one back) -> `plan` with the whole plan, live and on replay. A
+subagent's `run_subagent` call shows the child's tool calls as lines of its content
+(`subagent/started`, live `subagent/event`), then its summary; a background process is a card of
+its own (`process/started` … `process/exited`), live and on replay.
 Replay (`session/load`): the durable log only, with whole messages instead of deltas: user and editor
 messages as `user_message_chunk` (editor context as `resource` blocks), assistant text and reasoning,
 tool calls and their results.
