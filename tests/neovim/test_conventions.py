@@ -38,6 +38,11 @@ COMMANDS = {
     "DshSandbox",
     "DshProcesses",
     "DshTrust",
+    "DshReviewList",
+    "DshReviewDismiss",
+    "DshDiff",
+    "DshDiffUndo",
+    "DshDiffKeep",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

@@ -80,8 +80,57 @@ function run.DshPermission()
   permissions.focus(sessions.chat_for(0))
 end
 
-function run.DshReview()
-  permissions.review_first(sessions.chat_for(0))
+--- :DshReview: the edit waiting for permission, hunk by hunk, when one waits and no words are
+--- given; else a code review (§19) of the uncommitted changes, `base REF` or `commit REF`.
+function run.DshReview(o)
+  local chat = sessions.chat_for(0)
+  if o.args == '' and permissions.first(chat and chat.id) then
+    return permissions.review_first(chat)
+  end
+  if chat and chat.root and not (client.info(chat.root) or { review = true }).review then
+    return notify.warn('this dsh-daemon has no code review (no `review` capability)')
+  end
+  require('dsh.findings').start(o.args)
+end
+
+--- The chat of the current buffer with a session, else nil (said so).
+local function session_chat()
+  local chat = sessions.chat_for(0)
+  if not (chat and chat.id) then
+    notify.notify('no session here')
+    return nil
+  end
+  return chat
+end
+
+function run.DshReviewList()
+  local chat = session_chat()
+  if chat then
+    require('dsh.findings').list(chat)
+  end
+end
+
+function run.DshReviewDismiss()
+  require('dsh.findings').dismiss()
+end
+
+function run.DshDiff()
+  local chat = session_chat()
+  if not chat then
+    return
+  end
+  if not (client.info(chat.root) or {}).turnDiff then
+    return notify.warn("this dsh-daemon has no turn diff (no `turnDiff` capability)")
+  end
+  require('dsh.turndiff').open(chat)
+end
+
+function run.DshDiffUndo()
+  require('dsh.turndiff').act('undo')
+end
+
+function run.DshDiffKeep()
+  require('dsh.turndiff').act('keep')
 end
 
 function run.DshModel(o)

@@ -33,7 +33,14 @@ function M.event(_root, ev)
     require('dsh.hooks').untrusted(chat, ev.data)
   elseif ev.type == 'hook/failed' then
     require('dsh.hooks').failed(chat, ev.data or {})
+  elseif ev.type:match('^review/') then
+    require('dsh.findings').on_event(chat, ev)
+  elseif ev.type == 'turn/diff' then
+    require('dsh.turndiff').on_event(chat, ev)
   elseif ev.type == 'rewind/files' or ev.type == 'conversation/cut' then
+    if ev.type == 'conversation/cut' then
+      require('dsh.findings').on_event(chat, ev)
+    end
     if chat.state.plan_unknown then -- cut back past the turns this chat saw
       require('dsh.plan').refetch(chat)
     end

@@ -66,8 +66,11 @@ function M.model_facing(source)
 end
 
 --- What the person typed for a prompt the daemon expanded from a custom command (`source.command`,
---- protocol.md §18): `/name arguments`; nil for any other prompt.
+--- protocol.md §18): `/name arguments`; a review's (§19) in words; nil for any other prompt.
 function M.as_typed(source)
+  if type(source) == 'table' and type(source.review) == 'table' then -- :DshReview's (§19): not its diff
+    return require('dsh.findings').describe(source.review)
+  end
   local c = type(source) == 'table' and source.command
   if type(c) ~= 'table' or type(c.name) ~= 'string' then
     return nil
