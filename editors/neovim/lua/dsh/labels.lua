@@ -87,6 +87,9 @@ function M.preview(root, message, width)
   if source.kind == 'editor' then
     return '📎 ' .. M.context_label(root, source)
   end
+  if type(source.review) == 'table' then -- a review's message: what was asked, not its diff (§19)
+    text = session.as_typed(source)
+  end
   return M.first_line(text, width or 72)
 end
 
