@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.neovim.harness import Editor, Paths
 from tests.server.harness import text_reply, tool_call_stream
 
@@ -196,3 +196,25 @@ def test_undoing_one_of_two_hunks_from_the_quickfix_list_leaves_the_other(
     editor.wait(lambda: "not undone: " in editor.lua("return T.messages()"), what="the conflict reported")
     assert "already undone" in editor.lua("return T.messages()")
     assert file_lines(editor, target) == expected
+
+
+def test_a_review_queued_behind_a_running_turn_shows_what_was_asked_not_the_diff(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    work = editor.paths.work
+    commit(work, "app.py", ORIGINAL)
+    (work / "app.py").write_text(CHANGED)
+    fake.script(
+        Reply.stream(text_stream(["Working", " on it."]), gate_after=(1, "hold")),
+        text_reply("Nothing to report."),
+    )
+    editor.cmd("Dsh do something")
+    editor.wait(lambda: editor.status() not in (None, "idle"), what="the turn running")
+    editor.cmd("DshReview commit HEAD")
+    head = git(work, "rev-parse", "HEAD").strip()
+    queued = editor.wait(lambda: editor.snapshot()["queue"], what="the review queued")
+    print(queued)
+    assert queued == [f"  ⧗ queued 1 · review  /review commit {head[:12]}"]
+    fake.open_gate("hold")
+    editor.wait_footers(2)
+    assert f"/review commit {head[:12]}" in editor.lines()
