@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,28 @@ def test_a_review_queued_behind_a_running_turn_shows_what_was_asked_not_the_diff
     fake.open_gate("hold")
     editor.wait_footers(2)
     assert f"/review commit {head[:12]}" in editor.lines()
+
+
+def test_a_resumed_session_shows_its_live_findings_again(
+    start_editor: Callable[[], Editor], fake: FakeDeepSeek
+) -> None:
+    first = start_editor()
+    work = first.paths.work
+    commit(work, "app.py", ORIGINAL)
+    (work / "app.py").write_text(CHANGED)
+    fake.script(
+        Reply.stream(
+            tool_call_stream([finding("call_f1", startLine=2, endLine=2, title="Division by zero")])
+        ),
+        text_reply("One finding."),
+    )
+    first.cmd("DshReview")
+    first.wait_footers(1)
+    first.quit()
+
+    second = start_editor()
+    second.cmd("edit app.py")
+    assert diagnostics(second) == []
+    second.cmd("DshResume")
+    got = second.wait(lambda: diagnostics(second), what="the finding shown again")
+    assert [(d["lnum"], d["message"]) for d in got] == [(1, "Division by zero\nwhy it matters")]

@@ -209,6 +209,9 @@ local function apply_attach(chat, res)
   chat:refresh_bar()
   queue.refresh(chat)
   M.reopen_permissions(chat, res)
+  if (client.info(chat.root) or {}).review then -- its live review findings, where they point (§19)
+    require('dsh.findings').refetch(chat)
+  end
 end
 
 --- Permission requests the daemon still has open for a chat that attached again (daemons with
