@@ -198,6 +198,19 @@ def test_undoing_one_of_two_hunks_from_the_quickfix_list_leaves_the_other(
     assert "already undone" in editor.lua("return T.messages()")
     assert file_lines(editor, target) == expected
 
+    # The person changes hunk 1's line in the buffer, then undoes it from the file (the cursor on
+    # it): a conflict, reported with its reason; their text stays.
+    editor.cmd("cclose")
+    editor.cmd(f"edit {target}")
+    editor.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, 1, false, {'line 1 mine'}) vim.api.nvim_win_set_cursor(0, {1, 0})"
+    )
+    editor.cmd("DshDiffUndo")
+    editor.wait(lambda: "hunk 1: " in editor.lua("return T.messages()"), what="the conflict of hunk 1")
+    print(editor.lua("return T.messages()"))
+    assert file_lines(editor, target) == ["line 1 mine", *before[1:]]
+    assert target.read_text().splitlines() == expected  # nothing written to disk either
+
 
 def test_a_review_queued_behind_a_running_turn_shows_what_was_asked_not_the_diff(
     editor: Editor, fake: FakeDeepSeek
