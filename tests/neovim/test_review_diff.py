@@ -123,6 +123,14 @@ def test_review_findings_are_diagnostics_and_quickfix_entries_dismissed_by_key_a
     editor.wait(lambda: [d["lnum"] for d in diagnostics(editor)] == [2, 5], what="the findings moved")
     assert len(live_findings(editor)) == 2
 
+    # ... and so does the whole buffer rewritten with the same text (a reload, a whole-file write)...
+    editor.lua(
+        "local b = vim.fn.bufnr('app.py')"
+        " vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.api.nvim_buf_get_lines(b, 0, -1, false))"
+    )
+    # (had it dismissed them, the daemon's list below would never hold the second one alone)
+    assert [d["lnum"] for d in diagnostics(editor)] == [2, 5]
+
     # ... `x` on the first entry of the list dismisses it in the daemon, the buffer and the list...
     focus_quickfix(editor, 1)
     editor.keys("x")

@@ -2,7 +2,8 @@
 -- each live finding is a `vim.diagnostic` in the `dsh-review` namespace on its file's buffer and an
 -- entry of :DshReviewList's quickfix list; dismissing one (:DshReviewDismiss, or `x` in that list)
 -- calls `dsh/review/dismiss`, and so does a change to the lines a finding points at (the finding no
--- longer describes them). Lines of an edit above a finding move it along.
+-- longer describes them; rewriting them with the same text is no change). Lines of an edit above a
+-- finding move it along.
 --
 -- The daemon holds the truth (`dsh/review/list` folds the log); the live `review/*` events only keep
 -- what is shown current between lists.
@@ -15,7 +16,8 @@ M.ns = api.nvim_create_namespace('dsh-review')
 
 -- sessionId -> {order = {findingId...}, by_id = {findingId -> finding}, root}
 local live = {}
--- findingId -> {buf, s, e} (0-based inclusive lines, as moved by edits above it)
+-- findingId -> {buf, s, e, text} (0-based inclusive lines, as moved by edits above it; the text
+-- they held when first shown)
 local placed = {}
 local attached = {} -- buf -> true while on_lines watches it
 
@@ -89,7 +91,12 @@ local function watch(buf)
       end
       vim.schedule(function()
         for _, id in ipairs(hit) do
-          M.dismiss_id(id, 'its lines changed')
+          local p = placed[id]
+          -- A change that rewrote them with the same text (a reload, the agent writing the whole
+          -- file) leaves the finding where it is.
+          if not (p and p.text and api.nvim_buf_is_loaded(b) and vim.deep_equal(api.nvim_buf_get_lines(b, p.s, p.e + 1, false), p.text)) then
+            M.dismiss_id(id, 'its lines changed')
+          end
         end
         redraw()
       end)
@@ -117,7 +124,8 @@ redraw = function()
       per_buf[p.buf] = per_buf[p.buf] or {}
       local end_col = 0
       if api.nvim_buf_is_loaded(p.buf) then
-        local l = api.nvim_buf_get_lines(p.buf, p.e, p.e + 1, false)[1]
+        p.text = p.text or api.nvim_buf_get_lines(p.buf, p.s, p.e + 1, false) -- what it points at
+        local l = p.text[#p.text]
         end_col = l and #l or 0
       end
       table.insert(per_buf[p.buf], {
