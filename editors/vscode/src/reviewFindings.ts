@@ -97,18 +97,28 @@ export class ReviewFindings implements vscode.Disposable, vscode.CodeActionProvi
     for (const { uri, list } of byUri.values()) this.diagnostics.set(uri, list);
   }
 
-  /** A change over a finding's lines dismisses it; one above it moves it by the lines it adds or removes. */
+  /** A change over a finding's lines dismisses it; one above it moves it by the lines it adds or
+   *  removes. The changes of one event are all in the text before it, so each is compared with the
+   *  finding's lines as they were. */
   private documentChanged(e: vscode.TextDocumentChangeEvent): void {
     if (!this.session || !e.contentChanges.length) return;
     const key = e.document.uri.toString();
     let changed = false;
     for (const l of [...this.live.values()]) {
       if (l.uri.toString() !== key) continue;
+      let delta = 0;
+      let touched = false;
       for (const c of e.contentChanges) {
-        const added = c.text.split('\n').length - 1 - (c.range.end.line - c.range.start.line);
-        if (c.range.end.line < l.start) { l.start += added; l.end += added; changed = true; }
-        else if (c.range.start.line <= l.end) { void this.dismiss(l.finding.findingId); changed = true; break; }
+        // Ending at the very start of the finding's first line is above it when whole lines go or
+        // come there (a line above deleted, a line inserted before it), not when it joins or types
+        // into that line.
+        const atStart = c.range.end.line === l.start && c.range.end.character === 0;
+        const above = c.range.end.line < l.start || (atStart && (c.text.endsWith('\n') || (c.text === '' && c.range.start.character === 0)));
+        if (above) delta += c.text.split('\n').length - 1 - (c.range.end.line - c.range.start.line);
+        else if (c.range.start.line <= l.end) touched = true;
       }
+      if (touched) { void this.dismiss(l.finding.findingId); changed = true; }
+      else if (delta) { l.start += delta; l.end += delta; changed = true; }
     }
     if (changed) this.render();
   }

@@ -174,6 +174,12 @@ describe('review findings in Problems', () => {
     const lines = () => Object.fromEntries(problems()[0][1].map((x) => [x.code as string, x.range.start.line]));
     expect(lines()).toEqual({ [loop]: 2, [zero]: 9, [name]: 0 });
 
+    // The line above `zero` deleted whole, then a line inserted before it: it moves, it stays.
+    doc.edit(new vscode.Range(8, 0, 9, 0), '');
+    expect(lines()).toEqual({ [loop]: 2, [zero]: 8, [name]: 0 });
+    doc.edit(new vscode.Range(8, 0, 8, 0), '\n');
+    expect(lines()).toEqual({ [loop]: 2, [zero]: 9, [name]: 0 });
+
     // Typing on the moved finding's line dismisses it, on the daemon too.
     doc.edit(new vscode.Range(9, 4, 9, 10), 'return');
     expect(Object.keys(lines()).sort()).toEqual([loop, name].sort());
