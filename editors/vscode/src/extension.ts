@@ -5,10 +5,13 @@ import { DaemonUnavailable } from './daemonState';
 import { fileChip, selectionChip, watchAmbient } from './editorContext';
 import { ChatPanel, personText } from './panel';
 import { Permissions } from './permissions';
+import type { DshClient } from './protocol/client';
+import type { SessionInfo } from './protocol/types';
+import { ReviewFindings } from './reviewFindings';
 
 let daemon: Daemon | undefined;
 
-export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon } {
+export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon; review: ReviewFindings } {
   const output = vscode.window.createOutputChannel('dsh', { log: true });
   daemon = new Daemon(ctx, output);
   const permissions = new Permissions(
@@ -92,6 +95,32 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   cmd('dsh.showLog', () => output.show());
   cmd('dsh.installDaemon', () => d.install());
   cmd('dsh.focusChat', () => p.focusComposer());
+  const review = new ReviewFindings({ ask: (text) => p.prompt(text), log: (line) => output.info(line) });
+  ctx.subscriptions.push(review);
+  // The Problems panel shows the findings of the session the chat shows; its cwd resolves their paths.
+  const showFindings = async (sessionId: string | null | undefined) => {
+    const client = d.client;
+    if (!client || !sessionId) { await review.show(undefined, undefined, undefined); return; }
+    const cwd = await sessionCwd(client, sessionId);
+    if (p.model.sessionId === sessionId) await review.show(client, sessionId, cwd);
+  };
+  ctx.subscriptions.push(p.onDidShowSession((id) => void showFindings(id).catch((err) => output.error(`review findings: ${err?.message ?? err}`))));
+  ctx.subscriptions.push(d.onReady(() => void showFindings(p.model.sessionId).catch(() => undefined)));
+  cmd('dsh.reviewUncommitted', async () => {
+    const r = await p.review();
+    void vscode.window.showInformationMessage(`dsh: reviewing ${r.files.length} changed file${r.files.length === 1 ? '' : 's'}; findings appear in Problems.`);
+  });
+  cmd('dsh.reviewBranch', async () => {
+    const base = await vscode.window.showInputBox({ prompt: 'Review the changes since this branch (or any ref) left HEAD', value: 'main', ignoreFocusOut: true });
+    if (!base?.trim()) return;
+    const r = await p.review(base.trim());
+    void vscode.window.showInformationMessage(`dsh: reviewing ${r.files.length} changed file${r.files.length === 1 ? '' : 's'} since ${base.trim()}; findings appear in Problems.`);
+  });
+  cmd('dsh.review.applyFix', async (findingId: string) => {
+    if (!await review.applyFix(findingId)) void vscode.window.showInformationMessage('dsh: the fix was not applied.');
+  });
+  cmd('dsh.review.askFix', (findingId: string) => review.askFix(findingId));
+  cmd('dsh.review.dismiss', (findingId: string) => review.dismiss(findingId));
   cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
   cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));
 
@@ -111,7 +140,14 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       else if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.serverCommand');
     });
   });
-  return { panel: p, daemon: d };
+  return { panel: p, daemon: d, review };
+}
+
+/** The session's cwd (its findings' paths are relative to it); the workspace folder when the
+ *  daemon's list does not hold it. */
+async function sessionCwd(client: DshClient, sessionId: string): Promise<string | undefined> {
+  const { sessions } = await client.listSessions({ limit: 500 }).catch(() => ({ sessions: [] as SessionInfo[] }));
+  return sessions.find((s) => s.sessionId === sessionId)?.cwd ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
 }
 
 export async function deactivate(): Promise<void> {

@@ -69,6 +69,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private readonly status: vscode.StatusBarItem;
   private statusShown = '';
   private files: { at: number; list: vscode.Uri[] } | undefined;
+  private readonly sessionShown = new vscode.EventEmitter<string | null>();
+  /** The session shown changed (another one opened, a new one, none). */
+  readonly onDidShowSession = this.sessionShown.event;
 
   constructor(private readonly ctx: vscode.ExtensionContext, private readonly daemon: Daemon, private readonly permissions: Permissions) {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
@@ -118,7 +121,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   // ---- model and batching -------------------------------------------------------------------------
 
   dispatch(action: Action): void {
+    const shown = this.model.sessionId;
     this.model = reduce(this.model, action);
+    if (this.model.sessionId !== shown) this.sessionShown.fire(this.model.sessionId);
     this.batch.push(action);
     if (action.kind === 'event' && FLUSH_AT_ONCE.has(action.event.type)) {
       // A finished reply (or turn) goes at once: its last text shows without waiting for a batch.
@@ -775,6 +780,20 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
   }
 
+  /** Sends `text` as the person's prompt (a followup), as if typed in the composer. */
+  async prompt(text: string): Promise<void> {
+    await this.send(text, [], 'followup');
+  }
+
+  /** Queues a review of the changes (daemons with `review`): the uncommitted ones, or those since `base`. */
+  async review(base?: string): Promise<{ files: string[] }> {
+    const { client, sessionId } = await this.drivable();
+    if (!client.features?.review) throw new Error('This daemon cannot review changes (it has no `review`).');
+    const r = await client.reviewStart(sessionId, base ? { base } : {});
+    this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'followup' });
+    return r;
+  }
+
   /** The @ picker's rows for `query`: the selection, problems, open editors, then workspace files. */
   async mentions(query: string): Promise<MentionItem[]> {
     const q = query.toLowerCase();
@@ -807,6 +826,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.readOnlyRetry) clearTimeout(this.readOnlyRetry);
     if (this.inboxTimer) clearTimeout(this.inboxTimer);
     this.disposables.forEach((d) => d.dispose());
+    this.sessionShown.dispose();
   }
 }
 

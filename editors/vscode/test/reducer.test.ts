@@ -315,6 +315,15 @@ describe('reducer', () => {
     ]);
   });
 
+  it('a review\'s message is shown as the request, not as the prompt holding the diff', () => {
+    const review = (target: object, instructions?: string) => ({ id: 'r1', role: 'user', content: [{ type: 'text', text: 'Review the code changes below…\ndiff --git a/app.py b/app.py' }], source: { kind: 'user', review: { reviewId: 'review-1', target, ...(instructions ? { instructions } : {}) } } });
+    expect(typedText(review({ kind: 'uncommitted' }))).toBe('Review uncommitted changes');
+    expect(typedText(review({ kind: 'base', ref: 'main' }, 'look at errors'))).toBe('Review changes since main: look at errors');
+    expect(typedText(review({ kind: 'commit', ref: 'a'.repeat(40) }))).toBe(`Review commit ${'a'.repeat(12)}`);
+    const m = reduce(emptyModel(S), ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [review({ kind: 'uncommitted' })] }, 0));
+    expect(queueOf(m).map((q) => q.text)).toEqual(['Review uncommitted changes']);
+  });
+
   it('a custom command is shown as typed: its transcript line, its queue row', () => {
     const expanded = { id: 'c1', role: 'user', content: [{ type: 'text', text: 'Review app.py for bugs.' }], source: { kind: 'user', command: { name: 'review', arguments: 'app.py', origin: 'project', path: '/w/.dsh/commands/review.md' } } };
     expect(typedText(expanded)).toBe('/review app.py');

@@ -42,7 +42,35 @@ export class Diagnostic {
 /** What the "language servers" know: a test fills these (diagnostics by uri string; command results by command id). */
 export const languageState = { diagnostics: new Map<string, Diagnostic[]>(), commands: new Map<string, (...args: unknown[]) => unknown>() };
 export const diagnosticsChanged = new EventEmitter<{ uris: Uri[] }>();
+/** Diagnostic collections the code under test made, by name: `entries()` is what Problems shows. */
+export const diagnosticCollections = new Map<string, DiagnosticCollection>();
+export class DiagnosticCollection {
+  private readonly byUri = new Map<string, { uri: Uri; list: Diagnostic[] }>();
+  constructor(readonly name: string) {}
+  set(uri: Uri, list: Diagnostic[]): void { this.byUri.set(uri.toString(), { uri, list: [...list] }); }
+  get(uri: Uri): Diagnostic[] { return this.byUri.get(uri.toString())?.list ?? []; }
+  delete(uri: Uri): void { this.byUri.delete(uri.toString()); }
+  clear(): void { this.byUri.clear(); }
+  entries(): Array<[Uri, Diagnostic[]]> { return [...this.byUri.values()].map((e) => [e.uri, e.list]); }
+  dispose(): void { this.byUri.clear(); diagnosticCollections.delete(this.name); }
+}
+export const codeActionProviders: Array<{ selector: unknown; provider: any }> = [];
+export class CodeActionKind { static readonly QuickFix = new CodeActionKind('quickfix'); constructor(readonly value: string) {} }
+export class CodeAction {
+  diagnostics?: Diagnostic[]; command?: { title: string; command: string; arguments?: unknown[] }; isPreferred?: boolean;
+  constructor(readonly title: string, readonly kind?: CodeActionKind) {}
+}
+export enum EndOfLine { LF = 1, CRLF = 2 }
+/** The edits `workspace.applyEdit` got; a test sets `applyEditAnswer` to what the person does with the preview. */
+export const appliedEdits: WorkspaceEdit[] = [];
+export const applyEditAnswer = { applied: true };
 export const languages = {
+  createDiagnosticCollection: (name: string) => { const c = new DiagnosticCollection(name); diagnosticCollections.set(name, c); return c; },
+  registerCodeActionsProvider: (selector: unknown, provider: unknown) => {
+    const row = { selector, provider };
+    codeActionProviders.push(row);
+    return { dispose() { codeActionProviders.splice(codeActionProviders.indexOf(row), 1); } };
+  },
   onDidChangeDiagnostics: diagnosticsChanged.event,
   getDiagnostics: (uri?: Uri): any => uri
     ? languageState.diagnostics.get(uri.toString()) ?? []
@@ -148,10 +176,26 @@ export class FakeDocument {
   saves = 0;
   version = 1;
   constructor(readonly uri: Uri, private text: string, readonly languageId = 'plaintext') {}
+  readonly eol = EndOfLine.LF;
   getText(): string { return this.text; }
   positionAt(offset: number): Position {
     const before = this.text.slice(0, offset).split('\n');
     return new Position(before.length - 1, before[before.length - 1].length);
+  }
+  get lineCount(): number { return this.text.split('\n').length; }
+  lineAt(line: number): { text: string; range: Range } {
+    const text = this.text.split('\n')[line];
+    return { text, range: new Range(line, 0, line, text.length) };
+  }
+  /** Replaces `range` with `text` as one change (a person typing over a selection). */
+  edit(range: Range, text: string): void {
+    const lines = this.text.split('\n');
+    const offset = (p: Position) => lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + p.character;
+    const from = offset(range.start), to = offset(range.end);
+    this.text = this.text.slice(0, from) + text + this.text.slice(to);
+    this.isDirty = true;
+    this.version++;
+    documentChanged.fire({ document: this, contentChanges: [{ range, rangeOffset: from, rangeLength: to - from, text }], reason: undefined });
   }
   type(text: string): void {
     const old = this.text;
@@ -169,10 +213,15 @@ export class FakeDocument {
     return true;
   }
 }
-/** Whole-document replacements only (what the extension's code makes). */
+/** `replaced`: the texts `applyEdit` gives open documents (the proposal code makes whole-document replacements only);
+ *  `replacements`: every replacement with its range and metadata, in the order made. */
 export class WorkspaceEdit {
   readonly replaced: Array<{ uri: Uri; text: string }> = [];
-  replace(uri: Uri, _range: Range, text: string): void { this.replaced.push({ uri, text }); }
+  readonly replacements: Array<{ uri: Uri; range: Range; text: string; meta?: { needsConfirmation: boolean; label: string } }> = [];
+  replace(uri: Uri, range: Range, text: string, meta?: { needsConfirmation: boolean; label: string }): void {
+    this.replaced.push({ uri, text });
+    this.replacements.push({ uri, range, text, meta });
+  }
 }
 /** A change to a document's text, as VS Code's `TextDocumentContentChangeEvent`. */
 export interface ContentChange { range: Range; rangeOffset: number; rangeLength: number; text: string }
@@ -192,8 +241,14 @@ export const workspace = {
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   registerFileSystemProvider: (scheme: string, provider: unknown) => { fileSystems.set(scheme, provider); return { dispose() { fileSystems.delete(scheme); } }; },
   onDidChangeTextDocument: documentChanged.event,
-  /** Applies a WorkspaceEdit's whole-document replacements to the open documents (they get dirty). */
+  /** A document of the disk's text (`file:`), or one a test opened (workspace.textDocuments). */
+  openTextDocument: async (u: Uri) => workspace.textDocuments.find((d) => d.uri.toString() === u.toString())
+    ?? new FakeDocument(u, readFileSync(u.fsPath, 'utf8')),
+  /** Records the edit (`appliedEdits`); unless the person refuses it in the preview
+   *  (`applyEditAnswer`), applies its whole-document replacements to the open documents (they get dirty). */
   applyEdit: async (edit: WorkspaceEdit) => {
+    appliedEdits.push(edit);
+    if (!applyEditAnswer.applied) return false;
     for (const { uri, text } of edit.replaced) workspace.textDocuments.find((d) => d.uri.toString() === uri.toString())?.type(text);
     return true;
   },

@@ -186,10 +186,14 @@ function userNode(it: UserItem): HTMLElement {
       b.title = title;
       d.append(b);
     }
-    if (src.command) {
-      // A custom command: the line as typed; what it expanded to opens below it.
-      const b = el('span', 'tag command', src.command.origin === 'project' ? 'project command' : 'command');
-      b.title = src.command.path ?? '';
+    const review = (msg.source as { review?: unknown } | undefined)?.review;
+    if (src.command || review) {
+      // A custom command: the line as typed; a review (dsh/review/start): what was asked for, not the
+      // diff it sent. What it expanded to opens below it.
+      const b = src.command
+        ? el('span', 'tag command', src.command.origin === 'project' ? 'project command' : 'command')
+        : el('span', 'tag review', 'review');
+      b.title = src.command?.path ?? '';
       d.append(b, el('span', 'user-text', typedText(msg)));
       const det = el('details', 'quiet-line command-expansion');
       const pre = el('pre');

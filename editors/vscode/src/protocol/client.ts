@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
+  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -129,6 +129,19 @@ export class DshClient {
   /** The session's (or, before one exists, a folder's) custom commands and skills (daemons with `customCommands`). */
   commandsList(where: { sessionId: string } | { cwd: string }): Promise<{ commands: CustomCommandInfo[]; skills: unknown[]; problems: string[] }> {
     return this.rpc.request('dsh/commands/list', where);
+  }
+  /** Queues a review turn of the changes (daemons with `review`): none of `base`/`commit` = the
+   *  uncommitted changes; `messageId` is the queued message's. */
+  reviewStart(sessionId: string, p: { base?: string; commit?: string; instructions?: string } = {}): Promise<{ reviewId: string; messageId: string; target: ReviewTarget; files: string[]; truncated: boolean }> {
+    return this.rpc.request('dsh/review/start', { sessionId, ...p });
+  }
+  /** The live findings (not dismissed, not taken back by a rewind), in the order reported. */
+  reviewList(sessionId: string): Promise<{ findings: ReviewFinding[]; reviews: Array<{ reviewId: string; turn: number; target: ReviewTarget; findings: number }> }> {
+    return this.rpc.request('dsh/review/list', { sessionId });
+  }
+  /** `dismissed: false` when it was dismissed already. */
+  reviewDismiss(sessionId: string, findingId: string): Promise<{ dismissed: boolean }> {
+    return this.rpc.request('dsh/review/dismiss', { sessionId, findingId });
   }
   wake(sessionId: string): Promise<{ started: boolean }> {
     return this.rpc.request('dsh/wake', { sessionId });

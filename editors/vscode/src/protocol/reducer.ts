@@ -663,12 +663,23 @@ export function queueOf(model: SessionModel): QueueEntry[] {
 /** A person's message as they typed it: `/name arguments` for one the daemon expanded from a custom
  *  command (`source.command`, protocol.md §18), else its text. */
 export function typedText(msg: { content: UserMessage['content']; source?: UserMessage['source'] }): string {
+  const review = (msg.source as { review?: { target?: { kind?: unknown; ref?: unknown }; instructions?: unknown } } | undefined)?.review;
+  // A review's message holds the whole diff; the person asked for the review, so that is what shows.
+  if (msg.source?.kind === 'user' && review && typeof review === 'object') return reviewLabel(review.target, review.instructions);
   const cmd = (msg.source as { command?: { name?: unknown; arguments?: unknown } } | undefined)?.command;
   if (msg.source?.kind === 'user' && cmd && typeof cmd.name === 'string') {
     const args = typeof cmd.arguments === 'string' ? cmd.arguments : '';
     return `/${cmd.name}${args ? ` ${args}` : ''}`;
   }
   return textOf(msg.content);
+}
+
+function reviewLabel(target: { kind?: unknown; ref?: unknown } | undefined, instructions: unknown): string {
+  const ref = typeof target?.ref === 'string' ? target.ref : '';
+  const what = target?.kind === 'base' ? `Review changes since ${ref}`
+    : target?.kind === 'commit' ? `Review commit ${/^[0-9a-f]{40}$/.test(ref) ? ref.slice(0, 12) : ref}`
+      : 'Review uncommitted changes';
+  return typeof instructions === 'string' && instructions.trim() ? `${what}: ${instructions.trim()}` : what;
 }
 
 export function pendingCount(model: SessionModel): number {

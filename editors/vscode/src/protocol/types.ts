@@ -336,6 +336,8 @@ export interface InitializeDshCapabilities {
   processes?: boolean;
   /** Custom slash commands: `dsh/commands/list`, a `/NAME` send expanded by the daemon (§18). */
   customCommands?: boolean;
+  /** Reviews: `dsh/review/start|list|dismiss`, `review/*` events (§19). */
+  review?: boolean;
   [flag: string]: unknown;
 }
 
