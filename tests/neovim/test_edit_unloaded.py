@@ -144,14 +144,19 @@ def test_an_edit_to_hidden_buffers_lands_in_the_buffer_and_on_disk_and_tells_onl
         editor.wait_footers(1, timeout=300)
         edited = content(fake, 1)
         assert NEW_ERROR in edited and OLD_ERROR not in edited and "1 new error in lib.py" in edited, edited
-        assert content(fake, 2) == "Edited other.py: replaced 1 occurrence (+1 -1 lines)"
-        # The edit to the modified buffer started from what the person sees (their unsaved line
-        # included) and saved it whole: buffer, disk and the command agree.
+        told = content(fake, 2)
+        assert told.startswith("Edited other.py: replaced 1 occurrence (+1 -1 lines)"), told
+        assert "other.py has unsaved changes in the editor that are not yours" in told, told
+        # Issue 37.1: the person's unsaved line is never written by the agent's edit. The buffer has
+        # the edit on top of their draft (still modified); the disk has the saved text plus the
+        # agent's change only, and the command sees that.
         other = "SAVED = False\nUNSAVED = 1\n"
-        assert (work / "other.py").read_text() == other
+        assert (work / "other.py").read_text() == "SAVED = False\n"
         assert (work / "lib.py").read_text() == LIB.replace("return 1", 'return "one"')
         ran = content(fake, 3)
-        assert "SAVED = False" in ran and "UNSAVED = 1" in ran and "unsaved changes" not in ran, ran
+        output, _, note = ran.partition("[exit code 0]")
+        assert "SAVED = False" in output and "UNSAVED = 1" not in output, ran
+        assert "other.py has unsaved changes in the editor; the command saw the saved file" in note, ran
         text = editor.lua(
             "local o = {} for _, n in ipairs({...}) do"
             " o[n] = table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr(n), 0, -1, false), '\\n') .. '\\n' end return o",
@@ -159,10 +164,11 @@ def test_an_edit_to_hidden_buffers_lands_in_the_buffer_and_on_disk_and_tells_onl
             "other.py",
         )
         assert text == {"lib.py": LIB.replace("return 1", 'return "one"'), "other.py": other}
-        # The person's buffers stay theirs: loaded, listed, saved, still hidden; undo reverts the edit.
+        # The person's buffers stay theirs: loaded, listed, still hidden, the draft still unsaved;
+        # undo reverts the edit.
         assert buffers(editor) == {
             "lib.py": {"listed": True, "loaded": True, "modified": False, "shown": False},
-            "other.py": {"listed": True, "loaded": True, "modified": False, "shown": False},
+            "other.py": {"listed": True, "loaded": True, "modified": True, "shown": False},
             "app.py": {"listed": True, "loaded": True, "modified": False, "shown": True},
         }
         editor.cmd("buffer lib.py")
