@@ -74,6 +74,11 @@ async function scenario(): Promise<void> {
   await accept.click();
   await expect.poll(() => applyTab.count(), { timeout: 15000 }).toBe(0);
   await expect.poll(() => page.locator('.monaco-editor .view-lines').first().textContent(), { timeout: 15000 }).toContain('delta');
+  // The applied block is the person's change, unsaved until they save it (an agent's edit never
+  // writes a person's unsaved text, issue 37.1): they save it, so the later edits start from disk.
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+S');
+  await expect.poll(() => readFileSync(join(ws, 'notes.txt'), 'utf8'), { timeout: 15000 }).toBe('alpha\ndelta\n');
   // New file: an untitled editor with the code; Insert: at the cursor of the editor.
   await c.locator('.codeblock').nth(1).getByRole('button', { name: /new file/ }).click();
   await expect.poll(() => page.locator('.tabs-container .tab.active').textContent(), { timeout: 15000 }).toMatch(/Untitled/);
