@@ -328,7 +328,7 @@ class ServerConnection:
                 "it is never started unconfined"
             )
         if config.sandbox == SESSION_MODE:
-            mode = self.sandbox.settings.mode
+            mode = self.sandbox.chosen_mode  # the session's own choice, else the configured one
             if mode == "full-access":
                 log.info("MCP server %s: the session runs full-access, so it runs unconfined", config.name)
                 return None

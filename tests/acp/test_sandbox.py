@@ -415,3 +415,36 @@ async def test_a_sandbox_notice_reaches_the_client_as_a_line_and_is_replayed(
     async with acp_daemon(state, fake) as d:
         await settle(d.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]))
         assert d.client.text(sid).count(line) == 1
+
+
+@confined
+async def test_an_mcp_server_following_the_session_runs_in_the_sessions_own_chosen_mode(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """`mcpServers.NAME.sandbox: true` follows the session: the mode the person chose for this session
+    in the client (durable, here read-only), not the configured workspace-write."""
+    from tests.mcp.test_sandboxed import box
+
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    state.mkdir()
+    config = {
+        "tools": {"sandbox": "workspace-write", "permissions": {"mcp__box": "allow"}},
+        "mcpServers": {"box": box(True)},
+    }
+    (state / "config.json").write_text(json.dumps(config))
+    async with acp_daemon(state, fake) as d:
+        sid = (await d.conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await settle(d.conn.set_config_option(config_id="sandbox", session_id=sid, value="read-only"))
+    target = {"path": str(project / "inside.txt"), "text": "x"}
+    async with acp_daemon(state, fake) as d:
+        await settle(d.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]))
+        fake.script(
+            Reply.stream(tool_call_stream([("call_w", "mcp__box__write", target)])),
+            Reply.stream(text_stream(["done"])),
+        )
+        assert (
+            await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        ).stop_reason == "end_turn"
+        assert tool_result(fake).startswith("refused"), tool_result(fake)
+        assert not (project / "inside.txt").exists()
