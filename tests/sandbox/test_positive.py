@@ -1,10 +1,12 @@
 """What a confined command can still do: write its workspace and temp dir, run git (a commit in a
-worktree too), python and pytest, reach the proxy's socket, and in layer 1 serve other commands of
+worktree too), python and pytest, npm test, reach the proxy's socket, and in layer 1 serve other commands of
 its session on its own loopback. Where layer 0 alone refuses something by design, the test says so."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import socket
 import sys
 import threading
@@ -101,6 +103,26 @@ async def test_python_and_pytest_run(scene: Scene, layers: str, started: list[Sa
     script = f"{sys.executable} -m pytest -q -p no:cacheprovider src/test_sample.py"
     status, output = await run(sandbox, script, cwd=scene.ws, env=command_env(scene))
     assert status == 0 and "1 passed" in output, output
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+@pytest.mark.parametrize("layers", LAYERS)
+async def test_npm_test_runs(scene: Scene, layers: str, started: list[Sandbox]) -> None:
+    """A Node project's `npm test` in the workspace (its HOME is outside the roots: npm's own log
+    and cache writes there are refused, and must not fail the run)."""
+    app = scene.ws / "src" / "app"
+    app.mkdir()
+    package = {"name": "app", "version": "1.0.0", "scripts": {"test": "node test.js"}}
+    (app / "package.json").write_text(json.dumps(package))
+    (app / "test.js").write_text(
+        "const assert = require('assert');\nassert.strictEqual(1 + 2, 3);\nconsole.log('1 passing');\n"
+    )
+    sandbox = await Sandbox.start(policy_for(scene, "workspace-write", layers))
+    started.append(sandbox)
+    status, output = await run(sandbox, "npm test", cwd=app, env=command_env(scene))
+    assert status == 0 and "1 passing" in output, output
+    broken, _ = await run(sandbox, "sed -i 's/3)/4)/' test.js && npm test", cwd=app, env=command_env(scene))
+    assert broken != 0  # the run above passed on its merits
 
 
 @pytest.mark.parametrize("layers", LAYERS)
