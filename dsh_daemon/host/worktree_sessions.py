@@ -7,6 +7,7 @@ A worktree is named by its session (`sessionId`) or, once its session is gone, b
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,42 @@ from dsh_daemon.host.errors import invalid_params, session_busy_because, shown
 from dsh_daemon.session.store import WorktreeRow
 
 if TYPE_CHECKING:
+    from dsh_daemon.host.hosted import HostedSession
     from dsh_daemon.host.sessions import SessionHost
+    from dsh_daemon.mcp.config import ServerSource
+
+
+async def create_in_worktree(
+    host: SessionHost,
+    cwd: str,
+    branch: str | None,
+    base: str | None,
+    *,
+    title: str | None = None,
+    mcp_servers: ServerSource | None = None,
+) -> HostedSession:
+    """A new session in a git worktree of its own (both front ends): planned and made off the event
+    loop (a checkout takes as long as the repository needs), recorded in between so that a crash while
+    it is made leaves it listed; the session is then created in it, or the failure is raised and the
+    record dropped (`create` removes the folder and branch it could not use)."""
+    session_id = str(uuid.uuid4())
+    planned = await asyncio.to_thread(worktrees.plan_worktree, cwd, session_id, branch, base, title)
+    store = host.manager.store
+    store.record_worktree(planned.row)
+    try:
+        made = await asyncio.to_thread(worktrees.add_worktree, planned)
+        return host.create(cwd, title=title, mcp_servers=mcp_servers, worktree=made, session_id=session_id)
+    except BaseException:
+        store.forget_worktree(planned.row.path)
+        raise
+
+
+def stored_worktree(host: SessionHost, session_id: str) -> dict[str, Any] | None:
+    """What the store says of a session's worktree (no git: for lists that must answer at once)."""
+    row = host.manager.store.worktree_of(session_id)
+    if row is None:
+        return None
+    return {"path": row.path, "branch": row.branch, "base": row.base, "repo": row.repo}
 
 
 def find_worktree(host: SessionHost, session_id: str | None, path: str | None, method: str) -> WorktreeRow:

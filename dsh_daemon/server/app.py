@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -264,6 +264,15 @@ class Daemon:
             self._early.close()  # no host took the early sessions over: their leases go
 
 
+async def _settled(work: Awaitable[Any]) -> Any:
+    """`await work`, for a generator handler's `yield`: its exception is returned, not raised (pygls
+    would not throw it back into the generator, whose typed errors say what failed)."""
+    try:
+        return await work
+    except Exception as exc:
+        return exc
+
+
 async def _off_loop(work: Callable[..., Any], *args: Any) -> Any:
     """`work(*args)` in a thread, for a generator handler's `yield`: its exception is returned, not
     raised (pygls would not throw it back into the generator, whose typed errors say what failed)."""
@@ -422,33 +431,17 @@ def register(daemon: Daemon) -> None:
         host = daemon.front_end.host
         if p.worktree is None:
             return m.SessionNewResult(host.create(cwd, title=title, mcp_servers=servers).session_id)
-        # The worktree is planned and made off the event loop (a checkout takes as long as the
-        # repository needs), recorded in between (a crash while it is made leaves it listed); the
-        # session is created once it exists, or the failure is answered and the record dropped.
-        import uuid
+        from dsh_daemon.host.worktree_sessions import create_in_worktree
 
-        from dsh_daemon.host import worktrees
-
-        session_id = str(uuid.uuid4())
         wanted = p.worktree
-        planned = yield (
-            _off_loop,
-            (worktrees.plan_worktree, cwd, session_id, wanted.branch, wanted.base, title),
+        made = yield (
+            _settled,
+            (create_in_worktree(host, cwd, wanted.branch, wanted.base, title=title, mcp_servers=servers),),
             {},
         )
-        if isinstance(planned, BaseException):
-            raise planned
-        store = host.manager.store
-        store.record_worktree(planned.row)
-        made = yield _off_loop, (worktrees.add_worktree, planned), {}
         if isinstance(made, BaseException):
-            store.forget_worktree(planned.row.path)
             raise made
-        try:
-            hosted = host.create(cwd, title=title, mcp_servers=servers, worktree=made, session_id=session_id)
-        except BaseException:
-            store.forget_worktree(planned.row.path)  # `create` removed the folder and the branch
-            raise
+        hosted = made
         return m.SessionNewResult(hosted.session_id)
 
     def session_list(ls: LanguageServer, p: m.SessionListParams) -> Generator[Any, Any, dict[str, Any]]:

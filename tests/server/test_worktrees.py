@@ -42,7 +42,7 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-def gone(path: Path) -> bool:
+def absent(path: Path) -> bool:
     return not path.exists()
 
 
@@ -149,7 +149,7 @@ async def test_keep_commits_on_the_branch_and_removes_the_folder_discard_removes
         fake.script(write("new.txt", "new\n"), text_reply("ok"))
         await turn(d, kept, "add a file")
         result = await d.request("dsh/worktree/keep", {"sessionId": kept})
-        assert result["branch"] == "keep-me" and gone(path_kept)
+        assert result["branch"] == "keep-me" and absent(path_kept)
         assert git(repo, "show", "keep-me:new.txt") == "new\n"
         assert git(repo, "log", "-1", "--format=%s", "keep-me") == "dsh: Keep me\n"
         row = (await listed(d, kept))["worktree"]
@@ -158,7 +158,7 @@ async def test_keep_commits_on_the_branch_and_removes_the_folder_discard_removes
         said = await refused(d, "dsh/followup", {"sessionId": kept, "message": {"content": "more"}})
         assert "was removed" in said
         await d.request("dsh/worktree/discard", {"sessionId": gone})
-        assert gone(path_gone) and "gone" not in git(repo, "branch", "--list", "gone")
+        assert absent(path_gone) and "gone" not in git(repo, "branch", "--list", "gone")
     finally:
         await stop_daemon(d)
 
@@ -171,7 +171,7 @@ async def test_a_deleted_sessions_worktree_stays_listed_until_removed(
         sid = await d.new_session(cwd=str(repo), worktree={"branch": "orphan"})
         path = Path((await listed(d, sid))["worktree"]["path"])
         await d.request("dsh/session/delete", {"sessionId": sid})
-        assert not gone(path)  # never silently deleted
+        assert not absent(path)  # never silently deleted
         (row,) = (await d.request("dsh/worktree/list", {"repo": str(repo)}))["worktrees"]
         assert (row["path"], row["sessionId"], row["branch"], row["exists"]) == (
             str(path),
@@ -180,13 +180,13 @@ async def test_a_deleted_sessions_worktree_stays_listed_until_removed(
             True,
         )
         await d.request("dsh/worktree/discard", {"path": str(path)})
-        assert gone(path)
+        assert absent(path)
         assert (await d.request("dsh/worktree/list", {}))["worktrees"] == []
         # Deleting with removeWorktree takes the folder and branch along.
         other = await d.new_session(cwd=str(repo), worktree={"branch": "with-it"})
         other_path = Path((await listed(d, other))["worktree"]["path"])
         await d.request("dsh/session/delete", {"sessionId": other, "removeWorktree": True})
-        assert gone(other_path) and git(repo, "branch", "--list", "with-it") == ""
+        assert absent(other_path) and git(repo, "branch", "--list", "with-it") == ""
         assert (await d.request("dsh/worktree/list", {}))["worktrees"] == []
     finally:
         await stop_daemon(d)
