@@ -85,6 +85,14 @@ def build_parser(*, exec_arguments: bool = True) -> argparse.ArgumentParser:
         "-c", "--continue", dest="continue_session", action="store_true",
         help="continue the latest session of this directory",
     )  # fmt: skip
+    chat.add_argument(
+        "--worktree",
+        nargs="?",
+        const="",
+        metavar="BRANCH",
+        help="start the new session in a git worktree of its own (branch: BRANCH, else dsh/...);"
+        " /worktree shows, applies, keeps or discards it",
+    )
     chat.add_argument("--yes", action="store_true", help="allow every tool call without asking")
     chat.add_argument(
         "--allow", action="append", metavar="TOOL", help="allow this tool's calls without asking (repeatable)"

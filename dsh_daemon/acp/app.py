@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +95,24 @@ def capabilities() -> dict[str, Any]:
 
 
 # ---- params --------------------------------------------------------------------------------------------
+
+
+def _worktree_meta(p: Mapping[str, Any], method: str) -> dict[str, str | None] | None:
+    """`_meta.dsh.worktree: {branch?, base?}` of a `session/new` (None: not asked for)."""
+    meta = p.get("_meta")
+    dsh = meta.get("dsh") if isinstance(meta, Mapping) else None
+    wanted = dsh.get("worktree") if isinstance(dsh, Mapping) else None
+    if wanted is None:
+        return None
+    if not isinstance(wanted, Mapping):
+        raise errors.invalid_params(f"{method}: _meta.dsh.worktree must be an object {{branch?, base?}}")
+    out: dict[str, str | None] = {}
+    for key in ("branch", "base"):
+        value = wanted.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise errors.invalid_params(f"{method}: _meta.dsh.worktree.{key} must be a non-empty string")
+        out[key] = value
+    return out
 
 
 def _object(raw: Any, method: str) -> Mapping[str, Any]:
@@ -306,7 +324,7 @@ class Daemon:
 
     # ---- sessions ------------------------------------------------------------------------------------
 
-    def session_new(self, raw: Any, rid: RequestId) -> dict[str, Any]:
+    def session_new(self, raw: Any, rid: RequestId) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         method = "session/new"
         p = _object(raw, method)
         cwd = _cwd(p, method)
@@ -315,11 +333,34 @@ class Daemon:
         extra = _dirs(p, method)
         if not is_directory(cwd):
             raise errors.invalid_params(f"{method}: cwd {errors.shown(cwd)} is not a directory")
+        worktree = _worktree_meta(p, method)
+        if worktree is not None:  # made off the event loop: answered once it exists
+            return self._new_in_worktree(cwd, servers, worktree)
         if self._front_end is None:
             return self._new_early(cwd, extra, servers)
         session_id = self.front_end.new(cwd, extra, servers)
         self._tell_session(session_id)
         return {"sessionId": session_id, **self._session_state(session_id)}
+
+    async def _new_in_worktree(
+        self, cwd: str, servers: ServerSource, worktree: dict[str, str | None]
+    ) -> dict[str, Any]:
+        """`_meta.dsh.worktree` (protocol.md §20): the session in a git worktree of its own, whose
+        path and branch the reply's `_meta.dsh.worktree` names."""
+        from dsh_daemon.host.worktree_sessions import create_in_worktree, stored_worktree
+
+        host = self.front_end.host
+        hosted = await create_in_worktree(
+            host, cwd, worktree["branch"], worktree["base"], mcp_servers=servers
+        )
+        session_id = hosted.session_id
+        self._tell_session(session_id)
+        state = self._session_state(session_id)
+        return {
+            "sessionId": session_id,
+            **state,
+            "_meta": {"dsh": {"worktree": stored_worktree(host, session_id)}},
+        }
 
     def _new_early(self, cwd: str, extra: list[str], servers: ServerSource) -> dict[str, Any]:
         """Issue 20.2: a `session/new` before the session machinery is built (the connection's first,

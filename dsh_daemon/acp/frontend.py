@@ -39,6 +39,7 @@ from dsh_daemon.host.port import (
     Workspace,
 )
 from dsh_daemon.host.sessions import HOLDER_CHECK_S, DrivenElsewhere, SessionHost
+from dsh_daemon.host.worktree_sessions import stored_worktree
 from dsh_daemon.model.events import SESSION_LEASE, Event
 from dsh_daemon.model.inbox import PRESETS, Target
 
@@ -321,6 +322,9 @@ class AcpFrontEnd:
                 row["title"] = info.title
             if info.parent_id is not None:  # a subagent's session: a client may nest or hide it
                 row["_meta"]["dsh"]["parentId"] = info.parent_id
+            worktree = stored_worktree(self.host, info.session_id)
+            if worktree is not None:  # a session in its own worktree (protocol.md §20)
+                row["_meta"]["dsh"]["worktree"] = worktree
             out.append(row)
         return out
 

@@ -90,6 +90,7 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
         auto_allow=args.yes,
         allow_tools=frozenset(args.allow or ()),
         answers=interactive or stdin_tty,
+        worktree=None if args.worktree is None else ({"branch": args.worktree} if args.worktree else {}),
     )
     if interactive:
         view.chat = chat

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes, review, turndiff
+from dsh_daemon.chat import processes, review, turndiff, worktree
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.core import Chat
@@ -52,7 +52,8 @@ COMMANDS: dict[str, str] = {
     "/keep": turndiff.USAGE_KEEP,
     "/rewind": rewinding.USAGE_REWIND,
     "/fork": rewinding.USAGE_FORK,
-    "/sessions": "the sessions in this directory",
+    "/sessions": "the sessions in this directory (a worktree's branch and changes too)",
+    "/worktree": worktree.USAGE_WORKTREE,
     "/resume": "/resume [N|ID|TITLE] — switch to a session (a picker without argument)",
     "/trust": "/trust [PATH] — run this project's .dsh/config.json hooks from now on (remembered)",
     "/help": "this list",
@@ -68,6 +69,7 @@ NEEDS: dict[str, str] = {  # command -> flag
     "/ps": "processes",
     "/review": "review",
     "/kill": "processes",
+    "/worktree": "worktrees",
 }
 INPUT_HELP = (
     ("@PATH[:L1-L2]", "in a prompt: that file (or those lines) goes with it; Tab completes paths"),
@@ -146,6 +148,7 @@ class Commands:
         self.chat = chat
         self.state_dir = state_dir
         self.review = turndiff.TurnReview(chat)
+        self.worktree = worktree.WorktreeCommand(chat)
         self.table: dict[str, Callable[[str], Awaitable[None]]] = {
             "/queue": self.queue,
             "/wake": self.wake,
@@ -168,6 +171,7 @@ class Commands:
             "/compact": self.compact,
             "/cost": self.cost,
             "/sessions": self.sessions,
+            "/worktree": self.worktree.run,
             "/resume": self.resume,
             "/undo": lambda arg: rewinding.undo(self.chat, arg),
             "/diff": self.review.diff,

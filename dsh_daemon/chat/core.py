@@ -83,6 +83,7 @@ class Chat:
         auto_allow: bool,
         allow_tools: frozenset[str] = frozenset(),
         answers: bool = True,
+        worktree: dict[str, Any] | None = None,
     ) -> None:
         self.rpc = rpc
         self.view = view
@@ -90,6 +91,7 @@ class Chat:
         self.auto_allow = auto_allow  # --yes
         self.allow_tools = allow_tools  # --allow TOOL
         self.answers = answers  # someone can answer questions (False: stdin is not a terminal)
+        self.worktree = worktree  # --worktree: the new session gets a git worktree of its own
         self.status = Status()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -497,7 +499,10 @@ class Chat:
             if not self.session_id:
                 self._creating, self._early = True, []
                 try:
-                    result = await self.rpc.request("dsh/session/new", {"cwd": self.cwd})
+                    params: dict[str, Any] = {"cwd": self.cwd}
+                    if self.worktree is not None:
+                        params["worktree"] = self.worktree
+                    result = await self.rpc.request("dsh/session/new", params)
                 finally:
                     self._creating = False
                 self.status.session_id = result["sessionId"]

@@ -18,8 +18,23 @@ def describe(session: dict[str, Any], current: str = "", *, cwd: str | None = No
     here = " (this one)" if session["sessionId"] == current else ""
     pending = f", {session['pending']} queued" if session.get("pending") else ""
     title = clip(session.get("title") or "(untitled)", 60)
-    where = f"  [{session.get('cwd')}]" if cwd is not None and session.get("cwd") != cwd else ""
-    return f"{session['sessionId'][:8]}  {title}  — {ago(session['updatedAt'])}{pending}{here}{where}"
+    tree = session.get("worktree")
+    where = f"  [{session.get('cwd')}]" if cwd is not None and session.get("cwd") != cwd and not tree else ""
+    line = f"{session['sessionId'][:8]}  {title}  — {ago(session['updatedAt'])}{pending}{here}{where}"
+    return line + (f"  {worktree_words(tree)}" if tree else "")
+
+
+def worktree_words(tree: dict[str, Any]) -> str:
+    """`⎇ BRANCH: 3 files changed, 1 commit ahead` (or `(removed)` once its folder is gone)."""
+    if not tree.get("exists", True):
+        return f"⎇ {tree.get('branch')} (worktree removed)"
+    changed, ahead = tree.get("changedFiles"), tree.get("ahead")
+    parts = []
+    if changed is not None:
+        parts.append("no changes" if changed == 0 else f"{changed} file{'s' if changed != 1 else ''} changed")
+    if ahead:
+        parts.append(f"{ahead} commit{'s' if ahead != 1 else ''} ahead")
+    return f"⎇ {tree.get('branch')}" + (f": {', '.join(parts)}" if parts else "")
 
 
 def find_session(sessions: list[dict[str, Any]], wanted: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from dsh_daemon.session.store import (
     SessionStore,
     StoreError,
     UntrustedSnapshotError,
+    WorktreeRow,
 )
 
 logger = logging.getLogger(__name__)
@@ -117,10 +118,12 @@ class SessionManager:
         title: str | None = None,
         session_id: str | None = None,
         parent: tuple[str, str] | None = None,
+        worktree: WorktreeRow | None = None,
     ) -> Agent:
-        """`parent`: (parent session, its call) of a subagent's session."""
+        """`parent`: (parent session, its call) of a subagent's session; `worktree`: the git worktree
+        made for it (host/worktrees.py), recorded with its row."""
         session_id = session_id or str(uuid.uuid4())
-        self.store.create_session(session_id, title=title, cwd=cwd, parent=parent)
+        self.store.create_session(session_id, title=title, cwd=cwd, parent=parent, worktree=worktree)
         self.leases.acquire(session_id)
         return self.build_created(session_id, title)
 

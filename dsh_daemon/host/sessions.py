@@ -59,6 +59,8 @@ from dsh_daemon.host.paths import is_directory
 from dsh_daemon.host.port import FrontEnd
 from dsh_daemon.host.review import review_listing
 from dsh_daemon.host.wiring import SessionTools, session_hooks, wire_session_tools
+from dsh_daemon.host.worktrees import NewWorktree
+from dsh_daemon.host.worktrees import remove_worktree as remove_worktree_folder
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
 from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, Event
@@ -81,7 +83,13 @@ from dsh_daemon.model.review import REVIEW_EVENTS, fold_reviews
 from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
-from dsh_daemon.session.store import CorruptSessionError, SessionInfo, SessionPage, UnknownSessionError
+from dsh_daemon.session.store import (
+    CorruptSessionError,
+    SessionInfo,
+    SessionPage,
+    UnknownSessionError,
+    WorktreeRow,
+)
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
 from dsh_daemon.session.transcript import transcript_page
@@ -179,6 +187,8 @@ class SessionHost:
         # how many subagents run at once, daemon-wide (`agent.subagentsMaxParallel`)
         self.subagent_slots = SubagentSlots(options.agent.subagents_max_parallel)
         self._child_tools: dict[str, SubagentTools] = {}  # a child's tool set while it is wired
+        self._new_worktrees: dict[str, WorktreeRow] = {}  # a worktree session's, while it is created
+        self._in_worktree: set[str] = set()  # sessions wired here whose only root is their worktree
         self._child_calls: dict[str, tuple[ToolCall, str]] = {}  # its parent's call and session, as well
         self.project_trust = ProjectTrust(self.state_dir)
         self.handover.start()
@@ -301,7 +311,10 @@ class SessionHost:
         """The editor's workspace folders changed: every session's tools follow (each keeps its cwd)."""
         self.roots = list(roots)
         for hosted in self.sessions.values():
-            hosted.workspace.replace_roots(self.roots)
+            if (
+                hosted.session_id not in self._in_worktree
+            ):  # confined to its worktree, whatever the editor has
+                hosted.workspace.replace_roots(self.roots)
 
     # ---- creating and opening ----------------------------------------------------------------------------
 
@@ -312,17 +325,32 @@ class SessionHost:
         title: str | None = None,
         extra_roots: Sequence[str] = (),
         mcp_servers: ServerSource | None = None,
+        worktree: NewWorktree | None = None,
+        session_id: str | None = None,
     ) -> HostedSession:
         """A new session, driven and followed here. All or nothing: what can fail is built before the
-        session row exists, and a failure while creating it removes the row and the lease again."""
-        session_id = str(uuid.uuid4())
-        return self._host_new(
-            session_id,
-            cwd,
-            extra_roots,
-            mcp_servers,
-            lambda: self.manager.create(cwd=cwd, title=title, session_id=session_id),
-        )
+        session row exists, and a failure while creating it removes the row and the lease again.
+        `worktree`: made for it (`host/worktrees.make_worktree`, with this `session_id`): the session
+        works there and only there; removed again (branch too) should the session not be created."""
+        session_id = session_id or str(uuid.uuid4())
+        row = None
+        if worktree is not None:
+            cwd, row = worktree.cwd, worktree.row._replace(session_id=session_id)
+            self._new_worktrees[session_id] = row
+        try:
+            return self._host_new(
+                session_id,
+                cwd,
+                extra_roots,
+                mcp_servers,
+                lambda: self.manager.create(cwd=cwd, title=title, session_id=session_id, worktree=row),
+            )
+        except BaseException:
+            if row is not None:
+                remove_worktree_folder(row, delete_branch=True)
+            raise
+        finally:
+            self._new_worktrees.pop(session_id, None)
 
     def adopt_early(self, early: EarlySession) -> HostedSession:
         """A session created before the host (`host/early.py`: its row and lease exist): its tools
@@ -569,9 +597,14 @@ class SessionHost:
         extra_roots: Sequence[str],
         mcp_servers: ServerSource | None,
     ) -> SessionTools:
-        workspace = self._workspace(
-            stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
-        )
+        worktree = self._new_worktrees.get(session_id) or self.manager.store.worktree_of(session_id)
+        if worktree is not None:
+            workspace = self._worktree_workspace(worktree, stored_cwd or cwd)
+            self._in_worktree.add(session_id)
+        else:
+            workspace = self._workspace(
+                stored_cwd if stored_cwd and is_directory(stored_cwd) else cwd, extra_roots
+            )
         toolset = self._child_tools.get(session_id)
         parent_call = self._child_calls.get(session_id)
         checkpoints = (
@@ -631,6 +664,24 @@ class SessionHost:
             hosted.agent.log.append(*entry(notice), commit=True, ignorable=True)
         except Exception:  # a notice must never break the session
             logger.exception("session %s: the notice could not be stored", session_id)
+
+    def _worktree_workspace(self, worktree: WorktreeRow, cwd: str | None) -> Workspace:
+        """A worktree session's only root is its worktree (not the editor's folders, not extra roots):
+        its tools and sandbox stay there. Once the worktree is removed the session cannot work."""
+        if not is_directory(worktree.path):
+            raise WorkspaceError(
+                f"this session's worktree {worktree.path} was removed (kept as branch {worktree.branch} "
+                "or discarded); its transcript can still be read"
+            )
+        inside = (
+            cwd
+            if cwd and is_directory(cwd) and Path(cwd).resolve().is_relative_to(Path(worktree.path).resolve())
+            else worktree.path
+        )
+        try:
+            return Workspace([worktree.path], cwd=inside)
+        except ValueError as exc:
+            raise WorkspaceError(str(exc)) from exc
 
     def _workspace(self, cwd: str | None, extra_roots: Sequence[str]) -> Workspace:
         """Roots: the editor's folders, the session cwd (when it is a directory outside them), the
@@ -1131,9 +1182,11 @@ class SessionHost:
     def fork(self, session_id: str, at_turn: int, message: UserMessage | None) -> str:
         return history.fork(self, session_id, at_turn, message)
 
-    def delete(self, session_id: str) -> None:
+    def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
         """Remove the session (rows, pending items, the connection's view of it). Refused with
-        `session_busy` while a turn runs here or another live process drives it."""
+        `session_busy` while a turn runs here or another live process drives it. Its worktree, if it
+        has one, stays (listed without a session) unless `remove_worktree` (folder and branch)."""
+        worktree = self.manager.store.worktree_of(session_id)
         try:
             self.manager.delete_session(session_id)
         except SessionRunningError as exc:
@@ -1159,6 +1212,11 @@ class SessionHost:
         else:
             self.front_end.session_closed(session_id, deleted=True)
         shutil.rmtree(self.processes_dir(session_id), ignore_errors=True)  # its processes' output
+        self._in_worktree.discard(session_id)
+        if worktree is not None and (remove_worktree or not Path(worktree.path).exists()):
+            if remove_worktree:
+                remove_worktree_folder(worktree, delete_branch=True)
+            self.manager.store.forget_worktree(worktree.path)
 
     async def close_session(self, session_id: str) -> None:
         """Stop driving the session here: a running turn ends aborted, queued input stays parked."""

@@ -67,10 +67,19 @@ class SessionParams:
 
 
 @dataclass(frozen=True)
+class WorktreeRequest:
+    """A new session in a git worktree of its own (protocol.md "Worktrees")."""
+
+    branch: NonEmptyStr | None = None  # default `dsh/<title words>-<8 of the session id>`
+    base: NonEmptyStr | None = None  # a commit or branch to start from; default the repository's HEAD
+
+
+@dataclass(frozen=True)
 class SessionNewParams:
     cwd: str | None = None
     title: str | None = None
     mcp_servers: JsonObject | None = None  # {name: {command, args?, env?, cwd?} | {url, headers?} | null}
+    worktree: WorktreeRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,89 @@ class SessionListParams:
     cwd: str | None = None
     limit: PositiveInt | None = None  # above 1000: 1000
     before: int | None = None  # ms, exclusive
+
+
+@dataclass(frozen=True)
+class SessionDeleteParams:
+    session_id: SessionId
+    remove_worktree: bool | None = None  # true: its worktree's folder and branch go too
+
+
+@dataclass(frozen=True)
+class WorktreeState:
+    """A worktree the daemon made, as lists show it (the figures only while its folder exists)."""
+
+    path: str
+    branch: str
+    base: str  # as named when it was made ("HEAD": the repository's HEAD then)
+    repo: str  # the main work tree it belongs to (where `dsh/worktree/apply` writes)
+    exists: bool
+    changed_files: int | None = None  # files that differ from the base (commits and uncommitted work)
+    ahead: int | None = None  # commits on its branch that its base does not have
+    base_commit: str | None = None  # dsh/worktree/list only
+    session_id: str | None = None  # dsh/worktree/list only: null once its session was deleted
+
+
+@dataclass(frozen=True)
+class WorktreeListParams:
+    repo: str | None = None  # only the worktrees of this repository (its main work tree's path)
+
+
+@dataclass(frozen=True)
+class WorktreeListResult:
+    worktrees: tuple[WorktreeState, ...]
+
+
+@dataclass(frozen=True)
+class WorktreeParams:
+    """A worktree named by its session, or by its path once its session is gone: one of the two."""
+
+    session_id: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class WorktreeFile:
+    path: str
+    status: Literal["added", "modified", "deleted"]
+    added: int
+    removed: int
+    binary: bool | None = None
+
+
+@dataclass(frozen=True)
+class WorktreeDiffResult:
+    path: str
+    branch: str
+    base: str
+    base_commit: str
+    files: tuple[WorktreeFile, ...]
+    patch: str  # unified diff from the base (binary files as git's binary patches), cut at 2 MB
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class WorktreeConflict:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WorktreeApplyResult:
+    applied: bool  # false: nothing was written (`conflicts` says why)
+    files: tuple[WorktreeFile, ...] | None = None
+    conflicts: tuple[WorktreeConflict, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WorktreeKeepResult:
+    branch: str
+    commit: str  # the branch's last commit (uncommitted work committed first)
+
+
+@dataclass(frozen=True)
+class WorktreeDiscardResult:
+    branch: str  # deleted with the folder
 
 
 @dataclass(frozen=True)
@@ -720,6 +812,7 @@ class DshCapabilities:
     custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
     turn_diff: bool | None = None
     review: bool | None = None  # dsh/review/*, review/* events
+    worktrees: bool | None = None  # dsh/session/new `worktree`, dsh/worktree/*
 
 
 @dataclass(frozen=True)
@@ -750,7 +843,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
-    Method("dsh/session/delete", SessionParams, Empty, "remove a session"),
+    Method("dsh/session/delete", SessionDeleteParams, Empty, "remove a session"),
     Method("dsh/session/compact", SessionParams, SessionCompactResult, "compact the history now"),
     Method("dsh/session/rewind", SessionRewindParams, SessionRewindResult, "undo files, cut the history"),
     Method("dsh/session/checkpoints", SessionParams, SessionCheckpointsResult, "the files each turn changed"),
@@ -782,6 +875,16 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/review/start", ReviewStartParams, ReviewStartResult, "queue a read-only review turn"),
     Method("dsh/review/list", SessionParams, ReviewListResult, "a session's live review findings"),
     Method("dsh/review/dismiss", ReviewDismissParams, ReviewDismissResult, "dismiss a finding durably"),
+    Method("dsh/worktree/list", WorktreeListParams, WorktreeListResult, "the worktrees the daemon made"),
+    Method("dsh/worktree/diff", WorktreeParams, WorktreeDiffResult, "a worktree's changes from its base"),
+    Method("dsh/worktree/apply", WorktreeParams, WorktreeApplyResult, "its changes into your work tree"),
+    Method(
+        "dsh/worktree/keep",
+        WorktreeParams,
+        WorktreeKeepResult,
+        "commit it, remove the folder, keep the branch",
+    ),
+    Method("dsh/worktree/discard", WorktreeParams, WorktreeDiscardResult, "remove folder and branch"),
 )
 
 DAEMON_METHODS: dict[str, Method] = _table(

@@ -417,6 +417,7 @@ class SessionSummary:
     pending: int
     last_prompt: str | None = None
     parent_id: str | None = None  # a subagent's session: the session that started it
+    worktree: JsonObject | None = None  # a session in its own worktree: methods.WorktreeState
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,6 +136,7 @@ class DshProtocol(LanguageServerProtocol):
                 "processes": True,  # background processes: dsh/process/*, process/* events (§12)
                 "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
                 "review": True,  # dsh/review/*, review/* events
+                "worktrees": True,  # dsh/session/new `worktree`, dsh/worktree/*, `worktree` in lists
             }
         }
         return result
@@ -261,6 +262,24 @@ class Daemon:
             self._front_end = None
         elif self._early is not None:
             self._early.close()  # no host took the early sessions over: their leases go
+
+
+async def _settled(work: Awaitable[Any]) -> Any:
+    """`await work`, for a generator handler's `yield`: its exception is returned, not raised (pygls
+    would not throw it back into the generator, whose typed errors say what failed)."""
+    try:
+        return await work
+    except Exception as exc:
+        return exc
+
+
+async def _off_loop(work: Callable[..., Any], *args: Any) -> Any:
+    """`work(*args)` in a thread, for a generator handler's `yield`: its exception is returned, not
+    raised (pygls would not throw it back into the generator, whose typed errors say what failed)."""
+    try:
+        return await asyncio.to_thread(work, *args)
+    except Exception as exc:
+        return exc
 
 
 def typed_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -394,7 +413,7 @@ def register(daemon: Daemon) -> None:
 
     # ---- the dsh methods (model/methods.py declares each one's params and result) -------------------
 
-    def session_new(ls: LanguageServer, p: m.SessionNewParams) -> m.SessionNewResult:
+    def session_new(ls: LanguageServer, p: m.SessionNewParams) -> Generator[Any, Any, m.SessionNewResult]:
         method = "dsh/session/new"
         cwd = _session_cwd(ls, p.cwd, method)
         title = p.title
@@ -409,12 +428,54 @@ def register(daemon: Daemon) -> None:
                     f"whitespace (got {len(title)})"
                 )
         servers = parse_session_servers(p.mcp_servers, f"{method}: mcpServers")
-        hosted = daemon.front_end.host.create(cwd, title=title, mcp_servers=servers)
+        host = daemon.front_end.host
+        if p.worktree is None:
+            return m.SessionNewResult(host.create(cwd, title=title, mcp_servers=servers).session_id)
+        from dsh_daemon.host.worktree_sessions import create_in_worktree
+
+        wanted = p.worktree
+        made = yield (
+            _settled,
+            (create_in_worktree(host, cwd, wanted.branch, wanted.base, title=title, mcp_servers=servers),),
+            {},
+        )
+        if isinstance(made, BaseException):
+            raise made
+        hosted = made
         return m.SessionNewResult(hosted.session_id)
 
-    def session_list(ls: LanguageServer, p: m.SessionListParams) -> dict[str, Any]:
+    def session_list(ls: LanguageServer, p: m.SessionListParams) -> Generator[Any, Any, dict[str, Any]]:
         limit = None if p.limit is None else min(p.limit, LIST_MAX_LIMIT)
-        return daemon.front_end.list_sessions(_absolute(ls, p.cwd) if p.cwd else None, limit, p.before)
+        # Read at dispatch (pipelined requests behind it see the same store); a worktree's figures
+        # (git) are measured off the event loop.
+        listed = daemon.front_end.list_sessions(_absolute(ls, p.cwd) if p.cwd else None, limit, p.before)
+        ids = [row["sessionId"] for row in listed["sessions"]]
+        from dsh_daemon.host import worktree_sessions
+
+        rows = worktree_sessions.worktree_rows(daemon.front_end.host, ids) if ids else []
+        if rows:
+            figures = yield _off_loop, (worktree_sessions.figures_blocking, rows), {}
+            if isinstance(figures, dict):
+                for row in listed["sessions"]:
+                    if row["sessionId"] in figures:
+                        row["worktree"] = figures[row["sessionId"]]
+        return listed
+
+    async def worktree_list(ls: LanguageServer, p: m.WorktreeListParams) -> dict[str, Any]:
+        from dsh_daemon.host import worktree_sessions
+
+        repo = _absolute(ls, p.repo) if p.repo else None
+        return {"worktrees": await worktree_sessions.list_worktrees(daemon.front_end.host, repo)}
+
+    def worktree_method(name: str) -> Callable[..., Any]:
+        async def handler(ls: LanguageServer, p: m.WorktreeParams) -> dict[str, Any]:
+            from dsh_daemon.host import worktree_sessions
+
+            do = getattr(worktree_sessions, name)
+            result: dict[str, Any] = await do(daemon.front_end.host, p.session_id, p.path)
+            return result
+
+        return handler
 
     def session_attach(ls: LanguageServer, p: m.SessionAttachParams) -> dict[str, Any]:
         after = -1 if p.after_seq is None else p.after_seq
@@ -428,8 +489,8 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.rename(p.session_id, p.title, method="dsh/session/rename")
         return m.Empty()
 
-    def session_delete(ls: LanguageServer, p: m.SessionParams) -> m.Empty:
-        daemon.front_end.host.delete(p.session_id)
+    def session_delete(ls: LanguageServer, p: m.SessionDeleteParams) -> m.Empty:
+        daemon.front_end.host.delete(p.session_id, remove_worktree=bool(p.remove_worktree))
         return m.Empty()
 
     def session_detach(ls: LanguageServer, p: m.SessionParams) -> m.Empty:
@@ -615,6 +676,11 @@ def register(daemon: Daemon) -> None:
         "dsh/review/list": review_list,
         "dsh/review/dismiss": review_dismiss,
         "dsh/agents/list": agents_list,
+        "dsh/worktree/list": worktree_list,
+        "dsh/worktree/diff": worktree_method("diff"),
+        "dsh/worktree/apply": worktree_method("apply"),
+        "dsh/worktree/keep": worktree_method("keep"),
+        "dsh/worktree/discard": worktree_method("discard"),
         "dsh/process/output": process_output,
         "dsh/process/stop": process_stop,
         "dsh/inbox/list": inbox_list,
@@ -643,7 +709,7 @@ def register(daemon: Daemon) -> None:
         plain = params.plain_session_new(raw) if daemon._front_end is None else None
         if plain is None:
             settle()  # the declarations (and for a title the session machinery): not beside the preload
-            return typed_session_new(ls, raw)
+            return (yield from typed_session_new(ls, raw))
         cwd = _session_cwd(ls, plain[0], method)
         servers = parse_session_servers(plain[1], f"{method}: mcpServers")
         return {"sessionId": daemon.new_early(cwd, servers)}

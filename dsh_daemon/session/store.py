@@ -124,6 +124,14 @@ if TYPE_CHECKING:  # the fields as mypy checks every use; at run time the same n
         sessions: tuple[SessionInfo, ...]
         has_more: bool
 
+    class WorktreeRow(NamedTuple):
+        path: str  # the worktree's folder (absolute)
+        repo: str  # the main work tree it was added to
+        branch: str
+        base: str  # what the person named as its base ("HEAD" when nothing)
+        base_commit: str  # that base resolved when the worktree was made
+        session_id: str | None  # None: its session was deleted and the worktree kept
+
     class SharedOutputRow(NamedTuple):
         id: int
         turn: int
@@ -142,6 +150,7 @@ else:
         defaults=(None, None),
     )
     _PageRow = namedtuple("_PageRow", "sessions has_more")
+    WorktreeRow = namedtuple("WorktreeRow", "path repo branch base base_commit session_id")
     SharedOutputRow = namedtuple("SharedOutputRow", "id turn step call_id after_seq start text")
 
 
@@ -287,6 +296,15 @@ CREATE TABLE IF NOT EXISTS session_parents (
     call_id TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_parents_by_parent ON session_parents (parent_id);
+CREATE TABLE IF NOT EXISTS worktrees (
+    path TEXT PRIMARY KEY,
+    repo TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    base TEXT NOT NULL,
+    base_commit TEXT NOT NULL,
+    session_id TEXT
+);
+CREATE INDEX IF NOT EXISTS worktrees_by_session ON worktrees (session_id);
 """
 
 # A derived-state snapshot stands for the rows it was folded from (`agent/snapshot.py`): a row at or
@@ -417,8 +435,10 @@ class SessionStore:
         title: str | None,
         cwd: str | None,
         parent: tuple[str, str] | None = None,
+        worktree: WorktreeRow | None = None,
     ) -> SessionInfo:
-        """`parent`: (parent session, its call) of a subagent's session, linked in the same transaction."""
+        """`parent`: (parent session, its call) of a subagent's session; `worktree`: the git worktree
+        made for the session (its `session_id` is this one); each linked in the same transaction."""
         stamp = now_ms()
         with self.transaction() as db:
             db.execute(
@@ -427,7 +447,36 @@ class SessionStore:
             )
             if parent is not None:
                 db.execute("INSERT INTO session_parents VALUES (?,?,?)", (session_id, *parent))
+            if worktree is not None:  # recorded before it was made (`record_worktree`): now linked
+                db.execute(
+                    "INSERT OR REPLACE INTO worktrees VALUES (?,?,?,?,?,?)", (*worktree[:5], session_id)
+                )
         return self.session_info(session_id)
+
+    # ---- worktrees the daemon made (host/worktrees.py) ---------------------------------------------------
+
+    def worktree_of(self, session_id: str) -> WorktreeRow | None:
+        row = self._db.execute("SELECT * FROM worktrees WHERE session_id=?", (session_id,)).fetchone()
+        return None if row is None else WorktreeRow(*row)
+
+    def worktree_at(self, path: str) -> WorktreeRow | None:
+        row = self._db.execute("SELECT * FROM worktrees WHERE path=?", (path,)).fetchone()
+        return None if row is None else WorktreeRow(*row)
+
+    def worktrees(self) -> list[WorktreeRow]:
+        """Every worktree the daemon made and has not removed, kept or not by a session."""
+        return [WorktreeRow(*row) for row in self._db.execute("SELECT * FROM worktrees ORDER BY rowid")]
+
+    def record_worktree(self, row: WorktreeRow) -> None:
+        """A worktree about to be made, before any session has it: a crash from here on leaves it
+        listed (its folder, if made, is the person's to keep or remove), never unknown."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO worktrees VALUES (?,?,?,?,?,?)", (*row[:5], None))
+
+    def forget_worktree(self, path: str) -> None:
+        """The worktree was removed (discarded, or kept as a branch only): no record of it stays."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM worktrees WHERE path=?", (path,))
 
     def children_of(self, parent_id: str) -> list[tuple[str, str]]:
         """(child session, the parent's call that started it) of every subagent session of `parent_id`."""
@@ -497,9 +546,9 @@ class SessionStore:
         all join the page (it may exceed `limit`), so `before = <that updatedAt>` loses none."""
         where: list[str] = ["1=1"]
         args: list[Any] = []
-        if cwd is not None:
-            where.append("cwd=?")
-            args.append(cwd)
+        if cwd is not None:  # a session in a worktree of the repository at `cwd` is one of its sessions
+            where.append("(cwd=? OR session_id IN (SELECT session_id FROM worktrees WHERE repo=?))")
+            args += [cwd, cwd]
         if before is not None:
             where.append("updated_at<?")
             args.append(before)
@@ -562,6 +611,8 @@ class SessionStore:
             db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM session_parents WHERE session_id=?", (session_id,))
+            # A worktree outlives its session unless removed first: listed, never silently deleted.
+            db.execute("UPDATE worktrees SET session_id=NULL WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
         return deleted > 0
 
