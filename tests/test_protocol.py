@@ -38,7 +38,7 @@ def test_every_event_type_has_a_payload() -> None:
     live |= {ev.TOOL_OUTPUT, ev.AGENT_ERROR, ev.SESSION_LEASE, ev.PERMISSION_REQUESTED}
     live |= {ev.PERMISSION_RESOLVED, ev.MCP_STATUS, ev.SANDBOX_STATUS, ev.HOOK_FAILED, ev.HOOKS_UNTRUSTED}
     live |= {ev.TURN_DIFF}
-    live |= {ev.SUBAGENT_EVENT}
+    live |= {ev.SUBAGENT_EVENT, ev.SESSION_HANDOVER}
     assert set(PAYLOADS) == set(ev.DURABLE_TYPES) | live
 
 

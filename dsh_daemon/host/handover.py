@@ -23,6 +23,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from dsh_daemon.model.payloads import HandoverAsked
+from dsh_daemon.model.wire import LeaseHolder
+
 if TYPE_CHECKING:
     from dsh_daemon.host.sessions import SessionHost
 
@@ -37,6 +40,7 @@ class HandoverWatcher:
     def __init__(self, host: SessionHost) -> None:
         self._host = host
         self._forced: set[str] = set()  # sessions whose turn this watcher aborted for a handover
+        self._told: dict[str, str] = {}  # the asker each session's clients were told of (once per asker)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -61,14 +65,22 @@ class HandoverWatcher:
     def poll_once(self) -> None:
         host = self._host
         manager = host.manager
-        for session_id, requester, force in manager.store.handover_requests(manager.leases.holder):
+        for session_id, requester, force, pid, machine in manager.store.handover_requests(
+            manager.leases.holder
+        ):
             hosted = host.sessions.get(session_id)
             if hosted is not None and hosted.agent.running:
+                if self._told.get(session_id) != requester:
+                    # The person here learns that someone waits, and can hand over at once.
+                    self._told[session_id] = requester
+                    asked = HandoverAsked(LeaseHolder(pid, machine), force)
+                    host.front_end.deliver(session_id, asked.event(), replayed=False)
                 if force and session_id not in self._forced:
                     self._forced.add(session_id)
                     logger.info("session %s: turn aborted to hand it over to %s", session_id, requester)
                     hosted.cancel("handover", keep_inbox=True)
                 continue
             self._forced.discard(session_id)
+            self._told.pop(session_id, None)
             if host.hand_over(session_id):
                 logger.info("session %s: handed over to %s", session_id, requester)

@@ -63,7 +63,7 @@ from dsh_daemon.host.worktrees import NewWorktree
 from dsh_daemon.host.worktrees import remove_worktree as remove_worktree_folder
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
-from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, Event
+from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, TURN_END, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
@@ -83,6 +83,7 @@ from dsh_daemon.model.review import REVIEW_EVENTS, fold_reviews
 from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
+from dsh_daemon.session.logevents import last_of
 from dsh_daemon.session.store import (
     CorruptSessionError,
     SessionInfo,
@@ -521,8 +522,9 @@ class SessionHost:
                 ),
             )
         self._enter_deferred_sends(hosted)
-        if session_id in self.forced:
-            # The holder's turn was aborted to hand it over; what was queued behind it is what the
+        if session_id in self.forced or _ended_for_handover(hosted):
+            # The holder's turn was aborted to hand it over (forced by this asker, or let go at once
+            # by the person there: `dsh/session/handOver`); what was queued behind it is what the
             # person asked next, which the holder would have run after that turn: it runs here now.
             self.forced.discard(session_id)
             hosted.wake()
@@ -767,6 +769,20 @@ class SessionHost:
             if force:
                 self.forced.add(session_id)
         self.follower.poll_once(session_id)  # nobody drives it (or it was handed over already): now
+
+    def hand_over_now(self, session_id: str) -> None:
+        """The driver's side of a waiting take-over (`dsh/session/handOver`): let the session go at
+        once, as a forcing request would (the turn here ends `aborted {cause: "handover"}`, the queue
+        is kept for the asker to run). `invalid_params` when nobody asks for it."""
+        hosted = self.sessions.get(session_id)
+        if hosted is None or hosted.agent.log.lease_lost is not None:
+            self.manager.info(session_id)  # an unknown session is an error
+            raise invalid_params(
+                f"session {shown(session_id)} is not driven here: there is nothing to hand over"
+            )
+        if not self.manager.store.force_handover(session_id, self.manager.leases.holder):
+            raise invalid_params(f"nobody asked to take session {shown(session_id)} over")
+        self.handover.poll_once()
 
     def check_holder_answers(self, session_id: str) -> None:
         """Raise `session_busy` (`reason: "silent"`, naming the holder) when the process holding the
@@ -1288,3 +1304,10 @@ def _logged_message_ids(events: Sequence[Event]) -> set[str]:
                 if isinstance(item.get("id"), str):
                     ids.add(item["id"])
     return ids
+
+
+def _ended_for_handover(hosted: HostedSession) -> bool:
+    """Whether the session's last turn ended aborted to hand it over (its queue then waits here)."""
+    event = last_of(hosted.agent.log.events, TURN_END)
+    reason = event.data.get("reason") if event is not None else None
+    return isinstance(reason, dict) and reason.get("kind") == "aborted" and reason.get("cause") == "handover"

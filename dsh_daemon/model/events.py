@@ -101,6 +101,7 @@ TOOL_OUTPUT = "tool/output"
 AGENT_ERROR = "agent/error"
 # live, from the host and the front ends rather than the agent
 SESSION_LEASE = "session/lease"  # who drives a session followed read-only
+SESSION_HANDOVER = "session/handover"  # another process asks the driver here to let a session go
 PERMISSION_REQUESTED = "permission/requested"
 PERMISSION_RESOLVED = "permission/resolved"
 MCP_STATUS = "mcp/status"

@@ -813,6 +813,7 @@ class DshCapabilities:
     turn_diff: bool | None = None
     review: bool | None = None  # dsh/review/*, review/* events
     worktrees: bool | None = None  # dsh/session/new `worktree`, dsh/worktree/*
+    hand_over: bool | None = None  # `session/handover` to the driver, dsh/session/handOver
 
 
 @dataclass(frozen=True)
@@ -841,6 +842,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/models/list", Empty, ModelsListResult, "the configured models"),
     Method("dsh/session/setMode", SessionSetModeParams, Empty, "ask, accept-edits or plan"),
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
+    Method("dsh/session/handOver", SessionParams, Empty, "let a session another process asks for go now"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
     Method("dsh/session/delete", SessionDeleteParams, Empty, "remove a session"),

@@ -524,6 +524,16 @@ class LeaseChanged(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class HandoverAsked(Payload):
+    """To the connections driving a session: another process asked to take it over while a turn runs
+    here (once per request); `dsh/session/handOver` lets it go at once."""
+
+    TYPE: ClassVar[str] = ev.SESSION_HANDOVER
+    requester: LeaseHolder
+    force: bool  # true: the turn here is being ended for it (it asked with force)
+
+
+@dataclass(frozen=True, slots=True)
 class PermissionRequested(PermissionAsked, Payload):
     TYPE: ClassVar[str] = ev.PERMISSION_REQUESTED
 
@@ -659,6 +669,7 @@ PAYLOADS: dict[str, Any] = {
         ToolOutput,
         AgentErrored,
         LeaseChanged,
+        HandoverAsked,
         PermissionRequested,
         PermissionResolved,
         McpStatusChanged,

@@ -131,6 +131,7 @@ class DshProtocol(LanguageServerProtocol):
                 "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
                 "persistWidening": True,  # `persist` in a permission answer: a widening saved (§16)
                 "takeOver": True,  # dsh/session/takeOver (§3)
+                "handOver": True,  # session/handover to the driver, dsh/session/handOver (§3)
                 "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
                 "models": True,  # dsh/models/list (§1)
                 "processes": True,  # background processes: dsh/process/*, process/* events (§12)
@@ -511,6 +512,10 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.take_over(p.session_id, force=p.force)
         return m.Empty()
 
+    def session_hand_over(ls: LanguageServer, p: m.SessionParams) -> m.Empty:
+        daemon.front_end.host.hand_over_now(p.session_id)
+        return m.Empty()
+
     async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return await daemon.front_end.session(p.session_id).compact()
 
@@ -653,6 +658,7 @@ def register(daemon: Daemon) -> None:
         "dsh/session/attach": session_attach,
         "dsh/session/detach": session_detach,
         "dsh/session/takeOver": session_take_over,
+        "dsh/session/handOver": session_hand_over,
         "dsh/session/setMode": session_set_mode,
         "dsh/models/list": models_list,
         "dsh/session/transcript": session_transcript,

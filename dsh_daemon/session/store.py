@@ -958,14 +958,26 @@ class SessionStore:
                 (session_id, requester, pid, host, int(force), now_ms()),
             )
 
-    def handover_requests(self, holder: str) -> list[tuple[str, str, bool]]:
-        """`(session_id, requester, force)` for each session `holder` leases that another asks for."""
+    def handover_requests(self, holder: str) -> list[tuple[str, str, bool, int, str]]:
+        """`(session_id, requester, force, pid, host)` for each session `holder` leases that another
+        asks for (`pid`, `host`: the asking process)."""
         rows = self._db.execute(
-            "SELECT h.session_id, h.requester, h.force FROM handovers h JOIN leases l "
+            "SELECT h.session_id, h.requester, h.force, h.pid, h.host FROM handovers h JOIN leases l "
             "ON l.session_id = h.session_id WHERE l.holder=? AND h.requester<>?",
             (holder, holder),
         ).fetchall()
-        return [(str(sid), str(requester), bool(force)) for sid, requester, force in rows]
+        return [(str(sid), str(who), bool(force), int(pid), str(host)) for sid, who, force, pid, host in rows]
+
+    def force_handover(self, session_id: str, holder: str) -> bool:
+        """The holder lets go at once: the session's pending request becomes a forcing one. False
+        when nobody asks for the session (or `holder` does not hold its lease)."""
+        with self.transaction() as db:
+            changed = db.execute(
+                "UPDATE handovers SET force=1 WHERE session_id=? AND requester<>? AND EXISTS "
+                "(SELECT 1 FROM leases l WHERE l.session_id=? AND l.holder=?)",
+                (session_id, holder, session_id, holder),
+            ).rowcount
+        return changed > 0
 
     def hand_over_lease(self, session_id: str, holder: str) -> bool:
         """Pass `holder`'s lease to the requester of the session's handover, in one transaction (no

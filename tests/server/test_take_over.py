@@ -160,3 +160,42 @@ async def test_take_over_needs_an_attached_session(tmp_path: Path, fake: FakeDee
     finally:
         await stop_daemon(first)
         await stop_daemon(second)
+
+
+async def test_the_driver_is_told_who_waits_and_can_hand_over_at_once(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 36.1: a take-over waiting for a running turn is no longer silent where the turn runs. The
+    driving connection gets a live `session/handover` naming the asking process, once, and
+    `dsh/session/handOver` lets the session go at once: its turn ends aborted (handover), its queue
+    is kept and runs in the process that asked, by itself (as a forced take-over does)."""
+    state = tmp_path / "state"
+    first, second = await start_daemon(state, fake), await start_daemon(state, fake)
+    try:
+        fake.script(Reply.stream(text_stream(["x"] * 30), gate_after=(3, "never")), text_reply("queued done"))
+        sid = await first.new_session()
+        await first.request("dsh/followup", {"sessionId": sid, "message": {"content": "hang"}})
+        await first.wait_event(sid, "assistant/delta")  # its request holds the hanging reply
+        with pytest.raises(JsonRpcException) as nobody:
+            await first.request("dsh/session/handOver", {"sessionId": sid})
+        assert "nobody asked to take session" in str(nobody.value)
+        await first.request(
+            "dsh/followup", {"sessionId": sid, "message": {"id": "q-1", "content": "then this"}}
+        )
+        await second.request("dsh/session/attach", {"sessionId": sid})
+        await second.request("dsh/session/takeOver", {"sessionId": sid})
+        asked = await first.wait_event(sid, "session/handover")
+        assert asked["data"]["force"] is False and asked["data"]["requester"]["pid"] > 0
+        assert "seq" not in asked  # live only
+        await first.request("dsh/session/handOver", {"sessionId": sid})
+        await second.wait_for(lambda: {"holder": None, "readOnly": False} in leases(second, sid))
+        reasons = await second.wait_idle_turn(sid, 2)
+        assert reasons == [{"kind": "aborted", "cause": "handover"}, {"kind": "completed"}]
+        assert [c["data"]["message"]["id"] for c in second.of(sid, "agent/inbox/claimed")][-1:] == ["q-1"]
+        assert len(first.of(sid, "session/handover")) == 1  # told once
+        # The first now follows read-only, naming the new driver.
+        await first.wait_for(lambda: any(lease.get("readOnly") for lease in leases(first, sid)))
+    finally:
+        fake.open_gate("never")
+        await stop_daemon(first)
+        await stop_daemon(second)

@@ -207,6 +207,7 @@ export interface EventDataMap {
   /** Stored: a widening of the commands' sandbox the person granted (protocol.md "Sandbox"). */
   'sandbox/widened': { callId: string; command: string; reason: string; writable: string[]; network: string[]; unconfined: boolean; scope: 'once' | 'session' };
   'session/lease': { holder: { pid: number; host: string } | null; readOnly: boolean };
+  'session/handover': { requester: { pid: number; host: string }; force: boolean };
   'session/title': { title: string };
   'context/usage': { turn: number; step: number; used: number; window: number | null };
   'permission/requested': Omit<PermissionRequest, 'sessionId'>;
