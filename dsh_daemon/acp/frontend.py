@@ -358,6 +358,7 @@ class AcpFrontEnd:
     def send(self, session_id: str, parts: PromptParts, preset: str) -> str:
         """`parts` sent the way `preset` (followup, steer, inject) sends."""
         target, wakeup = PRESETS[preset]
+        self.host.refuse_a_childs_changes(session_id)  # a subagent's session is its parent's to drive
         self._mark_sent(session_id, parts)
         return self.session(session_id).send(parts.message, target, wakeup, parts.attachments, preset)
 
@@ -365,6 +366,7 @@ class AcpFrontEnd:
         """Queue a followup; the future resolves with the answer of the turn that claims it. A session
         another process drives keeps the prompt durably until that process lets go (then it runs here;
         or in whichever process drives the session next, should this one end first)."""
+        self.host.refuse_a_childs_changes(session_id)  # a subagent's session is its parent's to drive
         view = self.viewing.get(session_id)
         if view is not None and session_id not in self.driven:
             self.host.check_holder_answers(session_id)  # no handover will come from a silent holder

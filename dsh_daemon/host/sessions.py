@@ -133,6 +133,7 @@ class Attached:
     sandbox: dict[str, Any] | None = None  # the session's `sandbox/status` data, once probed
     plan: PlanUpdated | None = None  # the current plan (model/plan.py): a client shows it whatever it replays
     hooks_untrusted: dict[str, Any] | None = None  # the project's hooks waiting for trust (`hooks/untrusted`)
+    parent_id: str | None = None  # a subagent's session: followed read-only, its parent drives it
 
 
 class SessionHost:
@@ -895,7 +896,8 @@ class SessionHost:
             return Attached(info.status, info.title, info.last_seq, inbox, holder=exc, mode=mode, plan=plan)
         # Replay from memory (it includes events not yet written behind) and subscribe together.
         self.follow(hosted, after_seq, replay=replay)
-        title = self.manager.info(session_id).title
+        info = self.manager.info(session_id)
+        title = info.title
         return Attached(
             hosted.status,
             title,
@@ -906,6 +908,7 @@ class SessionHost:
             sandbox=None if (status := hosted.sandbox_status()) is None else status.data(),
             plan=current_plan(hosted.agent.log.events),
             hooks_untrusted=None if (waiting := hosted.tools.hooks.untrusted) is None else waiting.data(),
+            parent_id=info.parent_id,
         )
 
     def _nobody_drives(self, session_id: str) -> bool:
@@ -1105,8 +1108,23 @@ class SessionHost:
             return hosted.mode
         return self.stored_mode(session_id)
 
+    def refuse_a_childs_changes(self, session_id: str) -> None:
+        """A subagent's session is driven by its parent's `run_subagent` call: a client may follow it
+        (attach answers `readOnly`), not send to it or change it (`session_busy`, `reason:
+        "subagent"`, naming the parent). Raises `unknown_session` for an unknown id."""
+        parent_id = self.manager.info(session_id).parent_id
+        if parent_id is not None:
+            raise session_busy_because(
+                session_id,
+                f"it is a subagent's session, driven by its parent {parent_id[:8]}'s run_subagent call; "
+                "it can be followed, not changed (send to the parent)",
+                reason="subagent",
+                parentId=parent_id,
+            )
+
     def set_mode(self, session_id: str, mode: str, *, method: str) -> None:
         """Drives the session (another process's: `session_busy`)."""
+        self.refuse_a_childs_changes(session_id)
         if mode not in SESSION_MODES:
             raise invalid_params(
                 f"{method}: mode must be one of {', '.join(SESSION_MODES)}, not {shown(mode)}"
@@ -1173,6 +1191,7 @@ class SessionHost:
     ) -> dict[str, Any]:
         """Restore the files the agent changed since turn `before_turn` began and/or cut the
         conversation back to then (host/history.py); refused while a turn runs."""
+        self.refuse_a_childs_changes(session_id)
         return await history.rewind(
             self, session_id, before_turn, files=files, conversation=conversation, force=force
         )

@@ -241,6 +241,7 @@ class SessionAttachResult:
     mcp_servers: tuple[McpServerStatus, ...] | None = None
     read_only: bool | None = None
     holder: Annotated[JsonObject, SchemaAs(HolderInfo)] | None = None
+    parent_id: str | None = None  # a subagent's session: read-only, its parent's call drives it
     mode: SessionMode | None = None  # flag `modes` (§3)
     sandbox: SandboxState | None = None  # where its commands run ("Sandbox"), once probed
     plan: PlanUpdated | None = None  # the current plan (§7 `plan/updated`); absent: none

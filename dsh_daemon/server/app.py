@@ -517,7 +517,7 @@ def register(daemon: Daemon) -> None:
         return m.Empty()
 
     async def session_compact(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
-        return await daemon.front_end.session(p.session_id).compact()
+        return await daemon.front_end.driven(p.session_id).compact()
 
     async def session_rewind(ls: LanguageServer, p: m.SessionRewindParams) -> dict[str, Any]:
         return await daemon.front_end.host.rewind(
@@ -566,7 +566,7 @@ def register(daemon: Daemon) -> None:
         # A generator handler: pygls runs it up to its first `yield` while it dispatches the frame, so
         # the cancel acts on what was running when it arrived. (An `async def` would run only after the
         # frames pipelined behind it, and abort the turn a following send had just started.)
-        session = daemon.front_end.session(p.session_id)
+        session = daemon.front_end.driven(p.session_id)
         session.cancel(p.cause, keep_inbox=p.keep_inbox, stop_processes=p.stop_processes)
         yield session.until_settled, (), {}
         return m.Empty()
@@ -596,13 +596,13 @@ def register(daemon: Daemon) -> None:
         )
 
     def wake(ls: LanguageServer, p: m.SessionParams) -> m.WakeResult:
-        return m.WakeResult(daemon.front_end.session(p.session_id).wake())
+        return m.WakeResult(daemon.front_end.driven(p.session_id).wake())
 
     def inbox_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return daemon.front_end.host.inbox(p.session_id)
 
     def inbox_remove(ls: LanguageServer, p: m.InboxRemoveParams) -> m.InboxRemoveResult:
-        return m.InboxRemoveResult(daemon.front_end.session(p.session_id).remove(p.message_id))
+        return m.InboxRemoveResult(daemon.front_end.driven(p.session_id).remove(p.message_id))
 
     def inbox_replace(ls: LanguageServer, p: m.InboxReplaceParams) -> m.SendResult:
         method = "dsh/inbox/replace"
@@ -610,12 +610,12 @@ def register(daemon: Daemon) -> None:
         specs = params.context_refs(p.context, method)
         front_end = daemon.front_end
         attachments = None if specs is None else front_end.context_messages(p.session_id, specs)
-        front_end.session(p.session_id).replace(p.message_id, message, attachments)
+        front_end.driven(p.session_id).replace(p.message_id, message, attachments)
         return m.SendResult(message.id, tuple(a.id for a in attachments or ()) or None)
 
     def inbox_move(ls: LanguageServer, p: m.InboxMoveParams) -> m.Empty:
         index = -1 if p.index is None else p.index
-        daemon.front_end.session(p.session_id).move(p.message_id, p.target, index)
+        daemon.front_end.driven(p.session_id).move(p.message_id, p.target, index)
         return m.Empty()
 
     def permissions_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:

@@ -87,6 +87,12 @@ class LspFrontEnd:
         """The session, driven by this process (opened if needed)."""
         return self.host.session(session_id)
 
+    def driven(self, session_id: str) -> HostedSession:
+        """The session, for a request that changes it: a subagent's session is refused (its parent
+        drives it; it can only be followed)."""
+        self.host.refuse_a_childs_changes(session_id)
+        return self.host.session(session_id)
+
     # ---- the front-end port (host/port.py) ---------------------------------------------------------
 
     def document_source(self, session_id: str, workspace: Workspace) -> DocumentSource:
@@ -209,6 +215,9 @@ class LspFrontEnd:
             result["readOnly"] = True
             # {pid, host} as in `session/lease`, beside the session_busy data it used to be alone
             result["holder"] = {"pid": holder.pid, "host": holder.host, **data}
+        elif attached.parent_id is not None:  # a subagent's: followed, never driven by a client
+            result["readOnly"] = True
+            result["parentId"] = attached.parent_id
         elif attached.from_store:
             result["permissionRequests"] = []  # nothing is open: nobody drives the session
         else:
@@ -235,7 +244,7 @@ class LspFrontEnd:
     def context_add(self, session_id: str, spec: ContextRef, delivery: str) -> str:
         (message,) = self.context_messages(session_id, (spec,))
         target, wakeup = PRESETS[delivery]
-        return self.session(session_id).send(message, target, wakeup, verb="context")
+        return self.driven(session_id).send(message, target, wakeup, verb="context")
 
     def send(
         self,
@@ -248,7 +257,7 @@ class LspFrontEnd:
     ) -> tuple[str, tuple[UserMessage, ...]]:
         """The message queued with its editor context, read now; (its id, the context messages)."""
         attachments = self.context_messages(session_id, specs) if specs else ()
-        return self.session(session_id).send(message, target, wakeup, attachments, verb), attachments
+        return self.driven(session_id).send(message, target, wakeup, attachments, verb), attachments
 
     def context_messages(self, session_id: str, specs: Sequence[ContextRef]) -> tuple[UserMessage, ...]:
         """Editor messages for `specs`, built now: the text as it is at this moment, in the order

@@ -410,3 +410,39 @@ async def test_a_named_agent_runs_with_its_instructions_and_tools_and_is_listed(
     assert "REVIEWER-INSTRUCTIONS: be strict." in str(first_user) and "CHILD-REVIEW" in str(first_user)
     assert not {t["function"]["name"] for t in child["tools"]} & {"edit_file", "run_command"}
     await stop_daemon(d)
+
+
+async def test_a_running_child_can_be_followed_read_only_never_sent_to(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """A subagent's session is attachable while it runs, read-only (its parent's call drives it): the
+    attach says so and names the parent; a send, a cancel, a queue edit or a mode change of it is
+    refused with `session_busy` naming the parent, and the child goes on untouched."""
+    d = await start_daemon(tmp_path / "state", fake)
+    sid = await d.new_session()
+    fake.script(delegate(("c1", "slow", "CHILD-SLOW: think forever", {})))
+    fake.script_for("CHILD-SLOW", Reply(actions=(Stall(),)))
+    await prompt(d, sid)
+    await d.wait_for(lambda: bool(d.of(sid, "subagent/started")))
+    child = d.of(sid, "subagent/started")[0]["data"]["childId"]
+    attached = await d.request("dsh/session/attach", {"sessionId": child})
+    assert attached["readOnly"] is True and attached["parentId"] == sid
+    refusals = []
+    for method, params in (
+        ("dsh/followup", {"sessionId": child, "message": {"content": "psst"}}),
+        ("dsh/cancel", {"sessionId": child}),
+        ("dsh/wake", {"sessionId": child}),
+        ("dsh/session/setMode", {"sessionId": child, "mode": "plan"}),
+    ):
+        try:
+            await d.request(method, params)
+        except Exception as exc:
+            refusals.append(str(exc))
+    assert len(refusals) == 4 and all("subagent's session" in r and sid[:8] in r for r in refusals), refusals
+    assert not [e for e in d.of(child, "user/message") if "psst" in str(e["data"])]
+    assert not [e for e in d.of(sid, "subagent/finished")]  # still running
+    await d.request("dsh/cancel", {"sessionId": sid})  # the parent's cancel still reaches it
+    await d.wait_idle_turn(sid)
+    (finished,) = d.of(sid, "subagent/finished")
+    assert finished["data"]["status"] == "cancelled"
+    await stop_daemon(d)
