@@ -66,16 +66,18 @@ async function changedFiles(): Promise<void> {
   );
   await box.fill('Change lines 3, 12 and 21');
   await box.press('Enter');
-  // Each edit asks first: Allow once, as a person would.
+  // Each edit asks first: Allow once, as a person would. The bar follows the turn live.
+  const bar = c.locator('.changed-files');
   for (let i = 0; i < 3; i++) {
     const allow = c.getByRole('button', { name: 'Allow once' }).first();
     await allow.waitFor({ timeout: 60000 });
     await page.waitForTimeout(700); // the card's buttons arm after 600 ms
     await allow.click();
     await expect.poll(() => c.getByRole('button', { name: 'Allow once' }).count(), { timeout: 30000 }).toBeLessThan(3 - i);
+    // While the next edit waits for its answer, the turn's first change is in the bar already.
+    if (i === 0) await expect.poll(() => bar.locator('.changed-summary').textContent(), { timeout: 30000 }).toMatch(/^1 changed file so far\+\d−\d1 to review$/);
   }
   await expect.poll(() => c.locator('.msg.assistant', { hasText: 'Three changes made.' }).count(), { timeout: 90000 }).toBe(1);
-  const bar = c.locator('.changed-files');
   await expect.poll(() => bar.locator('.changed-summary').textContent(), { timeout: 30000 }).toBe('1 changed file+4−33 to review');
   const row = bar.locator('.changed-file', { hasText: 'app.py' });
   expect(await row.locator('.changed-counts').textContent()).toBe('+4−3');
@@ -143,6 +145,17 @@ async function changedFiles(): Promise<void> {
   await expect.poll(() => readFileSync(join(cs.ws, 'app.py'), 'utf8'), { timeout: 15000 })
     .toBe(APP.replace('line_21 = 21\n', 'line_21 = 2100 # checked\n') + MINE + '\n');
   await sidebarShot('dark-conflict');
+
+  // ---- Keep, from the bar: what is left (hunk 3) is marked reviewed; the file is not touched.
+  await row.getByRole('button', { name: 'Keep' }).click();
+  await expect.poll(() => row.locator('.changed-state').textContent(), { timeout: 30000 }).toBe('✓');
+  expect(await bar.locator('.changed-pending').textContent()).toBe('reviewed');
+  expect(await bar.locator('.changed-note').textContent()).toBe('Kept hunk 3 of app.py.');
+  expect(readFileSync(join(cs.ws, 'app.py'), 'utf8')).toBe(APP.replace('line_21 = 21\n', 'line_21 = 2100 # checked\n') + MINE + '\n');
+  // The light theme: the same bar.
+  await cs.writeSettings({ ...cs.settings(), 'workbench.colorTheme': 'Default Light Modern' });
+  await page.locator('.monaco-workbench.vs:not(.vs-dark)').waitFor({ timeout: 30000 });
+  await sidebarShot('light-reviewed');
   await cs.runCommand('View: Close All Editors');
 }
 
@@ -173,12 +186,6 @@ async function subagent(): Promise<void> {
   expect(await call.evaluate((li) => li.className)).toContain('ok');
   expect(await card.locator('.subagent-summary-text').textContent()).toBe('The project builds with make (notes.txt).');
   await card.scrollIntoViewIfNeeded();
-  await sidebarShot('subagent-dark');
-
-  // ---- The light theme: the same panel, both bars.
-  await cs.writeSettings({ ...cs.settings(), 'workbench.colorTheme': 'Default Light Modern' });
-  await cs.page.locator('.monaco-workbench.vs:not(.vs-dark)').waitFor({ timeout: 30000 });
-  await card.scrollIntoViewIfNeeded();
   await sidebarShot('subagent-light');
 
   // ---- Reload Window: the card is drawn again from what is stored: the description, state and
@@ -196,4 +203,9 @@ async function subagent(): Promise<void> {
   expect(await again.locator('.subagent-call .subagent-call-args').textContent()).toBe('notes.txt');
   await again.scrollIntoViewIfNeeded();
   await sidebarShot('subagent-light-reloaded');
+  // And dark.
+  await cs.writeSettings({ ...cs.settings(), 'workbench.colorTheme': 'Default Dark Modern' });
+  await cs.page.locator('.monaco-workbench.vs-dark').waitFor({ timeout: 30000 });
+  await again.scrollIntoViewIfNeeded();
+  await sidebarShot('subagent-dark-reloaded');
 }
