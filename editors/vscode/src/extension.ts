@@ -8,10 +8,11 @@ import { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { SessionInfo } from './protocol/types';
 import { ReviewFindings } from './reviewFindings';
+import { TurnDiffs } from './turnDiffView';
 
 let daemon: Daemon | undefined;
 
-export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon; review: ReviewFindings } {
+export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon; review: ReviewFindings; turnDiffs: TurnDiffs } {
   const output = vscode.window.createOutputChannel('dsh', { log: true });
   daemon = new Daemon(ctx, output);
   const permissions = new Permissions(
@@ -121,6 +122,21 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   });
   cmd('dsh.review.askFix', (findingId: string) => review.askFix(findingId));
   cmd('dsh.review.dismiss', (findingId: string) => review.dismiss(findingId));
+  // The last turn's changed files: the chat's bar, a diff editor per file, Keep / Undo CodeLens.
+  const turnDiffs = new TurnDiffs({
+    changed: (sessionId, summary) => { if (p.model.sessionId === sessionId) p.dispatch({ kind: 'turnDiff', diff: summary }); },
+    said: (sessionId, text, warning) => p.sayTurnDiff(sessionId, text, warning),
+    log: (line) => output.info(line),
+  });
+  ctx.subscriptions.push(turnDiffs);
+  p.turnFiles = turnDiffs;
+  const showTurnDiff = (sessionId: string | null | undefined) => turnDiffs.show(d.client, sessionId ?? undefined)
+    .catch((err) => output.error(`turn diff: ${err?.message ?? err}`));
+  ctx.subscriptions.push(p.onDidShowSession((id) => void showTurnDiff(id)));
+  ctx.subscriptions.push(d.onReady(() => void showTurnDiff(p.model.sessionId)));
+  cmd('dsh.turnDiff.open', (file: string) => turnDiffs.open(file));
+  cmd('dsh.turnDiff.keep', (file: string, hunks?: number[]) => turnDiffs.keep(file, hunks));
+  cmd('dsh.turnDiff.undo', (file: string, hunks?: number[]) => turnDiffs.undo(file, hunks));
   cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
   cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));
 
@@ -140,7 +156,7 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       else if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.serverCommand');
     });
   });
-  return { panel: p, daemon: d, review };
+  return { panel: p, daemon: d, review, turnDiffs };
 }
 
 /** The session's cwd (its findings' paths are relative to it); the workspace folder when the

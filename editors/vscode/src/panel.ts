@@ -22,6 +22,8 @@ import { chatHtml } from './webviewHtml';
 const SESSION_KEY = 'dsh.sessionId';
 export const BATCH_MS = 50;
 const LONG_REPLY = 32_000;
+/** run_subagent cards whose child's steps are read again when a session opens (the newest ones). */
+const SUBAGENT_REPLAY = 20;
 const LONG_REPLY_BATCH_MS = 200;
 const FLUSH_AT_ONCE = new Set(['assistant/message', 'turn/end']);
 
@@ -59,7 +61,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private batch: Action[] = [];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private pendingChips: Chip[] = [];
-  private connection: ConnectionState = { state: 'starting' };
+  private connection: ConnectionState = { state: 'starting', root: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
   private subscribed = new WeakSet<DshClient>();
   private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
   private inboxTimer: ReturnType<typeof setTimeout> | undefined;
@@ -72,6 +74,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private readonly sessionShown = new vscode.EventEmitter<string | null>();
   /** The session shown changed (another one opened, a new one, none). */
   readonly onDidShowSession = this.sessionShown.event;
+  /** What the "Changed files" bar's rows do (the editor's side of a turn's diff, set by activate). */
+  turnFiles: { open(path: string): Promise<void>; keep(path: string): Promise<void>; undo(path: string): Promise<unknown> } | undefined;
 
   constructor(private readonly ctx: vscode.ExtensionContext, private readonly daemon: Daemon, private readonly permissions: Permissions) {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
@@ -160,6 +164,11 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.batch = [];
     this.post({ type: 'snapshot', model: this.model, connection: this.connection });
     if (this.pendingChips.length) this.post({ type: 'chips', chips: this.pendingChips.splice(0) });
+  }
+
+  /** Says in the chat's "Changed files" bar what a keep or an undo did. */
+  sayTurnDiff(sessionId: string, text: string, warning: boolean): void {
+    this.post({ type: 'turnDiffNote', sessionId, text, warning });
   }
 
   /** Drops the oldest turns when the model holds too many (at a turn's end: not while it streams). */
@@ -263,6 +272,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       if (res.readOnly) this.log('the session is driven by another process: shown read-only');
       // Requests this window still holds for the session (it asked while another session was shown).
       for (const request of this.permissions.openFor(id)) this.dispatch({ kind: 'permission', request });
+      // Subagents of the turns the page drew: their steps from each child's own stored transcript.
+      if (fresh) void this.replaySubagents(client, id);
       // Background processes started before the events replayed (a transcript page) are listed.
       if (client.features?.processes && !res.readOnly) {
         const { processes } = await client.processList(id).catch(() => ({ processes: undefined }));
@@ -287,6 +298,24 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       }
     }
     this.sendSnapshot();
+  }
+
+  /** The newest SUBAGENT_REPLAY `run_subagent` cards that know no step of their child (drawn from a
+   *  transcript page) get them from the child's session (a read of the store; the child stays closed). */
+  private async replaySubagents(client: DshClient, id: string): Promise<void> {
+    const cards = this.model.items.filter((it) => it.kind === 'tool' && it.name === 'run_subagent' && !it.subagent?.calls.length).slice(-SUBAGENT_REPLAY);
+    for (const it of cards) {
+      if (it.kind !== 'tool') continue;
+      const childId = it.subagent?.childId ?? it.meta?.childId;
+      if (typeof childId !== 'string' || !childId) continue;
+      try {
+        const page = await client.transcript(childId, { limit: 5 });
+        if (this.model.sessionId !== id) return;
+        this.dispatch({ kind: 'subagentTranscript', callId: it.callId, page });
+      } catch (err) {
+        this.log(`the subagent session of a run_subagent call could not be read: ${(err as Error)?.message ?? err}`);
+      }
+    }
   }
 
   async ensureSession(): Promise<{ client: DshClient; sessionId: string }> {
@@ -734,6 +763,13 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'inboxMove': { const { client, sessionId } = await this.drivable(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
       case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true, m.unsaved); return;
       case 'setSandboxMode': return this.setSandboxMode(m.mode);
+      case 'turnFile': {
+        const t = this.turnFiles;
+        if (!t) return;
+        if (m.action === 'open') return t.open(m.path);
+        await (m.action === 'keep' ? t.keep(m.path) : t.undo(m.path));
+        return;
+      }
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(m.uri));

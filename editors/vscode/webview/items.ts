@@ -7,6 +7,7 @@ import type { ToolResultMeta, TurnEndReason } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { el } from './dom';
 import { MarkdownView } from './markdown';
+import { subagentCard } from './subagentCard';
 
 /** An item's DOM; `update` is given the item again when its rev changed. */
 export interface ItemView { node: HTMLElement; rev: number; update(it: Item): void }
@@ -257,6 +258,8 @@ function toolNode(it: ToolItem): HTMLElement {
   // The person changed the proposal before allowing it: the diff below is their version.
   if (it.meta?.editedByUser) d.append(el('div', 'edited-by-you', `✎ You changed the proposal before accepting it: ${(it.meta.path ?? '').split('/').pop() || 'the file'} holds your version.`));
   if (it.meta?.diff) d.append(diffBlock(it.meta.diff));
+  // A subagent: its nested card says what it did and gave back (the summary is the call's result).
+  if (it.name === 'run_subagent') { d.classList.add('has-subagent'); d.append(subagentCard(it)); return d; }
   if (it.result && it.status !== 'running') {
     const det = el('details', 'result');
     const sum = el('summary', undefined, it.error ? friendlyToolError(it.error.code) : 'result');
@@ -285,7 +288,7 @@ export function toolSummary(args: unknown): string {
   if (typeof a.symbol === 'string' && typeof a.path === 'string') {
     return `${a.symbol}  ${a.path.split('/').pop()}${typeof a.line === 'number' ? `:${a.line}` : ''}`.slice(0, 120);
   }
-  return String(a.command ?? a.path ?? a.pattern ?? a.glob ?? a.query ?? '').slice(0, 120);
+  return String(a.command ?? a.path ?? a.pattern ?? a.glob ?? a.query ?? a.description ?? '').slice(0, 120);
 }
 
 /** What the agent was told beyond the tool's own answer, worth seeing without opening the result:

@@ -6,6 +6,7 @@ import type { ConnectionState, HostToWebview, PanelAction, WebviewToHost } from 
 import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
 import type { Escalation, HooksUntrusted, Inbox, PermissionRequest, Plan, ProcessInfo, ProcessOutput, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
+import { ChangedFilesBar } from './changedFiles';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
@@ -95,6 +96,8 @@ const view = new TranscriptView({
 const transcriptBox = el('div', 'transcript-box');
 transcriptBox.append(view.scroller, view.pill);
 
+// The last turn's changed files (daemons with `turnDiff`), under the transcript.
+const changedFiles = new ChangedFilesBar(post);
 const permissionsEl = el('div', 'permissions');
 // The agent's plan, pinned above the composer while a turn runs; collapsible (the details element
 // keeps its state across updates).
@@ -171,7 +174,7 @@ const composer = new Composer({
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
-app.append(header, transcriptBox, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
+app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
@@ -250,6 +253,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'commands': composer.commandResults(m.id, m.commands); return;
     case 'processOutput': if (m.sessionId === model.sessionId) showProcessOutput(m.processId, m.output, m.error); return;
+    case 'turnDiffNote': if (m.sessionId === model.sessionId) changedFiles.note(m.text, m.warning); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
     case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
@@ -274,6 +278,7 @@ function render(): void {
   renderPermissions();
   renderHooks();
   renderProcesses();
+  changedFiles.render({ diff: model.turnDiff, running: model.status === 'running', readOnly: model.readOnly, root: connection.root });
   renderPlan();
   renderQueue(false);
   renderControls();
@@ -551,6 +556,7 @@ function permissionCard(p: PermissionRequest): HTMLElement {
   const d = el('div', 'permission');
   d.setAttribute('role', 'group');
   d.setAttribute('aria-label', `Permission: ${p.title || p.tool}`);
+  if (p.subagent) d.append(el('div', 'permission-subagent', `Asked by the subagent “${p.subagent.description}”`));
   d.append(el('div', 'permission-title', p.title || p.tool));
   if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
   const name = (p.preview?.path ?? '').split('/').pop() || 'the file';
@@ -598,6 +604,7 @@ function escalationCard(p: PermissionRequest, esc: Escalation): HTMLElement {
   const head = el('div', 'permission-title');
   head.append(shieldIcon(), el('span', undefined, esc.unconfined ? 'Run a command without the sandbox?' : 'Widen the sandbox for a command?'));
   d.append(head);
+  if (p.subagent) d.append(el('div', 'permission-subagent', `Asked by the subagent “${p.subagent.description}”`));
   if (p.preview?.command !== undefined) d.append(el('pre', 'command', `$ ${p.preview.command}\n(in ${p.preview.cwd ?? '?'})`));
   const why = el('div', 'escalation-reason');
   why.append(el('span', 'escalation-label', 'The agent says: '), el('span', 'escalation-why', esc.reason));

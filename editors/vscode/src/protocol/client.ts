@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, Target, TranscriptPage,
+  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, Target, TranscriptPage, TurnDiffResult, TurnUndoResult,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -142,6 +142,18 @@ export class DshClient {
   /** `dismissed: false` when it was dismissed already. */
   reviewDismiss(sessionId: string, findingId: string): Promise<{ dismissed: boolean }> {
     return this.rpc.request('dsh/review/dismiss', { sessionId, findingId });
+  }
+  /** The files turn `turn` (default: the last one still in the conversation) changed, with their hunks. */
+  turnDiff(sessionId: string, turn?: number): Promise<TurnDiffResult> {
+    return this.rpc.request('dsh/turn/diff', turn === undefined ? { sessionId } : { sessionId, turn });
+  }
+  /** Marks hunks (all of the file's without `hunks`) reviewed; nothing else changes. */
+  turnKeep(sessionId: string, turn: number, path: string, hunks?: number[]): Promise<{ kept: number[] }> {
+    return this.rpc.request('dsh/turn/keep', hunks === undefined ? { sessionId, turn, path } : { sessionId, turn, path, hunks });
+  }
+  /** Takes hunks back, three-way against what the file holds now; the others are named in `conflicts`. */
+  turnUndo(sessionId: string, turn: number, path: string, hunks?: number[]): Promise<TurnUndoResult> {
+    return this.rpc.request('dsh/turn/undo', hunks === undefined ? { sessionId, turn, path } : { sessionId, turn, path, hunks });
   }
   wake(sessionId: string): Promise<{ started: boolean }> {
     return this.rpc.request('dsh/wake', { sessionId });

@@ -32,6 +32,8 @@ export type HostToWebview =
   | { type: 'processOutput'; sessionId: string; processId: string; output?: ProcessOutput; error?: string }
   /** The session's custom slash commands (`dsh/commands/list`), asked for with `commands`. */
   | { type: 'commands'; id: number; commands: CustomCommandInfo[]; problems: string[] }
+  /** What a keep or an undo of the last turn's changes did, in words (a conflict: `warning`). */
+  | { type: 'turnDiffNote'; sessionId: string; text: string; warning: boolean }
   /** Something the person asked for failed: said under the composer. */
   | { type: 'error'; message: string; actions?: PanelAction[] };
 
@@ -56,6 +58,8 @@ export interface ConnectionState {
   persistWidening?: boolean;
   /** The daemon runs background processes (`experimental.dsh.processes`): "Stop and stop processes" is offered. */
   processes?: boolean;
+  /** The window's first workspace folder: paths under it are shown relative to it. */
+  root?: string;
 }
 
 export type WebviewToHost =
@@ -102,6 +106,8 @@ export type WebviewToHost =
   /** The sandbox mode picked in the header (full-access is confirmed by the host first). */
   | { type: 'setSandboxMode'; mode: SandboxMode }
   | { type: 'viewDiff'; callId: string }
+  /** A file of the last turn's "Changed files" bar: open its diff, keep or undo all its changes. */
+  | { type: 'turnFile'; path: string; action: 'open' | 'keep' | 'undo' }
   | { type: 'openFile'; uri: string; range?: Range }
   | { type: 'copy'; text: string }
   | { type: 'insert'; text: string }

@@ -9,9 +9,10 @@
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
   AnyEvent, AttachResult, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
-  TranscriptPage, TranscriptTurn, TurnEndReason, Usage, UserMessage,
+  TranscriptPage, TranscriptTurn, TurnDiffSummary, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
+import { callStatus, subagentEvent, subagentFinished, subagentFromCall, subagentFromTranscript, subagentStarted, type SubagentState } from './subagents';
 
 export type Via = 'followup' | 'steer' | 'inject' | 'context';
 
@@ -43,6 +44,8 @@ export interface ToolItem {
   id: string; kind: 'tool'; rev: number; turn: number; step: number; callId: string; name: string;
   args: unknown; status: ToolStatus; output: string; result: string; error?: ToolError; meta?: ToolResultMeta;
   synthetic?: boolean;
+  /** A `run_subagent` call: its child as the nested card shows it (from the subagent events). */
+  subagent?: SubagentState;
 }
 export interface TurnEndItem {
   id: string; kind: 'turnEnd'; rev: number; turn: number; reason: TurnEndReason; usage?: Usage;
@@ -102,6 +105,9 @@ export interface SessionModel {
   processes: ProcessInfo[];
   /** The project's hooks, while they wait for the person's trust (`hooks/untrusted`). */
   hooksUntrusted?: HooksUntrusted;
+  /** The files the last turn changed, in counts (daemons with `turnDiff`): live `turn/diff` events, or
+   *  `dsh/turn/diff` on attach (a `turnDiff` action); absent while the running turn changed none. */
+  turnDiff?: TurnDiffSummary;
   rev: number;
 }
 
@@ -127,7 +133,12 @@ export type Action =
   /** The session's background processes as `dsh/process/list` gave them (on attach). */
   | { kind: 'processes'; processes: ProcessInfo[] }
   /** The person trusted the project's hooks at `root` (`dsh/project/trust` answered). */
-  | { kind: 'hooksTrusted'; root: string };
+  | { kind: 'hooksTrusted'; root: string }
+  /** The last turn's changed files as `dsh/turn/diff` gave them (on attach; null: none). */
+  | { kind: 'turnDiff'; diff: TurnDiffSummary | null }
+  /** The stored transcript of the child of `run_subagent` call `callId` (read when its parent's turn
+   *  came from a transcript page, which carries no subagent events). */
+  | { kind: 'subagentTranscript'; callId: string; page: TranscriptPage };
 
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
@@ -172,6 +183,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
     case 'permission': {
       if (model.sessionId !== null && action.request.sessionId !== model.sessionId) return model; // another session's
       const m = { ...model, permissions: [...model.permissions.filter((p) => p.callId !== action.request.callId), action.request], rev: model.rev + 1 };
+      const sub = action.request.subagent;
+      if (sub) return updateSubagent(m, sub.callId, (s) => s && callStatus(s, action.request.callId, 'awaiting-permission'));
       return updateItem(m, 't:' + action.request.callId, (it) => it.kind === 'tool' && (it.status === 'pending' || it.status === 'running') ? { ...it, status: 'awaiting-permission' } : it);
     }
     case 'permissionDone': {
@@ -184,6 +197,12 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       return { ...model, processes: keptProcesses(action.processes), rev: model.rev + 1 };
     case 'hooksTrusted':
       return model.hooksUntrusted?.root === action.root || !model.hooksUntrusted ? { ...model, hooksUntrusted: undefined, rev: model.rev + 1 } : model;
+    case 'turnDiff':
+      return { ...model, turnDiff: action.diff ?? undefined, rev: model.rev + 1 };
+    case 'subagentTranscript':
+      return updateItem({ ...model, rev: model.rev + 1 }, 't:' + action.callId, (it) => it.kind === 'tool' ? {
+        ...it, subagent: subagentFromTranscript(it.subagent ?? subagentFromCall(it.args, it.status, it.result, it.error, it.meta), action.page),
+      } : it);
   }
 }
 
@@ -212,7 +231,22 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'agent/status':
       return { ...model, status: ev.data.status };
     case 'turn/start':
-      return { ...model, status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined };
+      // The bar shows the last turn's files: a new turn starts with none until it changes one.
+      return { ...model, status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined, turnDiff: undefined };
+    case 'turn/diff':
+      return ev.data.turn >= (model.turnDiff?.turn ?? 0) ? { ...model, turnDiff: ev.data as TurnDiffSummary } : model;
+    case 'subagent/started': {
+      const d = ev.data as { callId: string; childId: string; description: string; tools?: string; maxSteps?: number; agent?: string };
+      return updateSubagent(model, d.callId, (s) => subagentStarted(s, d));
+    }
+    case 'subagent/event': {
+      const d = ev.data as { callId: string; event: { type?: unknown; data?: unknown } };
+      return updateSubagent(model, d.callId, (s, description) => subagentEvent(s, d.event ?? {}, description));
+    }
+    case 'subagent/finished': {
+      const d = ev.data as { callId: string; childId: string; status: string; summary: string };
+      return updateSubagent(model, d.callId, (s, description) => subagentFinished(s, d, description));
+    }
     case 'context/usage':
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
     case 'session/lease':
@@ -606,6 +640,17 @@ function updateItem(model: SessionModel, id: string, f: (it: Item) => Item): Ses
   const after = f(before);
   if (after !== before) model.items[at] = { ...after, rev: model.rev };
   return model;
+}
+
+/** Replaces the subagent of `run_subagent` call `callId` with `f(it)` (nothing when that call is not
+ *  among the items: a trimmed turn's). `description`: the call's own, for a child first seen here. */
+function updateSubagent(model: SessionModel, callId: string, f: (s: SubagentState | undefined, description: string) => SubagentState | undefined): SessionModel {
+  return updateItem(model, 't:' + callId, (it) => {
+    if (it.kind !== 'tool') return it;
+    const description = String((it.args as { description?: unknown } | null)?.description ?? '');
+    const next = f(it.subagent, description);
+    return next === it.subagent ? it : { ...it, subagent: next };
+  });
 }
 
 /** The plan log (bounded) and the plan it leaves standing: its last entry, unless that cleared it. */

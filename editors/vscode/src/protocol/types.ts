@@ -339,8 +339,27 @@ export interface InitializeDshCapabilities {
   customCommands?: boolean;
   /** Reviews: `dsh/review/start|list|dismiss`, `review/*` events (§19). */
   review?: boolean;
+  /** A turn's diff: `dsh/turn/diff|keep|undo`, live `turn/diff`, durable `turn/review` (§15). */
+  turnDiff?: boolean;
   [flag: string]: unknown;
 }
+
+/** One changed region of a file a turn changed (`dsh/turn/diff`, §15): 1-based lines before the turn
+ *  (`old*`) and after it (`new*`); `diff` its unified-diff text, its `@@` line first. */
+export interface TurnDiffHunk {
+  index: number; oldStart: number; oldLines: number; newStart: number; newLines: number; diff: string;
+  state: 'pending' | 'kept' | 'undone';
+}
+export interface TurnDiffFile {
+  path: string; status: 'modified' | 'created' | 'deleted'; by: 'edit' | 'command'; added: number; removed: number;
+  hunks: TurnDiffHunk[]; binary?: boolean; unavailable?: string; state?: 'pending' | 'kept' | 'undone';
+}
+/** `dsh/turn/diff`: `turn` null while the session has no turn; `final`: the turn has ended. */
+export interface TurnDiffResult { turn: number | null; files: TurnDiffFile[]; final: boolean }
+/** What a turn changed, per file, in counts (the live `turn/diff` event's data). */
+export type TurnDiffSummary = EventDataMap['turn/diff'];
+/** `dsh/turn/undo`: the hunks taken back; each one not taken back is a conflict, named with its reason. */
+export interface TurnUndoResult { undone: number[]; conflicts: { reason: string; path: string; hunk?: number }[]; wholeFile?: boolean; noteId?: string }
 
 /** A file a rewind leaves alone, and why (§15). */
 export interface RewindProblem { reason: string; path?: string | null; turn?: number | null }
