@@ -317,13 +317,13 @@ class AcpFrontEnd:
         await self.host.close_session(session_id)
 
     def list(self, cwd: str | None) -> list[dict[str, Any]]:
-        """The sessions to resume. One nobody has prompted yet (no prompt, nothing queued) is left out
-        unless this connection has it open: clients create a session per new chat, and a list
-        filled with empty ones buries the real work (ACP clients show it as their history)."""
+        """The sessions to resume. One nobody has prompted yet (no prompt, nothing queued) is left out,
+        also when this connection has it open: clients create a session per new chat, and a list
+        filled with empty ones buries the real work (ACP clients show it as their history; a
+        CodeCompanion chat asks for it from its own new, empty session, which is no work to resume)."""
         out = []
         for info in self.host.list_sessions(cwd).sessions:
-            opened_here = info.session_id in self.driven or info.session_id in self.viewing
-            if info.last_prompt is None and not info.pending and not opened_here:
+            if info.last_prompt is None and not info.pending:
                 continue
             row: dict[str, Any] = {
                 "sessionId": info.session_id,

@@ -206,6 +206,6 @@ def test_issue_39_item_by_item_over_the_typescript_sdk(tmp_path: Path, fake: Fak
     assert seen["review"] == "end_turn"
     assert seen["findings"] == [{"kind": "think", "locations": [{"path": str(work / "app.py"), "line": 2}]}]
     assert seen["forkCapability"] and seen["forked"]
-    # 9: B's prompt shows in A before B's answer; a chat nobody prompted is not in B's list.
+    # 9: B's prompt shows in A before B's answer; a chat nobody prompted is in no list.
     assert seen["separated"]
-    assert seen["listedInB"] == {"original": True, "empty": False}
+    assert seen["listedInA"] == seen["listedInB"] == {"original": True, "empty": False}

@@ -245,6 +245,7 @@ local function run()
   if not step("second connected", connected(second)) then return end
   local own = second.acp_connection.session_id
   answer_next_select(function(items)
+    report.resumeOffered = items -- what the person is offered to resume
     for i, item in ipairs(items) do if not item:find(own, 1, true) then return i end end
   end)
   Resume.new({ Chat = second, config = {} }):execute()
@@ -306,6 +307,8 @@ def test_issue_39_mode_picker_queue_inside_its_prompt_and_the_model_across_a_tak
     assert "after the current turn" not in shown["firstAfterQueue"]
     # 5: the model choice is the session's, across the take-over and back.
     assert shown["modelPicked"] == "deepseek-v4-pro" and shown["resumed"] is True
+    # 9: /resume offers the chat with work in it, not the second chat's own empty session.
+    assert len(shown["resumeOffered"]) == 1 and shown["resumeOffered"][0].endswith("say hello")
     assert (shown["secondModel"], shown["secondMode"]) == ("deepseek-v4-pro", "plan")
     assert shown["secondPicked"] == shown["firstModelAfter"] == "deepseek-v4-flash"
     assert [b["model"] for b in bodies] == ["deepseek-v4-pro"] * 3 + ["deepseek-v4-flash"]

@@ -102,8 +102,10 @@ await withAgent(process.env, recorder(inA), async (agent, wire) => {
   const forked = await agent.request(a.session.fork, { sessionId, cwd, mcpServers: [] });
   seen.forked = forked.sessionId !== sessionId && current(forked.configOptions).model === "deepseek-v4-pro";
 
-  // 9: a chat never prompted does not fill another window's list.
+  // 9: a chat never prompted does not fill the list, here (where it is open) or in another window.
   const { sessionId: empty } = await agent.request(a.session.new, { cwd, mcpServers: [] });
+  const listedInA = (await agent.request(a.session.list, { cwd })).sessions.map((s) => s.sessionId);
+  seen.listedInA = { original: listedInA.includes(sessionId), empty: listedInA.includes(empty) };
 
   // 5 and 9: a second chat (another process, a client that takes booleans) takes the session over.
   const inB = [];
