@@ -187,7 +187,7 @@ def test_without_a_key_codecompanion_says_what_to_set(tmp_path: Path, fake: Fake
 # the first chat's session there (/resume: another dsh-daemon process takes it over), chat, switch
 # the model there, and go back to the first chat. Each picker's vim.ui.select answers as the person
 # would; what each chat shows is written to $DSH_CC_OUT.
-ISSUE_39_DRIVER = r"""
+LUA_HELPERS = r"""
 local out = os.getenv("DSH_CC_OUT")
 local wait = tonumber(os.getenv("DSH_CC_WAIT_MS"))
 local ACP = require("codecompanion.acp")
@@ -230,10 +230,31 @@ local function send(chat, typed, expect)
     return chat.current_request == nil and text_of(chat):find(expect, 1, true) ~= nil
   end, 50))
 end
+"""
+# Runs `run()` once Neovim has started, then writes `report` to $DSH_CC_OUT and quits.
+LUA_MAIN = r"""
+vim.api.nvim_create_autocmd("VimEnter", { once = true, callback = function()
+  vim.schedule(function()
+    local ok, err = pcall(run)
+    report.error = not ok and tostring(err) or nil
+    report.notified = notified
+    local f = assert(io.open(out, "w"))
+    f:write(vim.json.encode(report))
+    f:close()
+    vim.cmd("qa!")
+  end)
+end })
+"""
+
+ISSUE_39_DRIVER = (
+    LUA_HELPERS
+    + r"""
 local function run()
   local first = require("codecompanion").chat()
   if not step("first connected", connected(first)) then return end
   report.modeOffered = option(first, "mode") and option(first, "mode").type
+  report.optionTypes = {}
+  for _, o in ipairs(first.acp_connection:get_config_options()) do report.optionTypes[o.id] = o.type end
   report.modePicked = pick(first, "mode", "plan")
   report.modelPicked = pick(first, "model", "deepseek-v4-pro")
   if not send(first, "say hello", "Hello from dsh") then return end
@@ -261,28 +282,20 @@ local function run()
   send(first, "back in the first chat", "first again")
   report.firstEnd = text_of(first)
 end
-vim.api.nvim_create_autocmd("VimEnter", { once = true, callback = function()
-  vim.schedule(function()
-    local ok, err = pcall(run)
-    report.error = not ok and tostring(err) or nil
-    report.notified = notified
-    local f = assert(io.open(out, "w"))
-    f:write(vim.json.encode(report))
-    f:close()
-    vim.cmd("qa!")
-  end)
-end })
 """
+    + LUA_MAIN
+)
 
 
 def test_issue_39_mode_picker_queue_inside_its_prompt_and_the_model_across_a_takeover(
     tmp_path: Path, fake: FakeDeepSeek
 ) -> None:
     """Issue 39's "done when" in CodeCompanion: (1) the mode switched through its config-option
-    picker takes effect; (3) an idle `\\queue` streams its turn inside its own prompt (CodeCompanion
+    picker takes effect; (2) every option is a select it can show; (3) an idle `\\queue` streams its turn inside its own prompt (CodeCompanion
     drops updates outside one, so the reply would not show otherwise); (5) a second chat resuming the
     session (another process takes it over) shows and uses the first chat's model, its model change
-    reaches the first chat's picker, and the first chat, taking the session back, uses it."""
+    reaches the first chat's picker, and the first chat, taking the session back, uses it; (9) /resume
+    offers only the chat with work in it."""
     from tests.acp.test_modes import READ_ONLY
 
     fake.script(
@@ -302,6 +315,10 @@ def test_issue_39_mode_picker_queue_inside_its_prompt_and_the_model_across_a_tak
     # 1: the mode picked in the session-options picker is in effect (plan mode's tools).
     assert shown["modeOffered"] == "select" and shown["modePicked"] == "plan"
     assert {t["function"]["name"] for t in bodies[0]["tools"]} == READ_ONLY
+    # 2: CodeCompanion takes no boolean option: every option, thinking included, is a select it can show.
+    assert shown["optionTypes"] == dict.fromkeys(
+        ["mode", "model", "thinking", "reasoning_effort", "sandbox"], "select"
+    )
     # 3: the queued turn's reply is in the first chat (it streamed inside the \queue prompt).
     assert "queued reply" in shown["firstAfterQueue"]
     assert "after the current turn" not in shown["firstAfterQueue"]
@@ -313,3 +330,62 @@ def test_issue_39_mode_picker_queue_inside_its_prompt_and_the_model_across_a_tak
     assert shown["secondPicked"] == shown["firstModelAfter"] == "deepseek-v4-flash"
     assert [b["model"] for b in bodies] == ["deepseek-v4-pro"] * 3 + ["deepseek-v4-flash"]
     assert "first again" in shown["firstEnd"]
+
+
+CANCEL_THEN_COMMAND_DRIVER = (
+    LUA_HELPERS
+    + r"""
+local function run()
+  local chat = require("codecompanion").chat()
+  if not step("connected", connected(chat)) then return end
+  -- What CodeCompanion writes to the agent: its prompts' blocks, to see the re-sent text.
+  local connection, write = chat.acp_connection, chat.acp_connection.write_message
+  report.prompts = {}
+  connection.write_message = function(self, data)
+    for line in data:gmatch("[^\n]+") do
+      local message = vim.json.decode(line)
+      if message.method == "session/prompt" then table.insert(report.prompts, message.params.prompt) end
+    end
+    return write(self, data)
+  end
+  local last = vim.api.nvim_buf_line_count(chat.bufnr)
+  vim.api.nvim_buf_set_lines(chat.bufnr, last, last, false, { "refactor the parser" })
+  chat:submit()
+  if not step("working", vim.wait(wait, function() return text_of(chat):find("working", 1, true) ~= nil end, 50)) then
+    return
+  end
+  chat:stop()
+  step("stopped", vim.wait(wait, function()
+    return chat.current_request == nil and vim.bo[chat.bufnr].modifiable
+  end, 50))
+  send(chat, "\\rename Parser work", "Renamed")
+  report.title = chat.title
+  report.text = text_of(chat)
+end
+"""
+    + LUA_MAIN
+)
+
+
+def test_issue_39_a_command_typed_after_a_cancel_is_run_not_sent_to_the_model(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.4 in CodeCompanion: after a cancel it sends the cancelled text again ahead of what
+    the person types next; the `\\rename` typed then is run as the command, and nothing reaches the
+    model for it."""
+    from tests.acp.test_prompt import stalled
+
+    fake.script(stalled("working"))
+    shown = run_codecompanion(
+        tmp_path, fake, key="sk-test", driver=CANCEL_THEN_COMMAND_DRIVER, wait_ms=30_000
+    )
+    failed = [name for name, ok in shown["steps"] if not ok]
+    assert shown.get("error") is None and failed == [], {
+        k: shown.get(k) for k in ("error", "steps", "notified", "stderr")
+    }
+    # CodeCompanion sent the cancelled text again as the first block, the command after it.
+    resent = [[b.get("text", "").strip() for b in prompt] for prompt in shown["prompts"]]
+    assert resent[0] == ["refactor the parser"] and resent[1][0] == "refactor the parser", resent
+    assert resent[1][-1] == "/rename Parser work"
+    assert len(fake.requests) == 1  # the cancelled turn's; the command reached no model
+    assert shown["title"] == "Parser work"
