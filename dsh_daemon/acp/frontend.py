@@ -40,7 +40,7 @@ from dsh_daemon.host.port import (
 )
 from dsh_daemon.host.sessions import HOLDER_CHECK_S, DrivenElsewhere, SessionHost
 from dsh_daemon.host.worktree_sessions import stored_worktree
-from dsh_daemon.model.events import SESSION_LEASE, Event
+from dsh_daemon.model.events import SESSION_LEASE, SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import PRESETS, Target
 
 logger = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class AcpView:
     workspace: Workspace
     deferred: list[str]  # message ids of the prompts kept for the holder to let go
     watch: asyncio.Task[None] | None = None  # while prompts are kept: is the holder still answering?
+    replaying: bool = False  # the load's replay of the log is being delivered (not followed live)
 
     def close(self) -> None:
         """No longer followed here: prompts still waiting are answered `cancelled`."""
@@ -171,6 +172,14 @@ class AcpFrontEnd:
             return
         if replayed:
             state.translator.replay(event)
+            if (
+                isinstance(state, AcpView)
+                and not state.replaying
+                and event.type in (SESSION_MODE, SESSION_SETTINGS)
+            ):
+                # The driving process changed the session's own settings: followed live, they move
+                # this client's pickers too (a load's replay leaves that to its answer's options).
+                state.translator.options_changed()
         else:
             state.translator.live(event)
 
@@ -258,7 +267,11 @@ class AcpFrontEnd:
         host = self.host
         host.open_args[session_id] = (cwd, extra_roots, mcp_servers)
         view = self._view(session_id, host.viewer_workspace(session_id, cwd, extra_roots))
-        attached = host.attach(session_id, -1, replay=replay)
+        view.replaying = True
+        try:
+            attached = host.attach(session_id, -1, replay=replay)
+        finally:
+            view.replaying = False
         view.translator.title_changed()
         if attached.holder is None:
             return  # let go meanwhile: driven here already
@@ -304,13 +317,13 @@ class AcpFrontEnd:
         await self.host.close_session(session_id)
 
     def list(self, cwd: str | None) -> list[dict[str, Any]]:
-        """The sessions to resume. One nobody has prompted yet (no prompt, nothing queued) is left out
-        unless this connection has it open: clients create a session per new chat, and a list
-        filled with empty ones buries the real work (ACP clients show it as their history)."""
+        """The sessions to resume. One nobody has prompted yet (no prompt, nothing queued) is left out,
+        also when this connection has it open: clients create a session per new chat, and a list
+        filled with empty ones buries the real work (ACP clients show it as their history; a
+        CodeCompanion chat asks for it from its own new, empty session, which is no work to resume)."""
         out = []
         for info in self.host.list_sessions(cwd).sessions:
-            opened_here = info.session_id in self.driven or info.session_id in self.viewing
-            if info.last_prompt is None and not info.pending and not opened_here:
+            if info.last_prompt is None and not info.pending:
                 continue
             row: dict[str, Any] = {
                 "sessionId": info.session_id,

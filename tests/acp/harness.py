@@ -30,6 +30,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from tests.acp.schema_check import WireChecker
 from tests.fakes.deepseek_server import FakeDeepSeek
 from tests.server.harness import daemon_env
 
@@ -64,10 +65,15 @@ class RecordingClient:
         self.permission_answer: str | None = "allow-once"
         self.buffers: dict[str, str] = {}  # what fs/read_text_file answers (the editor's unsaved text)
         self.writes: list[tuple[str, str]] = []
+        # Every message of the agent read by the Python SDK's models, losslessly (schema_check.py).
+        self.schema = WireChecker()
 
     def observe(self, event: StreamEvent) -> None:
         if event.direction == StreamDirection.INCOMING:
             self.wire.append(event.message)
+            self.schema.incoming(event.message)
+        else:
+            self.schema.outgoing(event.message)
 
     def updates(self, session_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -202,6 +208,10 @@ async def acp_daemon(
             )
             assert init.protocol_version == 1
             yield AcpDaemon(conn, client, state, fake)
+            violations = client.schema.violations
+            assert client.schema.checked > 0 and violations == [], json.dumps(
+                violations, indent=1, default=str
+            )[:4000]
     finally:
         os.close(log)
 

@@ -73,7 +73,8 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
             "description": "32,768 tokens of context",
         } in (model["options"])
         assert [o["currentValue"] for o in first["configOptions"][2:]] == ["off", "max", "full-access"]
-        # Both sessions hear the slash commands, both are listed, and the first is driven here.
+        # Both sessions hear the slash commands, both are listed once they hold work, and the first is
+        # driven here.
         for session_id in (first["sessionId"], second["sessionId"]):
             await raw.until(
                 lambda m, sid=session_id: (
@@ -84,6 +85,14 @@ async def test_the_first_session_is_answered_as_every_later_one(tmp_path: Path, 
             )
         commands = [u for s in (first, second) for u in updates_of(raw, s["sessionId"])]
         assert commands[0] == commands[1]
+        # Neither is listed before it holds work (issue 39.9); with a note pending, both are.
+        assert (await raw.call("session/list", {}))["result"]["sessions"] == []
+        for session_id in (first["sessionId"], second["sessionId"]):
+            note = [{"type": "text", "text": "the build uses make"}]
+            assert (
+                "messageId"
+                in (await raw.call("_dsh/inject", {"sessionId": session_id, "prompt": note}))["result"]
+            )
         listed = (await raw.call("session/list", {}))["result"]["sessions"]
         assert {s["sessionId"] for s in listed} == {first["sessionId"], second["sessionId"]}
         mode = await raw.call("session/set_mode", {"sessionId": first["sessionId"], "modeId": "plan"})

@@ -280,3 +280,51 @@ async def test_prompts_kept_for_a_holder_that_stops_answering_are_withdrawn_and_
         store.close()
         foreign.kill()
         await foreign.wait()
+
+
+def shown_options(d: AcpDaemon, sid: str) -> dict[str, object]:
+    """What the client's pickers show: the options of the last `config_option_update`."""
+    updates = d.client.updates(sid, "config_option_update")
+    return {o["id"]: o["currentValue"] for o in updates[-1]["configOptions"]} if updates else {}
+
+
+async def test_settings_another_window_changes_reach_this_one_and_stay_when_it_takes_the_chat_back(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 39.5: the model, mode and sandbox are the session's own. A window that follows the chat
+    while another process drives it sees that process's changes in its pickers
+    (`config_option_update`, `current_mode_update`), and taking the chat back keeps them."""
+    state = tmp_path / "state"
+    async with acp_daemon(state, fake) as first, acp_daemon(state, fake) as second:
+        fake.script(*(Reply.stream(text_stream([f"answer {n}"])) for n in range(3)))
+        sid = await first.new_session()
+        await settle(first.conn.set_config_option(config_id="model", session_id=sid, value="deepseek-v4-pro"))
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("hello")]))
+
+        loaded = await settle(second.conn.load_session(cwd=str(second.work), session_id=sid, mcp_servers=[]))
+        assert {o.id: o.current_value for o in loaded.config_options or []}["model"] == "deepseek-v4-pro"
+        await settle(second.conn.prompt(session_id=sid, prompt=[text_block("from the second window")]))
+        assert fake.requests[-1].json["model"] == "deepseek-v4-pro"
+        await first.wait_for(lambda: "answer 1" in chat_text(first, sid))  # following read-only now
+
+        await settle(
+            second.conn.set_config_option(config_id="model", session_id=sid, value="deepseek-v4-flash")
+        )
+        await first.wait_for(lambda: shown_options(first, sid).get("model") == "deepseek-v4-flash")
+        await settle(second.conn.set_session_mode(session_id=sid, mode_id="plan"))
+        await first.wait_for(lambda: shown_options(first, sid).get("mode") == "plan")
+        assert first.client.updates(sid, "current_mode_update")[-1]["currentModeId"] == "plan"
+        await settle(second.conn.set_config_option(config_id="sandbox", session_id=sid, value="read-only"))
+        await first.wait_for(lambda: shown_options(first, sid).get("sandbox") == "read-only")
+
+        await settle(first.conn.prompt(session_id=sid, prompt=[text_block("back here")]))
+        assert (
+            fake.requests[-1].json["model"] == "deepseek-v4-flash"
+        )  # the session's choice, not this process's
+        assert shown_options(first, sid) | {"thinking": None} == {
+            "mode": "plan",
+            "model": "deepseek-v4-flash",
+            "thinking": None,
+            "reasoning_effort": shown_options(first, sid)["reasoning_effort"],
+            "sandbox": "read-only",
+        }
