@@ -1,0 +1,91 @@
+"""A subagent in the Neovim chat (issue 34.1) over the real daemon: the scripted model's
+`run_subagent` call shows as a nested card under its call, with the child's description, its tool
+calls as they run, a question it waits on (the permission prompt names the child), its state and,
+when it ends, its summary; `K` on the card folds it to one line and back. The child has a script of
+its own (`FakeDeepSeek.script_for`), as in tests/server/test_subagents.py."""
+
+from __future__ import annotations
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.neovim.harness import Editor
+from tests.neovim.test_tools import answer, permission_float, permission_floats
+from tests.server.harness import text_reply, tool_call_stream
+
+CHILD = "CHILD-PROMPT: fix the greeting in a.txt"
+
+
+def card(editor: Editor) -> list[str]:
+    """The subagent card's lines in the transcript: from its header to the line after it."""
+    lines = editor.lines()
+    at = next((i for i, line in enumerate(lines) if "subagent “fix the greeting”" in line), None)
+    if at is None:
+        return []
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("  │ "):
+        end += 1
+    return lines[at:end]
+
+
+def test_a_subagent_is_a_nested_card_with_its_calls_its_question_and_its_summary(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    target = editor.paths.work / "a.txt"
+    target.write_text("helo\n")
+    delegate = {"description": "fix the greeting", "prompt": CHILD, "tools": "edit"}
+    fake.script(
+        Reply.stream(tool_call_stream([("call_child", "run_subagent", delegate)])),
+        text_reply("The child fixed it."),
+    )
+    edit = {"path": str(target), "old_string": "helo", "new_string": "hello"}
+    fake.script_for(
+        CHILD,
+        Reply.stream(tool_call_stream([("c_read", "read_file", {"path": str(target)})])),
+        Reply.stream(tool_call_stream([("c_edit", "edit_file", edit)])),
+        text_reply("SUMMARY: a.txt now says hello\nnothing else changed"),
+    )
+    editor.cmd("Dsh fix the greeting")
+
+    # The child waits on the person: its card says so and names the question; the prompt names the child.
+    pf = permission_float(editor)
+    assert "Subagent “fix the greeting”" in pf["title"], pf["title"]
+    shown = editor.wait(
+        lambda: (c := card(editor)) and "waits for you" in c[0] and c, what="the card waiting"
+    )
+    assert shown[0] == "  ▾ subagent “fix the greeting” (edit) · waits for you"
+    # The edit is a call once it may run (the child's tool/call follows the answer).
+    assert shown[1] == "  │ ⚙ read_file  a.txt  ✓"
+    assert shown[2].startswith("  │ ⚠ asks: Subagent “fix the greeting”: Edit ") and len(shown) == 3
+    lines = editor.lines()
+    row = lines.index(shown[0])
+    assert lines[row - 1].startswith("⚙ run_subagent  fix the greeting")  # nested under its call
+
+    answer(editor, "gy")  # allow once
+    editor.wait(lambda: permission_floats(editor) == [], what="the prompt answered")
+    editor.wait_footers(1)
+    assert target.read_text() == "hello\n"
+    assert card(editor) == [
+        "  ▾ subagent “fix the greeting” (edit) · completed",
+        "  │ ⚙ read_file  a.txt  ✓",
+        "  │ ⚙ edit_file  a.txt  ✓",
+        "  │ ↳ SUMMARY: a.txt now says hello",
+        "  │   nothing else changed",
+    ]
+    lines = editor.lines()
+    assert lines.index("The child fixed it.") > lines.index("  │   nothing else changed")
+    # Its call's own card ended as the parent's model got the summary.
+    row = next(i for i, line in enumerate(lines) if line.startswith("⚙ run_subagent"))
+    (call_card,) = [c for c in editor.snapshot()["cards"] if c["row"] == row]
+    assert call_card["text"].strip() == "✓ ok"
+
+    # K on the card folds it to its first line; again unfolds it. The rest of the transcript stays.
+    win = editor.lua("return vim.fn.win_findbuf(T.chat().buf)[1]")
+    header = lines.index("  ▾ subagent “fix the greeting” (edit) · completed")
+    editor.lua("vim.api.nvim_set_current_win(...)", win)
+    editor.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", header + 2)  # on a line of the card
+    editor.keys("K")
+    editor.wait(lambda: card(editor) == ["  ▸ subagent “fix the greeting” (edit) · completed · 2 tool calls"])
+    assert "The child fixed it." in editor.lines()
+    assert editor.floats() == []  # K on a subagent card folds it; no tool card float opens
+    editor.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", header + 1)
+    editor.keys("K")
+    editor.wait(lambda: len(card(editor)) == 5, what="unfolded")
