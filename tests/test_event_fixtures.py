@@ -154,6 +154,15 @@ def check_extras(fixture: dict[str, Any], chat: Chat, lines: list[str]) -> None:
                 want.append(processes.event_line(ev.PROCESS_EXITED, row))
         shown = [line for line in lines if line.startswith(("  ⏵ ", "  ⏹ "))]
         assert sorted(shown) == sorted(want)  # each start and exit once, with how it ended
+        if "transcriptPage" in fixture:  # a reload (/resume) draws them from the page's items
+            view = RecordingView()
+            reloaded = Chat(None, view, cwd="/state/work", auto_allow=False)  # type: ignore[arg-type]
+            for turn in reversed(fixture["transcriptPage"]["turns"]):
+                reloaded.history_turn(turn)
+            again = [
+                strip_paint(line) for line in view.lines if strip_paint(line).startswith(("  ⏵ ", "  ⏹ "))
+            ]
+            assert again == shown
     if "expectedHooks" in fixture:
         hooks = fixture["expectedHooks"]
         failed = [line for line in lines if " hook " in line and line.endswith("; it was ignored]")]

@@ -204,6 +204,8 @@ class Chat:
             ev.REVIEW_DISMISSED,
             ev.SUBAGENT_STARTED,
             ev.SUBAGENT_FINISHED,
+            ev.PROCESS_STARTED,
+            ev.PROCESS_EXITED,
         ):
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted", "budget"):
@@ -230,6 +232,8 @@ class Chat:
                     interrupted=bool(item.get("interrupted")),
                     final=False,
                 )
+            elif kind == "event" and item.get("event") in (ev.PROCESS_STARTED, ev.PROCESS_EXITED):
+                self.note(processes.event_line(str(item["event"]), item.get("data") or {}))
             elif kind == "tool":
                 self.tool_call(item["callId"], item["name"], item.get("arguments", ""))
                 result = item.get("result")

@@ -97,6 +97,22 @@ return vim.json.encode({ lines = lines, findings = findings, asked = asked,
   hooksUntrusted = chat.state.hooks_untrusted or vim.NIL })
 """
 
+# A reload: the session's transcript page rendered as the chat renders it (`turn_ops`).
+PAGE_LINES = """
+local page = vim.json.decode(..., { luanil = { object = true } })
+local session = require('dsh.session')
+local st = session.new('session-1')
+local out = {}
+for i = #page.turns, 1, -1 do
+  for _, op in ipairs(session.turn_ops(st, page.turns[i])) do
+    if op.op == 'line' then
+      out[#out + 1] = op.text
+    end
+  end
+end
+return out
+"""
+
 PROCESS_LINES = """
 local rows = vim.json.decode(..., { luanil = { object = true } })
 local processes = require('dsh.processes')
@@ -178,6 +194,8 @@ def test_the_lua_reducer_agrees_with_every_recording(
             want = editor.lua(PROCESS_LINES, json.dumps(fixture["expectedProcesses"]))
             shown = [op["text"] for op in got["ops"] if op["op"] == "line" and op["text"][:1] in ("▶", "■")]
             assert sorted(shown) == sorted(want), name  # each start and exit once, with how it ended
+            if "transcriptPage" in fixture:  # after a reload, from the page's `event` items
+                assert editor.lua(PAGE_LINES, json.dumps(fixture["transcriptPage"])) == shown, name
 
 
 def test_the_chat_shows_hooks_findings_and_subagent_cards_as_recorded(

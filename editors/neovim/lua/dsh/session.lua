@@ -284,6 +284,23 @@ local function reduce_subagent(st, t, d)
   end
 end
 
+--- A durable event drawn as a line of its own, live or from a transcript page's `event` item: a
+--- background process started or ended (§12), words about the session itself (an MCP server, the
+--- sandbox).
+local function line_event(st, t, d)
+  if t == 'process/started' or t == 'process/exited' then
+    local text = require('dsh.processes').event_line(st.processes, t, d)
+    return { { op = 'line', text = text, hl = 'DshNotice' }, { op = 'processes' } }
+  elseif t == 'session/notice' then
+    if d.kind == 'lease' or type(d.message) ~= 'string' then
+      return {} -- the lease has its own line (`session/lease`)
+    end
+    local mark = d.kind == 'sandbox' and '⛨ ' or 'ℹ '
+    return { { op = 'line', text = mark .. d.message, hl = d.level == 'warning' and 'DshPermission' or 'DshNotice' } }
+  end
+  return {}
+end
+
 --- Apply one event; returns a list of render operations.
 ---@param st dsh.SessionState
 ---@param ev {sessionId: string, seq: integer?, type: string, data: table?}
@@ -420,15 +437,8 @@ function M.reduce_one(st, ev)
   elseif t == 'sandbox/status' then -- live: where commands run now (protocol.md §16)
     st.sandbox = d
     return { { op = 'sandbox' } }
-  elseif t == 'process/started' or t == 'process/exited' then -- background processes (§12)
-    local text = require('dsh.processes').event_line(st.processes, t, d)
-    return { { op = 'line', text = text, hl = 'DshNotice' }, { op = 'processes' } }
-  elseif t == 'session/notice' then -- words about the session itself (an MCP server, the sandbox)
-    if d.kind == 'lease' or type(d.message) ~= 'string' then
-      return {} -- the lease has its own line (`session/lease`)
-    end
-    local mark = d.kind == 'sandbox' and '⛨ ' or 'ℹ '
-    return { { op = 'line', text = mark .. d.message, hl = d.level == 'warning' and 'DshPermission' or 'DshNotice' } }
+  elseif t == 'process/started' or t == 'process/exited' or t == 'session/notice' then
+    return line_event(st, t, d)
   elseif t == 'sandbox/widened' then
     return { { op = 'widened', widened = d } }
   elseif t == 'session/lease' then -- a read-only attach: who drives the session now
@@ -473,6 +483,8 @@ function M.turn_ops(st, turn)
       if item.interrupted then
         ops[#ops + 1] = { op = 'assistant_end', interrupted = true }
       end
+    elseif item.type == 'event' and type(item.event) == 'string' then
+      vim.list_extend(ops, line_event(st, item.event, type(item.data) == 'table' and item.data or {}))
     elseif item.type == 'tool' then
       local r = item.result
       local err = r and (r.error or (r.isError and { code = 'error' }) or nil)
