@@ -155,13 +155,7 @@ def check_extras(fixture: dict[str, Any], chat: Chat, lines: list[str]) -> None:
         shown = [line for line in lines if line.startswith(("  ⏵ ", "  ⏹ "))]
         assert sorted(shown) == sorted(want)  # each start and exit once, with how it ended
         if "transcriptPage" in fixture:  # a reload (/resume) draws them from the page's items
-            view = RecordingView()
-            reloaded = Chat(None, view, cwd="/state/work", auto_allow=False)  # type: ignore[arg-type]
-            for turn in reversed(fixture["transcriptPage"]["turns"]):
-                reloaded.history_turn(turn)
-            again = [
-                strip_paint(line) for line in view.lines if strip_paint(line).startswith(("  ⏵ ", "  ⏹ "))
-            ]
+            again = [line for line in reloaded_lines(fixture) if line.startswith(("  ⏵ ", "  ⏹ "))]
             assert again == shown
     if "expectedHooks" in fixture:
         hooks = fixture["expectedHooks"]
@@ -200,9 +194,24 @@ def check_extras(fixture: dict[str, Any], chat: Chat, lines: list[str]) -> None:
             assert [line for line in nested if line.startswith("  │ ✗ ")] == [] or any(
                 t["result"] == "error" for t in card["tools"]
             )
-            assert lines[end + 1 : end + 1 + len(card["summary"].splitlines())] == [
-                subagents.BAR + line for line in card["summary"].splitlines()
-            ]
+            summary = [subagents.BAR + line for line in card["summary"].splitlines()]
+            assert lines[end + 1 : end + 1 + len(summary)] == summary
+            if "transcriptPage" in fixture:  # after a reload: the card's start, end and summary
+                again = reloaded_lines(fixture)
+                at = again.index(
+                    subagents.started_line({"description": card["description"], "tools": "edit"})
+                )
+                end = again.index(f"  ⧉ subagent {card['status']}:", at)
+                assert again[end + 1 : end + 1 + len(summary)] == summary
+
+
+def reloaded_lines(fixture: dict[str, Any]) -> list[str]:
+    """What a chat that reloads the session (`/resume`) draws from its transcript page."""
+    view = RecordingView()
+    reloaded = Chat(None, view, cwd="/state/work", auto_allow=False)  # type: ignore[arg-type]
+    for turn in reversed(fixture["transcriptPage"]["turns"]):
+        reloaded.history_turn(turn)
+    return [strip_paint(line) for line in view.lines]
 
 
 def test_every_scenario_has_its_fixture() -> None:

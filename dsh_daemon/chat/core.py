@@ -232,8 +232,8 @@ class Chat:
                     interrupted=bool(item.get("interrupted")),
                     final=False,
                 )
-            elif kind == "event" and item.get("event") in (ev.PROCESS_STARTED, ev.PROCESS_EXITED):
-                self.note(processes.event_line(str(item["event"]), item.get("data") or {}))
+            elif kind == "event" and item.get("event") in PAGE_LINES:
+                self.live_event(str(item["event"]), item.get("data") or {})
             elif kind == "tool":
                 self.tool_call(item["callId"], item["name"], item.get("arguments", ""))
                 result = item.get("result")
@@ -760,6 +760,10 @@ def budget_said(budget: dict[str, Any]) -> str:
 def what_to_do(error: dict[str, Any]) -> str:
     advice = WHAT_TO_DO.get(str(error.get("code")))
     return f" — {advice}" if advice else ""
+
+
+# The `event` items of a transcript page this chat draws, as it draws the live events.
+PAGE_LINES = frozenset({ev.PROCESS_STARTED, ev.PROCESS_EXITED, ev.SUBAGENT_STARTED, ev.SUBAGENT_FINISHED})
 
 
 def typed_text(source: dict[str, Any], text: str) -> str:

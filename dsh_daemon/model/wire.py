@@ -504,7 +504,8 @@ class TranscriptTool:
 
 @dataclass(frozen=True)
 class TranscriptEvent:
-    """A durable event a client draws as a line of its own (`process/*`, `session/notice`), as logged."""
+    """A durable event a client draws as a line of its own (`process/*`, `session/notice`,
+    `subagent/started|finished`), as logged."""
 
     type: Literal["event"]
     seq: int

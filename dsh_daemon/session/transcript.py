@@ -15,9 +15,9 @@ A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, 
 - `{type: "tool", seq, step, callId, name, arguments, synthetic?, result?}`: a call of an assistant
   message; `result = {seq, output, isError?, error?, meta?}` once its `tool/result` is logged;
 - `{type: "event", seq, step, event, data}`: a durable event a client shows as a line of its own
-  (`LINE_EVENTS`: a background process started or ended, words about the session), its payload as
-  logged. One logged between turns is an item of the turn before it (of the first turn when the
-  session has none before), so a page still shows it.
+  (`LINE_EVENTS`: a background process started or ended, words about the session, a subagent
+  started or finished), its payload as logged. One logged between turns is an item of the turn
+  before it (of the first turn when the session has none before), so a page still shows it.
 Long texts are cut to `TEXT_CAP` characters, flagged with the full length beside them: a tool
 result's `output` and a non-user message's `text` get `truncated: true` and `length`; a call's
 `arguments` and an edit's `meta.diff` get `argumentsTruncated`/`argumentsLength` and
@@ -39,6 +39,8 @@ from dsh_daemon.model.events import (
     SESSION_NOTICE,
     STEP_END,
     STEP_START,
+    SUBAGENT_FINISHED,
+    SUBAGENT_STARTED,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -62,7 +64,9 @@ from dsh_daemon.model.payloads import (
 from dsh_daemon.model.wire import TextDelta
 
 # Durable events the clients draw as lines of the transcript (live, and from a page after a reload).
-LINE_EVENTS = frozenset({PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE})
+LINE_EVENTS = frozenset(
+    {PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE, SUBAGENT_STARTED, SUBAGENT_FINISHED}
+)
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

@@ -484,7 +484,9 @@ function M.turn_ops(st, turn)
         ops[#ops + 1] = { op = 'assistant_end', interrupted = true }
       end
     elseif item.type == 'event' and type(item.event) == 'string' then
-      vim.list_extend(ops, line_event(st, item.event, type(item.data) == 'table' and item.data or {}))
+      local d = type(item.data) == 'table' and item.data or {}
+      -- A subagent's card: its description, how it ended, its summary (its steps: the child's transcript).
+      vim.list_extend(ops, reduce_subagent(st, item.event, d) or line_event(st, item.event, d))
     elseif item.type == 'tool' then
       local r = item.result
       local err = r and (r.error or (r.isError and { code = 'error' }) or nil)
