@@ -89,3 +89,48 @@ def test_a_subagent_is_a_nested_card_with_its_calls_its_question_and_its_summary
     editor.lua("vim.api.nvim_win_set_cursor(0, {..., 0})", header + 1)
     editor.keys("K")
     editor.wait(lambda: len(card(editor)) == 5, what="unfolded")
+
+
+TWO_CHILDREN = """
+local chat = require('dsh.chat').Chat.new('/w', 'parent-1')
+local function ev(t, data) chat:on_event({ sessionId = 'parent-1', type = t, data = data }) end
+local function child(call, t, data) ev('subagent/event', { callId = call, childId = 'k-' .. call, event = { type = t, data = data } }) end
+ev('turn/start', { turn = 1 })
+for _, c in ipairs({ 'ca', 'cb' }) do
+  ev('tool/call', { turn = 1, step = 1, callId = c, name = 'run_subagent', arguments = '{"description": "' .. c .. ' work"}' })
+end
+ev('subagent/started', { callId = 'ca', childId = 'k-ca', description = 'ca work', tools = 'explore', maxSteps = 30 })
+ev('subagent/started', { callId = 'cb', childId = 'k-cb', description = 'cb work', tools = 'edit', maxSteps = 30 })
+-- The children run at once: their calls interleave, each lands in its own card.
+child('ca', 'tool/call', { callId = 'a1', name = 'grep', arguments = '{"pattern": "x"}' })
+child('cb', 'tool/call', { callId = 'b1', name = 'read_file', arguments = '{"path": "b.txt"}' })
+child('ca', 'tool/result', { callId = 'a1', name = 'grep', error = { name = 'E', code = 'NOT_FOUND' }, message = {} })
+child('cb', 'tool/result', { callId = 'b1', name = 'read_file', message = {} })
+child('ca', 'tool/call', { callId = 'a2', name = 'read_file', arguments = '{"path": "a.txt"}' })
+ev('subagent/finished', { callId = 'cb', childId = 'k-cb', status = 'budget', summary = 'B stopped at its step cap' })
+ev('subagent/finished', { callId = 'ca', childId = 'k-ca', status = 'completed', summary = 'A found it' })
+chat:flush()
+local lines = chat:lines()
+require('dsh.subagents').toggle(chat, vim.fn.index(lines, '  ▾ subagent “ca work” (explore) · completed'))
+local folded = chat:lines()
+for _, b in ipairs({ chat.buf, chat.input }) do pcall(vim.api.nvim_buf_delete, b, { force = true }) end
+return { lines = lines, folded = folded }
+"""
+
+
+def test_two_children_at_once_each_update_their_own_card(editor: Editor) -> None:
+    """Cards rewritten in place: a child's call lands in its own card while the other's grows or
+    shrinks below it; folding one leaves the other as it is."""
+    got = editor.lua(TWO_CHILDREN)
+    lines = [line for line in got["lines"] if line.startswith("  ")]
+    assert lines == [
+        "  ▾ subagent “ca work” (explore) · completed",
+        "  │ ⚙ grep  x  ✗ NOT_FOUND",
+        "  │ ⚙ read_file  a.txt  …",
+        "  │ ↳ A found it",
+        "  ▾ subagent “cb work” (edit) · budget",
+        "  │ ⚙ read_file  b.txt  ✓",
+        "  │ ↳ B stopped at its step cap",
+    ]
+    folded = [line for line in got["folded"] if line.startswith("  ")]
+    assert folded == ["  ▸ subagent “ca work” (explore) · completed · 2 tool calls", *lines[4:]]

@@ -473,7 +473,9 @@ function R.subagent(chat, op)
   for i, l in ipairs(lines) do
     api.nvim_buf_set_extmark(chat.buf, M.ns_subagent, row + i - 1, 0, { end_col = #l[1], hl_group = l[2] })
   end
-  local mark = api.nvim_buf_set_extmark(chat.buf, subagents.ns, row, 0, { right_gravity = false })
+  -- Right gravity: a card rewritten just above (children run at once) pushes this one down, never
+  -- into its own lines.
+  local mark = api.nvim_buf_set_extmark(chat.buf, subagents.ns, row, 0, { right_gravity = true })
   chat.subagent_blocks[op.callId] = { mark = mark, count = #lines }
 end
 
