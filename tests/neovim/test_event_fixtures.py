@@ -57,8 +57,15 @@ for _, a in pairs(st.subagents) do
     tools = tools, status = a.status, summary = a.summary or vim.NIL }
 end
 table.sort(subagents, function(x, y) return x.callId < y.callId end)
+local plan = vim.NIL -- the plan the window bar and :DshPlan show (st.plan; an empty one: none)
+if session.plan_steps(st.plan) then
+  plan = { steps = {}, note = st.plan.note }
+  for _, step in ipairs(st.plan.steps) do
+    plan.steps[#plan.steps + 1] = { title = step.title, status = step.status }
+  end
+end
 return vim.json.encode({ ops = ops, status = st.status, queue = queue, usage = { inputTokens = input, outputTokens = output },
-  subagents = subagents })
+  subagents = subagents, plan = plan })
 """
 
 # The whole chat, not only its reducer: a real chat buffer gets each event as the client's listener
@@ -188,6 +195,8 @@ def test_the_lua_reducer_agrees_with_every_recording(
         assert got["queue"] == expected["queue"], name
         assert got["status"] == expected["status"], name
         assert got["usage"] == expected["usage"], name
+        if "expectedPlan" in fixture:  # the plan that stands after the rewind's cut
+            assert got["plan"] == fixture["expectedPlan"], name
         if "expectedSubagents" in fixture:  # the nested card's state, folded by the reducer
             assert got["subagents"] == fixture["expectedSubagents"], name
         if "expectedProcesses" in fixture:

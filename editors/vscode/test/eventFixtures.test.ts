@@ -20,6 +20,7 @@ interface Fixture {
   attachedAt: number | null;
   events: { type: string; data: unknown; seq?: number }[];
   expected: Expected;
+  expectedPlan?: { steps: { title: string; status: string }[]; note?: string } | null;
   expectedProcesses?: Record<string, unknown>[];
   expectedHooks?: { failed: { hook: string; event: string }[]; untrusted: Record<string, unknown> | null };
   expectedFindings?: { findingId: string }[];
@@ -140,6 +141,14 @@ describe('event fixtures (tests/fixtures/events) replayed through the VS Code re
     });
 
     const extras = load(name);
+    if (extras.expectedPlan !== undefined) {
+      it(`${name.replace(/\.json$/, '')}: the plan the panel shows is the daemon's`, () => {
+        const f = load(name);
+        const m = replay(emptyModel(f.sessionId), actionsOf(f));
+        const plan = m.plan && m.plan.steps.length ? { steps: m.plan.steps.map((s) => ({ title: s.title, status: s.status })), ...(m.plan.note ? { note: m.plan.note } : {}) } : null;
+        expect(plan).toEqual(f.expectedPlan);
+      });
+    }
     if (extras.expectedProcesses || extras.expectedHooks || extras.expectedFindings) {
       it(`${name.replace(/\.json$/, '')}: its processes, hooks and review findings as the daemon says`, async () => {
         const f = load(name);
