@@ -6,8 +6,10 @@ its own (`FakeDeepSeek.script_for`), as in tests/server/test_subagents.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
-from tests.neovim.harness import Editor
+from tests.neovim.harness import Editor, footers
 from tests.neovim.test_tools import answer, permission_float, permission_floats
 from tests.server.harness import text_reply, tool_call_stream
 
@@ -134,3 +136,30 @@ def test_two_children_at_once_each_update_their_own_card(editor: Editor) -> None
     ]
     folded = [line for line in got["folded"] if line.startswith("  ")]
     assert folded == ["  ▸ subagent “ca work” (explore) · completed · 2 tool calls", *lines[4:]]
+
+
+def test_after_a_restart_the_card_shows_how_the_child_ended(
+    start_editor: Callable[[], Editor], fake: FakeDeepSeek
+) -> None:
+    """:DshResume draws the transcript page: the card comes from its subagent events (the child's own
+    steps are in the child's transcript), with how the child ended and its summary."""
+    delegate = {"description": "look around", "prompt": "CHILD-LOOK: list the files"}
+    fake.script(
+        Reply.stream(tool_call_stream([("call_child", "run_subagent", delegate)])),
+        text_reply("The child looked."),
+    )
+    fake.script_for("CHILD-LOOK", text_reply("SUMMARY: two files"))
+    first = start_editor()
+    first.cmd("Dsh look around")
+    first.wait_footers(1)
+    live = first.lines()
+    assert "  ▾ subagent “look around” (explore) · completed" in live
+    first.quit()
+
+    second = start_editor()
+    second.cmd("DshResume")
+    second.wait(lambda: len(footers(second.lines())) >= 1, what="the transcript")
+    lines = second.lines()
+    at = lines.index("  ▾ subagent “look around” (explore) · completed")
+    assert lines[at - 1].startswith("⚙ run_subagent  look around")
+    assert lines[at + 1] == "  │ ↳ SUMMARY: two files"
