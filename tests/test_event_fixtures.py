@@ -8,11 +8,13 @@ declared payload (`model/payloads.py`). The VS Code and Neovim clients replay th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dsh_daemon.chat import processes, subagents
 from dsh_daemon.chat.core import Chat
 from dsh_daemon.chat.status import Status
 from dsh_daemon.model import events as ev
@@ -130,10 +132,86 @@ def check_fixture(fixture: dict[str, Any]) -> None:
         usage["inputTokens"],
         usage["outputTokens"],
     )
+    check_extras(fixture, chat, [strip_paint(line) for line in chat.view.lines])  # type: ignore[attr-defined]
     if "expectedPlan" in fixture:
         plan = chat.plan.current
         shown = None if plan is None else {k: v for k, v in plan.data().items() if k in ("steps", "note")}
         assert shown == fixture["expectedPlan"]
+
+
+def strip_paint(line: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", line)
+
+
+def check_extras(fixture: dict[str, Any], chat: Chat, lines: list[str]) -> None:
+    """What the chat shows of the scenario's processes, hooks, turn diff, review and subagents (the
+    `expected*` beside `expected`; README), against the scrollback it printed and the state it keeps."""
+    if "expectedProcesses" in fixture:
+        want = []
+        for row in fixture["expectedProcesses"]:
+            want.append(processes.event_line(ev.PROCESS_STARTED, row))
+            if not row["running"]:
+                want.append(processes.event_line(ev.PROCESS_EXITED, row))
+        shown = [line for line in lines if line.startswith(("  ⏵ ", "  ⏹ "))]
+        assert sorted(shown) == sorted(want)  # each start and exit once, with how it ended
+        if "transcriptPage" in fixture:  # a reload (/resume) draws them from the page's items
+            again = [line for line in reloaded_lines(fixture) if line.startswith(("  ⏵ ", "  ⏹ "))]
+            assert again == shown
+    if "expectedHooks" in fixture:
+        hooks = fixture["expectedHooks"]
+        failed = [line for line in lines if " hook " in line and line.endswith("; it was ignored]")]
+        assert [line.split(":")[0] for line in failed] == [
+            f"[the {h['event']} hook {h['hook']} failed" for h in hooks["failed"]
+        ]
+        untrusted = [line for line in lines if line.startswith("[the project's hooks in ")]
+        expected_untrusted = hooks["untrusted"]
+        assert len(untrusted) == (1 if expected_untrusted else 0)
+        if expected_untrusted:
+            assert untrusted[0].startswith(f"[the project's hooks in {expected_untrusted['path']} do not run")
+    if "expectedTurnDiff" in fixture:
+        assert chat.turn_diff == fixture["expectedTurnDiff"]
+        assert len([line for line in lines if line.startswith("  ± ")]) == 1  # told once per turn
+    if "expectedFindings" in fixture:
+        shown_findings = [
+            {"findingId": f.finding_id, "path": f.path, "startLine": f.start_line, "severity": f.severity,
+             "title": f.title}
+            for f in chat.reviews.findings()
+        ]  # fmt: skip
+        assert shown_findings == fixture["expectedFindings"]
+        reported = [line for line in lines if line[:2] in ("✗ ", "⚠ ", "ℹ ")]
+        dismissed = [line for line in lines if line.startswith("[dismissed: ")]
+        assert len(reported) == len(shown_findings) + len(dismissed)
+    if "expectedSubagents" in fixture:
+        for card in fixture["expectedSubagents"]:
+            at = next(
+                i for i, line in enumerate(lines) if line.startswith(f"  ⧉ subagent “{card['description']}”")
+            )
+            end = lines.index(f"  ⧉ subagent {card['status']}:", at)
+            nested = lines[at + 1 : end]
+            assert [line.split()[2] for line in nested if line.startswith("  │ ⚙ ")] == [
+                t["name"] for t in card["tools"]
+            ]
+            assert [line for line in nested if line.startswith("  │ ✗ ")] == [] or any(
+                t["result"] == "error" for t in card["tools"]
+            )
+            summary = [subagents.BAR + line for line in card["summary"].splitlines()]
+            assert lines[end + 1 : end + 1 + len(summary)] == summary
+            if "transcriptPage" in fixture:  # after a reload: the card's start, end and summary
+                again = reloaded_lines(fixture)
+                at = again.index(
+                    subagents.started_line({"description": card["description"], "tools": "edit"})
+                )
+                end = again.index(f"  ⧉ subagent {card['status']}:", at)
+                assert again[end + 1 : end + 1 + len(summary)] == summary
+
+
+def reloaded_lines(fixture: dict[str, Any]) -> list[str]:
+    """What a chat that reloads the session (`/resume`) draws from its transcript page."""
+    view = RecordingView()
+    reloaded = Chat(None, view, cwd="/state/work", auto_allow=False)  # type: ignore[arg-type]
+    for turn in reversed(fixture["transcriptPage"]["turns"]):
+        reloaded.history_turn(turn)
+    return [strip_paint(line) for line in view.lines]
 
 
 def test_every_scenario_has_its_fixture() -> None:
@@ -156,6 +234,25 @@ def test_a_reducer_that_disagrees_is_caught() -> None:
     fixture = json.loads((FIXTURES / "simple-turn.json").read_text())
     fixture["expected"]["transcript"][-1]["text"] += " (not what was streamed)"
     with pytest.raises(AssertionError):
+        check_fixture(fixture)
+
+
+@pytest.mark.parametrize(
+    ("name", "dropped"),
+    [
+        ("review-findings-dismissed", "review/dismissed"),
+        ("background-processes", "process/exited"),
+        ("hooks-failed-and-untrusted", "hook/failed"),
+        ("turn-diff-keep-undo", "turn/diff"),
+        ("subagent-nested", "subagent/event"),
+    ],
+)
+def test_a_reducer_that_drops_a_new_event_is_caught(name: str, dropped: str) -> None:
+    """The comparisons of the `expected*` extras can fail: a recording missing one kind of event no
+    longer matches (a chat that ignored it would show the same)."""
+    fixture = json.loads((FIXTURES / f"{name}.json").read_text())
+    fixture["events"] = [e for e in fixture["events"] if e["type"] != dropped]
+    with pytest.raises((AssertionError, StopIteration, ValueError)):
         check_fixture(fixture)
 
 

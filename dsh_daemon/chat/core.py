@@ -46,6 +46,7 @@ from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.payloads import PlanUpdated
 from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
+from dsh_daemon.model.review import REVIEW_EVENTS, ReviewTracker
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
 TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
@@ -110,6 +111,8 @@ class Chat:
         self.error_shown: tuple[Any, Any] | None = None
         self.cards = CardBook()
         self.plan = PlanTracker()  # the agent's plan (model/plan.py), from every event seen
+        self.reviews = ReviewTracker()  # the open review findings (model/review.py), likewise
+        self.turn_diff: dict[str, Any] | None = None  # the latest live `turn/diff`
         self.blocks: list[CodeBlock] = []  # every code block shown, for /copy N
         self.attachments: list[dict[str, Any]] = []  # travel with the next prompt
         self.uri_labels: dict[str, str] = {}  # what to call an attachment's uri when it is entered
@@ -158,6 +161,8 @@ class Chat:
         seq = params.get("seq")
         if kind in PLAN_EVENTS:
             self.plan_event(kind, data, seq)
+        if kind in REVIEW_EVENTS:  # every one counts, those a transcript page drew too
+            self.reviews.feed(Event(kind, freeze_json(data), seq if isinstance(seq, int) else None))
         if self.replaying and seq is not None and seq <= self.shown_seq:
             # Already on screen from the transcript page (and its usage already counted): only what the
             # page does not carry is taken from it (the context gauge, the model).
@@ -193,7 +198,15 @@ class Chat:
             self.assistant_message(data, streamed=False, live=False)
         elif kind in ("tool/call", "tool/result", "context/compacted", "rewind/files", "conversation/cut"):
             self.live_event(kind, data)
-        elif kind in (ev.REVIEW_FINDING, ev.REVIEW_COMPLETED, ev.SUBAGENT_STARTED, ev.SUBAGENT_FINISHED):
+        elif kind in (
+            ev.REVIEW_FINDING,
+            ev.REVIEW_COMPLETED,
+            ev.REVIEW_DISMISSED,
+            ev.SUBAGENT_STARTED,
+            ev.SUBAGENT_FINISHED,
+            ev.PROCESS_STARTED,
+            ev.PROCESS_EXITED,
+        ):
             self.live_event(kind, data)
         elif kind == "turn/end" and data["reason"]["kind"] in ("error", "aborted", "interrupted", "budget"):
             self.view.print(self.paint(DIM, f"[turn {data['turn']} ended: {data['reason']['kind']}]"))
@@ -219,6 +232,8 @@ class Chat:
                     interrupted=bool(item.get("interrupted")),
                     final=False,
                 )
+            elif kind == "event" and item.get("event") in PAGE_LINES:
+                self.live_event(str(item["event"]), item.get("data") or {})
             elif kind == "tool":
                 self.tool_call(item["callId"], item["name"], item.get("arguments", ""))
                 result = item.get("result")
@@ -274,6 +289,8 @@ class Chat:
                 view.print(line)
         elif kind == ev.REVIEW_COMPLETED:
             self.note(f"[review done: {data.get('findings', 0)} finding(s)]")
+        elif kind == ev.REVIEW_DISMISSED:
+            self.note(review.dismissed_line(self.reviews.finding(str(data.get("findingId", "")))))
         elif kind == ev.SUBAGENT_STARTED:
             view.flush_stream()
             self.note(subagents.started_line(data))
@@ -546,6 +563,8 @@ class Chat:
             session_id=session_id, queue=queue, model=self.status.model, sandbox=self.status.sandbox
         )
         self.plan = PlanTracker()
+        self.reviews = ReviewTracker()
+        self.turn_diff = None
         page = await self.rpc.request(
             "dsh/session/transcript", {"sessionId": session_id, "limit": RESUME_PAGE_TURNS}
         )
@@ -741,6 +760,10 @@ def budget_said(budget: dict[str, Any]) -> str:
 def what_to_do(error: dict[str, Any]) -> str:
     advice = WHAT_TO_DO.get(str(error.get("code")))
     return f" — {advice}" if advice else ""
+
+
+# The `event` items of a transcript page this chat draws, as it draws the live events.
+PAGE_LINES = frozenset({ev.PROCESS_STARTED, ev.PROCESS_EXITED, ev.SUBAGENT_STARTED, ev.SUBAGENT_FINISHED})
 
 
 def typed_text(source: dict[str, Any], text: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon.chat.render import sanitize
+from dsh_daemon.model.payloads import ReviewFinding
 from dsh_daemon.model.review import parse_review_arguments, typed_review
 
 if TYPE_CHECKING:
@@ -30,6 +31,13 @@ def finding_lines(data: dict[str, Any]) -> list[str]:
     if data.get("suggestedPatch"):
         lines.append("    (a fix is suggested: dsh/review/list has its patch)")
     return lines
+
+
+def dismissed_line(finding: ReviewFinding | None) -> str:
+    """A dismissal (`review/dismissed`, from any client): the finding it takes off the list."""
+    if finding is None:  # reported before the turns this chat holds
+        return "[a finding was dismissed]"
+    return f"[dismissed: {finding.path}:{finding.start_line} {finding.title}]"
 
 
 async def start(chat: Chat, arg: str) -> None:

@@ -144,9 +144,13 @@ class TurnReview:
 
 
 def show_event(chat: Chat, data: dict[str, Any]) -> None:
-    """A live `turn/diff`: one line at the turn's end when it changed files."""
+    """A live `turn/diff`: one line at the turn's end when it changed files. A keep or undo sends the
+    turn's (final) diff again: kept as the latest, not told again."""
     files = data.get("files") or []
+    previous, chat.turn_diff = chat.turn_diff, data
     if not data.get("final") or not files:
+        return
+    if previous is not None and previous.get("final") and previous.get("turn") == data.get("turn"):
         return
     added = sum(int(f.get("added", 0)) for f in files)
     removed = sum(int(f.get("removed", 0)) for f in files)

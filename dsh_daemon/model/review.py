@@ -30,6 +30,10 @@ class ReviewTracker:
         self._dismissed: set[str] = set()
         self.completed: dict[str, ReviewCompleted] = {}  # by reviewId
 
+    def finding(self, finding_id: str) -> ReviewFinding | None:
+        """A finding reported in the turns that remain, dismissed or not."""
+        return self._findings.get(finding_id)
+
     def feed(self, event: Event) -> bool:
         """Whether the live findings (or the finished reviews) changed."""
         kind = event.type

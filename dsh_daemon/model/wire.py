@@ -502,7 +502,19 @@ class TranscriptTool:
     result: ToolResultView | None = None
 
 
-TranscriptItem: TypeAlias = TranscriptMessage | TranscriptAssistant | TranscriptTool
+@dataclass(frozen=True)
+class TranscriptEvent:
+    """A durable event a client draws as a line of its own (`process/*`, `session/notice`,
+    `subagent/started|finished`), as logged."""
+
+    type: Literal["event"]
+    seq: int
+    step: int | None
+    event: str
+    data: JsonObject
+
+
+TranscriptItem: TypeAlias = TranscriptMessage | TranscriptAssistant | TranscriptTool | TranscriptEvent
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,11 @@ A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, 
   the chunks so far as `{type: "assistant", seq (of its last chunk), step, text, reasoning?,
   partial: true}`;
 - `{type: "tool", seq, step, callId, name, arguments, synthetic?, result?}`: a call of an assistant
-  message; `result = {seq, output, isError?, error?, meta?}` once its `tool/result` is logged.
+  message; `result = {seq, output, isError?, error?, meta?}` once its `tool/result` is logged;
+- `{type: "event", seq, step, event, data}`: a durable event a client shows as a line of its own
+  (`LINE_EVENTS`: a background process started or ended, words about the session, a subagent
+  started or finished), its payload as logged. One logged between turns is an item of the turn
+  before it (of the first turn when the session has none before), so a page still shows it.
 Long texts are cut to `TEXT_CAP` characters, flagged with the full length beside them: a tool
 result's `output` and a non-user message's `text` get `truncated: true` and `length`; a call's
 `arguments` and an edit's `meta.diff` get `argumentsTruncated`/`argumentsLength` and
@@ -30,8 +34,13 @@ from dsh_daemon.model.codec import unstructure
 from dsh_daemon.model.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    PROCESS_EXITED,
+    PROCESS_STARTED,
+    SESSION_NOTICE,
     STEP_END,
     STEP_START,
+    SUBAGENT_FINISHED,
+    SUBAGENT_STARTED,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -53,6 +62,11 @@ from dsh_daemon.model.payloads import (
     TurnUsage,
 )
 from dsh_daemon.model.wire import TextDelta
+
+# Durable events the clients draw as lines of the transcript (live, and from a page after a reload).
+LINE_EVENTS = frozenset(
+    {PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE, SUBAGENT_STARTED, SUBAGENT_FINISHED}
+)
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -121,6 +135,7 @@ class _Builder:
         self.tools: dict[str, dict[str, Any]] = {}  # callId → item, in the current turn
         self.placed: set[str] = set()  # callIds whose item is in the turn's items
         self.partial: dict[str, Any] | None = None  # the streaming step's chunks so far
+        self.early: list[dict[str, Any]] = []  # line events logged before the first turn
 
     def feed(self, event: Event) -> None:
         kind = event.type
@@ -131,8 +146,20 @@ class _Builder:
                 "startedAt": event.time,
                 "items": [],
             }
+            if not self.turns:
+                self.current["items"], self.early = self.early, []
             self.turns.append(self.current)
             self.step, self.tools, self.placed, self.partial = None, {}, set(), None
+            return
+        if kind in LINE_EVENTS:
+            line = {
+                "type": "event",
+                "seq": event.seq,
+                "step": self.step,
+                "event": kind,
+                "data": thaw(event.data),
+            }
+            (self.turns[-1]["items"] if self.turns else self.early).append(line)
             return
         turn = self.current
         if turn is None:

@@ -154,6 +154,34 @@ def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) 
         assert "12 turn(s) · 144 tokens in · 36 out" in out  # the totals count every turn
 
 
+def test_a_resumed_chat_shows_the_background_process_lines_it_showed_live(tmp_path: Path) -> None:
+    """Their events lie before the page's lastSeq: the page's `event` items carry them, also an exit
+    logged after its turn ended (the session closing stopped the process)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    start = {"command": "echo up; exec sleep 60", "background": True, "name": "ticker"}
+    with FakeDeepSeek() as fake:
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "run_command", start)])),
+            Reply.stream(text_stream(["It runs."])),
+        )
+        env = daemon_env(tmp_path / "state", fake)
+        first = run_cli(
+            ["--no-thinking", "chat", "--allow", "run_command"],
+            env,
+            stdin="start the ticker\n",
+            cwd=work,
+        )
+        assert first.returncode == 0, first.stderr
+        assert "  ⏵ p1 ticker runs in the background (/ps, /kill p1)" in first.stderr
+        resumed = run_cli(["--no-thinking", "chat", "--resume"], env, stdin="", cwd=work)
+        assert resumed.returncode == 0, resumed.stderr
+        out = resumed.stderr
+        assert "› start the ticker" in out and "It runs." in out
+        assert "  ⏵ p1 ticker runs in the background (/ps, /kill p1)" in out
+        assert "  ⏹ p1 exited, stopped by session-close" in out or "  ⏹ p1 exited, stopped by shutdown" in out
+
+
 def test_a_failed_turn_is_one_line_saying_what_went_wrong(tmp_path: Path) -> None:
     """The `agent/error` line and the `turn/end` that repeats it show as one line, not two."""
     work = tmp_path / "work"

@@ -189,6 +189,30 @@ def test_an_open_step_shows_its_chunks_so_far() -> None:
     }
 
 
+def test_process_and_notice_events_are_lines_of_the_page_also_between_turns() -> None:
+    """A reloaded transcript keeps the lines the live events drew: a background process that started
+    and ended (also after its turn: an item of the turn before it) and words about the session
+    (before the first turn: an item of the first)."""
+    notice = {"kind": "mcp", "level": "warning", "message": "MCP server files could not start."}
+    started = {"processId": "p1", "name": "web", "command": "serve", "pid": 7, "confined": True, "turn": 1}
+    events = _log(
+        ("session/notice", notice),
+        *_turn(1, "start it", "Started."),
+        ("process/exited", {"processId": "p1", "exitCode": 0}),
+        *_turn(2, "next", "Done."),
+    )
+    events.insert(5, Event("process/started", freeze_json(started), 99, 0))  # inside turn 1's step
+    first, second = render_turns(events)
+    lines = [(i["event"], i["seq"], i["step"]) for i in first["items"] if i["type"] == "event"]
+    assert lines == [("session/notice", 0, None), ("process/started", 99, 1), ("process/exited", 9, None)]
+    assert first["items"][0]["data"] == notice and first["items"][2]["data"] == started
+    assert [i["type"] for i in first["items"]] == ["event", "message", "event", "assistant", "event"]
+    assert [i["type"] for i in second["items"]] == ["message", "assistant"]
+    # A page that starts after the first turn does not reach back for what came before it.
+    (page_turn,) = transcript_page(reversed(events), events[-1].seq, None, 1).turns
+    assert page_turn["turn"] == 2 and [i["type"] for i in page_turn["items"]] == ["message", "assistant"]
+
+
 def test_pages_read_only_the_tail_they_need() -> None:
     events = _log(*[spec for n in range(1, 6) for spec in _turn(n, f"p{n}", f"a{n}")])
     read: list[int] = []

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { emptyModel, queueOf, reduce, reduceAll, assistantText, typedText, PROCESSES_EXITED, type Action, type Item } from '../src/protocol/reducer';
-import type { AnyEvent } from '../src/protocol/types';
+import type { AnyEvent, TranscriptPage } from '../src/protocol/types';
 
 const S = 's1';
 const ev = (type: string, data: unknown, seq?: number): Action => ({ kind: 'event', event: { sessionId: S, type, data, ...(seq === undefined ? {} : { seq }) } as AnyEvent });
@@ -313,6 +313,23 @@ describe('reducer', () => {
       ['sandbox', 'warning', 'The widening could not be saved: config.json cannot be parsed.'],
       ['sandbox', 'info', 'A .git appeared at /w: protected from now on.'],
     ]);
+  });
+
+  it('session/notice from a transcript page (an `event` item): the same line, and the replay after it adds none', () => {
+    const notice = { kind: 'mcp', level: 'warning', message: 'MCP server files could not start; its tools are no longer offered.' };
+    const page = {
+      lastSeq: 6, hasMore: false,
+      turns: [{ turn: 1, startSeq: 1, startedAt: 0, endSeq: 6, end: { kind: 'completed' }, items: [
+        { type: 'event', seq: 0, step: null, event: 'session/notice', data: notice },
+        { type: 'message', seq: 3, step: 1, id: 'q1', source: { kind: 'user' }, text: 'hi' },
+        { type: 'event', seq: 4, step: 1, event: 'process/started', data: { processId: 'p1', name: 'web', command: 'serve', pid: 1, confined: true } },
+      ] }],
+    } as unknown as TranscriptPage;
+    let m = reduce(emptyModel(S), { kind: 'transcript', page, older: false });
+    const notices = () => m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && [i.id, i.topic, i.level, i.text]);
+    expect(notices()).toEqual([['sn:0', 'mcp', 'warning', notice.message]]);
+    m = reduce(m, ev('session/notice', notice, 0)); // an attach replaying from before the page
+    expect(notices()).toHaveLength(1);
   });
 
   it('a review\'s message is shown as the request, not as the prompt holding the diff', () => {

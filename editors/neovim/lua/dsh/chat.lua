@@ -112,6 +112,7 @@ function Chat:reset()
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
   self.plan_block = nil -- {turn, mark, count}: the transcript's plan block an update rewrites
+  self.subagent_blocks = nil -- callId -> {mark, count}: a subagent's card (subagents.lua)
   self.hooks_noted = nil -- the `hooks/untrusted` noted in this transcript (hooks.lua)
   self.hooks_failed = nil -- hook|event -> true: the `hook/failed` warned of
   if api.nvim_buf_is_valid(self.buf) then
@@ -119,6 +120,8 @@ function Chat:reset()
     api.nvim_buf_clear_namespace(self.buf, render.ns, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, render.ns_soft, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, render.ns_plan, 0, -1)
+    api.nvim_buf_clear_namespace(self.buf, render.ns_subagent, 0, -1)
+    api.nvim_buf_clear_namespace(self.buf, require('dsh.subagents').ns, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, queueview.ns, 0, -1)
     api.nvim_buf_set_lines(self.buf, 0, -1, false, {})
     vim.bo[self.buf].modifiable = false

@@ -57,11 +57,11 @@ M.actions = {
     'chat',
     function(buf)
       local chat = chat_of(buf)
-      if chat then
+      if chat and not require('dsh.subagents').toggle(chat, api.nvim_win_get_cursor(0)[1] - 1) then
         cards.show(chat)
       end
     end,
-    "expand the tool card under the cursor (output, exit code, diff)",
+    'expand the tool card under the cursor (output, exit code, diff); fold or unfold a subagent card',
   },
   next_code = {
     { 'n' },

@@ -109,7 +109,7 @@ function M.call_summary(root, arguments)
     return ('%d step%s'):format(#args.steps, #args.steps == 1 and '' or 's')
   end
   if args then
-    local main = args.path or args.command or args.pattern or args.glob or args.query
+    local main = args.path or args.command or args.pattern or args.glob or args.query or args.description
     if type(main) == 'string' then
       if args.path and root and vim.startswith(main, root .. '/') then
         main = main:sub(#root + 2)

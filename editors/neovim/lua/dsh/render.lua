@@ -17,6 +17,7 @@ local M = {}
 M.ns = api.nvim_create_namespace('dsh.chat')
 M.ns_soft = api.nvim_create_namespace('dsh.softbreak')
 M.ns_plan = api.nvim_create_namespace('dsh.planblock')
+M.ns_subagent = api.nvim_create_namespace('dsh.subagentblock')
 
 -- ---- buffer writing ------------------------------------------------------------------------------
 
@@ -437,6 +438,45 @@ function R.plan(chat, op)
   end
   local mark = api.nvim_buf_set_extmark(chat.buf, M.ns_plan, row, 0, { right_gravity = false })
   chat.plan_block = { turn = turn, mark = mark, count = #lines }
+end
+
+--- A subagent's card (subagents.lua): written below its run_subagent card when the child starts,
+--- rewritten in place as the child runs and when it ends.
+function R.subagent(chat, op)
+  local a = chat.state.subagents[op.callId or '']
+  if not a then
+    return
+  end
+  local subagents = require('dsh.subagents')
+  local lines = subagents.lines(chat, a)
+  local texts = vim.tbl_map(function(l)
+    return l[1]
+  end, lines)
+  chat.subagent_blocks = chat.subagent_blocks or {}
+  local b = chat.subagent_blocks[op.callId]
+  local pos = b and api.nvim_buf_get_extmark_by_id(chat.buf, subagents.ns, b.mark, {}) or {}
+  local row
+  if pos[1] then
+    row = pos[1]
+    api.nvim_buf_clear_namespace(chat.buf, M.ns_subagent, row, row + b.count)
+    api.nvim_buf_set_lines(chat.buf, row, row + b.count, false, texts)
+    if chat.rmark and chat.rmark.row > row then -- an open reasoning segment below moved
+      chat.rmark.row = chat.rmark.row + #texts - b.count
+    end
+    api.nvim_buf_del_extmark(chat.buf, subagents.ns, b.mark)
+  else
+    end_segment(chat)
+    bol(chat)
+    row = api.nvim_buf_line_count(chat.buf) - 1
+    append(chat, table.concat(texts, '\n') .. '\n')
+  end
+  for i, l in ipairs(lines) do
+    api.nvim_buf_set_extmark(chat.buf, M.ns_subagent, row + i - 1, 0, { end_col = #l[1], hl_group = l[2] })
+  end
+  -- Right gravity: a card rewritten just above (children run at once) pushes this one down, never
+  -- into its own lines.
+  local mark = api.nvim_buf_set_extmark(chat.buf, subagents.ns, row, 0, { right_gravity = true })
+  chat.subagent_blocks[op.callId] = { mark = mark, count = #lines }
 end
 
 --- A widening the person granted (`sandbox/widened`, protocol.md §16).

@@ -22,6 +22,7 @@ local M = {}
 ---@field plan table? the current plan: the `plan/updated` data that stands (nil: none)
 ---@field plan_at_turn table<integer, table|false> the plan when each turn seen began (false: none)
 ---@field plan_unknown boolean? a `conversation/cut` went back before the turns seen: ask the daemon
+---@field subagents table<string, dsh.Subagent> the parent's `run_subagent` callId -> its child's card
 
 function M.new(session_id)
   return {
@@ -37,6 +38,7 @@ function M.new(session_id)
     calls = {},
     plan_at_turn = {},
     processes = {},
+    subagents = {},
   }
 end
 
@@ -219,6 +221,86 @@ function M.plan_steps(plan)
   end
 end
 
+---@class dsh.Subagent
+---@field callId string the parent's `run_subagent` call
+---@field childId string?
+---@field description string
+---@field tools string? its tool set: explore | edit | all
+---@field status string running | completed | budget | error | cancelled | interrupted
+---@field summary string? what the parent's model got (`subagent/finished`)
+---@field calls table[] the child's tool calls, in order: {callId, name, arguments, result?: 'ok'|'error', error?}
+---@field asking string? the title of the child's permission request waiting for the person
+
+local function subagent_of(st, call_id)
+  local a = st.subagents[call_id]
+  if not a then
+    a = { callId = call_id, description = '', status = 'running', calls = {}, by_call = {} }
+    st.subagents[call_id] = a
+  end
+  return a
+end
+
+--- A child session's events as its parent's stream carries them (protocol.md §12 "Subagents"):
+--- its card keeps its tool calls, a question it waits on, how it ended. Its text stays out (the
+--- summary says what it found). Returns the render operations (nil: nothing the card shows).
+local function reduce_subagent(st, t, d)
+  if t == 'subagent/started' then
+    local a = subagent_of(st, d.callId)
+    a.childId, a.description, a.tools = d.childId, tostring(d.description or ''), d.tools
+    return { { op = 'subagent', callId = d.callId } }
+  elseif t == 'subagent/finished' then
+    local a = subagent_of(st, d.callId)
+    a.status, a.summary, a.asking = tostring(d.status or 'completed'), d.summary, nil
+    return { { op = 'subagent', callId = d.callId } }
+  elseif t == 'subagent/event' then
+    local a = subagent_of(st, d.callId)
+    local inner = type(d.event) == 'table' and d.event or {}
+    local e = type(inner.data) == 'table' and inner.data or {}
+    if inner.type == 'tool/call' and e.callId then
+      if not a.by_call[e.callId] then
+        local call = { callId = e.callId, name = e.name, arguments = e.arguments }
+        a.by_call[e.callId] = call
+        a.calls[#a.calls + 1] = call
+      end
+    elseif inner.type == 'tool/result' and a.by_call[e.callId or ''] then
+      local call = a.by_call[e.callId]
+      call.result = e.error and 'error' or 'ok'
+      call.error = e.error
+    else
+      return nil
+    end
+    return { { op = 'subagent', callId = d.callId } }
+  elseif t == 'permission/requested' and type(d.subagent) == 'table' and d.subagent.callId then
+    local a = subagent_of(st, d.subagent.callId)
+    a.asking, a.asking_call = tostring(d.title or d.tool or 'permission'), d.callId
+    return { { op = 'subagent', callId = a.callId } }
+  elseif t == 'permission/resolved' then
+    for _, a in pairs(st.subagents) do
+      if a.asking_call == d.callId then
+        a.asking, a.asking_call = nil, nil
+        return { { op = 'subagent', callId = a.callId } }
+      end
+    end
+  end
+end
+
+--- A durable event drawn as a line of its own, live or from a transcript page's `event` item: a
+--- background process started or ended (§12), words about the session itself (an MCP server, the
+--- sandbox).
+local function line_event(st, t, d)
+  if t == 'process/started' or t == 'process/exited' then
+    local text = require('dsh.processes').event_line(st.processes, t, d)
+    return { { op = 'line', text = text, hl = 'DshNotice' }, { op = 'processes' } }
+  elseif t == 'session/notice' then
+    if d.kind == 'lease' or type(d.message) ~= 'string' then
+      return {} -- the lease has its own line (`session/lease`)
+    end
+    local mark = d.kind == 'sandbox' and '⛨ ' or 'ℹ '
+    return { { op = 'line', text = mark .. d.message, hl = d.level == 'warning' and 'DshPermission' or 'DshNotice' } }
+  end
+  return {}
+end
+
 --- Apply one event; returns a list of render operations.
 ---@param st dsh.SessionState
 ---@param ev {sessionId: string, seq: integer?, type: string, data: table?}
@@ -259,7 +341,10 @@ function M.reduce_one(st, ev)
       return {}
     end
   end
-  if t == 'agent/inbox/spliced' then
+  local nested = reduce_subagent(st, t, d)
+  if nested then
+    return nested
+  elseif t == 'agent/inbox/spliced' then
     splice(st, d)
     return { { op = 'inbox' } }
   elseif t == 'agent/status' then
@@ -274,7 +359,9 @@ function M.reduce_one(st, ev)
     if M.model_facing(source) then
       return {}
     elseif source.kind == 'user' then
-      return { { op = 'user', text = M.as_typed(source) or text, id = d.id, command = source.command } }
+      return {
+        { op = 'user', text = M.as_typed(source) or text, id = d.id, command = source.command, review = source.review },
+      }
     elseif source.kind == 'editor' then
       return { { op = 'context', source = source, text = text } }
     else
@@ -350,15 +437,8 @@ function M.reduce_one(st, ev)
   elseif t == 'sandbox/status' then -- live: where commands run now (protocol.md §16)
     st.sandbox = d
     return { { op = 'sandbox' } }
-  elseif t == 'process/started' or t == 'process/exited' then -- background processes (§12)
-    local text = require('dsh.processes').event_line(st.processes, t, d)
-    return { { op = 'line', text = text, hl = 'DshNotice' }, { op = 'processes' } }
-  elseif t == 'session/notice' then -- words about the session itself (an MCP server, the sandbox)
-    if d.kind == 'lease' or type(d.message) ~= 'string' then
-      return {} -- the lease has its own line (`session/lease`)
-    end
-    local mark = d.kind == 'sandbox' and '⛨ ' or 'ℹ '
-    return { { op = 'line', text = mark .. d.message, hl = d.level == 'warning' and 'DshPermission' or 'DshNotice' } }
+  elseif t == 'process/started' or t == 'process/exited' or t == 'session/notice' then
+    return line_event(st, t, d)
   elseif t == 'sandbox/widened' then
     return { { op = 'widened', widened = d } }
   elseif t == 'session/lease' then -- a read-only attach: who drives the session now
@@ -403,6 +483,10 @@ function M.turn_ops(st, turn)
       if item.interrupted then
         ops[#ops + 1] = { op = 'assistant_end', interrupted = true }
       end
+    elseif item.type == 'event' and type(item.event) == 'string' then
+      local d = type(item.data) == 'table' and item.data or {}
+      -- A subagent's card: its description, how it ended, its summary (its steps: the child's transcript).
+      vim.list_extend(ops, reduce_subagent(st, item.event, d) or line_event(st, item.event, d))
     elseif item.type == 'tool' then
       local r = item.result
       local err = r and (r.error or (r.isError and { code = 'error' }) or nil)

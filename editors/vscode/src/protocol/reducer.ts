@@ -392,11 +392,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
         text: `The ${d.event} hook ${d.hook}${d.origin === 'project' ? " (the project's)" : ''} failed and was ignored: ${d.reason}` });
     }
     case 'session/notice': {
-      const d = ev.data as { kind?: string; level?: string; message?: string };
-      // A take-over is told by the read-only bar and the lost-lease error.
-      if (d.kind === 'lease' || typeof d.message !== 'string') return model;
-      return upsert(model, { id: `sn:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn,
-        level: d.level === 'warning' ? 'warning' : 'info', topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.message });
+      const notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
+      return notice ? upsert(model, notice) : model;
     }
     case 'plan/updated':
       return { ...model, ...planState([...model.planLog, ev.data as Plan]) };
@@ -445,6 +442,15 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
   }
 }
 
+/** The line of a `session/notice` (live, or an `event` item of a transcript page); none for a
+ *  take-over, which the read-only bar and the lost-lease error tell. */
+function sessionNotice(seq: number, turn: number, data: unknown): NoticeItem | undefined {
+  const d = data as { kind?: string; level?: string; message?: string };
+  if (d.kind === 'lease' || typeof d.message !== 'string') return undefined;
+  return { id: `sn:${seq}`, kind: 'notice', rev: 0, turn, level: d.level === 'warning' ? 'warning' : 'info',
+    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.message };
+}
+
 /** Items of transcript turns (oldest first), with the ids the event path gives the same things, so
  *  the live events after the page update them in place. */
 export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
@@ -472,6 +478,10 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
           args: parseArgs(it.arguments), status: it.synthetic || failed ? 'error' : r ? 'ok' : 'running', output: '', result,
           error: r?.error, meta: r?.meta, synthetic: !!it.synthetic,
         });
+      } else if (it.type === 'event' && it.event === 'session/notice') {
+        // The same item the live event makes (its id by seq), so a replay after the page finds it.
+        const notice = sessionNotice(it.seq, t.turn, it.data);
+        if (notice) out.push({ ...notice, rev });
       }
     }
     if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage });

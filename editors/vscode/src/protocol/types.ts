@@ -132,7 +132,9 @@ export type TranscriptItem =
   | {
     type: 'tool'; seq: number; step: number; callId: string; name: string; arguments: string; synthetic?: true;
     result?: { seq: number; output: string; isError?: boolean; error?: ToolError; meta?: ToolResultMeta; truncated?: boolean; length?: number };
-  };
+  }
+  /** A durable event shown as a line of its own (`process/*`, `session/notice`), as logged. */
+  | { type: 'event'; seq: number; step: number | null; event: string; data: Record<string, unknown> };
 
 export interface Usage {
   inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
