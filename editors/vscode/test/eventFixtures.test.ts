@@ -24,6 +24,8 @@ interface Fixture {
   expectedProcesses?: Record<string, unknown>[];
   expectedHooks?: { failed: { hook: string; event: string }[]; untrusted: Record<string, unknown> | null };
   expectedFindings?: { findingId: string }[];
+  expectedTurnDiff?: Record<string, unknown>;
+  expectedSubagents?: Record<string, unknown>[];
 }
 interface Expected {
   status: 'idle' | 'running';
@@ -147,6 +149,21 @@ describe('event fixtures (tests/fixtures/events) replayed through the VS Code re
         const m = replay(emptyModel(f.sessionId), actionsOf(f));
         const plan = m.plan && m.plan.steps.length ? { steps: m.plan.steps.map((s) => ({ title: s.title, status: s.status })), ...(m.plan.note ? { note: m.plan.note } : {}) } : null;
         expect(plan).toEqual(f.expectedPlan);
+      });
+    }
+    if (extras.expectedTurnDiff || extras.expectedSubagents) {
+      it(`${name.replace(/\.json$/, '')}: its turn diff and subagent cards as the daemon says`, () => {
+        const f = load(name);
+        const m = replay(emptyModel(f.sessionId), actionsOf(f));
+        if (f.expectedTurnDiff) expect(m.turnDiff).toEqual(f.expectedTurnDiff);
+        if (f.expectedSubagents) {
+          const cards = m.items.flatMap((it) => it.kind === 'tool' && it.subagent ? [{
+            callId: it.callId, childId: it.subagent.childId, description: it.subagent.description,
+            tools: it.subagent.calls.map((c) => ({ name: c.name, result: c.status === 'ok' ? 'ok' : c.status === 'error' ? 'error' : null })),
+            status: it.subagent.status, summary: it.subagent.summary,
+          }] : []);
+          expect(cards).toEqual(f.expectedSubagents);
+        }
       });
     }
     if (extras.expectedProcesses || extras.expectedHooks || extras.expectedFindings) {

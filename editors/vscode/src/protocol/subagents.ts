@@ -110,6 +110,7 @@ export function subagentFromTranscript(s: SubagentState, page: TranscriptPage): 
   let text: string | undefined;
   for (const t of turns) {
     for (const it of t.items) {
+      if (it.type === 'event') continue; // a process or notice line: no step of the child's
       steps = Math.max(steps, it.step);
       if (it.type === 'tool') {
         const failed = !!it.result && (!!it.result.isError || !!it.result.error);
