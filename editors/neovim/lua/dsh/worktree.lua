@@ -30,7 +30,8 @@ end
 --- :DshNewWorktree [BRANCH]: a new chat; its first prompt makes the session in its own worktree.
 function M.new(branch)
   local root = client.root_for(0)
-  if not (client.info(root) or {}).worktrees then
+  local info = client.info(root) -- nil before the daemon started: its answer to the first prompt says
+  if info and not info.worktrees then
     return notify.warn('this dsh-daemon makes no worktrees (no `worktrees` capability)')
   end
   local chat = sessions.draft(root)
