@@ -43,6 +43,8 @@ COMMANDS = {
     "DshDiff",
     "DshDiffUndo",
     "DshDiffKeep",
+    "DshNewWorktree",
+    "DshWorktree",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

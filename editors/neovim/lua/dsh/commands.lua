@@ -160,6 +160,14 @@ function run.DshProcesses()
   require('dsh.processes').open(chat)
 end
 
+function run.DshNewWorktree(o)
+  require('dsh.worktree').new(o.args)
+end
+
+function run.DshWorktree(o)
+  require('dsh.worktree').command(o.args)
+end
+
 function run.DshTrust(o)
   require('dsh.hooks').trust(o.bang)
 end

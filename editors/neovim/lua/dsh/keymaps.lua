@@ -172,7 +172,7 @@ function M.help_lines()
   )
   out[#out + 1] = ''
   out[#out + 1] = 'Commands: :Dsh :DshNew :DshToggle :DshSteer :DshInject :DshQueue :DshStop :DshWake'
-  out[#out + 1] = '  :DshSessions :DshResume :DshOlder :DshRename :DshDelete :DshAddFile :DshEdits'
+  out[#out + 1] = '  :DshSessions :DshResume :DshOlder :DshRename :DshDelete :DshAddFile :DshEdits :DshNewWorktree :DshWorktree'
   out[#out + 1] = '  :DshPermission :DshReview :DshModel    (:help dsh)'
   return out
 end

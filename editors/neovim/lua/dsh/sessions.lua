@@ -96,7 +96,8 @@ function M.materialize(chat, cb, fail)
     return
   end
   chat.waiting = { { cb = cb, fail = fail } }
-  client.request(chat.root, 'dsh/session/new', { cwd = chat.root }, function(err, res)
+  -- :DshNewWorktree's draft: its session gets a git worktree of its own (protocol.md §20).
+  client.request(chat.root, 'dsh/session/new', { cwd = chat.root, worktree = chat.worktree }, function(err, res)
     local waiting = chat.waiting
     chat.waiting = nil
     if err then
@@ -472,12 +473,14 @@ function M.describe(s)
   if type(s.lastPrompt) == 'string' and s.lastPrompt ~= '' and s.lastPrompt ~= s.title then
     pending = pending .. ' · last: ' .. labels.first_line(s.lastPrompt, 40)
   end
-  return ('%s  %s  %s%s%s'):format(
+  local tree = type(s.worktree) == 'table' and ('  ' .. require('dsh.worktree').words(s.worktree)) or ''
+  return ('%s  %s  %s%s%s%s'):format(
     s.sessionId:sub(1, 8),
     when,
     s.title ~= '' and s.title or '(untitled)',
     s.status == 'running' and ' · running' or '',
-    pending
+    pending,
+    tree
   )
 end
 

@@ -39,6 +39,19 @@ M.commands = {
   { 'DshPlan', { desc = "dsh: the agent's plan" } },
   { 'DshProcesses', { desc = "dsh: the agent's background processes (read one's output, stop one)" } },
   { 'DshTrust', { bang = true, desc = "dsh: trust this project's hooks so they run (! without asking)" } },
+  { 'DshNewWorktree', { nargs = '?', desc = 'dsh: a new chat whose session works in its own git worktree' } },
+  {
+    'DshWorktree',
+    {
+      nargs = '?',
+      desc = "dsh: the session's worktree: what it changed (diff), apply it to your files, keep it as a branch, discard it",
+      complete = function(lead)
+        return vim.tbl_filter(function(a)
+          return vim.startswith(a, lead)
+        end, { 'diff', 'apply', 'keep', 'discard' })
+      end,
+    },
+  },
   {
     'DshSandbox',
     {
