@@ -14,6 +14,7 @@
    next one, the first after a resume from it, beside the same turn writing none and the idle loop
    (issue 40.4, goal: no stall over 20 ms), each with the session's state frozen as the daemon does
    (host/heap.py) and, in the next round, not frozen; and the garbage the freezes kept;
+   before them, the CPU time of a snapshot encode's worst step (what one step adds to a slice);
 5. from a send to the first byte of its provider request at a real HTTP server on loopback (the
    fake DeepSeek): a fresh session, one of 2,000 turns, and that one after a compaction, the first
    send after each open and the next (issue 40.3, goal: <= 20 ms added over the fresh session).
@@ -37,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dsh_daemon.agent.loop import Agent, AgentOptions  # noqa: E402
-from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, SnapshotCodec  # noqa: E402
+from dsh_daemon.agent.snapshot import SLICE_S, SNAPSHOT_FORMAT, SnapshotCodec, SnapshotView  # noqa: E402
 from dsh_daemon.host.heap import keep_long_lived_state, stop_keeping_long_lived_state  # noqa: E402
 from dsh_daemon.host.manager import SNAPSHOT_EVERY, SessionManager  # noqa: E402
 from dsh_daemon.llm.config import ProviderConfig  # noqa: E402
@@ -303,6 +304,51 @@ async def turn_end_stalls(state: Path, sid: str, runs: int) -> None:
     print(f"  garbage the freezes had kept from the collector at each frozen round's end: {kept} objects")
 
 
+def encode_steps_cpu(state: Path, sid: str) -> None:
+    """Issue 40.4: the CPU time (this thread's, so a loaded machine's other processes do not count)
+    of the worst step of a snapshot's encode, which is what one step can add to a slice of
+    `encode_in_slices` (SLICE_S of steps, then one more), beside the whole encode's: a fresh codec's
+    and the next one's."""
+
+    async def run() -> list[tuple[float, float, int]]:
+        manager = SessionManager(
+            state, provider=ScriptedProvider(default=reply("ok")), options=lambda: AgentOptions(model="m")
+        )
+        agent = manager.open(sid)
+        codec = SnapshotCodec()
+        figures = []
+        for text in ("one more", "and one more"):
+            agent.followup(UserMessage.create(text))
+            await agent.when_idle()
+            steps = codec.encode_steps(SnapshotView.of(agent.snapshot()))
+            worst, whole, count = 0.0, 0.0, 0
+            with_collector = gc.isenabled()
+            gc.disable()  # (as encode_in_slices runs each slice)
+            try:
+                while True:
+                    start = time.thread_time()
+                    try:
+                        next(steps)
+                    except StopIteration:
+                        break
+                    finally:
+                        took = time.thread_time() - start
+                        worst, whole, count = max(worst, took), whole + took, count + 1
+            finally:
+                if with_collector:
+                    gc.enable()
+            figures.append((worst, whole, count))
+        await manager.close()
+        return figures
+
+    (first, first_all, first_n), (next_, next_all, next_n) = asyncio.run(run())
+    print(
+        f"snapshot encode, CPU time of its worst step (goal: a slice of {SLICE_S * 1e3:.0f} ms plus one step "
+        f"well under 20 ms): fresh codec {first * 1e3:.1f} ms of {first_all * 1e3:.0f} ms in {first_n} "
+        f"steps; the next {next_ * 1e3:.1f} ms of {next_all * 1e3:.0f} ms in {next_n} steps"
+    )
+
+
 FIRST_BYTES: list[float] = []  # when each request's first byte reached the fake server (its thread)
 
 
@@ -459,6 +505,7 @@ def main() -> None:
             return
         if args.only == "stalls":
             sid = build_big_session(root / "big", args.events)
+            encode_steps_cpu(root / "big", sid)
             asyncio.run(turn_end_stalls(root / "big", sid, args.runs))
             return
         base = bare_sqlite_commits(root / "bare.sqlite3", args.sends)
@@ -476,6 +523,7 @@ def main() -> None:
         )
         sid = build_big_session(root / "big", args.events)
         resume_figures(root / "big", sid, args.runs)
+        encode_steps_cpu(root / "big", sid)
         asyncio.run(turn_end_stalls(root / "big", sid, args.runs))
         asyncio.run(first_request_latency(root, args.request_turns, args.runs))
 
