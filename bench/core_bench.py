@@ -12,7 +12,9 @@
 4. the event loop's worst stall (a probe asking to wake every millisecond) across a turn of that
    session whose end writes a derived-state snapshot: the first of a session opened with none, the
    next one, the first after a resume from it, beside the same turn writing none and the idle loop
-   (issue 40.4, goal: no stall over 20 ms);
+   (issue 40.4, goal: no stall over 20 ms), each with the session's state frozen as the daemon does
+   (host/heap.py) and, in the next round, not frozen; and the garbage the freezes kept;
+   before them, the CPU time of a snapshot encode's worst step (what one step adds to a slice);
 5. from a send to the first byte of its provider request at a real HTTP server on loopback (the
    fake DeepSeek): a fresh session, one of 2,000 turns, and that one after a compaction, the first
    send after each open and the next (issue 40.3, goal: <= 20 ms added over the fresh session).
@@ -36,7 +38,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dsh_daemon.agent.loop import Agent, AgentOptions  # noqa: E402
-from dsh_daemon.agent.snapshot import SNAPSHOT_FORMAT, SnapshotCodec  # noqa: E402
+from dsh_daemon.agent.snapshot import SLICE_S, SNAPSHOT_FORMAT, SnapshotCodec, SnapshotView  # noqa: E402
+from dsh_daemon.host.heap import keep_long_lived_state, stop_keeping_long_lived_state  # noqa: E402
 from dsh_daemon.host.manager import SNAPSHOT_EVERY, SessionManager  # noqa: E402
 from dsh_daemon.llm.config import ProviderConfig  # noqa: E402
 from dsh_daemon.llm.deepseek import DeepSeekProvider  # noqa: E402
@@ -222,7 +225,9 @@ async def turn_end_stalls(state: Path, sid: str, runs: int) -> None:
     """Issue 40.4: the worst event-loop stall across one turn of the big session (the send, the
     scripted reply, the turn end and the snapshot written), in interleaved rounds: with no snapshot
     written (`snapshot_every` out of reach), the first of a session opened with none (its codec new:
-    everything is encoded), the next one, the first after a resume from a snapshot; and the idle loop."""
+    everything is encoded), the next one, the first after a resume from a snapshot; and the idle loop.
+    Each round twice, one after the other: with the state frozen as the daemon runs (host/heap.py),
+    and with the collector walking all of it (the same-run baseline of the freezes)."""
     cases = [
         "idle loop, 0.2 s",
         "turn, no snapshot",
@@ -230,9 +235,11 @@ async def turn_end_stalls(state: Path, sid: str, runs: int) -> None:
         "next snapshot",
         "first after a resume",
     ]
-    worst: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    ways = ("frozen (host/heap.py)", "not frozen")
+    worst: dict[tuple[str, str], list[tuple[float, float]]] = {(c, w): [] for c in cases for w in ways}
     probe = LoopLag()
     probe.start()
+    kept: list[int] = []
 
     def manager(every: int) -> SessionManager:
         return SessionManager(
@@ -250,7 +257,10 @@ async def turn_end_stalls(state: Path, sid: str, runs: int) -> None:
 
         return one
 
-    for _ in range(runs):
+    for index in range(runs * 2):
+        way = ways[index % 2]
+        if way == ways[0]:
+            keep_long_lived_state()  # as the daemon runs
         store = SessionStore(state)
         store.drop_snapshot(sid)
         store.close()
@@ -259,28 +269,84 @@ async def turn_end_stalls(state: Path, sid: str, runs: int) -> None:
         m = manager(10**9)
         agent = m.open(sid)
         await turn(m, agent, "warm-up")()
-        worst[cases[0]].append(await probe.worst_during(lambda: asyncio.sleep(0.2)))
-        worst[cases[1]].append(await probe.worst_during(turn(m, agent, "no snapshot")))
+        worst[cases[0], way].append(await probe.worst_during(lambda: asyncio.sleep(0.2)))
+        worst[cases[1], way].append(await probe.worst_during(turn(m, agent, "no snapshot")))
         m.snapshot_every = 1  # every turn end from now on writes one: this first one encodes everything
-        worst[cases[2]].append(await probe.worst_during(turn(m, agent, "first")))
-        worst[cases[3]].append(await probe.worst_during(turn(m, agent, "next")))
+        worst[cases[2], way].append(await probe.worst_during(turn(m, agent, "first")))
+        worst[cases[3], way].append(await probe.worst_during(turn(m, agent, "next")))
+        del agent
+        await m.close_session(sid)  # as a daemon closes a session (host/heap.py: frees it)
         await m.close()
         m = manager(1)
         agent = m.open(sid)  # from the snapshot just written: its codec resumes from the stored text
-        worst[cases[4]].append(await probe.worst_during(turn(m, agent, "after a resume")))
+        worst[cases[4], way].append(await probe.worst_during(turn(m, agent, "after a resume")))
+        del agent
+        await m.close_session(sid)
         await m.close()
+        if way == ways[0]:
+            stop_keeping_long_lived_state()  # everything back to the collector: what it frees now
+            kept.append(gc.collect())  # is garbage the freezes kept
+        gc.collect()  # (each round starts from the same heap)
     await probe.stop()
     print(
-        f"the event loop's worst stall across a turn of the big session, {runs} rounds (ms, median "
-        "[min-max]); beside it, the worst with the garbage collector's time taken out:"
+        f"the event loop's worst stall across a turn of the big session, {runs} rounds each way, "
+        "interleaved (ms, median [min-max]); beside it, the worst with the garbage collector's time "
+        "taken out:"
     )
     for case in cases:
-        whole, own = ([v[i] * 1e3 for v in worst[case]] for i in (0, 1))
-        print(
-            f"  {case:<22} {statistics.median(whole):7.1f} [{min(whole):.1f}-{max(whole):.1f}]   "
-            f"without collections {statistics.median(own):6.1f} [{min(own):.1f}-{max(own):.1f}]"
-        )
+        for way in ways:
+            whole, own = ([v[i] * 1e3 for v in worst[case, way]] for i in (0, 1))
+            print(
+                f"  {case:<22} {way:<22} {statistics.median(whole):7.1f} [{min(whole):.1f}-{max(whole):.1f}]"
+                f"   without collections {statistics.median(own):6.1f} [{min(own):.1f}-{max(own):.1f}]"
+            )
     print("  (issue 40.4 goal: no stall over 20 ms at a turn end)")
+    print(f"  garbage the freezes had kept from the collector at each frozen round's end: {kept} objects")
+
+
+def encode_steps_cpu(state: Path, sid: str) -> None:
+    """Issue 40.4: the CPU time (this thread's, so a loaded machine's other processes do not count)
+    of the worst step of a snapshot's encode, which is what one step can add to a slice of
+    `encode_in_slices` (SLICE_S of steps, then one more), beside the whole encode's: a fresh codec's
+    and the next one's."""
+
+    async def run() -> list[tuple[float, float, int]]:
+        manager = SessionManager(
+            state, provider=ScriptedProvider(default=reply("ok")), options=lambda: AgentOptions(model="m")
+        )
+        agent = manager.open(sid)
+        codec = SnapshotCodec()
+        figures = []
+        for text in ("one more", "and one more"):
+            agent.followup(UserMessage.create(text))
+            await agent.when_idle()
+            steps = codec.encode_steps(SnapshotView.of(agent.snapshot()))
+            worst, whole, count = 0.0, 0.0, 0
+            with_collector = gc.isenabled()
+            gc.disable()  # (as encode_in_slices runs each slice)
+            try:
+                while True:
+                    start = time.thread_time()
+                    try:
+                        next(steps)
+                    except StopIteration:
+                        break
+                    finally:
+                        took = time.thread_time() - start
+                        worst, whole, count = max(worst, took), whole + took, count + 1
+            finally:
+                if with_collector:
+                    gc.enable()
+            figures.append((worst, whole, count))
+        await manager.close()
+        return figures
+
+    (first, first_all, first_n), (next_, next_all, next_n) = asyncio.run(run())
+    print(
+        f"snapshot encode, CPU time of its worst step (goal: a slice of {SLICE_S * 1e3:.0f} ms plus one step "
+        f"well under 20 ms): fresh codec {first * 1e3:.1f} ms of {first_all * 1e3:.0f} ms in {first_n} "
+        f"steps; the next {next_ * 1e3:.1f} ms of {next_all * 1e3:.0f} ms in {next_n} steps"
+    )
 
 
 FIRST_BYTES: list[float] = []  # when each request's first byte reached the fake server (its thread)
@@ -439,6 +505,7 @@ def main() -> None:
             return
         if args.only == "stalls":
             sid = build_big_session(root / "big", args.events)
+            encode_steps_cpu(root / "big", sid)
             asyncio.run(turn_end_stalls(root / "big", sid, args.runs))
             return
         base = bare_sqlite_commits(root / "bare.sqlite3", args.sends)
@@ -456,6 +523,7 @@ def main() -> None:
         )
         sid = build_big_session(root / "big", args.events)
         resume_figures(root / "big", sid, args.runs)
+        encode_steps_cpu(root / "big", sid)
         asyncio.run(turn_end_stalls(root / "big", sid, args.runs))
         asyncio.run(first_request_latency(root, args.request_turns, args.runs))
 

@@ -3,12 +3,18 @@ beside a baseline measured in the same run, the two interleaved round by round s
 shared machine hits both.
 
     .venv/bin/python -m bench.server_bench [--starts N] [--runs N] [--deltas N] [--events N] [--only-startup]
+        [--codex-acp PATH]
 
-1. start-up, spawn -> `initialize` reply: dsh-daemon (LSP) and `dsh-daemon acp` vs a bare pygls
-   server (goals <= 1.0x and <= 0.5x), `--starts` rounds each running the three in a rotating order;
-   the first session's round trip sent right after the reply (ACP) or `initialized` (LSP), each
-   beside the same request sent `--pause` seconds later (the session machinery preloaded; goal
-   <= 50 ms for both); RSS;
+1. start-up, spawn -> `initialize` reply: dsh-daemon (LSP) vs a bare pygls server (goal <= 0.5x),
+   `dsh-daemon acp` vs codex-acp (goal <= 1.0x), and spawn -> the first `session/new` reply (sent
+   the moment `initialize` is answered) of both ACP agents (goal <= 1.0x); `--starts` rounds each
+   running them all in a rotating order; the first session's round trip sent right after the reply
+   (ACP) or `initialized` (LSP), each beside the same request sent `--pause` seconds later (the
+   session machinery preloaded; goal <= 50 ms for both); RSS with one session, once a
+   `session/list` (which waits for everything a session loads) is answered (goal <= 60 MiB);
+   codex-acp is the npm package's `codex-acp` command (`--codex-acp`, default: on PATH; install it
+   with `npm install --prefix DIR @zed-industries/codex-acp`), with its native binary beside it when
+   the package has one; skipped, with the reason printed, when absent or when it does not start;
    `dsh-daemon --version` and `dsh-daemon sessions` (spawn -> exit) vs `python -c pass`;
 2. added latency, provider SSE write -> client `assistant/delta` (p50/p99 at ~2k deltas/s) vs the same
    bytes read raw from the socket in this process;
@@ -27,6 +33,7 @@ import compileall
 import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -133,10 +140,14 @@ class Peer:
         self._reader.cancel()
 
     def rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return _rss_mib(self.proc.pid)
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 INIT = {"processId": None, "rootUri": None, "capabilities": {}}
@@ -153,19 +164,28 @@ def base_env(state: Path, base_url: str = "http://127.0.0.1:9") -> dict[str, str
 
 
 class AcpPeer:
-    """A spawned `dsh-daemon acp` and a minimal NDJSON reader."""
+    """A spawned ACP agent (`dsh-daemon acp` unless told) and a minimal NDJSON reader."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self._ids = 0
 
     @classmethod
-    async def spawn(cls, env: dict[str, str]) -> AcpPeer:
+    async def spawn(cls, env: dict[str, str], argv: list[str] | None = None, cwd: Path = ROOT) -> AcpPeer:
         proc = await asyncio.create_subprocess_exec(
-            *daemon_argv("acp"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT, limit=1 << 24,
+            *(argv or daemon_argv("acp")), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=env, cwd=cwd, limit=1 << 24,
+            start_new_session=True,  # codex-acp's Node launcher runs the binary as its child
         )  # fmt: skip
         return cls(proc)
+
+    def rss_mib(self) -> float:
+        """The agent's and its children's (codex-acp's launcher and binary)."""
+        pids = [self.proc.pid]
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+            pids += [int(pid) for pid in children.split()]
+        return sum(_rss_mib(pid) for pid in pids)
 
     async def call(self, method: str, params: Any) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -186,7 +206,8 @@ class AcpPeer:
 
     async def close(self) -> None:
         if self.proc.returncode is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):  # the whole group: a child holds the pipes
+                os.killpg(self.proc.pid, signal.SIGKILL)
             await self.proc.wait()
 
 
@@ -233,36 +254,99 @@ async def start_lsp(env: dict[str, str], cwd: Path, pause: float = 0.0) -> tuple
     start = time.perf_counter()
     await peer.call("dsh/session/new", {"cwd": str(cwd)})
     new = time.perf_counter() - start
+    await peer.call("dsh/session/list", {})  # answered once everything is loaded (host/preload.py)
     await asyncio.sleep(0.3)
     rss = peer.rss_mib()
     await peer.close()
     return elapsed, new, rss
 
 
-async def start_acp(env: dict[str, str], cwd: Path, pause: float) -> tuple[float, float]:
-    """Spawn -> `initialize` reply; then, `pause` seconds later, the `session/new` round trip."""
+async def start_acp(
+    env: dict[str, str], cwd: Path, pause: float, argv: list[str] | None = None
+) -> tuple[float, float, float, float]:
+    """Spawn -> `initialize` reply; then, `pause` seconds later, the `session/new` round trip; spawn
+    -> that reply (when sent at once); RSS 0.3 s after (NaN when paused)."""
     start = time.perf_counter()
-    peer = await AcpPeer.spawn(env)
+    peer = await AcpPeer.spawn(env, argv, cwd)
     await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     elapsed = time.perf_counter() - start
     if pause:
         await asyncio.sleep(pause)
-    start = time.perf_counter()
+    sent = time.perf_counter()
     await peer.call("session/new", {"cwd": str(cwd), "mcpServers": []})
-    new = time.perf_counter() - start
+    done = time.perf_counter()
+    rss = float("nan")
+    if not pause:
+        await peer.call("session/list", {})  # (dsh: answered once everything is loaded)
+        await asyncio.sleep(0.3)
+        rss = peer.rss_mib()
     await peer.close()
-    return elapsed, new
+    return elapsed, done - sent, done - start, rss
 
 
-async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> None:
-    """The three start-ups interleaved, in an order that rotates each round."""
+def codex_commands(given: str | None) -> tuple[dict[str, list[str]], str]:
+    """The codex-acp commands to race: the npm package's `codex-acp` (a Node launcher that runs the
+    native binary) and that binary, found beside it in node_modules; or why there are none."""
+    import shutil
+
+    path = given or shutil.which("codex-acp")
+    if path is None:
+        return (
+            {},
+            "no codex-acp on PATH (npm install --prefix DIR @zed-industries/codex-acp; --codex-acp DIR/node_modules/.bin/codex-acp)",
+        )
+    launcher = Path(path).resolve()
+    if not launcher.is_file():
+        return {}, f"{path} is not a file"
+    commands = {"codex-acp": [str(launcher)]}
+    for parent in launcher.parents:
+        if parent.name == "node_modules":
+            for native in sorted(parent.glob("@zed-industries/codex-acp-*/bin/codex-acp")):
+                commands["codex-acp native"] = [str(native)]
+            break
+    return commands, ""
+
+
+async def codex_ready(commands: dict[str, list[str]], tmp: Path) -> tuple[dict[str, str], str]:
+    """codex-acp's environment: a home of its own under `tmp`, an API key that is not one and a base
+    URL on a closed local port (nothing leaves the machine), logged in once by `authenticate` (its
+    `session/new` refuses before), so every round then starts as a set-up installation does. Returns
+    the environment, or why it cannot be used."""
+    home = tmp / "codex-home"
+    (home / ".codex").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env.update({"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "CODEX_API_KEY": "bench",
+                "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})  # fmt: skip
+    cwd = tmp / "start-cwd"
+    peer = await AcpPeer.spawn(env, next(iter(commands.values())), cwd)
+    try:
+        async with asyncio.timeout(30):
+            await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            await peer.call("authenticate", {"methodId": "codex-api-key"})
+            await peer.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        return env, f"codex-acp did not start a session: {exc!r}"
+    finally:
+        await peer.close()
+    return env, ""
+
+
+async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float, codex_acp: str | None) -> None:
+    """The start-ups interleaved, in an order that rotates each round."""
     env = base_env(tmp / "start-state")
     cwd = tmp / "start-cwd"
     cwd.mkdir()
+    codex, why_not = codex_commands(codex_acp)
+    codex_env: dict[str, str] = {}
+    if codex:
+        codex_env, why_not = await codex_ready(codex, tmp)
+        if why_not:
+            codex = {}
     bare_t, lsp_t, acp_t, lsp_new, acp_new, acp_new_later = [], [], [], [], [], []
     lsp_new_later: list[float] = []
-    bare_rss, lsp_rss = [], []
-    order = ["bare", "lsp", "acp", "acp-pause", "lsp-pause"]
+    bare_rss, lsp_rss, acp_total, acp_rss = [], [], [], []
+    peers: dict[str, tuple[list[float], list[float], list[float]]] = {name: ([], [], []) for name in codex}
+    order = ["bare", "lsp", "acp", "acp-pause", "lsp-pause", *codex]
     for index in range(rounds):
         at = index % len(order)
         for which in order[at:] + order[:at]:
@@ -279,16 +363,32 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
                 _, new, _ = await start_lsp(env, cwd, pause)
                 lsp_new_later.append(new)
             elif which == "acp":
-                t, new = await start_acp(env, cwd, 0.0)
+                t, new, total, r = await start_acp(env, cwd, 0.0)
                 acp_t.append(t)
                 acp_new.append(new)
-            else:
-                _, new = await start_acp(env, cwd, pause)
+                acp_total.append(total)
+                acp_rss.append(r)
+            elif which == "acp-pause":
+                _, new, _, _ = await start_acp(env, cwd, pause)
                 acp_new_later.append(new)
+            else:
+                t, _, total, r = await start_acp(codex_env, cwd, 0.0, codex[which])
+                for values, value in zip(peers[which], (t, total, r), strict=True):
+                    values.append(value)
     print(f"start-up, spawn -> initialize reply, {rounds} interleaved rounds:")
     print(f"  bare pygls          {spread(bare_t)}")
-    print(f"  dsh-daemon (LSP)    {spread(lsp_t)}   vs bare pygls: {ratio(lsp_t, bare_t)} (goal <= 1.0)")
-    print(f"  dsh-daemon acp      {spread(acp_t)}   vs bare pygls: {ratio(acp_t, bare_t)} (goal <= 0.5)")
+    print(f"  dsh-daemon (LSP)    {spread(lsp_t)}   vs bare pygls: {ratio(lsp_t, bare_t)} (goal <= 0.5)")
+    print(f"  dsh-daemon acp      {spread(acp_t)}   vs bare pygls: {ratio(acp_t, bare_t)}")
+    for name, (t, _, _) in peers.items():
+        print(f"  {name:<18}  {spread(t)}   dsh-daemon acp vs it: {ratio(acp_t, t)} (goal <= 1.0)")
+    if not codex:
+        print(f"  codex-acp skipped: {why_not}")
+    print("  spawn -> first session/new reply (sent the moment initialize is answered):")
+    print(f"    dsh-daemon acp      {spread(acp_total)}")
+    for name, (_, total, _) in peers.items():
+        print(
+            f"    {name:<18}  {spread(total)}   dsh-daemon acp vs it: {ratio(acp_total, total)} (goal <= 1.0)"
+        )
     print(
         f"  first session (goal <= 50 ms), sent at once vs sent {pause:g} s later (the machinery preloaded):"
     )
@@ -300,8 +400,10 @@ async def startup_figures(tmp: Path, bare: Path, rounds: int, pause: float) -> N
         f"    ACP session/new right after the reply        {spread(acp_new)}   "
         f"{pause:g} s after {spread(acp_new_later)}   {ratio(acp_new, acp_new_later)}"
     )
+    others = "".join(f", {name} {spread(rss, 1, 'MiB', 1)}" for name, (_, _, rss) in peers.items())
     print(
-        f"  RSS 0.3 s after: bare pygls {spread(bare_rss, 1, 'MiB', 1)}, dsh-daemon with one session {spread(lsp_rss, 1, 'MiB', 1)}"
+        f"  RSS with one session, 0.3 s after a session/list answered (goal <= 60 MiB): dsh-daemon (LSP) {spread(lsp_rss, 1, 'MiB', 1)}, "
+        f"dsh-daemon acp {spread(acp_rss, 1, 'MiB', 1)}{others}; bare pygls, no session, {spread(bare_rss, 1, 'MiB', 1)}"
     )
 
 
@@ -467,7 +569,7 @@ async def main_async(args: argparse.Namespace) -> None:
     compileall.compile_dir(ROOT / "dsh_daemon", quiet=1)
 
     # 1: start-up of both modes against bare pygls; the printing commands against `python -c pass`
-    await startup_figures(tmp, bare, args.starts, args.pause)
+    await startup_figures(tmp, bare, args.starts, args.pause, args.codex_acp)
     if args.only_startup:
         return
     cli_figures(tmp, args.starts)
@@ -584,6 +686,9 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=20000)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument(
+        "--codex-acp", help="the npm package's codex-acp command (default: codex-acp on PATH)"
+    )
     parser.add_argument(
         "--only-startup", action="store_true", help="the start-up figures (1) only, without the CLI's"
     )

@@ -192,8 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dsh_daemon.acp.main import Settings as AcpSettings
         from dsh_daemon.acp.main import configure_logging as acp_logging
         from dsh_daemon.acp.main import run as run_acp
+        from dsh_daemon.host.heap import keep_long_lived_state
 
         acp_logging(args.log_level, args.log_file)
+        keep_long_lived_state()  # as `serve` does: host/heap.py
         return run_acp(AcpSettings(state_dir=state_dir, flags=provider_flags(args)))
     if command == "exec":
         from dsh_daemon.chat.headless import run_exec
@@ -205,9 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(state_dir: Path, flags: dict[str, Any], log_level: str, log_file: str | None) -> int:
+    from dsh_daemon.host.heap import keep_long_lived_state
     from dsh_daemon.host.startup_gc import pause_collection
 
     pause_collection()  # until the first frame is answered: see host/startup_gc.py
+    keep_long_lived_state()  # a long session's state out of the collector's walks: host/heap.py
     from dsh_daemon.server.codecache import install_for_start
 
     install_for_start(state_dir)  # lsprotocol's generated methods, compiled once: server/codecache.py

@@ -294,6 +294,8 @@ CLI_HARNESS = textwrap.dedent(
 
     code = main(sys.argv[1:])
     seen.update(code=code, collecting_at_exit=gc.isenabled(), frozen=gc.get_freeze_count())
+    heap = sys.modules.get("dsh_daemon.host.heap")
+    seen["keeping_long_lived"] = heap is not None and heap.keeping_long_lived_state()
     os.write(2, b"\\nSEEN " + json.dumps(seen).encode() + b"\\n")
     """
 )
@@ -336,6 +338,20 @@ def test_the_collector_is_paused_until_the_initialize_reply_and_collects_after(t
     assert b'"sessions": []' in seen["stdout"] and seen["code"] == 0
     assert seen["collecting"] is False
     assert seen["collecting_at_exit"] is True and seen["frozen"] > 10_000
+    assert seen["keeping_long_lived"] is True  # host/heap.py: on in the daemon itself
+
+
+def test_acp_keeps_a_sessions_long_lived_state_out_of_the_collectors_walks(tmp_path: Path) -> None:
+    """host/heap.py is process-wide: the daemon's front ends turn it on, ACP's too."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    result = subprocess.run(
+        [sys.executable, "-c", CLI_HARNESS, "acp"], input=json.dumps(initialize).encode() + b"\n",
+        capture_output=True, cwd=ROOT, env={**_clean_env(), "DSH_HOME": str(tmp_path)}, check=True,
+        timeout=120,
+    )  # fmt: skip
+    assert b'"protocolVersion"' in result.stdout
+    line = next(x for x in result.stderr.decode().splitlines() if x.startswith("SEEN "))
+    assert json.loads(line.removeprefix("SEEN "))["keeping_long_lived"] is True
 
 
 def test_the_collection_pass_waits_until_the_first_session_is_answered(tmp_path: Path) -> None:

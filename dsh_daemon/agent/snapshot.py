@@ -138,33 +138,45 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _GROWING = frozenset({"sources", "messages", "headers", "datas", "requests"})  # lists that only grow
 _NESTED = frozenset({"lists", "ints"})  # lists of lists: each inner list only grows, more are added
 # Items turned into JSON (or messages encoded) between two points where an encode may pause.
-_CHUNK = 64
-_MARKS = 1024  # turn marks looked at (one a turn: most known already)
+_CHUNK = 16
+_MARKS = 256  # turn marks looked at (one a turn: most known already)
 
 
 class _ArrayText:
     """The JSON text of one list that only grows: the items appended since the last call are dumped
-    (in one call), the ones before are already text. `json.dumps([a, b])` is `"[" + dumps(a) + "," +
-    dumps(b) + "]"` with these separators, so the result is what dumping the whole list gives."""
+    (a few dozen a step), the ones before are already text. `json.dumps([a, b])` is `"[" + dumps(a)
+    + "," + dumps(b) + "]"` with these separators, so the pieces, comma-joined in brackets, are what
+    dumping the whole list gives. They stay pieces: the snapshot's text is joined once, at its end
+    (a long session's tables are megabytes, and each whole-table copy held the loop 10-15 ms)."""
 
-    __slots__ = ("body", "done")
+    __slots__ = ("done", "pieces")
 
-    def __init__(self) -> None:
-        self.body = ""
-        self.done = 0
+    def __init__(self, body: str = "", done: int = 0) -> None:
+        self.pieces: list[str] = [body] if body else []  # each the text of some items, no brackets
+        self.done = done
 
-    def of(self, items: Sequence[Any]) -> Steps[str]:
+    def of(self, items: Sequence[Any]) -> Steps[list[str]]:
+        """The pieces once brought up to `items` (the list itself: not to be changed)."""
         if len(items) < self.done:  # (never expected: then the text starts over rather than lie)
-            self.body, self.done = "", 0
+            self.pieces, self.done = [], 0
         if len(items) > self.done:
             new: list[str] = []
             for at in range(self.done, len(items), _CHUNK):
                 new.append(_dumps(items[at : at + _CHUNK])[1:-1])
                 yield
-            joined = ",".join(new)
-            self.body = joined if not self.done else self.body + "," + joined
+            self.pieces.extend(new)
             self.done = len(items)
-        return "[" + self.body + "]"
+        return self.pieces
+
+
+def _array(out: list[str], items: list[str]) -> None:
+    """`"[" + ",".join(items) + "]"`, appended to `out` as fragments (nothing copied yet)."""
+    out.append("[")
+    for at, item in enumerate(items):
+        if at:
+            out.append(",")
+        out.append(item)
+    out.append("]")
 
 
 class SnapshotCodec:
@@ -222,28 +234,34 @@ class SnapshotCodec:
         return text
 
     def _text(self, value: dict[str, Any], marks: Sequence[tuple[int, TurnMark]]) -> Steps[str]:
-        parts = []
-        for key, item in value.items():
+        out = ["{"]
+        for index, (key, item) in enumerate(value.items()):
+            if index:
+                out.append(",")
+            out.append(_dumps(key) + ":")
             if key in _NESTED:
                 texts = self._nested_texts[key]
                 texts.extend(_ArrayText() for _ in range(len(item) - len(texts)))
-                inner_texts = []
-                for known, inner in zip(texts, item, strict=False):
-                    inner_texts.append((yield from known.of(inner)))
-                text = "[" + ",".join(inner_texts) + "]"
+                out.append("[")
+                for at, (known, inner) in enumerate(zip(texts, item, strict=False)):
+                    if at:
+                        out.append(",")
+                    _array(out, (yield from known.of(inner)))
+                out.append("]")
             elif key in _GROWING:
-                text = yield from self._texts[key].of(item)
+                _array(out, (yield from self._texts[key].of(item)))
             elif key == "marks":
                 mark_texts = []
                 for at, (turn, _) in enumerate(marks):
                     if at % _MARKS == _MARKS - 1:
                         yield
                     mark_texts.append(self._mark_text(turn))
-                text = "[" + ",".join(mark_texts) + "]"
+                _array(out, mark_texts)
             else:
-                text = _dumps(item)
-            parts.append(_dumps(key) + ":" + text)
-        return "{" + ",".join(parts) + "}"
+                out.append(_dumps(item))
+        out.append("}")
+        yield  # (the one copy of the whole text, below, in a step of its own)
+        return "".join(out)
 
     def _mark_text(self, turn: int) -> str:
         """A turn mark's nine items, as text (a mark is re-encoded only when its turn's mark changed)."""
@@ -418,14 +436,12 @@ class SnapshotCodec:
         that table's JSON (a writer with other spacing would still give the same value)."""
         for key, body in texts.items():
             if key in _GROWING and isinstance(data[key], list):
-                self._texts[key].body, self._texts[key].done = body, len(data[key])
+                self._texts[key] = _ArrayText(body, len(data[key]))
         for key, bodies in nested.items():
             table = self.lists if key == "lists" else self.ints
             adopted = []
             for body, inner in zip(bodies, table, strict=True):
-                known = _ArrayText()
-                known.body, known.done = body, len(inner)
-                adopted.append(known)
+                adopted.append(_ArrayText(body, len(inner)))
             self._nested_texts[key] = adopted
         # A mark's nine items are numbers (or null), so the marks' text splits at its commas.
         marks = texts.get("marks")

@@ -32,6 +32,7 @@ from dsh_daemon.agent.snapshot import (
 )
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
+from dsh_daemon.host.heap import freeze_long_lived, thaw_after_close
 from dsh_daemon.model.events import INBOX_INSERTED, STATUS, SUBAGENT_FINISHED, TURN_END, Event, EventBus
 from dsh_daemon.model.payloads import InboxInserted, SessionTitled, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
@@ -106,6 +107,7 @@ class SessionManager:
         self._snapshot_upto: dict[str, int] = {}  # per session, the seq its stored snapshot ends at
         self._codecs: dict[str, SnapshotCodec] = {}  # per session, what its snapshots already encoded
         self._snapshot_writes: set[asyncio.Future[bool]] = set()  # being encoded or written
+        self._frozen_with: set[str] = set()  # sessions driven here at a freeze (host/heap.py)
         self._snapshot_last: asyncio.Future[bool] | None = None  # the last one begun (they go in order)
         self._snapshot_thread: ThreadPoolExecutor | None = None
 
@@ -189,7 +191,13 @@ class SessionManager:
             self.agents.pop(session_id, None)
             self.leases.release(session_id)
             raise
+        self._freeze_long_lived()  # its state, decoded or loaded
         return agent
+
+    def _freeze_long_lived(self) -> None:
+        """The state of the sessions driven here out of the collector's walks (host/heap.py)."""
+        if freeze_long_lived():
+            self._frozen_with.update(self.agents)
 
     def _stored_events(
         self, session_id: str, snapshot: DerivedSnapshot | None
@@ -298,7 +306,11 @@ class SessionManager:
                 # A cache that could not be written: the next open derives more of the log, that is all.
                 logger.exception("session %s: viewing the derived-state snapshot failed", session_id)
                 return
-            # Only the view is taken at the turn end itself (no history is copied: see SnapshotView).
+            # The state it views, derived by now (a session opened with no snapshot derives its
+            # history at its first request), out of the collector's walks before the encode makes
+            # more: host/heap.py. Only the view is taken at the turn end itself (no history is
+            # copied: see SnapshotView).
+            self._freeze_long_lived()
             # Encoding it (megabytes for a long session) runs on this loop in slices of a few
             # milliseconds between its other work, and the write (and a disk flush) on the snapshot
             # writer's thread, so that no turn end holds up the streams on this loop (issue 40.4; a
@@ -343,6 +355,7 @@ class SessionManager:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])  # (its outcome is its own to report)
         text = await encode_in_slices(codec, view)
+        self._freeze_long_lived()  # the codec's new tables too
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(1, thread_name_prefix="dsh-snapshot")
         return await asyncio.get_running_loop().run_in_executor(
@@ -480,9 +493,15 @@ class SessionManager:
         self._forget_snapshots(session_id)
         await agent.dispose(cause)
         self.leases.release(session_id)
+        if session_id in self._frozen_with:  # frozen, it would never be freed: host/heap.py
+            self._frozen_with.discard(session_id)
+            del agent
+            if thaw_after_close():
+                self._frozen_with.update(self.agents)
 
     async def close(self) -> None:
         """D6: running turns end aborted{shutdown}; pending items stay parked for the next attach."""
+        self._frozen_with.clear()  # (no collection pass for a process about to end: host/heap.py)
         for session_id in list(self.agents):
             await self.close_session(session_id)
         if self._heartbeat is not None:
