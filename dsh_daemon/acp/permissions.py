@@ -5,7 +5,9 @@ content, a command as text) with three options: allow once, allow always, reject
 widen the sandbox (not to run unconfined) has a fourth, "Always (saved to config)" (`allow_always`,
 optionId `allow-always-persist`: the widening is saved to config.json, protocol.md §16). An escalation
 shows the reason and the exact widening in words, and its allow-always is named for what it is, the
-session. A `cancelled`
+session. A plan's approval (`propose_plan`, preview kind `plan`) shows the plan as text with three
+options: approve and accept edits, approve and ask before edits, keep planning (a rejection: ACP
+carries no words with an answer, so the model asks what to change). A `cancelled`
 outcome, an unknown option, no answer within the timeout or a lost client count as `cancelled`
 (which cancels the turn, keeping the queue); when the turn is aborted while the request is open,
 the client is sent `$/cancel_request` for it.
@@ -41,9 +43,27 @@ KEEP_OPTION = {"optionId": KEEP, "name": "Always (saved to config)", "kind": "al
 FOR_THE_SESSION = {"optionId": "allow-always", "name": "Allow for this session", "kind": "allow_always"}
 
 
+PLAN_OPTIONS: tuple[dict[str, str], ...] = (
+    {"optionId": "approve-accept-edits", "name": "Approve: accept edits", "kind": "allow_once"},
+    {"optionId": "approve-ask", "name": "Approve: ask before edits", "kind": "allow_once"},
+    {"optionId": "revise", "name": "Keep planning", "kind": "reject_once"},
+)
+PLAN_ANSWERS: dict[str, PermissionReply] = {
+    "approve-accept-edits": PermissionReply("allow-once", mode="accept-edits"),
+    "approve-ask": PermissionReply("allow-once", mode="ask"),
+    "revise": PermissionReply("reject"),
+}
+
+
+def is_plan(preview: Mapping[str, Any] | None) -> bool:
+    return isinstance(preview, Mapping) and preview.get("kind") == "plan"
+
+
 def options_for(preview: Mapping[str, Any] | None) -> list[dict[str, str]]:
     """The options of a request: "Always (saved to config)" only where a widening can be kept (an
-    escalation that is not to run unconfined, which is never saved)."""
+    escalation that is not to run unconfined, which is never saved); a plan's own three."""
+    if is_plan(preview):
+        return list(PLAN_OPTIONS)
     escalation = escalation_of(preview)
     if escalation is None:
         return list(OPTIONS)
@@ -55,6 +75,8 @@ def options_for(preview: Mapping[str, Any] | None) -> list[dict[str, str]]:
 def preview_content(preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     if not preview:
         return []
+    if is_plan(preview):
+        return [text_content(str(preview.get("plan", "")))]
     if isinstance(preview.get("diff"), str):
         return [diff_content(str(preview.get("path", "")), preview["diff"])]
     if isinstance(preview.get("command"), str):
@@ -145,6 +167,8 @@ class AcpApprover:
         outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
         if isinstance(outcome, Mapping) and outcome.get("outcome") == "selected":
             chosen = str(outcome.get("optionId"))
+            if is_plan(request.preview):  # only a plan's own options count for it
+                return PLAN_ANSWERS.get(chosen, "cancelled")
             if chosen == KEEP and KEEP_OPTION in options:  # offered: an option not offered is unknown
                 return PermissionReply("allow-always", persist=True)
             return OUTCOMES.get(chosen, "cancelled")

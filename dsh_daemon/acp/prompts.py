@@ -120,9 +120,12 @@ class PromptBook:
             if prompt is not None:
                 prompt.turn = claimed.turn
         elif event.type == ev.INBOX_INSERTED:
-            prompt = self._by_message.get(_message_id(InboxInserted.of(event).message))
+            inserted = InboxInserted.of(event).message
+            prompt = self._by_message.get(_message_id(inserted))
             if prompt is not None:
                 prompt.turn = None  # claimed, then put back: a later turn answers it
+            elif isinstance(inserted.get("source", {}).get("approvedPlan"), Mapping):
+                self._follow_the_plan(_message_id(inserted))
         elif event.type == ev.INBOX_DISCARDED:
             prompt = self._by_message.get(_message_id(InboxDiscarded.of(event).message))
             if prompt is not None and prompt.turn is None and prompt.message_id not in self._moving:
@@ -139,6 +142,15 @@ class PromptBook:
                 except WireError as exc:
                     result = exc
                 self._settle(prompt, result)
+
+    def _follow_the_plan(self, plan_id: str) -> None:
+        """A plan approved in a running turn is queued as the next prompt: the `session/prompt` that
+        turn answers waits for the plan's turn instead, so the plan runs inside it (clients drop
+        updates outside a prompt, and a permission asked there could not be answered)."""
+        running = [p for p in self._by_message.values() if p.turn is not None]
+        if len(running) == 1 and plan_id not in self._by_message:
+            self.rebind(running[0].message_id, plan_id)
+            running[0].turn = None
 
     def fail(self, error: WireError) -> None:
         """Every prompt still waiting is answered with `error`."""

@@ -72,6 +72,7 @@ KINDS = {
     "process_read": "read",  # a background process's output
     "process_write": "execute",  # input to a running command
     "process_stop": "execute",
+    "propose_plan": "switch_mode",  # approving it leaves plan mode (protocol.md §3 "Plan approval")
     "run_subagent": "think",  # its steps are the child's own cards' lines (Translator._on_subagent_event)
 }
 # No tool of dsh's fetches (ACP's `fetch`); an MCP tool is `other` whatever it does: its server does
@@ -146,6 +147,8 @@ def describe_tool(name: str, args: Mapping[str, Any] | None, cwd: str | None) ->
         title = f"{PROCESS_TITLES[name]} {args.get('process_id', '?')}"
     elif name == "update_plan":
         title = "Update the plan"
+    elif name == "propose_plan":
+        title = "Approve the plan?"
     elif name == "run_subagent":
         title = f"Subagent “{args.get('description', '')}”"
     elif name == "report_finding":

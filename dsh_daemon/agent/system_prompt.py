@@ -112,6 +112,13 @@ TOOL_GUIDANCE: tuple[tuple[str, str], ...] = (
         "step in_progress as you begin it and done as soon as it is finished (one step in_progress at a "
         "time), and change it when the work changes; the person sees it. Skip it for a single quick step.",
     ),
+    (
+        "propose_plan",
+        "The session is in plan mode: read, explore and plan, but change nothing (edits are not offered "
+        "and commands run read-only). When your plan is ready, call propose_plan with the whole plan; "
+        "the person approves it (it then comes back as their next prompt, in a mode that allows edits) "
+        "or sends it back with what to change. Do not start the work before it is approved.",
+    ),
 )
 TOOLS_FOOTER = (
     "Relative paths start at the working directory; every path must stay inside the workspace roots "

@@ -31,6 +31,7 @@ from dsh_daemon.agent.tools import (
     Allow,
     Ask,
     Deny,
+    PermissionOutcome,
     PermissionReply,
     PermissionRequest,
     PostExecuteDecision,
@@ -69,6 +70,7 @@ class _RunningCall:
     accepted_text: str | None = None
     persist_approved: bool = False
     unsaved_choice: str | None = None
+    approved_mode: str | None = None
     shared: SharedOutput | None = None  # for other processes' windows, made at the first output
 
     def emit_output(self, text: str) -> None:
@@ -252,8 +254,9 @@ async def _run_one_unguarded(
         accepted: list[str] = []
         persist: list[bool] = []
         unsaved: list[str] = []
+        modes: list[str] = []
         try:
-            denial = await _permission(agent, call, signal, approved, accepted, persist, unsaved)
+            denial = await _permission(agent, call, signal, approved, accepted, persist, unsaved, modes)
         except AbortedError:
             return _aborted_before_dispatch(agent, call)
         if denial is not None:
@@ -272,6 +275,7 @@ async def _run_one_unguarded(
             accepted_text=accepted[-1] if accepted else None,
             persist_approved=persist[-1] if persist else False,
             unsaved_choice=unsaved[-1] if unsaved else None,
+            approved_mode=modes[-1] if modes else None,
         )
         try:
             outcome = await tool.execute(call.args, context)
@@ -333,11 +337,13 @@ async def _permission(
     accepted: list[str],
     persist: list[bool],
     unsaved: list[str],
+    modes: list[str],
 ) -> ToolOutcome | None:
     """Run pre-execute hooks; None means go ahead, otherwise the error outcome to record. A preview the
     person approved is appended to `approved`, so the tool can refuse to do anything else; the text
     they accepted instead of an edit's proposal, to `accepted` (the tool writes exactly that); whether
-    they chose to keep an "allow always" in their configuration, to `persist`."""
+    they chose to keep an "allow always" in their configuration, to `persist`; the mode they chose
+    with a plan's approval, to `modes`."""
     for hook in agent.hooks.pre_execute:
         decision = await signal.race(hook(call, signal))
         if decision is None or isinstance(decision, Allow):
@@ -366,19 +372,32 @@ async def _permission(
                     accepted.append(reply.new_text)
                 if isinstance(reply, PermissionReply) and reply.unsaved is not None:
                     unsaved.append(reply.unsaved)
+                if isinstance(reply, PermissionReply) and reply.mode is not None:
+                    modes.append(reply.mode)
                 kept = isinstance(reply, PermissionReply) and reply.persist
                 persist.append(outcome == "allow-always" and kept)
-            if outcome == "allow-always":
+            if outcome == "allow-always" and decision.rememberable:
                 agent.always_allowed.add(scope)
-            elif outcome == "allow-once":
+            elif outcome in ("allow-once", "allow-always"):
                 continue
             elif outcome == "reject":
-                return ToolOutcome.error(f"Error: the user rejected running {call.name}", "REJECTED")
+                return ToolOutcome.error(_rejection(call, decision, reply), "REJECTED")
             else:  # cancelled: the whole turn is cancelled, queued work kept
                 agent.cancel("user", keep_inbox=True)
                 signal.check()
                 return ToolOutcome.error("Error: permission request cancelled", "CANCELLED")
     return None
+
+
+def _rejection(call: ToolCall, decision: Ask, reply: PermissionOutcome | PermissionReply) -> str:
+    """What the model is told of a rejection: the person's words (a plan to revise), then the note."""
+    text = f"Error: the user rejected running {call.name}"
+    feedback = reply.feedback if isinstance(reply, PermissionReply) else None
+    if feedback:
+        text += f". They said:\n{feedback}"
+    if decision.reject_note:
+        text += f"\n{decision.reject_note}"
+    return text
 
 
 async def _hook_answer(

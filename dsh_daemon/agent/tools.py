@@ -62,6 +62,9 @@ class ToolContext(Protocol):
     # for an edit overlapping the person's unsaved changes: "both" (save them with it) or
     # "buffer-only" (protocol.md §8, §9); None when they were not asked
     unsaved_choice: str | None
+    # a plan's approval (`propose_plan`): the mode the person chose to carry it out in ("ask" or
+    # "accept-edits"); None when they were not asked or chose none
+    approved_mode: str | None
 
     def emit_output(self, text: str) -> None:
         """Live `tool/output` with only the new text (never the whole output again)."""
@@ -109,6 +112,10 @@ class Ask:
     # What an "allow-always" answer covers (default: the tool). A command tool narrows it to the
     # exact command, so "always allow `pytest -q`" does not also allow `rm -rf`.
     scope: str | None = None
+    # False: an "allow-always" answer counts as "allow-once" (a plan's approval is for this plan).
+    rememberable: bool = True
+    # Appended to the error the model gets when the person rejects the call (with their feedback).
+    reject_note: str | None = None
     kind: Literal["ask"] = "ask"
 
 
@@ -137,6 +144,8 @@ class PermissionReply:
     new_text: str | None = None
     persist: bool = False
     unsaved: str | None = None  # "both" | "buffer-only", for a preview with `unsaved: "overlaps"`
+    mode: str | None = None  # a plan's approval: "ask" | "accept-edits", the mode to carry it out in
+    feedback: str | None = None  # a rejection's words for the model (a plan to revise)
 
 
 # Answers a permission question before the person is asked (the person's `permissionRequest` hooks):

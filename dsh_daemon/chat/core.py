@@ -21,7 +21,7 @@ from dsh_daemon.chat import processes, review, subagents, turndiff
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.cards import CardBook
-from dsh_daemon.chat.permission import CANCELLED, SAID, Question, wire_answer
+from dsh_daemon.chat.permission import CANCELLED, SAID, Question, is_plan, wire_answer
 from dsh_daemon.chat.queue import QueueItem
 from dsh_daemon.chat.render import (
     CYAN,
@@ -122,6 +122,7 @@ class Chat:
         # The session's custom slash commands ("/NAME" -> dsh/commands/list's entry), flag customCommands
         self.custom_commands: dict[str, dict[str, Any]] = {}
         self._permission_lock = asyncio.Lock()
+        self._feedback = ""  # the words a plan was sent back with (the question being answered)
         self._session_lock = asyncio.Lock()
         self._shell_docs = 0
         self.shell: asyncio.Future[Any] | None = None  # a `!cmd` running (Esc / Ctrl-C stops it)
@@ -426,17 +427,23 @@ class Chat:
             self.note(f"  → {clip(str(params.get('title') or tool), 80)}: allowed by {by}")
             return {"outcome": "allow-once"}
         async with self._permission_lock:
-            return wire_answer(await self.ask_permission(params))
+            outcome = await self.ask_permission(params)
+            return wire_answer(outcome, self._feedback)
 
     async def ask_permission(self, params: dict[str, Any]) -> str:
         view = self.view
         view.flush_stream()
         title = sanitize(str(params.get("title") or params.get("tool")))
+        if is_plan(params):  # the menu asks the question: the plan's own header says what it is
+            title = "The model proposes this plan:"
         # Wrapped between words (the terminal would cut a word at its edge), each line under "? ".
         for index, line in enumerate(word_wrap(title, max(view.width - 2, 20))):
             view.print(self.paint(YELLOW, f"{'? ' if index == 0 else '  '}{line}"))
         preview = params.get("preview") or {}
-        if preview.get("diff"):
+        self._feedback = ""
+        if is_plan(params):
+            self.show_plan(str(preview.get("plan") or ""))
+        elif preview.get("diff"):
             for line in diff_lines(preview["diff"], view.color):
                 view.print("  " + line)
         elif preview.get("command"):
@@ -451,7 +458,7 @@ class Chat:
         if not self.answers:
             return self.unanswerable(params)
         loop = asyncio.get_running_loop()
-        self.question = Question(
+        self.question = question = Question(
             params,
             loop.create_future(),
             loop.time(),
@@ -473,7 +480,17 @@ class Chat:
         if outcome == CANCELLED and not self.answers:
             return self.unanswerable(params)
         self.note(f"  → {SAID.get(outcome, SAID[CANCELLED])}")
+        if question.feedback:
+            self._feedback = question.feedback
+            self.note(f"    with: {clip(sanitize(question.feedback), 200)}")
         return outcome
+
+    def show_plan(self, plan: str) -> None:
+        """The proposed plan in full, above the menu, each line wrapped under a bar."""
+        view = self.view
+        for line in sanitize(plan).splitlines() or [""]:
+            for part in word_wrap(line, max(view.width - 4, 20)) or [""]:
+                view.print(self.paint(DIM, "  │ ") + part)
 
     def unanswerable(self, params: dict[str, Any]) -> str:
         """Nobody can answer (piped input, or it ended): `cancelled`, and how to allow it next time."""
@@ -499,7 +516,9 @@ class Chat:
         if self.question is None or not self.asking:
             return False
         outcome = self.question.outcome_of_line(line)
-        return outcome is not None and self.answer(outcome)
+        if outcome is None:
+            return self.question.revise_with(line)  # a plan's approval: the words to revise it by
+        return self.answer(outcome)
 
     def input_ended(self) -> None:
         """The person's input is gone (stdin at EOF): an open question, and any later one, is answered
@@ -771,6 +790,10 @@ def typed_text(source: dict[str, Any], text: str) -> str:
     expanded (its source records the command, protocol.md §18), else its text."""
     if isinstance(source.get("review"), dict):  # a review's message holds the diff: show the command
         return review.typed(source["review"])
+    approved = source.get("approvedPlan")
+    if isinstance(approved, dict):  # the plan the person approved, not something they typed
+        shown = "accept edits" if approved.get("mode") == "accept-edits" else "ask"
+        return f"[approved plan · {shown}] " + " ".join(text.split())
     command = source.get("command")
     if isinstance(command, dict) and isinstance(command.get("name"), str):
         arguments = command.get("arguments") or ""

@@ -16,6 +16,9 @@ The rules (what the terminal view does with each key while a question is open):
   line that is just an option's number chooses that option (another Enter confirms) rather than
   sending the digit to the model as a prompt.
 - Esc and Ctrl-C answer `cancelled` (the turn stops, the queue stays), like everywhere else.
+- A plan's approval (`preview.kind` "plan", protocol.md §3) offers approve and accept edits, approve
+  and ask before edits, revise, cancel; there a line typed while the question is open is not a prompt
+  but the person's words for the revision: it sends the plan back with them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ SETTLE_S = 0.6
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT, CANCELLED = "allow-once", "allow-always", "reject", "cancelled"
 # The chat's own name for "Always (saved to config)": on the wire `{outcome: allow-always, persist: true}`.
 ALLOW_SAVED = "allow-always-saved"
+# A plan's answers, by the chat's own names (on the wire: allow-once with a mode, reject with feedback).
+APPROVE_EDITS, APPROVE_ASK, REVISE = "approve-accept-edits", "approve-ask", "revise"
 LINE_ANSWERS = {  # a whole line answers (the plain view at a terminal); never a single letter for "always"
     "yes": ALLOW_ONCE,
     "y": ALLOW_ONCE,
@@ -45,6 +50,9 @@ SAID = {
     ALLOW_SAVED: "allowed always, saved to config.json (every later session too)",
     REJECT: "rejected (the model is told; the turn goes on)",
     CANCELLED: "cancelled (the turn stops, the queue stays)",
+    APPROVE_EDITS: "plan approved: accept edits (it runs now)",
+    APPROVE_ASK: "plan approved: ask before edits (it runs now)",
+    REVISE: "sent back to revise (the model is told; plan mode stays)",
 }
 
 
@@ -54,11 +62,28 @@ class Option:
     label: str
 
 
-def wire_answer(outcome: str) -> dict[str, Any]:
-    """The `dsh/requestPermission` result for a chosen outcome."""
+def wire_answer(outcome: str, feedback: str = "") -> dict[str, Any]:
+    """The `dsh/requestPermission` result for a chosen outcome (`feedback`: a revision's words)."""
     if outcome == ALLOW_SAVED:
         return {"outcome": ALLOW_ALWAYS, "persist": True}
+    if outcome in (APPROVE_EDITS, APPROVE_ASK):
+        return {"outcome": ALLOW_ONCE, "mode": "accept-edits" if outcome == APPROVE_EDITS else "ask"}
+    if outcome == REVISE:
+        return {"outcome": REJECT, "feedback": feedback} if feedback else {"outcome": REJECT}
     return {"outcome": outcome}
+
+
+def is_plan(params: dict[str, Any]) -> bool:
+    preview = params.get("preview")
+    return isinstance(preview, dict) and preview.get("kind") == "plan"
+
+
+PLAN_OPTIONS = (
+    Option(APPROVE_EDITS, "Yes, approve and accept edits (the plan runs now)"),
+    Option(APPROVE_ASK, "Yes, approve and ask before each edit"),
+    Option(REVISE, "No, keep planning (or type what to change and press Enter)"),
+    Option(CANCELLED, "Cancel the turn (the queue stays)"),
+)
 
 
 def options_for(params: dict[str, Any], *, persist_widening: bool = False) -> tuple[Option, ...]:
@@ -66,6 +91,8 @@ def options_for(params: dict[str, Any], *, persist_widening: bool = False) -> tu
     always saved to config.json (only where the daemon can persist a widening, flag `persistWidening`,
     and never for running unconfined: that is not saved) / reject; any other question once / always
     in this session / reject. Cancelling the turn is the last option of both."""
+    if is_plan(params):
+        return PLAN_OPTIONS
     tool = str(params.get("tool") or "this tool")
     preview = params.get("preview") or {}
     command = preview.get("command")
@@ -115,6 +142,19 @@ class Question:
         self.from_digit = ""  # the digits typed while choosing, while they may still start a prompt
         self.quiet_since = now  # the menu takes keys once the person has not typed for SETTLE_S
         self.hint = ""  # a one-off line under the menu ("choose first")
+        self.feedback = ""  # a plan sent back: the person's words for the model
+
+    @property
+    def plan(self) -> bool:
+        return is_plan(self.params)
+
+    def revise_with(self, line: str) -> bool:
+        """A typed line while a plan's approval is open: the plan goes back with these words. False
+        for any other question, or an empty line."""
+        if not self.plan or not line.strip():
+            return False
+        self.feedback = line.strip()
+        return self.resolve(REVISE)
 
     @property
     def title(self) -> str:

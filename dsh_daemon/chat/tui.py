@@ -333,6 +333,8 @@ class TuiView:
         keys = f"↑/↓ or 1-{count}, then Enter" if listening else "the menu listens once you pause typing"
         escalation = question.escalation
         ask = "widen the sandbox?" if escalation is not None else f"allow {tool}?"
+        if question.plan:
+            ask = "approve the plan?"
         lines = [f"{YELLOW}? {ask}{RESET}  {DIM}{keys} · Esc cancels the turn{RESET}"]
         if escalation is not None:  # the exact widening stays in view while the menu is open
             lines.append(f"  {YELLOW}{clip(sandboxes.widening_words(escalation), width - 4)}{RESET}")
@@ -348,6 +350,8 @@ class TuiView:
                 f"{YELLOW}  {typed} went into the input (the menu was not listening yet): Enter chooses "
                 f"option {typed}, then Enter again confirms{RESET}"
             )
+        elif self.buffer_text and question.plan:
+            lines.append(f"{DIM}  (Enter sends the plan back to revise with what you typed){RESET}")
         elif self.buffer_text:
             lines.append(
                 f"{DIM}  (the input line is not empty: Enter sends it as a prompt; empty it to answer){RESET}"
@@ -873,6 +877,8 @@ class TuiView:
                     if self.editing is None and self.question.chosen_by_line(text):
                         self.invalidate()  # a digit typed early: chosen now, not sent as a prompt
                         continue
+                    if self.editing is None and self.question.revise_with(text):
+                        continue  # a plan's approval: the line is what to change, not a prompt
                     self.question.typed(self.now())
                 if self.editing is not None:
                     number, self.editing = self.editing, None

@@ -22,6 +22,7 @@ from dsh_daemon.agent.turn import CompactionError
 from dsh_daemon.host.commands import command_word, expand_message
 from dsh_daemon.host.errors import invalid_params, session_busy_because, shown
 from dsh_daemon.host.models import ModelSettings
+from dsh_daemon.host.plan_approval import approve_plan_durably
 from dsh_daemon.host.review import MAX_INSTRUCTIONS_CHARS, review_message
 from dsh_daemon.host.review_diff import review_diff
 from dsh_daemon.host.wiring import SessionTools
@@ -45,6 +46,7 @@ from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.review import REVIEW_EVENTS, ReviewTracker, fold_reviews
 from dsh_daemon.model.wire import SandboxMode, SessionMode
 from dsh_daemon.session.logevents import last_of
+from dsh_daemon.tools.plan_approval import PROPOSE_PLAN_TOOL, ProposePlanTool
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.workspace import Workspace
 
@@ -247,6 +249,22 @@ class HostedSession:
             return
         self.agent.log.append(*entry(SessionModeSet(mode)), commit=True, ignorable=True)
         self._apply_mode(mode)
+
+    def wire_plan_approval(self) -> None:
+        """`propose_plan`'s approval switches this session's mode and queues the plan (§3)."""
+        tool = self.tools.kit.registry.get(PROPOSE_PLAN_TOOL)
+        if isinstance(tool, ProposePlanTool):
+            tool.approve = self.approve_plan_durably
+
+    def approve_plan_durably(self, plan: str, mode: str, call_id: str) -> None:
+        """The person approved the plan: mode and queued plan on disk together on return, then the
+        mode applies from the next tool call (even if the write failed and is retried: memory follows
+        the log, which holds both)."""
+        chosen: SessionMode = "accept-edits" if mode == "accept-edits" else "ask"
+        try:
+            approve_plan_durably(self.agent, plan, chosen, call_id)
+        finally:
+            self.restore_mode()
 
     def _apply_mode(self, mode: str) -> None:
         policy = self._policy()

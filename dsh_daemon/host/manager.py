@@ -16,7 +16,7 @@ import asyncio
 import logging
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from dsh_daemon.agent.snapshot import (
 from dsh_daemon.agent.tools import Approver, ToolRegistry
 from dsh_daemon.host.errors import HostError
 from dsh_daemon.host.heap import freeze_long_lived, thaw_after_close
+from dsh_daemon.host.review import review_title
 from dsh_daemon.model.events import INBOX_INSERTED, STATUS, SUBAGENT_FINISHED, TURN_END, Event, EventBus
 from dsh_daemon.model.payloads import InboxInserted, SessionTitled, StatusChanged, entry
 from dsh_daemon.model.provider import Provider
@@ -421,9 +422,12 @@ class SessionManager:
                 self.store.update_session(session_id, status=status, pending=len(agent.inbox))
             elif event.type == INBOX_INSERTED and session_id not in self._titled:
                 message = InboxInserted.of(event).message
-                if message["source"].get("kind") == "user":
+                source = message["source"]
+                if source.get("kind") == "user":
                     text = " ".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
                     title = collapse_title(text)[:AUTO_TITLE_CHARS]
+                    if isinstance(source.get("review"), Mapping):  # not the review prompt's first words
+                        title = collapse_title(review_title(source["review"]))[:AUTO_TITLE_CHARS]
                     if title and self._durable_auto_title:
                         # Written behind with the next batch (the splice before it is already on disk).
                         self.write_title(agent, title, commit=False)

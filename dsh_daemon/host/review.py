@@ -54,6 +54,18 @@ def describe(target: ReviewTarget) -> str:
     return "the uncommitted changes (staged, unstaged and untracked)"
 
 
+def review_title(record: Mapping[str, Any]) -> str:
+    """A session's title for a review's message (`source.review`), not the prompt's first words."""
+    target = record.get("target")
+    kind = target.get("kind") if isinstance(target, Mapping) else None
+    ref = target.get("ref") if isinstance(target, Mapping) else None
+    if kind == "base" and isinstance(ref, str):
+        return f"Review: changes since {ref}"
+    if kind == "commit" and isinstance(ref, str):
+        return f"Review: commit {ref[:12]}"  # a full id is 40 characters; 12 name it
+    return "Review: uncommitted changes"
+
+
 def review_message(diff: ReviewDiff, instructions: str | None) -> tuple[str, UserMessage]:
     """(reviewId, the message that starts the review turn)."""
     review_id = "review-" + uuid.uuid4().hex[:16]

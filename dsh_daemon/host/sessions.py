@@ -718,6 +718,7 @@ class SessionHost:
         hosted.wire_sandbox()
         hosted.wire_processes(self.processes_dir(session_id))
         hosted.wire_reviews()
+        hosted.wire_plan_approval()
         start_hooks(hosted, self._tasks)
         sandbox = tools.kit.sandbox
         sandbox.save_widening = self.save_sandbox_widening

@@ -522,6 +522,7 @@ class PermissionsRevokeResult:
 # For an edit that overlaps the person's unsaved changes (preview `unsaved: "overlaps"`): save them
 # with it, or keep the edit in the editor's buffer only (§8, §9).
 UnsavedChoice = Literal["both", "buffer-only"]
+PlanApprovalMode = Literal["accept-edits", "ask"]
 
 
 @dataclass(frozen=True)
@@ -532,6 +533,8 @@ class PermissionsRespondParams:
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
     persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
     unsaved: UnsavedChoice | None = None  # an edit overlapping the person's unsaved changes (§8)
+    mode: PlanApprovalMode | None = None  # a plan's approval: the mode to carry it out in (§3)
+    feedback: str | None = None  # a plan sent back for revision: the person's words for the model (§3)
 
 
 @dataclass(frozen=True)
@@ -547,6 +550,8 @@ class PermissionAnswer:
     new_text: str | None = None  # an edit accepted as changed by the person (§8)
     persist: bool | None = None  # an allow-always of a sandbox widening, saved to config.json (§16)
     unsaved: UnsavedChoice | None = None  # an edit overlapping the person's unsaved changes (§8)
+    mode: PlanApprovalMode | None = None  # a plan's approval: the mode to carry it out in (§3)
+    feedback: str | None = None  # a plan sent back for revision: the person's words for the model (§3)
 
 
 # ---- the editor's abilities (§9): the daemon asks, the client answers -------------------------------

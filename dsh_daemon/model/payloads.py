@@ -227,6 +227,7 @@ class SessionModeSet(Payload):
 
     TYPE: ClassVar[str] = ev.SESSION_MODE
     mode: SessionMode
+    plan_call_id: str | None = None  # set by approving a plan (`propose_plan`'s call), §3
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,8 +343,9 @@ class Escalation:
 
 @dataclass(frozen=True)
 class PermissionPreview:
-    """An edit's diff (`path`, `diff`, `oldText`, `newText`, `created`, `truncated?`) or a command
-    (`command`, `cwd`, the `sandbox` mode it would run in, and an `escalation` when it asks to widen it)."""
+    """An edit's diff (`path`, `diff`, `oldText`, `newText`, `created`, `truncated?`), a command
+    (`command`, `cwd`, the `sandbox` mode it would run in, and an `escalation` when it asks to widen it)
+    or a plan to approve (`kind: "plan"`, `plan`)."""
 
     path: str | None = None
     diff: str | None = None
@@ -357,6 +358,8 @@ class PermissionPreview:
     sandbox: str | None = None
     escalation: Escalation | None = None
     unsaved: str | None = None  # an edit of a file with unsaved changes: "apart" | "overlaps" (§9)
+    kind: Literal["plan"] | None = None  # a plan's approval (`propose_plan`, §3): `plan` is the plan
+    plan: str | None = None
 
 
 @dataclass(frozen=True)

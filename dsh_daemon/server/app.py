@@ -629,7 +629,7 @@ def register(daemon: Daemon) -> None:
     def permissions_respond(ls: LanguageServer, p: m.PermissionsRespondParams) -> m.PermissionsRespondResult:
         return m.PermissionsRespondResult(
             daemon.front_end.approver(p.session_id).respond(
-                p.call_id, p.outcome, p.new_text, p.persist, p.unsaved
+                p.call_id, p.outcome, p.new_text, p.persist, p.unsaved, p.mode, p.feedback
             )
         )
 

@@ -58,13 +58,19 @@ class LspApprover:
         new_text: str | None = None,
         persist: bool | None = None,
         unsaved: str | None = None,
+        mode: str | None = None,
+        feedback: str | None = None,
     ) -> bool:
         """Answer an open request out of band (`dsh/permissions/respond`); False when none is open.
-        A `new_text` or a `persist` the request cannot take is refused (`invalid_params`), and the
-        request stays open."""
+        A `new_text`, `persist`, `unsaved`, `mode` or `feedback` the request cannot take is refused
+        (`invalid_params`), and the request stays open."""
         entry = self._open.get(call_id)
         if entry is None or entry[1].done():
             return False
+        for name, value, check in (("mode", mode, mode_problem), ("feedback", feedback, feedback_problem)):
+            problem = None if value is None else check(entry[0].get("preview"), outcome, value)
+            if problem is not None:
+                raise invalid_params(f"dsh/permissions/respond: '{name}' {problem}")
         if new_text is not None:
             problem = new_text_problem(entry[0].get("preview"), outcome)
             if problem is not None:
@@ -84,6 +90,10 @@ class LspApprover:
             answer["newText"] = new_text
         if persist:
             answer["persist"] = True
+        if mode is not None:
+            answer["mode"] = mode
+        if feedback is not None:
+            answer["feedback"] = feedback
         entry[1].set_result(answer)
         return True
 
@@ -153,7 +163,16 @@ class LspApprover:
                 # than asking again.
                 logger.warning("permission answer refused: 'unsaved' %s", problem)
                 return "cancelled"
-        if new_text is None and persist in (None, False) and unsaved is None:
+        mode = answer.get("mode") if isinstance(answer, Mapping) else None
+        feedback = answer.get("feedback") if isinstance(answer, Mapping) else None
+        for name, value, check in (("mode", mode, mode_problem), ("feedback", feedback, feedback_problem)):
+            problem = None if value is None else check(params.get("preview"), outcome, value)
+            if problem is not None:
+                # Fail closed: a plan run in a mode the person did not pick is worse than asking again.
+                logger.warning("permission answer refused: '%s' %s", name, problem)
+                return "cancelled"
+        extras = (new_text, unsaved, mode, feedback)
+        if all(extra is None for extra in extras) and persist in (None, False):
             return cast(PermissionOutcome, outcome)
         if new_text is not None:
             problem = new_text_problem(params.get("preview"), outcome)
@@ -168,7 +187,8 @@ class LspApprover:
                 # Fail closed: keeping a widening the person did not mean to keep is worse than asking again.
                 logger.warning("permission answer refused: 'persist' %s", problem)
                 return "cancelled"
-        return PermissionReply(cast(PermissionOutcome, outcome), new_text, persist is True, unsaved)
+        kept = persist is True
+        return PermissionReply(cast(PermissionOutcome, outcome), new_text, kept, unsaved, mode, feedback)
 
 
 def new_text_problem(preview: Any, outcome: str) -> str | None:
@@ -206,6 +226,40 @@ def persist_problem(preview: Any, outcome: str) -> str | None:
         return "goes only with allow-always"
     if not isinstance(preview, Mapping) or not isinstance(preview.get("escalation"), Mapping):
         return "needs a request that asks to widen the sandbox (preview.escalation)"
+    return None
+
+
+PLAN_MODES = ("accept-edits", "ask")
+MAX_FEEDBACK_CHARS = 20_000
+
+
+def is_plan(preview: Any) -> bool:
+    return isinstance(preview, Mapping) and preview.get("kind") == "plan"
+
+
+def mode_problem(preview: Any, outcome: str, mode: Any) -> str | None:
+    """Why an answer's `mode` cannot be taken (None: it can): "accept-edits" or "ask", beside an
+    allowing outcome, for a plan's approval (preview.kind "plan", protocol.md §3)."""
+    if mode not in PLAN_MODES:
+        return 'must be "accept-edits" or "ask"'
+    if outcome not in ("allow-once", "allow-always"):
+        return "goes only with allow-once or allow-always"
+    if not is_plan(preview):
+        return 'needs a plan\'s request (preview.kind "plan")'
+    return None
+
+
+def feedback_problem(preview: Any, outcome: str, feedback: Any) -> str | None:
+    """Why an answer's `feedback` cannot be taken (None: it can): a string, beside `reject`, for a
+    plan's approval (the person's words for the model's revision)."""
+    if not isinstance(feedback, str):
+        return "must be a string"
+    if len(feedback) > MAX_FEEDBACK_CHARS:
+        return f"is longer than {MAX_FEEDBACK_CHARS} characters"
+    if outcome != "reject":
+        return "goes only with reject"
+    if not is_plan(preview):
+        return 'needs a plan\'s request (preview.kind "plan")'
     return None
 
 

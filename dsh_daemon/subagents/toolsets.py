@@ -13,6 +13,7 @@ from dsh_daemon.agent.tools import Deny, PreExecuteDecision, ToolCall, ToolRegis
 from dsh_daemon.model.payloads import SubagentTools
 
 TOOL_NAME = "run_subagent"
+PARENT_ONLY = frozenset({TOOL_NAME, "propose_plan"})  # a child neither starts children nor ends plan mode
 TOOLSETS: tuple[SubagentTools, ...] = ("explore", "edit", "all")
 EXPLORE_TOOLS = frozenset(
     {
@@ -32,7 +33,7 @@ EDIT_TOOLS = EXPLORE_TOOLS | {"edit_file", "write_file"}
 
 def allows(toolset: SubagentTools, name: str) -> bool:
     """Whether a child given `toolset` may call the tool `name` (`all`: every tool but this one)."""
-    if name == TOOL_NAME:
+    if name in PARENT_ONLY:
         return False
     if toolset == "explore":
         return name in EXPLORE_TOOLS

@@ -28,6 +28,7 @@ DEFAULT_MODES: Mapping[str, Mode] = MappingProxyType(
         "find_files": "allow",
         "grep": "allow",
         "update_plan": "allow",  # it only records the plan
+        "propose_plan": "ask",  # always asked: the person approves the plan (tools/plan_approval.py)
         "skill": "allow",  # it reads a skill (tools/library.py), nothing else
         "report_finding": "allow",  # it only records a review's finding (tools/review.py)
         "edit_file": "ask",

@@ -21,6 +21,7 @@ from dsh_daemon.tools.grep import GrepTool
 from dsh_daemon.tools.listing import FindFilesTool, ListDirTool
 from dsh_daemon.tools.notices import ChangedFilesNotice
 from dsh_daemon.tools.plan import UpdatePlanTool
+from dsh_daemon.tools.plan_approval import ProposePlanTool
 from dsh_daemon.tools.policy import PermissionPolicy
 from dsh_daemon.tools.process_tools import ProcessReadTool, ProcessStopTool, ProcessWriteTool
 from dsh_daemon.tools.processes import BackgroundProcesses
@@ -80,6 +81,7 @@ def build_tool_registry(
         FindFilesTool(workspace, limits),
         GrepTool(workspace, limits, rg=ripgrep),
         UpdatePlanTool(),
+        ProposePlanTool(),
         EditFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         WriteFileTool(workspace, documents, applier, tracker, limits, checkpoints, editor),
         RunCommandTool(

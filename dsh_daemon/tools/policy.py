@@ -19,6 +19,7 @@ from dsh_daemon.tools.base import ToolBase
 from dsh_daemon.tools.command import RunCommandTool
 from dsh_daemon.tools.config import DEFAULT_MODES, MODES, Mode, parse_modes
 from dsh_daemon.tools.errors import ToolError
+from dsh_daemon.tools.plan_approval import PROPOSE_PLAN_TOOL, REVISE_NOTE
 from dsh_daemon.tools.process_tools import ProcessWriteTool
 from dsh_daemon.tools.workspace import Workspace
 
@@ -56,6 +57,8 @@ class PermissionPolicy:
         registry.offered = self.offered
 
     def offered(self, name: str) -> bool:
+        if name == PROPOSE_PLAN_TOOL:  # how plan mode ends: offered there only
+            return self.session_mode == "plan"
         return self.session_mode != "plan" or name in READ_ONLY_TOOLS or name == PLAN_COMMAND
 
     def mode(self, name: str) -> Mode | None:
@@ -78,9 +81,14 @@ class PermissionPolicy:
             # What a process reads may be commands: a confined one's input is allowed, an unconfined
             # one's asked, as its command was.
             mode = "allow" if tool.confined(call.args or {}) else "ask"
+        if call.name == PROPOSE_PLAN_TOOL and mode != "deny":
+            # Always the person's answer, whatever the configuration says, and never remembered.
+            mode = "ask"
         if mode == "allow":
             return Allow()
         if mode == "deny":
+            if call.name == PROPOSE_PLAN_TOOL and not self.offered(call.name):
+                return Deny(f"{call.name} is only available in plan mode")
             if not self.offered(call.name):
                 return Deny(f"{call.name} is not available in plan mode: read and plan, do not change")
             return Deny(f"{call.name} is disabled by the permission policy")
@@ -97,6 +105,8 @@ class PermissionPolicy:
             # the same a read gets. The recorded refusal is its result: the body never runs.
             tool.refuse(call, exc)
             return Allow()
+        if call.name == PROPOSE_PLAN_TOOL:
+            return Ask(tool.permission_title(args), preview, rememberable=False, reject_note=REVISE_NOTE)
         return Ask(tool.permission_title(args), preview, tool.permission_scope(args))
 
     @staticmethod

@@ -16,7 +16,8 @@ READ_ONLY = {
     "grep",
     "run_command",
     "update_plan",
-}  # commands run read-only there; update_plan only records
+    "propose_plan",
+}  # commands run read-only there; update_plan only records; propose_plan ends plan mode
 
 
 def offered(fake: FakeDeepSeek) -> set[str]:

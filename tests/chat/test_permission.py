@@ -91,3 +91,37 @@ async def test_save_is_no_answer_where_it_is_not_offered() -> None:
 def test_the_wire_answers() -> None:
     assert wire_answer(ALLOW_SAVED) == {"outcome": "allow-always", "persist": True}
     assert wire_answer(ALLOW_ALWAYS) == {"outcome": "allow-always"}
+
+
+def plan_request() -> dict[str, Any]:
+    plan = "1. Read app.py.\n2. Fix the loop."
+    return {
+        "sessionId": "s",
+        "callId": "call_p",
+        "tool": "propose_plan",
+        "title": "Approve the plan?",
+        "arguments": {"plan": plan},
+        "preview": {"kind": "plan", "plan": plan},
+    }
+
+
+async def test_a_plan_is_approved_into_a_mode_or_sent_back_with_the_typed_words() -> None:
+    """A plan's approval (protocol.md §3): the plan is shown whole; 1 and 2 approve into accept edits
+    or ask (allow-once with `mode`), 3 revises without words, and any other line is the words to
+    revise by (reject with `feedback`), never a prompt."""
+    answer, shown, menu = await ask(plan_request(), "1", flags={})
+    assert answer == {"outcome": "allow-once", "mode": "accept-edits"}
+    assert menu[:3] == [
+        "Yes, approve and accept edits (the plan runs now)",
+        "Yes, approve and ask before each edit",
+        "No, keep planning (or type what to change and press Enter)",
+    ]
+    assert "│ 1. Read app.py." in shown and "│ 2. Fix the loop." in shown
+    assert "→ plan approved: accept edits" in shown
+    answer, _, _ = await ask(plan_request(), "2", flags={})
+    assert answer == {"outcome": "allow-once", "mode": "ask"}
+    answer, _, _ = await ask(plan_request(), "3", flags={})
+    assert answer == {"outcome": "reject"}
+    answer, shown, _ = await ask(plan_request(), "  also add a test  ", flags={})
+    assert answer == {"outcome": "reject", "feedback": "also add a test"}
+    assert "with: also add a test" in shown

@@ -1,7 +1,8 @@
 """The real daemon (`python -m dsh_daemon`), SIGKILLed by itself at one write point of one operation,
 for the crash soak of fork, rewind and snapshot writes (issue 32.9, `tests/server/test_kill_points.py`).
 
-`DSH_TEST_KILL_AT="<operation>:<n>"` (operation: `fork`, `rewind` or `snapshot`): while that operation
+`DSH_TEST_KILL_AT="<operation>:<n>"` (operation: `fork`, `rewind`, `snapshot` or `plan`, a plan's
+approval): while that operation
 runs, a write point is just before and just after each SQLite `COMMIT` and each file `os.replace` /
 `os.unlink`; the process sends itself SIGKILL at the `n`-th one (from 0). So `n` = 0, 1, 2, … lands the
 kill before and after every durable step in turn, and a run whose operation completes reached fewer
@@ -80,7 +81,7 @@ def _armed_async(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    from dsh_daemon.host import history
+    from dsh_daemon.host import history, hosted
     from dsh_daemon.host.manager import SessionManager
     from dsh_daemon.session.store import SessionStore
 
@@ -95,6 +96,8 @@ def install() -> None:
         SessionStore.write_snapshot = _armed(SessionStore.write_snapshot)  # type: ignore[method-assign]
         assert SessionManager.__init__.__kwdefaults__ is not None
         SessionManager.__init__.__kwdefaults__["snapshot_every"] = 1
+    elif OPERATION == "plan":
+        hosted.approve_plan_durably = _armed(hosted.approve_plan_durably)  # type: ignore[assignment]
     else:
         raise SystemExit(f"unknown operation {OPERATION!r}")
 

@@ -41,6 +41,7 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
             "grep",
             "run_command",
             "update_plan",
+            "propose_plan",
         }
         assert d.permission_requests == []  # nobody is asked: the call is refused
         (result,) = tool_results(d, sid)
@@ -68,6 +69,7 @@ async def test_plan_offers_only_read_tools_and_refuses_an_edit_the_model_tries(
             "grep",
             "run_command",
             "update_plan",
+            "propose_plan",
         }
         await d.request("dsh/session/setMode", {"sessionId": sid, "mode": "ask"})
         fake.script(text_reply("back"))

@@ -112,6 +112,8 @@ async def test_a_review_reads_the_diff_reports_durable_findings_and_dismisses(
     assert started["target"] == {"kind": "uncommitted"}
     assert sorted(started["files"]) == ["app.py", "notes.md"] and started["truncated"] is False
     await d.wait_idle_turn(sid, 1)
+    # The session is titled for the review, not by the review prompt's first words.
+    assert [t["data"]["title"] for t in d.of(sid, "session/title")] == ["Review: uncommitted changes"]
 
     # The model read the diff and the instructions, and was offered only what reads and reports.
     request = fake.requests[0].json
@@ -195,6 +197,7 @@ async def test_review_targets_and_refusals(tmp_path: Path, fake: FakeDeepSeek) -
     started = await d.request("dsh/review/start", {"sessionId": sid, "commit": head[:8]})
     assert started["target"] == {"kind": "commit", "ref": head} and started["files"] == ["app.py"]
     await d.wait_idle_turn(sid, 1)
+    assert [t["data"]["title"] for t in d.of(sid, "session/title")] == [f"Review: commit {head[:12]}"]
     prompt = fake.requests[0].json["messages"][-1]["content"]
     assert f"commit {head}" in prompt and "+    return sum(xs) / len(xs)" in prompt
     assert "notes.md" not in prompt  # untracked files are not part of a commit

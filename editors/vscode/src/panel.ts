@@ -318,7 +318,16 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
   }
 
+  /** One session at a time: a mode picked while the daemon starts and a prompt sent right after it
+   *  both wait for the same new session (they made two, the prompt's without the mode). */
+  private ensuring: Promise<{ client: DshClient; sessionId: string }> | undefined;
+
   async ensureSession(): Promise<{ client: DshClient; sessionId: string }> {
+    if (!this.ensuring) this.ensuring = this.ensureSessionNow().finally(() => { this.ensuring = undefined; });
+    return this.ensuring;
+  }
+
+  private async ensureSessionNow(): Promise<{ client: DshClient; sessionId: string }> {
     const client = await this.daemon.ensureStarted();
     if (this.model.sessionId) return { client, sessionId: this.model.sessionId };
     const stored = this.ctx.workspaceState.get<string>(SESSION_KEY);
@@ -761,7 +770,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return;
       }
       case 'inboxMove': { const { client, sessionId } = await this.drivable(); await client.inboxMove(sessionId, m.messageId, m.target, m.index); return; }
-      case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true, m.unsaved); return;
+      case 'permission': this.permissions.answer(m.callId, m.outcome, m.persist === true, m.unsaved, { mode: m.mode, feedback: m.feedback }); return;
       case 'setSandboxMode': return this.setSandboxMode(m.mode);
       case 'turnFile': {
         const t = this.turnFiles;

@@ -12,7 +12,10 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ProposalFiles, proposalOf, sideUri } from './proposalFiles';
-import type { PermissionAnswer, PermissionOutcome, PermissionRequest, UnsavedChoice } from './protocol/types';
+import type { PermissionAnswer, PermissionOutcome, PermissionRequest, PlanMode, UnsavedChoice } from './protocol/types';
+
+/** What a plan's answer adds (§3 "Plan approval"): the mode an approval runs it in, a revision's words. */
+export interface PlanChoice { mode?: PlanMode; feedback?: string }
 
 export { DIFF_SCHEME } from './proposalFiles';
 /** True while the active editor is a proposal's diff (editor/title actions and keybindings). */
@@ -38,7 +41,7 @@ interface Apply { uri: vscode.Uri; range: vscode.Range | undefined; text: string
 interface Shown { before: vscode.Uri; after: vscode.Uri; proposed: string; editable: boolean; edited: boolean }
 
 export class Permissions implements vscode.Disposable {
-  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome, persist?: boolean, unsaved?: UnsavedChoice) => void }>();
+  private readonly pending = new Map<string, { req: PermissionRequest; resolve: (o: PermissionOutcome, persist?: boolean, unsaved?: UnsavedChoice, plan?: PlanChoice) => void }>();
   private readonly applies = new Map<string, Apply>();
   private readonly shown = new Map<string, Shown>();
   private readonly files = new ProposalFiles();
@@ -74,8 +77,9 @@ export class Permissions implements vscode.Disposable {
   handle = async (req: PermissionRequest): Promise<PermissionAnswer> => {
     let persist = false;
     let unsaved: UnsavedChoice | undefined;
+    let plan: PlanChoice = {};
     const outcome = await new Promise<PermissionOutcome>((resolve) => {
-      this.pending.set(req.callId, { req, resolve: (o, p, u) => { persist = !!p; unsaved = u; resolve(o); } });
+      this.pending.set(req.callId, { req, resolve: (o, p, u, pl) => { persist = !!p; unsaved = u; plan = pl ?? {}; resolve(o); } });
       this.onRequest(req);
     });
     this.pending.delete(req.callId);
@@ -83,6 +87,12 @@ export class Permissions implements vscode.Disposable {
     const newText = allowed ? this.editedText(req.callId) : undefined;
     if (newText !== undefined) this.log(`allowed ${req.callId} with the person's changes to the proposal`);
     this.onDone(req.callId);
+    if (req.preview?.kind === 'plan') {
+      // Approve with the mode picked; Revise (reject) with the person's words, when they gave any.
+      if (allowed) return { outcome, mode: plan.mode ?? 'ask' };
+      if (outcome === 'reject' && plan.feedback?.trim()) return { outcome, feedback: plan.feedback.trim() };
+      return { outcome };
+    }
     void this.closeDiff(req.callId);
     if (req.tool === 'run_command' && allowed) await this.saveEdited();
     // "Always (saved to config)" on a sandbox escalation: the daemon writes the widening into the
@@ -109,8 +119,8 @@ export class Permissions implements vscode.Disposable {
   }
 
   /** `persist` (with allow-always, on a sandbox escalation): save the widening to config.json. */
-  answer(callId: string, outcome: PermissionOutcome, persist = false, unsaved?: UnsavedChoice): void {
-    this.pending.get(callId)?.resolve(outcome, persist, unsaved);
+  answer(callId: string, outcome: PermissionOutcome, persist = false, unsaved?: UnsavedChoice, plan?: PlanChoice): void {
+    this.pending.get(callId)?.resolve(outcome, persist, unsaved, plan);
   }
 
   /** A turn of `sessionId` ended (or everything goes away): its requests still open are moot. */

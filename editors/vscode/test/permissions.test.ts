@@ -224,4 +224,28 @@ describe('Permissions with the real daemon', () => {
     expect(answers[2]).toEqual({ outcome: 'allow-always' });
     permissions.dispose();
   });
+
+  it('a plan\'s answers carry the mode picked or the words to revise by (§3 "Plan approval")', async () => {
+    fake.script(
+      toolReply([{ id: 'call_p1', name: 'propose_plan', args: { plan: '1. a' } }]),
+      toolReply([{ id: 'call_p2', name: 'propose_plan', args: { plan: '1. a\n2. b' } }]),
+      textReply('carrying it out'),
+    );
+    const plans: string[] = [];
+    let next = 0;
+    const permissions: Permissions = new Permissions((req) => {
+      plans.push(String(req.preview?.plan));
+      if (next++ === 0) permissions.answer(req.callId, 'reject', false, undefined, { feedback: '  add b  ' });
+      else permissions.answer(req.callId, 'allow-once', false, undefined, { mode: 'accept-edits' });
+    }, () => undefined);
+    d.client.setPermissionHandler(permissions.handle);
+    const { sessionId } = await d.client.newSession({ cwd: d.root });
+    await d.client.setMode(sessionId, 'plan');
+    await d.client.followup(sessionId, 'plan it');
+    await d.waitFor(() => d.of(sessionId, 'turn/end').length === 2, 'the plan\'s own turn');
+    expect(plans).toEqual(['1. a', '1. a\n2. b']);
+    expect(JSON.stringify(fake.requests[1].body.messages)).toContain('They said:\\nadd b');
+    expect(d.of(sessionId, 'session/mode').map((e) => (e.data as { mode: string }).mode)).toEqual(['plan', 'accept-edits']);
+    permissions.dispose();
+  });
 });

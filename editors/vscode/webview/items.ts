@@ -188,7 +188,13 @@ function userNode(it: UserItem): HTMLElement {
       d.append(b);
     }
     const review = (msg.source as { review?: unknown } | undefined)?.review;
-    if (src.command || review) {
+    const approved = (msg.source as { approvedPlan?: { mode?: string } } | undefined)?.approvedPlan;
+    if (approved) {
+      // The plan the person approved in plan mode (§3): tagged, the plan itself as its text.
+      const b = el('span', 'tag approved-plan', approved.mode === 'accept-edits' ? 'approved plan · accept edits' : 'approved plan · ask');
+      b.title = 'The plan you approved, sent as your prompt';
+      d.append(b, el('span', 'user-text', text));
+    } else if (src.command || review) {
       // A custom command: the line as typed; a review (dsh/review/start): what was asked for, not the
       // diff it sent. What it expanded to opens below it.
       const b = src.command

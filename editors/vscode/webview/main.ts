@@ -10,7 +10,7 @@ import { ChangedFilesBar } from './changedFiles';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
-import { codeInfo } from './markdown';
+import { codeInfo, renderMarkdown } from './markdown';
 import { TranscriptView } from './transcriptView';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): any; setState(s: unknown): void };
@@ -553,6 +553,7 @@ function renderPermissions(): void {
 function permissionCard(p: PermissionRequest): HTMLElement {
   const esc = p.preview?.escalation;
   if (esc) return escalationCard(p, esc);
+  if (p.preview?.kind === 'plan') return planCard(p);
   const d = el('div', 'permission');
   d.setAttribute('role', 'group');
   d.setAttribute('aria-label', `Permission: ${p.title || p.tool}`);
@@ -628,6 +629,33 @@ function escalationCard(p: PermissionRequest, esc: Escalation): HTMLElement {
     answers.push(button('Always (saved to config)', answer('allow-always', true), '', 'Write the widening into your config.json (tools.sandbox): every later session gets it'));
   }
   d.append(answerRow(d, el('div', 'row'), answers));
+  return d;
+}
+
+/** A plan the model proposes in plan mode (`propose_plan`, protocol.md §3 "Plan approval"): the plan
+ *  itself (markdown), a field for what to change, and three answers. Approve switches the session to
+ *  the mode named and the plan runs at once as the next prompt; Revise sends the field's words back
+ *  and the session stays in plan mode. */
+function planCard(p: PermissionRequest): HTMLElement {
+  const d = el('div', 'permission plan-approval');
+  d.setAttribute('role', 'group');
+  d.setAttribute('aria-label', 'Permission: Approve the plan?');
+  d.append(el('div', 'permission-title', 'Approve the plan?'));
+  const body = el('div', 'plan-text');
+  body.append(renderMarkdown(p.preview?.plan ?? ''));
+  d.append(body);
+  const feedback = el('textarea', 'plan-feedback') as HTMLTextAreaElement;
+  feedback.rows = 2;
+  feedback.placeholder = 'What should change? (for Revise)';
+  feedback.setAttribute('aria-label', 'What should change in the plan');
+  d.append(feedback);
+  const approve = (mode: 'accept-edits' | 'ask') => () => post({ type: 'permission', callId: p.callId, outcome: 'allow-once', mode });
+  const revise = () => post({ type: 'permission', callId: p.callId, outcome: 'reject', ...(feedback.value.trim() ? { feedback: feedback.value.trim() } : {}) });
+  d.append(answerRow(d, el('div', 'row'), [
+    button('Revise', revise, 'ghost', 'Send the plan back with what you wrote above; the agent stays in plan mode'),
+    button('Approve: ask', approve('ask'), '', 'Run the plan now; edits and commands ask first'),
+    button('Approve: accept edits', approve('accept-edits'), 'primary', 'Run the plan now; edits run without asking'),
+  ]));
   return d;
 }
 

@@ -55,6 +55,7 @@ M.defaults = {
       -- an edit overlapping your unsaved changes in its file: save both (allow_once keeps the edit
       -- in the buffer only)
       allow_both = 'gw',
+      approve_ask = 'ga', -- a plan's approval: run it in ask mode (allow_once: accept edits)
       hide = { 'q', '<Esc>' }, -- the request stays open (:DshPermission shows it again)
     },
     -- In a hunk review (the proposal's window). ]c / [c move between hunks.

@@ -73,6 +73,12 @@ local function is_edit(params)
   return type(params.preview) == 'table' and type(params.preview.diff) == 'string'
 end
 
+--- A plan's approval (`propose_plan`, protocol.md §3 "Plan approval"): the preview is the plan.
+local function is_plan(params)
+  return type(params.preview) == 'table' and params.preview.kind == 'plan'
+end
+M.is_plan = is_plan
+
 --- A widening of the sandbox the agent asks for (protocol.md §16): `{reason, writable, network,
 --- unconfined}`, or nil.
 local function escalation(params)
@@ -111,6 +117,9 @@ local function preview_lines(params)
   end
   if is_edit(params) then
     return vim.split(pv.diff:gsub('\n$', ''), '\n', { plain = true }), 'diff'
+  end
+  if is_plan(params) then
+    return vim.split(tostring(pv.plan or ''), '\n', { plain = true }), 'markdown'
   end
   if type(pv) == 'table' and pv.command then
     return { '$ ' .. tostring(pv.command), '', 'cwd: ' .. tostring(pv.cwd or '?') }, 'sh'
@@ -165,6 +174,14 @@ local function choices(params, persistable)
     list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
     return list
   end
+  if is_plan(params) then -- approve into accept edits or ask, revise (with the person's words), cancel
+    return {
+      { label = 'Approve: accept edits (the plan runs now)', outcome = 'allow-once', mode = 'accept-edits', key = lhs('allow_once') },
+      { label = 'Approve: ask before each edit', outcome = 'allow-once', mode = 'ask', key = lhs('approve_ask') },
+      { label = 'Revise: tell the agent what to change', action = 'revise', key = lhs('reject') },
+      { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') },
+    }
+  end
   if overlaps_unsaved(params) then -- the three answers of issue 37, then cancel
     return {
       {
@@ -205,6 +222,14 @@ local function footer(req)
     if c.persist and config.key(k.allow_saved) then
       saved = ' · ' .. config.key(k.allow_saved) .. ' saved'
     end
+  end
+  if is_plan(req.params) then
+    return (' <CR> on a choice · %s approve · %s approve, ask · %s revise%s '):format(
+      config.key(k.allow_once) or '-',
+      config.key(k.approve_ask) or '-',
+      config.key(k.reject) or '-',
+      hide and (' · ' .. hide .. ' hide') or ''
+    )
   end
   if overlaps_unsaved(req.params) then
     return (' <CR> on a choice · %s buffer only · %s write both · %s reject%s '):format(
@@ -291,10 +316,26 @@ end
 
 local show -- defined below
 
+--- Revise a plan: the person's words (an empty line: none, the agent asks) go back with the
+--- rejection; dismissing the input leaves the request open.
+local function revise(req)
+  vim.ui.input({ prompt = 'What should change in the plan? ' }, function(text)
+    if text == nil or req.done then
+      return
+    end
+    req.feedback = vim.trim(text) ~= '' and vim.trim(text) or nil
+    req.finish('reject')
+  end)
+end
+
 local function act(req, choice)
   if choice.action == 'review' then
     return M.review(req)
   end
+  if choice.action == 'revise' then
+    return revise(req)
+  end
+  req.mode = choice.mode -- a plan's approval: the mode it runs in
   req.persist = choice.persist or nil -- "Always (saved to config)": allow-always + persist
   req.unsaved = choice.unsaved -- an edit overlapping unsaved changes: "both" or "buffer-only"
   req.finish(choice.outcome)
@@ -305,6 +346,8 @@ local function set_keys(req, buf)
   for _, c in ipairs(req.choices) do
     local name = c.persist and 'allow_saved'
       or (c.unsaved == 'both' and 'allow_both')
+      or (c.mode == 'ask' and 'approve_ask')
+      or (c.action == 'revise' and 'reject')
       or ({
         ['allow-once'] = 'allow_once',
         ['allow-always'] = 'allow_always',
@@ -515,7 +558,14 @@ function M.request(root, params, _ctx)
     end, 50)
     outcome = req.outcome
   end
-  return { outcome = outcome or 'cancelled', newText = req.new_text, persist = req.persist, unsaved = req.unsaved }
+  return {
+    outcome = outcome or 'cancelled',
+    newText = req.new_text,
+    persist = req.persist,
+    unsaved = req.unsaved,
+    mode = req.mode,
+    feedback = req.feedback,
+  }
 end
 
 --- Show again a request the daemon still has open (an attach reply, dsh/permissions/list), unless
@@ -537,6 +587,8 @@ function M.reopen(root, params)
       newText = new_text,
       persist = req.persist,
       unsaved = req.unsaved,
+      mode = req.mode,
+      feedback = req.feedback,
     }
     client.request(root, 'dsh/permissions/respond', answer, function(err, res)
       if err then

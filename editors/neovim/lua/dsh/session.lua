@@ -73,6 +73,10 @@ function M.as_typed(source)
   if type(source) == 'table' and type(source.review) == 'table' then -- :DshReview's (§19): not its diff
     return require('dsh.findings').describe(source.review)
   end
+  local approved = type(source) == 'table' and source.approvedPlan
+  if type(approved) == 'table' then -- the plan the person approved (§3), not something they typed
+    return ('approved plan (%s)'):format(approved.mode == 'accept-edits' and 'accept edits' or 'ask')
+  end
   local c = type(source) == 'table' and source.command
   if type(c) ~= 'table' or type(c.name) ~= 'string' then
     return nil

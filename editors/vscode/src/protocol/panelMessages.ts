@@ -1,6 +1,6 @@
 // Messages between the extension host and the chat webview (both directions). No vscode import.
 import type { Action, SessionModel } from './reducer';
-import type { CustomCommandInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage, UnsavedChoice } from './types';
+import type { CustomCommandInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage, UnsavedChoice, PlanMode } from './types';
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
 export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
@@ -102,7 +102,7 @@ export type WebviewToHost =
   | { type: 'inboxReplace'; messageId: string; text: string }
   | { type: 'inboxMove'; messageId: string; target: Target; index?: number }
   /** `persist` (with allow-always, on a sandbox escalation): save the widening to config.json. */
-  | { type: 'permission'; callId: string; outcome: PermissionOutcome; persist?: boolean; unsaved?: UnsavedChoice }
+  | { type: 'permission'; callId: string; outcome: PermissionOutcome; persist?: boolean; unsaved?: UnsavedChoice; mode?: PlanMode; feedback?: string }
   /** The sandbox mode picked in the header (full-access is confirmed by the host first). */
   | { type: 'setSandboxMode'; mode: SandboxMode }
   | { type: 'viewDiff'; callId: string }

@@ -275,8 +275,14 @@ export interface PermissionAnswer {
   /** Beside an allowing outcome, for an edit overlapping the person's unsaved changes
    *  (`preview.unsaved: "overlaps"`): save them with it, or keep the edit in the buffer only (§8). */
   unsaved?: UnsavedChoice;
+  /** A plan's approval (`preview.kind: "plan"`, §3): the mode it runs in, with an allowing outcome. */
+  mode?: PlanMode;
+  /** A plan sent back (`reject`): the person's words for the model's revision. */
+  feedback?: string;
 }
 export type UnsavedChoice = 'both' | 'buffer-only';
+/** The modes a plan's approval may switch the session to. */
+export type PlanMode = 'accept-edits' | 'ask';
 /** What a command's escalation asks for (`preview.escalation`, §16): exactly this widening. */
 export interface Escalation { reason: string; writable: string[]; network: string[]; unconfined: boolean }
 export interface PermissionPreview {
@@ -288,6 +294,8 @@ export interface PermissionPreview {
   /** The edited file has unsaved changes in the editor: they stay unsaved (`apart`), or the edit
    *  overlaps them and the person chooses (`overlaps`; protocol.md §8, §9). */
   unsaved?: 'apart' | 'overlaps';
+  /** `propose_plan`: the plan, markdown, for the person to approve (§3 "Plan approval"). */
+  kind?: 'plan'; plan?: string;
 }
 export interface PermissionRequest {
   sessionId: string; callId: string; tool: string; title: string; arguments: Record<string, unknown>;
