@@ -47,6 +47,11 @@ def test_queue_buffer_remove_replace_move_add(editor: Editor, fake: FakeDeepSeek
         ),
         what="replaced, moved and added",
     )
+    # :w says what it saved (issue 37.8: it was silent).
+    editor.wait(
+        lambda: "queue saved: 1 reworded, 1 added, order changed" in editor.lua("return T.messages()"),
+        what="the :w message",
+    )
     editor.wait(lambda: editor.lua("return vim.bo.modified") is False, what="the buffer redrawn")
     assert editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")[2:] == [
         "#1 three",

@@ -131,8 +131,9 @@ function M.display(lhs)
   if not lhs then
     return nil
   end
-  local leader = vim.g.mapleader or '\\'
-  local localleader = vim.g.maplocalleader or '\\'
+  -- keytrans: a space leader reads <Space>, not a blank
+  local leader = vim.fn.keytrans(vim.g.mapleader or '\\')
+  local localleader = vim.fn.keytrans(vim.g.maplocalleader or '\\')
   return (lhs:gsub('<[Ll]ocal[Ll]eader>', function()
     return localleader
   end):gsub('<[Ll]eader>', function()
