@@ -10,6 +10,7 @@ local config = require('dsh.config')
 local labels = require('dsh.labels')
 local render = require('dsh.render')
 local queueview = require('dsh.queueview')
+local cuts = require('dsh.cuts')
 local layout = require('dsh.layout')
 local highlight = require('dsh.highlight')
 local permissions = require('dsh.permissions')
@@ -153,7 +154,7 @@ end
 --- Returns the parts and how many of them must stay.
 function Chat:bar_text()
   local st = self.state
-  local parts = { 'dsh', labels.first_line(self.title or (self.id and self.short) or 'new chat', 30) }
+  local parts = { 'dsh', labels.title(self.title or (self.id and self.short) or 'new chat', 30) }
   parts[#parts + 1] = self.deleted and 'deleted' or st.status == 'running' and 'running…' or 'idle'
   local asking = self.id and permissions.count(self.id) or 0
   if asking > 0 then
@@ -209,7 +210,7 @@ local function fit_bar(parts, keep, width)
   local shown = vim.list_slice(parts, 1, n)
   local over = vim.fn.strdisplaywidth(' ' .. table.concat(shown, ' · ')) - width
   if over > 0 then -- still too wide: the title gives way
-    shown[2] = labels.first_line(shown[2], math.max(4, vim.fn.strchars(shown[2]) - over))
+    shown[2] = labels.title(shown[2], math.max(4, vim.fn.strchars(shown[2]) - over))
   end
   return (' ' .. table.concat(shown, ' · ')):gsub('%%', '%%%%')
 end
@@ -274,6 +275,12 @@ function Chat:render(op)
   elseif op.op == 'plan_state' then
     self:refresh_bar()
     plan.changed(self)
+  elseif op.op == 'turn_start' then
+    render.flush(self)
+    cuts.start(self, op.turn)
+  elseif op.op == 'cut_turn' then -- a transcript page's turn a rewind took out of the history
+    render.flush(self)
+    cuts.mark(self, op.turn)
   elseif op.op == 'inbox' then
     self:refresh_queue()
     self:refresh_bar()

@@ -35,6 +35,8 @@ function M.define()
   link('DshPlanDone', 'Comment')
   link('DshSandbox', 'StatusLine')
   link('DshSandboxWarn', 'DiagnosticWarn')
+  link('DshCut', 'Comment')
+  link('DshCutLabel', 'DiagnosticWarn')
 end
 
 -- Only code blocks are injected (in their own language): markdown's inline injection re-parses a
