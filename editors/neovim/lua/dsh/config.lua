@@ -52,10 +52,19 @@ M.defaults = {
       reject = 'gn',
       cancel = 'gC',
       review = 'gd', -- edits: review hunk by hunk in a diff tab
+      review_inline = 'gi', -- edits: review hunk by hunk in the file's own buffer (keys.inline)
       -- an edit overlapping your unsaved changes in its file: save both (allow_once keeps the edit
       -- in the buffer only)
       allow_both = 'gw',
       hide = { 'q', '<Esc>' }, -- the request stays open (:DshPermission shows it again)
+    },
+    -- In an inline review (the file's buffer, the cursor on a hunk): the decision answers once
+    -- every hunk is kept or rejected.
+    inline = {
+      keep = '<localleader>k',
+      reject = '<localleader>x',
+      keep_all = '<localleader>K',
+      reject_all = '<localleader>X',
     },
     -- In a hunk review (the proposal's window). ]c / [c move between hunks.
     review = {

@@ -36,6 +36,9 @@ function M.define()
   link('DshSandbox', 'StatusLine')
   link('DshSandboxWarn', 'DiagnosticWarn')
   link('DshCut', 'Comment')
+  link('DshInlineDelete', 'DiffDelete')
+  link('DshInlineAdd', 'DiffAdd')
+  link('DshInlineGone', 'Comment')
   link('DshCutLabel', 'DiagnosticWarn')
 end
 
