@@ -83,7 +83,7 @@ def test_checkhealth(editor: Editor) -> None:
     editor.cmd("checkhealth dsh")
     text = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
     assert "- ✅ OK Neovim 0.11" in text
-    assert "- ✅ OK tree-sitter markdown parser" in text
+    assert "- ✅ OK the transcript: tree-sitter markdown" in text
     assert "- ✅ OK daemon found: " in text
     assert "- ✅ OK daemon version: dsh-daemon " in text
     assert "- ✅ OK API key set (setup{ init_options })" in text

@@ -254,7 +254,7 @@ def test_without_a_markdown_parser_the_transcript_keeps_vim_syntax(
     editor: Editor, fake: FakeDeepSeek
 ) -> None:
     fake.script(Reply.stream(text_stream(["```lua\nprint(1)\n```\n"])))
-    editor.lua("vim.treesitter.start = function() error('no parser for markdown') end")
+    editor.lua("vim.treesitter.get_parser = function() error('no parser for markdown') end")
     editor.cmd("Dsh code")
     editor.wait_footers(1)
     state = editor.lua(

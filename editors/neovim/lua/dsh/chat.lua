@@ -11,6 +11,7 @@ local labels = require('dsh.labels')
 local render = require('dsh.render')
 local queueview = require('dsh.queueview')
 local cuts = require('dsh.cuts')
+local fences = require('dsh.fences')
 local layout = require('dsh.layout')
 local highlight = require('dsh.highlight')
 local permissions = require('dsh.permissions')
@@ -109,6 +110,7 @@ function Chat:reset()
   self.empty = true
   self.qmark = nil
   self.last_op = nil
+  self.fence_row = 0 -- the transcript rows fences.lua has looked at
   self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
@@ -235,6 +237,7 @@ end
 --- After the transcript changed: the queue's virtual lines move to the new last line.
 function Chat:after_change()
   queueview.place(self)
+  fences.scan(self, self.treesitter)
 end
 
 -- ---- events --------------------------------------------------------------------------------------
@@ -371,7 +374,8 @@ function Chat:prepend_page(page)
   -- The page ends with an empty line: it replaces the empty line after the marker too.
   local after = api.nvim_buf_get_lines(self.buf, row + 1, row + 2, false)[1]
   vim.bo[self.buf].modifiable = true
-  api.nvim_buf_set_lines(self.buf, row, (after == '' and lines[#lines] == '') and row + 2 or row + 1, false, lines)
+  local replaced = (after == '' and lines[#lines] == '') and 2 or 1
+  api.nvim_buf_set_lines(self.buf, row, row + replaced, false, lines)
   local ids = {}
   for call_id, id in pairs(tmp.cards) do
     ids[id] = call_id
@@ -392,6 +396,8 @@ function Chat:prepend_page(page)
     end
   end
   vim.bo[self.buf].modifiable = false
+  fences.scan_range(self, row, row + #lines, self.treesitter)
+  self.fence_row = (self.fence_row or 0) + #lines - replaced
   self.older = again and { before = again, mark = api.nvim_buf_set_extmark(self.buf, render.ns, row, 0, {}) } or nil
 end
 
