@@ -95,6 +95,11 @@ M.defaults = {
   debounce_text_changes = 50,
   -- Streamed text is written to the transcript at most once per this many ms (one redraw).
   render_interval = 20,
+  -- How long the daemon holds a streamed delta to send it merged with the ones after it
+  -- (initializationOptions.deltaCoalesceMs, protocol.md §1): a 5,000-delta burst then reaches Neovim
+  -- as a few dozen notifications, each handled by Neovim's LSP client, instead of 5,000. About one
+  -- frame; 0: merged only while Neovim falls behind. init_options.deltaCoalesceMs wins.
+  delta_coalesce_ms = 16,
   -- A streamed line longer than this many bytes is continued on the next line (marked ↩), which
   -- bounds what one write of a pathological single-line reply costs (Neovim 0.11 draws a 50 KB
   -- wrapped line well: breaking it sooner only makes the window scroll more, bench/neovim_bench.py);
