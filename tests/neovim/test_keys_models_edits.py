@@ -20,6 +20,7 @@ def test_the_keys_float_shows_a_space_leader_and_every_command(editor: Editor) -
     help_float = editor.wait(lambda: next((f for f in editor.floats() if f["kind"] == "help"), None))
     text = "\n".join(help_float["lines"])
     print(text)
+    editor.screen(capture="37.8-keys-float")
     assert "<Space>q" in text and "edit the queue" in text
     assert "  q " not in text  # the leader is never a blank
     words = text.split()
