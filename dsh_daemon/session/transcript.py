@@ -125,7 +125,7 @@ def page_events(
     for event in events_newest_first:
         taken.append(event)
         if cuts is not None and event.type == CONVERSATION_CUT:
-            cuts.append((event.seq, ConversationCut.of(event).before_turn))
+            cuts.append((event.seq or 0, ConversationCut.of(event).before_turn))
         if event.type != TURN_START:
             continue
         turn = TurnStarted.of(event).turn
