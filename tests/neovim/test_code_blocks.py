@@ -34,7 +34,8 @@ def at(editor: Editor, needle: str) -> dict:
 def test_a_code_block_without_a_parser_gets_the_languages_regex_syntax(
     editor: Editor, fake: FakeDeepSeek
 ) -> None:
-    fake.script(Reply.stream(text_stream(["Two ways:\n\n```ruby\ndef greet(name)\n", REPLY[29:]])))
+    first = "Two ways:\n\n```ruby\ndef greet(name)\n"
+    fake.script(Reply.stream(text_stream([first, REPLY[len(first) :]])))
     editor.cmd("Dsh greet in two languages")
     editor.wait_footers(1)
     assert editor.lua("return require('dsh.fences').has_parser('ruby')") is False  # none bundled
@@ -49,7 +50,8 @@ def test_a_code_block_without_a_parser_gets_the_languages_regex_syntax(
     )
     print(lua)
     assert "keyword" in " ".join(lua["ts"]) and "markup.raw.block" not in lua["ts"]  # tree-sitter's lua
-    editor.screen(capture="37.7-code-blocks")
+    rows = editor.screen(capture="37.7-code-blocks")
+    assert sum("def greet(name)" in r for r in rows) == 1 and not any(r.endswith("│name)") for r in rows)
     editor.cmd("checkhealth dsh")
     text = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
     print(text)
