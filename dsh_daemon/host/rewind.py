@@ -26,7 +26,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -277,7 +277,7 @@ def _target_bytes(blobs: dict[str, bytes | None], entry: _Entry) -> bytes | Rewi
         )
 
 
-async def apply_planned(planned: Planned, applier: EditApplier) -> None:
+async def apply_planned(planned: Planned, applier: EditApplier, verb: str = "rewind") -> None:
     """Write one planned file: through the editor's applier when the content is text (so the person
     can undo it there), else straight to disk, atomically. Raises `EditConflictError` when the file
     changed since the plan was made."""
@@ -295,7 +295,7 @@ async def apply_planned(planned: Planned, applier: EditApplier) -> None:
     except UnicodeDecodeError:
         await asyncio.to_thread(_write_bytes, planned)
         return
-    await applier.apply(compute_edit(planned.path, before, text, str(planned.path)))
+    await applier.apply(replace(compute_edit(planned.path, before, text, str(planned.path)), verb=verb))
 
 
 def _delete(planned: Planned) -> None:

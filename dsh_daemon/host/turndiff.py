@@ -421,7 +421,7 @@ async def _undo_recorded(
     if target != current:
         applier = host.front_end.edit_applier(session_id, hosted.workspace)
         try:
-            await apply_planned(planned, applier)
+            await apply_planned(planned, applier, verb="undo")
         except (EditConflictError, EditorUnavailable, FileToolError, OSError) as exc:
             problems = [TurnHunkProblem(f"not written: {exc}", path, i) for i in undone or (None,)]
             return _undo_result_of((), conflicts + problems)

@@ -146,7 +146,9 @@ class WorkspaceEditApplier:
             # Same hash: the file holds exactly the text the edit was computed from.
             whole = types.Range(types.Position(0, 0), end_position(edit.before_text))
             workspace_edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(whole, edit.after_text)]})
-        params = types.ApplyWorkspaceEditParams(edit=workspace_edit, label=f"dsh: edit {edit.path.name}")
+        params = types.ApplyWorkspaceEditParams(
+            edit=workspace_edit, label=f"dsh: {edit.verb} {edit.path.name}"
+        )
         try:
             result = await self._requests.ask(
                 types.WORKSPACE_APPLY_EDIT,

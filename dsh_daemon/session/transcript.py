@@ -4,8 +4,9 @@ Pure functions over events: no store, no wire. `page_events` picks the events of
 from the log read newest first (so only the tail is read); `render_turns` folds them, in log order,
 into rendered turns; `transcript_page` does both.
 
-A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?}`; `end` is the
-`turn/end` reason (absent while the turn is open). Items, in log order:
+A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?, cut?}`; `end` is
+the `turn/end` reason (absent while the turn is open); `cut: true` when a later `conversation/cut` took
+it out of the model's history. Items, in log order:
 - `{type: "message", seq, step, id, source, text}`: a `user/message` the turn entered (a person's
   prompt, editor context, a plugin's notice); `text` is its text blocks joined;
 - `{type: "assistant", seq, step, text, reasoning?, interrupted?, finishReason?}`: an
@@ -34,6 +35,7 @@ from dsh_daemon.model.codec import unstructure
 from dsh_daemon.model.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    CONVERSATION_CUT,
     PROCESS_EXITED,
     PROCESS_STARTED,
     SESSION_NOTICE,
@@ -54,6 +56,7 @@ from dsh_daemon.model.messages import join_prompt_text
 from dsh_daemon.model.payloads import (
     AssistantChunk,
     AssistantMessageLogged,
+    ConversationCut,
     StepStarted,
     ToolCalled,
     ToolResulted,
@@ -89,22 +92,40 @@ def transcript_page(
     events_newest_first: Iterable[Event], last_seq: int, before_turn: int | None, limit: int
 ) -> TranscriptPage:
     """The page of at most `limit` turns numbered below `before_turn` (None: the newest ones)."""
-    events, has_more = page_events(events_newest_first, before_turn, limit)
+    cuts: list[tuple[int, int]] = []
+    events, has_more = page_events(events_newest_first, before_turn, limit, cuts)
     turns = [t for t in render_turns(events) if before_turn is None or t["turn"] < before_turn]
+    mark_cut(turns, cuts)
     turns.reverse()
     return TranscriptPage(tuple(turns), last_seq, has_more)
 
 
+def mark_cut(turns: list[dict[str, Any]], cuts: Iterable[tuple[int, int]]) -> None:
+    """`cut: true` on each turn a `conversation/cut` (seq, beforeTurn) after its start took out of the
+    model's history: the turns numbered from `beforeTurn` that had started by then (protocol.md §15).
+    A UI shows them as cut, in the session and in a fork that copied them."""
+    for seq, before in cuts:
+        for turn in turns:
+            if turn["turn"] >= before and turn["startSeq"] < seq:
+                turn["cut"] = True
+
+
 def page_events(
-    events_newest_first: Iterable[Event], before_turn: int | None, limit: int
+    events_newest_first: Iterable[Event],
+    before_turn: int | None,
+    limit: int,
+    cuts: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Event], bool]:
     """The events from the `turn/start` of the page's oldest turn to the end, in log order, reading
-    newest first and stopping there; and whether an older turn exists (turns are numbered 1, 2, …)."""
+    newest first and stopping there; and whether an older turn exists (turns are numbered 1, 2, …).
+    `cuts` collects (seq, beforeTurn) of every `conversation/cut` read, on this page or after it."""
     taken: list[Event] = []
     found = 0
     oldest: int | None = None
     for event in events_newest_first:
         taken.append(event)
+        if cuts is not None and event.type == CONVERSATION_CUT:
+            cuts.append((event.seq or 0, ConversationCut.of(event).before_turn))
         if event.type != TURN_START:
             continue
         turn = TurnStarted.of(event).turn

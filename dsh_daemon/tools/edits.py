@@ -36,6 +36,9 @@ class ComputedEdit:
     unsaved: str | None = None
     disk_text: str | None = None
     disk_before_sha256: str | None = None  # the saved text `disk_text` was computed from
+    # What the editor's undo list and edit list call it: "edit" (the agent's), "rewind" or "undo"
+    # (the person's rewind or turn-diff undo taking an edit back), in the applyEdit label.
+    verb: str = "edit"
 
     def meta(self) -> dict[str, Any]:
         """What clients render: `tool/result` meta."""

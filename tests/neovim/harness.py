@@ -191,6 +191,16 @@ class Editor:
     def lua(self, code: str, *args: Any) -> Any:
         return self.nv.exec_lua(code, *args)
 
+    def screen(self, capture: str | None = None) -> list[str]:
+        """The screen's rows as a person sees them; with `capture`, also written to
+        $DSH_NVIM_CAPTURES/<capture>.txt when that is set (the captures quoted in a note)."""
+        rows: list[str] = self.lua("return T.screen()")
+        folder = os.environ.get("DSH_NVIM_CAPTURES")
+        if capture and folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / f"{capture}.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+        return rows
+
     def snapshot(self) -> dict[str, Any]:
         return self.lua("return T.snapshot()")
 

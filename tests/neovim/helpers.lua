@@ -106,6 +106,38 @@ function T.floats()
   return out
 end
 
+--- The screen as a person sees it (the composed grid: windows, floats, virtual text), one string a
+--- row, after a redraw; tests quote it and write it to a capture file.
+function T.screen()
+  vim.cmd('redraw')
+  local rows = {}
+  for r = 1, vim.o.lines do
+    local cells = {}
+    for c = 1, vim.o.columns do
+      cells[#cells + 1] = vim.fn.screenstring(r, c)
+    end
+    rows[r] = (table.concat(cells):gsub('%s+$', ''))
+  end
+  return rows
+end
+
+--- Where the transcript's last line and the docked queue are on the screen (1-based rows; 0: not
+--- on screen): the dock must never cover that line.
+function T.tail_and_dock()
+  local c = T.chat()
+  local win = vim.fn.win_findbuf(c.buf)[1]
+  local last = api.nvim_buf_line_count(c.buf)
+  local len = #(api.nvim_buf_get_lines(c.buf, last - 1, last, false)[1] or '')
+  local pos = vim.fn.screenpos(win, last, math.max(1, len))
+  local out = { tail_row = pos.row, win_top = vim.fn.win_screenpos(win)[1], dock_top = 0 }
+  for _, w in ipairs(api.nvim_list_wins()) do
+    if vim.b[api.nvim_win_get_buf(w)].dsh_float == 'queue' then
+      out.dock_top = vim.fn.win_screenpos(w)[1] - 1 -- its top border
+    end
+  end
+  return out
+end
+
 --- A synchronous request to the daemon of the current root (for checks).
 function T.request(method, params)
   local entry = require('dsh.client').roots[require('dsh.client').root_for(0)]

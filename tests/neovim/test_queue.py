@@ -47,6 +47,11 @@ def test_queue_buffer_remove_replace_move_add(editor: Editor, fake: FakeDeepSeek
         ),
         what="replaced, moved and added",
     )
+    # :w says what it saved (issue 37.8: it was silent).
+    editor.wait(
+        lambda: "queue saved: 1 reworded, 1 added, order changed" in editor.lua("return T.messages()"),
+        what="the :w message",
+    )
     editor.wait(lambda: editor.lua("return vim.bo.modified") is False, what="the buffer redrawn")
     assert editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")[2:] == [
         "#1 three",
@@ -78,7 +83,7 @@ def test_checkhealth(editor: Editor) -> None:
     editor.cmd("checkhealth dsh")
     text = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
     assert "- ✅ OK Neovim 0.11" in text
-    assert "- ✅ OK tree-sitter markdown parser" in text
+    assert "- ✅ OK the transcript: tree-sitter markdown" in text
     assert "- ✅ OK daemon found: " in text
     assert "- ✅ OK daemon version: dsh-daemon " in text
     assert "- ✅ OK API key set (setup{ init_options })" in text

@@ -58,3 +58,45 @@ def test_fork_then_rewind_with_a_preview(editor: Editor, fake: FakeDeepSeek) -> 
     editor.wait_text("Fresh.")
     users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
     assert users == ["again"]
+
+
+def cut_turns(editor: Editor) -> list[int]:
+    return editor.lua("return require('dsh.cuts').cut(T.chat())")
+
+
+def test_a_fork_after_a_rewind_shows_the_rewound_turn_cut_as_the_model_leaves_it_out(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    """Issue 37.4: the screen and the model agree on what a rewind cut, live, and in a fork of the
+    session (whose transcript comes from dsh/session/transcript's `cut`); the fork is named."""
+    fake.script(text_reply("One."), text_reply("Two."), text_reply("Three."), text_reply("Fork reply."))
+    editor.lua("vim.fn.confirm = function() return 3 end")  # the rewind: the conversation only
+    first = "please look at the whole project layout and tell me what to change first"
+    editor.cmd(f"Dsh {first}")
+    editor.wait_footers(1)
+    editor.cmd("Dsh second")
+    editor.wait_footers(2)
+    original = editor.snapshot()["id"]
+    editor.cmd("DshRewind 2")
+    editor.wait_text("── rewound to before turn 2: the turns since are out of the model's history ──")
+    assert cut_turns(editor) == [2]  # live: the cut turn is shown cut where it stands
+    editor.cmd("Dsh third")
+    editor.wait_footers(4)  # (the rewind's note is a footer line too)
+    assert cut_turns(editor) == [2]
+
+    editor.cmd("DshFork")  # at the latest turn (3): the copied log holds turn 2 and the cut
+    editor.wait(lambda: editor.snapshot().get("id") not in (None, original), what="the fork shown")
+    editor.wait_text("Three.")
+    assert cut_turns(editor) == [2]
+    winbar = editor.snapshot()["winbar"]
+    assert "(fork)" in winbar, winbar  # the fork is named, its title shortened before the suffix
+    rows = editor.screen(capture="37.4-fork-after-rewind")
+    print("\n".join(rows))
+    cut_rows = [r for r in rows if "✂ cut: not in the model's history (rewound) · turn 2" in r]
+    assert len(cut_rows) == 1 and "## You" in cut_rows[0]
+    editor.type_in_input("in the fork")
+    editor.keys("<CR>")
+    editor.wait_text("Fork reply.")
+    users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+    assert users == [first, "third", "in the fork"]  # the model's history: turn 2 left out too
+    assert cut_turns(editor) == [2]

@@ -64,3 +64,29 @@ def test_reattaching_mid_stream_shows_the_text_once(editor: Editor, fake: FakeDe
     lines = editor.lines()
     assert "one two three four five six." in lines
     assert lines.count("## dsh") == 1 and lines.count("## You") == 1
+
+
+def test_a_burst_reaches_neovim_as_few_merged_notifications(editor: Editor, fake: FakeDeepSeek) -> None:
+    """Issue 37.3: the plugin asks the daemon to merge streamed deltas for about a frame
+    (deltaCoalesceMs), so a 3,000-delta burst is a few notifications for Neovim's LSP client to
+    handle, not 3,000; the text arrives whole."""
+    pieces = [f"w{i} " for i in range(3000)]
+    fake.script(Reply.stream(text_stream(pieces)))
+    editor.cmd("DshNew")
+    editor.wait(editor.snapshot, what="the chat")
+    editor.lua(
+        "_G.deltas = 0; local c = T.chat(); local on_event = c.on_event;"
+        " c.on_event = function(self, ev) if ev.type == 'assistant/delta' then _G.deltas = _G.deltas + 1 end"
+        " return on_event(self, ev) end"
+    )
+    editor.type_in_input("burst")
+    editor.keys("<CR>")
+    editor.wait_footers(1)
+    assert (
+        editor.lua("return vim.lsp.get_clients({name = 'dsh'})[1].config.init_options.deltaCoalesceMs") == 16
+    )
+    editor.lua("T.chat():flush()")
+    assert "".join(pieces).strip() in "\n".join(editor.lines())
+    deltas = editor.lua("return _G.deltas")
+    print("assistant/delta notifications for 3,000 deltas:", deltas)
+    assert 0 < deltas < 300

@@ -15,6 +15,11 @@ from tests.neovim.test_tools import answer, edit_call, permission_float
 from tests.server.harness import text_reply, tool_call_stream
 
 
+def chat_column(rows: list[str]) -> list[str]:
+    """The chat's side of a screen split beside the code window (the text after the split bar)."""
+    return [r.split("│")[-1] for r in rows]
+
+
 def docked(editor: Editor) -> dict | None:
     return next((f for f in editor.floats() if f["kind"] == "queue"), None)
 
@@ -34,7 +39,13 @@ def test_the_queue_stays_in_view_when_the_transcript_fills_the_window(
         "  ⧗ queued 2 · followup  and lint",
     ]
     assert editor.snapshot()["queue"] == queue  # the virtual lines under the last line...
-    # ...are below the window's bottom edge: the same lines are docked above the input.
+    # ...are on screen under the newest line, which the window following the reply scrolled to show:
+    # no dock covers that line (issue 37.2).
+    screen = chat_column(editor.screen())
+    at = screen.index("still going")
+    assert screen[at + 1 : at + 3] == queue and docked(editor) is None
+    # Scrolled up, the newest lines are out of view: the same lines are docked above the input.
+    editor.lua("vim.api.nvim_win_set_cursor(vim.fn.win_findbuf(T.chat().buf)[1], {1, 0})")
     f = editor.wait(lambda: docked(editor), what="the docked queue")
     assert f["lines"] == queue and f["title"] == " ⧗ 2 queued " and not f["focusable"] and not f["current"]
     geometry = editor.lua(
@@ -53,8 +64,8 @@ def test_the_queue_stays_in_view_when_the_transcript_fills_the_window(
     )
     # Its last line is the transcript's last text line (the status line stays visible).
     assert geometry["float_last"] == geometry["last_text_row"] and geometry["float_col"] == geometry["col"]
-    # Scrolled to the top, it stays; removing an item updates it; an empty queue removes it.
-    editor.lua("vim.api.nvim_win_set_cursor(vim.fn.win_findbuf(T.chat().buf)[1], {1, 0})")
+    # Removing an item updates it; back at the end (G), the dock goes and the tail shows; an empty
+    # queue removes it.
     first = editor.lua("return T.inbox()")["nextTurn"][0]["id"]
     editor.lua("T.request('dsh/inbox/remove', {sessionId = T.chat().id, messageId = ...})", first)
     editor.wait(
@@ -62,8 +73,43 @@ def test_the_queue_stays_in_view_when_the_transcript_fills_the_window(
         what="updated",
     )
     assert docked(editor)["title"] == " ⧗ 1 queued "
+    editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1])")
+    editor.keys("G")
+    editor.wait(lambda: docked(editor) is None, what="the dock gone at the end")
+    screen = chat_column(editor.screen())
+    assert screen[screen.index("still going") + 1] == queue[1].replace("queued 2", "queued 1")
     editor.cmd("DshStop!")
-    editor.wait(lambda: docked(editor) is None, what="the dock gone")
+    editor.wait(lambda: editor.snapshot()["queue"] == [], what="the queue emptied")
+    assert docked(editor) is None
+
+
+def test_the_dock_never_covers_a_streaming_replys_newest_lines_at_24_rows(
+    editor: Editor, fake: FakeDeepSeek
+) -> None:
+    editor.lua("vim.o.lines = 24; vim.o.columns = 100")
+    pieces = ["first words\n"] + [f"streamed line {i} of the reply\n" for i in range(60)]
+    fake.script(Reply.stream(text_stream(pieces)[:-2], delay=0.12, tail="stall"))
+    editor.cmd("Dsh busy")
+    editor.wait_text("first words")
+    for i in range(3):
+        editor.cmd(f"Dsh queued prompt {i}")
+    editor.wait(lambda: editor.pending() == 3, what="three queued")
+    # The reply grows past the window while the three prompts wait: the screen, checked as it streams.
+    samples = 0
+    while "streamed line 59 of the reply" not in editor.lines():
+        where = editor.lua("return T.tail_and_dock()")
+        assert where["tail_row"] > 0, where  # the newest line is on screen...
+        assert where["dock_top"] == 0 or where["tail_row"] < where["dock_top"], where  # ...uncovered
+        samples += 1
+    assert samples > 10
+    where = editor.lua("return T.tail_and_dock()")
+    assert where["tail_row"] > 0 and where["dock_top"] == 0
+    rows = editor.screen(capture="37.2-dock-24-rows")
+    print("\n".join(rows))
+    column = chat_column(rows)
+    at = column.index("streamed line 59 of the reply")
+    assert column[at + 2 : at + 5] == [f"  ⧗ queued {i + 1} · followup  queued prompt {i}" for i in range(3)]
+    editor.cmd("DshStop!")
 
 
 def test_a_short_transcript_shows_its_queue_without_a_dock(editor: Editor, fake: FakeDeepSeek) -> None:
@@ -208,7 +254,7 @@ def test_without_a_markdown_parser_the_transcript_keeps_vim_syntax(
     editor: Editor, fake: FakeDeepSeek
 ) -> None:
     fake.script(Reply.stream(text_stream(["```lua\nprint(1)\n```\n"])))
-    editor.lua("vim.treesitter.start = function() error('no parser for markdown') end")
+    editor.lua("vim.treesitter.get_parser = function() error('no parser for markdown') end")
     editor.cmd("Dsh code")
     editor.wait_footers(1)
     state = editor.lua(

@@ -236,6 +236,27 @@ def test_pages_read_only_the_tail_they_need() -> None:
     assert first["usage"] == {"inputTokens": 3, "outputTokens": 2} and first["end"] == {"kind": "completed"}
 
 
+def test_turns_a_cut_took_out_of_the_history_are_marked_on_every_page() -> None:
+    # Turns 1-3, a rewind to before turn 2 (turns 2 and 3 cut), turn 4, a rewind to before turn 4.
+    specs = [spec for n in range(1, 4) for spec in _turn(n, f"p{n}", f"a{n}")]
+    specs.append(("conversation/cut", {"beforeTurn": 2}))
+    specs += _turn(4, "p4", "a4")
+    specs.append(("conversation/cut", {"beforeTurn": 4}))
+    specs += _turn(5, "p5", "a5")
+    events = _log(*specs)
+    page = transcript_page(reversed(events), len(events) - 1, None, 20)
+    assert {t["turn"]: t.get("cut", False) for t in page.turns} == {
+        1: False,
+        2: True,
+        3: True,
+        4: True,
+        5: False,
+    }
+    # An older page knows the cut logged after it.
+    older = transcript_page(reversed(events), len(events) - 1, 4, 2)
+    assert {t["turn"]: t.get("cut", False) for t in older.turns} == {2: True, 3: True}
+
+
 # ---- end to end --------------------------------------------------------------------------------------
 
 

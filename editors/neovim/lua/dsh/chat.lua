@@ -10,6 +10,8 @@ local config = require('dsh.config')
 local labels = require('dsh.labels')
 local render = require('dsh.render')
 local queueview = require('dsh.queueview')
+local cuts = require('dsh.cuts')
+local fences = require('dsh.fences')
 local layout = require('dsh.layout')
 local highlight = require('dsh.highlight')
 local permissions = require('dsh.permissions')
@@ -108,6 +110,7 @@ function Chat:reset()
   self.empty = true
   self.qmark = nil
   self.last_op = nil
+  self.fence_row = 0 -- the transcript rows fences.lua has looked at
   self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
@@ -153,7 +156,7 @@ end
 --- Returns the parts and how many of them must stay.
 function Chat:bar_text()
   local st = self.state
-  local parts = { 'dsh', labels.first_line(self.title or (self.id and self.short) or 'new chat', 30) }
+  local parts = { 'dsh', labels.title(self.title or (self.id and self.short) or 'new chat', 30) }
   parts[#parts + 1] = self.deleted and 'deleted' or st.status == 'running' and 'running…' or 'idle'
   local asking = self.id and permissions.count(self.id) or 0
   if asking > 0 then
@@ -209,7 +212,7 @@ local function fit_bar(parts, keep, width)
   local shown = vim.list_slice(parts, 1, n)
   local over = vim.fn.strdisplaywidth(' ' .. table.concat(shown, ' · ')) - width
   if over > 0 then -- still too wide: the title gives way
-    shown[2] = labels.first_line(shown[2], math.max(4, vim.fn.strchars(shown[2]) - over))
+    shown[2] = labels.title(shown[2], math.max(4, vim.fn.strchars(shown[2]) - over))
   end
   return (' ' .. table.concat(shown, ' · ')):gsub('%%', '%%%%')
 end
@@ -234,6 +237,7 @@ end
 --- After the transcript changed: the queue's virtual lines move to the new last line.
 function Chat:after_change()
   queueview.place(self)
+  fences.scan(self, self.treesitter)
 end
 
 -- ---- events --------------------------------------------------------------------------------------
@@ -274,6 +278,12 @@ function Chat:render(op)
   elseif op.op == 'plan_state' then
     self:refresh_bar()
     plan.changed(self)
+  elseif op.op == 'turn_start' then
+    render.flush(self)
+    cuts.start(self, op.turn)
+  elseif op.op == 'cut_turn' then -- a transcript page's turn a rewind took out of the history
+    render.flush(self)
+    cuts.mark(self, op.turn)
   elseif op.op == 'inbox' then
     self:refresh_queue()
     self:refresh_bar()
@@ -364,7 +374,8 @@ function Chat:prepend_page(page)
   -- The page ends with an empty line: it replaces the empty line after the marker too.
   local after = api.nvim_buf_get_lines(self.buf, row + 1, row + 2, false)[1]
   vim.bo[self.buf].modifiable = true
-  api.nvim_buf_set_lines(self.buf, row, (after == '' and lines[#lines] == '') and row + 2 or row + 1, false, lines)
+  local replaced = (after == '' and lines[#lines] == '') and 2 or 1
+  api.nvim_buf_set_lines(self.buf, row, row + replaced, false, lines)
   local ids = {}
   for call_id, id in pairs(tmp.cards) do
     ids[id] = call_id
@@ -385,6 +396,8 @@ function Chat:prepend_page(page)
     end
   end
   vim.bo[self.buf].modifiable = false
+  fences.scan_range(self, row, row + #lines, self.treesitter)
+  self.fence_row = (self.fence_row or 0) + #lines - replaced
   self.older = again and { before = again, mark = api.nvim_buf_set_extmark(self.buf, render.ns, row, 0, {}) } or nil
 end
 

@@ -132,7 +132,7 @@ function M.ensure(root, cb, fail)
     cmd_cwd = root,
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-    init_options = opts.init_options,
+    init_options = vim.tbl_extend('keep', opts.init_options or {}, { deltaCoalesceMs = opts.delta_coalesce_ms }),
     capabilities = capabilities,
     handlers = handlers_for(root),
     flags = { debounce_text_changes = opts.debounce_text_changes },

@@ -12,6 +12,7 @@ M.WORDS = {
   { word = '#buffer', info = 'the file buffer you were last in, as context' },
   { word = '#selection', info = 'your last visual selection in that buffer, as context' },
 }
+vim.list_extend(M.WORDS, require('dsh.contextwords').WORDS)
 
 --- The word being typed before the cursor: its start (0-based byte column) and text, when it is a
 --- `#word` or `@path` at the start of the line or after a space, or a `/name` that opens the input

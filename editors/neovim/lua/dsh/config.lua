@@ -52,11 +52,20 @@ M.defaults = {
       reject = 'gn',
       cancel = 'gC',
       review = 'gd', -- edits: review hunk by hunk in a diff tab
+      review_inline = 'gi', -- edits: review hunk by hunk in the file's own buffer (keys.inline)
       -- an edit overlapping your unsaved changes in its file: save both (allow_once keeps the edit
       -- in the buffer only)
       allow_both = 'gw',
       approve_ask = 'ga', -- a plan's approval: run it in ask mode (allow_once: accept edits)
       hide = { 'q', '<Esc>' }, -- the request stays open (:DshPermission shows it again)
+    },
+    -- In an inline review (the file's buffer, the cursor on a hunk): the decision answers once
+    -- every hunk is kept or rejected.
+    inline = {
+      keep = '<localleader>k',
+      reject = '<localleader>x',
+      keep_all = '<localleader>K',
+      reject_all = '<localleader>X',
     },
     -- In a hunk review (the proposal's window). ]c / [c move between hunks.
     review = {
@@ -87,6 +96,11 @@ M.defaults = {
   debounce_text_changes = 50,
   -- Streamed text is written to the transcript at most once per this many ms (one redraw).
   render_interval = 20,
+  -- How long the daemon holds a streamed delta to send it merged with the ones after it
+  -- (initializationOptions.deltaCoalesceMs, protocol.md §1): a 5,000-delta burst then reaches Neovim
+  -- as a few dozen notifications, each handled by Neovim's LSP client, instead of 5,000. About one
+  -- frame; 0: merged only while Neovim falls behind. init_options.deltaCoalesceMs wins.
+  delta_coalesce_ms = 16,
   -- A streamed line longer than this many bytes is continued on the next line (marked ↩), which
   -- bounds what one write of a pathological single-line reply costs (Neovim 0.11 draws a 50 KB
   -- wrapped line well: breaking it sooner only makes the window scroll more, bench/neovim_bench.py);
@@ -132,8 +146,9 @@ function M.display(lhs)
   if not lhs then
     return nil
   end
-  local leader = vim.g.mapleader or '\\'
-  local localleader = vim.g.maplocalleader or '\\'
+  -- keytrans: a space leader reads <Space>, not a blank
+  local leader = vim.fn.keytrans(vim.g.mapleader or '\\')
+  local localleader = vim.fn.keytrans(vim.g.maplocalleader or '\\')
   return (lhs:gsub('<[Ll]ocal[Ll]eader>', function()
     return localleader
   end):gsub('<[Ll]eader>', function()

@@ -69,17 +69,50 @@ function M.set_model(name)
   if name and name ~= '' then
     return apply(name)
   end
-  local models = vim.deepcopy(config.options.models or {})
-  local current = config.model()
-  if current and not vim.tbl_contains(models, current) then
-    table.insert(models, 1, current)
+  M.models(root, function(models, current, names)
+    vim.ui.select(models, {
+      prompt = 'dsh model',
+      format_item = function(m)
+        local shown = names[m] and (m .. '  ' .. names[m]) or m
+        return m == current and (shown .. '  (current)') or shown
+      end,
+    }, apply)
+  end)
+end
+
+--- The models to offer, then `cb(ids, current, names)`: the daemon's list (dsh/models/list, flag
+--- `models`) first, then setup's `models` it does not name; setup's list alone from an older daemon.
+function M.models(root, cb)
+  local function offer(listed, current, names)
+    local models = {}
+    for _, m in ipairs(vim.list_extend(listed, config.options.models or {})) do
+      if not vim.tbl_contains(models, m) then
+        models[#models + 1] = m
+      end
+    end
+    current = current or config.model()
+    if current and not vim.tbl_contains(models, current) then
+      table.insert(models, 1, current)
+    end
+    cb(models, current, names)
   end
-  vim.ui.select(models, {
-    prompt = 'dsh model',
-    format_item = function(m)
-      return m == current and (m .. '  (current)') or m
-    end,
-  }, apply)
+  client.ensure(root, function()
+    if not (client.info(root) or {}).models then
+      return offer({}, nil, {})
+    end
+    client.request(root, 'dsh/models/list', vim.empty_dict(), function(err, res)
+      local ids, names = {}, {}
+      for _, m in ipairs(not err and res and res.models or {}) do
+        if type(m) == 'table' and type(m.id) == 'string' then
+          ids[#ids + 1] = m.id
+          names[m.id] = type(m.name) == 'string' and m.name ~= m.id and m.name or nil
+        end
+      end
+      offer(ids, not err and res and type(res.current) == 'string' and res.current or config.model(), names)
+    end)
+  end, function()
+    offer({}, nil, {})
+  end)
 end
 
 return M

@@ -40,6 +40,7 @@ function M.event(_root, ev)
   elseif ev.type == 'rewind/files' or ev.type == 'conversation/cut' then
     if ev.type == 'conversation/cut' then
       require('dsh.findings').on_event(chat, ev)
+      require('dsh.cuts').cut_from(chat, (ev.data or {}).beforeTurn)
     end
     if chat.state.plan_unknown then -- cut back past the turns this chat saw
       require('dsh.plan').refetch(chat)

@@ -27,6 +27,44 @@ local function key_source(opts)
   return nil
 end
 
+--- What highlights the transcript and its code blocks, honestly: which languages tree-sitter
+--- parses, which fall back to Vim's regex syntax (fences.lua), and how to add parsers.
+function M.code_blocks(health, opts)
+  local fences = require('dsh.fences')
+  local ok, md = pcall(vim.treesitter.language.add, 'markdown')
+  local ts = opts.treesitter and ok and md
+  if ts then
+    health.ok('the transcript: tree-sitter markdown; a code block in the language of a tree-sitter parser is highlighted with it')
+  elseif not opts.treesitter then
+    health.info('the transcript: Vim\'s markdown syntax (setup{ treesitter = false })')
+  else
+    health.info('the transcript: Vim\'s markdown syntax (no tree-sitter markdown parser)')
+  end
+  local parsers = {}
+  for _, lang in ipairs({ 'python', 'javascript', 'typescript', 'bash', 'rust', 'go', 'json', 'lua', 'c', 'vim' }) do
+    if ts and fences.has_parser(lang) then
+      parsers[#parsers + 1] = lang
+    end
+  end
+  if ts then
+    health.info('tree-sitter parsers among common code block languages: '
+      .. (#parsers > 0 and table.concat(parsers, ', ') or 'none'))
+  end
+  health.info("code blocks in other languages: Vim's regex syntax for the language (syntax/<lang>.vim), inside the block")
+  local seen = fences.report()
+  if #seen > 0 then
+    local words = { treesitter = 'tree-sitter', syntax = "Vim's regex syntax", none = 'not highlighted (no syntax for it)' }
+    local parts = {}
+    for _, s in ipairs(seen) do
+      parts[#parts + 1] = s[1] .. ': ' .. words[s[2]]
+    end
+    health.info('code blocks shown so far: ' .. table.concat(parts, '; '))
+  end
+  if ts then
+    health.info("add a parser for richer highlighting: :TSInstall <lang> (nvim-treesitter), or put <lang>.so under a 'runtimepath' parser/ folder")
+  end
+end
+
 function M.check()
   local health = vim.health
   local opts = require('dsh.config').options
@@ -39,11 +77,7 @@ function M.check()
     health.error('Neovim ' .. version .. ': dsh needs 0.11 or later')
   end
 
-  if pcall(vim.treesitter.language.add, 'markdown') then
-    health.ok('tree-sitter markdown parser: the transcript and its code blocks are highlighted with it')
-  else
-    health.info('no tree-sitter markdown parser: the transcript uses Vim\'s markdown syntax')
-  end
+  M.code_blocks(health, opts)
 
   local exe = opts.cmd and opts.cmd[1]
   if exe and vim.fn.executable(exe) == 1 then

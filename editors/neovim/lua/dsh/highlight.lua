@@ -35,6 +35,11 @@ function M.define()
   link('DshPlanDone', 'Comment')
   link('DshSandbox', 'StatusLine')
   link('DshSandboxWarn', 'DiagnosticWarn')
+  link('DshCut', 'Comment')
+  link('DshInlineDelete', 'DiffDelete')
+  link('DshInlineAdd', 'DiffAdd')
+  link('DshInlineGone', 'Comment')
+  link('DshCutLabel', 'DiagnosticWarn')
 end
 
 -- Only code blocks are injected (in their own language): markdown's inline injection re-parses a
@@ -46,6 +51,21 @@ local CODE_BLOCKS = [[
   (code_fence_content) @injection.content)
 ]]
 
+--- Neovim's markdown highlights without the one that colours a whole fenced block as raw text: the
+--- code inside is coloured by its language (an injected parser, else Vim's regex syntax for it,
+--- fences.lua), which that capture would paint over.
+function M.markdown_query()
+  if not M.query_text then
+    local parts = {}
+    for _, file in ipairs(vim.treesitter.query.get_files('markdown', 'highlights')) do
+      parts[#parts + 1] = table.concat(vim.fn.readfile(file), '\n')
+    end
+    local text = table.concat(parts, '\n')
+    M.query_text = text:gsub('%(%(fenced_code_block%)%s*@markup%.raw%.block%s*%(#set! priority %d+%)%)', '')
+  end
+  return M.query_text
+end
+
 --- Start tree-sitter markdown highlighting in `buf`; true when it runs (false: the parser is
 --- missing or `treesitter = false`, and the buffer keeps Vim's markdown syntax).
 function M.treesitter(buf, enabled)
@@ -53,8 +73,8 @@ function M.treesitter(buf, enabled)
     return false
   end
   local ok = pcall(function()
-    vim.treesitter.get_parser(buf, 'markdown', { injections = { markdown = CODE_BLOCKS } })
-    vim.treesitter.start(buf, 'markdown')
+    local parser = vim.treesitter.get_parser(buf, 'markdown', { injections = { markdown = CODE_BLOCKS } })
+    vim.treesitter.highlighter.new(parser, { queries = { markdown = M.markdown_query() } })
   end)
   if ok and vim.treesitter.highlighter.active[buf] ~= nil then
     vim.bo[buf].syntax = 'markdown'

@@ -171,9 +171,16 @@ function M.help_lines()
     table.concat(vim.tbl_map(config.display, config.lhs_list(p.hide)), '/')
   )
   out[#out + 1] = ''
-  out[#out + 1] = 'Commands: :Dsh :DshNew :DshToggle :DshSteer :DshInject :DshQueue :DshStop :DshWake'
-  out[#out + 1] = '  :DshSessions :DshResume :DshOlder :DshRename :DshDelete :DshAddFile :DshEdits :DshNewWorktree :DshWorktree'
-  out[#out + 1] = '  :DshPermission :DshReview :DshModel    (:help dsh)'
+  -- Every command the plugin defines (spec.lua's list), wrapped.
+  local line = 'Commands:'
+  for _, c in ipairs(require('dsh.spec').commands) do
+    if #line + #c[1] + 2 > 78 then
+      out[#out + 1] = line
+      line = ' '
+    end
+    line = line .. ' :' .. c[1]
+  end
+  out[#out + 1] = line .. '    (:help dsh)'
   return out
 end
 

@@ -25,6 +25,22 @@ function M.first_line(text, width)
   return line
 end
 
+--- A session title in at most `width` characters, keeping what names a fork (the daemon titles one
+--- "<title> (fork)"): the words before it give way, never the suffix.
+function M.title(text, width)
+  local line = M.first_line(text)
+  local head, suffix = line:match('^(.-)(%s*%(fork%)[%s%(fork%)]*)$')
+  if not head or head == '' then
+    return M.first_line(line, width)
+  end
+  suffix = ' ' .. vim.trim(suffix)
+  local room = width - vim.fn.strchars(suffix)
+  if vim.fn.strchars(line) <= width then
+    return line
+  end
+  return M.first_line(head, math.max(2, room)) .. suffix
+end
+
 --- Where an editor context message points: `path[:lines]` (a range ending at character 0 does not
 --- count the line it ends on).
 function M.context_where(root, source)

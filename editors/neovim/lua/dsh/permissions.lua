@@ -208,6 +208,7 @@ local function choices(params, persistable)
   }
   if is_edit(params) then
     list[#list + 1] = { label = 'Review hunk by hunk (a diff tab)', action = 'review', key = lhs('review') }
+    list[#list + 1] = { label = 'Review in the file (keep/reject each hunk)', action = 'review_inline', key = lhs('review_inline') }
   end
   list[#list + 1] = { label = 'Reject: the agent is told and goes on', outcome = 'reject', key = lhs('reject') }
   list[#list + 1] = { label = 'Cancel the turn (the queue is kept)', outcome = 'cancelled', key = lhs('cancel') }
@@ -329,8 +330,8 @@ local function revise(req)
 end
 
 local function act(req, choice)
-  if choice.action == 'review' then
-    return M.review(req)
+  if choice.action == 'review' or choice.action == 'review_inline' then
+    return M.review(req, choice.action == 'review_inline')
   end
   if choice.action == 'revise' then
     return revise(req)
@@ -355,6 +356,7 @@ local function set_keys(req, buf)
         cancelled = 'cancel',
       })[c.outcome]
       or (c.action == 'review' and 'review')
+      or (c.action == 'review_inline' and 'review_inline')
     for _, lhs in ipairs(config.lhs_list(name and k[name])) do
       vim.keymap.set('n', lhs, function()
         act(req, c)
@@ -517,7 +519,7 @@ local function new_request(root, params, reply)
     local was_focused = focused(req)
     local prev = req.prev_win
     if req.reviewing then -- answered elsewhere while it was being reviewed: the review goes
-      review.dismiss(req.reviewing)
+      (req.reviewing.kind == 'inline' and require('dsh.inline') or review).dismiss(req.reviewing)
       req.reviewing = nil
     end
     vim.schedule(function()
@@ -664,8 +666,9 @@ function M.partial(req, decision)
   end
 end
 
---- Review an edit's diff hunk by hunk; the decision answers the request.
-function M.review(req)
+--- Review an edit's diff hunk by hunk (in a diff tab, or `inline` in the file's buffer); the decision
+--- answers the request.
+function M.review(req, inline)
   local pv = req.params.preview or {}
   if not is_edit(req.params) then
     return notify.notify('only an edit can be reviewed hunk by hunk')
@@ -679,7 +682,7 @@ function M.review(req)
   if was_focused and req.prev_win and api.nvim_win_is_valid(req.prev_win) then
     api.nvim_set_current_win(req.prev_win)
   end
-  req.reviewing = review.open({
+  req.reviewing = (inline and require('dsh.inline') or review).open({
     path = pv.path,
     old_text = pv.oldText or '',
     new_text = pv.newText or '',

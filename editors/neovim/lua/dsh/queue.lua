@@ -162,6 +162,45 @@ local function chain(chat, steps, done)
   next_step()
 end
 
+--- What a :w of the queue changes, in words ('1 removed, 1 reworded, order changed', or 'no change').
+function M.summary(items, want, steps)
+  local count = { remove = 0, replace = 0, add = 0 }
+  for _, step in ipairs(steps) do
+    local verb = (step.what or ''):match('^(%a+)')
+    if count[verb] then
+      count[verb] = count[verb] + 1
+    end
+  end
+  local moved = false
+  for _, target in ipairs({ 'next-turn', 'next-step' }) do
+    local was, now = {}, {}
+    for n, item in ipairs(items) do
+      if item.target == target then
+        was[#was + 1] = n
+      end
+    end
+    for _, e in ipairs(want[target]) do
+      if e.n and items[e.n] then
+        now[#now + 1] = e.n
+      end
+    end
+    local kept = vim.tbl_filter(function(n)
+      return vim.tbl_contains(now, n)
+    end, was)
+    moved = moved or not vim.deep_equal(kept, now)
+  end
+  local parts = {}
+  for _, p in ipairs({ { 'remove', 'removed' }, { 'replace', 'reworded' }, { 'add', 'added' } }) do
+    if count[p[1]] > 0 then
+      parts[#parts + 1] = count[p[1]] .. ' ' .. p[2]
+    end
+  end
+  if moved then
+    parts[#parts + 1] = 'order changed'
+  end
+  return #parts > 0 and table.concat(parts, ', ') or 'no change'
+end
+
 --- :w in the queue buffer: removals, replacements, moves and additions, in that order.
 function M.write(chat)
   local buf = chat.queue_buf
@@ -180,7 +219,7 @@ function M.write(chat)
   end
   for n, item in ipairs(items) do
     ids[n] = item.id
-    if not present[n] then
+    if not present[n] and not item.removed then -- (dd removed it already)
       steps[#steps + 1] =
         { method = 'dsh/inbox/remove', params = { sessionId = sid, messageId = item.id }, what = 'remove #' .. n }
     end
@@ -240,9 +279,12 @@ function M.write(chat)
       end
     end
   end
+  local said = M.summary(items, want, steps)
   chain(chat, steps, function(errors)
     if #errors > 0 then
       notify.warn('queue: ' .. table.concat(errors, '; '))
+    else
+      notify.notify('queue saved: ' .. said)
     end
     -- The inbox events have updated the state; show it as it now is.
     client.request(chat.root, 'dsh/inbox/list', { sessionId = sid }, function(err, inbox)
@@ -277,6 +319,7 @@ function M.remove_current(chat)
       notify.warn('remove failed: ' .. (err.message or ''))
       return
     end
+    item.removed = true
     if res and res.removed == false then
       notify.notify('already taken by the agent')
     end

@@ -2,7 +2,8 @@
 -- context it carries) as virtual lines under the transcript's last line, and — whenever those lines
 -- are not all on screen (the transcript fills the window, or the view is scrolled up) — the same
 -- lines in a float docked to the bottom of the transcript window, above the input, titled with the
--- count. The float never takes focus.
+-- count. The float never takes focus, and never covers the transcript's last line: a window showing
+-- that line is scrolled so the virtual lines fit under it instead.
 local api = vim.api
 local labels = require('dsh.labels')
 
@@ -56,6 +57,12 @@ local function title(chat)
   return ' ⧗ ' .. table.concat(parts, ' · ') .. ' '
 end
 
+--- The rows `win` has for text (its height counts its window bar).
+local function text_rows(win)
+  local info = vim.fn.getwininfo(win)[1]
+  return api.nvim_win_get_height(win) - (info and info.winbar or 0)
+end
+
 --- Whether everything below the top of `win` down to the virtual lines under the last line fits.
 local function all_shown(win)
   local top = vim.fn.line('w0', win)
@@ -64,7 +71,7 @@ local function all_shown(win)
   if not ok then
     return true
   end
-  return h.all <= api.nvim_win_get_height(win)
+  return h.all <= text_rows(win)
 end
 
 local function close_float(chat)
@@ -77,11 +84,35 @@ local function close_float(chat)
   end
 end
 
+--- When `win` shows the transcript's last line, scroll it so the virtual lines under that line fit
+--- too (what `zb` on the last line does); true when they then do. The dock would otherwise cover
+--- the newest lines of a streaming reply (issue 37.2): it is drawn only over a view scrolled up.
+local function show_tail(win)
+  local buf = api.nvim_win_get_buf(win)
+  local last = api.nvim_buf_line_count(buf)
+  if vim.fn.line('w$', win) < last then
+    return false -- scrolled up: the window's bottom rows are not the newest lines
+  end
+  local height = text_rows(win)
+  local top = vim.fn.line('w0', win)
+  while top < last do
+    local ok, h = pcall(api.nvim_win_text_height, win, { start_row = top - 1 })
+    if not ok or h.all <= height then
+      break
+    end
+    top = top + 1
+  end
+  api.nvim_win_call(win, function()
+    vim.fn.winrestview({ topline = top })
+  end)
+  return all_shown(win)
+end
+
 --- Show (or update, or hide) the docked float of `chat` in the current tab.
 function M.dock(chat, lines)
   lines = lines or M.lines(chat)
   local win = chat:windows()[1]
-  if #lines == 0 or not win or all_shown(win) then
+  if #lines == 0 or not win or all_shown(win) or show_tail(win) then
     return close_float(chat)
   end
   local f = chat.qfloat or {}

@@ -10,6 +10,7 @@ local api = vim.api
 local client = require('dsh.client')
 local notify = require('dsh.notify')
 local selection = require('dsh.selection')
+local contextwords = require('dsh.contextwords')
 local state = require('dsh.state')
 local sessions = require('dsh.sessions')
 
@@ -173,7 +174,7 @@ local function attachment_for(sel)
 end
 M.attachment_for = attachment_for
 
---- The attachments that the `#buffer`, `#selection` and `@path` words of `text` name, and what is
+--- The attachments that the `#buffer`, `#selection`, `@path` words (and contextwords.lua's) of `text` name, and what is
 --- wrong with any of them. The words stay in the text the model reads.
 function M.typed_context(root, text)
   local atts, problems, seen = {}, {}, {}
@@ -199,6 +200,16 @@ function M.typed_context(root, text)
         add(attachment_for(sel))
       else
         problems[#problems + 1] = '#selection: no selection in ' .. (buf and vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ':t') or 'a file')
+      end
+    else
+      local att, problem = contextwords.attachment(word, root, buf)
+      if att then
+        if att.uri and not att.message and buf then
+          client.attach(root, buf) -- the daemon reads the range from the buffer's text
+        end
+        add(att)
+      elseif problem then
+        problems[#problems + 1] = problem
       end
     end
   end

@@ -509,6 +509,9 @@ function M.turn_ops(st, turn)
   else
     st.turn = n
   end
+  if turn.cut then
+    ops[#ops + 1] = { op = 'cut_turn', turn = n }
+  end
   return ops
 end
 

@@ -198,6 +198,9 @@ local function apply_attach(chat, res)
   chat.state.status = res.status or chat.state.status
   chat.state.last_seq = math.max(chat.state.last_seq, tonumber(res.lastSeq) or -1)
   chat.state.read_only = res.readOnly or nil
+  if type(res.title) == 'string' and res.title ~= '' then -- the daemon's ("… (fork)" for a fork)
+    chat.title = res.title
+  end
   M.apply_meta(chat, res)
   if res.readOnly then
     local holder = res.holder or {}
