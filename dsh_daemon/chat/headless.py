@@ -271,7 +271,13 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
             return
         run.interrupted = True
         progress.say("cancelling the turn (SIGINT)…")
-        rpc.spawn(rpc.request("dsh/cancel", {"sessionId": run.session_id, "keepInbox": True}))
+        rpc.spawn(cancel_on_sigint())
+
+    async def cancel_on_sigint() -> None:
+        await rpc.request("dsh/cancel", {"sessionId": run.session_id, "keepInbox": True})
+        # The reply comes after the aborted turn's turn/end. A prompt the turn had not entered yet
+        # went back to the inbox, parked: no turn of it will end, so the run ends here.
+        run.ended.set()
 
     output: Any = None
     problem: str | None = None

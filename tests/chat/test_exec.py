@@ -225,6 +225,37 @@ def test_sigint_cancels_the_turn_in_order_and_exits_130(tmp_path: Path, work: Pa
         assert (again.returncode, again.stdout) == (0, "Resumed.\n"), again.stderr
 
 
+def test_sigint_before_the_prompt_entered_its_turn_ends_the_run(tmp_path: Path, work: Path) -> None:
+    """A SIGINT after the prompt was sent but before the turn entered it (here: the turn's first step
+    waits for an MCP server that never finishes starting) cancels that turn, and the prompt goes back
+    to the inbox, parked (protocol.md `dsh/cancel {keepInbox: true}`): no turn of the prompt's will
+    end, so the run ends once the cancel is answered, status 130, rather than waiting forever."""
+    state = tmp_path / "state"
+    state.mkdir()
+    slow = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"], "startupTimeoutS": 100}
+    (state / "config.json").write_text(json.dumps({"mcpServers": {"slow": slow}}))
+    with FakeDeepSeek() as fake:
+        env = daemon_env(state, fake)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_daemon", "--no-thinking", "exec", "--json", "long job"],
+            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # the turn has started; its first step waits for the server
+                if json.loads(line)["type"] == "turn/start":
+                    break
+            proc.send_signal(signal.SIGINT)
+            rest, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        result = json.loads(rest.splitlines()[-1])
+        assert result["status"] == "cancelled" and result["exitCode"] == 130
+        assert fake.requests == []
+
+
 def test_max_turns_stops_before_the_request_past_the_cap(tmp_path: Path, work: Path) -> None:
     """Issue 35 item 2: the budget is checked before each model request: with one request allowed,
     the tool the first one called runs, and the second request is never made."""
