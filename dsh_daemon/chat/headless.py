@@ -218,6 +218,9 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
             command += [flag, value]
     if args.no_thinking:
         command.append("--no-thinking")
+    command += ["--log-level", args.log_level]  # the daemon's log goes to this stderr, or the file
+    if args.log_file:
+        command += ["--log-file", args.log_file]
     # Its own process group: SIGINT reaches this client, which cancels the turn in order.
     proc = await asyncio.create_subprocess_exec(
         *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=cwd,

@@ -5,9 +5,12 @@ and the session stays resumable; a budget stops the turn before the request that
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +20,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from dsh_daemon.chat.exec_args import STATUS_NAMES
+from dsh_daemon.cli import build_parser
 from dsh_daemon.model.schema import wire_schema
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
@@ -360,3 +365,44 @@ def test_progress_goes_to_stderr_when_it_is_a_terminal(tmp_path: Path, work: Pat
             os.close(leader)
         assert (done.returncode, done.stdout) == (0, "Read it.\n")
         assert "⚙ read_file" in shown.decode() and "\x1b[2m" in shown.decode()
+
+
+def test_help_documents_every_option_each_exit_status_and_runnable_examples(tmp_path: Path) -> None:
+    """Issue 35.6: `dsh-daemon exec --help` is complete: every option it accepts is listed with its
+    help, every exit status with its meaning, the environment, and examples that parse."""
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "state"), "HOME": str(tmp_path / "home")}
+    done = run_cli(["exec", "--help"], env)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for action in subcommands.choices["exec"]._actions:
+        assert action.help and action.help != argparse.SUPPRESS, f"{action.dest} has no help"
+        for flag in action.option_strings:
+            assert re.search(rf"^  (-\w, )?{re.escape(flag)}\b", text, re.M), f"{flag} is not listed"
+    for code, name in STATUS_NAMES.items():
+        assert re.search(rf"^  {code} +{name.replace('-', ' ')}", text, re.M), f"exit status {code} ({name})"
+    for variable in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_MODEL", "DSH_HOME"):
+        assert variable in text
+    examples = text.split("\nexamples:\n", 1)[1].replace("\\\n", " ")
+    commands = [shlex.split(line) for line in examples.splitlines() if line.strip()]
+    assert len(commands) >= 4
+    for argv in commands:
+        assert argv[0] == "dsh-daemon" and "exec" in argv
+        for redirect in ("<", ">"):
+            if redirect in argv:
+                argv = argv[: argv.index(redirect)]
+        parsed = parser.parse_args(argv[1:])  # exits 2 (failing the test) on an example that does not parse
+        assert parsed.command == "exec"
+
+
+def test_log_options_reach_the_daemon(tmp_path: Path, work: Path) -> None:
+    """`exec --log-level DEBUG --log-file F`: the daemon it starts logs there (they were accepted and
+    ignored before)."""
+    log = tmp_path / "daemon.log"
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(text_stream(["Hi."])))
+        done = exec_cli(env, work, "--log-level", "DEBUG", "--log-file", str(log), "hi")
+        assert (done.returncode, done.stdout) == (0, "Hi.\n"), done.stderr
+    assert "DEBUG" in log.read_text()
