@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         for task in tasks:
             print(f"{task.name:<22} {task.summary}")
         return 0
+    try:
+        config = json.loads(args.config.read_text()) if args.config else None
+    except (OSError, ValueError) as exc:
+        print(f"bench.tasks: --config {args.config}: {exc}", file=sys.stderr)
+        return 2
     endpoint = Endpoint(
         args.base_url, args.model, thinking=not args.no_thinking, max_cost_usd=args.max_cost_usd
     )
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.jsonl.open("w") if args.jsonl else None
     try:
         for task in tasks:
-            result = run_task(task, endpoint, keep=args.keep, timeout_s=args.timeout_s)
+            result = run_task(task, endpoint, keep=args.keep, timeout_s=args.timeout_s, config=config)
             results.append(result)
             print(
                 f"{task.name}: {'PASS' if result.passed else 'fail'} ({result.status}, {result.steps} steps,"

@@ -130,16 +130,20 @@ def run_task(
     env: Mapping[str, str] | None = None,
     keep: Path | None = None,
     timeout_s: float | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> TaskResult:
     """Run `task` to its end and check it. `env`: the exec's environment (default this process's; the
     interpreter's directory goes first on PATH); `keep`: leave the repository and the daemon's state
-    there (else a temp dir, removed)."""
+    there (else a temp dir, removed); `config`: the daemon's config.json for the run (its state dir
+    starts empty: nothing of the person's own sessions or settings)."""
     with tempfile.TemporaryDirectory(prefix=f"dsh-task-{task.name}-") as tmp:
         base = keep / task.name if keep is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         work = prepare_repo(task, base / "repo")
         state = base / "state"
         state.mkdir(exist_ok=True)
+        if config is not None:
+            (state / "config.json").write_text(json.dumps(config))
         exec_env = interpreter_env(env)
         command = exec_command(task, work, state, endpoint)
         started = time.monotonic()
