@@ -5,8 +5,8 @@
   repository, so a task can look at `git diff`);
 - `prompt.md`: what the agent is asked;
 - `checks/`: hidden checks (pytest files and what they need), copied into the repository as
-  `.bench_checks/` only after the agent stopped, then run with this interpreter: the task passes when
-  they do;
+  `.bench_checks/` only after the agent stopped, then run with this interpreter in dsh's sandbox
+  (they run the agent's code): the task passes when they do;
 - `oracle.patch`: what a correct agent does (tests/bench replays it through the agent's real tools
   with a scripted model: the checks must pass; an agent that does nothing must fail them);
 - `oracle.json` (optional): tool calls the oracle makes before and after the patch's edits (starting

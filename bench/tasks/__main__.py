@@ -43,6 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="cancel a task's run after S seconds (default: the task's, 600)",
     )
     parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the daemon's config.json for every run (e.g. provider prices, maxTokens); default: none",
+    )
+    parser.add_argument(
+        "--unconfined-checks",
+        action="store_true",
+        help="run the hidden checks outside dsh's sandbox (machines without one; they run the agent's code)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         metavar="DIR",
@@ -74,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.jsonl.open("w") if args.jsonl else None
     try:
         for task in tasks:
-            result = run_task(task, endpoint, keep=args.keep, timeout_s=args.timeout_s, config=config)
+            result = run_task(
+                task,
+                endpoint,
+                keep=args.keep,
+                timeout_s=args.timeout_s,
+                config=config,
+                confined_checks=not args.unconfined_checks,
+            )
             results.append(result)
             print(
                 f"{task.name}: {'PASS' if result.passed else 'fail'} ({result.status}, {result.steps} steps,"

@@ -131,11 +131,13 @@ def run_task(
     keep: Path | None = None,
     timeout_s: float | None = None,
     config: Mapping[str, Any] | None = None,
+    confined_checks: bool = True,
 ) -> TaskResult:
     """Run `task` to its end and check it. `env`: the exec's environment (default this process's; the
     interpreter's directory goes first on PATH); `keep`: leave the repository and the daemon's state
     there (else a temp dir, removed); `config`: the daemon's config.json for the run (its state dir
-    starts empty: nothing of the person's own sessions or settings)."""
+    starts empty: nothing of the person's own sessions or settings); `confined_checks`: run the
+    checks in the sandbox (`run_checks`)."""
     with tempfile.TemporaryDirectory(prefix=f"dsh-task-{task.name}-") as tmp:
         base = keep / task.name if keep is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
@@ -155,7 +157,7 @@ def run_task(
             (base / "exec.jsonl").write_text(out)
             (base / "exec.stderr").write_text(err)
         events, result = parse_output(out)
-        checks = run_checks(task, work, env)
+        checks = run_checks(task, work, env, confined=confined_checks)
         usage = (result or {}).get("usage") or {}
         tool_results = [e["data"] for e in events if e.get("type") == "tool/result"]
         error = None

@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ GIT_IDENTITY = ("-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c
 DEFAULT_MAX_TURNS = 40
 DEFAULT_TIMEOUT_S = 600.0
 CHECK_TIMEOUT_S = 300.0
+SANDBOX_REFUSED = 126  # `dsh-daemon sandbox run`'s status when it cannot confine
 
 
 class TaskError(ValueError):
@@ -119,11 +122,14 @@ def interpreter_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_checks(task: Task, work: Path, env: Mapping[str, str] | None = None) -> CheckOutcome:
+def run_checks(
+    task: Task, work: Path, env: Mapping[str, str] | None = None, *, confined: bool = True
+) -> CheckOutcome:
     """Copy the hidden checks into `work` (replacing any the agent may have made) and run them with
-    pytest, this interpreter, no plugins but pytest's own: passed when pytest exits 0."""
-    import time
-
+    pytest, this interpreter, no plugins but pytest's own: passed when pytest exits 0. They run the
+    agent's code, so they run `confined` by default: in dsh's sandbox (`dsh-daemon sandbox run`,
+    workspace-write: writes only in `work` and a private temp dir, no network but a loopback of their
+    own). Where the sandbox cannot be had they fail, saying so, unless `confined` is False."""
     target = work / CHECKS_DIR_NAME
     if target.is_symlink() or target.is_file():
         target.unlink()
@@ -132,7 +138,7 @@ def run_checks(task: Task, work: Path, env: Mapping[str, str] | None = None) -> 
     shutil.copytree(task.checks, target)
     check_env = interpreter_env(env)
     check_env.pop("DEEPSEEK_API_KEY", None)
-    command = [
+    pytest = [
         sys.executable,
         "-m",
         "pytest",
@@ -143,16 +149,26 @@ def run_checks(task: Task, work: Path, env: Mapping[str, str] | None = None) -> 
         str(work),
         CHECKS_DIR_NAME,
     ]
+    if not confined:
+        return _run_checks(pytest, work, check_env)
+    with tempfile.TemporaryDirectory(prefix="dsh-checks-state-") as state:
+        sandbox = [sys.executable, "-m", "dsh_daemon", "--state-dir", state, "sandbox", "run"]
+        return _run_checks([*sandbox, "--mode", "workspace-write", "--", *pytest], work, check_env)
+
+
+def _run_checks(command: Sequence[str], work: Path, env: Mapping[str, str]) -> CheckOutcome:
     started = time.monotonic()
     try:
         done = subprocess.run(
-            command, cwd=work, env=check_env, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+            command, cwd=work, env=dict(env), capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout if isinstance(exc.stdout, str) else ""
-        return CheckOutcome(
-            False,
-            f"{out[-3000:]}\n[checks timed out after {CHECK_TIMEOUT_S:.0f} s]",
-            time.monotonic() - started,
+        note = f"[checks timed out after {CHECK_TIMEOUT_S:.0f} s]"
+        return CheckOutcome(False, f"{out[-3000:]}\n{note}", time.monotonic() - started)
+    output = (done.stdout + done.stderr)[-3000:]
+    if done.returncode == SANDBOX_REFUSED and "sandbox: refused" in done.stderr:
+        output += (
+            "\n[the checks could not run confined on this machine; --unconfined-checks runs them as they are]"
         )
-    return CheckOutcome(done.returncode == 0, (done.stdout + done.stderr)[-3000:], time.monotonic() - started)
+    return CheckOutcome(done.returncode == 0, output, time.monotonic() - started)

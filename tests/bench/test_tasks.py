@@ -6,6 +6,7 @@ answers without doing anything fails them. Plus the runner's command line and it
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,14 +157,27 @@ def test_a_task_past_its_timeout_is_cancelled_and_reported(tmp_path: Path) -> No
 
 def test_the_command_line_runs_tasks_prints_a_table_and_writes_jsonl(tmp_path: Path) -> None:
     """`python -m bench.tasks` as a person runs it: the first task gets the oracle's replies, the second
-    the null model's; the table and the JSONL say one of two passed."""
+    the null model's; the table and the JSONL say one of two passed. The model is one the daemon has
+    no prices for; `--config` gives them: 1 USD per input token the fake reports missing the cache
+    (12 per request), nothing else."""
     first, second = BY_NAME["fix-failing-test"], BY_NAME["implement-stub"]
     out = tmp_path / "results.jsonl"
+    config = tmp_path / "config.json"
+    prices = {"bench-model": {"cacheHit": 0, "cacheMiss": 1_000_000, "output": 0}}
+    config.write_text(json.dumps({"provider": {"prices": prices}}))
     with FakeDeepSeek() as fake:
         script_oracle(fake, oracle_steps(first))
         fake.script(Reply.stream(text_stream([NULL_ANSWER])))
         env = daemon_env(tmp_path / "state", fake)
-        argv = ["--base-url", fake.base_url, "--model", FAKE.model or "", "--no-thinking"]
+        argv = [
+            "--base-url",
+            fake.base_url,
+            "--model",
+            "bench-model",
+            "--no-thinking",
+            "--config",
+            str(config),
+        ]
         argv += ["--tasks", f"{first.name},{second.name}", "--jsonl", str(out)]
         done = subprocess.run(
             [sys.executable, "-m", "bench.tasks", *argv],
@@ -185,7 +199,13 @@ def test_the_command_line_runs_tasks_prints_a_table_and_writes_jsonl(tmp_path: P
         ("task", second.name, False),
         ("total", None, 1),
     ]
-    assert records[0]["steps"] == len(oracle_steps(first)) + 1 and records[0]["costUsd"] > 0
+    assert records[0]["steps"] == len(oracle_steps(first)) + 1
+    assert [r["costUsd"] for r in records] == [
+        12.0 * records[0]["steps"],
+        12.0,
+        12.0 * (records[0]["steps"] + 1),
+    ]
+    assert records[0]["model"] == "bench-model" and records[0]["baseUrl"] == fake.base_url
     assert (
         records[-1]["passRate"] == 0.5
         and records[-1]["inputTokens"] == records[0]["inputTokens"] + records[1]["inputTokens"]
@@ -216,3 +236,24 @@ def test_prepared_repo_is_a_clean_git_checkout_and_checks_replace_planted_ones(t
     (planted / "test_hidden.py").write_text("def test_nothing():\n    pass\n")
     outcome = run_checks(task, work)
     assert not outcome.passed and "NotImplementedError" in outcome.output
+
+
+def test_the_checks_run_the_agents_code_confined(tmp_path: Path) -> None:
+    """The hidden checks import what the agent wrote: they run in the sandbox (workspace-write), so a
+    write outside the task's repository is refused; unconfined (a machine without the sandbox) it is
+    not."""
+    root = tmp_path / "task"
+    (root / "repo").mkdir(parents=True)
+    (root / "checks").mkdir()
+    (root / "repo" / "evil.py").write_text(
+        "import os, pathlib\ndef run():\n    pathlib.Path(os.environ['OUTSIDE']).write_text('escaped')\n"
+    )
+    (root / "checks" / "test_hidden.py").write_text("import evil\n\ndef test_it():\n    evil.run()\n")
+    task = Task(name="escape", root=root, summary="", prompt="")
+    outside = tmp_path / "outside.txt"
+    env = {**os.environ, "OUTSIDE": str(outside)}
+    confined = run_checks(task, prepare_repo(task, tmp_path / "a"), env)
+    assert not confined.passed and not outside.exists(), confined.output
+    assert "PermissionError" in confined.output or "Read-only" in confined.output, confined.output
+    unconfined = run_checks(task, prepare_repo(task, tmp_path / "b"), env, confined=False)
+    assert unconfined.passed and outside.read_text() == "escaped", unconfined.output
