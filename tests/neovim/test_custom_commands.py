@@ -86,3 +86,23 @@ def test_a_custom_command_is_completed_with_its_description_sent_as_typed_and_ex
     for line, row in (("//rev", 1), ("/rev", 2), ("see /rev", 1)):
         assert editor.lua("return require('dsh.complete').word_before(...)", line, len(line), row) is None
     assert editor.lua("return {require('dsh.complete').word_before('  /rev', 6, 1)}") == [2, "/rev"]
+
+
+def test_a_skill_the_model_chooses_is_read_and_shown_as_its_card(
+    editor: Editor, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    """Issue 35.4 from Neovim: a skill of `$DSH_HOME/skills` is offered in the system prompt; the model
+    reads it with the `skill` tool, whose card the chat shows, and its body reaches the model."""
+    from tests.fakes.deepseek_server import Reply
+    from tests.server.harness import tool_call_stream
+
+    write(
+        paths.state / "skills" / "style" / "SKILL.md",
+        "---\nname: style\ndescription: The person's code style\n---\nUse tabs. Never semicolons.\n",
+    )
+    fake.script(Reply.stream(tool_call_stream([("c1", "skill", {"name": "style"})])), text_reply("Styled."))
+    editor.cmd("Dsh tidy this up")
+    editor.wait_footers(1)
+    assert any(line.startswith("⚙ skill") and "style" in line for line in editor.lines()), editor.lines()
+    assert "- style: The person's code style" in fake.requests[0].json["messages"][0]["content"]
+    assert "Use tabs. Never semicolons." in str(fake.requests[1].json["messages"][-1])
