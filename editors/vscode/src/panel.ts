@@ -378,18 +378,22 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
             { modal: true, detail: 'Its transcript and queued prompts are removed for good.' }, 'Delete');
           if (yes === 'Delete') {
             await client.deleteSession(session.sessionId);
-            if (session.sessionId === this.sessionId) {
-              // The session on screen is gone: the panel starts empty, the next prompt makes a new one.
-              await this.ctx.workspaceState.update(SESSION_KEY, undefined);
-              this.dispatch({ kind: 'reset', sessionId: null });
-              this.sendSnapshot();
-            }
+            await this.forgetSession(session.sessionId);
           }
         }
       } catch (err) {
         void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
       }
     }
+  }
+
+  /** After session `id` was deleted: when it is the one on screen, the panel starts empty and the
+   *  next prompt makes a new one. */
+  async forgetSession(id: string): Promise<void> {
+    if (id !== this.sessionId) return;
+    await this.ctx.workspaceState.update(SESSION_KEY, undefined);
+    this.dispatch({ kind: 'reset', sessionId: null });
+    this.sendSnapshot();
   }
 
   /** "Allow always" answers of the session shown, to take back (daemons with `permissionEvents`). */
