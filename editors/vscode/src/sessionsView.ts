@@ -11,6 +11,7 @@ import {
   deleteSession, listWorkspaceSessions, listWorktrees, newWorktreeSession, worktreeApply, worktreeDiff, worktreeDiscard, worktreeKeep,
   type ListedSession, type WorktreeDiff, type WorktreeRef,
 } from './protocol/worktrees';
+import { confirmDeleteSession } from './sessionDelete';
 import { findSession, nodeChildren, nodeId, nodeLook, sessionTree, type TreeNode } from './sessionsTree';
 
 export const SESSIONS_VIEW_ID = 'dsh.sessions';
@@ -173,27 +174,11 @@ export class SessionsView implements vscode.TreeDataProvider<TreeNode>, vscode.T
 
   private async delete(node: TreeNode | undefined): Promise<void> {
     if (node?.kind !== 'session') return;
-    const s = node.session;
-    const title = s.title || '(untitled)';
-    const w = s.worktree;
-    let removeWorktree = false;
-    if (w?.exists) {
-      const withWorktree = 'Delete and Remove Worktree';
-      const keepWorktree = 'Delete, Keep Worktree';
-      const choice = await vscode.window.showWarningMessage(`Delete the dsh session "${title}"?`, {
-        modal: true,
-        detail: `Its transcript and queued prompts are removed for good. Its worktree ${w.path} (branch ${w.branch}${w.changedFiles ? `, ${w.changedFiles} changed file${w.changedFiles === 1 ? '' : 's'}` : ''}) can go with it (folder and branch, uncommitted work included), or stay listed under "Worktrees without a session" until you keep or discard it.`,
-      }, withWorktree, keepWorktree);
-      if (choice === undefined) return;
-      removeWorktree = choice === withWorktree;
-    } else {
-      const yes = await vscode.window.showWarningMessage(`Delete the dsh session "${title}"?`,
-        { modal: true, detail: 'Its transcript and queued prompts are removed for good.' }, 'Delete');
-      if (yes !== 'Delete') return;
-    }
+    const answer = await confirmDeleteSession(node.session);
+    if (!answer) return;
     const client = await this.daemon.ensureStarted();
-    await deleteSession(client, s.sessionId, removeWorktree);
-    await this.panel.forgetSession(s.sessionId);
+    await deleteSession(client, node.session.sessionId, answer.removeWorktree);
+    await this.panel.forgetSession(node.session.sessionId);
     await this.refresh();
   }
 
