@@ -8,11 +8,12 @@ import { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { SessionInfo } from './protocol/types';
 import { ReviewFindings } from './reviewFindings';
+import { SessionsView } from './sessionsView';
 import { TurnDiffs } from './turnDiffView';
 
 let daemon: Daemon | undefined;
 
-export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon; review: ReviewFindings; turnDiffs: TurnDiffs } {
+export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daemon: Daemon; review: ReviewFindings; turnDiffs: TurnDiffs; sessions: SessionsView } {
   const output = vscode.window.createOutputChannel('dsh', { log: true });
   daemon = new Daemon(ctx, output);
   const permissions = new Permissions(
@@ -137,6 +138,9 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   cmd('dsh.turnDiff.open', (file: string) => turnDiffs.open(file));
   cmd('dsh.turnDiff.keep', (file: string, hunks?: number[]) => turnDiffs.keep(file, hunks));
   cmd('dsh.turnDiff.undo', (file: string, hunks?: number[]) => turnDiffs.undo(file, hunks));
+  // The Sessions view: this workspace's sessions, worktree sessions' Apply / Keep / Discard.
+  const sessions = new SessionsView(d, p, (line) => output.info(line));
+  ctx.subscriptions.push(sessions.register(cmd));
   cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
   cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));
 
@@ -156,7 +160,7 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       else if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.serverCommand');
     });
   });
-  return { panel: p, daemon: d, review, turnDiffs };
+  return { panel: p, daemon: d, review, turnDiffs, sessions };
 }
 
 /** The session's cwd (its findings' paths are relative to it); the workspace folder when the

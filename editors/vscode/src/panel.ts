@@ -16,6 +16,8 @@ import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
 import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, typedText, Via } from './protocol/reducer';
 import { errorCode, type AnyEvent, type CheckpointTurn, type ContextRef, type SandboxMode, type SessionInfo } from './protocol/types';
+import { deleteSession } from './protocol/worktrees';
+import { confirmDeleteSession } from './sessionDelete';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -374,22 +376,26 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
             validateInput: (v) => v.trim() ? undefined : 'A title needs some text' });
           if (title?.trim()) await client.renameSession(session.sessionId, title);
         } else {
-          const yes = await vscode.window.showWarningMessage(`Delete the dsh session "${session.title || '(untitled)'}"?`,
-            { modal: true, detail: 'Its transcript and queued prompts are removed for good.' }, 'Delete');
-          if (yes === 'Delete') {
-            await client.deleteSession(session.sessionId);
-            if (session.sessionId === this.sessionId) {
-              // The session on screen is gone: the panel starts empty, the next prompt makes a new one.
-              await this.ctx.workspaceState.update(SESSION_KEY, undefined);
-              this.dispatch({ kind: 'reset', sessionId: null });
-              this.sendSnapshot();
-            }
+          // A session in its own worktree asks whether the worktree goes too (protocol.md §20).
+          const answer = await confirmDeleteSession(session);
+          if (answer) {
+            await deleteSession(client, session.sessionId, answer.removeWorktree);
+            await this.forgetSession(session.sessionId);
           }
         }
       } catch (err) {
         void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
       }
     }
+  }
+
+  /** After session `id` was deleted: when it is the one on screen, the panel starts empty and the
+   *  next prompt makes a new one. */
+  async forgetSession(id: string): Promise<void> {
+    if (id !== this.sessionId) return;
+    await this.ctx.workspaceState.update(SESSION_KEY, undefined);
+    this.dispatch({ kind: 'reset', sessionId: null });
+    this.sendSnapshot();
   }
 
   /** "Allow always" answers of the session shown, to take back (daemons with `permissionEvents`). */

@@ -351,6 +351,8 @@ export interface InitializeDshCapabilities {
   review?: boolean;
   /** A turn's diff: `dsh/turn/diff|keep|undo`, live `turn/diff`, durable `turn/review` (§15). */
   turnDiff?: boolean;
+  /** Sessions in their own git worktree: `dsh/session/new {worktree}`, `dsh/worktree/*`, `worktree` in lists (§20). */
+  worktrees?: boolean;
   [flag: string]: unknown;
 }
 
