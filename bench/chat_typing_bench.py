@@ -179,35 +179,46 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keys", type=int, default=40)
+    parser.add_argument(
+        "--only",
+        default="reply,burst,end,enter,esc",
+        help="the scenarios after the idle baseline (comma-separated; default: all)",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
     print("load averages (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     big = big_reply()
     print(f"reply size: {sum(map(len, big)) / 1000:.0f} KB in {len(big)} deltas", flush=True)
     idle = _typing(None, args.keys)
     print(_line("idle", idle, None), flush=True)
-    streaming = _typing(Reply.stream(text_stream(big), delay=0.005), args.keys)
-    print(_line("big reply", streaming, idle), flush=True)
-    burst = _typing(endless([f"t{n} " for n in range(5000)]), args.keys)
-    print(_line("burst", burst, idle), flush=True)
-    worst, count, p95 = _reply_end(Reply.stream(text_stream(big), delay=0.002))
-    print(
-        f"reply end    worst echo {worst:7.1f} ms of {count} keys from 1 s before idle on"
-        f" ({worst / max(_p95(idle), 0.1):.1f}x idle p95; all keys through the reply: p95 {p95:.1f} ms)"
-        f"  goal <= {GOAL_MS:.0f} ms: {'met' if worst <= GOAL_MS else 'NOT met'}",
-        flush=True,
-    )
-    enter = _enter_to_idle(Reply.stream(text_stream(big)))
-    print(
-        f"Enter->idle  {enter:.2f} s for the 200 KB reply (turn 3: {ENTER_IDLE_BEFORE_S} s):"
-        f" {'not slower' if enter <= ENTER_IDLE_BEFORE_S else 'SLOWER'}",
-        flush=True,
-    )
-    esc = [_esc_to_cancelled() * 1000 for _ in range(3)]
-    print(
-        f"Esc->cancel  {', '.join(f'{ms:.0f}' for ms in esc)} ms (3 tries; goal <= {ESC_GOAL_MS:.0f} ms:"
-        f" {'met' if max(esc) <= ESC_GOAL_MS else 'NOT met'})",
-        flush=True,
-    )
+    if "reply" in only:
+        streaming = _typing(Reply.stream(text_stream(big), delay=0.005), args.keys)
+        print(_line("big reply", streaming, idle), flush=True)
+    if "burst" in only:
+        burst = _typing(endless([f"t{n} " for n in range(5000)]), args.keys)
+        print(_line("burst", burst, idle), flush=True)
+    if "end" in only:
+        worst, count, p95 = _reply_end(Reply.stream(text_stream(big), delay=0.002))
+        print(
+            f"reply end    worst echo {worst:7.1f} ms of {count} keys from 1 s before idle on"
+            f" ({worst / max(_p95(idle), 0.1):.1f}x idle p95; all keys through the reply: p95 {p95:.1f} ms)"
+            f"  goal <= {GOAL_MS:.0f} ms: {'met' if worst <= GOAL_MS else 'NOT met'}",
+            flush=True,
+        )
+    if "enter" in only:
+        enter = _enter_to_idle(Reply.stream(text_stream(big)))
+        print(
+            f"Enter->idle  {enter:.2f} s for the 200 KB reply (turn 3: {ENTER_IDLE_BEFORE_S} s):"
+            f" {'not slower' if enter <= ENTER_IDLE_BEFORE_S else 'SLOWER'}",
+            flush=True,
+        )
+    if "esc" in only:
+        esc = [_esc_to_cancelled() * 1000 for _ in range(3)]
+        print(
+            f"Esc->cancel  {', '.join(f'{ms:.0f}' for ms in esc)} ms (3 tries; goal <= {ESC_GOAL_MS:.0f} ms:"
+            f" {'met' if max(esc) <= ESC_GOAL_MS else 'NOT met'})",
+            flush=True,
+        )
     print("load averages (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
 
 

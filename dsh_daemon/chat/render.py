@@ -237,6 +237,19 @@ def markdown_ansi(text: str, width: int, first_block: int = 0) -> str:
     return "\n".join(out) if out else "\n"
 
 
+def render_reply(reasoning: str, text: str, width: int, first_block: int, interrupted: bool) -> str:
+    """A finished reply as the chat prints it: its reasoning dim, its text as markdown, a note when it
+    was interrupted (both already sanitized)."""
+    parts = []
+    if reasoning:
+        parts.append(f"{DIM}{reasoning}{RESET}\n")
+    if text.strip():
+        parts.append(markdown_ansi(text, width, first_block))
+    if interrupted:
+        parts.append(f"{DIM}[interrupted]{RESET}\n")
+    return "".join(parts)
+
+
 def warm_markdown() -> None:
     """Import what a markdown render needs (rich, markdown-it, pygments and its Python lexer)."""
     markdown_ansi("# a\n\n*b*\n\n```python\nx = 1\n```\n", 40, 1)

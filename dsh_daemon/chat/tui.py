@@ -1,8 +1,8 @@
 """The terminal view (prompt_toolkit): scrolling output above a fixed input line and a status line.
 
 Finished lines go to the scrollback through prompt_toolkit's stdout proxy, so they never tear what is
-being typed; a finished reply's markdown is rendered in a worker thread and what is printed after it
-waits for it (`message_done`).
+being typed; a finished reply's markdown is rendered in a worker thread and written a slice a frame,
+and what is printed after it waits for it (`message_done`).
 Between the scrollback and the input line live, in this order: what is still streaming (word-wrapped,
 its newest lines, "… N more lines" above them when clipped), the agent's plan while a turn runs
 (☐ pending, ◐ in progress, ☑ done), the queue (one line per item, by
@@ -52,8 +52,8 @@ from dsh_daemon.chat.render import (
     YELLOW,
     TailWrap,
     clip,
-    markdown_ansi,
     osc52,
+    render_reply,
     rows,
     sanitize,
     warm_markdown,
@@ -87,6 +87,7 @@ FRAME_S = 1 / 60  # the screen is painted at most this often
 STREAM_FRAME_S = 1 / 25  # what streams is painted at most this often (typed keys: at once)
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
+WRITE_SLICE_LINES = 100  # a finished reply is written this many lines a frame
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
 
@@ -532,15 +533,8 @@ class TuiView:
         self.live_reasoning = self.live_text = ""
         reasoning, text = sanitize(reasoning.strip()), sanitize(text)
 
-        def render(width: int) -> str:
-            parts = []
-            if reasoning:
-                parts.append(f"{DIM}{reasoning}{RESET}\n")
-            if text.strip():
-                parts.append(markdown_ansi(text, width, first_block))
-            if interrupted:
-                parts.append(f"{DIM}[interrupted]{RESET}\n")
-            return "".join(parts)
+        def render(width: int) -> str:  # (again for a new width, after a resize)
+            return render_reply(reasoning, text, width, first_block, interrupted)
 
         try:
             loop = asyncio.get_running_loop()
@@ -564,19 +558,33 @@ class TuiView:
         """Write what waits in `_output`, in order, rendering each finished reply off the loop."""
         while self._output:
             item = self._output[0]
-            if isinstance(item, _Rendering):
-                try:
-                    shown = await asyncio.to_thread(item.render, self.width)
-                except Exception as exc:  # the reply is not lost for a rendering bug
-                    self._output.popleft()
-                    plain = f"{item.fallback}\n{DIM}[not rendered: {type(exc).__name__}: {exc}]{RESET}"
-                    self._write(plain, plain)
-                    continue
-                self._output.popleft()
-                self._write_rendered(item.render, shown)
-            else:
+            if not isinstance(item, _Rendering):
                 self._output.popleft()
                 self._write(item, item)
+                continue
+            try:
+                shown = await asyncio.to_thread(item.render, self.width)
+            except Exception as exc:  # the reply is not lost for a rendering bug
+                self._output.popleft()
+                plain = f"{item.fallback}\n{DIM}[not rendered: {type(exc).__name__}: {exc}]{RESET}"
+                self._write(plain, plain)
+                continue
+            # A long reply goes to the terminal a slice a frame: written at once, 200 KB kept the loop
+            # (and typed keys) waiting until the terminal had read it all.
+            lines = shown.splitlines(keepends=True)
+            while len(lines) > WRITE_SLICE_LINES:
+                sys.stdout.write("".join(lines[:WRITE_SLICE_LINES]))
+                sys.stdout.flush()
+                del lines[:WRITE_SLICE_LINES]
+                await asyncio.sleep(FRAME_S)
+            self._output.popleft()
+            if shown:
+                self.scrollback.add(item.render)
+            if lines:
+                rest = "".join(lines)
+                sys.stdout.write(rest if rest.endswith("\n") else rest + "\n")
+                sys.stdout.flush()
+            self.invalidate()
 
     async def settled(self) -> None:
         """Once every finished reply is rendered and written."""

@@ -352,12 +352,12 @@ def test_a_reply_whose_render_fails_prints_as_it_is_in_its_place(
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    import dsh_daemon.chat.tui as tui
+    import dsh_daemon.chat.render as render
 
     def broken(text: str, width: int, first_block: int = 0) -> str:
         raise ValueError("no markdown today")
 
-    monkeypatch.setattr(tui, "markdown_ansi", broken)
+    monkeypatch.setattr(render, "markdown_ansi", broken)
     with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
 
         async def main() -> None:
