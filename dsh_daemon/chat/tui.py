@@ -87,7 +87,7 @@ FRAME_S = 1 / 60  # the screen is painted at most this often
 STREAM_FRAME_S = 1 / 25  # what streams is painted at most this often (typed keys: at once)
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
-WRITE_SLICE_LINES = 100  # a finished reply is written this many lines a frame
+WRITE_SLICE_LINES = 500  # a finished reply is written this many lines a frame
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
 
