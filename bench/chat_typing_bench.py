@@ -1,4 +1,4 @@
-"""Terminal chat benchmark: how long a typed key takes to show while a reply streams.
+"""Terminal chat benchmark: how long a typed key takes to show while a reply streams and ends.
 
     .venv/bin/python -m bench.chat_typing_bench [--keys N]
 
@@ -7,21 +7,31 @@ exactly as tests/chat drives it. A key is sent with `tmux send-keys` and the pan
 shows; the time between is the echo latency a person feels. Scenarios, each in the same run:
 
 1. idle: no reply streaming (the baseline: tmux, the pty and prompt_toolkit themselves);
-2. big reply: a 200 KB reply streamed in 200-byte deltas, 5 ms apart (goal: p95 <= 50 ms, issue 38.6);
-3. burst: 5,000 short deltas at once (goal: p95 <= 50 ms).
+2. big reply: a 200 KB reply streamed in ~140-byte deltas, 5 ms apart (goal: p95 <= 50 ms, issue 38.6);
+3. burst: 5,000 short deltas at once (goal: p95 <= 50 ms);
+4. reply end: keys typed all through a 200 KB reply until a second after the turn is idle; the worst
+   key sent from a second before the end on (the finished reply's markdown is rendered then);
+5. Enter -> idle: Enter on a prompt whose reply is 200 KB (sent at once) until the status line says
+   idle and the rendered reply is printed above the input line (issue 38.6: not slower than 1.57 s);
+6. Esc -> cancelled: Esc during a reply that never ends until "[cancelled" is on the screen
+   (issue 38.1: within 100 ms).
 
 Figures are printed, never asserted: tests do not time things. Each key is a fresh letter typed at
-the end of the input line; the pane is polled every 2 ms.
+the end of the input line; the pane is polled every 2 ms. The machine's load averages are printed
+with them (a loaded machine's figures say less).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import string
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.chat.screen import Screen, endless
@@ -29,18 +39,52 @@ from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import daemon_env
 
 GOAL_MS = 50.0
+ENTER_IDLE_BEFORE_S = 1.57  # issue 38, turn 3's figure
+ESC_GOAL_MS = 100.0
+END_WORD = "THE-END"
+
+
+def big_reply() -> list[str]:
+    """~200 KB of prose in 1,450 deltas: 5 lines of ~140 characters per paragraph line break."""
+    pieces = [f"word{n % 97} " * 20 + ("\n" if n % 5 == 4 else "") for n in range(1450)]
+    return [*pieces, f"\n\n{END_WORD}\n"]
+
+
+def _poll(chat: Screen, test: Callable[[str], bool], limit_s: float = 30) -> float:
+    """Seconds until the visible screen passes `test` (inf past `limit_s`)."""
+    start = time.perf_counter()
+    while True:
+        if test(chat.screen()):
+            return time.perf_counter() - start
+        if time.perf_counter() - start > limit_s:
+            return float("inf")
+        time.sleep(0.002)
 
 
 def _echo_ms(chat: Screen, typed: str, key: str) -> float:
-    start = time.perf_counter()
     chat.type(key)
     expected = "› " + typed + key
-    while True:
-        if any(row.rstrip().endswith(expected) for row in chat.screen().splitlines()):
-            return (time.perf_counter() - start) * 1000
-        if time.perf_counter() - start > 10:
-            return float("inf")
-        time.sleep(0.002)
+    return 1000 * _poll(
+        chat, lambda s: any(row.rstrip().endswith(expected) for row in s.splitlines()), limit_s=10
+    )
+
+
+def _idle(screen: str) -> bool:
+    return "● idle" in screen
+
+
+@contextmanager
+def _chat(reply: Reply | None) -> Iterator[Screen]:
+    with FakeDeepSeek() as fake, tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        if reply is not None:
+            fake.script(reply)
+        chat = Screen(path, daemon_env(path / "state", fake), ["--no-thinking", "chat"], cwd=path)
+        try:
+            chat.wait(lambda s: "›" in s and _idle(s), whole=False)
+            yield chat
+        finally:
+            chat.close()
 
 
 def _measure(chat: Screen, keys: int) -> list[float]:
@@ -55,32 +99,80 @@ def _measure(chat: Screen, keys: int) -> list[float]:
     return out
 
 
-def _scenario(name: str, reply: Reply | None, keys: int) -> list[float]:
-    with FakeDeepSeek() as fake, tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp)
+def _typing(reply: Reply | None, keys: int) -> list[float]:
+    with _chat(reply) as chat:
         if reply is not None:
-            fake.script(reply)
-        chat = Screen(path, daemon_env(path / "state", fake), ["chat"], cwd=path)
-        try:
-            chat.wait(lambda s: "›" in s, whole=False)
-            if reply is not None:
-                chat.type("go")
-                chat.keys("Enter")
-                chat.wait(lambda s: "running" in s, whole=False)
-                time.sleep(0.3)  # well into the stream
-            return _measure(chat, keys)
-        finally:
-            chat.close()
+            chat.type("go")
+            chat.keys("Enter")
+            chat.wait(lambda s: "running" in s, whole=False)
+            time.sleep(0.3)  # well into the stream
+        return _measure(chat, keys)
+
+
+def _reply_end(reply: Reply) -> tuple[float, int, float]:
+    """(worst echo ms of the keys sent from 1 s before the turn went idle on, how many, the p95 of all
+    keys typed through the reply)."""
+    with _chat(reply) as chat:
+        chat.type("go")
+        chat.keys("Enter")
+        chat.wait(lambda s: "running" in s, whole=False)
+        typed = ""
+        sent: list[tuple[float, float]] = []  # (when sent, echo ms)
+        idle_at: float | None = None
+        index = 0
+        while idle_at is None or time.perf_counter() - idle_at < 1.0:
+            if len(typed) >= 60:
+                chat.keys("C-u")
+                typed = ""
+                time.sleep(0.05)
+            key = string.ascii_lowercase[index % 26]
+            index += 1
+            when = time.perf_counter()
+            sent.append((when, _echo_ms(chat, typed, key)))
+            typed += key
+            if idle_at is None and _idle(chat.screen()):
+                idle_at = time.perf_counter()
+            time.sleep(0.03)
+        around = [ms for when, ms in sent if when >= idle_at - 1.0]
+        everything = sorted(ms for _, ms in sent)
+        return max(around), len(around), everything[max(0, int(len(everything) * 0.95) - 1)]
+
+
+def _enter_to_idle(reply: Reply) -> float:
+    with _chat(reply) as chat:
+        chat.type("go")
+        start = time.perf_counter()
+        chat.keys("Enter")
+        _poll(chat, lambda s: "running" in s)
+        _poll(chat, lambda s: _idle(s) and _printed(s))
+        return time.perf_counter() - start
+
+
+def _printed(screen: str) -> bool:
+    """The finished reply printed above the input line (the live area, "… N more lines" over the
+    reply's tail, is gone)."""
+    rows = [row.rstrip() for row in screen.splitlines() if row.strip()]
+    return "more line" not in screen and len(rows) > 3 and rows[-3] == END_WORD and rows[-2].startswith("›")
+
+
+def _esc_to_cancelled() -> float:
+    with _chat(endless([f"word{n} " * 5 for n in range(200)])) as chat:
+        chat.type("go")
+        chat.keys("Enter")
+        chat.wait(lambda s: "word199" in s, whole=False)
+        start = time.perf_counter()
+        chat.keys("Escape")
+        _poll(chat, lambda s: "[cancelled" in s)
+        return time.perf_counter() - start
+
+
+def _p95(figures: list[float]) -> float:
+    return sorted(figures)[max(0, int(len(figures) * 0.95) - 1)]
 
 
 def _line(name: str, figures: list[float], baseline: list[float] | None) -> str:
-    p50 = statistics.median(figures)
-    p95 = sorted(figures)[max(0, int(len(figures) * 0.95) - 1)]
-    ratio = (
-        f" ({p95 / max(sorted(baseline)[int(len(baseline) * 0.95) - 1], 0.1):.1f}x idle p95)"
-        if baseline
-        else ""
-    )
+    p50, p95 = statistics.median(figures), _p95(figures)
+    ratio = f" ({p95 / max(_p95(baseline), 0.1):.1f}x idle p95)" if baseline else ""
     goal = (
         ""
         if baseline is None
@@ -94,14 +186,47 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keys", type=int, default=40)
+    parser.add_argument(
+        "--only",
+        default="reply,burst,end,enter,esc",
+        help="the scenarios after the idle baseline (comma-separated; default: all)",
+    )
     args = parser.parse_args()
-    big = [f"word{n % 97} " * 20 + ("\n" if n % 5 == 4 else "") for n in range(1000)]  # ~200 KB
-    idle = _scenario("idle", None, args.keys)
+    only = set(args.only.split(","))
+    print("load averages (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+    big = big_reply()
+    print(f"reply size: {sum(map(len, big)) / 1000:.0f} KB in {len(big)} deltas", flush=True)
+    idle = _typing(None, args.keys)
     print(_line("idle", idle, None), flush=True)
-    streaming = _scenario("big reply", Reply.stream(text_stream(big), delay=0.005), args.keys)
-    print(_line("big reply", streaming, idle), flush=True)
-    burst = _scenario("burst", endless([f"t{n} " for n in range(5000)]), args.keys)
-    print(_line("burst", burst, idle), flush=True)
+    if "reply" in only:
+        streaming = _typing(Reply.stream(text_stream(big), delay=0.005), args.keys)
+        print(_line("big reply", streaming, idle), flush=True)
+    if "burst" in only:
+        burst = _typing(endless([f"t{n} " for n in range(5000)]), args.keys)
+        print(_line("burst", burst, idle), flush=True)
+    if "end" in only:
+        worst, count, p95 = _reply_end(Reply.stream(text_stream(big), delay=0.002))
+        print(
+            f"reply end    worst echo {worst:7.1f} ms of {count} keys from 1 s before idle on"
+            f" ({worst / max(_p95(idle), 0.1):.1f}x idle p95; all keys through the reply: p95 {p95:.1f} ms)"
+            f"  goal <= {GOAL_MS:.0f} ms: {'met' if worst <= GOAL_MS else 'NOT met'}",
+            flush=True,
+        )
+    if "enter" in only:
+        enter = _enter_to_idle(Reply.stream(text_stream(big)))
+        print(
+            f"Enter->idle  {enter:.2f} s for the 200 KB reply (turn 3: {ENTER_IDLE_BEFORE_S} s):"
+            f" {'not slower' if enter <= ENTER_IDLE_BEFORE_S else 'SLOWER'}",
+            flush=True,
+        )
+    if "esc" in only:
+        esc = [_esc_to_cancelled() * 1000 for _ in range(3)]
+        print(
+            f"Esc->cancel  {', '.join(f'{ms:.0f}' for ms in esc)} ms (3 tries; goal <= {ESC_GOAL_MS:.0f} ms:"
+            f" {'met' if max(esc) <= ESC_GOAL_MS else 'NOT met'})",
+            flush=True,
+        )
+    print("load averages (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
 
 
 if __name__ == "__main__":

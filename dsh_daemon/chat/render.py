@@ -159,10 +159,17 @@ def markdown_parts(text: str) -> list[str | CodeBlock]:
     return list(_markdown_parts(text))
 
 
+# A code block needs a fence (``` or ~~~) or a line indented four columns (a tab counts four); markdown-it
+# breaks lines at \n and \r.
+MAY_HOLD_CODE = re.compile(r"```|~~~|(?:^|[\r\n])(?: {0,3}\t| {4})")
+
+
 @functools.lru_cache(maxsize=4)
 def _markdown_parts(text: str) -> tuple[str | CodeBlock, ...]:
     # A finished reply is parsed for its code blocks (/copy N) and again to be drawn: once is enough
     # (a 200 KB reply takes a tenth of a second to parse).
+    if not MAY_HOLD_CODE.search(text):  # no fence and no indented line: no code block, no parse
+        return (text,) if text.strip() else ()
     from markdown_it import MarkdownIt
 
     lines = text.splitlines(keepends=True)
@@ -228,6 +235,24 @@ def markdown_ansi(text: str, width: int, first_block: int = 0) -> str:
         lines = [TRAILING_BLANKS.sub(r"\1", line) for line in buffer.getvalue().split("\n")]
         out.append("\n".join(lines).strip("\n") + "\n")
     return "\n".join(out) if out else "\n"
+
+
+def render_reply(reasoning: str, text: str, width: int, first_block: int, interrupted: bool) -> str:
+    """A finished reply as the chat prints it: its reasoning dim, its text as markdown, a note when it
+    was interrupted (both already sanitized)."""
+    parts = []
+    if reasoning:
+        parts.append(f"{DIM}{reasoning}{RESET}\n")
+    if text.strip():
+        parts.append(markdown_ansi(text, width, first_block))
+    if interrupted:
+        parts.append(f"{DIM}[interrupted]{RESET}\n")
+    return "".join(parts)
+
+
+def warm_markdown() -> None:
+    """Import what a markdown render needs (rich, markdown-it, pygments and its Python lexer)."""
+    markdown_ansi("# a\n\n*b*\n\n```python\nx = 1\n```\n", 40, 1)
 
 
 TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")

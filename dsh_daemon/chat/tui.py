@@ -1,6 +1,8 @@
 """The terminal view (prompt_toolkit): scrolling output above a fixed input line and a status line.
 
-Finished lines go to the scrollback through `patch_stdout`, so they never tear what is being typed.
+Finished lines go to the scrollback through prompt_toolkit's stdout proxy, so they never tear what is
+being typed; a finished reply's markdown is rendered in a worker thread and written a slice a frame,
+and what is printed after it waits for it (`message_done`).
 Between the scrollback and the input line live, in this order: what is still streaming (word-wrapped,
 its newest lines, "… N more lines" above them when clipped), the agent's plan while a turn runs
 (☐ pending, ◐ in progress, ☑ done), the queue (one line per item, by
@@ -18,10 +20,10 @@ import os
 import shutil
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 from urllib.parse import unquote, urlsplit
 
 from prompt_toolkit import PromptSession
@@ -33,7 +35,7 @@ from prompt_toolkit.formatted_text import ANSI, FormattedText, StyleAndTextTuple
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
-from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.patch_stdout import StdoutProxy
 from prompt_toolkit.styles import Style
 
 from dsh_daemon.chat import plan as plans
@@ -50,10 +52,11 @@ from dsh_daemon.chat.render import (
     YELLOW,
     TailWrap,
     clip,
-    markdown_ansi,
     osc52,
+    render_reply,
     rows,
     sanitize,
+    warm_markdown,
     word_wrap,
 )
 
@@ -84,7 +87,18 @@ FRAME_S = 1 / 60  # the screen is painted at most this often
 STREAM_FRAME_S = 1 / 25  # what streams is painted at most this often (typed keys: at once)
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
 ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
+WRITE_SLICE_LINES = 500  # a finished reply is written this many lines a frame
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
+
+
+@dataclass(frozen=True)
+class _Rendering:
+    """A finished reply waiting for its markdown render; its streamed parts show in the live area."""
+
+    render: Callable[[int], str]
+    reasoning: str  # what streamed of it, shown meanwhile
+    text: str
+    fallback: str  # printed as it is should the render fail
 
 
 @dataclass(frozen=True)
@@ -203,6 +217,9 @@ class TuiView:
         self.quitting = False
         self.ctrl_c_armed = False  # a second Ctrl-C when idle leaves
         self.scrollback = Scrollback()
+        # Blocks to print behind a finished reply whose markdown is being rendered (`message_done`).
+        self._output: deque[str | _Rendering] = deque()
+        self._drain: asyncio.Task[None] | None = None
         self._resize_handle: asyncio.TimerHandle | None = None
         self._stream_frame: asyncio.TimerHandle | None = None  # the next paint of what streams
         self._message_cache: tuple[Any, FormattedText] | None = None  # (render count, size, input) -> prompt
@@ -276,8 +293,14 @@ class TuiView:
             app.invalidate()
 
     def print(self, text: str) -> None:
-        self.scrollback.add(text)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        if self._output:  # a finished reply is being rendered: what comes after it waits for it
+            self._output.append(text)
+            return
+        self._write(text, text)
+
+    def _write(self, block: str | Callable[[int], str], shown: str) -> None:
+        self.scrollback.add(block)
+        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
         sys.stdout.flush()
 
     def _live_lines(self, width: int, room: int) -> list[str]:
@@ -285,12 +308,15 @@ class TuiView:
         # (`TailWrap`): wrapping all of a 200 KB reply per frame made typed keys wait half a second.
         live: list[str] = []
         total = 0
-        if self.live_reasoning:
-            count, lines = self._wrap_reasoning.lines(self.live_reasoning, width)
+        held = [item for item in self._output if isinstance(item, _Rendering)]
+        reasoning = "\n".join(part for part in [*(i.reasoning for i in held), self.live_reasoning] if part)
+        text = "\n".join(part for part in [*(i.text for i in held), self.live_text] if part)
+        if reasoning:
+            count, lines = self._wrap_reasoning.lines(reasoning, width)
             total += count
             live += [f"{DIM}{line}{RESET}" for line in lines]
-        if self.live_text:
-            count, lines = self._wrap_text.lines(self.live_text, width)
+        if text:
+            count, lines = self._wrap_text.lines(text, width)
             total += count
             live += lines
         if self.live_tool:
@@ -503,25 +529,67 @@ class TuiView:
     def message_done(
         self, reasoning: str, text: str, *, streamed: bool, interrupted: bool, final: bool, first_block: int
     ) -> None:
+        shown_live = (self.live_reasoning, self.live_text)  # it stays in view until the render prints
         self.live_reasoning = self.live_text = ""
         reasoning, text = sanitize(reasoning.strip()), sanitize(text)
 
-        def render(width: int) -> str:
-            parts = []
-            if reasoning:
-                parts.append(f"{DIM}{reasoning}{RESET}\n")
-            if text.strip():
-                parts.append(markdown_ansi(text, width, first_block))
-            if interrupted:
-                parts.append(f"{DIM}[interrupted]{RESET}\n")
-            return "".join(parts)
+        def render(width: int) -> str:  # (again for a new width, after a resize)
+            return render_reply(reasoning, text, width, first_block, interrupted)
 
-        shown = render(self.width)
-        if shown:
-            self.scrollback.add(render)
-            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
-            sys.stdout.flush()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the view alone, in tests)
+            self._write_rendered(render, render(self.width))
+            return
+        # Rendering a long reply's markdown takes a tenth of a second or more (rich walks all of it):
+        # it runs in a worker thread, so typed keys still show, and lines printed meanwhile queue
+        # behind it to keep their order. Its streamed text stays in the live area until it prints.
+        self._output.append(_Rendering(render, *shown_live, fallback=f"{reasoning}\n{text}".strip()))
+        if self._drain is None or self._drain.done():
+            self._drain = loop.create_task(self._drain_output())
         self.invalidate()
+
+    def _write_rendered(self, render: Callable[[int], str], shown: str) -> None:
+        if shown:
+            self._write(render, shown)
+        self.invalidate()
+
+    async def _drain_output(self) -> None:
+        """Write what waits in `_output`, in order, rendering each finished reply off the loop."""
+        while self._output:
+            item = self._output[0]
+            if not isinstance(item, _Rendering):
+                self._output.popleft()
+                self._write(item, item)
+                continue
+            try:
+                shown = await asyncio.to_thread(item.render, self.width)
+            except Exception as exc:  # the reply is not lost for a rendering bug
+                self._output.popleft()
+                plain = f"{item.fallback}\n{DIM}[not rendered: {type(exc).__name__}: {exc}]{RESET}"
+                self._write(plain, plain)
+                continue
+            # A long reply goes to the terminal a slice a frame: written at once, 200 KB kept the loop
+            # (and typed keys) waiting until the terminal had read it all.
+            lines = shown.splitlines(keepends=True)
+            while len(lines) > WRITE_SLICE_LINES:
+                sys.stdout.write("".join(lines[:WRITE_SLICE_LINES]))
+                sys.stdout.flush()
+                del lines[:WRITE_SLICE_LINES]
+                await asyncio.sleep(FRAME_S)
+            self._output.popleft()
+            if shown:
+                self.scrollback.add(item.render)
+            if lines:
+                rest = "".join(lines)
+                sys.stdout.write(rest if rest.endswith("\n") else rest + "\n")
+                sys.stdout.flush()
+            self.invalidate()
+
+    async def settled(self) -> None:
+        """Once every finished reply is rendered and written."""
+        while self._drain is not None and not self._drain.done():
+            await asyncio.shield(self._drain)
 
     def discard_stream(self) -> None:
         self.live_reasoning = self.live_text = self.live_tool = ""
@@ -866,7 +934,10 @@ class TuiView:
     async def run(self, on_line: Callable[[str | Edit], None]) -> None:
         """Read lines until Ctrl-D, /quit or Ctrl-C when idle; hand each to `on_line` (a line typed while
         editing a queued prompt as an `Edit`). A line typed while a question is open is a prompt."""
-        with patch_stdout(raw=True):
+        # The first markdown render imports rich, markdown-it and pygments (a third of a second on a
+        # busy machine): done while the person types their first prompt, not when a reply ends.
+        warm = asyncio.ensure_future(asyncio.to_thread(warm_markdown))
+        with prompt_output():
             while not self.quitting:
                 try:
                     text = await self.session.prompt_async()
@@ -885,6 +956,23 @@ class TuiView:
                     on_line(Edit(number, text))
                     continue
                 on_line(text)
+            await self.settled()  # the last reply is written before the terminal is let go
+        with contextlib.suppress(Exception):
+            await warm
+
+
+@contextlib.contextmanager
+def prompt_output() -> Iterator[None]:
+    """prompt_toolkit's `patch_stdout(raw=True)` (what is printed goes above the input area), with
+    writes put together for a frame instead of 0.2 s: a line printed just after another (the
+    "[cancelled]" after Esc) showed up to 0.2 s late."""
+    with StdoutProxy(raw=True, sleep_between_writes=FRAME_S) as proxy:
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = cast(TextIO, proxy)
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
 
 
 def split_prompt_by_runs(

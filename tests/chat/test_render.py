@@ -18,11 +18,13 @@ from dsh_daemon.chat.render import (
     diff_lines,
     hard_wrap,
     markdown_ansi,
+    markdown_parts,
     sanitize,
     word_wrap,
 )
 from dsh_daemon.chat.sessions import NoSuchSession, find_session
 from dsh_daemon.chat.status import Status
+from dsh_daemon.chat.tui import TuiView
 from tests.fakes.tool_events import tool_call_events
 
 
@@ -285,3 +287,88 @@ def test_the_prompt_is_split_by_runs_as_prompt_toolkit_splits_it_by_characters()
         assert chars(ours[1]()) == chars(theirs[1]()), raw
         assert chars(ours[2]()) == chars(theirs[2]()), raw
         assert len(ours[1]()) <= raw.count("\x1b") + raw.count("\n") + 1  # runs, not characters
+
+
+def test_a_code_block_of_each_kind_is_found_and_prose_alone_is_one_part() -> None:
+    # prose without a fence or an indented line skips the markdown parse: the same single part
+    prose = "# Title\n\nSome *words* and `code` here.\n\n- a list\n   - three spaces in\n"
+    assert markdown_parts(prose) == [prose]
+    assert markdown_parts(" \n\n") == []
+    for text in (
+        "a\n\n```\nx = 1\n```\n",
+        "a\n\n~~~\nx = 1\n~~~\n",
+        "a\n\n    x = 1\n",
+        "a\n\n\tx = 1\n",
+        "a\n\n  \tx = 1\n",
+        "a\r\r    x = 1\r",
+    ):
+        assert [block.code for block in code_blocks(text)] == ["x = 1\n"], repr(text)
+
+
+def _transcript(view: TuiView, replies: list[str]) -> None:
+    view.print("› first")
+    for number, reply in enumerate(replies):
+        view.message_done("", reply, streamed=True, interrupted=False, final=True, first_block=number + 1)
+        view.print(f"  ⚙ after reply {number}")
+
+
+def test_a_finished_reply_renders_off_the_loop_and_prints_exactly_as_before_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 38.6: a 200 KB reply's markdown took the loop for a tenth of a second or more when it
+    ended, and typed keys waited. It renders in a worker thread now; what it prints, and the order
+    of the lines printed after it, are what the render on the loop gave."""
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    big = "".join(f"word{n % 97} " * 20 + ("\n" if n % 5 == 4 else "") for n in range(1450))
+    code = "## Steps\n\n1. one\n2. two\n\n```python\nx = 1\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    replies = [big, code, "Short **answer**."]
+    with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
+        _transcript(TuiView(), replies)  # no loop: rendered at once, as before
+        on_the_loop = capsys.readouterr().out
+
+        async def main() -> tuple[str, str]:
+            view = TuiView()
+            _transcript(view, replies)
+            seen: list[str] = []
+            # The loop turns before the reply is written (the render is not on it); the line
+            # printed after the reply waits behind it.
+            asyncio.get_running_loop().call_soon(lambda: seen.append(capsys.readouterr().out))
+            await view.settled()
+            return seen[0], capsys.readouterr().out
+
+        before, rest = asyncio.run(main())
+    assert "word0" not in before and "after reply 0" not in before
+    assert before + rest == on_the_loop
+    assert on_the_loop.index("word96") < on_the_loop.index("after reply 0") < on_the_loop.index("/copy 2")
+
+
+def test_a_reply_whose_render_fails_prints_as_it_is_in_its_place(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    import dsh_daemon.chat.render as render
+
+    def broken(text: str, width: int, first_block: int = 0) -> str:
+        raise ValueError("no markdown today")
+
+    monkeypatch.setattr(render, "markdown_ansi", broken)
+    with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
+
+        async def main() -> None:
+            view = TuiView()
+            _transcript(view, ["the *whole* reply"])
+            await view.settled()
+
+        asyncio.run(main())
+    assert capsys.readouterr().out.splitlines() == [
+        "› first",
+        "the *whole* reply",
+        "\x1b[2m[not rendered: ValueError: no markdown today]\x1b[0m",
+        "  ⚙ after reply 0",
+    ]

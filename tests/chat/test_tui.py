@@ -440,6 +440,10 @@ def test_ctrl_g_edits_the_input_in_the_editor_and_ctrl_o_shows_the_last_output(
         assert prompts(fake)[0] == "count to thirty (written in the editor)"
         chat.keys("C-o")
         chat.wait(lambda s: "── /show 1" in s and "30" in s.split("── /show 1", 1)[1])
+        chat.type("and again")
+        chat.keys("C-x", "C-e")  # a shell's key for the same
+        chat.wait(lambda s: "› and again (written in the editor)" in s, whole=False)
+        assert len(fake.requests) == 2
     finally:
         chat.close()
 
@@ -471,5 +475,66 @@ def test_the_permission_header_wraps_between_words(tmp_path: Path, fake: FakeDee
         words = " ".join(row[2:].strip() for row in header).split()
         assert words[:2] == ["Run:", "echo"] and all(w.startswith("word") for w in words[2:]), header
         assert all(len(w) == len("word00") for w in words[2:]), header  # no word was cut in two
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_a_pasted_file_path_goes_into_the_input_as_a_mention(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """Issue 38.8: a file's path pasted into the terminal (a bracketed paste, as a terminal sends a
+    file dragged into it) becomes `@path`, and the file goes with the prompt; other text pastes as
+    it is."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print('hi')\n")
+    fake.script(Reply.stream(text_stream(["Read it."])))
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("look at ")
+        chat.tmux("set-buffer", f"'{tmp_path / 'src' / 'app.py'}'")
+        chat.tmux("paste-buffer", "-p")  # -p: bracketed, as the chat asked the terminal for
+        chat.wait(lambda s: "› look at @src/app.py" in s, whole=False)
+        chat.tmux("set-buffer", "and the tests")
+        chat.tmux("paste-buffer", "-p")
+        chat.wait(lambda s: "› look at @src/app.py and the tests" in s, whole=False)
+        chat.keys("Enter")
+        chat.wait("Read it.", whole=False)
+        sent = fake.requests[0].json["messages"]
+        assert any("print('hi')" in str(m["content"]) for m in sent)  # the file went with it
+    finally:
+        chat.close()
+
+
+@needs_tmux
+def test_tool_cards_are_the_daemons_calls_even_when_the_provider_reuses_an_id(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.7: OpenAI-compatible servers send call_0 in every turn; the chat keyed its cards by
+    that id, so a second turn's call fell into the first one's card. Cards follow the daemon's
+    per-session call id: two cards, each with its own output (/show N, Ctrl-O the last)."""
+    fake.script(
+        Reply.stream(tool_call_stream([("call_0", "run_command", {"command": "echo first-output"})])),
+        Reply.stream(text_stream(["one"])),
+        Reply.stream(tool_call_stream([("call_0", "run_command", {"command": "echo second-output"})])),
+        Reply.stream(text_stream(["two"])),
+    )
+    chat = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["chat", "--yes"], cwd=tmp_path)
+    try:
+        chat.wait(lambda s: "›" in s, whole=False)
+        chat.type("first")
+        chat.keys("Enter")
+        chat.wait(lambda s: "idle" in status_line(chat) and "one" in s)
+        chat.type("second")
+        chat.keys("Enter")
+        screen = chat.wait(lambda s: "idle" in status_line(chat) and "two" in s)
+        assert "  ✓ run_command echo first-output · exit 0 · 2 lines · /show 1" in screen, screen
+        assert "  ✓ run_command echo second-output · exit 0 · 2 lines · /show 2" in screen, screen
+        chat.type("/show 1")
+        chat.keys("Enter")
+        screen = chat.wait("── /show 1: run_command echo first-output")
+        assert "second-output" not in screen.split("── /show 1:")[1], screen
+        chat.keys("C-o")
+        screen = chat.wait("── /show 2: run_command echo second-output")
+        assert "first-output" not in screen.split("── /show 2:")[1], screen
     finally:
         chat.close()
