@@ -2,6 +2,7 @@
 import * as vscode from 'vscode';
 import { Daemon, SECRET_KEY } from './daemon';
 import { DaemonUnavailable } from './daemonState';
+import { registerEditorActions } from './editorActions';
 import { fileChip, selectionChip, watchAmbient } from './editorContext';
 import { ChatPanel, personText } from './panel';
 import { Permissions } from './permissions';
@@ -141,6 +142,18 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   // The Sessions view: this workspace's sessions, worktree sessions' Apply / Keep / Discard.
   const sessions = new SessionsView(d, p, (line) => output.info(line));
   ctx.subscriptions.push(sessions.register(cmd));
+  // The agent from the editor: code actions on diagnostics, inline chat (Ctrl+I).
+  ctx.subscriptions.push(...registerEditorActions({
+    ask: (text, chips, onEvent) => p.ask(text, chips, onEvent),
+    propose: (uri, range, text, title) => permissions.proposeReplace(uri, range, text, title),
+    focusChat: () => p.focusComposer(),
+    log: (line) => output.info(line),
+    fail: (id, err) => {
+      output.error(`${id}: ${(err as Error)?.message ?? err}`);
+      if (err instanceof DaemonUnavailable) void p.focusComposer();
+      else void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
+    },
+  }));
   cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
   cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));
 

@@ -10,7 +10,8 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Daemon } from './daemon';
 import { DaemonUnavailable } from './daemonState';
-import { diagnosticsChip, fileChip, localFileUri, selectionChip } from './editorContext';
+import { diagnosticsChip, fileChip, localFileUri, selectionChip, toLspDiagnostic } from './editorContext';
+import { excludeGlob, excludePatterns, gitFiles, queryGlob } from './repoFiles';
 import type { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
 import type { Chip, ConnectionState, HostToWebview, MentionItem, PanelAction, WebviewToHost } from './protocol/panelMessages';
@@ -72,7 +73,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private readonly disposables: vscode.Disposable[] = [];
   private readonly status: vscode.StatusBarItem;
   private statusShown = '';
-  private files: { at: number; list: vscode.Uri[] } | undefined;
+  private tracked: { at: number; files: Map<string, Set<string>> } | undefined;
   private readonly sessionShown = new vscode.EventEmitter<string | null>();
   /** The session shown changed (another one opened, a new one, none). */
   readonly onDidShowSession = this.sessionShown.event;
@@ -799,7 +800,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         await ed.edit((b) => b.replace(ed.selection, m.text));
         return;
       }
-      case 'apply': return this.permissions.proposeApply(m.text, m.path, vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0]);
+      case 'apply': await this.permissions.proposeApply(m.text, m.path, vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0]); return;
       case 'newFile': {
         const doc = await vscode.workspace.openTextDocument({ content: m.text, language: languageId(m.lang) });
         await vscode.window.showTextDocument(doc, { preview: false });
@@ -808,7 +809,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
   }
 
-  private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<void> {
+  private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<string | undefined> {
     const { client, sessionId } = await this.drivable();
     const hasText = !!text.trim();
     if (hasText && chips.length && client.features?.sendContext) {
@@ -818,7 +819,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       const context = chips.map(contextRef);
       const r = mode === 'steer' ? await client.steer(sessionId, text, context) : await client.followup(sessionId, text, context);
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
-      return;
+      return r.messageId;
     }
     // Context sent alone is injected (it joins the running turn's next step, or waits for the next
     // prompt). A daemon without `sendContext` gets the chips this way in front of the prompt too.
@@ -826,14 +827,30 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery: 'inject' });
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
     }
-    if (!hasText) return;
+    if (!hasText) return undefined;
     const r = mode === 'steer' ? await client.steer(sessionId, text) : await client.followup(sessionId, text);
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
+    return r.messageId;
   }
 
   /** Sends `text` as the person's prompt (a followup), as if typed in the composer. */
   async prompt(text: string): Promise<void> {
     await this.send(text, [], 'followup');
+  }
+
+  /** Sends `text` with `chips` as its context in the session shown (from the editor: a code action,
+   *  inline chat); the prompt's message id and its session, for waiting on its reply. */
+  async ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void): Promise<{ sessionId: string; messageId: string; dispose(): void }> {
+    const { client, sessionId } = await this.drivable();
+    const sub = onEvent ? client.onEvent(onEvent) : undefined;
+    try {
+      const messageId = await this.send(text, chips, 'followup');
+      if (!messageId) throw new Error('Nothing was sent.');
+      return { sessionId, messageId, dispose: () => sub?.dispose() };
+    } catch (err) {
+      sub?.dispose();
+      throw err;
+    }
   }
 
   /** Queues a review of the changes (daemons with `review`): the uncommitted ones, or those since `base`. */
@@ -845,7 +862,20 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     return r;
   }
 
-  /** The @ picker's rows for `query`: the selection, problems, open editors, then workspace files. */
+  /** The files git does not ignore, per workspace folder (fsPath) in a git work tree; kept 10 s. */
+  private async gitFiles(): Promise<Map<string, Set<string>>> {
+    if (this.tracked && Date.now() - this.tracked.at < 10000) return this.tracked.files;
+    const files = new Map<string, Set<string>>();
+    for (const folder of vscode.workspace.workspaceFolders ?? []) {
+      if (folder.uri.scheme !== 'file') continue;
+      const set = await gitFiles(folder.uri.fsPath);
+      if (set) files.set(folder.uri.fsPath, set);
+    }
+    this.tracked = { at: Date.now(), files };
+    return files;
+  }
+
+  /** The @ picker's rows for `query`: the selection, problems, open editors, folders, files, symbols. */
   async mentions(query: string): Promise<MentionItem[]> {
     const q = query.toLowerCase();
     const match = (s: string) => !q || s.toLowerCase().includes(q);
@@ -863,12 +893,55 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       const rel = vscode.workspace.asRelativePath(uri);
       if (match(rel)) out.push({ kind: 'editor', label: path.basename(uri.fsPath), detail: rel, chips: [fileChip(uri)] });
     }
-    if (!this.files || Date.now() - this.files.at > 10000) {
-      this.files = { at: Date.now(), list: await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv,dist,out,__pycache__}/**', 5000) };
-    }
-    const ranked = this.files.list.map((f) => ({ f, rel: vscode.workspace.asRelativePath(f) })).filter((x) => !seen.has(x.f.toString()) && match(x.rel))
+    // Files whose path holds the query, searched with the query (not the first files then filtered):
+    // files.exclude and search.exclude applied, and in a git work tree only what git does not ignore.
+    const cfg = (section: string, key: string) => vscode.workspace.getConfiguration(section).get<Record<string, unknown>>(key);
+    const exclude = excludeGlob(excludePatterns(cfg('files', 'exclude'), cfg('search', 'exclude'), { '**/.git': true }));
+    const [found, tracked] = await Promise.all([
+      vscode.workspace.findFiles(queryGlob(query), exclude, 2000),
+      this.gitFiles(),
+    ]);
+    const listed = found.map((f) => ({ f, rel: vscode.workspace.asRelativePath(f, false) }))
+      .filter((x) => !tracked || !tracked.has(rootOf(x.f)) || tracked.get(rootOf(x.f))!.has(relTo(rootOf(x.f), x.f)));
+    const ranked = listed.filter((x) => !seen.has(x.f.toString()) && match(x.rel))
       .sort((a, b) => score(a.rel, q) - score(b.rel, q) || a.rel.length - b.rel.length).slice(0, 40);
+    // Folders whose name holds the query (from the files found): their files, up to 20, as chips.
+    const folders = new Map<string, vscode.Uri[]>();
+    for (const { f, rel } of listed) {
+      const dir = path.posix.dirname(rel);
+      if (dir === '.' || !match(path.posix.basename(dir))) continue;
+      const list = folders.get(dir) ?? [];
+      if (list.length < 20) list.push(f);
+      folders.set(dir, list);
+    }
+    for (const [dir, files] of [...folders].sort((a, b) => a[0].length - b[0].length).slice(0, 5)) {
+      out.push({ kind: 'folder', label: `${path.posix.basename(dir)}/`, detail: `${dir}/ (${files.length}${files.length === 20 ? '+' : ''} files)`, chips: files.map(fileChip) });
+    }
     for (const { f, rel } of ranked) out.push({ kind: 'file', label: path.basename(f.fsPath), detail: rel, chips: [fileChip(f)] });
+    // The language servers' workspace symbols (a class, a function) as the lines that declare them.
+    if (q.length >= 2) {
+      const symbols = await vscode.commands.executeCommand<vscode.SymbolInformation[]>('vscode.executeWorkspaceSymbolProvider', query.trim())
+        .then((r) => r ?? [], () => [] as vscode.SymbolInformation[]);
+      for (const s of symbols.filter((x) => x.location?.uri?.scheme === 'file' && x.name.toLowerCase().includes(q)).slice(0, 10)) {
+        const uri = s.location.uri;
+        const r = s.location.range;
+        const rel = vscode.workspace.asRelativePath(uri, false);
+        if (tracked?.has(rootOf(uri)) && !tracked.get(rootOf(uri))!.has(relTo(rootOf(uri), uri))) continue;
+        const range = { start: { line: r.start.line, character: 0 }, end: { line: r.end.line + 1, character: 0 } };
+        out.push({ kind: 'symbol', label: s.name, detail: `${vscode.SymbolKind[s.kind]?.toLowerCase() ?? 'symbol'} in ${rel}:${r.start.line + 1}`, chips: [{ kind: 'selection', uri: uri.toString(), range, label: `${s.name} (${path.basename(uri.fsPath)}:${r.start.line + 1})` }] });
+      }
+    }
+    // Problems: of the whole workspace, and of each file that has some.
+    const withProblems = vscode.languages.getDiagnostics().filter(([u, d]) => u.scheme === 'file' && d.length);
+    const problemChip = (u: vscode.Uri, d: readonly vscode.Diagnostic[]): Chip => ({ kind: 'diagnostics', uri: u.toString(), label: `problems in ${path.basename(u.fsPath)}`, diagnostics: d.slice(0, 50).map(toLspDiagnostic) });
+    if (withProblems.length && (match('problems') || match('workspace'))) {
+      const count = withProblems.reduce((n, [, d]) => n + d.length, 0);
+      out.push({ kind: 'problems', label: 'problems in the workspace', detail: `${count} in ${withProblems.length} file${withProblems.length === 1 ? '' : 's'}`, chips: withProblems.slice(0, 20).map(([u, d]) => problemChip(u, d)) });
+    }
+    for (const [u, d] of withProblems) {
+      const rel = vscode.workspace.asRelativePath(u, false);
+      if (q && (match(rel) || match('problems')) && u.toString() !== editor?.document.uri.toString()) out.push({ kind: 'problems', label: `problems in ${path.basename(u.fsPath)}`, detail: `${d.length} in ${rel}`, chips: [problemChip(u, d)] });
+    }
     return out;
   }
 
@@ -906,6 +979,16 @@ export function describeHooks(file: string): { lines: string[]; count?: number }
   }
   const shown = lines.length > 30 ? [...lines.slice(0, 30), `… and ${lines.length - 30} more`] : lines;
   return { lines: shown.length ? shown : ['(no hooks)'], count };
+}
+
+/** The workspace folder (fsPath) that holds `uri`; '' when none. */
+function rootOf(uri: vscode.Uri): string {
+  return vscode.workspace.getWorkspaceFolder(uri)?.uri.fsPath ?? '';
+}
+
+/** `uri`'s path relative to the folder `root`, with `/`. */
+function relTo(root: string, uri: vscode.Uri): string {
+  return path.relative(root, uri.fsPath).split(path.sep).join('/');
 }
 
 /** A file whose name starts with the query comes first, then one whose name holds it, then the rest. */

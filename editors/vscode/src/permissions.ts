@@ -11,6 +11,7 @@
 // the diff editor, another window, a timeout).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { placeSnippet, type Symbol } from './placeSnippet';
 import { ProposalFiles, proposalOf, sideUri } from './proposalFiles';
 import type { PermissionAnswer, PermissionOutcome, PermissionRequest, PlanMode, UnsavedChoice } from './protocol/types';
 
@@ -258,13 +259,36 @@ export class Permissions implements vscode.Disposable {
 
   // ---- Apply to file: a client-side edit ---------------------------------------------------------
 
-  /** Shows `text` applied to a file as a diff: the file `pathHint` names, else the active editor
-   *  (its selection is replaced; with none, the whole file), else one the person picks. */
-  async proposeApply(text: string, pathHint: string | undefined, editor: vscode.TextEditor | undefined): Promise<void> {
+  /** Shows `text` applied to a file as a diff: the file `pathHint` names (replaced whole), else the
+   *  active editor: into its selection; with none, in place of the symbol the snippet declares (the
+   *  language's document symbols), else where the person says (the cursor, the whole file, another
+   *  file, a new file). Nothing changes before Accept. */
+  async proposeApply(text: string, pathHint: string | undefined, editor: vscode.TextEditor | undefined): Promise<string | undefined> {
     const root = vscode.workspace.workspaceFolders?.[0]?.uri;
     let uri: vscode.Uri | undefined;
     if (pathHint) uri = path.isAbsolute(pathHint) ? vscode.Uri.file(pathHint) : root ? vscode.Uri.joinPath(root, pathHint) : undefined;
-    if (!uri && editor && editor.document.uri.scheme === 'file') uri = editor.document.uri;
+    if (!uri && editor && editor.document.uri.scheme === 'file') {
+      const doc = editor.document;
+      if (!editor.selection.isEmpty) return this.proposeReplace(doc.uri, editor.selection, text, 'code block from dsh: selection');
+      const placed = placeSnippet(doc.getText(), await documentSymbols(doc), text);
+      if (placed) {
+        return this.proposeReplace(doc.uri, new vscode.Range(doc.positionAt(placed.start), doc.positionAt(placed.end)), placed.text, `code block from dsh: ${placed.symbol}`);
+      }
+      const where = await vscode.window.showQuickPick([
+        { label: 'At the cursor', detail: `${path.basename(doc.uri.fsPath)}:${editor.selection.active.line + 1}`, id: 'cursor' },
+        { label: 'Replace the whole file', detail: path.basename(doc.uri.fsPath), id: 'file' },
+        { label: 'Another file…', id: 'other' },
+        { label: 'A new file', id: 'new' },
+      ], { placeHolder: 'The code block names no file and declares nothing in this one: apply it where?' });
+      if (!where) return;
+      if (where.id === 'cursor') return this.proposeReplace(doc.uri, new vscode.Range(editor.selection.active, editor.selection.active), text, 'code block from dsh: at the cursor');
+      if (where.id === 'file') uri = doc.uri;
+      if (where.id === 'new') {
+        const created = await vscode.workspace.openTextDocument({ content: text, language: doc.languageId });
+        await vscode.window.showTextDocument(created, { preview: false });
+        return;
+      }
+    }
     if (!uri) {
       const files = await vscode.workspace.findFiles('**/*', '**/{node_modules,.git,.venv}/**', 2000);
       const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), uri: f })), { placeHolder: 'Apply the code block to which file?' });
@@ -274,16 +298,30 @@ export class Permissions implements vscode.Disposable {
     let doc: vscode.TextDocument | undefined;
     try { doc = await vscode.workspace.openTextDocument(uri); } catch { doc = undefined; } // a new file
     const before = doc?.getText() ?? '';
-    const sel = editor && doc && editor.document.uri.toString() === uri.toString() && !editor.selection.isEmpty ? editor.selection : undefined;
-    const range = doc ? sel ?? new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)) : undefined;
     // A whole file keeps its last line end (a code block has none).
-    if (doc && !sel && before.endsWith('\n') && !text.endsWith('\n')) text += before.endsWith('\r\n') ? '\r\n' : '\n';
+    if (doc && before.endsWith('\n') && !text.endsWith('\n')) text += before.endsWith('\r\n') ? '\r\n' : '\n';
+    if (!doc) return this.proposeReplace(uri, undefined, text, 'code block from dsh: new file');
+    return this.proposeReplace(uri, new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)), text, 'code block from dsh: whole file');
+  }
+
+  /** Shows `range` of `uri` replaced by `text` as a diff (the proposed side editable); Accept makes
+   *  the edit, unless the file changed since. `range` undefined: `uri` is a new file. Resolves with
+   *  the proposal's id once the diff shows. */
+  async proposeReplace(uri: vscode.Uri, range: vscode.Range | undefined, text: string, title: string): Promise<string> {
+    let doc: vscode.TextDocument | undefined;
+    try { doc = range ? await vscode.workspace.openTextDocument(uri) : undefined; } catch { doc = undefined; }
+    const before = doc?.getText() ?? '';
     const after = doc && range ? before.slice(0, doc.offsetAt(range.start)) + text + before.slice(doc.offsetAt(range.end)) : text;
     const id = `apply-${++this.applySeq}`;
     this.applies.set(id, { uri, range, text, version: doc?.version, created: !doc });
-    const what = sel ? 'selection' : doc ? 'whole file' : 'new file';
     // The proposed side is editable: Accept applies what it then holds.
-    await this.showDiff(id, uri.fsPath, before, after, `${path.basename(uri.fsPath)} (code block from dsh: ${what})`, true);
+    await this.showDiff(id, uri.fsPath, before, after, `${path.basename(uri.fsPath)} (${title})`, true);
+    return id;
+  }
+
+  /** Whether proposal `id` (a proposeReplace) is still waiting for Accept or Reject. */
+  isProposed(id: string): boolean {
+    return this.applies.has(id);
   }
 
   private async acceptApply(id: string): Promise<void> {
@@ -317,4 +355,15 @@ export class Permissions implements vscode.Disposable {
 /** The same text but for its line ends. */
 function sameText(a: string, b: string): boolean {
   return a === b || a.replace(/\r\n/g, '\n') === b.replace(/\r\n/g, '\n');
+}
+
+/** The document's symbols as offsets (nested), from the language's own provider; none when it has none. */
+async function documentSymbols(doc: vscode.TextDocument): Promise<Symbol[]> {
+  const found = await vscode.commands.executeCommand<Array<vscode.DocumentSymbol | vscode.SymbolInformation>>('vscode.executeDocumentSymbolProvider', doc.uri)
+    .then((r) => r ?? [], () => []);
+  const conv = (s: vscode.DocumentSymbol | vscode.SymbolInformation): Symbol => {
+    const r = 'range' in s ? s.range : s.location.range;
+    return { name: s.name, start: doc.offsetAt(r.start), end: doc.offsetAt(r.end), children: 'children' in s ? s.children.map(conv) : [] };
+  };
+  return found.map(conv);
 }

@@ -6,7 +6,7 @@ import type { CustomCommandInfo, PermissionOutcome, ProcessOutput, Range, Sandbo
 export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
 
 /** A row of the @ picker: what is offered, and the chip(s) it becomes. */
-export interface MentionItem { kind: 'selection' | 'problems' | 'editor' | 'file'; label: string; detail?: string; chips: Chip[] }
+export interface MentionItem { kind: 'selection' | 'problems' | 'editor' | 'folder' | 'file' | 'symbol'; label: string; detail?: string; chips: Chip[] }
 
 /** What a person can do about an error shown in the panel (each is a WebviewToHost message). */
 export type PanelAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';
