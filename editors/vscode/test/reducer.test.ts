@@ -302,7 +302,7 @@ describe('reducer', () => {
     expect(m.items.at(-1)).toMatchObject({ kind: 'user', message: { source: { kind: 'hook', hook: 'ctx' } } });
   });
 
-  it('session/notice: a sandbox notice is a line where it happened; a take-over is not (the read-only bar tells it)', () => {
+  it('session/notice: a sandbox notice is a line where it happened; a take-over is one too, without the pid and host it names', () => {
     const m = reduceAll(emptyModel(S), [
       ev('turn/start', { turn: 1 }, 0),
       ev('session/notice', { kind: 'sandbox', level: 'warning', message: 'The widening could not be saved: config.json cannot be parsed.' }, 1),
@@ -311,8 +311,53 @@ describe('reducer', () => {
     ]);
     expect(m.items.map((i) => i.kind === 'notice' && [i.topic, i.level, i.text])).toEqual([
       ['sandbox', 'warning', 'The widening could not be saved: config.json cannot be parsed.'],
+      ['lease', 'info', 'The session was taken over here by another window.'],
       ['sandbox', 'info', 'A .git appeared at /w: protected from now on.'],
     ]);
+  });
+
+  it('take-over, asking side: Take over waits (then forces); the lease moving here is one line, and the durable notice after it no second', () => {
+    const lines = (m: ReturnType<typeof emptyModel>) => m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text);
+    let m = reduceAll(emptyModel(S), [{ kind: 'attached', result: { sessionId: S, status: 'running', lastSeq: 0, inbox: { nextTurn: [], nextStep: [] }, readOnly: true } as any },
+      ev('turn/start', { turn: 1 }, 1)]);
+    m = reduce(m, { kind: 'takeOver', force: false });
+    expect(m.lease?.asked).toBe('waiting');
+    m = reduce(m, { kind: 'takeOver', force: true });
+    expect(m.lease?.asked).toBe('forced');
+    m = reduceAll(m, [ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'handover' } }, 2), ev('session/lease', { holder: null, readOnly: false }),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 12 on h took this chat over; it drives it from here on.' }, 3)]);
+    expect(m.readOnly).toBe(false);
+    expect(m.lease?.asked).toBeUndefined();
+    expect(lines(m)).toEqual(['This window took the session over: it drives it from here on.']);
+    // Taken back by the other window: this one follows, one line again; a later take-over notice (seen
+    // by this window only in the store) is a line of its own.
+    m = reduceAll(m, [ev('session/lease', { holder: { pid: 9, host: 'h' }, readOnly: true }),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 9 on h took this chat over; it drives it from here on.' }, 4),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 12 on h took this chat over; it drives it from here on.' }, 5)]);
+    expect(lines(m)).toEqual(['This window took the session over: it drives it from here on.',
+      'Another window took this session over: this window follows it from here on.', 'The session was taken over here by another window.']);
+    expect(new Set(m.items.map((i) => i.id)).size).toBe(m.items.length);
+    // Take over is asked of a read-only view only.
+    expect(reduce(emptyModel(S), { kind: 'takeOver', force: false }).lease).toBeUndefined();
+  });
+
+  it('take-over, driving side: session/handover is shown until the lease moves (or the turn ends); a forced one says so', () => {
+    let m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('session/handover', { requester: { pid: 9, host: 'h' }, force: false })]);
+    expect(m.lease?.handover).toEqual({ force: false });
+    m = reduce(m, ev('session/handover', { requester: { pid: 9, host: 'h' }, force: true }));
+    expect(m.lease?.handover).toEqual({ force: true });
+    // The new driver's durable notice may reach this window before its own lease event: one line, in this window's words.
+    m = reduceAll(m, [ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'handover' } }, 1),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 9 on h took this chat over; it drives it from here on.' }, 2),
+      ev('session/lease', { holder: { pid: 9, host: 'h' }, readOnly: true })]);
+    expect(m.lease?.handover).toBeUndefined();
+    expect(m.readOnly).toBe(true);
+    expect(m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text))
+      .toEqual(['Another window took this session over: this window follows it from here on.']);
+    // A turn that ends without the handover (the asker withdrew): the bar goes too.
+    const n = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('session/handover', { requester: { pid: 9, host: 'h' }, force: false }),
+      ev('turn/end', { turn: 1, reason: { kind: 'completed' } }, 1)]);
+    expect(n.lease?.handover).toBeUndefined();
   });
 
   it('session/notice from a transcript page (an `event` item): the same line, and the replay after it adds none', () => {

@@ -149,7 +149,7 @@ const TAG_LABEL: Record<string, [string, string]> = {
   rewound: ['rewound', 'A restored checkpoint took this turn back: the model no longer sees it'],
 };
 
-const NOTICE_TOPIC: Record<string, string> = { sandbox: 'sandbox', mcp: 'MCP', hook: 'hook' };
+const NOTICE_TOPIC: Record<string, string> = { sandbox: 'sandbox', mcp: 'MCP', hook: 'hook', lease: 'window' };
 
 function userNode(it: UserItem): HTMLElement {
   const msg = it.message;
@@ -365,7 +365,7 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
   if (r.kind === 'budget') d.append(el('div', 'budget-text', budgetText(r.budget)));
   const parts: string[] = [];
   if (r.kind !== 'budget') parts.push(r.kind === 'completed' ? '✓ completed'
-    : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
+    : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'handover' ? '■ stopped (handed over to another window)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
         : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)'
           : `• ${r.kind}`);

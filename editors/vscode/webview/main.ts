@@ -10,6 +10,7 @@ import { ChangedFilesBar } from './changedFiles';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
+import { LeaseBars } from './leaseBars';
 import { codeInfo, renderMarkdown } from './markdown';
 import { TranscriptView } from './transcriptView';
 
@@ -155,13 +156,7 @@ const stopGroup = el('span', 'stop-group');
 stopGroup.append(stopBtn, stopMenuBtn, stopMenu);
 controls.append(stopGroup, clearBtn, runQueueBtn, continueBtn);
 
-const readOnlyBar = el('div', 'readonly-bar');
-readOnlyBar.setAttribute('role', 'status');
-const takeOverBtn = button('Take over', () => post({ type: 'takeOver' }), 'primary small', 'Drive this session from this window (the other window lets go)');
-// The buttons are one group that never breaks a label: in a narrow sidebar it moves below the line.
-const readOnlyActions = el('span', 'readonly-actions');
-readOnlyActions.append(takeOverBtn, button('New session', () => post({ type: 'newSession' }), 'ghost small'));
-readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), readOnlyActions);
+const leaseBars = new LeaseBars(post);
 
 const daemonBox = el('div', 'daemon-error');
 daemonBox.setAttribute('role', 'alert');
@@ -174,7 +169,7 @@ const composer = new Composer({
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
-app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
+app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, leaseBars.handoverBar, leaseBars.readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
@@ -761,6 +756,7 @@ function queueTooltip(m: { queuedAt?: number; wakeup?: boolean }): string {
 }
 
 function renderControls(): void {
+  leaseBars.render(model, connection);
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
@@ -780,8 +776,6 @@ function renderControls(): void {
   controls.hidden = stopBtn.hidden && clearBtn.hidden && runQueueBtn.hidden && continueBtn.hidden;
   composer.setRunning(running);
   // Read-only: nothing that drives the session is shown; one line says why, with what can be done.
-  readOnlyBar.hidden = !ro;
-  takeOverBtn.hidden = !connection.takeOver;
   composer.el.hidden = ro;
   modeSelect.hidden = !connection.modes || ro || connection.state !== 'ready';
   modeSelect.value = model.mode ?? 'ask';

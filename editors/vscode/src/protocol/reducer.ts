@@ -12,6 +12,7 @@ import type {
   TranscriptPage, TranscriptTurn, TurnDiffSummary, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
+import { handoverRequested, LEASE_NOTICE, leaseChanged, leaseNoticed, leaseSettled, takeOverAsked, turnEnded, type LeaseState } from './lease';
 import { callStatus, subagentEvent, subagentFinished, subagentFromCall, subagentFromTranscript, subagentStarted, type SubagentState } from './subagents';
 
 export type Via = 'followup' | 'steer' | 'inject' | 'context';
@@ -108,6 +109,8 @@ export interface SessionModel {
   /** The files the last turn changed, in counts (daemons with `turnDiff`): live `turn/diff` events, or
    *  `dsh/turn/diff` on attach (a `turnDiff` action); absent while the running turn changed none. */
   turnDiff?: TurnDiffSummary;
+  /** A take-over asked by this window or of it, and the driver-change lines told (lease.ts). */
+  lease?: LeaseState;
   rev: number;
 }
 
@@ -138,7 +141,9 @@ export type Action =
   | { kind: 'turnDiff'; diff: TurnDiffSummary | null }
   /** The stored transcript of the child of `run_subagent` call `callId` (read when its parent's turn
    *  came from a transcript page, which carries no subagent events). */
-  | { kind: 'subagentTranscript'; callId: string; page: TranscriptPage };
+  | { kind: 'subagentTranscript'; callId: string; page: TranscriptPage }
+  /** The person asked to take the session over (`force`: Take over now). */
+  | { kind: 'takeOver'; force: boolean };
 
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
@@ -159,7 +164,7 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       // What waits while a turn runs was queued behind it.
       if (r.status === 'running') for (const it of [...r.inbox.nextTurn, ...r.inbox.nextStep]) model.queuedIds[it.id] = true;
       return {
-        ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
+        ...leaseSettled(model), sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
         title: typeof r.title === 'string' ? r.title || undefined : model.title,
         mode: (r as { mode?: SessionModel['mode'] }).mode ?? model.mode,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
@@ -199,6 +204,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       return model.hooksUntrusted?.root === action.root || !model.hooksUntrusted ? { ...model, hooksUntrusted: undefined, rev: model.rev + 1 } : model;
     case 'turnDiff':
       return { ...model, turnDiff: action.diff ?? undefined, rev: model.rev + 1 };
+    case 'takeOver':
+      return takeOverAsked(model, action.force);
     case 'subagentTranscript':
       return updateItem({ ...model, rev: model.rev + 1 }, 't:' + action.callId, (it) => it.kind === 'tool' ? {
         ...it, subagent: subagentFromTranscript(it.subagent ?? subagentFromCall(it.args, it.status, it.result, it.error, it.meta), action.page),
@@ -232,7 +239,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, status: ev.data.status };
     case 'turn/start':
       // The bar shows the last turn's files: a new turn starts with none until it changes one.
-      return { ...model, status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined, turnDiff: undefined };
+      return { ...leaseSettled(model), status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined, turnDiff: undefined };
     case 'turn/diff':
       return ev.data.turn >= (model.turnDiff?.turn ?? 0) ? { ...model, turnDiff: ev.data as TurnDiffSummary } : model;
     case 'subagent/started': {
@@ -249,8 +256,12 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     }
     case 'context/usage':
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
-    case 'session/lease':
-      return { ...model, readOnly: !!ev.data.readOnly };
+    case 'session/lease': {
+      const [m, line] = leaseChanged(model, ev.data);
+      return line ? upsert(m, line) : m;
+    }
+    case 'session/handover':
+      return handoverRequested(model, ev.data);
     case 'session/mode':
       return { ...model, mode: ev.data.mode };
     case 'session/title':
@@ -347,7 +358,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const turn = ev.data.turn as number;
       const reason = ev.data.reason as TurnEndReason;
       // Streams still open at the end of a turn are closed (their text stays as it is).
-      let m: SessionModel = { ...model, status: 'idle', lastTurnEnd: reason, permissions: [] };
+      let m: SessionModel = turnEnded({ ...model, status: 'idle', lastTurnEnd: reason, permissions: [] });
       const retries = closeOpen(m, turn, reason.kind === 'error');
       // One error block per failure: the turn's own `agent/error` notice is told by the footer.
       if (reason.kind === 'error') m = updateItem(m, 'x:' + turn, (it) => it.kind === 'notice' ? { ...it, folded: true } : it);
@@ -392,7 +403,8 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
         text: `The ${d.event} hook ${d.hook}${d.origin === 'project' ? " (the project's)" : ''} failed and was ignored: ${d.reason}` });
     }
     case 'session/notice': {
-      const notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
+      let notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
+      if (notice && ev.data.kind === 'lease') [model, notice] = leaseNoticed(model, notice);
       return notice ? upsert(model, notice) : model;
     }
     case 'plan/updated':
@@ -442,13 +454,13 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
   }
 }
 
-/** The line of a `session/notice` (live, or an `event` item of a transcript page); none for a
- *  take-over, which the read-only bar and the lost-lease error tell. */
+/** The line of a `session/notice` (live, or an `event` item of a transcript page); a take-over's is
+ *  said without the process id and host it names. */
 function sessionNotice(seq: number, turn: number, data: unknown): NoticeItem | undefined {
   const d = data as { kind?: string; level?: string; message?: string };
-  if (d.kind === 'lease' || typeof d.message !== 'string') return undefined;
+  if (typeof d.message !== 'string') return undefined;
   return { id: `sn:${seq}`, kind: 'notice', rev: 0, turn, level: d.level === 'warning' ? 'warning' : 'info',
-    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.message };
+    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.kind === 'lease' ? LEASE_NOTICE : d.message };
 }
 
 /** Items of transcript turns (oldest first), with the ids the event path gives the same things, so

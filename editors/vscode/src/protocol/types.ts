@@ -337,6 +337,8 @@ export interface InitializeDshCapabilities {
   rewind?: boolean;
   /** dsh/session/takeOver: asks the process that drives a session this connection follows to let go (§3). */
   takeOver?: boolean;
+  /** dsh/session/handOver and the live `session/handover` event to the driving connection (§3). */
+  handOver?: boolean;
   /** dsh/session/setMode, the `session/mode` event and the attach reply's `mode` (§3). */
   modes?: boolean;
   /** A permission answer may carry `newText`: the edit as the person changed it (§8). */
