@@ -360,6 +360,20 @@ describe('reducer', () => {
     expect(n.lease?.handover).toBeUndefined();
   });
 
+  it('a transcript page\'s `queued` prompt is tagged queued, as the live splices tag it (a reload, a fork)', () => {
+    const page = {
+      lastSeq: 9, hasMore: false,
+      turns: [{ turn: 2, startSeq: 5, startedAt: 0, endSeq: 9, end: { kind: 'completed' }, items: [
+        { type: 'message', seq: 6, step: 1, id: 'q2', source: { kind: 'user' }, text: 'waited', queued: true },
+        { type: 'message', seq: 7, step: 2, id: 's2', source: { kind: 'user' }, text: 'steered' },
+      ] }, { turn: 1, startSeq: 0, startedAt: 0, endSeq: 4, end: { kind: 'completed' }, items: [
+        { type: 'message', seq: 1, step: 1, id: 'q1', source: { kind: 'user' }, text: 'first' },
+      ] }],
+    } as unknown as TranscriptPage;
+    const m = reduce(emptyModel(S), { kind: 'transcript', page, older: false });
+    expect(m.items.filter((i) => i.kind === 'user').map((i) => i.kind === 'user' && [i.message.id, i.tags ?? []])).toEqual([['q1', []], ['q2', ['queued']], ['s2', ['steer']]]);
+  });
+
   it('session/notice from a transcript page (an `event` item): the same line, and the replay after it adds none', () => {
     const notice = { kind: 'mcp', level: 'warning', message: 'MCP server files could not start; its tools are no longer offered.' };
     const page = {

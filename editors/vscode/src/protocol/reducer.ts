@@ -473,7 +473,8 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
         const text = it.truncated ? `${it.text}\n… (${it.length ?? '?'} characters in all)` : it.text;
         // A person's prompt entered after the turn's first step came in as a steer (the page does not
         // say how the others were sent).
-        const tags: PromptTag[] = it.step > 1 && it.source?.kind === 'user' ? ['steer'] : [];
+        // `queued`: it waited behind a running turn (daemons that say so).
+        const tags: PromptTag[] = it.step > 1 && it.source?.kind === 'user' ? ['steer'] : it.queued ? ['queued'] : [];
         out.push({ id: 'u:' + it.id, kind: 'user', rev, turn: t.turn, message: { id: it.id, role: 'user', content: [{ type: 'text', text }], source: it.source }, ...(tags.length ? { tags } : {}) });
       } else if (it.type === 'assistant') {
         if (!it.text && !it.reasoning && !it.partial) continue; // a pure tool-call message: the cards show it

@@ -127,7 +127,7 @@ export interface TranscriptTurn {
 }
 
 export type TranscriptItem =
-  | { type: 'message'; seq: number; step: number; id: string; source: Source; text: string; truncated?: boolean; length?: number }
+  | { type: 'message'; seq: number; step: number; id: string; source: Source; text: string; truncated?: boolean; length?: number; queued?: true }
   | { type: 'assistant'; seq: number; step: number; text: string; reasoning?: string; finishReason?: string; interrupted?: true; partial?: true }
   | {
     type: 'tool'; seq: number; step: number; callId: string; name: string; arguments: string; synthetic?: true;
