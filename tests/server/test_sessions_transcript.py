@@ -522,9 +522,24 @@ async def test_a_fork_s_transcript_keeps_the_queued_mark_of_a_prompt_sent_while_
             ]
 
         want = [(1, "long one", False), (2, "queued behind it", True), (3, "a third, on its own", False)]
+        title = (await d.request("dsh/session/list", {}))["sessions"][0]["title"]
         assert marks(await d.request("dsh/session/transcript", {"sessionId": sid})) == want
         fork_id = (await d.request("dsh/session/fork", {"sessionId": sid, "atTurn": 3}))["sessionId"]
-        assert marks(await d.request("dsh/session/transcript", {"sessionId": fork_id})) == want
+        fork_page = await d.request("dsh/session/transcript", {"sessionId": fork_id})
+        assert marks(fork_page) == want
+        # The fork says where it came from: a line of its last copied turn (issue 36.2).
+        lines = [i for i in fork_page["turns"][0]["items"] if i["type"] == "event"]
+        assert [(i["event"], i["data"]) for i in lines] == [
+            (
+                "session/notice",
+                {
+                    "kind": "fork",
+                    "level": "info",
+                    "message": f"Forked from «{title}» at turn 3.",
+                    "forkOf": {"sessionId": sid, "atTurn": 3, "title": title},
+                },
+            )
+        ]
         last_two = await d.request("dsh/session/transcript", {"sessionId": fork_id, "limit": 2})
         assert marks(last_two) == want[1:]
         first_page = await d.request(

@@ -754,6 +754,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'history': return this.history(m.beforeTurn, m.limit);
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
+      case 'openSession': return this.openSession(m.sessionId);
       case 'takeOver': return this.takeOver(!!m.force);
       case 'handOver': return this.handOver();
       case 'setMode': {

@@ -374,6 +374,23 @@ describe('reducer', () => {
     expect(m.items.filter((i) => i.kind === 'user').map((i) => i.kind === 'user' && [i.message.id, i.tags ?? []])).toEqual([['q1', []], ['q2', ['queued']], ['s2', ['steer']]]);
   });
 
+  it("a fork's notice is its line, with the original to open; the model keeps forkOf (live, and from a page)", () => {
+    const forkOf = { sessionId: 'orig-1', atTurn: 3, title: 'Work' };
+    const notice = { kind: 'fork', level: 'info', message: 'Forked from «Work» at turn 3.', forkOf };
+    const live = reduceAll(emptyModel(S), [ev('turn/start', { turn: 3 }, 0), ev('session/notice', notice, 5)]);
+    expect(live.forkOf).toEqual(forkOf);
+    expect(live.items.at(-1)).toMatchObject({ kind: 'notice', topic: 'fork', text: 'Forked from «Work» at turn 3.', forkOf });
+    const page = { lastSeq: 5, hasMore: false, turns: [{ turn: 3, startSeq: 0, startedAt: 0, endSeq: 4, end: { kind: 'completed' }, items: [
+      { type: 'event', seq: 5, step: null, event: 'session/notice', data: notice }] }] } as unknown as TranscriptPage;
+    const paged = reduce(emptyModel(S), { kind: 'transcript', page, older: false });
+    expect(paged.forkOf).toEqual(forkOf);
+    // Logged after the turn ended: after its footer, as the live events put it.
+    expect(paged.items.map((i) => i.kind)).toEqual(['turnEnd', 'notice']);
+    expect(reduce(paged, { kind: 'trim', beforeTurn: 4 }).forkOf).toEqual(forkOf);
+    // A notice without a well-formed forkOf is a plain line.
+    expect(reduceAll(emptyModel(S), [ev('session/notice', { ...notice, forkOf: { sessionId: 1 } }, 1)]).forkOf).toBeUndefined();
+  });
+
   it('session/notice from a transcript page (an `event` item): the same line, and the replay after it adds none', () => {
     const notice = { kind: 'mcp', level: 'warning', message: 'MCP server files could not start; its tools are no longer offered.' };
     const page = {

@@ -55,7 +55,10 @@ sandboxBox.append(sandboxSelect);
 sandboxBox.hidden = true;
 /** The mode picked and not yet confirmed by a `sandbox/status` (shown meanwhile). */
 let sandboxPending: SandboxMode | undefined;
-titleRow.append(titleEl, sandboxBox, keyButton);
+// A fork says so beside its title; the original's title and the turn are in the tooltip.
+const forkBadge = el('span', 'fork-badge', 'fork');
+forkBadge.hidden = true;
+titleRow.append(titleEl, forkBadge, sandboxBox, keyButton);
 const stateRow = el('div', 'state-row');
 const dot = el('span', 'dot');
 dot.setAttribute('aria-hidden', 'true');
@@ -214,6 +217,8 @@ view.scroller.addEventListener('click', (ev) => {
   } else if (act === 'rewind' || act === 'fork') {
     const turn = Number(b.dataset.turn);
     if (turn > 0) post({ type: act, turn });
+  } else if (act === 'openOriginal' && b.dataset.session) {
+    post({ type: 'openSession', sessionId: b.dataset.session });
   } else if (act === 'setApiKey' || act === 'showLog') {
     post({ type: act });
   }
@@ -292,12 +297,16 @@ function renderHeader(): void {
   else { state = model.permissions.length ? 'awaiting' : model.status; label = statusLabel(model); }
   const ctx = connection.state === 'ready' ? model.context : undefined;
   // Written only when something shown changed: a streamed word leaves the header alone.
-  const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}`;
+  const fork = model.forkOf;
+  const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}|${fork?.sessionId}`;
   if (shown.header !== key) {
     shown.header = key;
     titleEl.textContent = title || 'New chat';
     titleEl.title = title;
     titleEl.classList.toggle('untitled', !title);
+    forkBadge.hidden = !fork;
+    forkBadge.title = fork ? `Forked from «${fork.title}» at turn ${fork.atTurn}` : '';
+    forkBadge.setAttribute('aria-label', forkBadge.title);
     keyButton.hidden = !(connection.needsKey || failedKey);
     statusEl.textContent = label;
     dot.className = `dot ${state}`;

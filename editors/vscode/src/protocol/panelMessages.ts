@@ -85,6 +85,8 @@ export type WebviewToHost =
   | { type: 'history'; beforeTurn: number; limit: number }
   | { type: 'newSession' }
   | { type: 'switchSession' }
+  /** Opens another session by id (a fork's Open original). */
+  | { type: 'openSession'; sessionId: string }
   /** `force`: Take over now (the other window's running turn ends). */
   | { type: 'takeOver'; force?: boolean }
   /** Hand over now: the take-over another window asked for happens at once. */

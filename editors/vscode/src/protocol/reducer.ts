@@ -8,7 +8,7 @@
 // (every caller replaces its model with the result). Items are in turn order (every item has the
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
-  AnyEvent, AttachResult, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
+  AnyEvent, AttachResult, ForkOrigin, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
   TranscriptPage, TranscriptTurn, TurnDiffSummary, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
@@ -60,6 +60,8 @@ export interface NoticeItem {
   topic?: string;
   /** Told again by the turn's own error block: not shown on its own. */
   folded?: boolean;
+  /** A fork's line: the session it was made from (Open original). */
+  forkOf?: ForkOrigin;
 }
 export type Item = UserItem | AssistantItem | ToolItem | TurnEndItem | NoticeItem | RetryItem;
 
@@ -109,6 +111,8 @@ export interface SessionModel {
   /** The files the last turn changed, in counts (daemons with `turnDiff`): live `turn/diff` events, or
    *  `dsh/turn/diff` on attach (a `turnDiff` action); absent while the running turn changed none. */
   turnDiff?: TurnDiffSummary;
+  /** The session this one was forked from (its fork line, from a page or the log); kept when trimmed. */
+  forkOf?: ForkOrigin;
   /** A take-over asked by this window or of it, and the driver-change lines told (lease.ts). */
   lease?: LeaseState;
   rev: number;
@@ -405,6 +409,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'session/notice': {
       let notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
       if (notice && ev.data.kind === 'lease') [model, notice] = leaseNoticed(model, notice);
+      if (notice?.forkOf) model = { ...model, forkOf: notice.forkOf };
       return notice ? upsert(model, notice) : model;
     }
     case 'plan/updated':
@@ -459,14 +464,23 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
 function sessionNotice(seq: number, turn: number, data: unknown): NoticeItem | undefined {
   const d = data as { kind?: string; level?: string; message?: string };
   if (typeof d.message !== 'string') return undefined;
+  const forkOf = d.kind === 'fork' ? forkOrigin((d as { forkOf?: unknown }).forkOf) : undefined;
   return { id: `sn:${seq}`, kind: 'notice', rev: 0, turn, level: d.level === 'warning' ? 'warning' : 'info',
-    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.kind === 'lease' ? LEASE_NOTICE : d.message };
+    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.kind === 'lease' ? LEASE_NOTICE : d.message, ...(forkOf ? { forkOf } : {}) };
+}
+
+/** A fork notice's `forkOf`, when it has the shape the daemon writes. */
+function forkOrigin(x: unknown): ForkOrigin | undefined {
+  const f = x as Partial<ForkOrigin> | undefined;
+  return f && typeof f.sessionId === 'string' && typeof f.atTurn === 'number' && typeof f.title === 'string'
+    ? { sessionId: f.sessionId, atTurn: f.atTurn, title: f.title } : undefined;
 }
 
 /** Items of transcript turns (oldest first), with the ids the event path gives the same things, so
  *  the live events after the page update them in place. */
 export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
   const out: Item[] = [];
+  const after: Item[] = [];
   for (const t of turns) {
     for (const it of t.items) {
       if (it.type === 'message') {
@@ -494,10 +508,12 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
       } else if (it.type === 'event' && it.event === 'session/notice') {
         // The same item the live event makes (its id by seq), so a replay after the page finds it.
         const notice = sessionNotice(it.seq, t.turn, it.data);
-        if (notice) out.push({ ...notice, rev });
+        // Logged after the turn ended (between turns, e.g. a fork's line): after its footer, as live.
+        if (notice) (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push({ ...notice, rev });
       }
     }
     if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage });
+    out.push(...after.splice(0));
   }
   return out;
 }
@@ -513,7 +529,9 @@ function applyTranscript(model: SessionModel, page: TranscriptPage, older: boole
   items.forEach((it, i) => { index[it.id] = i; });
   const turnUsage = { ...model.turnUsage };
   for (const t of turns) if (t.usage) turnUsage[t.turn] = t.usage;
-  const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev };
+  const forked = fresh.find((it) => it.kind === 'notice' && it.forkOf);
+  const forkOf = forked?.kind === 'notice' ? forked.forkOf : model.forkOf;
+  const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev, ...(forkOf ? { forkOf } : {}) };
   if (older) return m;
   const newest = turns.at(-1);
   return {

@@ -92,6 +92,9 @@ export interface ContextRef { uri: string; kind: 'file' | 'selection' | 'diagnos
 /** The reply of a send: the message id, plus the ids of the editor messages attached with `context`. */
 export interface SendResult { messageId: string; contextIds?: string[] }
 
+/** Where a fork came from (`session/notice {kind: "fork", forkOf}`, §15): the original and the turn it was cut after. */
+export interface ForkOrigin { sessionId: string; atTurn: number; title: string }
+
 export interface SessionInfo {
   sessionId: string; title: string; cwd: string; createdAt: number; updatedAt: number;
   status: 'idle' | 'running'; pending: number;
