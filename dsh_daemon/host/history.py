@@ -26,7 +26,7 @@ from dsh_daemon.model.events import INBOX_SPLICED, TURN_END, TURN_START, Event
 from dsh_daemon.model.inbox import InboxItem, apply_splice
 from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.messages import UserMessage
-from dsh_daemon.model.payloads import InboxSpliced, SessionTitled, entry
+from dsh_daemon.model.payloads import ForkOrigin, InboxSpliced, SessionNoticed, SessionTitled, entry
 from dsh_daemon.model.wire import CheckpointFile, CheckpointTurn, RewindProblem
 from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
 from dsh_daemon.session.store import now_ms
@@ -197,7 +197,14 @@ def fork(host: SessionHost, session_id: str, at_turn: int, message: UserMessage 
     title = f"{info.title or 'Untitled'}{FORK_SUFFIX}"
     new_id = str(uuid.uuid4())
     store = host.manager.store
-    added = [*_emptied_inbox(copied), entry(SessionTitled(title))]
+    origin = info.title or "Untitled"
+    forked = SessionNoticed(
+        "fork",
+        "info",
+        f"Forked from «{origin}» at turn {at_turn}.",
+        ForkOrigin(session_id, at_turn, origin),
+    )
+    added = [*_emptied_inbox(copied), entry(SessionTitled(title)), entry(forked)]
     stamp = now_ms()
     tail = [Event(kind, freeze_json(data), len(copied) + i, stamp) for i, (kind, data) in enumerate(added)]
     # One transaction: a crash leaves the whole fork (history, checkpoints, title) or no trace of it,

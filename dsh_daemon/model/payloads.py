@@ -231,15 +231,26 @@ class SessionModeSet(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """The session a fork was made from, and the turn it was cut after (its title then)."""
+
+    session_id: str
+    at_turn: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
 class SessionNoticed(Payload):
     """Words for the person about the session itself, kept so a replay shows them where they happened:
     an MCP server that failed or died (`mcp`), the session taken over by another process (`lease`), a
-    widening that could not be saved to config.json (`sandbox`)."""
+    widening that could not be saved to config.json (`sandbox`), the session made as a fork of
+    another (`fork`, with `forkOf`: where it came from, so a client can open the original)."""
 
     TYPE: ClassVar[str] = ev.SESSION_NOTICE
-    kind: Literal["mcp", "lease", "sandbox"]
+    kind: Literal["mcp", "lease", "sandbox", "fork"]
     level: Literal["info", "warning"]
     message: str
+    fork_of: ForkOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,10 @@ into rendered turns; `transcript_page` does both.
 A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?, cut?}`; `end` is
 the `turn/end` reason (absent while the turn is open); `cut: true` when a later `conversation/cut` took
 it out of the model's history. Items, in log order:
-- `{type: "message", seq, step, id, source, text}`: a `user/message` the turn entered (a person's
-  prompt, editor context, a plugin's notice); `text` is its text blocks joined;
+- `{type: "message", seq, step, id, source, text, queued?}`: a `user/message` the turn entered (a
+  person's prompt, editor context, a plugin's notice); `text` is its text blocks joined; `queued`: a
+  person's prompt that waited behind a running turn (or for Run queue) before its own turn took it,
+  told by the inbox splices (those of the turn before the page's first are read for it);
 - `{type: "assistant", seq, step, text, reasoning?, interrupted?, finishReason?}`: an
   `assistant/message` with text or reasoning; while a step streams and its message is not written yet,
   the chunks so far as `{type: "assistant", seq (of its last chunk), step, text, reasoning?,
@@ -36,6 +38,7 @@ from dsh_daemon.model.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     CONVERSATION_CUT,
+    INBOX_SPLICED,
     PROCESS_EXITED,
     PROCESS_STARTED,
     SESSION_NOTICE,
@@ -57,6 +60,7 @@ from dsh_daemon.model.payloads import (
     AssistantChunk,
     AssistantMessageLogged,
     ConversationCut,
+    InboxSpliced,
     StepStarted,
     ToolCalled,
     ToolResulted,
@@ -93,8 +97,11 @@ def transcript_page(
 ) -> TranscriptPage:
     """The page of at most `limit` turns numbered below `before_turn` (None: the newest ones)."""
     cuts: list[tuple[int, int]] = []
-    events, has_more = page_events(events_newest_first, before_turn, limit, cuts)
-    turns = [t for t in render_turns(events) if before_turn is None or t["turn"] < before_turn]
+    events, has_more = page_events(events_newest_first, before_turn, limit, cuts, lead=True)
+    turns = render_turns(events)
+    if has_more and len(turns) > limit:
+        turns = turns[1:]  # the turn before the page: read only for the prompts queued during it
+    turns = [t for t in turns if before_turn is None or t["turn"] < before_turn]
     mark_cut(turns, cuts)
     turns.reverse()
     return TranscriptPage(tuple(turns), last_seq, has_more)
@@ -115,10 +122,12 @@ def page_events(
     before_turn: int | None,
     limit: int,
     cuts: list[tuple[int, int]] | None = None,
+    lead: bool = False,
 ) -> tuple[list[Event], bool]:
     """The events from the `turn/start` of the page's oldest turn to the end, in log order, reading
     newest first and stopping there; and whether an older turn exists (turns are numbered 1, 2, …).
-    `cuts` collects (seq, beforeTurn) of every `conversation/cut` read, on this page or after it."""
+    `cuts` collects (seq, beforeTurn) of every `conversation/cut` read, on this page or after it.
+    `lead`: from the `turn/start` of the turn before the page's oldest instead, when there is one."""
     taken: list[Event] = []
     found = 0
     oldest: int | None = None
@@ -133,8 +142,9 @@ def page_events(
             taken.clear()  # that turn and everything after it are not on this page
             continue
         found += 1
-        oldest = turn
-        if found >= limit:
+        if found <= limit:
+            oldest = turn
+        if found >= limit + (1 if lead else 0):
             break
     taken.reverse()
     return taken, oldest is not None and oldest > 1
@@ -157,6 +167,8 @@ class _Builder:
         self.placed: set[str] = set()  # callIds whose item is in the turn's items
         self.partial: dict[str, Any] | None = None  # the streaming step's chunks so far
         self.early: list[dict[str, Any]] = []  # line events logged before the first turn
+        self.waiting: dict[str, tuple[bool, str | None]] = {}  # pending id → (it waited, its verb)
+        self.queued: set[str] = set()  # prompts a turn claimed after they waited
 
     def feed(self, event: Event) -> None:
         kind = event.type
@@ -182,9 +194,12 @@ class _Builder:
             }
             (self.turns[-1]["items"] if self.turns else self.early).append(line)
             return
+        if kind == INBOX_SPLICED:
+            self._splice(event)
+            return
         turn = self.current
         if turn is None:
-            return  # between turns: inbox splices, titles, headers of no turn
+            return  # between turns: titles, headers of no turn
         items: list[dict[str, Any]] = turn["items"]
         if kind == STEP_START:
             self.step, self.partial = StepStarted.of(event).step, None
@@ -220,9 +235,37 @@ class _Builder:
         text = _text(data.get("content"), join=join_prompt_text)
         if source.get("kind") == "user":
             item["text"] = text
+            if item["id"] in self.queued:
+                self.queued.discard(item["id"])
+                item["queued"] = True
         else:
             item.update(_capped("text", text, "truncated", "length"))
         return item
+
+    def _splice(self, event: Event) -> None:
+        """Which prompts waited: one inserted while a turn ran (or sent not to wake a turn) that a later
+        turn claims from the next-turn list, as the clients' reducers tag it live."""
+        splice = InboxSpliced.of(event)
+        claimed = splice.outcome is None
+        kept = splice.outcome in ("moved", "replaced")  # the same prompt, put back: it keeps its wait
+        carried: dict[str, tuple[bool, str | None]] = {}
+        for message_id in splice.removed_ids or ():
+            waited, verb = self.waiting.pop(message_id, (False, None))
+            if kept:
+                carried[message_id] = (waited, verb)
+            elif claimed and waited and verb not in ("steer", "inject") and splice.target == "next-turn":
+                self.queued.add(message_id)
+        for item in splice.inserted:
+            data = thaw(item)
+            message_id = str(data.get("id"))
+            # A replaced prompt may come back under a new id: one for one, it is the same prompt.
+            same = carried.get(message_id)
+            if same is None and len(carried) == 1 == len(splice.inserted):
+                same = next(iter(carried.values()))
+            before = same[0] if same else False
+            waited = before or self.current is not None or data.get("wakeup") is False
+            verb = data.get("verb")
+            self.waiting[message_id] = (waited, verb if isinstance(verb, str) else None)
 
     def _chunk(self, event: Event, items: list[dict[str, Any]]) -> None:
         if self.partial is None:

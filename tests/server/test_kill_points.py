@@ -119,7 +119,10 @@ async def test_a_fork_killed_at_any_write_point_is_whole_or_absent(
             assert [(e.type, e.data) for e in events[:copied]] == [
                 (e.type, e.data) for e in source[:copied]
             ], point
-            assert events[-1].type == ev.SESSION_TITLE and info.title == "Work (fork)"
+            # Its title, then the line that says where it came from (issue 36.2), in the same transaction.
+            assert [e.type for e in events[-2:]] == [ev.SESSION_TITLE, ev.SESSION_NOTICE], point
+            assert events[-1].data["forkOf"] == {"sessionId": sid, "atTurn": 1, "title": "Work"}
+            assert info.title == "Work (fork)"
             assert _checkpoint_rows(store, info.session_id) == source_checkpoints, point
             checkpoints = CheckpointStore(store, 1 << 30)
             for row in source_checkpoints:

@@ -224,7 +224,8 @@ def test_pages_read_only_the_tail_they_need() -> None:
 
     page = transcript_page(newest_first(), 39, None, 2)
     assert [t["turn"] for t in page.turns] == [5, 4] and page.has_more and page.last_seq == 39
-    assert min(read) == 25  # turn 4's turn/start: nothing older was read
+    # Turn 3's turn/start: the turn before the page is read for the prompts queued during it, nothing older.
+    assert min(read) == 17
     older = transcript_page(reversed(events), 39, 4, 2)
     assert [t["turn"] for t in older.turns] == [3, 2] and older.has_more
     oldest = transcript_page(reversed(events), 39, 2, 20)
@@ -255,6 +256,59 @@ def test_turns_a_cut_took_out_of_the_history_are_marked_on_every_page() -> None:
     # An older page knows the cut logged after it.
     older = transcript_page(reversed(events), len(events) - 1, 4, 2)
     assert {t["turn"]: t.get("cut", False) for t in older.turns} == {2: True, 3: True}
+
+
+def test_a_prompt_that_waited_behind_a_running_turn_is_marked_queued_also_as_a_page_s_first_turn() -> None:
+    """`queued` on a person's prompt that was sent while a turn ran (or not to wake one) and that a
+    later turn took from the next-turn list, as the live reducers tag it; not on a steer, nor on a
+    prompt that started its own turn; a moved one keeps it. The splice that queued the prompt of a
+    page's first turn is in the turn before it, which the page reads without showing."""
+
+    def claim(*ids: str, target: str = "next-turn") -> tuple[str, dict[str, Any]]:
+        return (
+            "agent/inbox/spliced",
+            {"target": target, "start": 0, "inserted": [], "removedCount": len(ids), "removedIds": list(ids)},
+        )
+
+    waiting = _user("waited behind turn 1")
+    steer = {**_user("steer it"), "verb": "steer"}
+    events = _log(
+        ("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [_user("first")]}),
+        claim("m-first"),
+        ("turn/start", {"turn": 1}),
+        ("step/start", {"turn": 1, "step": 1}),
+        ("user/message", _user("first")),
+        ("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [waiting]}),
+        ("agent/inbox/spliced", {"target": "next-step", "start": 0, "inserted": [steer]}),
+        ("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [waiting], "removedCount": 1,
+                                 "removedIds": ["m-waited b"], "outcome": "moved"}),
+        claim("m-steer it", target="next-step"),
+        ("step/start", {"turn": 1, "step": 2}),
+        ("user/message", _user("steer it")),
+        ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
+        claim("m-waited b"),
+        ("turn/start", {"turn": 2}),
+        ("step/start", {"turn": 2, "step": 1}),
+        ("user/message", _user("waited behind turn 1")),
+        ("turn/end", {"turn": 2, "reason": {"kind": "completed"}}),
+    )  # fmt: skip
+
+    def marks(turns: Any) -> list[tuple[int, str, bool]]:
+        return [
+            (t["turn"], i["text"], bool(i.get("queued")))
+            for t in turns
+            for i in t["items"]
+            if i["type"] == "message"
+        ]
+
+    assert marks(render_turns(events)) == [
+        (1, "first", False),
+        (1, "steer it", False),
+        (2, "waited behind turn 1", True),
+    ]
+    page = transcript_page(reversed(events), len(events) - 1, None, 1)
+    assert [t["turn"] for t in page.turns] == [2] and page.has_more
+    assert marks(page.turns) == [(2, "waited behind turn 1", True)]
 
 
 # ---- end to end --------------------------------------------------------------------------------------
@@ -437,3 +491,60 @@ async def test_transcript_and_replay_none_of_a_session_another_daemon_drives(
     seqs = _seqs(reader, sid)
     assert seqs == list(range(attached["lastSeq"] + 1, seqs[-1] + 1))
     await stop_daemon(reader)
+
+
+async def test_a_fork_s_transcript_keeps_the_queued_mark_of_a_prompt_sent_while_a_turn_ran(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 36.2: a prompt queued behind a running turn is `queued` in the transcript of the session
+    and of a fork of it (the fork copies the splices that say so), also as the fork page's first turn."""
+    d = await start_daemon(tmp_path / "state", fake)
+    try:
+        fake.script(
+            Reply.stream(text_stream(["w"] * 20), gate_after=(3, "long")),
+            text_reply("second answer"),
+            text_reply("third answer"),
+        )
+        sid = await d.new_session()
+        await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "long one"}})
+        await d.wait_event(sid, "assistant/delta")
+        await d.request("dsh/followup", {"sessionId": sid, "message": {"content": "queued behind it"}})
+        fake.open_gate("long")
+        await d.wait_idle_turn(sid, 2)
+        await _turn_done(d, sid, "a third, on its own")
+
+        def marks(page: dict[str, Any]) -> list[tuple[int, str, bool]]:
+            return [
+                (t["turn"], i["text"], bool(i.get("queued")))
+                for t in reversed(page["turns"])
+                for i in t["items"]
+                if i["type"] == "message" and i["source"].get("kind") == "user"
+            ]
+
+        want = [(1, "long one", False), (2, "queued behind it", True), (3, "a third, on its own", False)]
+        title = (await d.request("dsh/session/list", {}))["sessions"][0]["title"]
+        assert marks(await d.request("dsh/session/transcript", {"sessionId": sid})) == want
+        fork_id = (await d.request("dsh/session/fork", {"sessionId": sid, "atTurn": 3}))["sessionId"]
+        fork_page = await d.request("dsh/session/transcript", {"sessionId": fork_id})
+        assert marks(fork_page) == want
+        # The fork says where it came from: a line of its last copied turn (issue 36.2).
+        lines = [i for i in fork_page["turns"][0]["items"] if i["type"] == "event"]
+        assert [(i["event"], i["data"]) for i in lines] == [
+            (
+                "session/notice",
+                {
+                    "kind": "fork",
+                    "level": "info",
+                    "message": f"Forked from «{title}» at turn 3.",
+                    "forkOf": {"sessionId": sid, "atTurn": 3, "title": title},
+                },
+            )
+        ]
+        last_two = await d.request("dsh/session/transcript", {"sessionId": fork_id, "limit": 2})
+        assert marks(last_two) == want[1:]
+        first_page = await d.request(
+            "dsh/session/transcript", {"sessionId": fork_id, "beforeTurn": 3, "limit": 1}
+        )
+        assert marks(first_page) == [want[1]]
+    finally:
+        await stop_daemon(d)

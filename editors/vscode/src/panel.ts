@@ -114,14 +114,15 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private async refreshKeyState(): Promise<void> {
     const [hasKey, needsKey] = await Promise.all([this.daemon.hasKey(), this.daemon.needsKey()]);
     const takeOver = this.daemon.client?.features?.takeOver === true;
+    const handOver = this.daemon.client?.features?.handOver === true;
     const rewind = this.daemon.client?.features?.rewind === true;
     const modes = this.daemon.client?.features?.modes === true;
     const persistWidening = this.daemon.client?.features?.persistWidening === true;
     const processes = this.daemon.client?.features?.processes === true;
-    if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver
+    if (hasKey === this.connection.hasKey && needsKey === this.connection.needsKey && takeOver === this.connection.takeOver && handOver === this.connection.handOver
       && rewind === this.connection.rewind && modes === this.connection.modes && persistWidening === this.connection.persistWidening
       && processes === this.connection.processes) return;
-    this.connection = { ...this.connection, hasKey, needsKey, takeOver, rewind, modes, persistWidening, processes };
+    this.connection = { ...this.connection, hasKey, needsKey, takeOver, handOver, rewind, modes, persistWidening, processes };
     this.postConnection();
   }
 
@@ -432,12 +433,23 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   /** Asks the window that drives the session shown to let go (daemons with `takeOver`); the usual
    *  `session/lease` event follows once this one drives it. */
-  async takeOver(): Promise<void> {
+  async takeOver(force = false): Promise<void> {
     const client = await this.daemon.ensureStarted();
     const id = this.model.sessionId;
     if (!id || !this.model.readOnly) return;
     if (!client.features?.takeOver) throw new Error('This daemon cannot take a session over from another window.');
-    await client.takeOver(id);
+    await client.takeOver(id, force);
+    // Asked: the panel says it waits (for the other window's turn, or for it to end) until the lease moves.
+    if (this.model.sessionId === id && this.model.readOnly) this.dispatch({ kind: 'takeOver', force });
+  }
+
+  /** Lets the session shown go at once to the window that asked to take it over (daemons with `handOver`). */
+  async handOver(): Promise<void> {
+    const client = await this.daemon.ensureStarted();
+    const id = this.model.sessionId;
+    if (!id || this.model.readOnly) return;
+    if (!client.features?.handOver) throw new Error('This daemon cannot hand a session over at once.');
+    await client.handOver(id);
   }
 
   /** The sandbox mode picked in the panel's header: written to the user setting `dsh.sandbox.mode`,
@@ -742,7 +754,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'history': return this.history(m.beforeTurn, m.limit);
       case 'newSession': return this.newSession();
       case 'switchSession': return this.switchSession();
-      case 'takeOver': return this.takeOver();
+      case 'openSession': return this.openSession(m.sessionId);
+      case 'takeOver': return this.takeOver(!!m.force);
+      case 'handOver': return this.handOver();
       case 'setMode': {
         const { client, sessionId } = await this.drivable();
         if (!client.features?.modes) throw new Error('This daemon has no session modes.');

@@ -449,6 +449,73 @@ describe('ChatPanel (host) with the real daemon', () => {
     }
   });
 
+  it('take over, asking side: waits for their turn (said), Take over now ends it; a line says this window drives it now', async () => {
+    const other = await startDaemon(fake.baseUrl, { state: d.state, root: d.root });
+    try {
+      const { sessionId } = await other.client.newSession({ cwd: d.root });
+      const g = gate();
+      fake.script(textReply(['working', ' on it'], { gate: g.promise }));
+      await other.client.followup(sessionId, 'their prompt');
+      await other.waitFor(() => other.of(sessionId, 'assistant/delta').length > 0, 'their turn streams');
+      const host = fakeHost(sessionId);
+      host.send({ type: 'ready' });
+      await d.waitFor(() => host.panel.model.sessionId === sessionId && host.panel.model.readOnly && host.panel.model.status === 'running', 'read-only, their turn running');
+      host.send({ type: 'takeOver' });
+      await d.waitFor(() => host.panel.model.lease?.asked === 'waiting', 'waiting said');
+      // The other window is told while its turn runs.
+      await other.waitFor(() => other.of(sessionId, 'session/handover').length === 1, 'the driver told');
+      expect(other.of(sessionId, 'session/handover')[0].data).toMatchObject({ force: false, requester: { pid: d.proc.pid } });
+      expect(host.panel.model.readOnly).toBe(true);
+      host.send({ type: 'takeOver', force: true });
+      await d.waitFor(() => !host.panel.model.readOnly, 'driven here', 20000);
+      const m = host.panel.model;
+      expect(m.lease?.asked).toBeUndefined();
+      expect(m.items.find((i) => i.kind === 'turnEnd')).toMatchObject({ reason: { kind: 'aborted', cause: 'handover' } });
+      await d.waitFor(() => host.panel.model.items.some((i) => i.id.startsWith('sn:')) || host.panel.model.lease?.told === false, 'the durable notice in');
+      const lines = host.panel.model.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text);
+      expect(lines).toEqual(['This window took the session over: it drives it from here on.']);
+      // The webview's model (snapshot + batches) says the same.
+      await new Promise((r) => setTimeout(r, 120));
+      expect(strip(plain(webviewModel(host))).lease).toEqual(strip(plain(host.panel.model)).lease);
+      expect(JSON.stringify(host.posted.filter((p) => p.msg.type !== 'snapshot' && p.msg.type !== 'actions'))).not.toMatch(new RegExp(`\\bpid\\b|${other.proc.pid}`));
+      g.open();
+      host.panel.dispose();
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('take over, driving side: another window asks while the turn runs; Hand over now lets it go at once and says so', async () => {
+    const host = fakeHost();
+    host.send({ type: 'ready' });
+    await d.waitFor(() => host.posted.some((p) => (p.msg.type === 'connection' || p.msg.type === 'snapshot') && (p.msg as any).connection.handOver === true), 'handOver offered');
+    const g = gate();
+    fake.script(textReply(['long', ' answer'], { gate: g.promise }));
+    host.send({ type: 'send', id: 1, text: 'a long one', chips: [], mode: 'followup' });
+    await d.waitFor(() => host.panel.model.status === 'running' && host.panel.model.items.some((i) => i.kind === 'assistant'), 'our turn streams', 20000);
+    const sessionId = host.panel.model.sessionId!;
+    const other = await startDaemon(fake.baseUrl, { state: d.state, root: d.root });
+    try {
+      const attached = await other.client.attach(sessionId);
+      expect(attached.readOnly).toBe(true);
+      await other.client.takeOver(sessionId);
+      await d.waitFor(() => host.panel.model.lease?.handover?.force === false, 'asked to hand over');
+      expect(host.panel.model.readOnly).toBe(false);
+      host.send({ type: 'handOver' });
+      await d.waitFor(() => host.panel.model.readOnly, 'followed read-only', 20000);
+      await other.waitFor(() => other.of(sessionId, 'session/lease').some((e: any) => e.data.readOnly === false), 'the other drives it');
+      const m = host.panel.model;
+      expect(m.lease?.handover).toBeUndefined();
+      expect(m.items.find((i) => i.kind === 'turnEnd')).toMatchObject({ reason: { kind: 'aborted', cause: 'handover' } });
+      expect(m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text))
+        .toEqual(['Another window took this session over: this window follows it from here on.']);
+      host.panel.dispose();
+    } finally {
+      g.open();
+      await other.stop();
+    }
+  });
+
   it('the mode picker sets the session mode; the model follows session/mode and the attach reply', async () => {
     const host = fakeHost();
     host.send({ type: 'ready' });

@@ -302,7 +302,7 @@ describe('reducer', () => {
     expect(m.items.at(-1)).toMatchObject({ kind: 'user', message: { source: { kind: 'hook', hook: 'ctx' } } });
   });
 
-  it('session/notice: a sandbox notice is a line where it happened; a take-over is not (the read-only bar tells it)', () => {
+  it('session/notice: a sandbox notice is a line where it happened; a take-over is one too, without the pid and host it names', () => {
     const m = reduceAll(emptyModel(S), [
       ev('turn/start', { turn: 1 }, 0),
       ev('session/notice', { kind: 'sandbox', level: 'warning', message: 'The widening could not be saved: config.json cannot be parsed.' }, 1),
@@ -311,8 +311,84 @@ describe('reducer', () => {
     ]);
     expect(m.items.map((i) => i.kind === 'notice' && [i.topic, i.level, i.text])).toEqual([
       ['sandbox', 'warning', 'The widening could not be saved: config.json cannot be parsed.'],
+      ['lease', 'info', 'The session was taken over here by another window.'],
       ['sandbox', 'info', 'A .git appeared at /w: protected from now on.'],
     ]);
+  });
+
+  it('take-over, asking side: Take over waits (then forces); the lease moving here is one line, and the durable notice after it no second', () => {
+    const lines = (m: ReturnType<typeof emptyModel>) => m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text);
+    let m = reduceAll(emptyModel(S), [{ kind: 'attached', result: { sessionId: S, status: 'running', lastSeq: 0, inbox: { nextTurn: [], nextStep: [] }, readOnly: true } as any },
+      ev('turn/start', { turn: 1 }, 1)]);
+    m = reduce(m, { kind: 'takeOver', force: false });
+    expect(m.lease?.asked).toBe('waiting');
+    m = reduce(m, { kind: 'takeOver', force: true });
+    expect(m.lease?.asked).toBe('forced');
+    m = reduceAll(m, [ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'handover' } }, 2), ev('session/lease', { holder: null, readOnly: false }),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 12 on h took this chat over; it drives it from here on.' }, 3)]);
+    expect(m.readOnly).toBe(false);
+    expect(m.lease?.asked).toBeUndefined();
+    expect(lines(m)).toEqual(['This window took the session over: it drives it from here on.']);
+    // Taken back by the other window: this one follows, one line again; a later take-over notice (seen
+    // by this window only in the store) is a line of its own.
+    m = reduceAll(m, [ev('session/lease', { holder: { pid: 9, host: 'h' }, readOnly: true }),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 9 on h took this chat over; it drives it from here on.' }, 4),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 12 on h took this chat over; it drives it from here on.' }, 5)]);
+    expect(lines(m)).toEqual(['This window took the session over: it drives it from here on.',
+      'Another window took this session over: this window follows it from here on.', 'The session was taken over here by another window.']);
+    expect(new Set(m.items.map((i) => i.id)).size).toBe(m.items.length);
+    // Take over is asked of a read-only view only.
+    expect(reduce(emptyModel(S), { kind: 'takeOver', force: false }).lease).toBeUndefined();
+  });
+
+  it('take-over, driving side: session/handover is shown until the lease moves (or the turn ends); a forced one says so', () => {
+    let m = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('session/handover', { requester: { pid: 9, host: 'h' }, force: false })]);
+    expect(m.lease?.handover).toEqual({ force: false });
+    m = reduce(m, ev('session/handover', { requester: { pid: 9, host: 'h' }, force: true }));
+    expect(m.lease?.handover).toEqual({ force: true });
+    // The new driver's durable notice may reach this window before its own lease event: one line, in this window's words.
+    m = reduceAll(m, [ev('turn/end', { turn: 1, reason: { kind: 'aborted', cause: 'handover' } }, 1),
+      ev('session/notice', { kind: 'lease', level: 'info', message: 'dsh-daemon process 9 on h took this chat over; it drives it from here on.' }, 2),
+      ev('session/lease', { holder: { pid: 9, host: 'h' }, readOnly: true })]);
+    expect(m.lease?.handover).toBeUndefined();
+    expect(m.readOnly).toBe(true);
+    expect(m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' && i.text))
+      .toEqual(['Another window took this session over: this window follows it from here on.']);
+    // A turn that ends without the handover (the asker withdrew): the bar goes too.
+    const n = reduceAll(emptyModel(S), [ev('turn/start', { turn: 1 }, 0), ev('session/handover', { requester: { pid: 9, host: 'h' }, force: false }),
+      ev('turn/end', { turn: 1, reason: { kind: 'completed' } }, 1)]);
+    expect(n.lease?.handover).toBeUndefined();
+  });
+
+  it('a transcript page\'s `queued` prompt is tagged queued, as the live splices tag it (a reload, a fork)', () => {
+    const page = {
+      lastSeq: 9, hasMore: false,
+      turns: [{ turn: 2, startSeq: 5, startedAt: 0, endSeq: 9, end: { kind: 'completed' }, items: [
+        { type: 'message', seq: 6, step: 1, id: 'q2', source: { kind: 'user' }, text: 'waited', queued: true },
+        { type: 'message', seq: 7, step: 2, id: 's2', source: { kind: 'user' }, text: 'steered' },
+      ] }, { turn: 1, startSeq: 0, startedAt: 0, endSeq: 4, end: { kind: 'completed' }, items: [
+        { type: 'message', seq: 1, step: 1, id: 'q1', source: { kind: 'user' }, text: 'first' },
+      ] }],
+    } as unknown as TranscriptPage;
+    const m = reduce(emptyModel(S), { kind: 'transcript', page, older: false });
+    expect(m.items.filter((i) => i.kind === 'user').map((i) => i.kind === 'user' && [i.message.id, i.tags ?? []])).toEqual([['q1', []], ['q2', ['queued']], ['s2', ['steer']]]);
+  });
+
+  it("a fork's notice is its line, with the original to open; the model keeps forkOf (live, and from a page)", () => {
+    const forkOf = { sessionId: 'orig-1', atTurn: 3, title: 'Work' };
+    const notice = { kind: 'fork', level: 'info', message: 'Forked from «Work» at turn 3.', forkOf };
+    const live = reduceAll(emptyModel(S), [ev('turn/start', { turn: 3 }, 0), ev('session/notice', notice, 5)]);
+    expect(live.forkOf).toEqual(forkOf);
+    expect(live.items.at(-1)).toMatchObject({ kind: 'notice', topic: 'fork', text: 'Forked from «Work» at turn 3.', forkOf });
+    const page = { lastSeq: 5, hasMore: false, turns: [{ turn: 3, startSeq: 0, startedAt: 0, endSeq: 4, end: { kind: 'completed' }, items: [
+      { type: 'event', seq: 5, step: null, event: 'session/notice', data: notice }] }] } as unknown as TranscriptPage;
+    const paged = reduce(emptyModel(S), { kind: 'transcript', page, older: false });
+    expect(paged.forkOf).toEqual(forkOf);
+    // Logged after the turn ended: after its footer, as the live events put it.
+    expect(paged.items.map((i) => i.kind)).toEqual(['turnEnd', 'notice']);
+    expect(reduce(paged, { kind: 'trim', beforeTurn: 4 }).forkOf).toEqual(forkOf);
+    // A notice without a well-formed forkOf is a plain line.
+    expect(reduceAll(emptyModel(S), [ev('session/notice', { ...notice, forkOf: { sessionId: 1 } }, 1)]).forkOf).toBeUndefined();
   });
 
   it('session/notice from a transcript page (an `event` item): the same line, and the replay after it adds none', () => {

@@ -59,6 +59,14 @@ function buildInner(it: Item): HTMLElement {
       // about, then the words.
       const d = el('div', `notice ${it.level} topic-${it.topic}`);
       d.append(el('span', 'notice-topic', NOTICE_TOPIC[it.topic] ?? it.topic), el('span', 'notice-text', it.text));
+      if (it.forkOf) {
+        const open = el('button', 'ghost small open-original', 'Open original');
+        open.type = 'button';
+        open.dataset.act = 'openOriginal';
+        open.dataset.session = it.forkOf.sessionId;
+        open.title = `Open «${it.forkOf.title}», the session this one was forked from`;
+        d.append(open);
+      }
       return d;
     }
     case 'assistant': return el('div');
@@ -149,7 +157,7 @@ const TAG_LABEL: Record<string, [string, string]> = {
   rewound: ['rewound', 'A restored checkpoint took this turn back: the model no longer sees it'],
 };
 
-const NOTICE_TOPIC: Record<string, string> = { sandbox: 'sandbox', mcp: 'MCP', hook: 'hook' };
+const NOTICE_TOPIC: Record<string, string> = { sandbox: 'sandbox', mcp: 'MCP', hook: 'hook', lease: 'window', fork: 'fork' };
 
 function userNode(it: UserItem): HTMLElement {
   const msg = it.message;
@@ -365,7 +373,7 @@ function turnEndNode(it: TurnEndItem): HTMLElement {
   if (r.kind === 'budget') d.append(el('div', 'budget-text', budgetText(r.budget)));
   const parts: string[] = [];
   if (r.kind !== 'budget') parts.push(r.kind === 'completed' ? '✓ completed'
-    : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
+    : r.kind === 'aborted' ? (r.cause === 'shutdown' ? '■ stopped (the daemon shut down)' : r.cause === 'handover' ? '■ stopped (handed over to another window)' : r.cause === 'user' || !r.cause ? '■ stopped' : `■ stopped (${r.cause})`)
       : r.kind === 'max-tokens' ? '• stopped at the token limit'
         : r.kind === 'interrupted' ? '• interrupted (the daemon stopped)'
           : `• ${r.kind}`);

@@ -10,6 +10,7 @@ import { ChangedFilesBar } from './changedFiles';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
+import { LeaseBars } from './leaseBars';
 import { codeInfo, renderMarkdown } from './markdown';
 import { TranscriptView } from './transcriptView';
 
@@ -54,7 +55,10 @@ sandboxBox.append(sandboxSelect);
 sandboxBox.hidden = true;
 /** The mode picked and not yet confirmed by a `sandbox/status` (shown meanwhile). */
 let sandboxPending: SandboxMode | undefined;
-titleRow.append(titleEl, sandboxBox, keyButton);
+// A fork says so beside its title; the original's title and the turn are in the tooltip.
+const forkBadge = el('span', 'fork-badge', 'fork');
+forkBadge.hidden = true;
+titleRow.append(titleEl, forkBadge, sandboxBox, keyButton);
 const stateRow = el('div', 'state-row');
 const dot = el('span', 'dot');
 dot.setAttribute('aria-hidden', 'true');
@@ -155,13 +159,7 @@ const stopGroup = el('span', 'stop-group');
 stopGroup.append(stopBtn, stopMenuBtn, stopMenu);
 controls.append(stopGroup, clearBtn, runQueueBtn, continueBtn);
 
-const readOnlyBar = el('div', 'readonly-bar');
-readOnlyBar.setAttribute('role', 'status');
-const takeOverBtn = button('Take over', () => post({ type: 'takeOver' }), 'primary small', 'Drive this session from this window (the other window lets go)');
-// The buttons are one group that never breaks a label: in a narrow sidebar it moves below the line.
-const readOnlyActions = el('span', 'readonly-actions');
-readOnlyActions.append(takeOverBtn, button('New session', () => post({ type: 'newSession' }), 'ghost small'));
-readOnlyBar.append(el('span', 'readonly-text', 'Driven by another window'), readOnlyActions);
+const leaseBars = new LeaseBars(post);
 
 const daemonBox = el('div', 'daemon-error');
 daemonBox.setAttribute('role', 'alert');
@@ -174,7 +172,7 @@ const composer = new Composer({
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
-app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, readOnlyBar, composer.el, announcer);
+app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, leaseBars.handoverBar, leaseBars.readOnlyBar, composer.el, announcer);
 
 // Esc stops a running turn (the queue stays), unless it closes something first.
 document.addEventListener('keydown', (ev) => {
@@ -219,6 +217,8 @@ view.scroller.addEventListener('click', (ev) => {
   } else if (act === 'rewind' || act === 'fork') {
     const turn = Number(b.dataset.turn);
     if (turn > 0) post({ type: act, turn });
+  } else if (act === 'openOriginal' && b.dataset.session) {
+    post({ type: 'openSession', sessionId: b.dataset.session });
   } else if (act === 'setApiKey' || act === 'showLog') {
     post({ type: act });
   }
@@ -297,12 +297,16 @@ function renderHeader(): void {
   else { state = model.permissions.length ? 'awaiting' : model.status; label = statusLabel(model); }
   const ctx = connection.state === 'ready' ? model.context : undefined;
   // Written only when something shown changed: a streamed word leaves the header alone.
-  const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}`;
+  const fork = model.forkOf;
+  const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}|${fork?.sessionId}`;
   if (shown.header !== key) {
     shown.header = key;
     titleEl.textContent = title || 'New chat';
     titleEl.title = title;
     titleEl.classList.toggle('untitled', !title);
+    forkBadge.hidden = !fork;
+    forkBadge.title = fork ? `Forked from «${fork.title}» at turn ${fork.atTurn}` : '';
+    forkBadge.setAttribute('aria-label', forkBadge.title);
     keyButton.hidden = !(connection.needsKey || failedKey);
     statusEl.textContent = label;
     dot.className = `dot ${state}`;
@@ -761,6 +765,7 @@ function queueTooltip(m: { queuedAt?: number; wakeup?: boolean }): string {
 }
 
 function renderControls(): void {
+  leaseBars.render(model, connection);
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
@@ -780,8 +785,6 @@ function renderControls(): void {
   controls.hidden = stopBtn.hidden && clearBtn.hidden && runQueueBtn.hidden && continueBtn.hidden;
   composer.setRunning(running);
   // Read-only: nothing that drives the session is shown; one line says why, with what can be done.
-  readOnlyBar.hidden = !ro;
-  takeOverBtn.hidden = !connection.takeOver;
   composer.el.hidden = ro;
   modeSelect.hidden = !connection.modes || ro || connection.state !== 'ready';
   modeSelect.value = model.mode ?? 'ask';

@@ -68,8 +68,13 @@ export class DshClient {
   }
   /** Asks the process that drives `sessionId` to let go, so this connection drives it (daemons with
    *  `takeOver`): `{}`, then the usual `session/lease {readOnly: false}` event once it does. */
-  takeOver(sessionId: string): Promise<Record<string, never>> {
-    return this.rpc.request('dsh/session/takeOver', { sessionId });
+  takeOver(sessionId: string, force = false): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/takeOver', force ? { sessionId, force } : { sessionId });
+  }
+  /** Lets a session this connection drives go at once to the window that asked for it (daemons with
+   *  `handOver`): the running turn ends `aborted {cause: "handover"}`; `session/lease {readOnly: true}` follows. */
+  handOver(sessionId: string): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/handOver', { sessionId });
   }
   /** Per turn, the files the agent changed (daemons with `rewind`): a rewind's preview. */
   checkpoints(sessionId: string): Promise<CheckpointsResult> {

@@ -50,6 +50,8 @@ export interface ConnectionState {
   needsKey?: boolean;
   /** The daemon can make another window let go of a session (`experimental.dsh.takeOver`). */
   takeOver?: boolean;
+  /** The driving window can let a session go at once to a window that asked for it (`experimental.dsh.handOver`). */
+  handOver?: boolean;
   /** The daemon has session modes (`experimental.dsh.modes`): the mode picker is shown. */
   modes?: boolean;
   /** The daemon keeps checkpoints: Restore checkpoint and Fork from here are offered (`experimental.dsh.rewind`). */
@@ -83,7 +85,12 @@ export type WebviewToHost =
   | { type: 'history'; beforeTurn: number; limit: number }
   | { type: 'newSession' }
   | { type: 'switchSession' }
-  | { type: 'takeOver' }
+  /** Opens another session by id (a fork's Open original). */
+  | { type: 'openSession'; sessionId: string }
+  /** `force`: Take over now (the other window's running turn ends). */
+  | { type: 'takeOver'; force?: boolean }
+  /** Hand over now: the take-over another window asked for happens at once. */
+  | { type: 'handOver' }
   | { type: 'setMode'; mode: 'ask' | 'accept-edits' | 'plan' }
   /** Restore checkpoint: files and conversation back to before turn `turn`. */
   | { type: 'rewind'; turn: number }

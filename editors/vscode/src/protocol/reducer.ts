@@ -8,10 +8,11 @@
 // (every caller replaces its model with the result). Items are in turn order (every item has the
 // turn it belongs to), so the oldest turns can be dropped from the front (`trim`).
 import type {
-  AnyEvent, AttachResult, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
+  AnyEvent, AttachResult, ForkOrigin, HooksUntrusted, Inbox, InboxItem, PermissionRequest, Plan, ProcessInfo, SandboxStatus, StreamDelta, ToolError, ToolResultMeta,
   TranscriptPage, TranscriptTurn, TurnDiffSummary, TurnEndReason, Usage, UserMessage,
 } from './types';
 import { textOf } from './types';
+import { handoverRequested, LEASE_NOTICE, leaseChanged, leaseNoticed, leaseSettled, takeOverAsked, turnEnded, type LeaseState } from './lease';
 import { callStatus, subagentEvent, subagentFinished, subagentFromCall, subagentFromTranscript, subagentStarted, type SubagentState } from './subagents';
 
 export type Via = 'followup' | 'steer' | 'inject' | 'context';
@@ -59,6 +60,8 @@ export interface NoticeItem {
   topic?: string;
   /** Told again by the turn's own error block: not shown on its own. */
   folded?: boolean;
+  /** A fork's line: the session it was made from (Open original). */
+  forkOf?: ForkOrigin;
 }
 export type Item = UserItem | AssistantItem | ToolItem | TurnEndItem | NoticeItem | RetryItem;
 
@@ -108,6 +111,10 @@ export interface SessionModel {
   /** The files the last turn changed, in counts (daemons with `turnDiff`): live `turn/diff` events, or
    *  `dsh/turn/diff` on attach (a `turnDiff` action); absent while the running turn changed none. */
   turnDiff?: TurnDiffSummary;
+  /** The session this one was forked from (its fork line, from a page or the log); kept when trimmed. */
+  forkOf?: ForkOrigin;
+  /** A take-over asked by this window or of it, and the driver-change lines told (lease.ts). */
+  lease?: LeaseState;
   rev: number;
 }
 
@@ -138,7 +145,9 @@ export type Action =
   | { kind: 'turnDiff'; diff: TurnDiffSummary | null }
   /** The stored transcript of the child of `run_subagent` call `callId` (read when its parent's turn
    *  came from a transcript page, which carries no subagent events). */
-  | { kind: 'subagentTranscript'; callId: string; page: TranscriptPage };
+  | { kind: 'subagentTranscript'; callId: string; page: TranscriptPage }
+  /** The person asked to take the session over (`force`: Take over now). */
+  | { kind: 'takeOver'; force: boolean };
 
 export function emptyModel(sessionId: string | null = null): SessionModel {
   return {
@@ -159,7 +168,7 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       // What waits while a turn runs was queued behind it.
       if (r.status === 'running') for (const it of [...r.inbox.nextTurn, ...r.inbox.nextStep]) model.queuedIds[it.id] = true;
       return {
-        ...model, sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
+        ...leaseSettled(model), sessionId: r.sessionId, status: r.status, readOnly: !!r.readOnly,
         title: typeof r.title === 'string' ? r.title || undefined : model.title,
         mode: (r as { mode?: SessionModel['mode'] }).mode ?? model.mode,
         lastSeq: Math.max(model.lastSeq, r.lastSeq), inbox: r.inbox, rev: model.rev + 1,
@@ -199,6 +208,8 @@ export function reduce(model: SessionModel, action: Action): SessionModel {
       return model.hooksUntrusted?.root === action.root || !model.hooksUntrusted ? { ...model, hooksUntrusted: undefined, rev: model.rev + 1 } : model;
     case 'turnDiff':
       return { ...model, turnDiff: action.diff ?? undefined, rev: model.rev + 1 };
+    case 'takeOver':
+      return takeOverAsked(model, action.force);
     case 'subagentTranscript':
       return updateItem({ ...model, rev: model.rev + 1 }, 't:' + action.callId, (it) => it.kind === 'tool' ? {
         ...it, subagent: subagentFromTranscript(it.subagent ?? subagentFromCall(it.args, it.status, it.result, it.error, it.meta), action.page),
@@ -232,7 +243,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       return { ...model, status: ev.data.status };
     case 'turn/start':
       // The bar shows the last turn's files: a new turn starts with none until it changes one.
-      return { ...model, status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined, turnDiff: undefined };
+      return { ...leaseSettled(model), status: 'running', currentTurn: ev.data.turn, lastTurnEnd: undefined, turnDiff: undefined };
     case 'turn/diff':
       return ev.data.turn >= (model.turnDiff?.turn ?? 0) ? { ...model, turnDiff: ev.data as TurnDiffSummary } : model;
     case 'subagent/started': {
@@ -249,8 +260,12 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     }
     case 'context/usage':
       return { ...model, context: { used: ev.data.used, window: ev.data.window ?? null } };
-    case 'session/lease':
-      return { ...model, readOnly: !!ev.data.readOnly };
+    case 'session/lease': {
+      const [m, line] = leaseChanged(model, ev.data);
+      return line ? upsert(m, line) : m;
+    }
+    case 'session/handover':
+      return handoverRequested(model, ev.data);
     case 'session/mode':
       return { ...model, mode: ev.data.mode };
     case 'session/title':
@@ -347,7 +362,7 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const turn = ev.data.turn as number;
       const reason = ev.data.reason as TurnEndReason;
       // Streams still open at the end of a turn are closed (their text stays as it is).
-      let m: SessionModel = { ...model, status: 'idle', lastTurnEnd: reason, permissions: [] };
+      let m: SessionModel = turnEnded({ ...model, status: 'idle', lastTurnEnd: reason, permissions: [] });
       const retries = closeOpen(m, turn, reason.kind === 'error');
       // One error block per failure: the turn's own `agent/error` notice is told by the footer.
       if (reason.kind === 'error') m = updateItem(m, 'x:' + turn, (it) => it.kind === 'notice' ? { ...it, folded: true } : it);
@@ -392,7 +407,9 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
         text: `The ${d.event} hook ${d.hook}${d.origin === 'project' ? " (the project's)" : ''} failed and was ignored: ${d.reason}` });
     }
     case 'session/notice': {
-      const notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
+      let notice = sessionNotice(e.seq ?? model.rev, model.currentTurn, ev.data);
+      if (notice && ev.data.kind === 'lease') [model, notice] = leaseNoticed(model, notice);
+      if (notice?.forkOf) model = { ...model, forkOf: notice.forkOf };
       return notice ? upsert(model, notice) : model;
     }
     case 'plan/updated':
@@ -442,26 +459,36 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
   }
 }
 
-/** The line of a `session/notice` (live, or an `event` item of a transcript page); none for a
- *  take-over, which the read-only bar and the lost-lease error tell. */
+/** The line of a `session/notice` (live, or an `event` item of a transcript page); a take-over's is
+ *  said without the process id and host it names. */
 function sessionNotice(seq: number, turn: number, data: unknown): NoticeItem | undefined {
   const d = data as { kind?: string; level?: string; message?: string };
-  if (d.kind === 'lease' || typeof d.message !== 'string') return undefined;
+  if (typeof d.message !== 'string') return undefined;
+  const forkOf = d.kind === 'fork' ? forkOrigin((d as { forkOf?: unknown }).forkOf) : undefined;
   return { id: `sn:${seq}`, kind: 'notice', rev: 0, turn, level: d.level === 'warning' ? 'warning' : 'info',
-    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.message };
+    topic: typeof d.kind === 'string' ? d.kind : undefined, text: d.kind === 'lease' ? LEASE_NOTICE : d.message, ...(forkOf ? { forkOf } : {}) };
+}
+
+/** A fork notice's `forkOf`, when it has the shape the daemon writes. */
+function forkOrigin(x: unknown): ForkOrigin | undefined {
+  const f = x as Partial<ForkOrigin> | undefined;
+  return f && typeof f.sessionId === 'string' && typeof f.atTurn === 'number' && typeof f.title === 'string'
+    ? { sessionId: f.sessionId, atTurn: f.atTurn, title: f.title } : undefined;
 }
 
 /** Items of transcript turns (oldest first), with the ids the event path gives the same things, so
  *  the live events after the page update them in place. */
 export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
   const out: Item[] = [];
+  const after: Item[] = [];
   for (const t of turns) {
     for (const it of t.items) {
       if (it.type === 'message') {
         const text = it.truncated ? `${it.text}\n… (${it.length ?? '?'} characters in all)` : it.text;
         // A person's prompt entered after the turn's first step came in as a steer (the page does not
         // say how the others were sent).
-        const tags: PromptTag[] = it.step > 1 && it.source?.kind === 'user' ? ['steer'] : [];
+        // `queued`: it waited behind a running turn (daemons that say so).
+        const tags: PromptTag[] = it.step > 1 && it.source?.kind === 'user' ? ['steer'] : it.queued ? ['queued'] : [];
         out.push({ id: 'u:' + it.id, kind: 'user', rev, turn: t.turn, message: { id: it.id, role: 'user', content: [{ type: 'text', text }], source: it.source }, ...(tags.length ? { tags } : {}) });
       } else if (it.type === 'assistant') {
         if (!it.text && !it.reasoning && !it.partial) continue; // a pure tool-call message: the cards show it
@@ -481,10 +508,12 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
       } else if (it.type === 'event' && it.event === 'session/notice') {
         // The same item the live event makes (its id by seq), so a replay after the page finds it.
         const notice = sessionNotice(it.seq, t.turn, it.data);
-        if (notice) out.push({ ...notice, rev });
+        // Logged after the turn ended (between turns, e.g. a fork's line): after its footer, as live.
+        if (notice) (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push({ ...notice, rev });
       }
     }
     if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage });
+    out.push(...after.splice(0));
   }
   return out;
 }
@@ -500,7 +529,9 @@ function applyTranscript(model: SessionModel, page: TranscriptPage, older: boole
   items.forEach((it, i) => { index[it.id] = i; });
   const turnUsage = { ...model.turnUsage };
   for (const t of turns) if (t.usage) turnUsage[t.turn] = t.usage;
-  const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev };
+  const forked = fresh.find((it) => it.kind === 'notice' && it.forkOf);
+  const forkOf = forked?.kind === 'notice' ? forked.forkOf : model.forkOf;
+  const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev, ...(forkOf ? { forkOf } : {}) };
   if (older) return m;
   const newest = turns.at(-1);
   return {

@@ -92,6 +92,9 @@ export interface ContextRef { uri: string; kind: 'file' | 'selection' | 'diagnos
 /** The reply of a send: the message id, plus the ids of the editor messages attached with `context`. */
 export interface SendResult { messageId: string; contextIds?: string[] }
 
+/** Where a fork came from (`session/notice {kind: "fork", forkOf}`, §15): the original and the turn it was cut after. */
+export interface ForkOrigin { sessionId: string; atTurn: number; title: string }
+
 export interface SessionInfo {
   sessionId: string; title: string; cwd: string; createdAt: number; updatedAt: number;
   status: 'idle' | 'running'; pending: number;
@@ -127,7 +130,7 @@ export interface TranscriptTurn {
 }
 
 export type TranscriptItem =
-  | { type: 'message'; seq: number; step: number; id: string; source: Source; text: string; truncated?: boolean; length?: number }
+  | { type: 'message'; seq: number; step: number; id: string; source: Source; text: string; truncated?: boolean; length?: number; queued?: true }
   | { type: 'assistant'; seq: number; step: number; text: string; reasoning?: string; finishReason?: string; interrupted?: true; partial?: true }
   | {
     type: 'tool'; seq: number; step: number; callId: string; name: string; arguments: string; synthetic?: true;
@@ -337,6 +340,8 @@ export interface InitializeDshCapabilities {
   rewind?: boolean;
   /** dsh/session/takeOver: asks the process that drives a session this connection follows to let go (§3). */
   takeOver?: boolean;
+  /** dsh/session/handOver and the live `session/handover` event to the driving connection (§3). */
+  handOver?: boolean;
   /** dsh/session/setMode, the `session/mode` event and the attach reply's `mode` (§3). */
   modes?: boolean;
   /** A permission answer may carry `newText`: the edit as the person changed it (§8). */
