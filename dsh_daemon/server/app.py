@@ -112,7 +112,7 @@ class DshProtocol(LanguageServerProtocol):
             if error is not None:  # the early path vouched for these params: a drift, not a client's mistake
                 logger.error("the initialize answered early failed when pygls handled it: %s", error)
             return
-        super()._send_response(msg_id, result, error)  # type: ignore[no-untyped-call]
+        super()._send_response(msg_id, result, error)
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
