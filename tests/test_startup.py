@@ -605,3 +605,27 @@ def test_capabilities_pygls_cannot_read_are_ignored_and_the_editor_is_told(tmp_p
     assert any("textDocument" in w and "window" not in w for w in warnings), frames
     answers = {f["id"]: f for f in frames if "id" in f}
     assert answers[2]["result"]["sessions"] == []
+
+
+def test_a_first_session_is_answered_before_pygls_and_wired_after(tmp_path: Path) -> None:
+    """`initialized` and a plain first `dsh/session/new` right behind the `initialize` reply: the
+    session is answered from the store before pygls loads, then wired (the list shows it, and pygls
+    took `initialized`: the list is not refused as uninitialized)."""
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    new = {"jsonrpc": "2.0", "id": 5, "method": "dsh/session/new", "params": {"cwd": str(tmp_path)}}
+    request = {**LSP_INITIALIZE, "params": {"capabilities": {}, "rootUri": tmp_path.as_uri()}}
+    out, log = spawn_lsp(tmp_path / "state", b"", request, initialized, new, LIST)
+    answers = {f["id"]: f for f in frames_of(out) if "id" in f}
+    session_id = answers[5]["result"]["sessionId"]
+    assert f"session {session_id}: created before the session machinery" in log and log.count(EARLY) == 2
+    assert [s["sessionId"] for s in answers[2]["result"]["sessions"]] == [session_id]
+
+
+def test_a_first_session_outside_the_workspace_gets_the_full_paths_error(tmp_path: Path) -> None:
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    new = {"jsonrpc": "2.0", "id": 5, "method": "dsh/session/new", "params": {"cwd": "/"}}
+    request = {**LSP_INITIALIZE, "params": {"capabilities": {}, "rootUri": tmp_path.as_uri()}}
+    out, log = spawn_lsp(tmp_path / "state", b"", request, initialized, new)
+    answers = {f["id"]: f for f in frames_of(out) if "id" in f}
+    assert log.count(EARLY) == 1  # the initialize only
+    assert answers[5]["error"]["data"]["code"] == "outside_workspace"

@@ -165,6 +165,12 @@ class Daemon:
         finally:
             self._options_parsed_early = None
 
+    def adopt_early_sessions(self, early: EarlySessions) -> None:
+        """A first `dsh/session/new` answered before pygls was loaded (server/early_init.py), from the
+        store alone as `new_early` answers it: wired the same way, right after."""
+        self._early = early
+        asyncio.get_running_loop().call_soon(self._build_front_end)
+
     def _check_ready(self) -> tuple[types.InitializeParams, DaemonOptions]:
         if self.shutting_down:
             raise errors.shutting_down()

@@ -7,6 +7,12 @@ reply pygls would compute for this server (server/capabilities.py) is written be
 pygls then handles the same message with its reply suppressed (`Daemon.adopt_early_initialize`), so
 its state and the daemon's are what they would have been.
 
+The same for what an editor sends the moment that reply arrives: a plain `initialized` and a plain
+first `dsh/session/new` (`answer_session_new_early`) are answered from the store alone, as
+`Daemon.new_early` answers them, before pygls loads; pygls then takes `initialized` and the daemon
+wires the session (`Daemon.adopt_early_sessions`). Otherwise the client's first session request would
+wait for the pygls import that the early `initialize` reply moved behind it.
+
 Invariants:
 - Nothing is consumed unless it is answered here: a first frame that is not a plain, complete,
   well-formed `initialize` (junk, another method, a bad id, a URI the full path refuses, options
@@ -23,9 +29,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dsh_daemon.host.options import DaemonOptions, parse_options
@@ -37,6 +45,9 @@ from dsh_daemon.server.stdinreader import StdinReader
 from dsh_daemon.server.stdout import CoalescingWriter
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from dsh_daemon.host.early import EarlySessions
 
 QUIET_S = 0.05  # a first frame still incomplete after this long without bytes goes to the full loop
 MAX_HEADER_BYTES = 4096
@@ -92,11 +103,14 @@ async def answer_initialize_early(
     return early
 
 
-async def _first_frame(reader: StdinReader) -> tuple[int, bytes] | None:
-    """The first frame's size and body once all of it has come; None when it does not look like a
-    plain frame, or stays incomplete while the client is quiet (the full loop's cases)."""
+async def _first_frame(
+    reader: StdinReader, at: int = 0, quiet_s: float = QUIET_S
+) -> tuple[int, bytes] | None:
+    """The size and body of the frame `at` bytes into what is buffered, once all of it has come; None
+    when it does not look like a plain frame, or stays incomplete while the client is quiet for
+    `quiet_s` (the full loop's cases)."""
     while True:
-        data = reader.buffered()
+        data = reader.buffered()[at:]
         match = _HEADER.match(data)
         if match is not None:
             length = int(match.group(1))
@@ -109,9 +123,9 @@ async def _first_frame(reader: StdinReader) -> tuple[int, bytes] | None:
             return None
         if reader.eof:
             return None
-        if not data:
+        if not data and at == 0:
             await reader.more(3600.0)
-        elif not await reader.more(QUIET_S):
+        elif not await reader.more(quiet_s):
             return None
 
 
@@ -213,3 +227,129 @@ def _has_lone_surrogate(data: object) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+# ---- the first session, answered before pygls too ---------------------------------------------------
+
+SESSION_NEW = "dsh/session/new"
+NEXT_FRAME_S = 0.1  # how long the client may take to send `initialized` and a first session request
+
+
+@dataclass(frozen=True)
+class EarlySession:
+    """`initialized` and a first `dsh/session/new` answered here (`Daemon.new_early`'s reply): the
+    `initialized` body, for pygls, and the sessions created (to be wired by the daemon)."""
+
+    initialized: bytes
+    sessions: EarlySessions
+
+
+async def answer_session_new_early(
+    reader: StdinReader, writer: CoalescingWriter, settings: Settings, early: EarlyInitialize
+) -> EarlySession | None:
+    """When the next frames are a plain `initialized` and a plain first `dsh/session/new` (what an
+    editor sends the moment `initialize` is answered), the session is created from the store alone and
+    answered, as `Daemon.new_early` would answer it; None, with nothing consumed, otherwise (then the
+    full path answers them). Both frames are taken: the caller hands `initialized` to pygls."""
+    first = await _first_frame(reader, 0, NEXT_FRAME_S)
+    if first is None or not _plain_initialized(first[1]):
+        return None
+    second = await _first_frame(reader, first[0], NEXT_FRAME_S)
+    if second is None:
+        return None
+    request = _plain_session_new(second[1])
+    if request is None:
+        return None
+    msg_id, cwd, servers = request
+    try:
+        resolved = _session_cwd(early.message["params"], cwd)
+        from dsh_daemon.host.options import parse_session_servers
+
+        source = parse_session_servers(servers, f"{SESSION_NEW}: mcpServers")
+    except Exception:  # a client's mistake: the full path answers it with its typed error
+        return None
+    from dsh_daemon.host.early import EarlySessions
+
+    sessions = EarlySessions(settings.state_dir)
+    try:
+        session_id = sessions.create_durably(resolved, (), source).session_id
+    except Exception:
+        sessions.close()
+        return None  # the full path tries again and reports what fails
+    reader.take(first[0] + second[0])
+    reply = json.dumps({"id": msg_id, "jsonrpc": "2.0", "result": {"sessionId": session_id}})
+    writer.write(f"Content-Length: {len(reply)}\r\nContent-Type: {CONTENT_TYPE}\r\n\r\n{reply}".encode())
+    writer.flush()
+    logger.info(
+        "session %s: created before the session machinery, wired after its reply"
+        " (answered before the LSP machinery was loaded)",
+        session_id,
+    )
+    return EarlySession(first[1], sessions)
+
+
+def _plain_initialized(body: bytes) -> bool:
+    try:
+        data = loads_message(body)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return (
+        isinstance(data, dict)
+        and set(data) <= {"jsonrpc", "method", "params"}
+        and data.get("jsonrpc") == "2.0"
+        and data.get("method") == "initialized"
+        and data.get("params") in (None, {})
+    )
+
+
+def _plain_session_new(body: bytes) -> tuple[int | str, str | None, Any] | None:
+    """The id, cwd and servers of a `dsh/session/new` that `server/params.py: plain_session_new`
+    takes as plain; None for anything else."""
+    from dsh_daemon.server.params import plain_session_new
+
+    try:
+        data = loads_message(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not set(data) <= {"jsonrpc", "id", "method", "params"}:
+        return None
+    msg_id = data.get("id")
+    if data.get("jsonrpc") != "2.0" or data.get("method") != SESSION_NEW or _has_lone_surrogate(data):
+        return None
+    if isinstance(msg_id, bool) or not isinstance(msg_id, int | str):
+        return None
+    plain = plain_session_new(data.get("params"))
+    if plain is None:
+        return None
+    return msg_id, plain[0], plain[1]
+
+
+def _session_cwd(params: dict[str, Any], cwd: str | None) -> str:
+    """`server/app.py: _session_cwd`, from the `initialize` params pygls' workspace is built from:
+    the client's cwd made absolute against the first folder (else the root, else this process's
+    directory), and inside the workspace; a `WireError` when not."""
+    from pygls.uris import to_fs_path  # plain string work: no pygls machinery
+
+    from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
+    from dsh_daemon.host.paths import checked_path
+
+    if params.get("rootPath") is not None and params.get("rootUri") is None:
+        raise ValueError("a root given as a path only: left to pygls' workspace")
+    uris = [f["uri"] for f in params.get("workspaceFolders") or []] + [params.get("rootUri")]
+    roots = [path for path in (to_fs_path(uri) for uri in uris if uri) if path]
+    default = roots[0] if roots else os.getcwd()
+    path = (
+        os.path.normpath(os.path.join(default, os.path.expanduser(checked_path(cwd, SESSION_NEW, "cwd"))))
+        if cwd
+        else default
+    )
+    if not roots:
+        return path
+    try:
+        real = Path(os.path.realpath(path))
+        inside = any(real.is_relative_to(os.path.realpath(root)) for root in roots)
+    except (OSError, ValueError) as exc:
+        raise invalid_params(f"{SESSION_NEW}: 'cwd' cannot be used: {shown(str(exc))}") from exc
+    if not inside:
+        raise outside_workspace(f"{SESSION_NEW}: cwd outside the workspace folders", path)
+    return path

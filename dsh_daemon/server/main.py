@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from dsh_daemon.host.stdio import configure_logging as configure_stdio_logging
 from dsh_daemon.host.stdio import protect_stdout, stop_on_signals
-from dsh_daemon.server.early_init import answer_initialize_early
+from dsh_daemon.server.early_init import answer_initialize_early, answer_session_new_early
 from dsh_daemon.server.settings import Settings
 from dsh_daemon.server.stdinreader import StdinReader
 from dsh_daemon.server.stdout import CoalescingWriter
@@ -44,19 +44,26 @@ async def serve(settings: Settings, stdin: BinaryIO, stdout: BinaryIO, *, code_c
     reader = StdinReader(stdin)
     stop_on_signals(reader.stop)
     early = await answer_initialize_early(reader, writer, settings)
+    session = None if early is None else await answer_session_new_early(reader, writer, settings, early)
     if code_cache:
         from dsh_daemon.server.codecache import install_for_start
 
         install_for_start(settings.state_dir)
     from dsh_daemon.server.app import FIRST_PRELOADED_ONLY, Daemon
     from dsh_daemon.server.codecache import finish_start
-    from dsh_daemon.server.transport import read_loop
+    from dsh_daemon.server.transport import dispatch, read_loop
 
     daemon = Daemon(settings)
     protocol = daemon.server.protocol
     protocol.set_writer(writer)
     if early is not None:
         daemon.adopt_early_initialize(early)
+    if session is not None:
+        # `initialized` as the read loop would dispatch it (the preload starts), then the session
+        # answered early is wired, as after `Daemon.new_early`'s reply.
+        dispatch(protocol, session.initialized, is_shut_down=lambda: False, is_initialized=lambda: True)
+        daemon.adopt_early_sessions(session.sessions)
+    if early is not None:
         # What the start compiled is all compiled now (the read loop's first frame would be later).
         asyncio.get_running_loop().call_soon(finish_start)
     code = 0
