@@ -219,11 +219,8 @@ def _serve(state_dir: Path, flags: dict[str, Any], log_level: str, log_file: str
 
     pause_collection()  # until the first frame is answered: see host/startup_gc.py
     keep_long_lived_state()  # a long session's state out of the collector's walks: host/heap.py
-    from dsh_daemon.server.codecache import install_for_start
-
-    install_for_start(state_dir)  # lsprotocol's generated methods, compiled once: server/codecache.py
-    from dsh_daemon.server.app import Settings
     from dsh_daemon.server.main import configure_logging, run
+    from dsh_daemon.server.settings import Settings
 
     configure_logging(log_level, log_file)
     return run(Settings(state_dir=state_dir, flags=flags))

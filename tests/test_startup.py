@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # What a session needs and `initialize` must not wait for: the agent, the tools, the provider, MCP,
@@ -510,3 +512,120 @@ def test_an_unreadable_cache_is_rebuilt_and_changes_no_answer(tmp_path: Path) ->
     seen = serve_through_the_command_line([], tmp_path, LSP_INITIALIZE)
     assert b'"experimental"' in seen["stdout"]
     assert len(cache.read_bytes()) > 100_000
+
+
+# ---- initialize answered before pygls (issue 40.2: server/early_init.py) --------------------------------
+
+
+def test_lsp_mode_answers_initialize_before_pygls_is_imported(tmp_path: Path) -> None:
+    modules, reply = first_reply("lsp", LSP_INITIALIZE, tmp_path)
+    assert reply["result"]["serverInfo"]["name"] == "dsh-daemon"
+    assert [name for name in modules if name.partition(".")[0] in LSP_LIBRARIES] == []
+
+
+def frames_of(data: bytes) -> list[dict[str, Any]]:
+    """Every JSON-RPC frame in a stdout capture, in order."""
+    out = []
+    while data:
+        header, _, rest = data.partition(b"\r\n\r\n")
+        length = int(header.split(b"\r\n")[0].split(b":")[1])
+        out.append(json.loads(rest[:length]))
+        data = rest[length:]
+    return out
+
+
+def spawn_lsp(state: Path, prefix: bytes, *messages: dict[str, Any]) -> tuple[bytes, str]:
+    """`dsh-daemon --log-level INFO` over real pipes: `prefix` then `messages` framed, then the end of
+    its input; its stdout and its log."""
+    frames = prefix
+    for message in messages:
+        body = json.dumps(message).encode()
+        frames += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh_daemon", "--log-level", "INFO"], input=frames, capture_output=True,
+        cwd=ROOT, env={**_clean_env(), "DSH_HOME": str(state)}, check=True, timeout=120,
+    )  # fmt: skip
+    return result.stdout, result.stderr.decode()
+
+
+EARLY = "answered before the LSP machinery was loaded"
+CLIENT_CAPABILITIES = [
+    {},
+    {"general": {"positionEncodings": ["utf-32", "utf-8"]}},
+    {"general": {"positionEncodings": ["utf-99"]}, "notebookDocument": {"synchronization": {}}},
+    {"workspace": {"fileOperations": {"didCreate": True}}, "textDocument": {"synchronization": {"willSave": True}}},
+    {"textDocument": {"synchronization": {"willSave": False, "willSaveWaitUntil": True}}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("capabilities", CLIENT_CAPABILITIES)
+def test_the_early_initialize_reply_is_the_one_pygls_computes(tmp_path: Path, capabilities: Any) -> None:
+    """The same `initialize`, answered early and (behind a stray blank line, which only the full read
+    loop takes) by pygls: the same bytes."""
+    request = {
+        "jsonrpc": "2.0", "id": 7, "method": "initialize",
+        "params": {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": capabilities,
+                   "clientInfo": {"name": "test"}, "trace": "off"},
+    }  # fmt: skip
+    early, early_log = spawn_lsp(tmp_path / "a", b"", request)
+    full, full_log = spawn_lsp(tmp_path / "b", b"\r\n", request)
+    assert EARLY in early_log and EARLY not in full_log
+    assert early == full
+    assert "result" in frames_of(early)[0]
+
+
+def test_an_initialize_the_early_path_cannot_vouch_for_gets_the_full_paths_answer(tmp_path: Path) -> None:
+    """A root with a host (refused), bad options (refused): answered by the full path, as before."""
+    with_host = {**LSP_INITIALIZE, "params": {"capabilities": {}, "rootUri": "file://ws/p"}}
+    bad_option = {**LSP_INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"thinking": 3}}}
+    for request in (with_host, bad_option):
+        out, log = spawn_lsp(tmp_path, b"", request)
+        assert EARLY not in log
+        assert frames_of(out)[0]["error"]["code"] == -32602
+
+
+def test_capabilities_pygls_cannot_read_are_ignored_and_the_editor_is_told(tmp_path: Path) -> None:
+    """The early reply accepted them; pygls then drops the section it cannot structure, the editor
+    gets a warning naming it, and the daemon serves on."""
+    request = {
+        **LSP_INITIALIZE,
+        "params": {
+            "capabilities": {
+                "textDocument": {"hover": {"contentFormat": ["nope"]}, "synchronization": {"willSave": True}},
+                "window": {},
+            }
+        },
+    }
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    out, log = spawn_lsp(tmp_path, b"", request, initialized, LIST)
+    assert EARLY in log
+    frames = frames_of(out)
+    assert "result" in frames[0]
+    warnings = [f["params"]["message"] for f in frames if f.get("method") == "window/showMessage"]
+    assert any("textDocument" in w and "window" not in w for w in warnings), frames
+    answers = {f["id"]: f for f in frames if "id" in f}
+    assert answers[2]["result"]["sessions"] == []
+
+
+def test_a_first_session_is_answered_before_pygls_and_wired_after(tmp_path: Path) -> None:
+    """`initialized` and a plain first `dsh/session/new` right behind the `initialize` reply: the
+    session is answered from the store before pygls loads, then wired (the list shows it, and pygls
+    took `initialized`: the list is not refused as uninitialized)."""
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    new = {"jsonrpc": "2.0", "id": 5, "method": "dsh/session/new", "params": {"cwd": str(tmp_path)}}
+    request = {**LSP_INITIALIZE, "params": {"capabilities": {}, "rootUri": tmp_path.as_uri()}}
+    out, log = spawn_lsp(tmp_path / "state", b"", request, initialized, new, LIST)
+    answers = {f["id"]: f for f in frames_of(out) if "id" in f}
+    session_id = answers[5]["result"]["sessionId"]
+    assert f"session {session_id}: created before the session machinery" in log and log.count(EARLY) == 2
+    assert [s["sessionId"] for s in answers[2]["result"]["sessions"]] == [session_id]
+
+
+def test_a_first_session_outside_the_workspace_gets_the_full_paths_error(tmp_path: Path) -> None:
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    new = {"jsonrpc": "2.0", "id": 5, "method": "dsh/session/new", "params": {"cwd": "/"}}
+    request = {**LSP_INITIALIZE, "params": {"capabilities": {}, "rootUri": tmp_path.as_uri()}}
+    out, log = spawn_lsp(tmp_path / "state", b"", request, initialized, new)
+    answers = {f["id"]: f for f in frames_of(out) if "id" in f}
+    assert log.count(EARLY) == 1  # the initialize only
+    assert answers[5]["error"]["data"]["code"] == "outside_workspace"

@@ -15,7 +15,6 @@ import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,21 +46,22 @@ from dsh_daemon.host.paths import checked_path
 from dsh_daemon.host.preload import preload_in_background, settle
 from dsh_daemon.host.startup_gc import resume_collection
 from dsh_daemon.server import params
+from dsh_daemon.server.capabilities import DSH_CAPABILITIES, READ_FROM_CLIENT
 from dsh_daemon.server.errors import DshError
 from dsh_daemon.server.roots import check_root_uris
+from dsh_daemon.server.settings import INIT_OPTIONS, Settings
 from dsh_daemon.server.stdout import flush_made, set_delta_window
 
 if TYPE_CHECKING:
     from dsh_daemon.host.early import EarlySessions
     from dsh_daemon.model import methods as m
     from dsh_daemon.model.inbox import Target
+    from dsh_daemon.server.early_init import EarlyInitialize
     from dsh_daemon.server.frontend import LspFrontEnd
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
 LIST_MAX_LIMIT = 1000  # sessions in one dsh/session/list page
-INIT_OPTIONS = "initializationOptions"  # how option errors name what they came in
 # What the first dsh/* request imports (the front end, the declarations), loaded after `initialized`.
 PRELOAD = ("dsh_daemon.server.frontend", "dsh_daemon.model.methods")
 # What a first `dsh/session/new` is answered with (`Daemon.new_early`): loaded first; the rest waits
@@ -102,54 +102,23 @@ def converter_factory() -> Any:
 
 
 class DshProtocol(LanguageServerProtocol):
+    # The id of an `initialize` answered before pygls was loaded (server/early_init.py): pygls still
+    # handles it, for its own state, but its reply has left already.
+    answered_early: Any = None
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if self.answered_early is not None and msg_id == self.answered_early:
+            self.answered_early = None
+            if error is not None:  # the early path vouched for these params: a drift, not a client's mistake
+                logger.error("the initialize answered early failed when pygls handled it: %s", error)
+            return
+        super()._send_response(msg_id, result, error)
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
         result = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {
-            "dsh": {
-                "protocolVersion": PROTOCOL_VERSION,
-                "version": __version__,
-                "sessions": True,
-                "inboxEdits": True,
-                "editorContext": ["file", "selection", "diagnostics", "snapshot"],
-                "sendContext": True,  # `context` on sends and inbox/replace (§4)
-                "inboxItems": True,  # verb, wakeup, queuedAt, target, context on pending items (§5)
-                "deltaOffsets": True,  # `offset` on assistant/delta (§7)
-                "permissionEvents": True,  # permission/requested|resolved, dsh/permissions/* (§8)
-                "transcript": True,  # dsh/session/transcript; attach `replay: "none"` (§3)
-                "sessionManagement": True,  # rename, delete, list paging + lastPrompt, session/title (§3)
-                "detach": True,  # dsh/session/detach (§3)
-                "liveReadOnly": True,  # a read-only attach follows the store; session/lease (§3)
-                "followerOutput": True,  # …and gets the driver's running commands' tool/output (§3)
-                "configurationChange": True,  # workspace/didChangeConfiguration (§1)
-                "mcpServers": True,  # MCP servers' tools, `mcp/status` events (§12)
-                "rewind": True,  # dsh/session/rewind, checkpoints, fork (§15)
-                "turnDiff": True,  # dsh/turn/diff, keep, undo; the turn/diff event (§15)
-                "editorCoherence": True,  # edits saved, unsaved documents named; `documentSave` (§9)
-                "editorDiagnostics": True,  # client `diagnostics`: new errors after edits, a tool (§9)
-                "languageFeatures": True,  # client `languageFeatures`: definition, references, … tools (§9)
-                "editedAccept": True,  # `newText` in a permission answer: the edit as changed (§8)
-                "persistWidening": True,  # `persist` in a permission answer: a widening saved (§16)
-                "takeOver": True,  # dsh/session/takeOver (§3)
-                "handOver": True,  # session/handover to the driver, dsh/session/handOver (§3)
-                "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
-                "models": True,  # dsh/models/list (§1)
-                "processes": True,  # background processes: dsh/process/*, process/* events (§12)
-                "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
-                "review": True,  # dsh/review/*, review/* events
-                "worktrees": True,  # dsh/session/new `worktree`, dsh/worktree/*, `worktree` in lists
-            }
-        }
+        result.capabilities.experimental = {"dsh": DSH_CAPABILITIES}
         return result
-
-
-@dataclass
-class Settings:
-    """Everything the daemon knows at start; `initializationOptions` refine it."""
-
-    state_dir: Path
-    flags: Mapping[str, Any] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 class Daemon:
@@ -160,6 +129,7 @@ class Daemon:
         )
         self.init: types.InitializeParams | None = None
         self.options: DaemonOptions | None = None  # initializationOptions, parsed at initialize
+        self._options_parsed_early: DaemonOptions | None = None  # by server/early_init.py
         self._front_end: LspFrontEnd | None = None
         self._early: EarlySessions | None = None  # sessions created before the front end (`new_early`)
         self.shutting_down = False
@@ -171,6 +141,35 @@ class Daemon:
             )
         )
         register(self)
+
+    def adopt_early_initialize(self, early: EarlyInitialize) -> None:
+        """The `initialize` answered before pygls was loaded (server/early_init.py), handled by pygls
+        now, its reply suppressed: pygls' state (workspace, client capabilities) and the daemon's are
+        as if pygls had answered it. Client capabilities pygls cannot read are left out, and the
+        editor is told (the reply that accepted them has left)."""
+        protocol = self.server.protocol
+        assert isinstance(protocol, DshProtocol)
+        message, dropped = _structured_initialize(protocol, early.message)
+        if dropped:
+            logger.warning("client capabilities pygls cannot read, ignored: %s", ", ".join(dropped))
+            self.server.window_show_message(
+                types.ShowMessageParams(
+                    types.MessageType.Warning,
+                    f"dsh: client capabilities ignored (not readable as LSP): {', '.join(dropped)}",
+                )
+            )
+        self._options_parsed_early = early.options
+        protocol.answered_early = early.message["id"]
+        try:
+            protocol.handle_message(message)
+        finally:
+            self._options_parsed_early = None
+
+    def adopt_early_sessions(self, early: EarlySessions) -> None:
+        """A first `dsh/session/new` answered before pygls was loaded (server/early_init.py), from the
+        store alone as `new_early` answers it: wired the same way, right after."""
+        self._early = early
+        asyncio.get_running_loop().call_soon(self._build_front_end)
 
     def _check_ready(self) -> tuple[types.InitializeParams, DaemonOptions]:
         if self.shutting_down:
@@ -265,6 +264,37 @@ class Daemon:
             self._early.close()  # no host took the early sessions over: their leases go
 
 
+def _structured_initialize(protocol: DshProtocol, data: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The early `initialize` as pygls' message, and the client capability sections left out because
+    pygls cannot structure them (the early path vouches for everything else: server/early_init.py)."""
+    try:
+        return protocol.structure_message(data), []
+    except JsonRpcException:
+        pass
+    params = data["params"]
+    capabilities = params["capabilities"]
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+
+    def readable(name: str, section: Any) -> bool:
+        try:
+            protocol.structure_message({**data, "params": {**params, "capabilities": {name: section}}})
+        except JsonRpcException:
+            return False
+        return True
+
+    for name, section in capabilities.items():
+        if readable(name, section):
+            kept[name] = section
+            continue
+        dropped.append(name)
+        read = READ_FROM_CLIENT.get(name)  # the part the early reply was computed from, when readable
+        if isinstance(section, dict) and read in section and readable(name, {read: section[read]}):
+            kept[name] = {read: section[read]}
+    trimmed = {**data, "params": {**params, "capabilities": kept}}
+    return protocol.structure_message(trimmed), dropped
+
+
 async def _settled(work: Awaitable[Any]) -> Any:
     """`await work`, for a generator handler's `yield`: its exception is returned, not raised (pygls
     would not throw it back into the generator, whose typed errors say what failed)."""
@@ -346,7 +376,7 @@ def register(daemon: Daemon) -> None:
         # Every option is parsed here, once: a bad one is refused in this reply, where the editor shows it.
         settings = daemon.settings
         check_root_uris(p)
-        daemon.options = parse_options(
+        daemon.options = daemon._options_parsed_early or parse_options(
             settings.state_dir, settings.env, settings.flags, options, what=INIT_OPTIONS
         )
         daemon.init = p

@@ -32,11 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
-import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import JsonRPCProtocol
@@ -54,6 +52,8 @@ from dsh_daemon.model.jsondepth import (
 from dsh_daemon.model.uris import uri_problem
 from dsh_daemon.server import errors
 from dsh_daemon.server.codecache import finish_start
+from dsh_daemon.server.stdinreader import MARK as _MARK
+from dsh_daemon.server.stdinreader import StdinReader as StdinReader
 from dsh_daemon.server.stdout import flush_made
 
 logger = logging.getLogger(__name__)
@@ -63,12 +63,10 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 # language feature, a permission): far below this; decoding one near the frame cap would hold the
 # event loop, and every session with it, for seconds.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
-MAX_HEADER_LINE = 1 << 20
 QUIET_S = 0.05  # a body still short of its length after this long without bytes is looked at
 START_NOTIFICATIONS = frozenset({"initialized"})
 _WHITESPACE = b" \t\r\n"
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
-_MARK = b"content-length:"
 
 
 class AnswerTooLarge(Exception):
@@ -78,119 +76,6 @@ class AnswerTooLarge(Exception):
         super().__init__(
             f"the answer is {size:,} bytes, over the cap of {MAX_ANSWER_BYTES:,} bytes for an answer"
         )
-
-
-class StdinReader:
-    """stdin, read on a daemon thread of its own (never a pool a busy handler could fill, and never
-    one that keeps the process alive) into a buffer the frame parser can push bytes back into.
-    `stop()` ends it like an EOF."""
-
-    def __init__(self, stdin: BinaryIO) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._buf = bytearray()
-        self._eof = False
-        self._waiter: asyncio.Future[None] | None = None
-        self._fd = stdin.fileno()
-        threading.Thread(target=self._pump, name="dsh-stdin", daemon=True).start()
-
-    def _pump(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self._fd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self._loop.call_soon_threadsafe(self.stop)
-                return
-            self._loop.call_soon_threadsafe(self._feed, chunk)
-
-    def _feed(self, data: bytes) -> None:
-        self._buf += data
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def _more(self) -> None:
-        self._waiter = self._loop.create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-
-    async def more(self, wait_s: float) -> bool:
-        """Wait for more bytes (or EOF); False when none came within `wait_s` seconds. The waiter is
-        registered before anything is awaited: bytes fed in between would otherwise wake nobody."""
-        if self._eof:
-            return True
-        waiter = self._waiter = self._loop.create_future()
-        try:
-            await asyncio.wait_for(waiter, wait_s)
-        except TimeoutError:
-            return False
-        finally:
-            self._waiter = None
-        return True
-
-    @property
-    def eof(self) -> bool:
-        return self._eof
-
-    def buffered(self) -> bytes:
-        """What has arrived and not been taken yet (a copy; nothing is consumed)."""
-        return bytes(self._buf)
-
-    @property
-    def buffered_size(self) -> int:
-        """How many bytes have arrived and not been taken yet (nothing copied)."""
-        return len(self._buf)
-
-    def take(self, n: int) -> bytes:
-        return self._take(n)
-
-    def _take(self, n: int) -> bytes:
-        out = bytes(self._buf[:n])
-        del self._buf[:n]
-        return out
-
-    async def readline(self) -> bytes:
-        """Bytes through the next `\\n`; b"" at EOF. A run of more than MAX_HEADER_LINE bytes without
-        a newline comes back in pieces (the last few bytes stay, so a header split there survives)."""
-        searched = 0
-        while True:
-            at = self._buf.find(b"\n", searched)
-            if at >= 0:
-                return self._take(at + 1)
-            if len(self._buf) >= MAX_HEADER_LINE:
-                return self._take(len(self._buf) - len(_MARK))
-            if self._eof:
-                return self._take(len(self._buf))
-            searched = len(self._buf)
-            await self._more()
-
-    async def read(self, n: int) -> bytes:
-        """Up to `n` bytes (fewer when that is what has arrived); b"" at EOF."""
-        while not self._buf and not self._eof:
-            await self._more()
-        return self._take(n)
-
-    async def readexactly(self, n: int) -> bytes:
-        """`n` bytes, or fewer at EOF."""
-        while len(self._buf) < n and not self._eof:
-            await self._more()
-        return self._take(n)
-
-    def unread(self, data: bytes) -> None:
-        """Put bytes back in front of the stream (resynchronisation)."""
-        self._buf[:0] = data
-
-    def stop(self) -> None:
-        self._eof = True
-        self._wake()
-
-    def close(self) -> None:
-        self.stop()
 
 
 def _error(
