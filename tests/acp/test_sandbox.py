@@ -160,9 +160,11 @@ def wrapper_of(client: TerminalClient) -> tuple[str, str, dict[str, str]]:
 
 def attach_with(path: str, token: str, fds: list[int]) -> bytes:
     """What the daemon answers a wrapper that connects with `token` and hands over `fds`."""
+    from dsh_daemon.sandbox.attach_client import _connect  # the wrapper's own: a long path via /proc/self/fd
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
         sock.settimeout(10)
-        sock.connect(path)
+        _connect(sock, path)  # pytest's temp path can pass sun_path's 107 bytes (the CI's did)
         socket.send_fds(sock, [b"T" + token.encode()], fds)
         return sock.recv(4096)
 
