@@ -199,6 +199,7 @@ def test_edit_tools_are_not_parallel_safe(kit: ToolKit) -> None:
         "write_file": False,
         "run_command": False,
         "update_plan": False,  # plans are recorded in call order
+        "propose_plan": False,  # asks the person, then changes the mode and queues the plan
         "process_read": True,  # reads a process's output
         "process_write": False,
         "process_stop": False,

@@ -22,6 +22,7 @@ REFUSED = {"NOT_A_FILE", "OUTSIDE_WORKSPACE"}  # the symlink leads out of the wo
 NOT_OPENING_FILES = {
     "run_command",  # runs a shell; what the shell opens is the command's business
     "update_plan",  # records a plan; opens no file
+    "propose_plan",  # asks the person to approve a plan; opens no file
     "process_read",  # background processes: they open no file the model names
     "process_write",
     "process_stop",
