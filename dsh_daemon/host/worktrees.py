@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.host import gitsnap
 from dsh_daemon.host.errors import WireError, invalid_params, shown
 from dsh_daemon.host.gitrun import NO_DIFF_PROGRAMS, GitFailed, no_filters, run_git
 from dsh_daemon.session.store import WorktreeRow
@@ -150,26 +151,6 @@ def remove_worktree(row: WorktreeRow, *, delete_branch: bool) -> None:
             run_git(repo, "branch", "-D", "--", row.branch)
 
 
-def _snapshot_tree(path: str) -> str:
-    """The worktree as it is now (committed, staged, unstaged and untracked, ignored files left out)
-    as a tree object, through a temporary index: its real index and HEAD stay as they are."""
-    index = _text(path, "rev-parse", "--path-format=absolute", "--git-path", "index").strip()
-    fd, temp = tempfile.mkstemp(prefix="dsh-worktree-index-")
-    os.close(fd)
-    try:
-        if os.path.exists(index):
-            shutil.copyfile(index, temp)
-        else:
-            os.unlink(temp)
-        env = {"GIT_INDEX_FILE": temp}
-        off = no_filters(path)
-        run_git(path, "add", "-A", "--", ".", env=env, config=off)
-        return _text(path, "write-tree", env=env, config=off).strip()
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-
-
 @dataclass(frozen=True, slots=True)
 class WorktreeDiff:
     tree: str  # the worktree as a tree object
@@ -181,7 +162,7 @@ def worktree_diff(row: WorktreeRow) -> WorktreeDiff:
     """Everything the session changed against its base: commits on its branch and what is not committed."""
     if not Path(row.path).is_dir():
         raise invalid_params(f"the worktree {shown(row.path)} is gone")
-    tree = _snapshot_tree(row.path)
+    tree = gitsnap.snapshot(row.path)  # what `git add -A` would take; its index and HEAD untouched
     diff = ("diff", *NO_DIFF_PROGRAMS, "--no-color", "--no-renames")
     numstat = _text(row.path, *diff, "--numstat", "-z", row.base_commit, tree)
     status = _text(row.path, *diff, "--name-status", "-z", row.base_commit, tree)
