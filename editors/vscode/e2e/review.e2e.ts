@@ -86,7 +86,7 @@ async function scenario(): Promise<void> {
     await page.keyboard.press('Escape');
     await page.keyboard.press('Control+.');
     return menu.getByText('Ask dsh to fix').waitFor({ timeout: 3000 }).then(() => true, () => false);
-  }, { timeout: 30000, intervals: [250] }).toBe(true);
+  }, { timeout: 30000, interval: 250 }).toBe(true);
   await cs.shot('quick-fixes');
   await menu.getByText('Dismiss', { exact: true }).click();
   await expect.poll(() => page.locator('.markers-panel .monaco-list-row', { hasText: TITLE }).count(), { timeout: 15000 }).toBe(0);
