@@ -13,7 +13,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 def delegation_prompt(name: str, task: str) -> str:
     """The prompt that hands `task` to the named agent `name`."""
+    # The task comes first: a session's title is its first prompt's start, and a transcript shows it.
     return (
-        f'Delegate this task to the named agent "{name}": call run_subagent with agent "{name}" and '
-        f"the task below as its prompt, then tell me what it reports.\n\nTask: {task.strip()}"
+        f'Agent {name}: {task.strip()}\n\n(Hand this task to the named agent "{name}": call run_subagent '
+        f'with agent "{name}" and the task above as its prompt, then tell me what it reports.)'
     )
