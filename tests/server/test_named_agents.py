@@ -1,6 +1,7 @@
 """`dsh/agents/list` over the real wire (protocol.md §12 "Subagents", "Named agents"): a client lists a
 folder's named agents before it opens a session (`{cwd}`), or a session's (`{sessionId}`); neither,
-both, an unknown session and a cwd that is no folder get typed errors, and the daemon goes on."""
+both, an unknown session, a cwd that is no folder and one outside the workspace (as a session's cwd
+there would be) get typed errors, and the daemon goes on."""
 
 from __future__ import annotations
 
@@ -45,9 +46,9 @@ async def test_listed_by_folder_before_a_session_and_by_session(tmp_path: Path, 
             {"name": "reviewer", "description": "Reviews a change for bugs", "tools": "explore"},
         ]
         assert await d.request("dsh/agents/list", {"cwd": str(work)}) == {"agents": expected}
-        empty = tmp_path / "empty"
-        empty.mkdir()
-        assert await d.request("dsh/agents/list", {"cwd": str(empty)}) == {"agents": []}
+        (work / "empty").mkdir()
+        assert await d.request("dsh/agents/list", {"cwd": str(work / "empty")}) == {"agents": []}
+        assert await d.request("dsh/agents/list", {"cwd": "."}) == {"agents": expected}  # the workspace's
         sid = await d.new_session(cwd=str(work))
         assert await d.request("dsh/agents/list", {"sessionId": sid}) == {"agents": expected}
     finally:
@@ -67,6 +68,12 @@ async def test_neither_both_unknown_session_and_no_folder_are_typed_errors(
         assert (await refused(d, {"sessionId": "no-such-session"}))[0] == "unknown_session"
         code, message = await refused(d, {"cwd": str(work / "missing")})
         assert code == "invalid_params" and "not a directory" in message, message
+        # A folder outside the workspace is refused as a session's cwd there would be.
+        elsewhere = tmp_path / "elsewhere"
+        (elsewhere / ".dsh" / "agents").mkdir(parents=True)
+        (elsewhere / ".dsh" / "agents" / "spy.md").write_text("---\ndescription: not this project's\n---\n")
+        assert (await refused(d, {"cwd": str(elsewhere)}))[0] == "outside_workspace"
+        assert (await refused(d, {"cwd": "a\u0000b"}))[0] == "invalid_params"
         # The daemon goes on: a good request is answered after the refused ones.
         assert await d.request("dsh/agents/list", {"cwd": str(work)}) == {"agents": []}
     finally:
