@@ -14,7 +14,9 @@ from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.neovim.harness import Editor
 from tests.server.harness import text_reply, tool_call_stream
 
-REVIEWER = "---\ndescription: Reviews a change for bugs\ntools: explore\n---\nREVIEWER-INSTRUCTIONS: be strict.\n"
+REVIEWER = (
+    "---\ndescription: Reviews a change for bugs\ntools: explore\n---\nREVIEWER-INSTRUCTIONS: be strict.\n"
+)
 FIXER = "---\ndescription: Fixes failing tests\ntools: edit\nmodel: deepseek-v4-pro\n---\nFix it.\n"
 
 
@@ -75,7 +77,7 @@ def test_a_name_and_task_on_the_command_line_and_an_unknown_name(editor: Editor,
     fake.script(text_reply("Not delegating."))
     editor.cmd("DshAgents nobody check it")  # said, nothing sent
     editor.wait(
-        lambda: "no named agent \"nobody\" (known: reviewer)" in editor.lua("return T.messages()"),
+        lambda: 'no named agent "nobody" (known: reviewer)' in editor.lua("return T.messages()"),
         what="the warning",
     )
     assert fake.requests == []
