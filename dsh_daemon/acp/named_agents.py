@@ -38,8 +38,8 @@ def delegated(
     text = _text(blocks[start])
     if text is None or not text.lstrip().startswith("/" + PREFIX):
         return None
-    word, _, task = text.lstrip()[1:].partition(" ")
-    name = word.strip().removeprefix(PREFIX)
+    word, *rest = text.lstrip()[1:].split(None, 1)  # the task may start on the next line
+    name, task = word.removeprefix(PREFIX), rest[0] if rest else ""
     if name not in names():
         return None
     if not task.strip():

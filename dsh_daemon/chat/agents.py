@@ -41,7 +41,8 @@ def agent_lines(agent: dict[str, Any], width: int) -> list[str]:
 
 async def agents(chat: Chat, arg: str, send: Callable[[str], Awaitable[None]]) -> None:
     found = await listed(chat)
-    name, _, task = arg.strip().partition(" ")
+    name, *rest = arg.split(None, 1) or [""]  # the task may start on the next line (Alt-Enter)
+    task = rest[0] if rest else ""
     if not name:
         if not found:
             chat.note('[no named agents here: .dsh/agents/NAME.md defines one (README "Named agents")]')

@@ -34,7 +34,6 @@ async def test_named_agents_are_offered_and_run_as_a_delegation(tmp_path: Path, 
     fake.script(
         run_reviewer("CHILD-REVIEW: review app.py"),
         Reply.stream(text_stream(["PARENT-DONE"])),
-        Reply.stream(text_stream(["plain answer"])),
     )
     fake.script_for("CHILD-REVIEW", Reply.stream(text_stream(["SUMMARY-REVIEW: no bugs"])))
     async with raw_acp(state, fake) as raw:
@@ -57,11 +56,22 @@ async def test_named_agents_are_offered_and_run_as_a_delegation(tmp_path: Path, 
         assert "CHILD-REVIEW: review app.py" in str(child["messages"])
         assert "SUMMARY-REVIEW: no bugs" in str(fake.requests[-1].json["messages"])  # the parent got it
 
+        before = len(fake.requests)
+        fake.script(run_reviewer("CHILD-REVIEW: again"), Reply.stream(text_stream(["PARENT-AGAIN"])))
+        fake.script_for("CHILD-REVIEW", Reply.stream(text_stream(["SUMMARY-AGAIN"])))
+        typed = "/agent-reviewer\nthe tests\nand the docs"  # the task on the lines after the name
+        answer = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt(typed)})
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        expected = delegation_prompt("reviewer", "the tests\nand the docs")
+        assert users(fake.requests[before].json)[-1] == expected
+        assert "SUMMARY-AGAIN" in str(fake.requests[-1].json["messages"])
+
         refused = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("/agent-reviewer  ")})
         assert refused["error"]["data"]["code"] == "invalid_params", refused
         assert "needs a task" in refused["error"]["message"]
 
         before = len(fake.requests)
+        fake.script(Reply.stream(text_stream(["plain answer"])))
         answer = await raw.call("session/prompt", {"sessionId": sid, "prompt": prompt("/agent-nobody hi")})
         assert answer["result"]["stopReason"] == "end_turn", answer
         assert users(fake.requests[before].json)[-1] == "/agent-nobody hi"  # no such agent: plain text
