@@ -829,6 +829,7 @@ class DshCapabilities:
     review: bool | None = None  # dsh/review/*, review/* events
     worktrees: bool | None = None  # dsh/session/new `worktree`, dsh/worktree/*
     hand_over: bool | None = None  # `session/handover` to the driver, dsh/session/handOver
+    named_agents: bool | None = None  # dsh/agents/list by session or by cwd (§12 "Subagents")
 
 
 @dataclass(frozen=True)
