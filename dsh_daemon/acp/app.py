@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsh_daemon import __version__
-from dsh_daemon.acp import commands
+from dsh_daemon.acp import commands, named_agents
 from dsh_daemon.acp.rpc import Connection
 from dsh_daemon.acp.transport import RequestId
 from dsh_daemon.host import errors
@@ -483,8 +483,11 @@ class Daemon:
         session_id = _str(p, "sessionId", method)
         blocks = p.get("prompt")
         earlier = self._typed_before.setdefault(session_id, commands.EarlierTexts())
-        command = commands.parse(blocks, repeats=earlier)
+        delegation = named_agents.delegated(blocks, lambda: self._agent_names(session_id), repeats=earlier)
+        command = None if delegation is not None else commands.parse(blocks, repeats=earlier)
         earlier.remember(blocks)
+        if delegation is not None:  # `/agent-NAME TASK`: a prompt that asks the model to delegate
+            p = {**p, "prompt": delegation}
         if command is not None:
             if command.name in commands.NEED_THE_MODEL:
                 self._check_api_key()
@@ -503,15 +506,26 @@ class Daemon:
         except Exception:  # the list must never keep the built-in commands from the client
             logger.exception("session %s: its custom commands could not be listed", session_id)
             custom = []
+        try:
+            agents = named_agents.advertised(self.front_end.host.agent_definitions(session_id))
+        except Exception:  # as the custom commands: never keeps the built-in ones from the client
+            logger.exception("session %s: its named agents could not be listed", session_id)
+            agents = []
+        taken = commands.NAMES | {agent["name"] for agent in agents}  # `/agent-NAME` runs the agent
         for command in custom:
-            if command["name"] in commands.NAMES:
+            if command["name"] in taken:
                 continue
             entry: dict[str, Any] = {"name": command["name"], "description": command["description"]}
             if command.get("argumentHint"):
                 entry["input"] = {"hint": command["argumentHint"]}
             advertised.append(entry)
+        advertised += agents
         update = {"sessionUpdate": "available_commands_update", "availableCommands": advertised}
         self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def _agent_names(self, session_id: str) -> frozenset[str]:
+        """The session's named agents (protocol.md §12 "Subagents")."""
+        return frozenset(str(agent["name"]) for agent in self.front_end.host.agent_definitions(session_id))
 
     def _say(self, session_id: str, text: str) -> None:
         content = {"type": "text", "text": text}

@@ -6,11 +6,12 @@ import asyncio
 import os
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from dsh_daemon.chat import agents, processes, review, turndiff, worktree
 from dsh_daemon.chat import plan as plans
-from dsh_daemon.chat import processes, review, turndiff, worktree
 from dsh_daemon.chat import rewind as rewinding
 from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.core import Chat
@@ -39,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "/review": review.USAGE_REVIEW,
     "/ps": processes.USAGE_PS,
     "/kill": processes.USAGE_KILL,
+    "/agents": agents.USAGE_AGENTS,
     "/copy": "/copy [N] — code block N (the last without N) to the clipboard (OSC 52)",
     "/model": "/model [NAME] — list the models, or switch (from the next request)",
     "/sandbox": "/sandbox [MODE] — how commands are confined here; read-only, workspace-write or"
@@ -70,6 +72,7 @@ NEEDS: dict[str, str] = {  # command -> flag
     "/review": "review",
     "/kill": "processes",
     "/worktree": "worktrees",
+    "/agents": "namedAgents",
 }
 INPUT_HELP = (
     ("@PATH[:L1-L2]", "in a prompt: that file (or those lines) goes with it; Tab completes paths"),
@@ -164,6 +167,7 @@ class Commands:
             "/ps": lambda arg: processes.ps(self.chat, arg),
             "/review": lambda arg: review.start(self.chat, arg),
             "/kill": lambda arg: processes.kill(self.chat, arg),
+            "/agents": lambda arg: agents.agents(self.chat, arg, partial(self.prompt, "dsh/followup")),
             "/copy": self.copy,
             "/model": self.model,
             "/sandbox": self.sandbox,

@@ -542,6 +542,13 @@ class SessionHost:
             definitions = load_definitions(self.viewer_workspace(session_id))
         return [definition.wire() for definition in definitions.values()]
 
+    def agent_definitions_in(self, cwd: str) -> list[dict[str, object]]:
+        """As `agent_definitions`, for a folder before there is a session (read now)."""
+        if not is_directory(cwd):
+            raise invalid_params(f"dsh/agents/list: cwd is not a directory: {cwd}")
+        definitions = load_definitions(self._workspace(cwd, ()))
+        return [definition.wire() for definition in definitions.values()]
+
     def _close_interrupted_children(self, parent_id: str) -> None:
         """Children of the parent that a crash left with an open turn (the parent's repair wrote their
         `subagent/finished {interrupted}`): each opened once here, which repairs its log as any

@@ -714,6 +714,15 @@ class AgentDefinitionInfo:
 
 
 @dataclass(frozen=True)
+class AgentsListParams:
+    """One of the two: a session (the agents its tools were wired with), or a folder before there is a
+    session (its `.dsh/agents`, read now)."""
+
+    session_id: SessionId | None = None
+    cwd: NonEmptyStr | None = None
+
+
+@dataclass(frozen=True)
 class AgentListResult:
     agents: tuple[AgentDefinitionInfo, ...]
 
@@ -820,6 +829,7 @@ class DshCapabilities:
     review: bool | None = None  # dsh/review/*, review/* events
     worktrees: bool | None = None  # dsh/session/new `worktree`, dsh/worktree/*
     hand_over: bool | None = None  # `session/handover` to the driver, dsh/session/handOver
+    named_agents: bool | None = None  # dsh/agents/list by session or by cwd (§12 "Subagents")
 
 
 @dataclass(frozen=True)
@@ -866,7 +876,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/cancel", CancelParams, Empty, "abort the running turn (keepInbox: keep the queue)"),
     Method("dsh/wake", SessionParams, WakeResult, "run parked work now"),
     Method("dsh/process/list", SessionParams, ProcessListResult, "the session's background processes"),
-    Method("dsh/agents/list", SessionParams, AgentListResult, "the session's named agents (subagents)"),
+    Method("dsh/agents/list", AgentsListParams, AgentListResult, "named agents of a session or a folder"),
     Method("dsh/process/output", ProcessOutputParams, ProcessOutputResult, "a process's newest output"),
     Method("dsh/process/stop", ProcessParams, ProcessStopResult, "stop a background process"),
     Method("dsh/inbox/list", SessionParams, Inbox, "the pending items"),

@@ -604,8 +604,14 @@ def register(daemon: Daemon) -> None:
     def process_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
         return {"processes": daemon.front_end.host.process_list(p.session_id)}
 
-    def agents_list(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
-        return {"agents": daemon.front_end.host.agent_definitions(p.session_id)}
+    def agents_list(ls: LanguageServer, p: m.AgentsListParams) -> dict[str, Any]:
+        if (p.session_id is None) == (p.cwd is None):
+            raise errors.invalid_params("dsh/agents/list: give either sessionId or cwd")
+        if p.session_id is not None:
+            return {"agents": daemon.front_end.host.agent_definitions(p.session_id)}
+        # As a session's cwd would be (absolute, inside the workspace): the folder it would have.
+        cwd = _session_cwd(ls, p.cwd, "dsh/agents/list")
+        return {"agents": daemon.front_end.host.agent_definitions_in(cwd)}
 
     def process_output(ls: LanguageServer, p: m.ProcessOutputParams) -> dict[str, Any]:
         max_chars = min(p.max_chars or m.PROCESS_OUTPUT_DEFAULT_CHARS, m.PROCESS_OUTPUT_MAX_CHARS)

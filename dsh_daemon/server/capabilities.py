@@ -50,6 +50,7 @@ DSH_CAPABILITIES: dict[str, Any] = {
     "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
     "review": True,  # dsh/review/*, review/* events
     "worktrees": True,  # dsh/session/new `worktree`, dsh/worktree/*, `worktree` in lists
+    "namedAgents": True,  # dsh/agents/list by session or cwd (§12 "Subagents")
 }
 
 

@@ -45,6 +45,7 @@ COMMANDS = {
     "DshDiffKeep",
     "DshNewWorktree",
     "DshWorktree",
+    "DshAgents",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

@@ -2,6 +2,7 @@
 import * as vscode from 'vscode';
 import { Daemon, SECRET_KEY } from './daemon';
 import { DaemonUnavailable } from './daemonState';
+import { runAgent } from './agents';
 import { registerEditorActions } from './editorActions';
 import { fileChip, selectionChip, watchAmbient } from './editorContext';
 import { ChatPanel, personText } from './panel';
@@ -153,6 +154,13 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
       if (err instanceof DaemonUnavailable) void p.focusComposer();
       else void vscode.window.showErrorMessage(`dsh: ${personText(err)}`);
     },
+  }));
+  cmd('dsh.runAgent', () => runAgent({
+    client: () => d.ensureStarted(),
+    sessionId: () => p.model.sessionId,
+    cwd: () => vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+    prompt: (text) => p.prompt(text),
+    focusChat: () => p.focusComposer(),
   }));
   cmd('dsh.acceptProposedEdit', (uri?: unknown) => permissions.acceptActive(uri));
   cmd('dsh.rejectProposedEdit', (uri?: unknown) => permissions.rejectActive(uri));

@@ -82,6 +82,8 @@ export const errors: string[] = [];
 export const executed: Array<{ id: string; args: unknown[] }> = [];
 export const infos: string[] = [];
 export const pick: { next?: (items: any[], options: unknown) => unknown } = {};
+/** A test sets `input.next` to answer the next input box (else it was dismissed); `asked` records its options. */
+export const input: { next?: (options: any) => string | undefined; asked: any[] } = { asked: [] };
 /** Warnings shown (a modal's `detail` too); a test sets `warn.next` to press one of its buttons (else
  *  none is pressed: the dialog was dismissed). */
 export const warnings: Array<{ message: string; options?: { modal?: boolean; detail?: string }; items: string[] }> = [];
@@ -145,6 +147,12 @@ export const window = {
     const choose = pick.next;
     pick.next = undefined;
     return choose ? choose(await (items as Promise<any[]> | any[]), options) : undefined;
+  },
+  showInputBox: async (options?: unknown) => {
+    input.asked.push(options);
+    const answer = input.next;
+    input.next = undefined;
+    return answer ? answer(options) : undefined;
   },
   activeTextEditor: undefined,
   visibleTextEditors: [],

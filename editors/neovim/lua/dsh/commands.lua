@@ -149,6 +149,15 @@ function run.DshPlan()
   require('dsh.plan').open(chat)
 end
 
+function run.DshAgents(o)
+  local root = client.root_for(0)
+  local info = client.info(root)
+  if info and not info.namedAgents then
+    return notify.warn('this dsh-daemon cannot list named agents (no `namedAgents` capability)')
+  end
+  require('dsh.agents').command(o.args)
+end
+
 function run.DshProcesses()
   local chat = sessions.chat_for(0)
   if not (chat and chat.id) then

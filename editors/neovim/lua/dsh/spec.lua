@@ -38,6 +38,16 @@ M.commands = {
   { 'DshFork', { nargs = '?', desc = 'dsh: a new session from the turns up to one (all by default)' } },
   { 'DshPlan', { desc = "dsh: the agent's plan" } },
   { 'DshProcesses', { desc = "dsh: the agent's background processes (read one's output, stop one)" } },
+  {
+    'DshAgents',
+    {
+      nargs = '*',
+      desc = "dsh: the project's named agents (.dsh/agents); NAME [TASK] hands a task to one",
+      complete = function(lead)
+        return require('dsh.agents').complete(lead)
+      end,
+    },
+  },
   { 'DshTrust', { bang = true, desc = "dsh: trust this project's hooks so they run (! without asking)" } },
   { 'DshNewWorktree', { nargs = '?', desc = 'dsh: a new chat whose session works in its own git worktree' } },
   {

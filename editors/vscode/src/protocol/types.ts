@@ -358,6 +358,8 @@ export interface InitializeDshCapabilities {
   turnDiff?: boolean;
   /** Sessions in their own git worktree: `dsh/session/new {worktree}`, `dsh/worktree/*`, `worktree` in lists (§20). */
   worktrees?: boolean;
+  /** Named agents: `dsh/agents/list` by session or by `cwd` before there is one (§12 "Subagents"). */
+  namedAgents?: boolean;
   [flag: string]: unknown;
 }
 
