@@ -91,7 +91,9 @@ def test_a_fork_after_a_rewind_shows_the_rewound_turn_cut_as_the_model_leaves_it
     winbar = editor.snapshot()["winbar"]
     assert "(fork)" in winbar, winbar  # the fork is named, its title shortened before the suffix
     # The transcript's top on screen (the fork's notice line below the turns can push turn 2 off it).
-    editor.lua("local w = vim.fn.bufwinid(T.chat().buf) vim.api.nvim_win_call(w, function() vim.cmd('normal! gg') end)")
+    editor.lua(
+        "local w = vim.fn.bufwinid(T.chat().buf) vim.api.nvim_win_call(w, function() vim.cmd('normal! gg') end)"
+    )
     rows = editor.screen(capture="37.4-fork-after-rewind")
     print("\n".join(rows))
     cut_rows = [r for r in rows if "✂ cut: not in the model's history (rewound) · turn 2" in r]
