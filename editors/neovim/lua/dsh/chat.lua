@@ -173,6 +173,10 @@ function Chat:bar_text()
   if st.read_only then
     parts[#parts + 1] = 'read-only'
   end
+  local mode = require('dsh.mode').bar_word(st.mode)
+  if mode then -- what the agent may do: always in view
+    parts[#parts + 1] = mode
+  end
   local _, sb_warn = sandbox.describe(st.sandbox)
   if sb_warn then -- nothing confines commands, or they are refused: always in view
     parts[#parts + 1] = st.sandbox.mode == 'full-access' and '⚠ full-access' or '⚠ no sandbox: commands refused'
