@@ -12,8 +12,9 @@ handle), then the person types into the chat input, one key every 30 ms: a key's
 
 Scenarios, in one run, each on its own Neovim and daemon:
 1. idle: nothing streaming (the baseline: Neovim, the UI protocol, this machine);
-2. burst: each of `--bursts` (5) replies is 5,000 deltas at once; keys typed while they stream, with the
-   plugin's default delta_coalesce_ms = 16 (the daemon merges deltas for about a frame);
+2. burst: each of `--bursts` (5) replies is 5,000 deltas at once; keys typed while they stream and for
+   `--tail-ms` (1 s) after each ends (when the finished reply gets highlighted), with the plugin's
+   default delta_coalesce_ms = 16 (the daemon merges deltas for about a frame);
 3. burst, coalescing off: the same with delta_coalesce_ms = 0 (deltas merged only while Neovim
    falls behind), for comparison.
 Goal (issue 37.3): burst p95 <= 50 ms. Figures are printed, never asserted.
@@ -102,10 +103,12 @@ def key_latency_ms(editor: Editor, row: int, key: str) -> float:
             return float("inf")
 
 
-def type_keys(editor: Editor, row: int, count: int, until_idle: bool) -> list[float]:
-    """Type up to `count` keys into the input (in insert mode); with `until_idle`, stop when the
-    chat's turn has ended. The input is emptied afterwards."""
+def type_keys(editor: Editor, row: int, count: int, until_idle: bool, tail_s: float = 0.0) -> list[float]:
+    """Type up to `count` keys into the input (in insert mode); with `until_idle`, stop `tail_s`
+    after the chat's turn has ended (what a reply's end costs counts too: the transcript's
+    highlighting of the finished reply). The input is emptied afterwards."""
     out: list[float] = []
+    idle_at: float | None = None
     for index in range(count):
         if editor.nv.api.get_mode()["mode"] != "i":  # (a send may end insert mode: start it again)
             editor.nv.input("<C-\\><C-n>A")
@@ -113,14 +116,22 @@ def type_keys(editor: Editor, row: int, count: int, until_idle: bool) -> list[fl
         key = string.ascii_lowercase[index % 26]
         out.append(key_latency_ms(editor, row, key))
         time.sleep(KEY_GAP_S)
-        if until_idle and editor.lua("return T.chat().state.status") == "idle":
+        if until_idle and idle_at is None and editor.lua("return T.chat().state.status") == "idle":
+            idle_at = time.monotonic()
+        if idle_at is not None and time.monotonic() - idle_at >= tail_s:
             break
     editor.lua("vim.api.nvim_buf_set_lines(T.chat().input, 0, -1, false, {''})")
     return out
 
 
 def scenario(
-    name: str, turns: int, deltas: int, bursts: int, coalesce_ms: int, treesitter: bool = True
+    name: str,
+    turns: int,
+    deltas: int,
+    bursts: int,
+    coalesce_ms: int,
+    treesitter: bool = True,
+    tail_s: float = 1.0,
 ) -> tuple[list[float], int, int]:
     """Keystroke latencies (ms), the transcript's line count, and the assistant/delta
     notifications the chat handled."""
@@ -162,7 +173,7 @@ def scenario(
                     fake.script(burst_reply(deltas))
                     editor.lua("require('dsh').send(T.chat(), 'followup', ...)", f"burst {index}")
                     editor.wait(lambda: editor.lua("return T.chat().state.status") == "running", timeout=20)
-                    latencies += type_keys(editor, row, 200, until_idle=True)
+                    latencies += type_keys(editor, row, 200, until_idle=True, tail_s=tail_s)
                     editor.wait(lambda: editor.lua("return T.chat().state.status") == "idle", timeout=60)
             return latencies, lines, int(editor.lua("return _G.deltas or 0"))
         finally:
@@ -182,6 +193,9 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=5000)
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--no-treesitter", action="store_true", help="setup{ treesitter = false }")
+    parser.add_argument(
+        "--tail-ms", type=int, default=1000, help="keep typing this long after each reply ends"
+    )
     parser.add_argument("--only", choices=("idle", "burst", "burst-raw"), action="append")
     args = parser.parse_args()
     runs = (
@@ -192,7 +206,9 @@ def main() -> None:
     results = {}
     runs = tuple(r for r in runs if not args.only or r[0] in args.only or r[0] == "idle")
     for name, _, coalesce in runs:
-        results[name] = scenario(name, args.turns, args.deltas, args.bursts, coalesce, not args.no_treesitter)
+        results[name] = scenario(
+            name, args.turns, args.deltas, args.bursts, coalesce, not args.no_treesitter, args.tail_ms / 1000
+        )
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     print("keystroke -> screen (ms): keys, p50, p95, max; delta notifications the chat handled")

@@ -15,15 +15,18 @@ REPLY = (
 
 def at(editor: Editor, needle: str) -> dict:
     """What colours the first character of the line `needle` in the transcript: the syntax items
-    (Vim's regex syntax) and the tree-sitter captures there."""
+    (Vim's regex syntax) and the tree-sitter highlights painted there (highlight.lua's extmarks)."""
     return editor.lua(
         """
         local buf = T.chat().buf
         for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
           if l == ... then
-            local p = vim.inspect_pos(buf, i - 1, 0, {syntax = true, treesitter = true, extmarks = false, semantic_tokens = false})
-            return {syntax = vim.tbl_map(function(s) return s.hl_group end, p.syntax),
-                    ts = vim.tbl_map(function(s) return s.capture end, p.treesitter)}
+            local p = vim.inspect_pos(buf, i - 1, 0, {syntax = true, treesitter = true, extmarks = true, semantic_tokens = false})
+            local ts = {}
+            for _, m in ipairs(p.extmarks) do
+              if m.ns == 'dsh.markdown' then ts[#ts + 1] = m.opts.hl_group:gsub('^@', '') end
+            end
+            return {syntax = vim.tbl_map(function(s) return s.hl_group end, p.syntax), ts = ts}
           end
         end
         """,
@@ -44,7 +47,7 @@ def test_a_code_block_without_a_parser_gets_the_languages_regex_syntax(
     print(ruby)
     assert "dshFence_ruby" in ruby["syntax"] and "rubyDefine" in ruby["syntax"]
     assert "markup.raw.block" not in ruby["ts"]  # nothing paints over it
-    # (tree-sitter is set aside while a reply streams, and back a moment after: highlight.lua)
+    # (a streamed segment is painted by tree-sitter once it ends: highlight.lua)
     lua = editor.wait(
         lambda: (x := at(editor, "local function greet(name)"))["ts"] and x, what="tree-sitter back"
     )

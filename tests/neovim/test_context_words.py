@@ -94,3 +94,58 @@ def test_context_words_complete_and_send_what_they_name(
         assert editor.snapshot()["input"] == ["again #quickfix"]
     finally:
         editor.quit()
+
+
+def test_slash_symbols_attaches_the_buffers_symbols_without_blocking(
+    nvim_bin: str, paths: Paths, fake: FakeDeepSeek
+) -> None:
+    """`/symbols` opening the input asks the buffer's language server (vim.lsp.buf_request_all, the
+    editor never waits on it) and attaches its document symbols to the next prompt; `/symbols text`
+    sends the text with them at once. Completed before the daemon's custom commands."""
+    server = langserver()
+    (paths.work / "app.py").write_text(APP)
+    fake.script(Reply.stream(text_stream(["Seen."])), Reply.stream(text_stream(["Again."])))
+    editor = Editor(nvim_bin, paths, fake.base_url, extra=extra_init(server, paths.work))
+    try:
+        wait_analyzed(editor, paths.work / "app.py", 0, 7)  # `Greeter`
+        editor.cmd("Dsh")
+        editor.wait(lambda: editor.lua("return vim.b.dsh_kind") == "input", what="the chat input")
+        items = editor.lua("return require('dsh.complete').omnifunc(0, '/sy')")
+        assert [i["word"] for i in items] == ["/symbols"] and items[0]["menu"] == "[dsh]"
+        # The request must not be a synchronous one (the editor would wait on the server).
+        editor.lua(
+            "_G.sync_asked = 0"
+            " for _, c in ipairs(vim.lsp.get_clients()) do"
+            "   local orig = c.request_sync"
+            "   c.request_sync = function(...) _G.sync_asked = _G.sync_asked + 1 return orig(...) end"
+            " end"
+        )
+        editor.type_in_input("/symbols")
+        editor.keys("<CR>")
+        editor.wait(
+            lambda: "attached symbols app.py to the next prompt" in editor.lua("return T.messages()"),
+            timeout=60,
+            what="the symbols attached",
+        )
+        assert editor.lua("return vim.tbl_map(function(a) return a.label end, T.chat().attachments)") == [
+            "symbols app.py"
+        ]
+        assert editor.snapshot()["input"] == [""]
+        assert fake.requests == []  # nothing sent yet
+        editor.type_in_input("what is here?")
+        editor.keys("<CR>")
+        editor.wait_footers(1, timeout=60)
+        texts = user_texts(fake)
+        assert texts[-1] == "what is here?"
+        symbols = next(t for t in texts if t.startswith("Symbols of app.py (basedpyright)"))
+        assert "class Greeter  (line 1)" in symbols and "  method hello" in symbols
+        # With text after it, the text is sent at once with the symbols.
+        editor.type_in_input("/symbols and the count?")
+        editor.keys("<CR>")
+        editor.wait_footers(2, timeout=60)
+        texts = user_texts(fake)
+        assert texts[-1] == "and the count?"
+        assert sum(t.startswith("Symbols of app.py") for t in texts) == 2
+        assert editor.lua("return _G.sync_asked") == 0
+    finally:
+        editor.quit()

@@ -31,6 +31,7 @@ COMMANDS = {
     "DshEdits",
     "DshPermission",
     "DshReview",
+    "DshMode",
     "DshModel",
     "DshRewind",
     "DshFork",

@@ -56,6 +56,7 @@ def test_a_custom_command_is_completed_with_its_description_sent_as_typed_and_ex
     assert [(i["word"], i["abbr"], i["menu"]) for i in items] == [
         ("/release", "/release", "Cut a release"),
         ("/review", "/review PATH", "Review a file for bugs"),
+        ("/symbols", "/symbols", "[dsh]"),  # the plugin's own (contextwords.lua)
     ]
     by_word = {i["word"]: i for i in items}
     assert by_word["/review"]["info"] == (

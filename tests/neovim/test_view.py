@@ -203,23 +203,24 @@ def test_code_blocks_are_highlighted_jumped_yanked_and_applied(editor: Editor, f
     editor.cmd("edit app.py")
     editor.cmd("Dsh show me")
     editor.wait_footers(1)
-    # Tree-sitter markdown, the lua block in lua (Neovim ships both parsers).
-    hl = editor.wait(
+    # Tree-sitter markdown, the lua block in lua (Neovim ships both parsers), painted as extmarks.
+    caps = editor.wait(
         lambda: editor.lua(
             """
             local c = T.chat()
-            if not vim.treesitter.highlighter.active[c.buf] then return nil end
-            vim.treesitter.get_parser(c.buf):parse(true)
             local row
             for i, l in ipairs(c:lines()) do if l == 'local function greet(name)' then row = i - 1 end end
-            local caps = vim.tbl_map(function(x) return x.capture .. '.' .. x.lang end,
-              vim.treesitter.get_captures_at_pos(c.buf, row, 0))
-            return {caps = caps, langs = vim.tbl_keys(vim.treesitter.get_parser(c.buf):children())}
+            local ns = require('dsh.highlight').ns_md
+            local out = {}
+            for _, m in ipairs(vim.api.nvim_buf_get_extmarks(c.buf, ns, {row, 0}, {row, 0}, {details = true, overlap = true})) do
+              out[#out + 1] = m[4].hl_group
+            end
+            return #out > 0 and out or nil
             """
         ),
         what="tree-sitter on the transcript",
     )
-    assert "lua" in hl["langs"] and any(c.startswith("keyword") and c.endswith(".lua") for c in hl["caps"])
+    assert any(c.startswith("@keyword") and c.endswith(".lua") for c in caps), caps
     # ]k / [k move between blocks; \y yanks the one under the cursor.
     editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1]); vim.cmd('normal! gg')")
     editor.keys("]k")
@@ -254,13 +255,14 @@ def test_without_a_markdown_parser_the_transcript_keeps_vim_syntax(
     editor: Editor, fake: FakeDeepSeek
 ) -> None:
     fake.script(Reply.stream(text_stream(["```lua\nprint(1)\n```\n"])))
-    editor.lua("vim.treesitter.get_parser = function() error('no parser for markdown') end")
+    editor.lua("vim.treesitter.get_string_parser = function() error('no parser for markdown') end")
     editor.cmd("Dsh code")
     editor.wait_footers(1)
     state = editor.lua(
-        "local c = T.chat(); return {c.treesitter, vim.bo[c.buf].syntax, vim.treesitter.highlighter.active[c.buf] ~= nil}"
+        "local c = T.chat(); return {c.treesitter, vim.bo[c.buf].syntax,"
+        " #vim.api.nvim_buf_get_extmarks(c.buf, require('dsh.highlight').ns_md, 0, -1, {})}"
     )
-    assert state == [False, "markdown", False]
+    assert state == [False, "markdown", 0]
     editor.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(T.chat().buf)[1]); vim.cmd('normal! gg')")
     editor.keys("]k")
     assert editor.lua("return vim.api.nvim_get_current_line()") == "print(1)"

@@ -111,6 +111,8 @@ function Chat:reset()
   self.qmark = nil
   self.last_op = nil
   self.fence_row = 0 -- the transcript rows fences.lua has looked at
+  self.painted = 0 -- the transcript rows tree-sitter has painted (highlight.lua)
+  self.seg_row = nil -- the first row of the segment streaming now
   self.older = nil -- {before = turn, mark = extmark} when older transcript turns can be loaded
   self.loading = nil -- events held while a transcript page is on its way
   self.left = nil -- detached when another session was shown instead (attach again to use it)
@@ -126,6 +128,7 @@ function Chat:reset()
     api.nvim_buf_clear_namespace(self.buf, render.ns_subagent, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, require('dsh.subagents').ns, 0, -1)
     api.nvim_buf_clear_namespace(self.buf, queueview.ns, 0, -1)
+    api.nvim_buf_clear_namespace(self.buf, highlight.ns_md, 0, -1)
     api.nvim_buf_set_lines(self.buf, 0, -1, false, {})
     vim.bo[self.buf].modifiable = false
   end
@@ -169,6 +172,10 @@ function Chat:bar_text()
   end
   if st.read_only then
     parts[#parts + 1] = 'read-only'
+  end
+  local mode = require('dsh.mode').bar_word(st.mode)
+  if mode then -- what the agent may do: always in view
+    parts[#parts + 1] = mode
   end
   local _, sb_warn = sandbox.describe(st.sandbox)
   if sb_warn then -- nothing confines commands, or they are refused: always in view
@@ -398,6 +405,10 @@ function Chat:prepend_page(page)
   vim.bo[self.buf].modifiable = false
   fences.scan_range(self, row, row + #lines, self.treesitter)
   self.fence_row = (self.fence_row or 0) + #lines - replaced
+  self.painted = (self.painted or 0) + #lines - replaced
+  if self.treesitter then
+    highlight.paint(self.buf, row, row + #lines)
+  end
   self.older = again and { before = again, mark = api.nvim_buf_set_extmark(self.buf, render.ns, row, 0, {}) } or nil
 end
 

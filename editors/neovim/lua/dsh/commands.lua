@@ -133,6 +133,10 @@ function run.DshDiffKeep()
   require('dsh.turndiff').act('keep')
 end
 
+function run.DshMode(o)
+  require('dsh.mode').command(o.args)
+end
+
 function run.DshModel(o)
   control.set_model(o.args)
 end

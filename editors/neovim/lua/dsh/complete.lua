@@ -101,20 +101,26 @@ end
 function M.commands(buf, root, word, cb)
   local client = require('dsh.client')
   local params = list_params(buf, root)
+  local own = {} -- the plugin's own `/` words (contextwords.lua) come first
+  for _, w in ipairs(require('dsh.contextwords').SLASH) do
+    if vim.startswith(w.word, word) then
+      own[#own + 1] = { word = w.word, abbr = w.word, menu = '[dsh]', info = w.info, kind = 'editor' }
+    end
+  end
   if cb then
     return client.request(root, 'dsh/commands/list', params, function(err, res)
-      cb(err and {} or M.command_items(res, word))
+      cb(vim.list_extend(own, err and {} or M.command_items(res, word)))
     end)
   end
   local entry = client.roots[root]
   if not (entry and entry.client and entry.ready and (entry.info or {}).customCommands) then
-    return {}
+    return own
   end
   local res = entry.client:request_sync('dsh/commands/list', params, 2000)
   if not (res and res.result) then
-    return {}
+    return own
   end
-  return M.command_items(res.result, word)
+  return vim.list_extend(own, M.command_items(res.result, word))
 end
 
 --- Completion items for `word` (`#…` or `@…`): {word, menu, info}.

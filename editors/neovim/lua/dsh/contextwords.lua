@@ -6,7 +6,9 @@
 --   #quickfix     the quickfix list's entries
 --   #symbols      the document symbols of that buffer, from its language server
 -- Each gives an attachment (a message the plugin writes, or a range the daemon reads) or a problem
--- that stops the send, as #buffer does.
+-- that stops the send, as #buffer does. `/symbols` opening the input (M.SLASH) attaches the same
+-- symbols to the next prompt without a send (the rest of the line, if any, is sent with them): the
+-- language servers are asked without blocking the editor.
 local api = vim.api
 
 local M = {}
@@ -17,6 +19,12 @@ M.WORDS = {
   { word = '#viewport', info = 'the lines of that buffer visible in its window' },
   { word = '#quickfix', info = 'the entries of the quickfix list' },
   { word = '#symbols', info = "the document symbols of that buffer (its language server's)" },
+}
+
+-- The input's own `/` words (send.lua): handled by the plugin, before the daemon's custom commands
+-- of the same name.
+M.SLASH = {
+  { word = '/symbols', info = "attach the document symbols of the file buffer you were last in (its language server's)" },
 }
 
 local MAX_ITEMS = 200
@@ -135,27 +143,63 @@ local function symbol_lines(symbols, depth, out)
   end
 end
 
+local function symbol_clients(buf)
+  return vim.tbl_filter(function(c)
+    return c.name ~= 'dsh' and c:supports_method('textDocument/documentSymbol', buf)
+  end, vim.lsp.get_clients({ bufnr = buf }))
+end
+
+--- The message of `buf`'s symbols as `server` answered them (`result`: DocumentSymbol[] or
+--- SymbolInformation[], or nil).
+local function symbols_message(root, buf, server, result)
+  local name = rel(root, api.nvim_buf_get_name(buf))
+  local out = {}
+  symbol_lines(result, 0, out)
+  local text = #out == 0 and ('No symbols in %s.'):format(name)
+    or ('Symbols of %s (%s):\n%s'):format(name, server, table.concat(out, '\n'))
+  return message('symbols ' .. name, text, vim.uri_from_bufnr(buf), 'file')
+end
+
 --- The document symbols of `buf` from its language servers (not the dsh daemon), asked now.
 function M.symbols(root, buf)
   local name = rel(root, api.nvim_buf_get_name(buf))
-  local clients = vim.tbl_filter(function(c)
-    return c.name ~= 'dsh' and c:supports_method('textDocument/documentSymbol', buf)
-  end, vim.lsp.get_clients({ bufnr = buf }))
+  local clients = symbol_clients(buf)
   if #clients == 0 then
     return nil, ('#symbols: no language server gives symbols for %s'):format(name)
   end
   local params = { textDocument = { uri = vim.uri_from_bufnr(buf) } }
-  local out = {}
   for _, c in ipairs(clients) do
     local res = c:request_sync('textDocument/documentSymbol', params, 3000, buf)
     if res and res.result then
-      symbol_lines(res.result, 0, out)
-      break
+      return symbols_message(root, buf, c.name, res.result)
     end
   end
-  local text = #out == 0 and ('No symbols in %s.'):format(name)
-    or ('Symbols of %s (%s):\n%s'):format(name, clients[1].name, table.concat(out, '\n'))
-  return message('symbols ' .. name, text, vim.uri_from_bufnr(buf), 'file')
+  return symbols_message(root, buf, clients[1].name, nil)
+end
+
+--- The same without waiting (`/symbols` in the input): `cb(attachment)` or `cb(nil, problem)` once
+--- the buffer's language servers answered (vim.lsp.buf_request_all; the dsh client is not asked).
+function M.symbols_async(root, buf, cb)
+  local name = rel(root, api.nvim_buf_get_name(buf))
+  local clients = symbol_clients(buf)
+  if #clients == 0 then
+    return cb(nil, ('/symbols: no language server gives symbols for %s'):format(name))
+  end
+  local params = { textDocument = { uri = vim.uri_from_bufnr(buf) } }
+  vim.lsp.buf_request_all(buf, 'textDocument/documentSymbol', params, function(results)
+    local first
+    for _, c in ipairs(clients) do -- in the order the servers were attached
+      local r = results[c.id]
+      if r and r.result then
+        return cb(symbols_message(root, buf, c.name, r.result))
+      end
+      first = first or (r and r.err)
+    end
+    if first then
+      return cb(nil, ('/symbols: %s: %s'):format(clients[1].name, first.message or vim.inspect(first)))
+    end
+    cb(symbols_message(root, buf, clients[1].name, nil))
+  end)
 end
 
 --- The attachment the word `word` (without #) names, or nil and a problem; `false` for a word that

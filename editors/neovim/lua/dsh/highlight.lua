@@ -66,46 +66,168 @@ function M.markdown_query()
   return M.query_text
 end
 
---- Start tree-sitter markdown highlighting in `buf`; true when it runs (false: the parser is
---- missing or `treesitter = false`, and the buffer keeps Vim's markdown syntax).
+-- ---- tree-sitter markdown, painted once per finished region -------------------------------------
+--
+-- Neovim's tree-sitter highlighter would keep one markdown parser over the whole transcript and parse
+-- it again after every change: tree-sitter-markdown reuses little of the old tree, so appending a line
+-- to a 30,000-line transcript costs a 25-150 ms parse, and Neovim runs the "async" parse's slices back
+-- to back (each `vim.schedule`d slice runs in the same drain of the event queue), so the keys typed
+-- meanwhile wait. Instead each finished part of the transcript is parsed once, on its own, as a
+-- string, and its captures become extmarks in `M.ns_md`: they move with the text and are never
+-- parsed again. The streamed segment still being written is left to Vim's markdown syntax (on beside
+-- them, it also shows emphasis and inline code) until it ends.
+
+M.ns_md = api.nvim_create_namespace('dsh.markdown')
+
+--- Rows painted per step; a larger dirty range (a transcript page) is painted over several steps
+--- with the event loop (and the keys typed) between them.
+M.STEP_ROWS = 200
+
+--- Whether tree-sitter markdown can highlight `buf` (false: the parser is missing or
+--- `treesitter = false`; Vim's markdown syntax is all). The buffer keeps Vim's markdown syntax.
 function M.treesitter(buf, enabled)
+  vim.bo[buf].syntax = 'markdown'
   if not enabled then
     return false
   end
   local ok = pcall(function()
-    local parser = vim.treesitter.get_parser(buf, 'markdown', { injections = { markdown = CODE_BLOCKS } })
-    vim.treesitter.highlighter.new(parser, { queries = { markdown = M.markdown_query() } })
+    vim.treesitter.get_string_parser('', 'markdown'):parse()
+    vim.treesitter.query.parse('markdown', M.markdown_query())
   end)
-  if ok and vim.treesitter.highlighter.active[buf] ~= nil then
-    vim.bo[buf].syntax = 'markdown'
-    return true
-  end
-  return false
+  return ok
 end
 
---- While a reply streams, tree-sitter stops re-parsing the transcript at every redraw (a growing
---- paragraph is parsed again each time): its highlighter is set aside — its parser still follows
---- every change — and put back `resume_ms` after the last streamed text, when the block is done.
---- Vim's markdown syntax highlights meanwhile.
-function M.pause(buf)
-  local active = vim.treesitter.highlighter.active
-  local hl = active[buf]
-  if hl then
-    M.paused = M.paused or {}
-    M.paused[buf] = hl
-    active[buf] = nil
+local queries = {} -- lang -> vim.treesitter.Query | false
+local function query_for(lang)
+  if queries[lang] == nil then
+    local ok, q
+    if lang == 'markdown' then
+      ok, q = pcall(vim.treesitter.query.parse, 'markdown', M.markdown_query())
+    else
+      ok, q = pcall(vim.treesitter.query.get, lang, 'highlights')
+    end
+    queries[lang] = ok and q or false
   end
+  return queries[lang]
 end
 
-function M.resume(buf)
-  local hl = M.paused and M.paused[buf]
-  if hl then
-    M.paused[buf] = nil
-    if vim.api.nvim_buf_is_valid(buf) then
-      vim.treesitter.highlighter.active[buf] = hl
-      vim.api.nvim__redraw({ buf = buf, valid = false })
+local hl_ids = {}
+local function hl_id(name)
+  local id = hl_ids[name]
+  if not id then
+    id = api.nvim_get_hl_id_by_name(name)
+    hl_ids[name] = id
+  end
+  return id
+end
+
+local PRIORITY = (vim.hl or vim.highlight).priorities.treesitter
+
+--- Parse rows [srow, erow) of `buf` as markdown (code blocks in their own language when there is a
+--- parser) and put its highlights there as extmarks, replacing what was painted in those rows.
+--- The rows must start at the top level of the document (not inside a code block).
+function M.paint(buf, srow, erow)
+  if erow <= srow or not api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local text = table.concat(api.nvim_buf_get_lines(buf, srow, erow, false), '\n') .. '\n'
+  local ok, parser = pcall(vim.treesitter.get_string_parser, text, 'markdown', { injections = { markdown = CODE_BLOCKS } })
+  if not ok then
+    return
+  end
+  parser:parse(true)
+  api.nvim_buf_clear_namespace(buf, M.ns_md, srow, erow)
+  parser:for_each_tree(function(tree, ltree)
+    local lang = ltree:lang()
+    local q = query_for(lang)
+    if not q then
+      return
+    end
+    for id, node, metadata in q:iter_captures(tree:root(), text) do
+      local name = q.captures[id]
+      if name:sub(1, 1) ~= '_' and name ~= 'spell' and name ~= 'nospell' and name ~= 'conceal' then
+        local r = vim.treesitter.get_range(node, text, metadata[id])
+        local meta_pri = metadata.priority or (metadata[id] and metadata[id].priority)
+        pcall(api.nvim_buf_set_extmark, buf, M.ns_md, srow + r[1], r[2], {
+          end_row = srow + r[4],
+          end_col = r[5],
+          hl_group = hl_id('@' .. name .. '.' .. lang),
+          priority = tonumber(meta_pri) or PRIORITY,
+          strict = false,
+        })
+      end
+    end
+  end)
+end
+
+--- A row at or below `row`, within `limit` rows, where a paint step may stop: a `## You` / `## dsh`
+--- heading (the top level of the document); nil when there is none.
+local function step_end(buf, row, limit)
+  local lines = api.nvim_buf_get_lines(buf, row, limit, false)
+  for i = #lines, 1, -1 do
+    local l = lines[i]
+    if (l == '## You' or l == '## dsh') and i > 1 then
+      return row + i - 1
     end
   end
+end
+
+--- The rows of `chat`'s transcript that are finished and not painted yet: [chat.painted, upto).
+--- A segment still streaming (from `chat.seg_row`) and the last line (it may still grow) wait.
+local function dirty(chat)
+  local n = api.nvim_buf_line_count(chat.buf)
+  local upto = n - 1
+  if chat.seg and chat.seg_row then
+    upto = math.min(upto, chat.seg_row)
+  end
+  return math.min(chat.painted or 0, upto), upto
+end
+
+--- Paint what is finished, a step at a time, from a timer (so that input is read between steps).
+function M.later(chat)
+  if not chat.treesitter or chat.paint_armed then
+    return
+  end
+  chat.paint_armed = true
+  chat.paint_timer = chat.paint_timer or vim.uv.new_timer()
+  chat.paint_timer:start(0, 0, function()
+    vim.schedule(function()
+      chat.paint_armed = false
+      if not api.nvim_buf_is_valid(chat.buf) then
+        return
+      end
+      local from, upto = dirty(chat)
+      if upto <= from then
+        return
+      end
+      local stop = upto
+      if upto - from > M.STEP_ROWS then
+        stop = step_end(chat.buf, from + 1, from + M.STEP_ROWS) or upto
+      end
+      M.paint(chat.buf, from, stop)
+      chat.painted = stop
+      if stop < upto then
+        M.later(chat)
+      end
+    end)
+  end)
+end
+
+--- Rows from `row` on changed in place (a plan or subagent block rewritten): painted again.
+function M.dirty(chat, row)
+  if chat.painted and row < chat.painted then
+    chat.painted = math.max(0, row)
+  end
+end
+
+--- Paint everything finished now (tests, and a transcript that must be right at once).
+function M.paint_now(chat)
+  if not chat.treesitter then
+    return
+  end
+  local from, upto = dirty(chat)
+  M.paint(chat.buf, from, upto)
+  chat.painted = math.max(from, upto)
 end
 
 return M

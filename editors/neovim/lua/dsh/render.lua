@@ -42,6 +42,7 @@ function M.modify(chat, fn)
     pcall(api.nvim_win_set_cursor, win, { n, 0 })
   end
   chat:after_change()
+  highlight.later(chat)
   if not ok then
     error(err)
   end
@@ -165,6 +166,7 @@ local function end_segment(chat)
     bol(chat)
   end
   chat.seg = nil
+  chat.seg_row = nil
   chat.rmark = nil
 end
 
@@ -221,6 +223,7 @@ local function assistant(chat, kind, text)
     end_segment(chat)
     bol(chat)
     chat.seg = kind
+    chat.seg_row = api.nvim_buf_line_count(chat.buf) - 1 -- tree-sitter paints it once it ends
     if kind == 'reasoning' then
       local row, l = last(chat)
       chat.rmark = { row = row, col = #l }
@@ -419,6 +422,7 @@ function R.plan(chat, op)
   local pos = b and b.turn == turn and api.nvim_buf_get_extmark_by_id(chat.buf, M.ns_plan, b.mark, {}) or {}
   if pos[1] then
     row = pos[1]
+    highlight.dirty(chat, row)
     api.nvim_buf_clear_namespace(chat.buf, M.ns_plan, row, row + b.count)
     api.nvim_buf_set_lines(chat.buf, row, row + b.count, false, texts)
     if chat.rmark and chat.rmark.row > row then -- an open reasoning segment below moved
@@ -458,6 +462,7 @@ function R.subagent(chat, op)
   local row
   if pos[1] then
     row = pos[1]
+    highlight.dirty(chat, row)
     api.nvim_buf_clear_namespace(chat.buf, M.ns_subagent, row, row + b.count)
     api.nvim_buf_set_lines(chat.buf, row, row + b.count, false, texts)
     if chat.rmark and chat.rmark.row > row then -- an open reasoning segment below moved
@@ -522,25 +527,6 @@ M.ops = R
 
 -- ---- coalesced streaming -------------------------------------------------------------------------
 
-local RESUME_MS = 300
-
---- Tree-sitter comes back once the stream has been quiet for a moment (highlight.lua).
-local function quiet_later(chat)
-  if not chat.treesitter then
-    return
-  end
-  highlight.pause(chat.buf)
-  chat.ts_timer = chat.ts_timer or vim.uv.new_timer()
-  chat.ts_timer:stop()
-  chat.ts_timer:start(RESUME_MS, 0, function()
-    vim.schedule(function()
-      if not chat.pending then
-        highlight.resume(chat.buf)
-      end
-    end)
-  end)
-end
-
 --- Write the streamed text collected so far.
 function M.flush(chat)
   local pending = chat.pending
@@ -551,7 +537,6 @@ function M.flush(chat)
   if not api.nvim_buf_is_valid(chat.buf) then
     return
   end
-  quiet_later(chat)
   M.modify(chat, function()
     assistant(chat, pending.kind, table.concat(pending.parts))
   end)

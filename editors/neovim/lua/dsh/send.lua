@@ -225,6 +225,39 @@ function M.typed_context(root, text)
   return atts, problems
 end
 
+--- `/symbols [text]` opening the input: the buffer's document symbols, asked without blocking,
+--- are attached to the next prompt (or sent now with `text`). True when `text` was such a word.
+function M.slash_word(chat, kind, text)
+  local rest = text:match('^/symbols$') and '' or text:match('^/symbols%s+(.*)$')
+  if not rest then
+    return false
+  end
+  local buf = M.code_buffer()
+  if not buf then
+    chat:restore_input(text)
+    notify.warn('/symbols: no file buffer')
+    return true
+  end
+  contextwords.symbols_async(chat.root, buf, function(att, problem)
+    if not att then
+      chat:restore_input(text)
+      return notify.warn(problem)
+    end
+    if rest == '' then
+      table.insert(chat.attachments, att)
+      chat:refresh_queue()
+      return notify.notify('attached ' .. att.label .. ' to the next prompt')
+    end
+    local typed, problems = M.typed_context(chat.root, rest)
+    if #problems > 0 then
+      chat:restore_input(text)
+      return notify.warn(table.concat(problems, '; '))
+    end
+    M.send(chat, kind, rest, { from_input = true, context = vim.list_extend({ att }, typed) })
+  end)
+  return true
+end
+
 --- The input as `kind` (followup | steer), with the context typed in it.
 function M.send_input(kind)
   return function()
@@ -247,6 +280,9 @@ function M.send_input(kind)
     end
     local text = chat:take_input()
     if not text then
+      return
+    end
+    if M.slash_word(chat, kind, text) then
       return
     end
     local typed, problems = M.typed_context(chat.root, text)

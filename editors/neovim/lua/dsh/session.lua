@@ -445,6 +445,9 @@ function M.reduce_one(st, ev)
     return line_event(st, t, d)
   elseif t == 'sandbox/widened' then
     return { { op = 'widened', widened = d } }
+  elseif t == 'session/mode' then -- dsh/session/setMode, or a plan's approval (protocol.md §3)
+    st.mode = d.mode
+    return { { op = 'status' } }
   elseif t == 'session/lease' then -- a read-only attach: who drives the session now
     local was = st.read_only
     st.read_only = d.readOnly and true or nil

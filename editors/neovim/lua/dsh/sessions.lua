@@ -184,6 +184,9 @@ function M.apply_meta(chat, res)
   end
   chat.state.plan = type(res.plan) == 'table' and res.plan or nil
   chat.state.plan_unknown = nil
+  if type(res.mode) == 'string' then
+    chat.state.mode = res.mode
+  end
   require('dsh.plan').changed(chat)
   if type(res.hooksUntrusted) == 'table' then
     require('dsh.hooks').untrusted(chat, res.hooksUntrusted)

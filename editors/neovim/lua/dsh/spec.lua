@@ -75,6 +75,16 @@ M.commands = {
     },
   },
   {
+    'DshMode',
+    {
+      nargs = '?',
+      desc = "dsh: the session's mode (ask, accept-edits, plan)",
+      complete = function(lead)
+        return require('dsh.mode').complete(lead)
+      end,
+    },
+  },
+  {
     'DshModel',
     {
       nargs = '?',
