@@ -41,6 +41,7 @@ from prompt_toolkit.styles import Style
 from dsh_daemon.chat import plan as plans
 from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.commands import MENTION_RE, available_commands
+from dsh_daemon.chat.keys import terminal_input
 from dsh_daemon.chat.permission import SETTLE_S
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN
 from dsh_daemon.chat.render import (
@@ -86,7 +87,8 @@ SCROLLBACK_BLOCKS = 500  # what is kept to paint the screen again after a resize
 FRAME_S = 1 / 60  # the screen is painted at most this often
 STREAM_FRAME_S = 1 / 25  # what streams is painted at most this often (typed keys: at once)
 ESC_ESC_S = 0.6  # Esc twice within this on an idle prompt opens the rewind picker
-ESC_FLUSH_S = 0.03  # a lone Esc is Esc after this (each of the two waits below): ~60 ms in all
+SPLIT_SEQUENCE_S = 0.03  # an escape sequence cut between reads is waited for this long (chat/keys.py)
+MULTI_KEY_S = 1.0  # the second key of Ctrl-X Ctrl-E is waited for this long
 WRITE_SLICE_LINES = 500  # a finished reply is written this many lines a frame
 RESIZE_SETTLE_S = 0.08  # a window dragged to a new size sends a burst of resizes: paint once
 
@@ -239,6 +241,7 @@ class TuiView:
         try:
             self.session: PromptSession[str] = PromptSession(
                 message=self._message,
+                input=terminal_input(),
                 bottom_toolbar=self._toolbar,
                 style=STYLE,
                 history=history,
@@ -251,16 +254,16 @@ class TuiView:
         finally:
             pt_prompt._split_multiline_prompt = split
         self.session.default_buffer.on_text_changed += self._on_typing
-        # Esc must act at once (a person cancelling a turn presses it and goes on typing). By default
-        # prompt_toolkit waits 0.5 s for an escape sequence to go on and then 1.0 s for a Meta-key
-        # binding, and keys typed meanwhile became Meta commands (Esc then "/queue" lost its slash).
-        # A real Alt-key or escape sequence arrives in the same read as its Esc, so short waits only
-        # separate what a person types after Esc.
+        # Esc must act at once (a person cancelling a turn presses it and goes on typing): a read that
+        # ends in Esc is the Esc key, handled in that read (chat/keys.py), so prompt_toolkit's waits
+        # for the rest of an escape sequence or a Meta key (0.5 s and 1.0 s by default; 30 ms twice
+        # before) no longer delay it. What is left to them: a sequence a slow link cut between reads,
+        # and a multi-key binding typed key by key (Ctrl-X, then Ctrl-E).
         # A burst of deltas invalidates the screen per delta: paint at most once a frame, from the
         # latest state, so typed keys are drawn between frames instead of behind every delta.
         self.session.app.min_redraw_interval = FRAME_S
-        self.session.app.ttimeoutlen = ESC_FLUSH_S
-        self.session.app.timeoutlen = ESC_FLUSH_S
+        self.session.app.ttimeoutlen = SPLIT_SEQUENCE_S
+        self.session.app.timeoutlen = MULTI_KEY_S
         # A resize paints the whole visible screen again (see `_repaint`), not just the input area.
         self.session.app._on_resize = self._on_resize  # type: ignore[method-assign]
 

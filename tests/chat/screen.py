@@ -5,10 +5,15 @@ Waits poll the screen until what is expected shows up; the time limit only bound
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -31,7 +36,9 @@ class Screen:
         # a short path: a unix socket's path is limited to about 100 bytes
         self.socket = str(Path(tempfile.gettempdir(), f"dsh-tmux-{name}.sock"))
         command = [sys.executable, "-m", "dsh_daemon", *args]
-        env = {**env, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+        # ROOT after what the caller put on the path (the benchmark's stage tracer)
+        path = os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(ROOT))))
+        env = {**env, "TERM": "xterm-256color", "PYTHONPATH": path}
         exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items() if k.isidentifier())
         script = tmp / f"run-chat-{name}.sh"
         script.write_text(
@@ -81,6 +88,59 @@ class Screen:
             if time.monotonic() > deadline:
                 raise AssertionError(f"never saw {what!r}; the screen:\n{self.everything()}")
             time.sleep(0.1)
+
+    # ---- what the program has read: to put keys in one read of the terminal, or in separate ones ----
+
+    def program_pid(self) -> int:
+        """The `dsh-daemon chat` process in the pane (a child of the pane's shell)."""
+        shell = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
+        for child in Path(f"/proc/{shell}/task/{shell}/children").read_text().split():
+            if b"dsh_daemon" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return int(child)
+        raise AssertionError("no dsh_daemon process in the pane")
+
+    def unread(self) -> int:
+        """Bytes typed into the pane that the program has not read yet (the tty's input queue)."""
+        tty = self.tmux("display-message", "-p", "#{pane_tty}").strip()
+        fd = os.open(tty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            queued = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+        finally:
+            os.close(fd)
+        return int(struct.unpack("i", queued)[0])
+
+    def until_unread(self, count: int, limit_s: float = 30) -> None:
+        deadline = time.monotonic() + limit_s
+        while self.unread() != count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.unread()} bytes unread, not {count}")
+            time.sleep(0.0005)
+
+    def one_read(self, *keys: str, size: int) -> None:
+        """Send `keys` (`size` bytes) so that the program gets them in one read: it is stopped until
+        they are all in the terminal's input queue."""
+        pid = self.program_pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            self.keys(*keys)
+            self.until_unread(size)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def read_alone(self, *keys: str, size: int) -> None:
+        """Send `keys` (`size` bytes) as one read of their own and stop the program right after it
+        read them: keys sent before `resume` come in a later read, whatever timers it runs meanwhile
+        (due timers run after the read that woke it)."""
+        self.one_read(*keys, size=size)
+        self.until_unread(0)
+        os.kill(self.program_pid(), signal.SIGSTOP)
+
+    def resume(self, size: int) -> None:
+        """After `read_alone`: once the `size` bytes sent since are queued, let the program go on."""
+        try:
+            self.until_unread(size)
+        finally:
+            os.kill(self.program_pid(), signal.SIGCONT)
 
     def close(self) -> None:
         self.tmux("kill-server")
