@@ -9,6 +9,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_UNWINDING: set[asyncio.Future[Any]] = set()  # cancelled work left to unwind (see `race`): kept alive
+
+
+def _unwound(task: asyncio.Future[Any]) -> None:
+    _UNWINDING.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: the cancelled work's own outcome does not matter any more
+
+
 class AbortedError(Exception):
     """Raised out of an await that lost the race against its abort signal."""
 
@@ -48,12 +57,18 @@ class AbortSignal:
         assert self.cause is not None
         return self.cause
 
-    async def race(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` unless the signal fires first; then cancel it and raise AbortedError."""
+    async def race(self, awaitable: Awaitable[T], *, settle: bool = True) -> T:
+        """Await `awaitable` unless the signal fires first; then cancel it and raise AbortedError.
+        With `settle` (the default) the cancelled work has unwound when this raises; without it, it
+        unwinds on its own afterwards (a provider stream closing its connection: the turn's end need
+        not wait for that)."""
         if self.cause is not None:
-            close = getattr(awaitable, "close", None)
-            if close is not None:
-                close()  # a coroutine that will never run must not warn "never awaited"
+            if isinstance(awaitable, asyncio.Future):
+                awaitable.cancel()  # work already started (a task) stops too
+            else:
+                close = getattr(awaitable, "close", None)
+                if close is not None:
+                    close()  # a coroutine that will never run must not warn "never awaited"
             raise AbortedError(self.cause)
         task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
         if task.done():
@@ -70,10 +85,14 @@ class AbortSignal:
             waiter.cancel()
             return task.result()
         task.cancel()
-        try:
-            await task
-        except BaseException:  # the cancelled work's own outcome does not matter any more
-            pass
+        if settle:
+            try:
+                await task
+            except BaseException:  # the cancelled work's own outcome does not matter any more
+                pass
+        else:
+            _UNWINDING.add(task)
+            task.add_done_callback(_unwound)
         assert self.cause is not None
         raise AbortedError(self.cause)
 

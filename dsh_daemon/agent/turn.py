@@ -17,6 +17,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -306,8 +307,11 @@ class Turn:
                 self.ctx.bus.publish(AssistantDelta.fast_event(turn, step, offset, FrozenDict(delta)))
             raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
 
+        consuming = asyncio.ensure_future(consume())
         try:
-            finish = await signal.race(consume())
+            # On a cancel the turn ends without waiting for the provider's connection to close: the
+            # cancelled `consume` closes the stream as it unwinds (the stream's own `finally`).
+            finish = await signal.race(consuming, settle=False)
         except AbortedError:
             self.ctx.log.close_chunks(chunks)
             prefix = assembler.prefix_blocks()
@@ -326,7 +330,8 @@ class Turn:
             logger.exception("session %s: provider raised", self.ctx.session_id)
             return LlmFailure(UNKNOWN, error_chain(exc))
         finally:
-            await aclose_stream(stream)
+            if consuming.done():  # else it is unwinding, and closes the stream itself
+                await aclose_stream(stream)
         self.ctx.log.close_chunks(chunks)
         blocks = assembler.blocks(drop_tool_calls=finish.reason == "max-tokens")
         message = AssistantMessage.create(blocks, provider=request.provider, model=request.model)

@@ -526,3 +526,36 @@ async def test_call_step_can_cancel_mid_stream(tmp_path: Path) -> None:
     await h.idle()
     assert h.turn_ends() == [{"kind": "aborted", "cause": "user"}]
     h.check()
+
+
+async def test_a_cancel_ends_the_turn_without_waiting_for_the_provider_stream_to_close(
+    tmp_path: Path,
+) -> None:
+    """Issue 38.1: the turn's end (and so the `turn/end` a client shows as cancelled) waited for the
+    cancelled provider stream to close its connection. The stream still closes, after the turn ended."""
+    h = Harness(tmp_path, [[TextDelta("partial"), Hang()], reply("next")])
+    network = asyncio.Event()  # the connection's close waits on it, as a close can wait on the peer
+    closed = asyncio.Event()
+    play = h.provider.stream
+
+    async def slow_to_close(request: Any) -> Any:
+        try:
+            async for item in play(request):
+                yield item
+        finally:
+            await network.wait()
+            closed.set()
+
+    h.provider.stream = slow_to_close  # type: ignore[assignment,method-assign]
+    h.agent.followup(msg("A"))
+    await started(h, ev.ASSISTANT_CHUNK)
+    h.agent.cancel()
+    await asyncio.wait_for(h.idle(), 30)  # (a bound on a failure: before, it waited for the close)
+    assert h.turn_ends() == [{"kind": "aborted", "cause": "user"}]
+    assert not closed.is_set()
+    network.set()
+    await asyncio.wait_for(closed.wait(), 30)  # the stream is closed all the same
+    h.agent.followup(msg("B"))
+    await h.idle()
+    assert h.turn_ends()[-1] == {"kind": "completed"}
+    h.check()
