@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import itertools
 import os
 import shutil
 import sys
@@ -298,6 +299,7 @@ class TuiView:
     def print(self, text: str) -> None:
         if self._output:  # a finished reply is being rendered: what comes after it waits for it
             self._output.append(text)
+            self.invalidate()  # (shown in the live area meanwhile: `_waiting_lines`)
             return
         self._write(text, text)
 
@@ -327,10 +329,28 @@ class TuiView:
             lines = [f"{DIM}  │ {line}{RESET}" for line in word_wrap(tail, width - 4)]
             total += len(lines)
             live += lines
+        waiting = self._waiting_lines()
+        live += waiting
+        total += len(waiting)
         if total > room:
             hidden = total - room + 1
             live = [f"{DIM}… {hidden} more line{'s' if hidden != 1 else ''}{RESET}", *live[-(room - 1) :]]
         return live
+
+    def _waiting_lines(self) -> list[str]:
+        """The lines printed after a finished reply whose render has not come back yet (the
+        "[cancelled" of an Esc, say): they stay in order behind the reply, but are in view below its
+        text at once, not after the render. Only while nothing new streams (its text would come
+        before them)."""
+        if self.live_text or self.live_reasoning or self.live_tool:
+            return []
+        last = max((i for i, item in enumerate(self._output) if isinstance(item, _Rendering)), default=-1)
+        return [
+            line
+            for item in itertools.islice(self._output, last + 1, None)
+            if isinstance(item, str)
+            for line in item.rstrip("\n").split("\n")
+        ]
 
     def _plan_lines(self, width: int) -> list[str]:
         """The agent's plan while a turn runs (idle, the scrollback's last plan line says it)."""

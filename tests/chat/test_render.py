@@ -372,3 +372,49 @@ def test_a_reply_whose_render_fails_prints_as_it_is_in_its_place(
         "\x1b[2m[not rendered: ValueError: no markdown today]\x1b[0m",
         "  ⚙ after reply 0",
     ]
+
+
+def test_a_line_printed_behind_a_rendering_reply_is_in_view_at_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38.1: the "[cancelled" after Esc waited (out of view) for the interrupted reply's
+    markdown render in its worker thread. It keeps its place behind the reply in the scrollback, and
+    is in the live area below the reply's text until then."""
+    import threading
+
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    import dsh_daemon.chat.tui as tui
+
+    rendering = threading.Event()
+    release = threading.Event()
+    render = tui.render_reply
+
+    def slow_render(*args: Any) -> str:
+        rendering.set()
+        release.wait(30)
+        return render(*args)
+
+    monkeypatch.setattr(tui, "render_reply", slow_render)
+    with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
+
+        async def main() -> list[str]:
+            view = TuiView()
+            view.live_text = "the partial reply"
+            view.message_done(
+                "", "the partial reply", streamed=True, interrupted=True, final=True, first_block=0
+            )
+            view.print("[cancelled: user]")
+            await asyncio.to_thread(rendering.wait, 30)
+            live = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in view._live_lines(80, 12)]
+            release.set()
+            await view.settled()
+            return live
+
+        live = asyncio.run(main())
+    assert live == ["the partial reply", "[cancelled: user]"]
+    out = capsys.readouterr().out
+    assert out.index("the partial reply") < out.index("[cancelled: user]")
+    assert out.count("[cancelled: user]") == 1
