@@ -475,7 +475,10 @@ def test_ctrl_g_edits_the_input_in_the_editor_and_ctrl_o_shows_the_last_output(
         chat.keys("C-o")
         chat.wait(lambda s: "── /show 1" in s and "30" in s.split("── /show 1", 1)[1])
         chat.type("and again")
-        chat.keys("C-x", "C-e")  # a shell's key for the same
+        chat.keys("C-x")  # a shell's key for the same, typed key by key
+        chat.until_unread(0)
+        time.sleep(0.2)  # a person's pause between the two keys (the chat waits up to 1 s)
+        chat.keys("C-e")
         chat.wait(lambda s: "› and again (written in the editor)" in s, whole=False)
         assert len(fake.requests) == 2
     finally:
