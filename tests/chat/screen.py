@@ -109,28 +109,29 @@ class Screen:
             os.close(fd)
         return int(struct.unpack("i", queued)[0])
 
-    def until_unread(self, count: int, limit_s: float = 30) -> None:
+    def until_unread(self, count: int, *, at_least: bool = False, limit_s: float = 30) -> None:
+        """Until `count` bytes (or, `at_least`, that many or more) wait to be read."""
         deadline = time.monotonic() + limit_s
-        while self.unread() != count:
+        while not (self.unread() >= count if at_least else self.unread() == count):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.unread()} bytes unread, not {count}")
             time.sleep(0.0005)
 
     def one_read(self, *keys: str, size: int) -> None:
-        """Send `keys` (`size` bytes) so that the program gets them in one read: it is stopped until
-        they are all in the terminal's input queue."""
+        """Send `keys` (`size` bytes) so that the program gets them in one read (after any typed
+        before them that it has not read yet): it is stopped until they are in the input queue."""
         pid = self.program_pid()
         os.kill(pid, signal.SIGSTOP)
         try:
             self.keys(*keys)
-            self.until_unread(size)
+            self.until_unread(size, at_least=True)
         finally:
             os.kill(pid, signal.SIGCONT)
 
     def read_alone(self, *keys: str, size: int) -> None:
-        """Send `keys` (`size` bytes) as one read of their own and stop the program right after it
-        read them: keys sent before `resume` come in a later read, whatever timers it runs meanwhile
-        (due timers run after the read that woke it)."""
+        """Send `keys` (`size` bytes) as the end of one read and stop the program right after it read
+        them: keys sent before `resume` come in a later read, whatever timers it has due meanwhile
+        (asyncio runs a read that woke it before due timers)."""
         self.one_read(*keys, size=size)
         self.until_unread(0)
         os.kill(self.program_pid(), signal.SIGSTOP)
@@ -138,7 +139,7 @@ class Screen:
     def resume(self, size: int) -> None:
         """After `read_alone`: once the `size` bytes sent since are queued, let the program go on."""
         try:
-            self.until_unread(size)
+            self.until_unread(size, at_least=True)
         finally:
             os.kill(self.program_pid(), signal.SIGCONT)
 

@@ -397,6 +397,7 @@ def test_an_alt_key_in_one_read_is_still_an_alt_key(tmp_path: Path, fake: FakeDe
     try:
         chat.wait(lambda s: "›" in s, whole=False)
         chat.type("one two")
+        chat.wait(lambda s: "› one two" in s, whole=False)
         chat.one_read("M-b", size=2)
         chat.type("Y")
         chat.wait(lambda s: "› one Ytwo" in s, whole=False)
