@@ -250,3 +250,28 @@ async def test_the_key_never_reaches_events_or_the_store(harness: Harness) -> No
     assert files
     for path in files:
         assert TEST_KEY.encode() not in path.read_bytes(), path.name
+
+
+async def test_a_cancelled_stream_drops_its_connection_and_the_next_turn_opens_a_new_one(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """Issue 38.1: the turn ends on a cancel without waiting for the stream to close; the stream
+    still closes its response as it unwinds, so the fake sees the client go and the connection is
+    never pooled (the next request comes on a new one)."""
+    async with make_harness(tmp_path, fake) as harness:
+        fake.script(Reply.stream(text_stream(["partial"])[:-2], tail="stall"), Reply.stream(STREAM_A))
+        agent = harness.manager.create()
+        agent.followup(UserMessage.create("first"))
+        for _ in range(3000):  # (a bound on a failure)
+            if events_of(agent, "assistant/chunk"):
+                break
+            await asyncio.sleep(0.01)
+        agent.cancel(keep_inbox=True)
+        await agent.when_idle()
+        assert turn_end(agent) == {"kind": "aborted", "cause": "user"}
+        await asyncio.to_thread(fake.requests[0].disconnected.wait, 30)
+        assert fake.requests[0].disconnected.is_set()
+        agent.followup(UserMessage.create("second"))
+        await agent.when_idle()
+        assert events_of(agent, "turn/end")[-1].data["reason"] == {"kind": "completed"}
+        assert fake.connections == 2
