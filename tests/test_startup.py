@@ -147,7 +147,10 @@ def test_lsp_mode_loads_the_session_machinery_after_initialized(tmp_path: Path) 
     initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
     seen = serve_briefly("lsp", tmp_path, LSP_INITIALIZE, initialized)
     assert too_early(seen["modules"]) == []
-    assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+    assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "dsh_daemon.llm.http1"} <= set(
+        seen["after"]
+    )
+    assert "httpx" not in seen["after"]  # only a proxy needs it (issue 40: about 5 MiB)
 
 
 ACP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
@@ -159,7 +162,10 @@ def test_acp_mode_answers_initialize_before_any_lsp_library_or_session_module(tm
     assert too_early(seen["modules"]) == []
     assert [m for m in seen["modules"] if m.split(".")[0] in LSP_LIBRARIES] == []
     # once the reply is out, the session machinery loads in the background
-    assert {"dsh_daemon.acp.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+    assert {"dsh_daemon.acp.frontend", "dsh_daemon.host.sessions", "dsh_daemon.llm.http1"} <= set(
+        seen["after"]
+    )
+    assert "httpx" not in seen["after"]
 
 
 def test_acp_mode_refuses_a_bad_option_in_the_initialize_reply_and_serves_sessions_after(
@@ -190,8 +196,17 @@ def test_the_harness_sees_a_session_import_everything(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout.split()
     early = too_early(loaded)
-    assert "httpx" in early and "dsh_daemon.agent.loop" in early and "dsh_daemon.tools.factory" in early
-    assert "click" not in loaded and "rich" not in loaded  # httpx without its command line
+    assert (
+        "dsh_daemon.llm.http1" in early
+        and "dsh_daemon.agent.loop" in early
+        and "dsh_daemon.tools.factory" in early
+    )
+    assert "httpx" not in loaded  # the provider's own client; httpx only behind a proxy
+    code = "import sys; import dsh_daemon.llm.httpx_stream; print(' '.join(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    assert "httpx" in loaded and "click" not in loaded and "rich" not in loaded  # without its command line
 
 
 def _cli_modules(*argv: str, state: Path) -> tuple[list[str], str]:
