@@ -58,9 +58,11 @@ NO_KEY_MESSAGE = (
 class ResponseStream(Protocol):
     """A response whose head has arrived (`http1.StreamedResponse`, `httpx_stream.HttpxResponse`)."""
 
-    status: int
-    headers: Mapping[str, str]  # case-insensitive
-
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]:  # case-insensitive
+        ...
     @property
     def is_success(self) -> bool: ...
     async def read(self) -> bytes: ...
