@@ -150,7 +150,7 @@ def test_lsp_mode_loads_the_session_machinery_after_initialized(tmp_path: Path) 
     assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "dsh_daemon.llm.http1"} <= set(
         seen["after"]
     )
-    assert "httpx" not in seen["after"]  # only a proxy needs it (issue 40: about 5 MiB)
+    assert "httpx" not in seen["after"]  # only a proxy needs it (issue 40: about 2.5 MiB)
 
 
 ACP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}

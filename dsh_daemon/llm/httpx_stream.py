@@ -2,7 +2,7 @@
 
 httpx honours the proxy variables (with `NO_PROXY`) and speaks to HTTP and SOCKS proxies, which
 `llm/http1.py` does not; this wrapper gives it the same face as `http1.Http1Client`, its errors turned
-into `http1`'s. Imported only when used: httpx's module tree is about 5 MiB of a daemon's memory.
+into `http1`'s. Imported only when used: httpx's module tree is about 2.5 MiB of a daemon's memory.
 """
 
 from __future__ import annotations
