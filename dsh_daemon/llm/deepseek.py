@@ -98,6 +98,7 @@ class DeepSeekProvider:
         timeouts or another URL need a new connection pool; the old pool is closed with the provider,
         since a stream may still be reading from it."""
         old, self.config, self.name = self.config, config, config.name
+        # The URL decides the client too: loopback or not, and so proxy or not.
         kept = ("connect_timeout_s", "idle_timeout_s", "base_url")
         if self._client is not None and any(getattr(old, t) != getattr(config, t) for t in kept):
             self._retired.append(self._client)
