@@ -3,7 +3,7 @@ beside a baseline measured in the same run, the two interleaved round by round s
 shared machine hits both.
 
     .venv/bin/python -m bench.server_bench [--starts N] [--runs N] [--deltas N] [--events N] [--only-startup]
-        [--codex-acp PATH]
+        [--only-streaming] [--codex-acp PATH]
 
 1. start-up, spawn -> `initialize` reply: dsh-daemon (LSP) vs a bare pygls server (goal <= 0.5x),
    `dsh-daemon acp` vs codex-acp (goal <= 1.0x), and spawn -> the first `session/new` reply (sent
@@ -569,10 +569,11 @@ async def main_async(args: argparse.Namespace) -> None:
     compileall.compile_dir(ROOT / "dsh_daemon", quiet=1)
 
     # 1: start-up of both modes against bare pygls; the printing commands against `python -c pass`
-    await startup_figures(tmp, bare, args.starts, args.pause, args.codex_acp)
-    if args.only_startup:
-        return
-    cli_figures(tmp, args.starts)
+    if not args.only_streaming:
+        await startup_figures(tmp, bare, args.starts, args.pause, args.codex_acp)
+        if args.only_startup:
+            return
+        cli_figures(tmp, args.starts)
 
     # 2-4: one daemon with a session and one bare pygls server, measured in alternating rounds
     provider = SseProvider()
@@ -692,9 +693,10 @@ def main() -> None:
     parser.add_argument(
         "--only-startup", action="store_true", help="the start-up figures (1) only, without the CLI's"
     )
+    parser.add_argument("--only-streaming", action="store_true", help="the streaming figures (2-4) only")
     args = parser.parse_args()
     asyncio.run(main_async(args))
-    if args.only_startup:
+    if args.only_startup or args.only_streaming:
         return
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         asyncio.run(resume_big_session(Path(tmp), args.events, args.runs))

@@ -147,7 +147,10 @@ def test_lsp_mode_loads_the_session_machinery_after_initialized(tmp_path: Path) 
     initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
     seen = serve_briefly("lsp", tmp_path, LSP_INITIALIZE, initialized)
     assert too_early(seen["modules"]) == []
-    assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+    assert {"dsh_daemon.server.frontend", "dsh_daemon.host.sessions", "dsh_daemon.llm.http1"} <= set(
+        seen["after"]
+    )
+    assert "httpx" not in seen["after"]  # only a proxy needs it (issue 40: about 2.5 MiB)
 
 
 ACP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
@@ -159,7 +162,10 @@ def test_acp_mode_answers_initialize_before_any_lsp_library_or_session_module(tm
     assert too_early(seen["modules"]) == []
     assert [m for m in seen["modules"] if m.split(".")[0] in LSP_LIBRARIES] == []
     # once the reply is out, the session machinery loads in the background
-    assert {"dsh_daemon.acp.frontend", "dsh_daemon.host.sessions", "httpx"} <= set(seen["after"])
+    assert {"dsh_daemon.acp.frontend", "dsh_daemon.host.sessions", "dsh_daemon.llm.http1"} <= set(
+        seen["after"]
+    )
+    assert "httpx" not in seen["after"]
 
 
 def test_acp_mode_refuses_a_bad_option_in_the_initialize_reply_and_serves_sessions_after(
@@ -190,8 +196,17 @@ def test_the_harness_sees_a_session_import_everything(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout.split()
     early = too_early(loaded)
-    assert "httpx" in early and "dsh_daemon.agent.loop" in early and "dsh_daemon.tools.factory" in early
-    assert "click" not in loaded and "rich" not in loaded  # httpx without its command line
+    assert (
+        "dsh_daemon.llm.http1" in early
+        and "dsh_daemon.agent.loop" in early
+        and "dsh_daemon.tools.factory" in early
+    )
+    assert "httpx" not in loaded  # the provider's own client; httpx only behind a proxy
+    code = "import sys; import dsh_daemon.llm.httpx_stream; print(' '.join(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    assert "httpx" in loaded and "click" not in loaded and "rich" not in loaded  # without its command line
 
 
 def _cli_modules(*argv: str, state: Path) -> tuple[list[str], str]:
@@ -629,3 +644,33 @@ def test_a_first_session_outside_the_workspace_gets_the_full_paths_error(tmp_pat
     answers = {f["id"]: f for f in frames_of(out) if "id" in f}
     assert log.count(EARLY) == 1  # the initialize only
     assert answers[5]["error"]["data"]["code"] == "outside_workspace"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_trim_heap_gives_freed_heap_pages_back(tmp_path: Path) -> None:
+    """The start's collection pass ends with `trim_heap` (issue 40: 4 MiB of a one-session daemon's
+    RSS): freed blocks between live ones stay resident until it runs."""
+    code = textwrap.dedent(
+        """
+        import ctypes, sys
+        from dsh_daemon.host.startup_gc import trim_heap
+        try:
+            ctypes.CDLL(None).malloc_trim
+        except AttributeError:
+            print("no-glibc"); sys.exit()
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * 4096
+        blocks = [bytes(3000) for _ in range(20000)]  # 60 MB from malloc (larger than pymalloc's blocks)
+        keep = blocks[::40]  # live blocks spread over the heap, so it cannot simply shrink from the top
+        del blocks
+        before = rss()
+        trim_heap()
+        print(before - rss(), len(keep))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    if out == ["no-glibc"]:
+        pytest.skip("not glibc")
+    assert int(out[0]) > 20 * 2**20, out  # most of the 58 MB freed goes back

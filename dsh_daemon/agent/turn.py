@@ -299,12 +299,13 @@ class Turn:
                 delta = item.to_json()
                 if isinstance(item, ToolCallDelta) and item.id is not None:
                     delta["id"] = assembler.call_id(item.index)  # clients see the daemon's id only
-                self.ctx.log.add_chunk(chunks, delta)
+                frozen = FrozenDict(delta)  # one copy for the live event and the stored chunk
+                self.ctx.log.add_chunk(chunks, frozen)
                 key = item.index if isinstance(item, ToolCallDelta) else delta["type"]
                 piece = item.arguments if isinstance(item, ToolCallDelta) else delta["text"]
                 offset = offsets.get(key, 0)
                 offsets[key] = offset + len(piece.encode("utf-16-le")) // 2
-                self.ctx.bus.publish(AssistantDelta.fast_event(turn, step, offset, FrozenDict(delta)))
+                self.ctx.bus.publish(AssistantDelta.fast_event(turn, step, offset, frozen))
             raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
 
         consuming = asyncio.ensure_future(consume())

@@ -85,11 +85,21 @@ class ReadPosition:
         self._unread = unread
         self.written = 0  # bytes handed to the stream so far
         self.mark = 0  # where the last streamed message that has left ends
+        self._caught_up: tuple[int, int] | None = None  # (written, mark) when the reader was seen past mark
 
     def behind(self) -> bool:
         if self._unread is None:
             return False
-        return self.written - self._unread() < self.mark
+        # Unread bytes only shrink while nothing more is written, so a reader once past the mark stays
+        # past it until `written` or `mark` moves: one ioctl per write to the pipe, not one per delta
+        # (an HTTP read yields hundreds at full speed).
+        state = (self.written, self.mark)
+        if state == self._caught_up:
+            return False
+        if self.written - self._unread() < self.mark:
+            return True
+        self._caught_up = state
+        return False
 
 
 class HeldMessages:

@@ -27,6 +27,7 @@ long as the process, and are frozen with the rest).
 from __future__ import annotations
 
 import gc
+import sys
 
 _paused = False
 
@@ -53,3 +54,23 @@ def resume_collection() -> None:
         gc.collect()
         gc.freeze()
         gc.enable()
+        trim_heap()
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the kernel (glibc's `malloc_trim`; nothing elsewhere).
+
+    The start's garbage (attrs' replaced classes, the generated-code cache's table, the preload's
+    leftovers) is freed by the pass above, but glibc keeps the freed pages between live blocks
+    resident: about 4 MiB of a one-session daemon's RSS (issue 40, 64 -> 60 MiB). One call, once."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)

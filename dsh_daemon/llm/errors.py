@@ -7,7 +7,6 @@ code is retried is the loop's policy, never decided here.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
 import time
@@ -143,6 +142,9 @@ def retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> i
     try:
         seconds = float(raw)
     except ValueError:
+        # Imported here: email's package (15 modules, 0.4 MiB) for the rare Retry-After given as a date.
+        import email.utils
+
         try:
             when = email.utils.parsedate_to_datetime(raw)
         except (TypeError, ValueError):

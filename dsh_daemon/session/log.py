@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_daemon.model.events import ASSISTANT_CHUNK, Event, EventBus
-from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.jsonvalue import FrozenDict, freeze_flat_objects, freeze_json
 from dsh_daemon.session.gaps import RESERVE_SEQS
 from dsh_daemon.session.logevents import LogEvents
 from dsh_daemon.session.store import LeaseLostError, SessionStore, now_ms
@@ -180,8 +180,9 @@ class SessionLog:
         if stream is None or not stream.buffer:
             return
         deltas, stream.buffer = stream.buffer, []
+        frozen = freeze_flat_objects(deltas, path="$.deltas")
         event = self._add(
-            ASSISTANT_CHUNK, freeze_json({"turn": stream.turn, "step": stream.step, "deltas": deltas}), False
+            ASSISTANT_CHUNK, FrozenDict({"turn": stream.turn, "step": stream.step, "deltas": frozen}), False
         )
         stream.seqs.append(event.seq)  # type: ignore[arg-type]
         self._publish(event)

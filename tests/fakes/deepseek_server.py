@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import threading
 from collections import deque
@@ -194,6 +195,14 @@ class Write:
 
 
 @dataclass(frozen=True)
+class Raw:
+    """Bytes written as they are, chunked framing included (one TCP write): for tests of the framing
+    itself. The chunked terminator still follows the actions unless one ended the connection."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -221,7 +230,7 @@ class Close:
     """Close the connection (FIN) without the chunked terminator: a body cut mid-message."""
 
 
-Action: TypeAlias = Write | Sleep | Stall | Gate | Reset | Close
+Action: TypeAlias = Write | Raw | Sleep | Stall | Gate | Reset | Close
 Tail: TypeAlias = Literal["end", "close", "reset", "stall"]
 SSE_HEADERS: tuple[tuple[str, str], ...] = (
     ("content-type", "text/event-stream; charset=utf-8"),
@@ -381,10 +390,14 @@ class _ClientGone(Exception):
 
 
 class FakeDeepSeek:
-    def __init__(self, *, default: Reply | None = None, strict: bool = True) -> None:
+    def __init__(
+        self, *, default: Reply | None = None, strict: bool = True, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         """`strict`: answer 400 like DeepSeek when a thinking-mode request's assistant tool-call turn lacks
-        `reasoning_content`, or an assistant message has null content and no tool calls."""
+        `reasoning_content`, or an assistant message has null content and no tool calls. `ssl_context`:
+        serve HTTPS with it (its certificate chain loaded)."""
         self.default = default or Reply.stream(STREAM_A)
+        self.ssl_context = ssl_context
         self.strict = strict
         self.requests: list[RecordedRequest] = []
         self.connections = 0  # TCP connections accepted so far
@@ -403,7 +416,8 @@ class FakeDeepSeek:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def script(self, *replies: Reply) -> None:
         """Queue replies for the next requests, in order (after any `fail_next` failures)."""
@@ -456,7 +470,9 @@ class FakeDeepSeek:
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
-                self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+                self._server = loop.run_until_complete(
+                    asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
+                )
                 self.port = self._server.sockets[0].getsockname()[1]
             except BaseException as exc:
                 errors.append(exc)
@@ -616,6 +632,9 @@ class FakeDeepSeek:
                 if action.data:
                     writer.write(b"%x\r\n%s\r\n" % (len(action.data), action.data))
                     await writer.drain()
+            elif isinstance(action, Raw):
+                writer.write(action.data)
+                await writer.drain()
             elif isinstance(action, Sleep):
                 await asyncio.sleep(action.seconds)
             elif isinstance(action, Stall):
