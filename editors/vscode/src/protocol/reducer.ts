@@ -90,6 +90,8 @@ export interface SessionModel {
   olderBefore: number | null;
   /** The session's mode (daemons with `modes`): from the attach reply and `session/mode` events. */
   mode?: 'ask' | 'accept-edits' | 'plan';
+  /** The session's own model and effort (`session/settings`; absent fields: the daemon's configuration). */
+  modelChoice?: { model?: string; reasoningEffort?: string };
   /** The last step's input tokens and the model's context window (`context/usage`). */
   context?: { used: number; window: number | null };
   /** Pending items as they were when a turn claimed them (removed when their user/message comes),
@@ -119,6 +121,8 @@ export interface SessionModel {
 }
 
 const PLAN_LOG = 32;
+/** The modes as the panel names them (protocol.md §3). */
+export const MODE_LABELS: Record<string, string> = { ask: 'Ask', 'accept-edits': 'Accept edits', plan: 'Plan' };
 /** Ended background processes kept in the model (the running ones are all kept). */
 export const PROCESSES_EXITED = 5;
 
@@ -266,8 +270,19 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     }
     case 'session/handover':
       return handoverRequested(model, ev.data);
-    case 'session/mode':
-      return { ...model, mode: ev.data.mode };
+    case 'session/mode': {
+      // The change is marked where it happened: what follows runs in that mode.
+      const approved = (ev.data as { planCallId?: string }).planCallId ? ' (plan approved)' : '';
+      const line = `Mode: ${MODE_LABELS[ev.data.mode] ?? ev.data.mode}${approved}`;
+      return upsert({ ...model, mode: ev.data.mode }, { id: `md:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: line });
+    }
+    case 'session/settings': {
+      const d = ev.data;
+      const choice = { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
+      const what = [choice.model, choice.reasoningEffort && `${choice.reasoningEffort} effort`].filter(Boolean).join(', ');
+      const m = { ...model, modelChoice: choice };
+      return what ? upsert(m, { id: `ms:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: `Model: ${what}` }) : m;
+    }
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
     case 'agent/inbox/spliced': {
