@@ -27,7 +27,7 @@ describe('the panel\'s own / commands (no browser)', () => {
   it('/cost sums the turns\' usage; /context says how full the window is', () => {
     const m = reduceAll(emptyModel(S), [...turnActions(1, 0, 'a'), ...turnActions(2, 5, 'b'),
       ev('context/usage', { turn: 2, step: 1, used: 820000, window: 1000000 }, 10)]);
-    expect(costText(m)).toBe('Cost: $0.0002 · 20 input tokens (0 cached), 10 output, over 2 turns.');
+    expect(costText(m)).toBe('Cost: $0.00020 · 20 input tokens (0 cached), 10 output, over 2 turns.');
     expect(contextText(m)).toBe('Context: 820,000 of 1,000,000 tokens (82%) — /compact frees some.');
     expect(costText(emptyModel(S))).toBe('Cost: nothing yet (no turn has reported its usage).');
   });
@@ -37,6 +37,14 @@ describe('the panel\'s own / commands (no browser)', () => {
     const lines = m.items.filter((i) => i.kind === 'notice').map((i) => i.kind === 'notice' ? i.text : '');
     expect(lines).toEqual(['Mode: Accept edits', 'Mode: Ask (plan approved)']);
     expect(m.mode).toBe('ask');
+  });
+
+  it('a model change is a line; the same choice again (a sandbox change carries it too) is not', () => {
+    const m = reduceAll(emptyModel(S), [ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max' }, 1),
+      ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max', sandbox: 'read-only' }, 2),
+      ev('session/settings', { model: null, reasoningEffort: null, sandbox: 'read-only' }, 3)]);
+    expect(m.items.map((i) => i.kind === 'notice' ? i.text : '')).toEqual(['Model: deepseek-v4-pro, max effort']);
+    expect(m.modelChoice).toEqual({ model: undefined, reasoningEffort: undefined });
   });
 });
 
@@ -128,7 +136,7 @@ describe.skipIf(!haveBrowser)('header pickers and the composer in Chromium', () 
     await w.clearPosted();
     await box.press('Enter');
     const note = page().locator('.composer-note');
-    await expect.poll(() => note.textContent()).toBe('Cost: $0.0001 · 10 input tokens (0 cached), 5 output, over 1 turn.✕');
+    await expect.poll(() => note.textContent()).toBe('Cost: $0.00010 · 10 input tokens (0 cached), 5 output, over 1 turn.✕');
     await box.fill('/context');
     await box.press('Escape'); // closes the menu only
     await box.press('Enter');

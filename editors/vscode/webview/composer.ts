@@ -71,7 +71,7 @@ export class Composer {
     this.slash = new SlashMenu(this, host);
     const row = el('div', 'row');
     this.sendBtn = button('Send', () => this.send('followup'), 'primary', 'Send (queued while a turn runs)');
-    const steerBtn = button('Steer', () => this.send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
+    const steerBtn = button('Steer', () => this.send('steer'), 'steer', 'Redirect the running turn at its next step (Ctrl+Enter)');
     const addSel = button('+ Selection', () => host.post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
     addSel.setAttribute('aria-label', 'Add selection');
     const addFile = button('+ File', () => host.post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drop files here from the Explorer, holding Shift)');

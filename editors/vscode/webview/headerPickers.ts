@@ -117,7 +117,8 @@ export class Dropdown {
       row.id = `${this.list.id}-${i}`;
       row.setAttribute('role', 'option');
       row.setAttribute('aria-selected', String(o.value === this.value));
-      row.append(o.icon ? codicon(o.icon) : el('span', 'codicon-space'), el('span', 'dropdown-option-label', o.label));
+      const icon = o.icon ?? (o.value === this.value ? 'check' : undefined);
+      row.append(icon ? codicon(icon) : el('span', 'codicon-space'), el('span', 'dropdown-option-label', o.label));
       if (o.detail) row.append(el('span', 'dropdown-option-detail', o.detail));
       row.addEventListener('mousedown', (ev) => { ev.preventDefault(); this.pick(o); });
       row.addEventListener('mousemove', () => { if (this.active !== i) { this.active = i; this.renderList(); } });

@@ -64,7 +64,7 @@ export function costText(model: SessionModel): string {
     input += u.inputTokens; output += u.outputTokens; cached += u.cacheReadTokens ?? 0;
     if (typeof u.costUsd === 'number') { cost += u.costUsd; priced++; }
   }
-  const money = priced ? `$${cost.toFixed(cost < 1 ? 4 : 2)}${priced < turns.length ? ' (some turns without prices)' : ''}` : 'no prices configured for the model';
+  const money = priced ? `$${cost >= 1 ? cost.toFixed(2) : cost.toPrecision(2)}${priced < turns.length ? ' (some turns without prices)' : ''}` : 'no prices configured for the model';
   return `Cost: ${money} · ${n(input)} input tokens (${n(cached)} cached), ${n(output)} output, over ${turns.length} turn${turns.length === 1 ? '' : 's'}.`;
 }
 

@@ -281,7 +281,9 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       const choice = { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
       const what = [choice.model, choice.reasoningEffort && `${choice.reasoningEffort} effort`].filter(Boolean).join(', ');
       const m = { ...model, modelChoice: choice };
-      return what ? upsert(m, { id: `ms:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: `Model: ${what}` }) : m;
+      // The event also carries the sandbox choice: a line only when the model or the effort changed.
+      const same = choice.model === model.modelChoice?.model && choice.reasoningEffort === model.modelChoice?.reasoningEffort;
+      return what && !same ? upsert(m, { id: `ms:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: `Model: ${what}` }) : m;
     }
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
