@@ -28,6 +28,7 @@ export class Dropdown {
     this.button.setAttribute('aria-haspopup', 'listbox');
     this.button.setAttribute('aria-expanded', 'false');
     this.button.setAttribute('aria-controls', id);
+    this.button.setAttribute('aria-label', name); // until a value is shown: a button always says what it is
     this.button.append(this.iconBox, this.labelEl, codicon('chevron-down', 'dropdown-chevron'));
     this.list.id = id;
     this.list.setAttribute('role', 'listbox');
