@@ -39,6 +39,21 @@ describe('the panel\'s own / commands (no browser)', () => {
     expect(m.mode).toBe('ask');
   });
 
+  it('a mode change from a transcript page is the same line (a reload keeps it), after the footer when logged between turns', () => {
+    const page = { lastSeq: 6, hasMore: false, turns: [{
+      turn: 1, startSeq: 1, startedAt: 0, endSeq: 4, end: { kind: 'completed' as const },
+      items: [
+        { type: 'message' as const, seq: 2, step: 1, id: 'u1', source: { kind: 'user' as const }, text: 'plan it' },
+        { type: 'assistant' as const, seq: 3, step: 1, text: 'Planned.' },
+        { type: 'event' as const, seq: 5, step: null, event: 'session/mode', data: { mode: 'accept-edits', planCallId: 'c1' } },
+      ],
+    }] };
+    const m = reduceAll(emptyModel(S), [{ kind: 'transcript', page, older: false }]);
+    expect(m.items.map((i) => i.kind === 'notice' ? `notice:${i.text}` : i.kind)).toEqual(['user', 'assistant', 'turnEnd', 'notice:Mode: Accept edits (plan approved)']);
+    // The live event of the same seq (a replay overlapping the page) is the same item.
+    expect(reduceAll(m, [ev('session/mode', { mode: 'accept-edits', planCallId: 'c1' }, 5)]).items.length).toBe(m.items.length);
+  });
+
   it('a model change is a line; the same choice again (a sandbox change carries it too) is not', () => {
     const m = reduceAll(emptyModel(S), [ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max' }, 1),
       ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max', sandbox: 'read-only' }, 2),

@@ -121,6 +121,12 @@ export interface SessionModel {
 }
 
 const PLAN_LOG = 32;
+/** A mode change as a line of the transcript (`session/mode`, live or from a page). */
+function modeLine(seq: number, turn: number, d: { mode: string; planCallId?: string }): NoticeItem {
+  const approved = d.planCallId ? ' (plan approved)' : '';
+  return { id: `md:${seq}`, kind: 'notice', rev: 0, turn, level: 'info', text: `Mode: ${MODE_LABELS[d.mode] ?? d.mode}${approved}` };
+}
+
 /** The modes as the panel names them (protocol.md §3). */
 export const MODE_LABELS: Record<string, string> = { ask: 'Ask', 'accept-edits': 'Accept edits', plan: 'Plan' };
 /** Ended background processes kept in the model (the running ones are all kept). */
@@ -270,12 +276,9 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     }
     case 'session/handover':
       return handoverRequested(model, ev.data);
-    case 'session/mode': {
+    case 'session/mode':
       // The change is marked where it happened: what follows runs in that mode.
-      const approved = (ev.data as { planCallId?: string }).planCallId ? ' (plan approved)' : '';
-      const line = `Mode: ${MODE_LABELS[ev.data.mode] ?? ev.data.mode}${approved}`;
-      return upsert({ ...model, mode: ev.data.mode }, { id: `md:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: line });
-    }
+      return upsert({ ...model, mode: ev.data.mode }, modeLine(e.seq ?? model.rev, model.currentTurn, ev.data));
     case 'session/settings': {
       const d = ev.data;
       const choice = { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
@@ -522,6 +525,10 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
           args: parseArgs(it.arguments), status: it.synthetic || failed ? 'error' : r ? 'ok' : 'running', output: '', result,
           error: r?.error, meta: r?.meta, synthetic: !!it.synthetic,
         });
+      } else if (it.type === 'event' && it.event === 'session/mode') {
+        // The same line the live event makes (its id by seq); logged between turns: after the footer.
+        const line = { ...modeLine(it.seq, t.turn, it.data as { mode: string; planCallId?: string }), rev };
+        (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push(line);
       } else if (it.type === 'event' && it.event === 'session/notice') {
         // The same item the live event makes (its id by seq), so a replay after the page finds it.
         const notice = sessionNotice(it.seq, t.turn, it.data);
