@@ -32,6 +32,8 @@ def configured_models(config: ProviderConfig) -> list[dict[str, Any]]:
         window = config.context_window(model)
         if window is not None:
             row["contextWindow"] = window
+        if model in FEATURED:  # DeepSeek V4 thinks at an effort; other models' are unknown here
+            row["reasoningEfforts"] = list(EFFORTS)
         out.append(row)
     return out
 

@@ -260,27 +260,33 @@ class SessionHost:
     def set_model_setting(self, session_id: str, key: str, value: object, *, method: str) -> None:
         """One of the session's model settings (`model`, `thinking`, `reasoning_effort`), in effect
         from its next model request. Driving the session is required."""
+        self.set_model_settings(session_id, {key: value}, method=method)
+
+    def set_model_settings(self, session_id: str, changes: dict[str, object], *, method: str) -> None:
+        """Several of the session's model settings at once: all checked first, then one durable
+        `session/settings` (none when one is refused), in effect from its next model request."""
         hosted = self.session(session_id)
         settings = dataclasses.replace(hosted.models)
-        if key == "model":
-            offered = {m["id"] for m in configured_models(self.options.provider)}
-            if not isinstance(value, str) or value not in offered:
-                raise invalid_params(
-                    f"{method}: model must be one of {', '.join(sorted(offered))}, not {shown(value)}"
-                )
-            settings.model = value
-        elif key == "thinking":
-            if not isinstance(value, bool):
-                raise invalid_params(f"{method}: thinking takes true or false, not {shown(value)}")
-            settings.thinking = value
-        elif key == "reasoning_effort":
-            if value not in EFFORTS:
-                raise invalid_params(
-                    f"{method}: reasoning_effort must be one of {', '.join(EFFORTS)}, not {shown(value)}"
-                )
-            settings.reasoning_effort = str(value)
-        else:
-            raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
+        for key, value in changes.items():
+            if key == "model":
+                offered = {m["id"] for m in configured_models(self.options.provider)}
+                if not isinstance(value, str) or value not in offered:
+                    raise invalid_params(
+                        f"{method}: model must be one of {', '.join(sorted(offered))}, not {shown(value)}"
+                    )
+                settings.model = value
+            elif key == "thinking":
+                if not isinstance(value, bool):
+                    raise invalid_params(f"{method}: thinking takes true or false, not {shown(value)}")
+                settings.thinking = value
+            elif key == "reasoning_effort":
+                if value not in EFFORTS:
+                    raise invalid_params(
+                        f"{method}: reasoning_effort must be one of {', '.join(EFFORTS)}, not {shown(value)}"
+                    )
+                settings.reasoning_effort = str(value)
+            else:
+                raise invalid_params(f"{method}: no setting {shown(key)} (model, thinking, reasoning_effort)")
         hosted.set_model_settings_durably(settings)
         self._apply_model_settings(hosted)
 

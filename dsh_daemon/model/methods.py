@@ -201,15 +201,31 @@ class ModelInfo:
     id: str
     name: str | None = None
     context_window: int | None = None
+    reasoning_efforts: tuple[str, ...] | None = None  # the efforts the model takes (DeepSeek V4)
+
+
+@dataclass(frozen=True)
+class ModelsListParams:
+    session_id: SessionId | None = None  # `current` and `reasoningEffort` are that session's
 
 
 @dataclass(frozen=True)
 class ModelsListResult:
     """`dsh/models/list`: the configured models (the configured one first, DeepSeek's Flash and Pro),
-    and the model new requests use (`current`)."""
+    and the model new requests use (`current`; with `sessionId`, that session's model and effort)."""
 
     models: tuple[ModelInfo, ...]
     current: str
+    reasoning_effort: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionSetModelParams:
+    """`dsh/session/setModel`: the session's own model and reasoning effort (each absent: unchanged)."""
+
+    session_id: SessionId
+    model: str | None = None
+    reasoning_effort: Literal["high", "max"] | None = None
 
 
 @dataclass(frozen=True)
@@ -823,6 +839,7 @@ class DshCapabilities:
     take_over: bool | None = None
     modes: bool | None = None
     models: bool | None = None
+    session_models: bool | None = None  # dsh/session/setModel, dsh/models/list `sessionId` (§1)
     processes: bool | None = None
     custom_commands: bool | None = None  # dsh/commands/list, `/NAME` expanded in sends, skills (§18)
     turn_diff: bool | None = None
@@ -855,7 +872,8 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/list", SessionListParams, SessionListResult, "sessions, most recently updated first"),
     Method("dsh/session/attach", SessionAttachParams, SessionAttachResult, "follow a session's events"),
     Method("dsh/session/detach", SessionParams, Empty, "stop following a session"),
-    Method("dsh/models/list", Empty, ModelsListResult, "the configured models"),
+    Method("dsh/models/list", ModelsListParams, ModelsListResult, "the configured models"),
+    Method("dsh/session/setModel", SessionSetModelParams, Empty, "the session's model and effort"),
     Method("dsh/session/setMode", SessionSetModeParams, Empty, "ask, accept-edits or plan"),
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/handOver", SessionParams, Empty, "let a session another process asks for go now"),

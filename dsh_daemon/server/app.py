@@ -528,11 +528,25 @@ def register(daemon: Daemon) -> None:
         daemon.front_end.host.detach(p.session_id)
         return m.Empty()
 
-    def models_list(ls: LanguageServer, p: m.Empty) -> dict[str, Any]:
+    def models_list(ls: LanguageServer, p: m.ModelsListParams) -> dict[str, Any]:
         from dsh_daemon.host.models import configured_models
 
-        provider = daemon.front_end.host.options.provider
-        return {"models": configured_models(provider), "current": provider.model}
+        host = daemon.front_end.host
+        if p.session_id is None:
+            provider = host.options.provider
+            return {"models": configured_models(provider), "current": provider.model}
+        models, (model, _thinking, effort) = host.model_settings(p.session_id)
+        return {"models": models, "current": model, "reasoningEffort": effort}
+
+    def session_set_model(ls: LanguageServer, p: m.SessionSetModelParams) -> m.Empty:
+        host, method = daemon.front_end.host, "dsh/session/setModel"
+        if p.model is None and p.reasoning_effort is None:
+            raise errors.invalid_params(f"{method}: give a model, a reasoningEffort or both")
+        host.refuse_a_childs_changes(p.session_id)
+        given: dict[str, object] = {"model": p.model, "reasoning_effort": p.reasoning_effort}
+        changes = {k: v for k, v in given.items() if v is not None}
+        host.set_model_settings(p.session_id, changes, method=method)
+        return m.Empty()
 
     def session_set_mode(ls: LanguageServer, p: m.SessionSetModeParams) -> m.Empty:
         daemon.front_end.host.set_mode(p.session_id, p.mode, method="dsh/session/setMode")
@@ -697,6 +711,7 @@ def register(daemon: Daemon) -> None:
         "dsh/session/handOver": session_hand_over,
         "dsh/session/setMode": session_set_mode,
         "dsh/models/list": models_list,
+        "dsh/session/setModel": session_set_model,
         "dsh/session/transcript": session_transcript,
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,

@@ -46,6 +46,7 @@ DSH_CAPABILITIES: dict[str, Any] = {
     "handOver": True,  # session/handover to the driver, dsh/session/handOver (§3)
     "modes": True,  # dsh/session/setMode, session/mode, attach `mode` (§3)
     "models": True,  # dsh/models/list (§1)
+    "sessionModels": True,  # dsh/session/setModel, dsh/models/list `sessionId` (§1)
     "processes": True,  # background processes: dsh/process/*, process/* events (§12)
     "customCommands": True,  # dsh/commands/list; `/NAME` expanded in sends; skills (§18)
     "review": True,  # dsh/review/*, review/* events

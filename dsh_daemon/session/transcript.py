@@ -41,6 +41,7 @@ from dsh_daemon.model.events import (
     INBOX_SPLICED,
     PROCESS_EXITED,
     PROCESS_STARTED,
+    SESSION_MODE,
     SESSION_NOTICE,
     STEP_END,
     STEP_START,
@@ -72,7 +73,7 @@ from dsh_daemon.model.wire import TextDelta
 
 # Durable events the clients draw as lines of the transcript (live, and from a page after a reload).
 LINE_EVENTS = frozenset(
-    {PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE, SUBAGENT_STARTED, SUBAGENT_FINISHED}
+    {PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE, SESSION_MODE, SUBAGENT_STARTED, SUBAGENT_FINISHED}
 )
 
 DEFAULT_LIMIT = 20

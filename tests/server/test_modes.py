@@ -111,3 +111,49 @@ async def test_models_list_names_the_configured_models(tmp_path: Path, fake: Fak
         assert listed["models"][0]["contextWindow"] == 1_000_000
     finally:
         await stop_daemon(d)
+
+
+async def test_set_model_reaches_the_next_request_is_durable_and_listed(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """`dsh/session/setModel` (issue 36.5): the session's own model and effort, from its next request, in a
+    durable `session/settings`; `dsh/models/list {sessionId}` answers them; the daemon's `current` stays."""
+    state = tmp_path / "state"
+    thinking = {"thinking": True}  # the effort is sent only while the model thinks
+    d = await start_daemon(state, fake, init_options=thinking)
+    try:
+        sid = await d.new_session()
+        listed = await d.request("dsh/models/list", {"sessionId": sid})
+        assert (listed["current"], listed["reasoningEffort"]) == ("deepseek-v4-flash", "high")
+        efforts = {m["id"]: m.get("reasoningEfforts") for m in listed["models"]}
+        assert efforts["deepseek-v4-pro"] == ["high", "max"]
+        params = {"sessionId": sid, "model": "deepseek-v4-pro", "reasoningEffort": "max"}
+        assert await d.request("dsh/session/setModel", params) == {}
+        (event,) = d.of(sid, "session/settings")
+        assert (event["data"]["model"], event["data"]["reasoningEffort"]) == ("deepseek-v4-pro", "max")
+        fake.script(text_reply("on pro"))
+        await run_turn(d, sid)
+        body = fake.requests[-1].json
+        assert (body["model"], body["reasoning_effort"]) == ("deepseek-v4-pro", "max")
+        listed = await d.request("dsh/models/list", {"sessionId": sid})
+        assert (listed["current"], listed["reasoningEffort"]) == ("deepseek-v4-pro", "max")
+        assert (await d.request("dsh/models/list", {}))["current"] == "deepseek-v4-flash"
+        # A model not offered, an effort that does not exist, or nothing at all: refused, nothing written.
+        for bad in ({"model": "gpt-9"}, {"reasoningEffort": "low"}, {}):
+            with pytest.raises(JsonRpcException) as refused:
+                await d.request("dsh/session/setModel", {"sessionId": sid, **bad})
+            assert refused.value.data["code"] == "invalid_params"
+        assert len(d.of(sid, "session/settings")) == 1
+    finally:
+        await stop_daemon(d)
+    d = await start_daemon(state, fake, init_options=thinking)  # a later process keeps the choice
+    try:
+        await d.request("dsh/session/attach", {"sessionId": sid})
+        fake.script(text_reply("still pro"))
+        await run_turn(d, sid)
+        assert (fake.requests[-1].json["model"], fake.requests[-1].json["reasoning_effort"]) == (
+            "deepseek-v4-pro",
+            "max",
+        )
+    finally:
+        await stop_daemon(d)

@@ -213,6 +213,16 @@ def test_process_and_notice_events_are_lines_of_the_page_also_between_turns() ->
     assert page_turn["turn"] == 2 and [i["type"] for i in page_turn["items"]] == ["message", "assistant"]
 
 
+def test_a_mode_change_is_a_line_of_the_page() -> None:
+    """`session/mode` (a person's setMode, an approved plan's) stays a line after a reload (issue 36.5)."""
+    events = _log(
+        *_turn(1, "plan it", "Planned."), ("session/mode", {"mode": "accept-edits", "planCallId": "c1"})
+    )
+    (turn,) = render_turns(events)
+    lines = [(i["event"], i["data"]) for i in turn["items"] if i["type"] == "event"]
+    assert lines == [("session/mode", {"mode": "accept-edits", "planCallId": "c1"})]
+
+
 def test_pages_read_only_the_tail_they_need() -> None:
     events = _log(*[spec for n in range(1, 6) for spec in _turn(n, f"p{n}", f"a{n}")])
     read: list[int] = []

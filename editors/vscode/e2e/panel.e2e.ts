@@ -256,7 +256,7 @@ async function scenario(): Promise<void> {
       r.selectNodeContents(b);
       return [b.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
     }))).toEqual([['Driven by another window', 1], ['Take over', 1], ['New session', 1]]);
-    expect(await c.locator('.mode-select').isVisible()).toBe(false); // nothing that drives it
+    expect(await c.locator('.mode-picker').isVisible()).toBe(false); // nothing that drives it
     for (const name of ['Stop', 'Stop and clear', 'Steer', 'Send', 'Queue', 'Add selection', 'Add file', 'Run queue', 'Continue']) {
       expect(await c.getByRole('button', { name, exact: true }).filter({ visible: true }).count(), name).toBe(0);
     }
@@ -383,7 +383,8 @@ async function scenario(): Promise<void> {
   await expect.poll(() => c2.locator('.session-title').textContent(), { timeout: 30000 }).toContain('(fork)');
   await cs.shot('forked');
   // The mode picker: Plan.
-  await c2.locator('.mode-select').selectOption('plan');
-  await expect.poll(() => c2.locator('.mode-select').inputValue(), { timeout: 15000 }).toBe('plan');
+  await c2.locator('.mode-picker .dropdown-button').click();
+  await c2.locator('.mode-picker .dropdown-option', { hasText: 'Plan' }).click();
+  await expect.poll(() => c2.locator('.mode-picker .dropdown-button').getAttribute('data-value'), { timeout: 15000 }).toBe('plan');
   await cs.shot('mode-plan');
 }

@@ -40,9 +40,12 @@ async function scenario(): Promise<void> {
   const width = await frame.evaluate(() => document.documentElement.clientWidth);
   expect(width).toBeLessThan(360);
 
-  const mode = c.getByRole('combobox', { name: 'Mode', exact: true });
-  await mode.waitFor({ timeout: 30000 });
-  await mode.selectOption('plan');
+  // The header's mode picker (headerPickers.ts): a button whose list holds the modes.
+  const modeButton = c.locator('.mode-picker .dropdown-button');
+  const mode = { inputValue: () => modeButton.getAttribute('data-value') };
+  await modeButton.waitFor({ timeout: 30000 });
+  await modeButton.click();
+  await c.locator('.mode-picker .dropdown-option', { hasText: 'Plan' }).click();
   await expect.poll(() => mode.inputValue(), { timeout: 15000 }).toBe('plan');
 
   fake.script(

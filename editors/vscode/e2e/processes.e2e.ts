@@ -149,7 +149,7 @@ async function scenario(): Promise<void> {
   expect(await review.locator('.mention-kind').textContent()).toBe('project');
   await box.press('Backspace');
   await box.press('Backspace');
-  await expect.poll(() => menu.locator('.command-name').allTextContents(), { timeout: 15000 }).toEqual(['/new', '/sessions', '/stop', '/review']);
+  await expect.poll(() => menu.locator('.command-name').allTextContents(), { timeout: 15000 }).toEqual(['/new', '/sessions', '/stop', '/compact', '/cost', '/context', '/undo', '/rewind', '/fork', '/mode', '/review']);
   await box.pressSequentially('rev');
   await cs.shot('slash-menu');
   await box.press('Tab');

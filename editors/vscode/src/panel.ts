@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { ComposerActions } from './composerActions';
 import type { Daemon } from './daemon';
 import { DaemonUnavailable } from './daemonState';
 import { diagnosticsChip, fileChip, localFileUri, selectionChip, toLspDiagnostic } from './editorContext';
@@ -79,6 +80,10 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   readonly onDidShowSession = this.sessionShown.event;
   /** What the "Changed files" bar's rows do (the editor's side of a turn's diff, set by activate). */
   turnFiles: { open(path: string): Promise<void>; keep(path: string): Promise<void>; undo(path: string): Promise<unknown> } | undefined;
+  /** The header's model picker and the composer's `/` commands, edit-and-resend (composerActions.ts). */
+  private readonly composerActions = new ComposerActions(this);
+  /** The daemon's client, when it runs. */
+  get daemonClient(): DshClient | undefined { return this.daemon.client; }
 
   constructor(private readonly ctx: vscode.ExtensionContext, private readonly daemon: Daemon, private readonly permissions: Permissions) {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
@@ -159,7 +164,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (actions.length && this.ready) this.post({ type: 'actions', actions });
   }
 
-  private post(msg: HostToWebview): void {
+  post(msg: HostToWebview): void {
     if (this.view && this.ready) void this.view.webview.postMessage(msg);
   }
 
@@ -350,7 +355,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   /** A session this window drives: another window's session shown read-only is not driven from here. */
-  private async drivable(): Promise<{ client: DshClient; sessionId: string }> {
+  async drivable(): Promise<{ client: DshClient; sessionId: string }> {
     const s = await this.ensureSession();
     if (this.model.readOnly) throw new Error('Another window drives this session: take it over or start a new session.');
     return s;
@@ -764,6 +769,22 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return;
       }
       case 'rewind': return this.rewindTo(m.turn);
+      case 'models': return this.composerActions.models();
+      case 'setModel': return this.composerActions.setModel(m.model, m.reasoningEffort);
+      case 'compact': return this.composerActions.compact();
+      case 'undo': return this.composerActions.undo();
+      case 'rewindPick': return this.composerActions.rewindPick();
+      case 'forkLast': return this.composerActions.fork();
+      case 'editPreview': return this.composerActions.editPreview(m.turn);
+      case 'editResend': {
+        try {
+          await this.composerActions.editResend(m.turn, m.text, m.chips);
+          this.post({ type: 'sendResult', id: m.id, ok: true });
+        } catch (err) {
+          this.post({ type: 'sendResult', id: m.id, ok: false, error: personText(err), actions: actionsFor(err) });
+        }
+        return;
+      }
       case 'fork': return this.forkAt(m.turn);
       case 'setApiKey': await vscode.commands.executeCommand('dsh.setApiKey'); return;
       case 'showLog': this.daemon.output.show(); return;
@@ -823,7 +844,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
   }
 
-  private async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<string | undefined> {
+  async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<string | undefined> {
     const { client, sessionId } = await this.drivable();
     const hasText = !!text.trim();
     if (hasText && chips.length && client.features?.sendContext) {

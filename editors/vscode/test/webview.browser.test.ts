@@ -807,21 +807,22 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await expect.poll(() => menu.isVisible()).toBe(true);
     const asked = (await w.posted()).filter((m) => m.type === 'commands');
     expect(asked).toHaveLength(1);
-    expect(await menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop']);
+    expect(await menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop', '/compact', '/cost', '/context', '/undo', '/rewind', '/fork', '/mode']);
     await w.host({ type: 'commands', id: asked[0].id, problems: [], commands: [
       { name: 'review', description: 'Review a file for bugs', source: 'project', argumentHint: 'PATH' },
       { name: 'new', description: 'shadowed by the panel', source: 'user' },
       { name: 'release-notes', description: 'Draft the release notes', source: 'user' },
     ] });
-    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop', '/review', '/release-notes']);
+    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/new', '/sessions', '/stop', '/compact', '/cost', '/context', '/undo', '/rewind', '/fork', '/mode', '/review', '/release-notes']);
     await box.pressSequentially('re');
-    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/review', '/release-notes']);
-    const review = menu.locator('.mention.command').first();
+    await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/rewind', '/review', '/release-notes']);
+    const review = menu.locator('.mention.command', { hasText: '/review' });
     expect(await review.locator('.command-hint').textContent()).toBe('PATH');
     expect(await review.locator('.command-description').textContent()).toBe('Review a file for bugs');
     const mb = (await menu.boundingBox())!;
     expect(mb.x + mb.width).toBeLessThanOrEqual(300);
     await w.shot('slash-menu');
+    await box.press('ArrowDown');
     await box.press('ArrowDown');
     await box.press('ArrowUp');
     await box.press('Tab');
@@ -832,11 +833,11 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await box.press('Enter');
     expect((await w.posted()).filter((m) => m.type === 'send').map((m) => m.text)).toEqual(['/review app.py']);
     // Esc closes the menu (and nothing else); the panel's own command acts here and sends nothing.
-    await box.pressSequentially('/x');
-    await expect.poll(() => menu.textContent()).toBe('No command matches /x');
+    await box.pressSequentially('/zz');
+    await expect.poll(() => menu.textContent()).toBe('No command matches /zz');
     await box.press('Escape');
     expect(await menu.isVisible()).toBe(false);
-    expect(await box.inputValue()).toBe('/x');
+    expect(await box.inputValue()).toBe('/zz');
     await box.fill('');
     await box.pressSequentially('/ne');
     await expect.poll(() => menu.locator('.command-name').allTextContents()).toEqual(['/new']);

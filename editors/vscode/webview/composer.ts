@@ -2,7 +2,12 @@
 // through earlier prompts, files dropped on the panel, and a send that failed coming back.
 import type { Chip, MentionItem, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
 import type { CustomCommandInfo } from '../src/protocol/types';
+import { codicon } from './codicons';
 import { button, el } from './dom';
+import { BUILTIN_COMMANDS, parseBuiltin, type SlashContext } from './slashCommands';
+import type { SessionModel } from '../src/protocol/reducer';
+
+export { BUILTIN_COMMANDS };
 
 const HISTORY_MAX = 100;
 
@@ -22,19 +27,30 @@ export interface ComposerHost {
   /** A prompt went: the transcript shows its newest message. */
   sent(): void;
   save(state: { draft: string; history: string[] }): void;
+  /** The session as the panel shows it (for /cost, /context and /undo). */
+  model(): SessionModel;
+  /** Opens the header's mode picker (`/mode` alone). */
+  openModePicker(): void;
 }
+
+/** A past prompt being edited: sending rewinds to before its turn and sends the text (edit-and-resend). */
+interface Editing { turn: number; draft: string; chips: Chip[] }
 
 export class Composer {
   readonly el = el('div', 'composer');
   readonly input = el('textarea');
   private readonly chipsEl = el('div', 'chips');
   private readonly errorEl = el('div', 'composer-error');
+  private readonly noteEl = el('div', 'composer-note');
+  private readonly editBar = el('div', 'edit-bar');
+  private editing: Editing | undefined;
   private readonly sendBtn: HTMLButtonElement;
   private chips: Chip[] = [];
   private readonly history: string[];
   private recall: { at: number; draft: string } | undefined;
   private sendSeq = 0;
-  private readonly inflight = new Map<number, { text: string; chips: Chip[] }>();
+  private running = false;
+  private readonly inflight = new Map<number, { text: string; chips: Chip[]; editing?: Editing & { text: string } }>();
   private readonly mentions: Mentions;
   private readonly slash: SlashMenu;
 
@@ -48,21 +64,30 @@ export class Composer {
     this.chipsEl.setAttribute('aria-label', 'attached context');
     this.errorEl.setAttribute('role', 'alert');
     this.errorEl.hidden = true;
+    this.noteEl.setAttribute('role', 'status');
+    this.noteEl.hidden = true;
+    this.editBar.hidden = true;
     this.mentions = new Mentions(this, host);
     this.slash = new SlashMenu(this, host);
     const row = el('div', 'row');
     this.sendBtn = button('Send', () => this.send('followup'), 'primary', 'Send (queued while a turn runs)');
-    const steerBtn = button('Steer', () => this.send('steer'), '', 'Redirect the running turn at its next step (Ctrl+Enter)');
+    const steerBtn = button('Steer', () => this.send('steer'), 'steer', 'Redirect the running turn at its next step (Ctrl+Enter)');
     const addSel = button('+ Selection', () => host.post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
     addSel.setAttribute('aria-label', 'Add selection');
     const addFile = button('+ File', () => host.post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drop files here from the Explorer, holding Shift)');
     addFile.setAttribute('aria-label', 'Add file');
     row.append(addSel, addFile, el('span', 'spacer'), steerBtn, this.sendBtn);
-    this.el.append(this.mentions.el, this.slash.el, this.chipsEl, input, this.errorEl, row);
+    this.el.append(this.mentions.el, this.slash.el, this.editBar, this.chipsEl, input, this.errorEl, this.noteEl, row);
 
     input.addEventListener('keydown', (ev) => {
       if (this.mentions.open && this.mentions.key(ev)) return;
       if (this.slash.open && this.slash.key(ev)) return;
+      if (ev.key === 'Escape' && this.editing) {
+        ev.preventDefault();
+        ev.stopPropagation();
+        this.cancelEdit();
+        return;
+      }
       if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();
         this.send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
@@ -81,9 +106,10 @@ export class Composer {
     this.renderChips();
   }
 
-  /** Send reads "Queue" while a turn runs. */
+  /** Send reads "Queue" while a turn runs ("Resend" while a past prompt is edited). */
   setRunning(running: boolean): void {
-    const label = running ? 'Queue' : 'Send';
+    this.running = running;
+    const label = this.editing ? 'Resend' : running ? 'Queue' : 'Send';
     if (this.sendBtn.textContent !== label) this.sendBtn.textContent = label;
   }
 
@@ -99,6 +125,68 @@ export class Composer {
     this.renderChips();
   }
 
+  /** A word about what a `/` command did (closed by its ✕ or the next send). */
+  showNote(text: string): void {
+    this.noteEl.replaceChildren(el('span', 'composer-note-text', text), button('✕', () => { this.noteEl.hidden = true; this.input.focus(); }, 'icon', 'Close'));
+    this.noteEl.hidden = false;
+  }
+
+  /** Edit on a past prompt: its text comes into the box (what was typed waits), with what sending it
+   *  takes back (asked of the host: `editPreview`); Esc or Cancel puts the box back as it was. */
+  startEdit(turn: number, text: string): void {
+    if (!this.editing) this.editing = { turn, draft: this.input.value, chips: this.chips };
+    else this.editing.turn = turn;
+    this.chips = [];
+    this.renderChips();
+    this.input.value = text;
+    this.editBar.replaceChildren(el('div', 'edit-title', `Editing your prompt of turn ${turn}`), el('div', 'edit-preview', 'Looking at what it takes back…'));
+    this.editBar.hidden = false;
+    this.el.classList.add('editing');
+    this.setRunning(this.running);
+    this.host.post({ type: 'editPreview', turn });
+    this.input.focus();
+    this.input.setSelectionRange(text.length, text.length);
+  }
+
+  /** What sending the edited prompt of `turn` takes back. */
+  editPreview(turn: number, files: string[], laterPrompts: number, canRewind: boolean): void {
+    if (!this.editing || this.editing.turn !== turn) return;
+    const title = el('div', 'edit-title');
+    title.append(codicon('edit'), el('span', undefined, `Editing your prompt of turn ${turn}`), el('span', 'spacer'),
+      button('Cancel', () => this.cancelEdit(), 'ghost small', 'Stop editing (Esc): the box goes back to what it held'));
+    const lines = el('ul', 'edit-preview');
+    if (!canRewind) {
+      lines.append(el('li', 'warn', 'This daemon cannot rewind: the edited prompt cannot be resent.'));
+    } else {
+      const later = laterPrompts ? ` and the ${laterPrompts} prompt${laterPrompts === 1 ? '' : 's'} after it` : '';
+      lines.append(el('li', undefined, `Resend rewinds first: the conversation goes back to before this prompt${later}.`));
+      if (files.length) {
+        const li = el('li', undefined, `Files restored (${files.length}): `);
+        li.append(el('span', 'edit-files', files.join(', ')));
+        li.title = files.join('\n');
+        lines.append(li);
+      } else {
+        lines.append(el('li', undefined, 'No file changed by the agent since then: files stay as they are.'));
+      }
+    }
+    this.editBar.replaceChildren(title, lines);
+  }
+
+  cancelEdit(): void {
+    const e = this.editing;
+    if (!e) return;
+    this.editing = undefined;
+    this.editBar.hidden = true;
+    this.editBar.replaceChildren();
+    this.el.classList.remove('editing');
+    this.input.value = e.draft;
+    this.chips = e.chips;
+    this.renderChips();
+    this.setRunning(this.running);
+    this.save();
+    this.input.focus();
+  }
+
   showError(error: string, actions: PanelAction[]): void {
     this.errorEl.replaceChildren(el('span', 'composer-error-text', error), ...actionButtons(actions, this.host.post));
     this.errorEl.hidden = false;
@@ -109,7 +197,19 @@ export class Composer {
     const failed = this.inflight.get(id);
     this.inflight.delete(id);
     if (ok) return;
-    if (failed) {
+    if (failed?.editing) {
+      // The edited prompt was not sent: edit mode comes back with its text (the rewind did not happen
+      // or the send failed after it; the error says which).
+      const { text, turn } = failed.editing;
+      if (!this.editing) this.editing = { turn, draft: this.input.value, chips: this.chips };
+      this.input.value = text;
+      this.chips = failed.chips;
+      this.renderChips();
+      this.editBar.hidden = false;
+      this.el.classList.add('editing');
+      this.setRunning(this.running);
+      this.host.post({ type: 'editPreview', turn });
+    } else if (failed) {
       const input = this.input;
       input.value = input.value.trim() ? `${failed.text}\n${input.value}` : failed.text;
       this.chips = [...failed.chips, ...this.chips];
@@ -124,13 +224,32 @@ export class Composer {
     if (!text.trim() && !this.chips.length) return;
     if (!this.host.canSend()) return;
     // The panel's own commands come first (protocol.md §18): they act here and send nothing.
-    const builtin = /^\s*\/([\w.-]+)\s*$/.exec(text);
-    const own = builtin ? BUILTIN_COMMANDS.find((c) => c.name === builtin[1]) : undefined;
+    const own = this.editing ? undefined : parseBuiltin(text);
     if (own) {
-      this.host.post(own.message);
       this.input.value = '';
       this.errorEl.hidden = true;
+      this.noteEl.hidden = true;
       this.save();
+      own.command.run(own.arg, this.slashContext());
+      return;
+    }
+    if (this.editing) {
+      // Edit-and-resend: the host rewinds to before the turn, then sends the text (never a steer).
+      const id = ++this.sendSeq;
+      const e = this.editing;
+      this.inflight.set(id, { text, chips: [...this.chips], editing: { ...e, text } });
+      this.host.post({ type: 'editResend', id, turn: e.turn, text, chips: this.chips });
+      this.editing = undefined;
+      this.editBar.hidden = true;
+      this.el.classList.remove('editing');
+      this.input.value = e.draft;
+      this.chips = e.chips;
+      this.errorEl.hidden = true;
+      this.noteEl.hidden = true;
+      this.setRunning(this.running);
+      this.save();
+      this.renderChips();
+      this.host.sent();
       return;
     }
     // Any other `/name …` goes as typed: the daemon expands the session's custom commands.
@@ -143,9 +262,14 @@ export class Composer {
     this.input.value = '';
     this.chips = [];
     this.errorEl.hidden = true;
+    this.noteEl.hidden = true;
     this.save();
     this.renderChips();
     this.host.sent();
+  }
+
+  private slashContext(): SlashContext {
+    return { post: this.host.post, note: (t) => this.showNote(t), model: () => this.host.model(), openModePicker: () => this.host.openModePicker() };
   }
 
   save(): void {
@@ -336,14 +460,6 @@ class Mentions {
   }
 }
 
-/** The panel's own slash commands: they act in the panel and are never sent (a custom command of the
- *  same name is not reachable from here, as protocol.md §18 says of a client's built-in ones). */
-export const BUILTIN_COMMANDS: Array<{ name: string; description: string; message: WebviewToHost }> = [
-  { name: 'new', description: 'Start a new session', message: { type: 'newSession' } },
-  { name: 'sessions', description: 'Switch to another session', message: { type: 'switchSession' } },
-  { name: 'stop', description: 'Stop the running turn (the queue stays)', message: { type: 'cancel', keepInbox: true } },
-];
-
 interface SlashItem { name: string; description: string; hint?: string; source: string }
 
 /** Completion of slash commands: `/` at the start of the message lists the panel's own commands and the
@@ -390,7 +506,7 @@ class SlashMenu {
     const q = this.query.toLowerCase();
     const own = new Set(BUILTIN_COMMANDS.map((c) => c.name));
     const all: SlashItem[] = [
-      ...BUILTIN_COMMANDS.map((c) => ({ name: c.name, description: c.description, source: 'panel' })),
+      ...BUILTIN_COMMANDS.map((c) => ({ name: c.name, description: c.description, hint: c.hint, source: 'panel' })),
       ...this.custom.filter((c) => !own.has(c.name)).map((c) => ({ name: c.name, description: c.description, hint: c.argumentHint, source: c.source })),
     ];
     const rank = (it: SlashItem) => it.name.toLowerCase().startsWith(q) ? 0 : 1;

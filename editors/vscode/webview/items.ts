@@ -223,7 +223,8 @@ function userNode(it: UserItem): HTMLElement {
     if (!it.tags?.some((t) => t === 'steer' || t === 'inject' || t === 'rewound')) {
       const wrap = el('div', 'prompt');
       const row = el('div', 'turn-actions rewind-actions');
-      row.append(turnAct('rewind', 'Restore checkpoint', it.turn, 'Take the files and the conversation back to before this prompt (shows the files first)'));
+      row.append(turnAct('edit', 'Edit', it.turn, 'Edit this prompt and send it again: the files and the conversation go back to before it first (shown before you send)'),
+        turnAct('rewind', 'Restore checkpoint', it.turn, 'Take the files and the conversation back to before this prompt (shows the files first)'));
       wrap.append(d, row);
       return wrap;
     }

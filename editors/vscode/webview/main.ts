@@ -4,12 +4,13 @@
 // changed).
 import type { ConnectionState, HostToWebview, PanelAction, WebviewToHost } from '../src/protocol/panelMessages';
 import { emptyModel, pendingCount, queueOf, reduce, SessionModel, statusLabel } from '../src/protocol/reducer';
-import type { Escalation, HooksUntrusted, Inbox, PermissionRequest, Plan, ProcessInfo, ProcessOutput, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
+import type { Escalation, HooksUntrusted, Inbox, ModelInfo, PermissionRequest, Plan, ProcessInfo, ProcessOutput, SandboxMode, SandboxStatus, Target } from '../src/protocol/types';
 import { textOf } from '../src/protocol/types';
 import { ChangedFilesBar } from './changedFiles';
 import { actionButtons, Composer } from './composer';
 import { button, el, srOnly } from './dom';
 import { contextLabel, diffBlock } from './items';
+import { modelPicker, modelValue, modelOptions, modePicker } from './headerPickers';
 import { LeaseBars } from './leaseBars';
 import { codeInfo, renderMarkdown } from './markdown';
 import { TranscriptView } from './transcriptView';
@@ -70,18 +71,17 @@ const meterFill = el('span', 'fill');
 meter.append(meterFill);
 const contextText = el('span', 'context-text');
 contextEl.append(meter, contextText);
-// The session's mode (daemons with `modes`): what the agent may do without asking.
-const MODES: Array<[string, string, string]> = [
-  ['ask', 'Ask', 'Edits and commands ask first'],
-  ['accept-edits', 'Accept edits', 'Edits run without asking; commands still ask'],
-  ['plan', 'Plan', 'Read-only tools only: no edit, no command'],
-];
-const modeSelect = el('select', 'mode-select') as HTMLSelectElement;
-modeSelect.setAttribute('aria-label', 'Mode');
-for (const [value, label, title] of MODES) { const o = el('option', undefined, label) as HTMLOptionElement; o.value = value; o.title = title; modeSelect.append(o); }
-modeSelect.addEventListener('change', () => post({ type: 'setMode', mode: modeSelect.value as 'ask' | 'accept-edits' | 'plan' }));
-modeSelect.hidden = true;
-stateRow.append(dot, statusEl, el('span', 'spacer'), modeSelect, contextEl);
+// The session's mode (daemons with `modes`): what the agent may do without asking; and its model
+// (daemons with `models`), with the reasoning effort where the model has one (headerPickers.ts).
+const modeSelect = modePicker((mode) => post({ type: 'setMode', mode }));
+modeSelect.el.hidden = true;
+const modelSelect = modelPicker((choice) => post({ type: 'setModel', ...choice }));
+modelSelect.el.hidden = true;
+/** The models offered, and for which session and choice they were last asked. */
+let models: { list: ModelInfo[]; current: string; effort?: string; settable: boolean } | undefined;
+let modelsAsked = '';
+let modelsShown = '';
+stateRow.append(dot, statusEl, el('span', 'spacer'), modelSelect.el, modeSelect.el, contextEl);
 header.append(titleRow, stateRow);
 
 const announcer = el('div', 'sr-only');
@@ -169,6 +169,8 @@ const composer = new Composer({
   canSend: () => !model.readOnly,
   sent: () => view.jumpToLive(),
   save: (state) => vscode.setState(state),
+  model: () => model,
+  openModePicker: () => { if (!modeSelect.el.hidden) modeSelect.toggle(true); else composer.showNote('Modes are not available here.'); },
 }, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
 composer.acceptDrops(app);
 
@@ -214,6 +216,10 @@ view.scroller.addEventListener('click', (ev) => {
     const text = view.promptOf(turn);
     if (text) post({ type: 'retry', text });
     else composer.showError('The prompt of that turn is not known here: send it again.', []);
+  } else if (act === 'edit') {
+    const turn = Number(b.dataset.turn);
+    const text = view.promptOf(turn);
+    if (turn > 0 && text !== undefined) composer.startEdit(turn, text);
   } else if (act === 'rewind' || act === 'fork') {
     const turn = Number(b.dataset.turn);
     if (turn > 0) post({ type: act, turn });
@@ -255,6 +261,12 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'processOutput': if (m.sessionId === model.sessionId) showProcessOutput(m.processId, m.output, m.error); return;
     case 'turnDiffNote': if (m.sessionId === model.sessionId) changedFiles.note(m.text, m.warning); return;
     case 'error': composer.showError(m.message, m.actions ?? []); return;
+    case 'note': composer.showNote(m.text); return;
+    case 'editPreview': composer.editPreview(m.turn, m.files, m.laterPrompts, m.canRewind); return;
+    case 'models':
+      models = { list: m.models, current: m.current, effort: m.reasoningEffort, settable: m.settable };
+      renderModels();
+      return;
     case 'sandboxModeDeclined': sandboxPending = undefined; shown.sandbox = null; break;
     case 'proposalEdited':
       if (m.edited) editedProposals.add(m.callId); else editedProposals.delete(m.callId);
@@ -766,6 +778,7 @@ function queueTooltip(m: { queuedAt?: number; wakeup?: boolean }): string {
 
 function renderControls(): void {
   leaseBars.render(model, connection);
+  renderModels();
   const running = model.status === 'running';
   const pending = pendingCount(model) > 0;
   const ro = model.readOnly;
@@ -786,12 +799,27 @@ function renderControls(): void {
   composer.setRunning(running);
   // Read-only: nothing that drives the session is shown; one line says why, with what can be done.
   composer.el.hidden = ro;
-  modeSelect.hidden = !connection.modes || ro || connection.state !== 'ready';
-  modeSelect.value = model.mode ?? 'ask';
-  modeSelect.title = MODES.find(([v]) => v === modeSelect.value)?.[2] ?? '';
+  modeSelect.el.hidden = !connection.modes || ro || connection.state !== 'ready';
+  modeSelect.show(model.mode ?? 'ask');
   // Restore checkpoint drives the session (not while a turn runs or read-only); Fork only reads it.
   document.body.classList.toggle('can-rewind', !!connection.rewind && !ro && !running && connection.state === 'ready');
   document.body.classList.toggle('can-fork', !!connection.rewind && connection.state === 'ready');
+}
+
+/** The model picker: asked again when the session or its own choice changes (another window's too). */
+function renderModels(): void {
+  const ready = connection.state === 'ready' && !!model.sessionId;
+  const asked = `${model.sessionId}|${model.modelChoice?.model}|${model.modelChoice?.reasoningEffort}|${model.readOnly}`;
+  if (ready && asked !== modelsAsked) { modelsAsked = asked; post({ type: 'models' }); }
+  const list = models?.list ?? [];
+  const hidden = !ready || !list.length || !models?.settable;
+  const key = `${hidden}|${JSON.stringify(list)}|${models?.current}|${models?.effort}`;
+  if (key === modelsShown) return;
+  modelsShown = key;
+  modelSelect.el.hidden = hidden;
+  if (!list.length || !models) return;
+  modelSelect.setOptions(modelOptions(list));
+  modelSelect.show(modelValue(list, models.current, models.effort));
 }
 
 render();

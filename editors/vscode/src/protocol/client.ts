@@ -1,7 +1,7 @@
 // A typed client of the dsh protocol over a minimal Rpc seam (vscode-jsonrpc's MessageConnection or
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
-  AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
+  AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ModelsList, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
   OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, Target, TranscriptPage, TurnDiffResult, TurnUndoResult,
 } from './types';
 
@@ -91,6 +91,18 @@ export class DshClient {
   /** The session's mode (daemons with `modes`): ask, accept-edits or plan. */
   setMode(sessionId: string, mode: 'ask' | 'accept-edits' | 'plan'): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/setMode', { sessionId, mode });
+  }
+  /** The models to offer (daemons with `models`); with `sessionId` (daemons with `sessionModels`), its model and effort. */
+  modelsList(sessionId?: string): Promise<ModelsList> {
+    return this.rpc.request('dsh/models/list', sessionId ? { sessionId } : {});
+  }
+  /** The session's own model and reasoning effort, from its next request (daemons with `sessionModels`). */
+  setModel(sessionId: string, p: { model?: string; reasoningEffort?: string }): Promise<Record<string, never>> {
+    return this.rpc.request('dsh/session/setModel', { sessionId, ...p });
+  }
+  /** Compacts the session's history now (§14). */
+  compact(sessionId: string): Promise<Record<string, unknown>> {
+    return this.rpc.request('dsh/session/compact', { sessionId });
   }
   renameSession(sessionId: string, title: string): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/rename', { sessionId, title });

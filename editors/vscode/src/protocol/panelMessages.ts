@@ -1,6 +1,6 @@
 // Messages between the extension host and the chat webview (both directions). No vscode import.
 import type { Action, SessionModel } from './reducer';
-import type { CustomCommandInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage, UnsavedChoice, PlanMode } from './types';
+import type { CustomCommandInfo, ModelInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage, UnsavedChoice, PlanMode } from './types';
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
 export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
@@ -35,7 +35,13 @@ export type HostToWebview =
   /** What a keep or an undo of the last turn's changes did, in words (a conflict: `warning`). */
   | { type: 'turnDiffNote'; sessionId: string; text: string; warning: boolean }
   /** Something the person asked for failed: said under the composer. */
-  | { type: 'error'; message: string; actions?: PanelAction[] };
+  | { type: 'error'; message: string; actions?: PanelAction[] }
+  /** The models and the session's model and effort (`dsh/models/list`); `settable`: the picker may change them. */
+  | { type: 'models'; models: ModelInfo[]; current: string; reasoningEffort?: string; settable: boolean }
+  /** What editing turn `turn`'s prompt takes back (the files a rewind restores, the prompts after it). */
+  | { type: 'editPreview'; turn: number; files: string[]; laterPrompts: number; canRewind: boolean }
+  /** A word for the person under the composer (what a `/` command did). */
+  | { type: 'note'; text: string };
 
 export interface ConnectionState {
   state: 'starting' | 'ready' | 'stopped' | 'error';
@@ -92,6 +98,17 @@ export type WebviewToHost =
   /** Hand over now: the take-over another window asked for happens at once. */
   | { type: 'handOver' }
   | { type: 'setMode'; mode: 'ask' | 'accept-edits' | 'plan' }
+  /** The header's model picker: the list (answered with `models`), and a choice. */
+  | { type: 'models' }
+  | { type: 'setModel'; model: string; reasoningEffort?: string }
+  /** The composer's own `/` commands that need the daemon. */
+  | { type: 'compact' }
+  | { type: 'undo' }
+  | { type: 'rewindPick' }
+  | { type: 'forkLast' }
+  /** Edit of a past prompt: what it takes back (answered with `editPreview`), then the rewind and the send. */
+  | { type: 'editPreview'; turn: number }
+  | { type: 'editResend'; id: number; turn: number; text: string; chips: Chip[] }
   /** Restore checkpoint: files and conversation back to before turn `turn`. */
   | { type: 'rewind'; turn: number }
   /** Fork from here: a new session with the conversation up to the end of turn `turn`. */

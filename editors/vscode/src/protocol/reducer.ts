@@ -90,6 +90,8 @@ export interface SessionModel {
   olderBefore: number | null;
   /** The session's mode (daemons with `modes`): from the attach reply and `session/mode` events. */
   mode?: 'ask' | 'accept-edits' | 'plan';
+  /** The session's own model and effort (`session/settings`; absent fields: the daemon's configuration). */
+  modelChoice?: { model?: string; reasoningEffort?: string };
   /** The last step's input tokens and the model's context window (`context/usage`). */
   context?: { used: number; window: number | null };
   /** Pending items as they were when a turn claimed them (removed when their user/message comes),
@@ -119,6 +121,14 @@ export interface SessionModel {
 }
 
 const PLAN_LOG = 32;
+/** A mode change as a line of the transcript (`session/mode`, live or from a page). */
+function modeLine(seq: number, turn: number, d: { mode: string; planCallId?: string }): NoticeItem {
+  const approved = d.planCallId ? ' (plan approved)' : '';
+  return { id: `md:${seq}`, kind: 'notice', rev: 0, turn, level: 'info', text: `Mode: ${MODE_LABELS[d.mode] ?? d.mode}${approved}` };
+}
+
+/** The modes as the panel names them (protocol.md §3). */
+export const MODE_LABELS: Record<string, string> = { ask: 'Ask', 'accept-edits': 'Accept edits', plan: 'Plan' };
 /** Ended background processes kept in the model (the running ones are all kept). */
 export const PROCESSES_EXITED = 5;
 
@@ -267,7 +277,17 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
     case 'session/handover':
       return handoverRequested(model, ev.data);
     case 'session/mode':
-      return { ...model, mode: ev.data.mode };
+      // The change is marked where it happened: what follows runs in that mode.
+      return upsert({ ...model, mode: ev.data.mode }, modeLine(e.seq ?? model.rev, model.currentTurn, ev.data));
+    case 'session/settings': {
+      const d = ev.data;
+      const choice = { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
+      const what = [choice.model, choice.reasoningEffort && `${choice.reasoningEffort} effort`].filter(Boolean).join(', ');
+      const m = { ...model, modelChoice: choice };
+      // The event also carries the sandbox choice: a line only when the model or the effort changed.
+      const same = choice.model === model.modelChoice?.model && choice.reasoningEffort === model.modelChoice?.reasoningEffort;
+      return what && !same ? upsert(m, { id: `ms:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: `Model: ${what}` }) : m;
+    }
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
     case 'agent/inbox/spliced': {
@@ -505,6 +525,10 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
           args: parseArgs(it.arguments), status: it.synthetic || failed ? 'error' : r ? 'ok' : 'running', output: '', result,
           error: r?.error, meta: r?.meta, synthetic: !!it.synthetic,
         });
+      } else if (it.type === 'event' && it.event === 'session/mode') {
+        // The same line the live event makes (its id by seq); logged between turns: after the footer.
+        const line = { ...modeLine(it.seq, t.turn, it.data as { mode: string; planCallId?: string }), rev };
+        (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push(line);
       } else if (it.type === 'event' && it.event === 'session/notice') {
         // The same item the live event makes (its id by seq), so a replay after the page finds it.
         const notice = sessionNotice(it.seq, t.turn, it.data);

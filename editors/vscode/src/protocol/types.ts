@@ -344,6 +344,10 @@ export interface InitializeDshCapabilities {
   handOver?: boolean;
   /** dsh/session/setMode, the `session/mode` event and the attach reply's `mode` (§3). */
   modes?: boolean;
+  /** dsh/models/list (§1). */
+  models?: boolean;
+  /** dsh/session/setModel and dsh/models/list `{sessionId}`: a session's own model and effort (§1). */
+  sessionModels?: boolean;
   /** A permission answer may carry `newText`: the edit as the person changed it (§8). */
   editedAccept?: boolean;
   /** `{outcome: "allow-always", persist: true}` on an escalation saves the widening to config.json (§16). */
@@ -388,6 +392,11 @@ export interface CheckpointFile { path: string; created: boolean; by: 'edit' | '
 export interface CheckpointTurn { turn: number; files: CheckpointFile[]; commands: number; unrestorableCommands?: number | null }
 /** `dsh/session/checkpoints`: per turn that changed files (oldest first), what a rewind would touch. */
 export interface CheckpointsResult { turns: CheckpointTurn[]; storedBytes: number; maxBytes: number }
+
+/** A row of `dsh/models/list` (§1): `reasoningEfforts` where the model thinks at an effort. */
+export interface ModelInfo { id: string; name?: string | null; contextWindow?: number | null; reasoningEfforts?: string[] | null }
+/** `dsh/models/list`: with `sessionId`, `current` and `reasoningEffort` are that session's. */
+export interface ModelsList { models: ModelInfo[]; current: string; reasoningEffort?: string | null }
 
 /** Typed `data.code` of daemon errors. */
 export type DshErrorCode = 'invalid_params' | 'unknown_session' | 'duplicate_message_id' | 'unknown_message'
