@@ -349,7 +349,7 @@ async def _permission(
         if decision is None or isinstance(decision, Allow):
             continue
         if isinstance(decision, Deny):
-            return ToolOutcome.error(f"Error: {decision.message}", "DENIED")
+            return _denied(decision)
         if isinstance(decision, Ask):
             scope = decision.scope or call.name
             if scope in agent.always_allowed:
@@ -359,10 +359,13 @@ async def _permission(
             if isinstance(answer, Allow):
                 continue  # once: a hook's answer is never remembered as the person's
             if isinstance(answer, Deny):
-                return ToolOutcome.error(f"Error: {answer.message}", "DENIED")
+                return _denied(answer)
             if agent.approver is None:
-                return ToolOutcome.error(
-                    f"Error: running {call.name} needs the user's permission and no client can ask", "DENIED"
+                return _denied(
+                    Deny(
+                        f"running {call.name} needs the user's permission and no client can ask",
+                        reason="no-client",
+                    )
                 )
             reply = await signal.race(agent.approver.request_permission(request, signal))
             outcome = reply.outcome if isinstance(reply, PermissionReply) else reply
@@ -387,6 +390,12 @@ async def _permission(
                 signal.check()
                 return ToolOutcome.error("Error: permission request cancelled", "CANCELLED")
     return None
+
+
+def _denied(decision: Deny) -> ToolOutcome:
+    """A refused call's result: the words for the model, and who refused it as data for clients."""
+    meta = {"denied": decision.reason} if decision.reason is not None else None
+    return ToolOutcome.error(f"Error: {decision.message}", "DENIED", meta=meta)
 
 
 def _rejection(call: ToolCall, decision: Ask, reply: PermissionOutcome | PermissionReply) -> str:

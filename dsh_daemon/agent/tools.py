@@ -100,6 +100,14 @@ class Allow:
 class Deny:
     message: str
     kind: Literal["deny"] = "deny"
+    # why, as data for clients (the `DENIED` result's `meta.denied`, protocol.md §11): the words are
+    # the model's and may change
+    reason: DenyReason | None = None
+
+
+# Who refused a call: the session's plan mode, the permission policy (config), one of the person's
+# hooks, a subagent's tool set, a review turn, a custom command's allowed tools, or no client to ask.
+DenyReason = Literal["plan-mode", "policy", "hook", "toolset", "review", "command", "no-client"]
 
 
 @dataclass(frozen=True, slots=True)

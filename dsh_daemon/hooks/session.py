@@ -172,7 +172,7 @@ class SessionHooks:
         for hook, answer in answers:
             if answer.block or answer.permission == "deny":
                 because = f": {answer.reason}" if answer.reason else ""
-                return Deny(f"the hook {hook.label} blocked this call{because}")
+                return Deny(f"the hook {hook.label} blocked this call{because}", reason="hook")
         return None
 
     async def permission_request(
@@ -190,7 +190,7 @@ class SessionHooks:
         for hook, answer in answers:
             if answer.permission == "deny" or answer.block:
                 because = f": {answer.reason}" if answer.reason else ""
-                return Deny(f"the hook {hook.label} denied this call{because}")
+                return Deny(f"the hook {hook.label} denied this call{because}", reason="hook")
         if any(answer.permission == "allow" for _, answer in answers):
             return Allow()
         return None

@@ -145,5 +145,6 @@ class CommandTurns:
         if allowed is None or call.name in allowed:
             return None
         return Deny(
-            f"this turn runs a custom command that allows only: {', '.join(sorted(allowed)) or 'no tool'}"
+            f"this turn runs a custom command that allows only: {', '.join(sorted(allowed)) or 'no tool'}",
+            reason="command",
         )

@@ -29,11 +29,13 @@ from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import ForkOrigin, InboxSpliced, SessionNoticed, SessionTitled, entry
 from dsh_daemon.model.wire import CheckpointFile, CheckpointTurn, RewindProblem
 from dsh_daemon.session.checkpoints import CheckpointStore, content_hash
-from dsh_daemon.session.store import now_ms
+from dsh_daemon.session.store import SessionStore, now_ms
 from dsh_daemon.tools.editor import EditorUnavailable
 from dsh_daemon.tools.errors import EditConflictError, FileToolError
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from dsh_daemon.host.hosted import HostedSession
     from dsh_daemon.host.sessions import SessionHost
 
@@ -214,11 +216,21 @@ def fork(host: SessionHost, session_id: str, at_turn: int, message: UserMessage 
         title=title,
         cwd=info.cwd,
         events=[*copied, *tail],
-        also=lambda db: CheckpointStore.copy_within(db, session_id, new_id, at_turn),
+        also=lambda db: _copy_fork_rows(db, session_id, new_id, at_turn, forked.fork_of),
     )
     if message is not None:
         host.session(new_id).send(message, "next-turn", True)
     return new_id
+
+
+def _copy_fork_rows(
+    db: sqlite3.Connection, session_id: str, new_id: str, at_turn: int, origin: ForkOrigin | None
+) -> None:
+    """The rest of a fork's creation, in its transaction: the copied turns' checkpoints and where it
+    came from (its `dsh/session/list` row's `forkOf`)."""
+    CheckpointStore.copy_within(db, session_id, new_id, at_turn)
+    if origin is not None:
+        SessionStore.record_fork_origin(db, new_id, unstructure(origin))
 
 
 def _fork_end(events: Sequence[Event], at_turn: int) -> int | None:

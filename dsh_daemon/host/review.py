@@ -156,9 +156,11 @@ class ReviewTurns:
     async def pre_execute(self, call: ToolCall, signal: object) -> Deny | None:
         reviewing = call.turn in self.active.by_turn
         if reviewing and call.name not in REVIEW_TOOLS:
-            return Deny(f"a review turn only reads and reports: {', '.join(sorted(REVIEW_TOOLS))}")
+            return Deny(
+                f"a review turn only reads and reports: {', '.join(sorted(REVIEW_TOOLS))}", reason="review"
+            )
         if not reviewing and call.name == REVIEW_TOOL:
-            return Deny("report_finding is only offered in a review turn (dsh/review/start)")
+            return Deny("report_finding is only offered in a review turn (dsh/review/start)", reason="review")
         return None
 
     async def turn_stopping(self, ctx: TurnStoppingContext) -> None:

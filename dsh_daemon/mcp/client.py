@@ -518,7 +518,7 @@ class McpTools:
         if mode == "allow":
             return Allow()
         if mode == "deny":
-            return Deny(f"{call.name} is disabled by the permission policy")
+            return Deny(f"{call.name} is disabled by the permission policy", reason="policy")
         return Ask(
             f"Run {tool.mcp_name} (MCP server {tool.server.name})",
             {"server": tool.server.name, "tool": tool.mcp_name},

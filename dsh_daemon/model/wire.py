@@ -421,6 +421,7 @@ class SessionSummary:
     last_prompt: str | None = None
     parent_id: str | None = None  # a subagent's session: the session that started it
     worktree: JsonObject | None = None  # a session in its own worktree: methods.WorktreeState
+    fork_of: JsonObject | None = None  # a fork: `{sessionId, atTurn, title}` of what it was cut from (§15)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import _thread
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -38,6 +39,11 @@ DB_FILENAME = "sessions.sqlite3"
 LAST_PROMPT_CHARS = 120
 _NO_SEQ_LIMIT = 2**62
 _SESSION_COLUMNS = "session_id, title, cwd, created_at, updated_at, status, last_seq, pending"
+
+
+def _fork_of(row: str) -> str:
+    """The SQL of where a fork came from (its `forkOf` JSON text; NULL for a session that is no fork)."""
+    return f"(SELECT fork_of FROM session_forks WHERE session_forks.session_id = {row}.session_id)"
 
 
 def _parent_id(row: str) -> str:
@@ -119,6 +125,7 @@ if TYPE_CHECKING:  # the fields as mypy checks every use; at run time the same n
         pending: int
         last_prompt: str | None = None  # filled by `list_page` only
         parent_id: str | None = None  # a subagent's session: the session that started it
+        fork_of: str | None = None  # a fork: `forkOf` as JSON text (protocol.md §15)
 
     class _PageRow(NamedTuple):
         sessions: tuple[SessionInfo, ...]
@@ -146,8 +153,8 @@ else:
 
     _SessionRow = namedtuple(
         "_SessionRow",
-        "session_id title cwd created_at updated_at status last_seq pending last_prompt parent_id",
-        defaults=(None, None),
+        "session_id title cwd created_at updated_at status last_seq pending last_prompt parent_id fork_of",
+        defaults=(None, None, None),
     )
     _PageRow = namedtuple("_PageRow", "sessions has_more")
     WorktreeRow = namedtuple("WorktreeRow", "path repo branch base base_commit session_id")
@@ -172,6 +179,8 @@ class SessionInfo(_SessionRow):
             out["lastPrompt"] = self.last_prompt
         if self.parent_id is not None:
             out["parentId"] = self.parent_id
+        if self.fork_of is not None:
+            out["forkOf"] = json.loads(self.fork_of)
         return out
 
 
@@ -296,6 +305,10 @@ CREATE TABLE IF NOT EXISTS session_parents (
     call_id TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_parents_by_parent ON session_parents (parent_id);
+CREATE TABLE IF NOT EXISTS session_forks (
+    session_id TEXT PRIMARY KEY,
+    fork_of TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS worktrees (
     path TEXT PRIMARY KEY,
     repo TEXT NOT NULL,
@@ -453,6 +466,12 @@ class SessionStore:
                 )
         return self.session_info(session_id)
 
+    @staticmethod
+    def record_fork_origin(db: sqlite3.Connection, session_id: str, fork_of: Mapping[str, Any]) -> None:
+        """Within a fork's creation (`create_session_with_events`'s `also`): where it came from, so a
+        list row says it is a fork without reading its log."""
+        db.execute("INSERT OR REPLACE INTO session_forks VALUES (?,?)", (session_id, dumps(fork_of)))
+
     # ---- worktrees the daemon made (host/worktrees.py) ---------------------------------------------------
 
     def worktree_of(self, session_id: str) -> WorktreeRow | None:
@@ -516,7 +535,8 @@ class SessionStore:
 
     def session_info(self, session_id: str) -> SessionInfo:
         row = self._db.execute(
-            f"SELECT {_SESSION_COLUMNS}, NULL, {_parent_id('sessions')} FROM sessions WHERE session_id=?",
+            f"SELECT {_SESSION_COLUMNS}, NULL, {_parent_id('sessions')}, {_fork_of('sessions')} "
+            "FROM sessions WHERE session_id=?",
             (session_id,),
         ).fetchone()
         if row is None:
@@ -571,14 +591,24 @@ class SessionStore:
     def _page_rows(self, cond: str, args: list[Any], limit: int | None) -> list[SessionInfo]:
         limit_sql = "" if limit is None else f" LIMIT {int(limit)}"
         sql = (
-            f"SELECT p.*, {_LAST_PROMPT}, {_parent_id('p')} FROM (SELECT "
+            f"SELECT p.*, {_LAST_PROMPT}, {_parent_id('p')}, {_fork_of('p')} FROM (SELECT "
             f"{_SESSION_COLUMNS} FROM sessions WHERE {cond} "
             f"ORDER BY updated_at DESC, session_id{limit_sql}) p ORDER BY p.updated_at DESC, p.session_id"
         )
         out = []
-        for sid, title, cwd, created, updated, status, last_seq, pending, prompt, parent in self._db.execute(
-            sql, args
-        ):
+        for (
+            sid,
+            title,
+            cwd,
+            created,
+            updated,
+            status,
+            last_seq,
+            pending,
+            prompt,
+            parent,
+            fork_of,
+        ) in self._db.execute(sql, args):
             out.append(
                 SessionInfo(
                     sid,
@@ -591,6 +621,7 @@ class SessionStore:
                     pending,
                     prompt_preview(prompt),
                     parent,
+                    fork_of,
                 )
             )
         return out
@@ -611,6 +642,7 @@ class SessionStore:
             db.execute("DELETE FROM derived_snapshots WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM seq_reservations WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM session_parents WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM session_forks WHERE session_id=?", (session_id,))
             # A worktree outlives its session unless removed first: listed, never silently deleted.
             db.execute("UPDATE worktrees SET session_id=NULL WHERE session_id=?", (session_id,))
             deleted = db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount

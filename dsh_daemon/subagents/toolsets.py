@@ -52,7 +52,7 @@ class ToolsetGate:
     async def __call__(self, call: ToolCall, signal: AbortSignal) -> PreExecuteDecision | None:
         if allows(self.toolset, call.name):
             return None
-        return Deny(f"{call.name} is not in this subagent's tool set ({self.toolset})")
+        return Deny(f"{call.name} is not in this subagent's tool set ({self.toolset})", reason="toolset")
 
 
 def narrow_registry(registry: ToolRegistry, toolset: SubagentTools) -> None:

@@ -88,10 +88,13 @@ class PermissionPolicy:
             return Allow()
         if mode == "deny":
             if call.name == PROPOSE_PLAN_TOOL and not self.offered(call.name):
-                return Deny(f"{call.name} is only available in plan mode")
+                return Deny(f"{call.name} is only available in plan mode", reason="plan-mode")
             if not self.offered(call.name):
-                return Deny(f"{call.name} is not available in plan mode: read and plan, do not change")
-            return Deny(f"{call.name} is disabled by the permission policy")
+                return Deny(
+                    f"{call.name} is not available in plan mode: read and plan, do not change",
+                    reason="plan-mode",
+                )
+            return Deny(f"{call.name} is disabled by the permission policy", reason="policy")
         args = call.args or {}
         if not isinstance(tool, ToolBase):
             return Ask(f"Run {call.name}")

@@ -1,0 +1,71 @@
+"""What a client needs to word a session's lines and rows, through the real daemon process: a call refused
+in plan mode says so as data (`DENIED` with `meta.denied`, protocol.md §11), live and in the transcript,
+and a fork's `dsh/session/list` row says which session it was forked from (`forkOf`, §3), across a
+restart and for a fork of a fork."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.deepseek_server import FakeDeepSeek, Reply
+from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
+
+
+async def run_turn(daemon: Daemon, sid: str, text: str) -> None:
+    done = len(daemon.of(sid, "turn/end"))
+    await daemon.request("dsh/followup", {"sessionId": sid, "message": {"content": text}})
+    await daemon.wait_idle_turn(sid, done + 1)
+
+
+async def test_a_write_refused_in_plan_mode_says_plan_mode_as_data_live_and_in_the_transcript(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "notes.txt"
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    fake.script(
+        Reply.stream(tool_call_stream([("call_1", "write_file", {"path": str(target), "content": "x"})])),
+        text_reply("planning instead"),
+    )
+    sid = await d.new_session(cwd=str(work))
+    await d.request("dsh/session/setMode", {"sessionId": sid, "mode": "plan"})
+    await run_turn(d, sid, "write it")
+    (result,) = d.of(sid, "tool/result")
+    assert result["data"]["error"]["code"] == "DENIED"
+    assert result["data"]["meta"] == {"denied": "plan-mode"}
+    assert not target.exists()
+    page = await d.request("dsh/session/transcript", {"sessionId": sid})
+    (tool,) = [i for t in page["turns"] for i in t["items"] if i["type"] == "tool"]
+    assert tool["result"]["error"]["code"] == "DENIED" and tool["result"]["meta"] == {"denied": "plan-mode"}
+    await stop_daemon(d)
+
+
+async def test_a_fork_row_says_what_it_was_forked_from_across_a_restart_and_for_a_fork_of_a_fork(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    state = tmp_path / "state"
+    d = await start_daemon(state, fake, apply_edit=False, root=work)
+    fake.script(text_reply("one"), text_reply("two"))
+    sid = await d.new_session(cwd=str(work), title="Work")
+    await run_turn(d, sid, "prompt one")
+    fork_id = (await d.request("dsh/session/fork", {"sessionId": sid, "atTurn": 1}))["sessionId"]
+    await d.request("dsh/session/attach", {"sessionId": fork_id})
+    await d.wait_for(lambda: len(d.of(fork_id, "turn/end")) == 1)
+    await run_turn(d, fork_id, "prompt two")
+    again_id = (await d.request("dsh/session/fork", {"sessionId": fork_id, "atTurn": 2}))["sessionId"]
+    await stop_daemon(d)
+
+    d = await start_daemon(state, fake, apply_edit=False, root=work)
+    for params in ({}, {"cwd": str(work), "limit": 10}):
+        rows = {s["sessionId"]: s for s in (await d.request("dsh/session/list", params))["sessions"]}
+        assert "forkOf" not in rows[sid]
+        assert rows[fork_id]["forkOf"] == {"sessionId": sid, "atTurn": 1, "title": "Work"}
+        # the copied log holds the first fork's notice too: the row names the session it was cut from
+        assert rows[again_id]["forkOf"] == {"sessionId": fork_id, "atTurn": 2, "title": "Work (fork)"}
+    await d.request("dsh/session/delete", {"sessionId": fork_id})
+    rows = {s["sessionId"]: s for s in (await d.request("dsh/session/list", {}))["sessions"]}
+    assert fork_id not in rows and rows[again_id]["forkOf"]["sessionId"] == fork_id
+    await stop_daemon(d)
