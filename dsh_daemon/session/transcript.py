@@ -4,9 +4,10 @@ Pure functions over events: no store, no wire. `page_events` picks the events of
 from the log read newest first (so only the tail is read); `render_turns` folds them, in log order,
 into rendered turns; `transcript_page` does both.
 
-A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?, cut?}`; `end` is
-the `turn/end` reason (absent while the turn is open); `cut: true` when a later `conversation/cut` took
-it out of the model's history. Items, in log order:
+A rendered turn is `{turn, startSeq, startedAt, items, endSeq?, endedAt?, end?, usage?, cut?, retries?}`;
+`end` is the `turn/end` reason (absent while the turn is open); `cut: true` when a later
+`conversation/cut` took it out of the model's history; `retries`: a turn that ended in error after its
+failing request was retried, how many times (the last `llm/retry`'s `retry`). Items, in log order:
 - `{type: "message", seq, step, id, source, text, queued?}`: a `user/message` the turn entered (a
   person's prompt, editor context, a plugin's notice); `text` is its text blocks joined; `queued`: a
   person's prompt that waited behind a running turn (or for Run queue) before its own turn took it,
@@ -39,6 +40,7 @@ from dsh_daemon.model.events import (
     ASSISTANT_MESSAGE,
     CONVERSATION_CUT,
     INBOX_SPLICED,
+    LLM_RETRY,
     PROCESS_EXITED,
     PROCESS_STARTED,
     SESSION_MODE,
@@ -170,6 +172,7 @@ class _Builder:
         self.early: list[dict[str, Any]] = []  # line events logged before the first turn
         self.waiting: dict[str, tuple[bool, str | None]] = {}  # pending id → (it waited, its verb)
         self.queued: set[str] = set()  # prompts a turn claimed after they waited
+        self.retry: int | None = None  # the open retry of the turn's request (no reply since)
 
     def feed(self, event: Event) -> None:
         kind = event.type
@@ -183,7 +186,7 @@ class _Builder:
             if not self.turns:
                 self.current["items"], self.early = self.early, []
             self.turns.append(self.current)
-            self.step, self.tools, self.placed, self.partial = None, {}, set(), None
+            self.step, self.tools, self.placed, self.partial, self.retry = None, {}, set(), None, None
             return
         if kind in LINE_EVENTS:
             line = {
@@ -202,6 +205,10 @@ class _Builder:
         if turn is None:
             return  # between turns: titles, headers of no turn
         items: list[dict[str, Any]] = turn["items"]
+        if kind == LLM_RETRY:
+            self.retry = int(event.data["retry"])
+        elif kind in (ASSISTANT_CHUNK, STEP_START):
+            self.retry = None  # the request went through (or a new step began): it recovered
         if kind == STEP_START:
             self.step, self.partial = StepStarted.of(event).step, None
         elif kind == STEP_END:
@@ -226,6 +233,8 @@ class _Builder:
         elif kind == TURN_END:
             turn["endSeq"], turn["endedAt"] = event.seq, event.time
             turn["end"] = thaw(unstructure(TurnEnded.of(event).reason))
+            if self.retry is not None and turn["end"].get("kind") == "error":
+                turn["retries"] = self.retry  # how many times the failing request was retried
             self.current, self.step, self.partial = None, None, None
 
     def _message(self, event: Event) -> dict[str, Any]:

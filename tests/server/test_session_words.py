@@ -69,3 +69,25 @@ async def test_a_fork_row_says_what_it_was_forked_from_across_a_restart_and_for_
     rows = {s["sessionId"]: s for s in (await d.request("dsh/session/list", {}))["sessions"]}
     assert fork_id not in rows and rows[again_id]["forkOf"]["sessionId"] == fork_id
     await stop_daemon(d)
+
+
+async def test_a_reloaded_transcript_says_how_many_times_a_failed_turn_was_retried(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    d = await start_daemon(tmp_path / "state", fake)
+    fake.script(
+        Reply.error(503, retry_after="0"),
+        Reply.error(503, retry_after="0"),
+        Reply.error(400),  # not retried: the turn fails after two retries
+        Reply.error(503, retry_after="0"),
+        text_reply("recovered"),  # a retried request that went through: no retries on the turn
+    )
+    sid = await d.new_session()
+    await run_turn(d, sid, "one")
+    await run_turn(d, sid, "two")
+    assert [e["data"]["retry"] for e in d.of(sid, "llm/retry")] == [1, 2, 1]
+    page = await d.request("dsh/session/transcript", {"sessionId": sid})
+    failed, recovered = sorted(page["turns"], key=lambda t: t["turn"])
+    assert failed["end"]["kind"] == "error" and failed["retries"] == 2
+    assert recovered["end"]["kind"] == "completed" and "retries" not in recovered
+    await stop_daemon(d)
