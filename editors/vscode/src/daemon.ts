@@ -10,6 +10,7 @@ import { editorHandlers, OFFERED, Rechecks } from './editorAbilities';
 import { DAEMON_NAME, installPlans, locateDaemon, runInstall, type Located, venvBin } from './locate';
 import { DaemonUnavailable, type DaemonState } from './daemonState';
 import { daemonSettings } from './daemonSettings';
+import { daemonLine, SaveReason } from './outputLog';
 import { DshClient, Rpc } from './protocol/client';
 import type { InitializeDshCapabilities } from './protocol/types';
 
@@ -39,6 +40,8 @@ export class Daemon implements vscode.Disposable {
   /** When language servers re-checked a document (`settleMs`): one watch for every daemon this
    *  extension starts, disposed with it. */
   private readonly rechecks = new Rechecks();
+  /** Why the daemon asks the editor to save: the panel marks a checkpoint restore or an undo. */
+  readonly saves = new SaveReason();
 
   constructor(private readonly ctx: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
 
@@ -136,9 +139,8 @@ export class Daemon implements vscode.Disposable {
             for (const line of lines) {
               if (!line.trim()) continue;
               this.stderrTail = [...this.stderrTail.slice(-19), line];
-              if (/\b(ERROR|CRITICAL|Traceback)\b/.test(line)) this.output.error(line);
-              else if (/\bWARNING\b/.test(line)) this.output.warn(line);
-              else this.output.info(line);
+              const { level, text } = daemonLine(line);
+              this.output[level](text);
             }
           });
         },
@@ -164,7 +166,7 @@ export class Daemon implements vscode.Disposable {
       getState: () => ({ kind: 'static' }),
       clear: () => undefined,
     });
-    for (const [method, handler] of Object.entries(editorHandlers((line) => this.output.info(line), this.rechecks))) lc.onRequest(method, handler);
+    for (const [method, handler] of Object.entries(editorHandlers((line) => this.output.info(line), this.rechecks, this.saves))) lc.onRequest(method, handler);
     const rpc: Rpc = {
       request: (method, params) => lc.sendRequest(method, params),
       notify: (method, params) => lc.sendNotification(method, params),

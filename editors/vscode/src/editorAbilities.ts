@@ -4,6 +4,7 @@
 // extensions the person has installed. Advertised in `initialize` params
 // `capabilities.experimental.dsh`; each answer converts VS Code's types to LSP's.
 import * as vscode from 'vscode';
+import type { SaveReason } from './outputLog';
 
 export const OFFERED = {
   documentSave: true,
@@ -292,7 +293,7 @@ export async function saveTextKeepingBuffer(doc: vscode.TextDocument, text: stri
 
 /** The request handlers, by method. `log` says what was done (the daemon log the person can open);
  *  `watcher` is the extension's one re-check watch (handlers are made again at each daemon start). */
-export function editorHandlers(log: (line: string) => void, watcher: Rechecks): Record<string, Handler> {
+export function editorHandlers(log: (line: string) => void, watcher: Rechecks, saves?: SaveReason): Record<string, Handler> {
   const run = <T>(command: string, ...args: unknown[]) => vscode.commands.executeCommand<T>(command, ...args);
   /** An empty answer for a document no language server serves says so (protocol.md §9). */
   const orNone = async <T extends object>(uri: string | undefined, answer: T, empty: boolean): Promise<T & { noLanguageServer?: true }> =>
@@ -321,7 +322,8 @@ export function editorHandlers(log: (line: string) => void, watcher: Rechecks): 
           failed.push({ uri, message: String((err as Error)?.message ?? err) });
         }
       }
-      log(`saved after an agent edit: ${saved.map((u) => vscode.workspace.asRelativePath(vscode.Uri.parse(u))).join(', ') || 'nothing'}`);
+      const names = saved.map((u) => vscode.workspace.asRelativePath(vscode.Uri.parse(u)));
+      log(saves ? saves.savedLine(names) : `saved after an agent edit: ${names.join(', ') || 'nothing'}`);
       return failed.length ? { saved, failed } : { saved };
     },
     // With `settleMs` (after an agent edit): once the language server re-checked each document.

@@ -20,6 +20,8 @@ import { Action, emptyModel, pendingCount, reduce, SessionModel, statusLabel, ty
 import { errorCode, type AnyEvent, type CheckpointTurn, type ContextRef, type SandboxMode, type SessionInfo } from './protocol/types';
 import { deleteSession } from './protocol/worktrees';
 import { confirmDeleteSession } from './sessionDelete';
+import { sessionPickRow } from './sessionRows';
+import { TurnFailureLog } from './outputLog';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -67,6 +69,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   private pendingChips: Chip[] = [];
   private connection: ConnectionState = { state: 'starting', root: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
   private subscribed = new WeakSet<DshClient>();
+  /** A failed turn of any followed session, logged once with its retries (the output log). */
+  private readonly failures = new TurnFailureLog();
   private readOnlyRetry: ReturnType<typeof setTimeout> | undefined;
   private inboxTimer: ReturnType<typeof setTimeout> | undefined;
   /** The session whose first transcript page is on its way: its events wait for the attach replay. */
@@ -221,6 +225,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   private onEvent(e: AnyEvent): void {
+    for (const line of this.failures.lines(e)) this.daemon.output.error(line); // any session followed
     if (e.type === 'permission/resolved') this.permissions.settled((e.data as { callId: string }).callId); // any session
     if (e.sessionId !== this.model.sessionId) return;
     // Before the page is in, an event of a session this connection already follows would land in
@@ -516,16 +521,18 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     const yes = await vscode.window.showWarningMessage(`Restore the checkpoint before ${prompt ? `"${prompt}"` : `turn ${turn}`}?`,
       { modal: true, detail }, 'Restore');
     if (yes !== 'Restore') return;
-    let result = await client.rewind(sessionId, turn);
+    this.log(`restoring the checkpoint before turn ${turn} of session ${sessionId.slice(0, 8)}`);
+    let result = await this.daemon.saves.during(() => client.rewind(sessionId, turn));
     if (result.conflicts.length) {
       const changed = result.conflicts.map((c) => `  ${c.path ? vscode.workspace.asRelativePath(c.path) : '?'}`);
       const force = await vscode.window.showWarningMessage('Some files were changed after the agent changed them. Nothing was restored yet.', {
         modal: true, detail: ['Changed since (your changes there would be lost):', ...changed, '', 'Overwrite them with the checkpoint?'].join('\n'),
       }, 'Overwrite and restore');
       if (force !== 'Overwrite and restore') return;
-      result = await client.rewind(sessionId, turn, true);
+      this.log(`restoring the checkpoint before turn ${turn} over files changed since (the person said overwrite)`);
+      result = await this.daemon.saves.during(() => client.rewind(sessionId, turn, true));
     }
-    this.log(`restored the checkpoint before turn ${turn}: ${result.restored.length} restored, ${result.deleted.length} deleted`);
+    this.log(`restored the checkpoint before turn ${turn}: ${result.restored.length} restored, ${result.deleted.length} deleted${result.conflicts.length ? `, ${result.conflicts.length} in conflict (nothing written)` : ''}${result.notRestorable.length ? `, ${result.notRestorable.length} not restorable` : ''}`);
     if (result.wroteNoFile) {
       void vscode.window.showWarningMessage(`dsh: no file was written (the files still hold what the agent left): ${result.notRestorable.map((n) => n.path ? vscode.workspace.asRelativePath(n.path) : n.reason).join('; ')}`);
     } else if (result.notRestorable.length) {
@@ -572,9 +579,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         qp.show();
         client.listSessions({}).then(({ sessions }) => {
           qp.items = sessions.map((s) => ({
-            label: s.title || '(untitled)',
-            description: `${s.sessionId === current ? 'current · ' : ''}${s.status}${s.pending ? `, ${s.pending} queued` : ''} · ${new Date(s.updatedAt).toLocaleString()}`,
-            detail: s.lastPrompt ? `${s.lastPrompt} — ${s.cwd}` : s.cwd,
+            ...sessionPickRow(s, current),
             buttons: manage ? [renameButton, deleteButton] : [],
             session: s,
           }));

@@ -2,6 +2,7 @@
 // session under its parent's), each with its state and, for a session in its own worktree, the
 // branch and its figures; worktrees whose session was deleted under a node of their own.
 import type { ListedSession, WorktreeRow } from './protocol/worktrees';
+import { forkBadge, forkLine } from './sessionRows';
 
 export type SessionState = 'running' | 'queued' | 'idle';
 
@@ -117,10 +118,13 @@ export function nodeLook(node: TreeNode, currentId?: string | null): NodeLook {
   const look = STATE_LOOK[state];
   const current = s.sessionId === currentId;
   const parts: string[] = [];
+  const badge = forkBadge(s);
+  if (badge) parts.push(badge);
   if (state === 'queued') parts.push(`${s.pending} queued`);
   const w = s.worktree;
   const tooltip = [
     `${s.title || '(untitled)'}: ${look.words}${s.pending ? `, ${s.pending} queued` : ''}${current ? ' (shown in the chat)' : ''}`,
+    forkLine(s) ?? '',
     w ? `worktree ${w.path}\nbranch ${w.branch} from ${w.base}${w.exists ? '' : ' (the worktree was removed)'}` : s.cwd,
     s.lastPrompt ? `last prompt: ${s.lastPrompt}` : '',
   ].filter(Boolean).join('\n');

@@ -13,6 +13,8 @@ export interface Reply {
   /** The stream waits for this before its first chunk. */
   startGate?: Promise<void>;
   status?: number;
+  /** An error reply: this JSON body instead of a stream (with `status`). */
+  errorBody?: unknown;
 }
 
 const base = { id: 'fake-1', object: 'chat.completion.chunk', created: 1764460800, model: 'fake-model' };
@@ -103,6 +105,10 @@ export class FakeProvider {
     for (const w of this.waiters.splice(0)) w();
     res.on('close', () => { if (!res.writableFinished) rec.disconnected = true; });
     const reply = this.queue.shift() ?? this.defaultReply();
+    if (reply.errorBody !== undefined) {
+      res.writeHead(reply.status ?? 500, { 'content-type': 'application/json' }).end(JSON.stringify(reply.errorBody));
+      return;
+    }
     res.writeHead(reply.status ?? 200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     const chunks = reply.chunks;
     if (reply.startGate) await reply.startGate;
@@ -117,6 +123,11 @@ export class FakeProvider {
     }
     res.end('data: [DONE]\n\n');
   }
+}
+
+/** A provider's error reply: `status` with an OpenAI-style `{"error": {...}}` body. */
+export function errorReply(status: number, message: string): Reply {
+  return { chunks: [], status, errorBody: { error: { message, type: 'server_error', code: null } } };
 }
 
 /** A gate a test opens by hand. */

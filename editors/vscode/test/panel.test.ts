@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { ChatPanel } from '../src/panel';
 import { DaemonUnavailable } from '../src/daemonState';
 import { Permissions } from '../src/permissions';
+import { SaveReason } from '../src/outputLog';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,7 +43,7 @@ function fakeHost(stored?: string, realPermissions = false, ensureStarted: () =>
   const onState = new vscode.EventEmitter<any>();
   const logged: string[] = [];
   const output = { info: (l: string) => logged.push(l), warn: (l: string) => logged.push(l), error: (l: string) => logged.push(l), show() {} };
-  const daemon = { client: d.client, ensureStarted, onReady: onReady.event, onState: onState.event, hasKey: async () => true, needsKey: async () => false, output };
+  const daemon = { client: d.client, ensureStarted, onReady: onReady.event, onState: onState.event, hasKey: async () => true, needsKey: async () => false, output, saves: new SaveReason() };
   const ref: { panel?: ChatPanel } = {};
   const permissions = realPermissions
     ? new Permissions((request) => ref.panel?.dispatch({ kind: 'permission', request }), (callId) => ref.panel?.dispatch({ kind: 'permissionDone', callId }))
@@ -589,6 +590,13 @@ describe('ChatPanel (host) with the real daemon', () => {
     const prompts = host.panel.model.items.filter((i) => i.kind === 'user' && i.message.source.kind === 'user') as any[];
     expect(prompts.map((p) => [p.turn, p.tags ?? []])).toEqual([[1, ['rewound']], [2, ['rewound']]]);
     expect(host.panel.model.items.some((i) => i.kind === 'notice' && i.text === 'Files: restored notes.txt.')).toBe(true);
+    // The log says a restore happened (and which), not an agent edit.
+    expect(host.logged.filter((l) => /checkpoint/.test(l))).toEqual([
+      expect.stringMatching(/^restoring the checkpoint before turn 1 of session \w{8}$/), // then the conflict, dismissed
+      expect.stringMatching(/^restoring the checkpoint before turn 1 of session \w{8}$/),
+      'restoring the checkpoint before turn 1 over files changed since (the person said overwrite)',
+      'restored the checkpoint before turn 1: 1 restored, 0 deleted',
+    ]);
     await d.waitFor(() => webviewModel(host).lastSeq === host.panel.model.lastSeq, 'the last batch');
     expect(strip(plain(webviewModel(host)))).toEqual(strip(plain(host.panel.model)));
 

@@ -105,7 +105,7 @@ describe.skipIf(!haveBrowser)('changed files and subagent cards in the chat webv
     ]);
     await expect.poll(() => card.locator('.subagent-state').textContent()).toBe('done');
     expect(await card.locator('.subagent-call-mark').allTextContents()).toEqual(['✓', '✗']);
-    expect(await card.locator('.subagent-call-note').textContent()).toBe('REJECTED');
+    expect(await card.locator('.subagent-call-note').textContent()).toBe('rejected');
     expect(await card.locator('.subagent-summary-text').textContent()).toBe('It builds with make.');
     // Whatever the person chose (open) stays across its updates.
     expect(await card.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(true);

@@ -8,6 +8,7 @@ import { textOf } from '../src/protocol/types';
 import { el } from './dom';
 import { MarkdownView } from './markdown';
 import { subagentCard } from './subagentCard';
+import { toolOutcomeLook } from './toolWords';
 
 /** An item's DOM; `update` is given the item again when its rev changed. */
 export interface ItemView { node: HTMLElement; rev: number; update(it: Item): void }
@@ -256,9 +257,10 @@ export function contextLabel(src: { uri?: string; contextKind?: string; range?: 
 }
 
 function toolNode(it: ToolItem): HTMLElement {
-  const d = el('div', `tool ${it.status}`);
+  const look = toolOutcomeLook(it);
+  const d = el('div', `tool ${look.cls}`);
   const head = el('div', 'tool-head');
-  const badge = el('span', 'badge', { pending: 'pending', 'awaiting-permission': 'awaiting permission', running: 'running', ok: 'ok', error: 'error' }[it.status]);
+  const badge = el('span', 'badge', look.badge);
   head.append(badge, el('span', 'tool-name', it.name), el('span', 'tool-summary', toolSummary(it.args)));
   const told = it.status === 'running' ? undefined : resultNote(it.meta);
   if (told) {
@@ -267,6 +269,7 @@ function toolNode(it: ToolItem): HTMLElement {
     head.append(note);
   }
   d.append(head);
+  if (look.why) d.append(el('div', 'tool-why', look.why));
   // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
   const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
   if (tail) d.append(el('pre', 'output', tail.trimEnd().split('\n').slice(-12).join('\n')));
@@ -277,7 +280,7 @@ function toolNode(it: ToolItem): HTMLElement {
   if (it.name === 'run_subagent') { d.classList.add('has-subagent'); d.append(subagentCard(it)); return d; }
   if (it.result && it.status !== 'running') {
     const det = el('details', 'result');
-    const sum = el('summary', undefined, it.error ? friendlyToolError(it.error.code) : 'result');
+    const sum = el('summary', undefined, look.summary ?? 'result');
     const pre = el('pre');
     const full = it.result.length > 4000 ? it.result.slice(0, 4000) + '\n…' : it.result;
     det.addEventListener('toggle', () => { pre.textContent = det.open ? full : ''; });
@@ -285,15 +288,6 @@ function toolNode(it: ToolItem): HTMLElement {
     d.append(det);
   }
   return d;
-}
-
-function friendlyToolError(code: string): string {
-  const known: Record<string, string> = {
-    REJECTED: 'rejected', EDIT_CONFLICT: 'the file changed: not applied', OUTSIDE_WORKSPACE: 'outside the workspace',
-    NOT_FOUND_IN_FILE: 'text not found in the file', TOOL_NOT_STARTED: 'not started', TOOL_OUTCOME_UNKNOWN: 'outcome unknown',
-    ABORTED_BEFORE_DISPATCH: 'stopped before it ran',
-  };
-  return known[code] ?? code;
 }
 
 export function toolSummary(args: unknown): string {

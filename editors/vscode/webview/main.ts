@@ -532,7 +532,7 @@ function renderDaemon(): void {
   if (connection.state !== 'error' && connection.state !== 'stopped') { daemonBox.hidden = true; daemonBox.replaceChildren(); return; }
   daemonBox.hidden = false;
   const actions: PanelAction[] = connection.state === 'stopped' ? ['restartDaemon', 'showLog']
-    : connection.kind === 'notFound' ? ['installDaemon', 'openSettings', 'showLog'] : ['openSettings', 'showLog', 'restartDaemon'];
+    : connection.kind === 'notFound' ? ['installDaemon', 'openSettings', 'showLog', 'restartDaemon'] : ['openSettings', 'showLog', 'restartDaemon'];
   const title = connection.state === 'stopped' ? 'The daemon stopped.' : connection.message ?? 'The daemon could not start.';
   daemonBox.replaceChildren(el('div', 'error-title', `✗ ${title}`), ...(connection.detail ? [el('div', 'error-message', connection.detail)] : []),
     el('div', 'row', undefined));

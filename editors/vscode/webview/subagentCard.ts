@@ -2,6 +2,7 @@
 // §12 "Subagents"): its description and state, its steps and tool calls as they happen, its latest
 // words while it runs and its summary when it ends. Open while it runs, closed once it ended (what
 // the person chose stays: the card is rebuilt on every change of its tool item).
+import { toolErrorWords } from './toolWords';
 import type { ToolItem } from '../src/protocol/reducer';
 import { subagentFromCall, subagentStatusText, type SubagentState } from '../src/protocol/subagents';
 import { el } from './dom';
@@ -34,7 +35,7 @@ export function subagentCard(it: ToolItem): HTMLElement {
       li.append(el('span', 'subagent-call-mark', CALL_MARK[c.status]), el('span', 'subagent-call-name', c.name),
         el('span', 'subagent-call-args', c.summary));
       if (c.status === 'awaiting-permission') li.append(el('span', 'subagent-call-note', 'waits for your answer'));
-      else if (c.error) li.append(el('span', 'subagent-call-note', c.error));
+      else if (c.error) li.append(el('span', 'subagent-call-note', toolErrorWords(c.error)));
       ul.append(li);
     }
     body.append(ul);

@@ -536,7 +536,7 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
         if (notice) (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push({ ...notice, rev });
       }
     }
-    if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage });
+    if (t.end) out.push({ id: 'e:' + t.turn, kind: 'turnEnd', rev, turn: t.turn, reason: t.end, usage: t.usage, ...(t.retries ? { retries: t.retries } : {}) });
     out.push(...after.splice(0));
   }
   return out;

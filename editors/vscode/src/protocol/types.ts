@@ -102,6 +102,8 @@ export interface SessionInfo {
   lastPrompt?: string;
   /** A subagent's session: the session whose `run_subagent` call started it. */
   parentId?: string;
+  /** A fork (`dsh/session/fork`): the session it was cut from, the turn and that session's title then. */
+  forkOf?: { sessionId: string; atTurn: number; title: string };
 }
 
 export interface AttachResult {
@@ -127,6 +129,8 @@ export interface TranscriptPage { turns: TranscriptTurn[]; lastSeq: number; hasM
 export interface TranscriptTurn {
   turn: number; startSeq: number; startedAt: number; items: TranscriptItem[];
   endSeq?: number; endedAt?: number; end?: TurnEndReason; usage?: Usage;
+  /** A turn that ended in error: how many times its failing request was retried. */
+  retries?: number;
 }
 
 export type TranscriptItem =
