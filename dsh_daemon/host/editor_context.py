@@ -92,6 +92,19 @@ def diagnostics_message(
     return UserMessage.create(f"Diagnostics in {path}:\n" + ("\n".join(lines) if lines else "(none)"), source)
 
 
+def git_diff_message(path: str, diff: str, source: dict[str, Any]) -> UserMessage:
+    """The uncommitted changes of the work tree at `path`, as the editor read them (`git diff HEAD`)."""
+    if not diff.strip():
+        return UserMessage.create(f"Uncommitted changes in {path} (git diff HEAD): none.", source)
+    note = ""
+    if len(diff) > MAX_CONTEXT_CHARS:
+        diff = diff[:MAX_CONTEXT_CHARS]
+        note = f"\n[truncated: first {len(diff)} characters]"
+    return UserMessage.create(
+        f"Uncommitted changes in {path} (git diff HEAD):\n{fence(diff, 'diff')}{note}", source
+    )
+
+
 @dataclass(frozen=True)
 class FileText:
     text: str

@@ -496,6 +496,7 @@ class ContextAddParams:
     kind: ClientContextKind
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
+    diff: str | None = None  # `gitDiff` (§6)
     delivery: Delivery = "inject"
 
 

@@ -16,8 +16,8 @@ from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, Positi
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
-ContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "snapshot"]
-ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics"]
+ContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "snapshot", "gitDiff"]
+ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "gitDiff"]
 Delivery: TypeAlias = Literal["inject", "steer", "followup"]
 SessionStatus: TypeAlias = Literal["idle", "running"]
 PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
@@ -531,6 +531,7 @@ class TranscriptTurn:
     ended_at: int | None = None
     end: TurnEndReason | None = None
     usage: UsageJson | None = None
+    retries: int | None = None  # ended in error after its failing request was retried this often
 
 
 @dataclass(frozen=True)
@@ -541,6 +542,7 @@ class ContextRef:
     kind: ClientContextKind
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
+    diff: str | None = None  # `gitDiff`: the uncommitted changes the editor read (`git diff HEAD`)
 
 
 # ---- checkpoints, rewind, fork (§15) -----------------------------------------------------------------

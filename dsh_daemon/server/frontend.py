@@ -15,9 +15,11 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from dsh_daemon.host.early import EarlySessions
+from dsh_daemon.host.editor_context import editor_source, git_diff_message
 from dsh_daemon.host.errors import internal_error, session_busy
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions
@@ -266,6 +268,10 @@ class LspFrontEnd:
         source = ContextSource(self._editor_workspace, hosted.workspace)
         out = []
         for spec in specs:
+            if spec.kind == "gitDiff":  # the editor's text: nothing is read here
+                path = to_fs_path(spec.uri) or spec.uri
+                out.append(git_diff_message(path, spec.diff or "", editor_source(spec.uri, "gitDiff")))
+                continue
             diagnostics = json_of(spec.diagnostics)
             if spec.kind == "diagnostics" and diagnostics is None:
                 state = self.ambient_for(session_id).state

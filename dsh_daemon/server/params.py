@@ -147,6 +147,12 @@ def context_refs(
         if ref.kind == "selection" and ref.range is None:
             at = f"{where}[{index}].range" if where else "range"
             raise invalid_params(f"{method}: '{at}' is required for a selection")
+        if (ref.kind == "gitDiff") != (ref.diff is not None):
+            at = f"{where}[{index}].diff" if where else "diff"
+            raise invalid_params(f"{method}: '{at}' is given with kind 'gitDiff', and only with it")
+        if ref.kind == "gitDiff" and not ref.uri.startswith("file:"):
+            at = f"{where}[{index}].uri" if where else "uri"
+            raise invalid_params(f"{method}: '{at}' of a gitDiff names the work tree's folder (a file: URI)")
     return refs
 
 

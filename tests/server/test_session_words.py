@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from pygls.exceptions import JsonRpcException
+
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
@@ -90,4 +93,48 @@ async def test_a_reloaded_transcript_says_how_many_times_a_failed_turn_was_retri
     failed, recovered = sorted(page["turns"], key=lambda t: t["turn"])
     assert failed["end"]["kind"] == "error" and failed["retries"] == 2
     assert recovered["end"]["kind"] == "completed" and "retries" not in recovered
+    await stop_daemon(d)
+
+
+async def test_a_git_diff_travels_with_a_prompt_as_an_editor_message_and_bad_refs_queue_nothing(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    d = await start_daemon(tmp_path / "state", fake, root=work)
+    fake.script(text_reply("I see the change"))
+    sid = await d.new_session(cwd=str(work))
+    diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    ref = {"uri": work.as_uri(), "kind": "gitDiff", "diff": diff}
+    for bad in (
+        {"uri": work.as_uri(), "kind": "gitDiff"},  # no text
+        {"uri": "untitled:x", "kind": "gitDiff", "diff": diff},  # no folder
+        {"uri": (work / "a.py").as_uri(), "kind": "file", "diff": diff},  # a diff on another kind
+    ):
+        with pytest.raises(JsonRpcException) as caught:
+            await d.request(
+                "dsh/followup", {"sessionId": sid, "message": {"content": "look"}, "context": [bad]}
+            )
+        assert caught.value.data["code"] == "invalid_params"
+    assert d.of(sid, "agent/inbox/inserted") == [] and d.of(sid, "turn/start") == []
+
+    sent = await d.request(
+        "dsh/followup", {"sessionId": sid, "message": {"content": "review my changes"}, "context": [ref]}
+    )
+    assert len(sent["contextIds"]) == 1
+    await d.wait_idle_turn(sid, 1)
+    (entered, prompt) = [e["data"] for e in d.of(sid, "user/message")]
+    assert entered["source"] == {"kind": "editor", "uri": work.as_uri(), "contextKind": "gitDiff"}
+    assert (
+        entered["content"][0]["text"] == f"Uncommitted changes in {work} (git diff HEAD):\n```diff\n{diff}```"
+    )
+    assert prompt["content"][0]["text"] == "review my changes"
+    users = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
+    assert any("+x = 2" in u for u in users)
+    # The same through dsh/context/add; an empty diff says there is none.
+    added_id = (await d.request("dsh/context/add", {"sessionId": sid, **ref, "diff": ""}))["messageId"]
+    inbox = await d.request("dsh/inbox/list", {"sessionId": sid})
+    (added,) = inbox["nextStep"]
+    assert added["id"] == added_id
+    assert added["content"][0]["text"] == f"Uncommitted changes in {work} (git diff HEAD): none."
     await stop_daemon(d)
