@@ -22,6 +22,7 @@ import { deleteSession } from './protocol/worktrees';
 import { confirmDeleteSession } from './sessionDelete';
 import { sessionPickRow } from './sessionRows';
 import { TurnFailureLog } from './outputLog';
+import { gitDiffStat, gitDiffText } from './gitDiff';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -612,7 +613,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   async contextNow(chip: Chip, delivery: 'inject' | 'steer' | 'followup'): Promise<void> {
     const { client, sessionId } = await this.drivable();
-    const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery });
+    const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip), delivery });
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
   }
 
@@ -828,6 +829,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       }
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {
+        if (vscode.workspace.workspaceFolders?.some((f) => f.uri.toString() === m.uri)) { await vscode.commands.executeCommand('workbench.view.scm'); return; } // a git diff chip
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(m.uri));
         const ed = await vscode.window.showTextDocument(doc, { preview: true });
         if (m.range) ed.revealRange(new vscode.Range(m.range.start.line, m.range.start.character, m.range.end.line, m.range.end.character));
@@ -856,7 +858,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       // The chips travel with the prompt (`context` on the send): read now, queued with it as one item
       // and entered just before it by the turn that claims it, so a prompt queued behind a running
       // turn does not leak its selection into that turn.
-      const context = chips.map(contextRef);
+      const context = await Promise.all(chips.map(contextRefNow));
       const r = mode === 'steer' ? await client.steer(sessionId, text, context) : await client.followup(sessionId, text, context);
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
       return r.messageId;
@@ -864,7 +866,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     // Context sent alone is injected (it joins the running turn's next step, or waits for the next
     // prompt). A daemon without `sendContext` gets the chips this way in front of the prompt too.
     for (const chip of chips) {
-      const r = await client.contextAdd({ sessionId, ...contextRef(chip), delivery: 'inject' });
+      const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip), delivery: 'inject' });
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
     }
     if (!hasText) return undefined;
@@ -925,6 +927,9 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (sel && (match('selection') || match(sel.label))) out.push({ kind: 'selection', label: sel.label, detail: 'the selected text', chips: [sel] });
     const problems = diagnosticsChip(editor);
     if (problems && (match('problems') || match(problems.label))) out.push({ kind: 'problems', label: problems.label, detail: `${problems.diagnostics?.length ?? 0} in this file`, chips: [problems] });
+    if (this.daemon.client?.features?.editorContext?.includes('gitDiff') && (match('git diff') || match('changes') || match('uncommitted'))) {
+      out.push(...await changesRows());
+    }
     const seen = new Set<string>();
     for (const tab of vscode.window.tabGroups?.all.flatMap((g) => g.tabs) ?? []) {
       const uri = (tab.input as { uri?: vscode.Uri } | undefined)?.uri;
@@ -1062,10 +1067,28 @@ function languageId(lang: string): string {
   return map[l] ?? (l || 'plaintext');
 }
 
-function contextRef(chip: Chip): ContextRef {
+/** The @ picker's "git diff" rows: one per workspace folder in a git work tree with uncommitted changes. */
+async function changesRows(): Promise<MentionItem[]> {
+  const folders = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file');
+  const rows = await Promise.all(folders.map(async (f): Promise<MentionItem | undefined> => {
+    const stat = await gitDiffStat(f.uri.fsPath);
+    if (!stat) return undefined; // not a git work tree, or nothing changed
+    const label = `git diff ${folders.length > 1 ? f.name : ''}`.trim();
+    return { kind: 'changes', label: `${label} (uncommitted changes)`, detail: stat, chips: [{ kind: 'gitDiff', uri: f.uri.toString(), label }] };
+  }));
+  return rows.filter((r): r is MentionItem => r !== undefined);
+}
+
+/** The reference a chip becomes, read now: a `gitDiff` chip's diff is the work tree's as it is at send. */
+async function contextRefNow(chip: Chip): Promise<ContextRef> {
   const ref: ContextRef = { uri: chip.uri, kind: chip.kind };
   if (chip.range) ref.range = chip.range;
   if (chip.kind === 'diagnostics' && chip.diagnostics) ref.diagnostics = chip.diagnostics;
+  if (chip.kind === 'gitDiff') {
+    const diff = await gitDiffText(vscode.Uri.parse(chip.uri).fsPath);
+    if (diff === undefined) throw new Error(`git could not read the changes of ${chip.label.replace(/^git diff /, '')}`);
+    ref.diff = diff;
+  }
   return ref;
 }
 

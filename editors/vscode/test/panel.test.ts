@@ -7,6 +7,7 @@ import { DaemonUnavailable } from '../src/daemonState';
 import { Permissions } from '../src/permissions';
 import { SaveReason } from '../src/outputLog';
 import type { HostToWebview, WebviewToHost } from '../src/protocol/panelMessages';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -727,6 +728,41 @@ describe('ChatPanel (host) with the real daemon', () => {
       g.open();
       await d.waitFor(() => host.panel.model.items.filter((i) => i.kind === 'turnEnd').length === 2, 'both turns');
       expect(JSON.stringify(fake.requests[1].body.messages)).toContain('Review b.py now.');
+      host.panel.dispose();
+    } finally {
+      mockWorkspace.workspaceFolders = folders;
+    }
+  });
+
+  it('@ offers the workspace\'s uncommitted changes as a "git diff" row; its chip sends the diff as it is at send time', async () => {
+    const folders = mockWorkspace.workspaceFolders;
+    mockWorkspace.workspaceFolders = [{ uri: vscode.Uri.file(d.root), name: 'work' }] as any;
+    try {
+      const g = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', ...args], { cwd: d.root, env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } });
+      g('init', '-q');
+      writeFileSync(join(d.root, 'calc.py'), 'rate = 1\n');
+      g('add', 'calc.py');
+      g('commit', '-q', '-m', 'calc');
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      host.send({ type: 'mentions', id: 1, query: 'git' });
+      await d.waitFor(() => host.posted.some((p) => p.msg.type === 'mentions'), 'the rows');
+      expect((host.posted.find((p) => p.msg.type === 'mentions')!.msg as any).items.filter((i: any) => i.kind === 'changes')).toEqual([]); // nothing changed
+      writeFileSync(join(d.root, 'calc.py'), 'rate = 2\n');
+      host.send({ type: 'mentions', id: 2, query: 'git' });
+      await d.waitFor(() => host.posted.filter((p) => p.msg.type === 'mentions').length === 2, 'the rows again');
+      const rows = (host.posted.filter((p) => p.msg.type === 'mentions')[1].msg as any).items.filter((i: any) => i.kind === 'changes');
+      expect(rows).toEqual([{ kind: 'changes', label: 'git diff (uncommitted changes)', detail: '1 file changed, 1 insertion(+), 1 deletion(-)',
+        chips: [{ kind: 'gitDiff', uri: vscode.Uri.file(d.root).toString(), label: 'git diff' }] }]);
+      writeFileSync(join(d.root, 'calc.py'), 'rate = 3\n'); // changed again after the pick: the send carries this
+      fake.script(textReply('seen'));
+      host.send({ type: 'send', text: 'review my changes', chips: rows[0].chips, mode: 'followup' });
+      await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'the turn');
+      const sent = JSON.stringify(fake.requests[0].body.messages);
+      expect(sent).toContain(`Uncommitted changes in ${d.root} (git diff HEAD):`);
+      expect(sent).toContain('-rate = 1\\n+rate = 3');
+      const line = host.panel.model.items.find((i) => i.kind === 'user' && i.message.source.kind === 'editor');
+      expect(line?.kind === 'user' && (line.message.source as any).contextKind).toBe('gitDiff');
       host.panel.dispose();
     } finally {
       mockWorkspace.workspaceFolders = folders;

@@ -246,6 +246,8 @@ export const workspace = {
   textDocuments: [] as FakeDocument[],
   onDidCloseTextDocument: new EventEmitter<unknown>().event,
   getConfiguration: () => ({ get: <T>(_k: string, d: T) => d }),
+  /** The @ picker's file search: none here (its rows of files are tested in the browser and e2e). */
+  findFiles: async (): Promise<Uri[]> => [],
   registerTextDocumentContentProvider: () => ({ dispose() {} }),
   registerFileSystemProvider: (scheme: string, provider: unknown) => { fileSystems.set(scheme, provider); return { dispose() { fileSystems.delete(scheme); } }; },
   onDidChangeTextDocument: documentChanged.event,

@@ -250,7 +250,7 @@ function fileName(uri: string | undefined): string {
 
 export function contextLabel(src: { uri?: string; contextKind?: string; range?: { start: { line: number }; end: { line: number; character: number } } }): string {
   const name = fileName(src.uri);
-  const kind = src.contextKind ?? 'context';
+  const kind = src.contextKind === 'gitDiff' ? 'git diff' : src.contextKind ?? 'context';
   const r = src.range;
   const lines = r ? `:${r.start.line + 1}-${r.end.character === 0 && r.end.line > r.start.line ? r.end.line : r.end.line + 1}` : '';
   return `${kind} ${name}${lines}`;

@@ -3,10 +3,11 @@ import type { Action, SessionModel } from './reducer';
 import type { CustomCommandInfo, ModelInfo, PermissionOutcome, ProcessOutput, Range, SandboxMode, Target, TranscriptPage, UnsavedChoice, PlanMode } from './types';
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
-export interface Chip { kind: 'selection' | 'file' | 'diagnostics'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
+/** `gitDiff`: the uncommitted changes of the work tree at `uri` (a folder), read when the prompt is sent. */
+export interface Chip { kind: 'selection' | 'file' | 'diagnostics' | 'gitDiff'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
 
 /** A row of the @ picker: what is offered, and the chip(s) it becomes. */
-export interface MentionItem { kind: 'selection' | 'problems' | 'editor' | 'folder' | 'file' | 'symbol'; label: string; detail?: string; chips: Chip[] }
+export interface MentionItem { kind: 'selection' | 'problems' | 'changes' | 'editor' | 'folder' | 'file' | 'symbol'; label: string; detail?: string; chips: Chip[] }
 
 /** What a person can do about an error shown in the panel (each is a WebviewToHost message). */
 export type PanelAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';
