@@ -228,17 +228,20 @@ export class Daemon implements vscode.Disposable {
       this.applySettings();
       return;
     }
-    if (provider || spawn) {
-      void vscode.window.showInformationMessage('dsh: the daemon uses the new settings after a restart.', 'Restart Daemon').then((c) => {
-        if (c) void this.restart();
-      });
-    }
+    // Offered in the panel until answered (a notification's toast hides after a while): Restart, or
+    // Not now. A restart, for whatever reason, answers it.
+    if (provider || spawn) this.setState({ ...this.state, restartOffer: true });
   }
 
   /** Sends every setting the daemon takes live (a running daemon with `configurationChange`): flat
    *  provider keys, as initializationOptions were sent (the daemon merges key by key over them; a
    *  nested `provider` object would shadow the flat keys given at start, the API key among them), and
    *  the sandbox mode. The daemon answers a sandbox change with a new `sandbox/status`. */
+  /** The person said Not now to the restart the settings need. */
+  declineRestart(): void {
+    if (this.state.restartOffer) this.setState({ ...this.state, restartOffer: false });
+  }
+
   applySettings(): boolean {
     if (!this.client?.features?.configurationChange || this.lc?.state !== State.Running) return false;
     this.client.changeConfiguration(settingsOf(vscode.workspace.getConfiguration('dsh')));

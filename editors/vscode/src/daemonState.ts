@@ -6,6 +6,8 @@ export interface DaemonState {
   message?: string;
   detail?: string;
   kind?: 'notFound' | 'startFailed';
+  /** Settings changed that the running daemon takes only at a restart: offered until answered. */
+  restartOffer?: boolean;
 }
 
 /** The daemon could not be started; `state` says why, for a person. */

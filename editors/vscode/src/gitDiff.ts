@@ -24,3 +24,10 @@ export async function gitDiffStat(root: string, timeoutMs = 5000): Promise<strin
 export function gitDiffText(root: string, timeoutMs = 10000): Promise<string | undefined> {
   return git(root, ['diff', 'HEAD', '--no-color', '--no-ext-diff'], timeoutMs);
 }
+
+/** git's --shortstat in few characters, for a 300 px row: "2 files, +3 −1". */
+export function shortStat(stat: string): string {
+  const n = (re: RegExp) => Number(re.exec(stat)?.[1] ?? 0);
+  const files = n(/(\d+) files? changed/);
+  return `${files} file${files === 1 ? '' : 's'}, +${n(/(\d+) insertions?/)} −${n(/(\d+) deletions?/)}`;
+}

@@ -22,7 +22,7 @@ import { deleteSession } from './protocol/worktrees';
 import { confirmDeleteSession } from './sessionDelete';
 import { sessionPickRow } from './sessionRows';
 import { TurnFailureLog } from './outputLog';
-import { gitDiffStat, gitDiffText } from './gitDiff';
+import { gitDiffStat, gitDiffText, shortStat } from './gitDiff';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -99,7 +99,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.disposables.push(this.status);
     this.disposables.push(daemon.onReady((client) => void this.onDaemonReady(client)));
     this.disposables.push(daemon.onState((s) => {
-      this.connection = { ...this.connection, state: s.state, message: s.message, detail: s.detail, kind: s.kind };
+      this.connection = { ...this.connection, state: s.state, message: s.message, detail: s.detail, kind: s.kind, restartOffer: s.restartOffer };
       this.postConnection();
       void this.refreshKeyState();
     }));
@@ -797,6 +797,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'openSettings': await vscode.commands.executeCommand('workbench.action.openSettings', '@ext:dsh.dsh-vscode'); return;
       case 'installDaemon': await this.daemon.install(); return;
       case 'restartDaemon': await this.daemon.restart(); return;
+      case 'declineRestart': this.daemon.declineRestart(); return;
       case 'addSelection': await vscode.commands.executeCommand('dsh.addSelection'); return;
       case 'addFile': await vscode.commands.executeCommand('dsh.addFile'); return;
       case 'mentions': this.post({ type: 'mentions', id: m.id, items: await this.mentions(m.query) }); return;
@@ -1074,7 +1075,7 @@ async function changesRows(): Promise<MentionItem[]> {
     const stat = await gitDiffStat(f.uri.fsPath);
     if (!stat) return undefined; // not a git work tree, or nothing changed
     const label = `git diff ${folders.length > 1 ? f.name : ''}`.trim();
-    return { kind: 'changes', label: `${label} (uncommitted changes)`, detail: stat, chips: [{ kind: 'gitDiff', uri: f.uri.toString(), label }] };
+    return { kind: 'changes', label, detail: `uncommitted: ${shortStat(stat)}`, chips: [{ kind: 'gitDiff', uri: f.uri.toString(), label }] };
   }));
   return rows.filter((r): r is MentionItem => r !== undefined);
 }

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { gitDiffStat, gitDiffText } from '../src/gitDiff';
+import { gitDiffStat, gitDiffText, shortStat } from '../src/gitDiff';
 
 const dirs: string[] = [];
 afterEach(() => { for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true }); });
@@ -33,6 +33,8 @@ describe('git diff of the workspace', () => {
     const text = (await gitDiffText(dir))!;
     expect(text).toContain('-x = 1\n+x = 2\n');
     expect(text).toContain('+++ b/b.py');
+    expect(shortStat((await gitDiffStat(dir))!)).toBe('2 files, +2 −1');
+    expect(shortStat(' 1 file changed, 1 deletion(-)')).toBe('1 file, +0 −1');
   });
 
   it('is undefined outside a git work tree', async () => {

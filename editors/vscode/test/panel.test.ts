@@ -752,7 +752,7 @@ describe('ChatPanel (host) with the real daemon', () => {
       host.send({ type: 'mentions', id: 2, query: 'git' });
       await d.waitFor(() => host.posted.filter((p) => p.msg.type === 'mentions').length === 2, 'the rows again');
       const rows = (host.posted.filter((p) => p.msg.type === 'mentions')[1].msg as any).items.filter((i: any) => i.kind === 'changes');
-      expect(rows).toEqual([{ kind: 'changes', label: 'git diff (uncommitted changes)', detail: '1 file changed, 1 insertion(+), 1 deletion(-)',
+      expect(rows).toEqual([{ kind: 'changes', label: 'git diff', detail: 'uncommitted: 1 file, +1 −1',
         chips: [{ kind: 'gitDiff', uri: vscode.Uri.file(d.root).toString(), label: 'git diff' }] }]);
       writeFileSync(join(d.root, 'calc.py'), 'rate = 3\n'); // changed again after the pick: the send carries this
       fake.script(textReply('seen'));

@@ -351,6 +351,31 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await w.shot('11-tool-notes');
   });
 
+  it('a call refused in Plan mode or rejected by the person is a quiet card in words, without the model\'s words as output', async () => {
+    const failed = (callId: string, name: string, code: string, text: string, seq: number, meta?: ToolResultMeta): Action => ev('tool/result', { turn: 1, step: 1, callId, name, error: { name: 'ToolError', code }, ...(meta ? { meta } : {}),
+      message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, isError: true, content: [{ type: 'text', text }] }], source: { kind: 'tool', callId } } }, seq);
+    await w.snapshot(reduceAll(emptyModel(S), [
+      ev('turn/start', { turn: 1 }, 1),
+      ev('tool/call', { turn: 1, step: 1, callId: 'w1', name: 'write_file', arguments: '{"path":"notes.txt","content":"x"}' }, 2),
+      failed('w1', 'write_file', 'DENIED', 'Error: write_file is not available in plan mode: read and plan, do not change', 3, { denied: 'plan-mode' }),
+      ev('tool/call', { turn: 1, step: 1, callId: 'r1', name: 'run_command', arguments: '{"command":"rm -rf build"}' }, 4),
+      failed('r1', 'run_command', 'REJECTED', 'Error: the user rejected running run_command', 5),
+      ev('tool/call', { turn: 1, step: 1, callId: 'h1', name: 'run_command', arguments: '{"command":"make"}' }, 6),
+      failed('h1', 'run_command', 'DENIED', 'Error: the hook guard blocked this call', 7, { denied: 'hook' }),
+      ev('tool/call', { turn: 1, step: 1, callId: 'e1', name: 'edit_file', arguments: '{"path":"a.py"}' }, 8),
+      failed('e1', 'edit_file', 'EDIT_CONFLICT', 'Error: the file changed', 9),
+    ]));
+    await expect.poll(() => page().locator('.tool').evaluateAll((cards) => cards.map((c) => c.className))).toEqual(['tool denied', 'tool rejected', 'tool denied', 'tool error']);
+    expect(await page().locator('.tool .badge').allTextContents()).toEqual(['not allowed', 'rejected', 'not allowed', 'error']);
+    expect(await page().locator('.tool .tool-why').allTextContents()).toEqual(['Not allowed in Plan mode', 'Blocked by one of your hooks']);
+    expect(await page().locator('.tool details.result summary').allTextContents()).toEqual(['what the agent was told', 'what the agent was told', 'what the agent was told', 'the file changed: not applied']);
+    expect(await page().locator('.tool pre.output').count()).toBe(0); // the commands never ran
+    const colors = await page().locator('.tool').evaluateAll((cards) => cards.map((c) => getComputedStyle(c).borderLeftColor));
+    expect(colors[0]).toBe(colors[1]);
+    expect(colors[1]).not.toBe(colors[3]); // grey, not the error red
+    await w.shot('13-refused-and-rejected');
+  });
+
   it('the header shows the session title, updated live', async () => {
     const title = page().getByLabel('session title');
     await w.snapshot(emptyModel(S));
@@ -623,9 +648,20 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await page().locator('.daemon-error').getByRole('button', { name: 'Install dsh-daemon' }).click();
     await page().locator('.daemon-error').getByRole('button', { name: 'Open settings' }).click();
     await page().locator('.daemon-error').getByRole('button', { name: 'Show log' }).click();
-    expect(await w.posted()).toEqual([{ type: 'installDaemon' }, { type: 'openSettings' }, { type: 'showLog' }]);
+    await page().locator('.daemon-error').getByRole('button', { name: 'Try again' }).click(); // as the README says
+    expect(await w.posted()).toEqual([{ type: 'installDaemon' }, { type: 'openSettings' }, { type: 'showLog' }, { type: 'restartDaemon' }]);
     await w.shot('12-daemon-not-found');
     await w.host({ type: 'connection', connection: { state: 'ready', hasKey: true } });
+    await expect.poll(() => page().locator('.daemon-error').isVisible()).toBe(false);
+    // Settings that need a restart: asked in the panel until answered, not as an error.
+    await w.host({ type: 'connection', connection: { state: 'ready', hasKey: true, restartOffer: true } });
+    await expect.poll(() => page().locator('.daemon-error.restart-offer .restart-text').textContent()).toBe('The daemon uses the changed settings after a restart.');
+    expect(await page().locator('.daemon-error .error-title').count()).toBe(0);
+    await w.clearPosted();
+    await page().locator('.daemon-error').getByRole('button', { name: 'Not now' }).click();
+    await page().locator('.daemon-error').getByRole('button', { name: 'Restart daemon' }).click();
+    expect(await w.posted()).toEqual([{ type: 'declineRestart' }, { type: 'restartDaemon' }]);
+    await w.host({ type: 'connection', connection: { state: 'ready', hasKey: true, restartOffer: false } });
     await expect.poll(() => page().locator('.daemon-error').isVisible()).toBe(false);
   });
 

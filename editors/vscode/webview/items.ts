@@ -271,7 +271,9 @@ function toolNode(it: ToolItem): HTMLElement {
   d.append(head);
   if (look.why) d.append(el('div', 'tool-why', look.why));
   // The live output tail; after a replay (tool/output is live-only) the command's result stands in.
-  const tail = it.output || (it.name === 'run_command' && it.status !== 'running' ? it.result : '');
+  // (A call that never ran, rejected or refused, has no output: its result is only the model's words.)
+  const ran = look.cls !== 'rejected' && look.cls !== 'denied';
+  const tail = it.output || (it.name === 'run_command' && it.status !== 'running' && ran ? it.result : '');
   if (tail) d.append(el('pre', 'output', tail.trimEnd().split('\n').slice(-12).join('\n')));
   // The person changed the proposal before allowing it: the diff below is their version.
   if (it.meta?.editedByUser) d.append(el('div', 'edited-by-you', `✎ You changed the proposal before accepting it: ${(it.meta.path ?? '').split('/').pop() || 'the file'} holds your version.`));

@@ -526,9 +526,20 @@ function renderPlan(): void {
 }
 
 function renderDaemon(): void {
-  const key = `${connection.state}|${connection.message}|${connection.detail}|${connection.kind}`;
+  const key = `${connection.state}|${connection.message}|${connection.detail}|${connection.kind}|${connection.restartOffer}`;
   if (shown.key === key) return;
   shown.key = key;
+  daemonBox.classList.toggle('restart-offer', false);
+  if (connection.state === 'ready' && connection.restartOffer) {
+    // Changed settings the running daemon takes only at a restart: asked here until answered.
+    daemonBox.hidden = false;
+    daemonBox.classList.toggle('restart-offer', true);
+    daemonBox.replaceChildren(el('div', 'restart-text', 'The daemon uses the changed settings after a restart.'), el('div', 'row', undefined));
+    (daemonBox.lastElementChild as HTMLElement).append(
+      button('Restart daemon', () => post({ type: 'restartDaemon' }), 'primary small', 'A running turn stops; the queue and the sessions are kept'),
+      button('Not now', () => post({ type: 'declineRestart' }), 'ghost small'));
+    return;
+  }
   if (connection.state !== 'error' && connection.state !== 'stopped') { daemonBox.hidden = true; daemonBox.replaceChildren(); return; }
   daemonBox.hidden = false;
   const actions: PanelAction[] = connection.state === 'stopped' ? ['restartDaemon', 'showLog']

@@ -52,6 +52,8 @@ export interface ConnectionState {
   detail?: string;
   /** `notFound`: no dsh-daemon was found (the panel offers to install it). */
   kind?: 'notFound' | 'startFailed';
+  /** Changed settings need a restart of the running daemon: the panel offers it until answered. */
+  restartOffer?: boolean;
   hasKey?: boolean;
   /** No key is stored and the configured endpoint needs one: Set API key is offered. */
   needsKey?: boolean;
@@ -119,6 +121,8 @@ export type WebviewToHost =
   | { type: 'openSettings' }
   | { type: 'installDaemon' }
   | { type: 'restartDaemon' }
+  /** Not now, to the restart that changed settings need. */
+  | { type: 'declineRestart' }
   | { type: 'addSelection' }
   | { type: 'addFile' }
   | { type: 'mentions'; id: number; query: string }
