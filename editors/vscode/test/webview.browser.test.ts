@@ -376,6 +376,26 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await w.shot('13-refused-and-rejected');
   });
 
+  it('Restore checkpoint at 300 px: beside the prompt, never over its text, and the prompt does not reflow while a turn runs', async () => {
+    const long = 'Please rename the parser module and update every import of it across the whole workspace, then run the tests';
+    const done = reduceAll(emptyModel(S), turnActions(1, 0, 'Renamed.', long));
+    await w.snapshot(done, { state: 'ready', hasKey: true, rewind: true });
+    const prompt = page().locator('.prompt').first();
+    const restore = prompt.locator('.rewind-actions button');
+    expect(await restore.getAttribute('aria-label')).toBe('Restore checkpoint');
+    const box = (await prompt.boundingBox())!;
+    await page().mouse.move(box.x + 20, box.y + 5);
+    await expect.poll(() => restore.evaluate((b) => getComputedStyle(b).opacity)).toBe('1');
+    const text = (await prompt.locator('.msg.user').boundingBox())!;
+    const button = (await restore.boundingBox())!;
+    expect(button.x).toBeGreaterThanOrEqual(text.x + text.width); // to the right of the prompt box, not over it
+    await w.shot('14-restore-beside-prompt');
+    // While a turn runs the button hides; the prompt keeps its width (no reflow).
+    await w.snapshot(reduceAll(done, [ev('turn/start', { turn: 2 }, 20), ev('agent/status', { status: 'running' })]), { state: 'ready', hasKey: true, rewind: true });
+    await expect.poll(() => restore.evaluate((b) => getComputedStyle(b).visibility)).toBe('hidden');
+    expect((await prompt.locator('.msg.user').boundingBox())!.width).toBe(text.width);
+  });
+
   it('the header shows the session title, updated live', async () => {
     const title = page().getByLabel('session title');
     await w.snapshot(emptyModel(S));

@@ -224,8 +224,12 @@ function userNode(it: UserItem): HTMLElement {
     if (!it.tags?.some((t) => t === 'steer' || t === 'inject' || t === 'rewound')) {
       const wrap = el('div', 'prompt');
       const row = el('div', 'turn-actions rewind-actions');
-      row.append(turnAct('edit', 'Edit', it.turn, 'Edit this prompt and send it again: the files and the conversation go back to before it first (shown before you send)'),
-        turnAct('rewind', 'Restore checkpoint', it.turn, 'Take the files and the conversation back to before this prompt (shows the files first)'));
+      // Icon buttons in a narrow column beside the prompt (named for screen readers and tests).
+      const edit = turnAct('edit', '✎', it.turn, 'Edit this prompt and send it again: the files and the conversation go back to before it first (shown before you send)');
+      edit.setAttribute('aria-label', 'Edit');
+      const restore = turnAct('rewind', '↶', it.turn, 'Restore checkpoint: take the files and the conversation back to before this prompt (shows the files first)');
+      restore.setAttribute('aria-label', 'Restore checkpoint');
+      row.append(edit, restore);
       wrap.append(d, row);
       return wrap;
     }

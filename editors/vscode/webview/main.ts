@@ -813,6 +813,7 @@ function renderControls(): void {
   modeSelect.el.hidden = !connection.modes || ro || connection.state !== 'ready';
   modeSelect.show(model.mode ?? 'ask');
   // Restore checkpoint drives the session (not while a turn runs or read-only); Fork only reads it.
+  document.body.classList.toggle('has-rewind', !!connection.rewind && !ro);
   document.body.classList.toggle('can-rewind', !!connection.rewind && !ro && !running && connection.state === 'ready');
   document.body.classList.toggle('can-fork', !!connection.rewind && connection.state === 'ready');
 }
