@@ -591,7 +591,9 @@ describe('ChatPanel (host) with the real daemon', () => {
     const prompts = host.panel.model.items.filter((i) => i.kind === 'user' && i.message.source.kind === 'user') as any[];
     expect(prompts.map((p) => [p.turn, p.tags ?? []])).toEqual([[1, ['rewound']], [2, ['rewound']]]);
     expect(host.panel.model.items.some((i) => i.kind === 'notice' && i.text === 'Files: restored notes.txt.')).toBe(true);
-    // The log says a restore happened (and which), not an agent edit.
+    // The log says a restore happened (and which), not an agent edit; its last line is written once
+    // the rewind's reply is in, which may come after the file and the events.
+    await d.waitFor(() => host.logged.some((l) => l.startsWith('restored the checkpoint')), 'the restore logged');
     expect(host.logged.filter((l) => /checkpoint/.test(l))).toEqual([
       expect.stringMatching(/^restoring the checkpoint before turn 1 of session \w{8}$/), // then the conflict, dismissed
       expect.stringMatching(/^restoring the checkpoint before turn 1 of session \w{8}$/),
