@@ -37,9 +37,15 @@ describe('words, not codes (issue 36.7)', () => {
       await expect.poll(() => c.locator('.status').textContent(), { timeout: 60000 }).toBe('idle');
 
       // Plan mode: the model tries a write anyway; the daemon refuses it (DENIED, meta.denied).
-      const mode = c.getByRole('combobox', { name: 'Mode', exact: true });
-      await mode.selectOption('plan');
-      await expect.poll(() => mode.inputValue(), { timeout: 15000 }).toBe('plan');
+      // The header's mode picker (headerPickers.ts): a button whose list holds the modes.
+      const modeButton = c.locator('.mode-picker .dropdown-button');
+      const setMode = async (label: string, value: string) => {
+        await modeButton.click();
+        await c.locator('.mode-picker .dropdown-option', { hasText: label }).first().click();
+        await expect.poll(() => modeButton.getAttribute('data-value'), { timeout: 15000 }).toBe(value);
+      };
+      await modeButton.waitFor({ timeout: 30000 });
+      await setMode('Plan', 'plan');
       cs.fake.script(toolReply([{ id: 'call_w', name: 'write_file', args: { path: join(cs.ws, 'notes.txt'), content: 'x' } }]), textReply('I will plan first.'));
       await box.fill('Write notes.txt');
       await box.press('Enter');
@@ -51,8 +57,7 @@ describe('words, not codes (issue 36.7)', () => {
       await expect.poll(() => c.locator('.msg.assistant', { hasText: 'I will plan first.' }).count(), { timeout: 30000 }).toBe(1);
 
       // Ask mode: a command the person rejects.
-      await mode.selectOption('ask');
-      await expect.poll(() => mode.inputValue(), { timeout: 15000 }).toBe('ask');
+      await setMode('Ask', 'ask');
       cs.fake.script(toolReply([{ id: 'call_r', name: 'run_command', args: { command: 'rm -rf build' } }]), textReply('Left it alone.'));
       await box.fill('Clean the build');
       await box.press('Enter');

@@ -381,7 +381,7 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     const done = reduceAll(emptyModel(S), turnActions(1, 0, 'Renamed.', long));
     await w.snapshot(done, { state: 'ready', hasKey: true, rewind: true });
     const prompt = page().locator('.prompt').first();
-    const restore = prompt.locator('.rewind-actions button');
+    const restore = prompt.locator('.rewind-actions button[data-act="rewind"]');
     expect(await restore.getAttribute('aria-label')).toBe('Restore checkpoint');
     const box = (await prompt.boundingBox())!;
     await page().mouse.move(box.x + 20, box.y + 5);
@@ -389,6 +389,9 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     const text = (await prompt.locator('.msg.user').boundingBox())!;
     const button = (await restore.boundingBox())!;
     expect(button.x).toBeGreaterThanOrEqual(text.x + text.width); // to the right of the prompt box, not over it
+    const edit = (await prompt.locator('.rewind-actions button[data-act="edit"]').boundingBox())!;
+    expect(edit.x).toBeGreaterThanOrEqual(text.x + text.width); // Edit too, above it in the same column
+    expect(await prompt.locator('.rewind-actions button[data-act="edit"]').getAttribute('aria-label')).toBe('Edit');
     await w.shot('14-restore-beside-prompt');
     // While a turn runs the button hides; the prompt keeps its width (no reflow).
     await w.snapshot(reduceAll(done, [ev('turn/start', { turn: 2 }, 20), ev('agent/status', { status: 'running' })]), { state: 'ready', hasKey: true, rewind: true });
