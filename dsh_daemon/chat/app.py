@@ -166,11 +166,8 @@ async def _chat(args: argparse.Namespace, state_dir: Path) -> int:
             )
     finally:
         chat.leaving = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(rpc.request("shutdown"), 10)
-            rpc.notify("exit")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 10)
+        if not await rpc.stop_daemon():
+            print("dsh-daemon chat: the daemon did not exit when asked; it was killed", file=sys.stderr)
         reader.cancel()
     return 1 if chat.failed and not interactive else 0
 

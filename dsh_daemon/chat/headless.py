@@ -342,13 +342,8 @@ async def _exec(args: argparse.Namespace, state_dir: Path, prompt: str, schema: 
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(rpc.request("shutdown"), 10)
-            rpc.notify("exit")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 10)
-        if proc.returncode is None:
-            proc.kill()
+        if not await rpc.stop_daemon():
+            say("the daemon did not exit when asked; it was killed")
         reader.cancel()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,22 @@ class RpcPipe:
 
     def notify(self, method: str, params: Any = None) -> None:
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def stop_daemon(self, grace_s: float = 10) -> bool:
+        """`shutdown`, then `exit` whatever `shutdown` answered (a daemon that refused `initialize`
+        answers it with an error, and still waits for `exit`), then the process's end; killed after
+        `grace_s`. True when it ended on its own."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.request("shutdown"), grace_s)
+        with contextlib.suppress(Exception):
+            self.notify("exit")
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.proc.wait(), grace_s)
+        if self.proc.returncode is not None:
+            return True
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        return False
 
     async def read_forever(self) -> None:
         stdout = self.proc.stdout
