@@ -67,7 +67,7 @@ def llama_server(log_dir: Path, *, n_ctx: int = 2048) -> Iterator[LlamaServer]:
     port = int(listener.getsockname()[1])
     command = [
         sys.executable, str(Path(__file__).with_name("llama_on_socket.py")), "--fd", str(listener.fileno()),
-        "--model", str(gguf), "--alias", MODEL_ALIAS, "--n-ctx", str(n_ctx), "--n-threads", "2",
+        "--model", str(gguf), "--alias", MODEL_ALIAS, "--n-ctx", str(n_ctx), "--n-threads", "1",
     ]  # fmt: skip
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(

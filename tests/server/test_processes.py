@@ -122,7 +122,9 @@ async def http_scenario(
     work.mkdir()
     (work / "hello.txt").write_text("hello from the workspace\n")
     port = free_port()
-    server = f"{sys.executable} -u -m http.server {port} --bind 127.0.0.1"
+    # Its banner comes after the start's first-output window (1 s), so `wait_for` sees it unread; said
+    # within that window, the start's result had read it and the wait ran out its 30 s.
+    server = f"sleep 2; exec {sys.executable} -u -m http.server {port} --bind 127.0.0.1"
     fake.script(
         call("call_1", "run_command", {"command": server, "background": True, "name": "web"}),
         call("call_2", "process_read", {"process_id": "p1", "wait_for": "Serving HTTP", "timeout": 30}),
@@ -141,7 +143,8 @@ async def http_scenario(
         assert "background: true" in system and "process_read" in system  # the guidance, with the tools
         started, waited, fetched, stopped = (text(r["message"]) for r in results(d, sid))
         assert started.startswith("Started p1 in the background")
-        assert "Serving HTTP" in started + waited and "[p1 running]" in waited
+        assert "Serving HTTP" in waited and "[p1 running]" in waited
+        assert results(d, sid)[1]["meta"]["waited"] == "matched"
         assert "hello from the workspace" in fetched and "[exit code 0]" in fetched
         assert "GET /hello.txt" in stopped and "stopped by agent" in stopped
         assert d.permission_requests == [] or init is UNCONFINED  # confined: nobody is asked
