@@ -595,36 +595,11 @@ class SessionStore:
             f"{_SESSION_COLUMNS} FROM sessions WHERE {cond} "
             f"ORDER BY updated_at DESC, session_id{limit_sql}) p ORDER BY p.updated_at DESC, p.session_id"
         )
-        out = []
-        for (
-            sid,
-            title,
-            cwd,
-            created,
-            updated,
-            status,
-            last_seq,
-            pending,
-            prompt,
-            parent,
-            fork_of,
-        ) in self._db.execute(sql, args):
-            out.append(
-                SessionInfo(
-                    sid,
-                    title,
-                    cwd,
-                    created,
-                    updated,
-                    status,
-                    last_seq,
-                    pending,
-                    prompt_preview(prompt),
-                    parent,
-                    fork_of,
-                )
-            )
-        return out
+        # the columns in SessionInfo's order; the last prompt (9th) is shown as its preview
+        return [
+            SessionInfo._make((*row[:8], prompt_preview(row[8]), *row[9:]))
+            for row in self._db.execute(sql, args)
+        ]
 
     def delete_session(self, session_id: str, *, holder: str | None = None) -> bool:
         """Remove the session's rows (events, summary, lease) in one transaction; False when there was
