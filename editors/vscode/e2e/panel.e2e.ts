@@ -292,9 +292,10 @@ async function scenario(): Promise<void> {
   //         dsh: Show Daemon Log tells why. 8. Putting the setting right brings it back.
   const good = cs.settings();
   await cs.writeSettings({ ...good, 'dsh.serverCommand': '/nowhere/dsh-daemon' });
-  const offer = page.locator('.notifications-toasts .notification-toast', { hasText: 'after a restart' });
+  // The offer is a block above the composer that stays until answered (issue 36.7), not a toast.
+  const offer = c.locator('.daemon-error.restart-offer', { hasText: 'after a restart' });
   await offer.waitFor({ timeout: 15000 });
-  await offer.getByRole('button', { name: 'Restart Daemon' }).click();
+  await offer.getByRole('button', { name: 'Restart daemon' }).click();
   await expect.poll(() => c.locator('.daemon-error').isVisible(), { timeout: 30000 }).toBe(true);
   expect(await c.locator('.daemon-error .error-title').textContent()).toBe('✗ The daemon command in your settings was not found.');
   expect(await c.locator('.daemon-error .error-message').textContent()).toBe('dsh.serverCommand is "/nowhere/dsh-daemon", which is not an executable file.');
