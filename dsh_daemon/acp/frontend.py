@@ -472,8 +472,10 @@ class AcpFrontEnd:
             hosted.move(message_id, target, index)
 
     async def close(self) -> None:
-        """D6: running turns end aborted{shutdown}; queued input stays parked for the next load."""
+        """D6: running turns end aborted{shutdown}; queued input stays parked for the next load. A
+        prompt kept for another process to let go is answered `cancelled` here (it stays in the
+        store, for whichever process drives the session next): the shutdown waits for every answer,
+        and the holder may not let go for as long as it likes."""
         for view in self.viewing.values():
-            if view.watch is not None:
-                view.watch.cancel()
+            view.close()
         await self.host.aclose()

@@ -4,6 +4,8 @@ per chat). Two `dsh-daemon acp` processes on one state directory, spoken to with
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from acp import RequestError, text_block
 
 from dsh_daemon.session.lease import LeaseHolder
 from dsh_daemon.session.store import SessionStore
-from tests.acp.harness import AcpDaemon, acp_daemon, settle
+from tests.acp.harness import AcpDaemon, acp_daemon, raw_acp, settle
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
 from tests.server.harness import tool_call_stream
 
@@ -111,6 +113,52 @@ async def test_a_kept_prompt_survives_the_loading_process(tmp_path: Path, fake: 
         await first.wait_for(lambda: "kept answer" in chat_text(first, sid))
         contents = [m["content"] for m in fake.requests[-1].json["messages"] if m["role"] == "user"]
         assert contents == ["long", "keep me"]
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+async def test_a_process_holding_a_kept_prompt_exits_when_its_client_goes(
+    tmp_path: Path, fake: FakeDeepSeek, ending: str
+) -> None:
+    """The kept prompt is durable in the store (the holder runs it later): nothing is left for the
+    loading process to wait for when its input ends or it is told to stop. It answers the prompt
+    `cancelled` and exits by itself (it waited for the prompt's answer until killed)."""
+    state = tmp_path / "state"
+    fake.script(Reply.stream(text_stream(["long"]), gate_after=(0, "long")))
+    async with acp_daemon(state, fake) as first:
+        sid = await first.new_session()
+        running = asyncio.ensure_future(first.conn.prompt(session_id=sid, prompt=[text_block("long")]))
+        await first.wait_for(lambda: len(fake.requests) == 1)
+        async with raw_acp(state, fake) as second:
+            await second.call("initialize", {"protocolVersion": 1, "_meta": {"dsh": {"thinking": False}}})
+            loaded = await second.call(
+                "session/load", {"sessionId": sid, "cwd": str(state / "work"), "mcpServers": []}
+            )
+            assert "error" not in loaded, loaded
+            kept = second.request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "keep me"}]}
+            )
+            await first.wait_for(lambda: "kept until" in (state / "daemon.log").read_text())
+            process = second.process
+            if ending == "SIGTERM":
+                process.send_signal(signal.SIGTERM)
+            else:
+                assert process.stdin is not None
+                process.stdin.close()
+            try:
+                returncode = await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                returncode = None
+            assert returncode == 0, f"the daemon did not exit by itself ({ending}): {returncode}"
+            answer = await second.response(kept)
+            assert answer["result"]["stopReason"] == "cancelled"
+        store = SessionStore(state)
+        try:
+            contents = [json.loads(data)["message"]["content"] for _id, data in store.deferred_sends(sid)]
+            assert contents == [[{"type": "text", "text": "keep me"}]]  # still kept, for the holder to run
+        finally:
+            store.close()
+        fake.open_gate("long")
+        assert (await settle(running)).stop_reason == "end_turn"
 
 
 async def test_a_busy_holder_runs_its_whole_queue_before_it_lets_go(
