@@ -61,7 +61,9 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     const status = (await page().locator('.status').boundingBox())!;
     expect(status.y).toBeGreaterThanOrEqual(box.y + box.height - 1); // its own line
     expect(box.x + box.width).toBeLessThanOrEqual(300);
-    expect(await page().locator('.context-text').textContent()).toBe('12.3k/1M');
+    // The meter says what it measures ("ctx", a percentage); the numbers are in its tooltip.
+    expect(await page().locator('.context-text').textContent()).toBe('ctx 1%');
+    expect(await page().locator('.context-text').isVisible()).toBe(true); // its words stay at 300 px (the bar goes)
     expect(await page().locator('.context').getAttribute('aria-label')).toContain('12,345 of 1,000,000 tokens');
     expect(await page().locator('.dot').getAttribute('class')).toBe('dot idle');
     expect(await page().getByRole('button', { name: 'New' }).count()).toBe(0);
@@ -70,12 +72,44 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await page().getByRole('button', { name: /Set API key/ }).isVisible()).toBe(false);
     await w.host({ type: 'connection', connection: { state: 'ready', hasKey: false, needsKey: true } });
     await expect.poll(() => page().getByRole('button', { name: /Set API key/ }).first().isVisible()).toBe(true);
+    // An icon (a key) with its name and a tooltip; no text in the narrow title row.
+    const keyButton = page().locator('.header').getByRole('button', { name: 'Set API key' });
+    expect(await keyButton.textContent()).toBe('');
+    expect(await keyButton.locator('svg.key-icon').count()).toBe(1);
+    expect(await keyButton.getAttribute('title')).toMatch(/^Set API key: store the provider API key/);
+    const keyBox = (await keyButton.boundingBox())!;
+    expect(keyBox.width).toBeLessThanOrEqual(28);
+    await w.shot('02-header-key');
     await w.host({ type: 'connection', connection: { state: 'ready', hasKey: false, needsKey: false } });
     await expect.poll(() => page().locator('.header').getByRole('button', { name: /Set API key/ }).isVisible()).toBe(false);
     // Every line of the header is inside 300 px.
     const widths = await page().evaluate(() => [...document.querySelectorAll('.header *')].map((e) => e.getBoundingClientRect().right));
     expect(Math.max(...widths)).toBeLessThanOrEqual(300);
     await w.shot('02-header');
+  });
+
+  it('the context meter survives a Reload Window (the webview state), for its own session only; no window: tokens with their unit', async () => {
+    const attached = (sessionId: string) => ({ kind: 'attached' as const, result: { sessionId, status: 'idle' as const, lastSeq: 0, inbox: { nextTurn: [], nextStep: [] } } });
+    await w.snapshot(reduceAll(emptyModel(S), [attached(S), ev('context/usage', { turn: 1, step: 1, used: 412000, window: 1000000 }, 1)]));
+    expect(await page().locator('.context-text').textContent()).toBe('ctx 41%');
+    const state = await page().evaluate(() => (window as any).__state);
+    expect(state.history).toEqual(['an earlier prompt']); // the composer's part of the state is kept beside it
+    // Reload Window: a new page with the state VS Code kept; the host's model has no `context/usage` yet.
+    const r = new WebviewPage();
+    await r.open({ width: 300, height: 400 }, state);
+    try {
+      await r.snapshot(reduceAll(emptyModel(S), [attached(S)]));
+      expect(await r.page.locator('.context-text').textContent()).toBe('ctx 41%');
+      expect(await r.page.locator('.context').getAttribute('aria-label')).toContain('412,000 of 1,000,000 tokens');
+      // Another session: nothing is known of its context, so no meter.
+      await r.snapshot(reduceAll(emptyModel('sess-2'), [attached('sess-2')]));
+      expect(await r.page.locator('.context').isVisible()).toBe(false);
+      // A model with no known window: the tokens, said as tokens (no bar).
+      await r.snapshot(reduceAll(emptyModel('sess-2'), [attached('sess-2'), ev('context/usage', { turn: 1, step: 1, used: 5300, window: null }, 1, 'sess-2')]));
+      expect(await r.page.locator('.context-text').textContent()).toBe('5.3k tokens');
+      expect(await r.page.locator('.meter').getAttribute('hidden')).not.toBeNull();
+      expect(r.errors).toEqual([]);
+    } finally { await r.close(); }
   });
 
   it('composer: Enter sends, Ctrl+Enter steers, chips travel with the prompt; ↑/↓ recall earlier prompts', async () => {

@@ -19,6 +19,15 @@ declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState()
 const vscode = acquireVsCodeApi();
 const post = (m: WebviewToHost) => vscode.postMessage(m);
 
+/** What the panel keeps across a Reload Window (the webview's state): the draft and the prompts sent,
+ *  and the context meter of the session shown (the host's model has none until the next step reports). */
+interface PanelState { draft?: unknown; history?: unknown; context?: { sessionId?: unknown; used?: unknown; window?: unknown } }
+let saved: PanelState = (vscode.getState() as PanelState | undefined) ?? {};
+function saveState(patch: PanelState): void {
+  saved = { ...saved, ...patch };
+  vscode.setState(saved);
+}
+
 /** A permission card's buttons wait this long before they take a click or a key: a click or an Enter
  *  meant for something else, landing as the card appears, cannot approve a tool. */
 export const ARM_MS = 600;
@@ -35,7 +44,10 @@ const header = el('div', 'header');
 const titleRow = el('div', 'title-row');
 const titleEl = el('span', 'session-title');
 titleEl.setAttribute('aria-label', 'session title');
-const keyButton = button('Set API key', () => post({ type: 'setApiKey' }), 'ghost warn small', 'Store the provider API key (VS Code SecretStorage)');
+// Set API key: an icon (the title row is narrow); its name and tooltip say what it does.
+const keyButton = button('', () => post({ type: 'setApiKey' }), 'icon key-button', 'Set API key: store the provider API key (VS Code SecretStorage)');
+keyButton.setAttribute('aria-label', 'Set API key');
+keyButton.append(keyIcon());
 // Where commands run (`sandbox/status`): a shield and the mode, which is also the picker; the level
 // reached and why a layer is missing are in its tooltip.
 const SANDBOX_MODES: Array<[SandboxMode, string]> = [
@@ -168,10 +180,10 @@ const composer = new Composer({
   post,
   canSend: () => !model.readOnly,
   sent: () => view.jumpToLive(),
-  save: (state) => vscode.setState(state),
+  save: (state) => saveState(state),
   model: () => model,
   openModePicker: () => { if (!modeSelect.el.hidden) modeSelect.toggle(true); else composer.showNote('Modes are not available here.'); },
-}, (vscode.getState() as { draft?: unknown; history?: unknown } | undefined) ?? {});
+}, saved);
 composer.acceptDrops(app);
 
 app.append(header, transcriptBox, changedFiles.el, permissionsEl, hooksBar, processesEl, planEl, queueEl, controls, daemonBox, leaseBars.handoverBar, leaseBars.readOnlyBar, composer.el, announcer);
@@ -307,7 +319,7 @@ function renderHeader(): void {
   else if (connection.state === 'stopped') { state = 'error'; label = 'daemon stopped'; }
   else if (model.readOnly) { state = model.status === 'running' ? 'running' : 'idle'; label = `read-only · ${statusLabel(model)}`; }
   else { state = model.permissions.length ? 'awaiting' : model.status; label = statusLabel(model); }
-  const ctx = connection.state === 'ready' ? model.context : undefined;
+  const ctx = connection.state === 'ready' ? contextShown() : undefined;
   // Written only when something shown changed: a streamed word leaves the header alone.
   const fork = model.forkOf;
   const key = `${title}|${failedKey}|${connection.needsKey}|${state}|${label}|${ctx?.used}|${ctx?.window}|${fork?.sessionId}`;
@@ -324,8 +336,10 @@ function renderHeader(): void {
     dot.className = `dot ${state}`;
     contextEl.hidden = !ctx;
     if (ctx) {
-      contextText.textContent = `${tokens(ctx.used)}${ctx.window ? `/${tokens(ctx.window)}` : ''}`;
+      // "ctx 5%" fits beside the pickers at 300 px; the numbers are in the tooltip. With no window
+      // known, the tokens alone, with their unit.
       const pct = ctx.window ? Math.min(100, Math.round((100 * ctx.used) / ctx.window)) : 0;
+      contextText.textContent = ctx.window ? `ctx ${pct}%` : `${tokens(ctx.used)} tokens`;
       meter.hidden = !ctx.window;
       meterFill.style.width = `${pct}%`;
       contextEl.title = `Context at the last step: ${ctx.used.toLocaleString()}${ctx.window ? ` of ${ctx.window.toLocaleString()} tokens (${pct} %)` : ' tokens'}`;
@@ -336,7 +350,35 @@ function renderHeader(): void {
   renderDaemon();
 }
 
+/** The context meter's numbers: the session's last `context/usage`, else the one this panel kept for
+ *  the same session before a reload. */
+function contextShown(): { used: number; window: number | null } | undefined {
+  const c = model.context;
+  const kept = saved.context;
+  if (c) {
+    if (model.sessionId && (kept?.sessionId !== model.sessionId || kept.used !== c.used || kept.window !== c.window)) {
+      saveState({ context: { sessionId: model.sessionId, used: c.used, window: c.window } });
+    }
+    return c;
+  }
+  if (!model.sessionId || kept?.sessionId !== model.sessionId || typeof kept.used !== 'number') return undefined;
+  return { used: kept.used, window: typeof kept.window === 'number' ? kept.window : null };
+}
+
 // ---- the sandbox --------------------------------------------------------------------------------
+
+/** A key, drawn like the shield (a stroke in the text colour). */
+function keyIcon(): SVGSVGElement {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 16 16');
+  svg.setAttribute('class', 'key-icon');
+  svg.setAttribute('aria-hidden', 'true');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', 'M1.2 11.5a3.3 3.3 0 1 0 6.6 0 3.3 3.3 0 1 0-6.6 0zM6.8 9.2 14 2M11.2 4.8l1.8 1.8M9.4 6.6l1.4 1.4');
+  svg.append(path);
+  return svg;
+}
 
 function shieldIcon(): SVGSVGElement {
   const ns = 'http://www.w3.org/2000/svg';
