@@ -190,6 +190,8 @@ async function scenario(): Promise<void> {
     await expect.poll(() => fake.requests.length, { timeout: 15000 }).toBe(before + 4);
     await c.getByLabel('message').fill('Queued before the reload');
     await c.getByLabel('message').press('Enter');
+    // Ctrl+Enter steers only while the panel shows the turn running (idle, it sends a normal prompt).
+    await expect.poll(() => c.getByRole('button', { name: 'Steer' }).isEnabled(), { timeout: 15000 }).toBe(true);
     await c.getByLabel('message').fill('Steered before the reload');
     await c.getByLabel('message').press('Control+Enter');
     await expect.poll(() => c.locator('.queue-item').count(), { timeout: 15000 }).toBe(2);

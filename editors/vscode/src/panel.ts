@@ -739,7 +739,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
           if (m.id === undefined) throw err;
           // Why the daemon is not running is said once, in its own block above (with what to do).
           const error = err instanceof DaemonUnavailable ? 'Not sent: the daemon is not running. The message stays here.' : `Not sent: ${personText(err)}`;
-          this.post({ type: 'sendResult', id: m.id, ok: false, error, actions: err instanceof DaemonUnavailable ? [] : actionsFor(err) });
+          const daemonDown = err instanceof DaemonUnavailable;
+          this.post({ type: 'sendResult', id: m.id, ok: false, error, actions: daemonDown ? [] : actionsFor(err), ...(daemonDown ? { daemonDown } : {}) });
         }
         return;
       }

@@ -174,6 +174,64 @@ describe.skipIf(!haveBrowser)('header pickers and the composer in Chromium', () 
     expect(w.errors).toEqual([]);
   });
 
+  it('Steer is disabled while idle (its tooltip says why) and Ctrl+Enter then sends a prompt; while a turn runs both steer', async () => {
+    await w.snapshot(reduceAll(emptyModel(S), turnActions(1, 0, 'Hi.')), connection);
+    const steer = page().getByRole('button', { name: 'Steer' });
+    expect(await steer.isDisabled()).toBe(true);
+    expect(await steer.getAttribute('title')).toMatch(/^Nothing to steer: no turn is running/);
+    const box = page().getByLabel('message');
+    await w.clearPosted();
+    await box.fill('just a prompt');
+    await box.press('Control+Enter');
+    expect((await w.posted()).filter((m) => m.type === 'send').map((m) => [m.text, m.mode])).toEqual([['just a prompt', 'followup']]);
+    // A turn runs: the button steers, and so does Ctrl+Enter.
+    await w.actions([ev('turn/start', { turn: 2 }, 5)]);
+    await expect.poll(() => steer.isDisabled()).toBe(false);
+    expect(await steer.getAttribute('title')).toMatch(/^Redirect the running turn/);
+    await w.clearPosted();
+    await box.fill('use v2');
+    await box.press('Control+Enter');
+    await box.fill('and v3');
+    await steer.click();
+    expect((await w.posted()).filter((m) => m.type === 'send').map((m) => [m.text, m.mode])).toEqual([['use v2', 'steer'], ['and v3', 'steer']]);
+    // The turn ends: nothing to steer again.
+    await w.actions([ev('turn/end', { turn: 2, reason: { kind: 'completed' } }, 6)]);
+    await expect.poll(() => steer.isDisabled()).toBe(true);
+    expect(w.errors).toEqual([]);
+  });
+
+  it('"Not sent: the daemon is not running" goes as soon as the daemon runs again; another error stays', async () => {
+    await w.snapshot(reduceAll(emptyModel(S), turnActions(1, 0, 'Hi.')), connection);
+    const box = page().getByLabel('message');
+    const error = page().locator('.composer-error');
+    const sendOne = async (text: string) => {
+      await w.clearPosted();
+      await box.fill(text);
+      await box.press('Enter');
+      return (await w.posted()).find((m) => m.type === 'send')!.id as number;
+    };
+    let id = await sendOne('while it is down');
+    await w.host({ type: 'connection', connection: { ...connection, state: 'stopped' } });
+    await w.host({ type: 'sendResult', id, ok: false, error: 'Not sent: the daemon is not running. The message stays here.', actions: [], daemonDown: true });
+    await expect.poll(() => error.isVisible()).toBe(true);
+    expect(await box.inputValue()).toBe('while it is down'); // given back
+    await w.host({ type: 'connection', connection: { ...connection, state: 'starting' } });
+    await w.frame();
+    expect(await error.isVisible()).toBe(true); // still said while it starts
+    await w.host({ type: 'connection', connection: { ...connection, state: 'ready' } });
+    await expect.poll(() => error.isVisible()).toBe(false);
+    expect(await box.inputValue()).toBe('while it is down'); // the text stays for the person to send
+    // Any other reason is not undone by the daemon running.
+    await box.fill('');
+    id = await sendOne('refused');
+    await w.host({ type: 'sendResult', id, ok: false, error: 'Not sent: the provider refused the request', actions: [] });
+    await expect.poll(() => error.isVisible()).toBe(true);
+    await w.host({ type: 'connection', connection: { ...connection, state: 'ready' } });
+    await w.frame();
+    expect(await error.isVisible()).toBe(true);
+    expect(w.errors).toEqual([]);
+  });
+
   it('Edit on a past prompt: its text in the box, what the rewind restores, Resend posts the rewind-and-send; Esc gives the draft back', async () => {
     await w.snapshot(reduceAll(emptyModel(S), [...turnActions(1, 0, 'One.', 'write the notes'), ...turnActions(2, 5, 'Two.', 'now the tests')]), connection);
     const box = page().getByLabel('message');

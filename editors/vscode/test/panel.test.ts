@@ -396,7 +396,7 @@ describe('ChatPanel (host) with the real daemon', () => {
     host.send({ type: 'send', id: 7, text: 'keep me', chips: [], mode: 'followup' });
     await d.waitFor(() => host.posted.some((p) => p.msg.type === 'sendResult'), 'the send result');
     expect(host.posted.find((p) => p.msg.type === 'sendResult')!.msg).toEqual({
-      type: 'sendResult', id: 7, ok: false, error: 'Not sent: the daemon is not running. The message stays here.', actions: [],
+      type: 'sendResult', id: 7, ok: false, error: 'Not sent: the daemon is not running. The message stays here.', actions: [], daemonDown: true,
     });
     expect(host.logged.some((l) => l.includes('send failed'))).toBe(true); // the log says it too
     host.panel.dispose();

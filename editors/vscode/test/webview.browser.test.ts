@@ -120,6 +120,9 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     await box.press('Enter');
     await w.host({ type: 'chip', chip: { kind: 'selection', uri: 'file:///w/a.py', label: 'a.py:1-2', range: { start: { line: 0, character: 0 }, end: { line: 2, character: 0 } } } });
     await expect.poll(() => page().locator('.chips .chip').count()).toBe(1);
+    // The prompt started a turn: Ctrl+Enter steers it (while idle it sends a prompt: composer.browser.test.ts).
+    await w.actions([ev('turn/start', { turn: 1 }, 1)]);
+    await expect.poll(() => page().getByRole('button', { name: 'Steer' }).isDisabled()).toBe(false);
     await box.fill('use v2');
     await box.press('Control+Enter');
     const p = await w.posted();

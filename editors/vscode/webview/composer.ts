@@ -10,6 +10,8 @@ import type { SessionModel } from '../src/protocol/reducer';
 export { BUILTIN_COMMANDS };
 
 const HISTORY_MAX = 100;
+const STEER_TIP = 'Redirect the running turn at its next step (Ctrl+Enter)';
+const STEER_TIP_IDLE = 'Nothing to steer: no turn is running (Ctrl+Enter sends a normal prompt)';
 
 const ACTION_LABEL: Record<PanelAction, string> = {
   openSettings: 'Open settings', showLog: 'Show log', setApiKey: 'Set API key', installDaemon: 'Install dsh-daemon', restartDaemon: 'Try again',
@@ -45,6 +47,9 @@ export class Composer {
   private readonly editBar = el('div', 'edit-bar');
   private editing: Editing | undefined;
   private readonly sendBtn: HTMLButtonElement;
+  private readonly steerBtn: HTMLButtonElement;
+  /** The error shown is "the daemon is not running": it goes when the daemon runs again. */
+  private errorIsDaemonDown = false;
   private chips: Chip[] = [];
   private readonly history: string[];
   private recall: { at: number; draft: string } | undefined;
@@ -71,7 +76,8 @@ export class Composer {
     this.slash = new SlashMenu(this, host);
     const row = el('div', 'row');
     this.sendBtn = button('Send', () => this.send('followup'), 'primary', 'Send (queued while a turn runs)');
-    const steerBtn = button('Steer', () => this.send('steer'), 'steer', 'Redirect the running turn at its next step (Ctrl+Enter)');
+    const steerBtn = this.steerBtn = button('Steer', () => this.send('steer'), 'steer', STEER_TIP_IDLE);
+    steerBtn.disabled = true; // nothing runs until the panel says so
     const addSel = button('+ Selection', () => host.post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
     addSel.setAttribute('aria-label', 'Add selection');
     const addFile = button('+ File', () => host.post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drop files here from the Explorer, holding Shift)');
@@ -90,7 +96,8 @@ export class Composer {
       }
       if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();
-        this.send(ev.ctrlKey || ev.metaKey ? 'steer' : 'followup');
+        // Ctrl+Enter steers a running turn; with none running there is nothing to steer: a prompt.
+        this.send((ev.ctrlKey || ev.metaKey) && this.running ? 'steer' : 'followup');
         return;
       }
       if ((ev.key === 'ArrowUp' || ev.key === 'ArrowDown') && !ev.shiftKey && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
@@ -111,6 +118,12 @@ export class Composer {
     this.running = running;
     const label = this.editing ? 'Resend' : running ? 'Queue' : 'Send';
     if (this.sendBtn.textContent !== label) this.sendBtn.textContent = label;
+    // A steer joins the running turn; while idle there is none (the tooltip says so, Ctrl+Enter sends).
+    const steerable = running && !this.editing;
+    if (this.steerBtn.disabled === steerable) {
+      this.steerBtn.disabled = !steerable;
+      this.steerBtn.title = steerable ? STEER_TIP : this.editing ? 'An edited prompt is resent, not steered' : STEER_TIP_IDLE;
+    }
   }
 
   get pickerOpen(): boolean { return this.mentions.open || this.slash.open; }
@@ -187,13 +200,14 @@ export class Composer {
     this.input.focus();
   }
 
-  showError(error: string, actions: PanelAction[]): void {
+  showError(error: string, actions: PanelAction[], daemonDown = false): void {
+    this.errorIsDaemonDown = daemonDown;
     this.errorEl.replaceChildren(el('span', 'composer-error-text', error), ...actionButtons(actions, this.host.post));
     this.errorEl.hidden = false;
   }
 
   /** The outcome of send `id`: a failed one gives its text and chips back, with what to do. */
-  sendResult(id: number, ok: boolean, error: string | undefined, actions: PanelAction[]): void {
+  sendResult(id: number, ok: boolean, error: string | undefined, actions: PanelAction[], daemonDown = false): void {
     const failed = this.inflight.get(id);
     this.inflight.delete(id);
     if (ok) return;
@@ -216,7 +230,12 @@ export class Composer {
       this.renderChips();
       this.save();
     }
-    this.showError(error ?? 'The message was not sent.', actions);
+    this.showError(error ?? 'The message was not sent.', actions, daemonDown);
+  }
+
+  /** The daemon runs (again): a "the daemon is not running" error is no longer true. */
+  daemonRunning(): void {
+    if (this.errorIsDaemonDown) { this.errorEl.hidden = true; this.errorIsDaemonDown = false; }
   }
 
   private send(mode: 'followup' | 'steer'): void {

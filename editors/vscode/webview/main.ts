@@ -252,6 +252,7 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
     case 'snapshot':
       model = m.model;
       connection = m.connection;
+      if (connection.state === 'ready') composer.daemonRunning();
       view.reload();
       queueDirty = true;
       break;
@@ -262,12 +263,16 @@ window.addEventListener('message', (ev: MessageEvent<HostToWebview>) => {
         model = reduce(model, a);
       }
       break;
-    case 'connection': connection = m.connection; break;
+    case 'connection':
+      connection = m.connection;
+      // The host says so when the daemon (re)starts (`Daemon.onState`): a "not running" note goes now.
+      if (connection.state === 'ready') composer.daemonRunning();
+      break;
     case 'history': if (m.page) view.onHistory(m.sessionId, m.page, m.beforeTurn, m.limit); return;
     case 'chips': composer.addChips(m.chips); composer.focus(); return;
     case 'chip': composer.addChips([m.chip]); composer.focus(); return;
     case 'focusComposer': composer.focus(); return;
-    case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? []); return;
+    case 'sendResult': composer.sendResult(m.id, m.ok, m.error, m.actions ?? [], m.daemonDown === true); return;
     case 'mentions': composer.mentionResults(m.id, m.items); return;
     case 'commands': composer.commandResults(m.id, m.commands); return;
     case 'processOutput': if (m.sessionId === model.sessionId) showProcessOutput(m.processId, m.output, m.error); return;

@@ -22,7 +22,8 @@ export type HostToWebview =
   | { type: 'chips'; chips: Chip[] }
   | { type: 'focusComposer' }
   /** The outcome of a `send`: a failed one gives its text back to the composer. */
-  | { type: 'sendResult'; id: number; ok: boolean; error?: string; actions?: PanelAction[] }
+  /** `daemonDown`: not sent because the daemon is not running (the note goes when it runs again). */
+  | { type: 'sendResult'; id: number; ok: boolean; error?: string; actions?: PanelAction[]; daemonDown?: boolean }
   | { type: 'mentions'; id: number; items: MentionItem[] }
   /** The proposed side of a request's diff now differs from the proposal (`edited`), or no longer. */
   | { type: 'proposalEdited'; callId: string; edited: boolean }
