@@ -179,7 +179,11 @@ describe.skipIf(!haveBrowser)('header pickers and the composer in Chromium', () 
     const steer = page().getByRole('button', { name: 'Steer' });
     expect(await steer.isDisabled()).toBe(true);
     expect(await steer.getAttribute('title')).toMatch(/^Nothing to steer: no turn is running/);
+    expect(await steer.getAttribute('aria-description')).toMatch(/^Nothing to steer/); // said to a screen reader too
     const box = page().getByLabel('message');
+    await box.fill('not a steer');
+    await steer.click({ force: true });
+    expect((await w.posted()).filter((m) => m.type === 'send')).toEqual([]); // a click sends nothing
     await w.clearPosted();
     await box.fill('just a prompt');
     await box.press('Control+Enter');

@@ -220,6 +220,38 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     for (let i = 0; i < 2; i++) await page().locator('.chips .chip button.icon').first().click();
   });
 
+  it('Tab reaches every control in order at 300 px: pickers, the transcript and its actions, the composer and its buttons (Steer too while idle)', async () => {
+    // A page of its own: the pickers it shows would stay in the shared page's header.
+    const t = new WebviewPage();
+    await t.open({ width: 300, height: 700 });
+    const page = () => t.page;
+    try {
+      const reply = 'Here:\n\n```python\nprint(1)\n```';
+      await t.snapshot(reduceAll(emptyModel(S), [...turnActions(1, 0, reply), ev('context/usage', { turn: 1, step: 1, used: 48000, window: 1000000 }, 5)]),
+        { state: 'ready', hasKey: true, modes: true, rewind: true });
+      await t.host({ type: 'models', models: [{ id: 'm1', name: 'Model One' }], current: 'm1', settable: true });
+      await t.frame();
+      const order: string[] = [];
+      for (let i = 0; i < 18; i++) {
+        await page().keyboard.press('Tab');
+        order.push(await page().evaluate(() => {
+          const a = document.activeElement as HTMLElement;
+          return a.getAttribute('aria-label') ?? a.textContent!.trim();
+        }));
+        if (order.at(-1) === 'Send') break;
+      }
+      expect(order).toEqual([
+        'Model: Model One', 'Mode: Ask', 'Conversation', 'Edit', 'Restore checkpoint', 'Reasoning',
+        'Copy the code', 'Insert the code at the cursor', 'Apply to a file (shows the diff first)', 'Open the code in a new file', 'Fork from here',
+        'message', 'Add selection', 'Add file', 'Steer', 'Send',
+      ]);
+      // Each one shows where the focus is.
+      await page().keyboard.press('Shift+Tab');
+      expect(await page().evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).toBe('solid');
+      expect(t.errors).toEqual([]);
+    } finally { await t.close(); }
+  });
+
   it('queue: one row per item with its actions on hover or focus; Stop / Run queue; Esc stops and keeps the queue', async () => {
     const m0 = reduceAll(emptyModel(S), [
       ev('turn/start', { turn: 1 }, 0),
@@ -239,6 +271,13 @@ describe.skipIf(!haveBrowser)('chat webview in Chromium', () => {
     expect(await page().getByRole('button', { name: 'Run queue' }).isVisible()).toBe(false);
     await w.clearPosted();
     await page().locator('.queue-item').first().getByRole('button', { name: 'Edit' }).click();
+    // The editor has the queue's full width at 300 px (a line of its own; Save and Cancel under it).
+    const editor = (await page().getByLabel('edit queued message').boundingBox())!;
+    const list = (await page().locator('.queue-list').boundingBox())!;
+    expect(editor.width).toBeGreaterThanOrEqual(list.width - 6);
+    const saveBox = (await page().getByRole('button', { name: 'Save' }).boundingBox())!;
+    expect(saveBox.y).toBeGreaterThanOrEqual(editor.y + editor.height - 1);
+    await w.shot('05-queue-edit');
     await page().getByLabel('edit queued message').fill('first, reworded');
     await page().getByRole('button', { name: 'Save' }).click();
     await page().locator('.queue-item').nth(1).hover();

@@ -76,8 +76,11 @@ export class Composer {
     this.slash = new SlashMenu(this, host);
     const row = el('div', 'row');
     this.sendBtn = button('Send', () => this.send('followup'), 'primary', 'Send (queued while a turn runs)');
-    const steerBtn = this.steerBtn = button('Steer', () => this.send('steer'), 'steer', STEER_TIP_IDLE);
-    steerBtn.disabled = true; // nothing runs until the panel says so
+    // Disabled by aria-disabled, not `disabled`: it stays in the Tab order, so a keyboard or screen
+    // reader user hears why (its description) rather than finding no button.
+    const steerBtn = this.steerBtn = button('Steer', () => { if (this.running && !this.editing) this.send('steer'); }, 'steer', STEER_TIP_IDLE);
+    steerBtn.setAttribute('aria-disabled', 'true'); // nothing runs until the panel says so
+    steerBtn.setAttribute('aria-description', STEER_TIP_IDLE);
     const addSel = button('+ Selection', () => host.post({ type: 'addSelection' }), 'ghost', 'Attach the editor selection to the next prompt');
     addSel.setAttribute('aria-label', 'Add selection');
     const addFile = button('+ File', () => host.post({ type: 'addFile' }), 'ghost', 'Attach a file to the next prompt (or drop files here from the Explorer, holding Shift)');
@@ -120,9 +123,11 @@ export class Composer {
     if (this.sendBtn.textContent !== label) this.sendBtn.textContent = label;
     // A steer joins the running turn; while idle there is none (the tooltip says so, Ctrl+Enter sends).
     const steerable = running && !this.editing;
-    if (this.steerBtn.disabled === steerable) {
-      this.steerBtn.disabled = !steerable;
-      this.steerBtn.title = steerable ? STEER_TIP : this.editing ? 'An edited prompt is resent, not steered' : STEER_TIP_IDLE;
+    if ((this.steerBtn.getAttribute('aria-disabled') === 'true') === steerable) {
+      const tip = steerable ? STEER_TIP : this.editing ? 'An edited prompt is resent, not steered' : STEER_TIP_IDLE;
+      this.steerBtn.setAttribute('aria-disabled', String(!steerable));
+      this.steerBtn.title = tip;
+      this.steerBtn.setAttribute('aria-description', tip);
     }
   }
 

@@ -771,6 +771,7 @@ function renderQueue(force: boolean): void {
     badge.title = queueTooltip(q.message);
     li.append(badge);
     if (editing === q.message.id && !model.readOnly) {
+      li.classList.add('editing'); // the editor takes the row's full width (style.css)
       const ta = el('textarea');
       ta.value = q.text;
       ta.rows = 2;
