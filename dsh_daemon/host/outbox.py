@@ -126,6 +126,11 @@ class HeldMessages:
     def pending(self) -> bool:
         return bool(self._held)
 
+    def would_hold(self) -> bool:
+        """Whether `offer` would hold a message now (one is held, a window applies, or the client is
+        behind): when not, the caller may write a streamed message's frame without making one."""
+        return bool(self._held) or self.window_s > 0 or (self._behind is not None and self._behind())
+
     def offer(self, message: Mergeable) -> bool:
         """True when `message` is held (merged into the last held one if they join); False when the
         client keeps up and no window applies: the caller writes it now."""

@@ -11,6 +11,9 @@ mergeable messages: while the client has not read what came before, consecutive 
 block are merged into one notification (`host/outbox.py`). A merged `assistant/delta` carries the
 first one's `offset` and the joined text, so offsets stay exact: only deltas whose offsets are
 contiguous are merged, and the next notification's offset is this one's plus its text's length.
+When nothing would hold it (the client keeps up, no window), a text or reasoning delta's frame is
+filled into the message's fixed shape, encoding only its two strings: the same bytes as the general
+encoder, without a held message made and read once per delta.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from pygls.protocol import JsonRPCProtocol
@@ -44,6 +48,11 @@ def send_event(protocol: JsonRPCProtocol, params: Mapping[str, Any]) -> None:
     if writer is None:
         return
     if isinstance(writer, CoalescingWriter):
+        if params.get("type") == ASSISTANT_DELTA and not writer.held.would_hold():
+            frame = _text_delta_frame(params)
+            if frame is not None:  # the common case: written as it comes, no held message made
+                writer.write_streamed(frame)
+                return
         message = _mergeable(params)
         if message is not None:
             writer.send_mergeable(message)
@@ -66,6 +75,33 @@ def _frame(params: Mapping[str, Any]) -> bytes:
         body = _ENCODER.encode(message).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: escaped, as the slow path would
         body = _ASCII_ENCODER.encode(message).encode("ascii")
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _text_delta_frame(params: Mapping[str, Any]) -> bytes | None:
+    """The frame `_frame` makes of a live text or reasoning `assistant/delta` as `deliver` builds it,
+    filled into the message's fixed shape with only the two strings encoded; None for anything else
+    (a tool-call delta, a stored event, a lone surrogate): those take the general way."""
+    data = params.get("data")
+    session = params.get("sessionId")
+    if len(params) != 3 or not isinstance(data, Mapping) or type(session) is not str or len(data) != 4:
+        return None
+    turn, step, offset, delta = data.get("turn"), data.get("step"), data.get("offset"), data.get("delta")
+    if type(turn) is not int or type(step) is not int or type(offset) is not int:
+        return None
+    if not isinstance(delta, Mapping) or len(delta) != 2:
+        return None
+    kind, text = delta.get("type"), delta.get("text")
+    if (kind != "text" and kind != "reasoning") or type(text) is not str:
+        return None
+    try:
+        body = (
+            f'{{"jsonrpc":"2.0","method":"dsh/event","params":{{"sessionId":{encode_basestring(session)},'
+            f'"type":"assistant/delta","data":{{"turn":{turn},"step":{step},"offset":{offset},'
+            f'"delta":{{"type":"{kind}","text":{encode_basestring(text)}}}}}}}}}'
+        ).encode()
+    except UnicodeEncodeError:  # a lone surrogate: `_frame` escapes it
+        return None
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 

@@ -33,7 +33,7 @@ class CoalescingWriter:
         self.position = ReadPosition(probe)
         self._buffered = 0  # bytes in `_buffer`
         self._streamed_end: int | None = None  # where in `_buffer` the last streamed frame ends
-        self.held = HeldMessages(self._write_streamed, self.position.behind)
+        self.held = HeldMessages(self.write_streamed, self.position.behind)
 
     def send_mergeable(self, message: Mergeable) -> None:
         """A streamed delta: held (and merged) while the client has not read the last one, else
@@ -41,9 +41,10 @@ class CoalescingWriter:
         if self._broken:
             return
         if not self.held.offer(message):
-            self._write_streamed(message.encode())
+            self.write_streamed(message.encode())
 
-    def _write_streamed(self, data: bytes) -> None:
+    def write_streamed(self, data: bytes) -> None:
+        """A streamed message's frame, written now (the caller found nothing to hold it for)."""
         self.write(data)
         self._streamed_end = self._buffered
 
@@ -89,7 +90,7 @@ class CoalescingWriter:
     def flush_all(self) -> None:
         """Everything, held deltas included, leaves now (the process is about to end)."""
         if self.held.pending:
-            self._write_streamed(self.held.release())
+            self.write_streamed(self.held.release())
         self.flush()
 
     def close(self) -> None:
