@@ -18,7 +18,9 @@ shared machine hits both.
    `dsh-daemon --version` and `dsh-daemon sessions` (spawn -> exit) vs `python -c pass`;
 2. added latency, provider SSE write -> client `assistant/delta` (p50/p99 at ~2k deltas/s) vs the same
    bytes read raw from the socket in this process;
-3. end-to-end deltas/s at full speed vs a bare pygls server notifying the same number of messages;
+3. end-to-end deltas/s at full speed vs a bare pygls server notifying the same number of messages, and
+   the server's CPU time per delta (all threads, the scheduler's count: steadier than the rate on a
+   loaded machine) against bare pygls' per notification, with how many notifications carried them;
 4. wire bytes per output byte for a command printing 1 MB (goal <= 1.3);
 5. resume of a 100,000-event session over the wire: `dsh/session/attach {replay: "none"}` plus the
    first `dsh/session/transcript` page (goal < 100 ms) vs a `dsh/session/list` round trip.
@@ -141,6 +143,15 @@ class Peer:
 
     def rss_mib(self) -> float:
         return _rss_mib(self.proc.pid)
+
+    def cpu_s(self) -> float:
+        """CPU time the process has run so far, all its threads (the scheduler's nanoseconds: a
+        loaded machine's waits are not in it, so it reads steadier than a rate)."""
+        total = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
 
 
 def _rss_mib(pid: int) -> float:
@@ -533,6 +544,16 @@ def deltas_of(peer: Peer, since: int = 0) -> list[tuple[float, int]]:
     return out
 
 
+def notifications(peer: Peer, since: int) -> int:
+    """How many `assistant/delta` notifications came (each may carry several merged deltas)."""
+    return sum(
+        1
+        for _, message, _ in peer.messages[since:]
+        if message.get("method") == "dsh/event"
+        and (message.get("params") or {}).get("type") == "assistant/delta"
+    )
+
+
 async def raw_socket_latency(provider: SseProvider, n: int) -> list[float]:
     """Baseline: read the same SSE stream straight off the socket in this process."""
     reader, writer = await asyncio.open_connection("127.0.0.1", provider.port)
@@ -593,6 +614,7 @@ async def main_async(args: argparse.Namespace) -> None:
     await bare_peer.call("initialize", INIT)
     p50, p99, base_p50, base_p99, rates = [], [], [], [], []
     ours_rate, bare_rate, wire_ratio = [], [], []
+    ours_cpu, bare_cpu, notified = [], [], []
     for index in range(args.runs):
         # 2: latency at ~2k deltas/s, and the same stream read raw off the socket
         provider.tool_command = None
@@ -613,14 +635,20 @@ async def main_async(args: argparse.Namespace) -> None:
 
         async def ours() -> None:
             mark = len(peer.messages)
+            cpu = peer.cpu_s()
             start = time.perf_counter()
             await turn(peer, sid, "throughput")
-            ours_rate.append(len(deltas_of(peer, mark)) / (time.perf_counter() - start))
+            received = deltas_of(peer, mark)
+            ours_rate.append(len(received) / (time.perf_counter() - start))
+            ours_cpu.append((peer.cpu_s() - cpu) / len(received))
+            notified.append(notifications(peer, mark) / len(received))
 
         async def theirs() -> None:
+            cpu = bare_peer.cpu_s()
             start = time.perf_counter()
             await bare_peer.call("bench/burst", {"count": args.burst})
             bare_rate.append(args.burst / (time.perf_counter() - start))
+            bare_cpu.append((bare_peer.cpu_s() - cpu) / args.burst)
 
         for step in (ours, theirs) if index % 2 == 0 else (theirs, ours):
             await step()
@@ -648,6 +676,11 @@ async def main_async(args: argparse.Namespace) -> None:
     print(
         f"  end-to-end deltas/s: dsh-daemon {spread(ours_rate, 1, '/s')}, bare pygls notify "
         f"{spread(bare_rate, 1, '/s')}, {ratio(ours_rate, bare_rate)}"
+    )
+    print(
+        f"  server CPU per delta at full speed: dsh-daemon {spread(ours_cpu, 1e6, 'us', 1)}, bare pygls per "
+        f"notification {spread(bare_cpu, 1e6, 'us', 1)}, {ratio(bare_cpu, ours_cpu)} (as a rate: bare / ours); dsh-daemon notifications "
+        f"per delta {spread(notified, 1, '', 3)} (below 1: merged for a client that fell behind)"
     )
     print(f"  wire bytes per output byte, 1 MB command output: {spread(wire_ratio, 1, '', 3)} (goal <= 1.3)")
 
