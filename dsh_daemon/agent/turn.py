@@ -292,20 +292,27 @@ class Turn:
         offsets: dict[object, int] = {}
 
         async def consume() -> Finish:
+            # looked up once per attempt, not once per delta (neither changes while it streams)
+            add_chunk, publish = self.ctx.log.add_chunk, self.ctx.bus.publish
             async for item in stream:
                 if isinstance(item, Finish):
                     return item
                 assembler.add(item)
                 delta = item.to_json()
-                if isinstance(item, ToolCallDelta) and item.id is not None:
-                    delta["id"] = assembler.call_id(item.index)  # clients see the daemon's id only
+                if isinstance(item, ToolCallDelta):
+                    if item.id is not None:
+                        delta["id"] = assembler.call_id(item.index)  # clients see the daemon's id only
+                    key: object = item.index
+                    piece = item.arguments
+                else:
+                    key = delta["type"]
+                    piece = delta["text"]
                 frozen = FrozenDict(delta)  # one copy for the live event and the stored chunk
-                self.ctx.log.add_chunk(chunks, frozen)
-                key = item.index if isinstance(item, ToolCallDelta) else delta["type"]
-                piece = item.arguments if isinstance(item, ToolCallDelta) else delta["text"]
+                add_chunk(chunks, frozen)
                 offset = offsets.get(key, 0)
-                offsets[key] = offset + len(piece.encode("utf-16-le")) // 2
-                self.ctx.bus.publish(AssistantDelta.fast_event(turn, step, offset, frozen))
+                units = len(piece) if piece.isascii() else len(piece.encode("utf-16-le")) // 2
+                offsets[key] = offset + units
+                publish(AssistantDelta.fast_event(turn, step, offset, frozen))
             raise ProviderFailure(LlmFailure("STREAM_CLOSED", "the provider stream ended without a finish"))
 
         consuming = asyncio.ensure_future(consume())

@@ -11,7 +11,7 @@ caller treats EOF without `[DONE]` as a truncated stream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dsh_daemon.model.provider import MALFORMED_RESPONSE, LlmFailure, ProviderFailure
 
@@ -23,8 +23,10 @@ def _too_big(what: str) -> ProviderFailure:
     return ProviderFailure(LlmFailure(MALFORMED_RESPONSE, f"the provider sent {what}"))
 
 
-@dataclass(frozen=True, slots=True)
-class SseEvent:
+class SseEvent(NamedTuple):
+    """One event (a tuple, not a frozen dataclass: one is made per streamed delta, and a tuple is made
+    in half the time)."""
+
     data: str
     event: str = "message"
 
@@ -59,7 +61,8 @@ class SseParser:
                 if self._data_bytes > MAX_EVENT_BYTES:
                     raise _too_big(f"an SSE event larger than {MAX_EVENT_BYTES} bytes")
                 continue
-            event = self._line(raw)
+            # the blank line that ends an event: dispatched without decoding it first
+            event = self._dispatch() if not raw and self._started else self._line(raw)
             if event is not None:
                 events.append(event)
                 data = self._data

@@ -140,13 +140,14 @@ class Event:
         time: int | None = None,
         ignorable: bool = False,
     ) -> None:
-        _set = object.__setattr__
-        _set(self, "type", type)
-        _set(self, "_data", data)
-        _set(self, "_raw", None)
-        _set(self, "seq", seq)
-        _set(self, "time", time)
-        _set(self, "ignorable", ignorable)
+        # the slots' own setters (below the class): one live event per streamed delta, and
+        # object.__setattr__'s lookup by name cost half of making one
+        _SET_TYPE(self, type)
+        _SET_DATA(self, data)
+        _SET_RAW(self, None)
+        _SET_SEQ(self, seq)
+        _SET_TIME(self, time)
+        _SET_IGNORABLE(self, ignorable)
 
     @classmethod
     def stored(cls, type: str, raw: str, seq: int, time: int, ignorable: bool = False) -> Event:
@@ -204,7 +205,7 @@ class Event:
 
 
 # The slots' own setters: how `Event.stored` fills a new event without going through `__setattr__`
-# (which refuses) or `__init__` (a resume builds one event per stored row).
+# (which refuses) or `__init__` (a resume builds one event per stored row), and `__init__` fills one.
 _new_event = object.__new__
 _SLOTS: dict[str, Any] = {name: vars(Event)[name] for name in Event.__slots__}
 _SET_TYPE = _SLOTS["type"].__set__
