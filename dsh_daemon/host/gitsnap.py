@@ -45,8 +45,13 @@ def snapshot(root: Path | str) -> str:
     os.close(fd)
     try:
         if os.path.exists(index):
-            # A copy keeps the real index's stat data: `add -A` then re-reads only changed files.
+            # A copy keeps the real index's stat data: `add -A` then re-reads only changed files. It
+            # keeps the index's mtime too: git re-reads an entry as racily clean only when the file's
+            # mtime is not older than the index's, and a copy dated now made a same-size edit in the
+            # second the index was written look unchanged (a worktree's first edit went missing).
             shutil.copyfile(index, temp)
+            stat = os.stat(index)
+            os.utime(temp, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         else:
             os.unlink(temp)
         env = {"GIT_INDEX_FILE": temp}

@@ -235,7 +235,10 @@ export class CodeServer {
       await page.keyboard.press('Control+S');
       for (let i = 0; i < 50 && saved() !== want; i++) await new Promise((r) => setTimeout(r, 100));
     }
-    await this.runCommand('View: Close Editor');
+    if (saved() !== want) throw new Error(`settings.json was not saved as typed: ${readFileSync(file, 'utf8')}`);
+    // The file holds the settings. Revert and Close never asks to save: under load the editor was once
+    // left dirty after its save (CI), and the "save changes?" dialog then blocked the palette.
+    await this.runCommand('View: Revert and Close Editor');
     await editor.waitFor({ state: 'hidden', timeout: 15000 });
   }
 
