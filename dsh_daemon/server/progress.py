@@ -30,6 +30,9 @@ class TurnProgress:
         self._cancel_turn = cancel_turn
         self._token: str | None = None
         self._ready: asyncio.Future[bool] | None = None
+        # What waits for the turn's `create` answer, in the order it happened: a future's callbacks
+        # run a loop step after it is done, so an end that came in that step went out before them.
+        self._waiting: list[Callable[[str], None]] = []
         self._chars = 0
         self._last_report = 0.0
         self._task: asyncio.Task[None] | None = None
@@ -54,7 +57,8 @@ class TurnProgress:
         self._token, self._chars = token, 0
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[bool] = loop.create_future()
-        self._ready = ready
+        waiting: list[Callable[[str], None]] = []
+        self._ready, self._waiting = ready, waiting
 
         async def create() -> None:
             try:
@@ -65,6 +69,7 @@ class TurnProgress:
             except Exception as exc:
                 logger.debug("progress create failed: %s", exc)
                 ready.set_result(False)
+                waiting.clear()
                 return
             self._server.work_done_progress.begin(
                 token,
@@ -78,6 +83,9 @@ class TurnProgress:
                     lambda f: f.cancelled() and loop.call_soon_threadsafe(self._cancel_turn)
                 )
             ready.set_result(True)
+            for action in waiting:  # in order, before anything that comes after (same loop step)
+                action(token)
+            waiting.clear()
 
         self._task = loop.create_task(create())
 
@@ -85,15 +93,10 @@ class TurnProgress:
         token, ready = self._token, self._ready
         if token is None or ready is None:
             return
-
-        def run(f: asyncio.Future[bool]) -> None:
-            if f.result():
-                action(token)
-
-        if ready.done():
-            run(ready)
-        else:
-            ready.add_done_callback(run)
+        if not ready.done():
+            self._waiting.append(action)
+        elif ready.result():
+            action(token)
 
     def _report(self, token: str, message: str) -> None:
         self._server.work_done_progress.report(token, types.WorkDoneProgressReport(message=message))
