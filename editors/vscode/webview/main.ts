@@ -372,29 +372,24 @@ function contextShown(): { used: number; window: number | null } | undefined {
 
 // ---- the sandbox --------------------------------------------------------------------------------
 
-/** A key, drawn like the shield (a stroke in the text colour). */
-function keyIcon(): SVGSVGElement {
+/** A one-path icon drawn as a stroke in the text colour (the shield, the key). */
+function strokeIcon(cls: string, d: string): SVGSVGElement {
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('viewBox', '0 0 16 16');
-  svg.setAttribute('class', 'key-icon');
+  svg.setAttribute('class', cls);
   svg.setAttribute('aria-hidden', 'true');
   const path = document.createElementNS(ns, 'path');
-  path.setAttribute('d', 'M1.2 11.5a3.3 3.3 0 1 0 6.6 0 3.3 3.3 0 1 0-6.6 0zM6.8 9.2 14 2M11.2 4.8l1.8 1.8M9.4 6.6l1.4 1.4');
+  path.setAttribute('d', d);
   svg.append(path);
   return svg;
 }
 
+function keyIcon(): SVGSVGElement {
+  return strokeIcon('key-icon', 'M1.2 11.5a3.3 3.3 0 1 0 6.6 0 3.3 3.3 0 1 0-6.6 0zM6.8 9.2 14 2M11.2 4.8l1.8 1.8M9.4 6.6l1.4 1.4');
+}
 function shieldIcon(): SVGSVGElement {
-  const ns = 'http://www.w3.org/2000/svg';
-  const svg = document.createElementNS(ns, 'svg');
-  svg.setAttribute('viewBox', '0 0 16 16');
-  svg.setAttribute('class', 'shield');
-  svg.setAttribute('aria-hidden', 'true');
-  const path = document.createElementNS(ns, 'path');
-  path.setAttribute('d', 'M8 1.2 2.5 3.3v4.2c0 3.3 2.3 6.1 5.5 7.3 3.2-1.2 5.5-4 5.5-7.3V3.3L8 1.2z');
-  svg.append(path);
-  return svg;
+  return strokeIcon('shield', 'M8 1.2 2.5 3.3v4.2c0 3.3 2.3 6.1 5.5 7.3 3.2-1.2 5.5-4 5.5-7.3V3.3L8 1.2z');
 }
 
 /** How the sandbox stands, for its tooltip: the mode, the level, what is allowed, why a layer is missing. */
