@@ -63,7 +63,15 @@ from dsh_daemon.host.worktrees import NewWorktree
 from dsh_daemon.host.worktrees import remove_worktree as remove_worktree_folder
 from dsh_daemon.mcp.config import ServerSource
 from dsh_daemon.model.errors import ModelError
-from dsh_daemon.model.events import INBOX_SPLICED, SESSION_MODE, SESSION_SETTINGS, STATUS, TURN_END, Event
+from dsh_daemon.model.events import (
+    INBOX_SPLICED,
+    PLAN_UPDATED,
+    SESSION_MODE,
+    SESSION_SETTINGS,
+    STATUS,
+    TURN_END,
+    Event,
+)
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.model.payloads import (
@@ -1035,6 +1043,8 @@ class SessionHost:
     def stored_plan(self, session_id: str) -> PlanUpdated | None:
         """The current plan by the session's log (only the events the plan is folded from are read)."""
         store = self.manager.store
+        if not store.load_events_of_type(session_id, PLAN_UPDATED):
+            return None  # no plan was ever made (cuts only take a plan back): no turn start to read
         events = [e for kind in sorted(PLAN_EVENTS) for e in store.load_events_of_type(session_id, kind)]
         return current_plan(sorted(events, key=lambda e: e.seq or 0))
 

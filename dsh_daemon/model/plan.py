@@ -29,7 +29,9 @@ class PlanTracker:
 
     def __init__(self) -> None:
         self.current: PlanUpdated | None = None
-        self._at_turn_start: dict[int, PlanUpdated | None] = {}
+        # Each turn start with the plan as it stood then, undecoded: a long session has thousands and
+        # a cut (rare) needs one of them, so a fold decodes only what a cut looks back over.
+        self._turn_starts: list[tuple[Event, PlanUpdated | None]] = []
 
     def feed(self, event: Event) -> bool:
         kind = event.type
@@ -38,15 +40,26 @@ class PlanTracker:
                 self.current = PlanUpdated.of(event)
                 return True
             if kind == ev.TURN_START:
-                self._at_turn_start[TurnStarted.of(event).turn] = self.current
+                self._turn_starts.append((event, self.current))
             elif kind == ev.CONVERSATION_CUT:
-                before = ConversationCut.of(event).before_turn
-                if before in self._at_turn_start:
-                    previous, self.current = self.current, self._at_turn_start[before]
+                at_start = self._plan_at_start_of(ConversationCut.of(event).before_turn)
+                if at_start is not None:
+                    previous, self.current = self.current, at_start[0]
                     return previous != self.current
         except WireValueError:  # a malformed event is not a plan; the rest of the log still counts
             return False
         return False
+
+    def _plan_at_start_of(self, turn: int) -> tuple[PlanUpdated | None] | None:
+        """The plan when the latest start of `turn` so far was logged (in a 1-tuple: None is a plan
+        state); None when no such turn started."""
+        for event, plan in reversed(self._turn_starts):
+            try:
+                if TurnStarted.of(event).turn == turn:
+                    return (plan,)
+            except WireValueError:  # a malformed turn start starts no turn
+                continue
+        return None
 
 
 def current_plan(events: Iterable[Event]) -> PlanUpdated | None:

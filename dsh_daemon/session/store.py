@@ -231,6 +231,9 @@ CREATE TABLE IF NOT EXISTS events (
     ignorable INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+-- The events of one type (the inbox splices, the mode, the plan's events) without a scan of the
+-- session's whole log: attaching to a 100,000-event session read it five times (~13 ms each).
+CREATE INDEX IF NOT EXISTS events_by_type ON events (session_id, type, seq);
 CREATE TABLE IF NOT EXISTS seq_reservations (
     session_id TEXT PRIMARY KEY,
     ceiling INTEGER NOT NULL
@@ -749,7 +752,9 @@ class SessionStore:
         if not self.has_session(session_id):
             raise UnknownSessionError(session_id)
         rows = self._db.execute(
-            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND type=? ORDER BY seq",
+            # named: without statistics the planner takes the primary key for the ORDER BY and scans
+            "SELECT seq, time, type, data, ignorable FROM events INDEXED BY events_by_type "
+            "WHERE session_id=? AND type=? ORDER BY seq",
             (session_id, kind),
         )
         return [
@@ -757,11 +762,12 @@ class SessionStore:
         ]
 
     def last_event_of_type(self, session_id: str, kind: str, below_seq: int) -> Event | None:
-        """The newest event of type `kind` with seq < `below_seq` (read backwards along the key)."""
+        """The newest event of type `kind` with seq < `below_seq` (one seek in `events_by_type`)."""
         row = self._db.execute(
-            "SELECT seq, time, type, data, ignorable FROM events WHERE session_id=? AND seq<? AND type=? "
+            "SELECT seq, time, type, data, ignorable FROM events INDEXED BY events_by_type "
+            "WHERE session_id=? AND type=? AND seq<? "
             "ORDER BY seq DESC LIMIT 1",
-            (session_id, below_seq, kind),
+            (session_id, kind, below_seq),
         ).fetchone()
         return None if row is None else _decode(session_id, *row)
 
@@ -855,7 +861,7 @@ class SessionStore:
     def turn_start_seq(self, session_id: str, turn: int) -> int | None:
         """The seq of turn `turn`'s `turn/start` (None: no such turn), found without decoding events."""
         row = self._db.execute(
-            "SELECT seq FROM events WHERE session_id=? AND type='turn/start' "
+            "SELECT seq FROM events INDEXED BY events_by_type WHERE session_id=? AND type='turn/start' "
             "AND json_extract(data, '$.turn')=? ORDER BY seq DESC LIMIT 1",
             (session_id, turn),
         ).fetchone()
