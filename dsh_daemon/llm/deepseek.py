@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
@@ -215,9 +216,8 @@ class DeepSeekProvider:
     def _redacted(self, failure: ProviderFailure) -> ProviderFailure:
         f = failure.failure
         secrets = (self.config.api_key,) if self.config.api_key else ()
-        return ProviderFailure(
-            LlmFailure(f.code, redact(f.message, secrets), f.status, f.retry_after_ms, f.request_id)
-        )
+        body = None if f.provider_body is None else redact(f.provider_body, secrets)
+        return ProviderFailure(replace(f, message=redact(f.message, secrets), provider_body=body))
 
     async def _http_failure(self, response: ResponseStream) -> LlmFailure:
         body = b""

@@ -2,7 +2,9 @@
 
 The body parse is best effort: a JSON `{"error": {...}}` body gives the provider's readable message and
 the code/type used for the quota test; anything else still gets a code from the status alone. Whether a
-code is retried is the loop's policy, never decided here.
+code is retried is the loop's policy, never decided here. The body itself goes along as the failure's
+`provider_body` (protocol.md §7 `providerBody`): its secrets replaced before it is cut, so a cut never
+leaves part of a key behind.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dsh_daemon.model.provider import (
 )
 
 MAX_MESSAGE_CHARS = 2000  # a provider may answer with a whole HTML page; keep the event readable
+PROVIDER_BODY_CHARS = 2000  # the body kept beside the message (protocol.md §7 `providerBody`)
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
 
@@ -48,7 +51,9 @@ def classify_http(
     now: float | None = None,
 ) -> LlmFailure:
     """The failure for a non-2xx response. `headers` must be case-insensitive (httpx.Headers)."""
-    message, fields = _parse_error_body(body)
+    secrets = tuple(secrets)
+    raw = redact(body.decode("utf-8", errors="replace").strip(), secrets)
+    message, fields = _parse_error_body(raw)
     code = _code_for(status, message, fields)
     text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
     return LlmFailure(
@@ -57,17 +62,34 @@ def classify_http(
         status=status,
         retry_after_ms=retry_after_ms(headers, now=now),
         request_id=request_id(headers),
+        provider_body=provider_body(raw, secrets),
     )
 
 
 def classify_stream_error(payload: Mapping[str, Any], *, secrets: Iterable[str] = ()) -> LlmFailure:
     """An `{"error": {...}}` event sent inside a 200 stream (some gateways do this mid-response)."""
+    secrets = tuple(secrets)
     message, fields = _error_fields(payload)
     raw_status = payload.get("error", {}).get("code") if isinstance(payload.get("error"), Mapping) else None
     status = raw_status if isinstance(raw_status, int) and 400 <= raw_status <= 599 else None
     # Without a usable status the error came from the upstream mid-generation: a server fault.
     code = _code_for(status, message, fields) if status is not None else _text_code(message, fields) or SERVER
-    return LlmFailure(code, redact(f"stream error: {message or 'no message'}", secrets), status=status)
+    body = json.dumps(payload, ensure_ascii=False)
+    return LlmFailure(
+        code,
+        redact(f"stream error: {message or 'no message'}", secrets),
+        status=status,
+        provider_body=provider_body(body, secrets),
+    )
+
+
+def provider_body(body: str, secrets: Iterable[str]) -> str | None:
+    """The provider's answer as a person may read it: every secret replaced, then cut to
+    `PROVIDER_BODY_CHARS` (`…` after a cut); None when it was empty."""
+    text = redact(body.strip(), secrets)
+    if not text:
+        return None
+    return text if len(text) <= PROVIDER_BODY_CHARS else text[:PROVIDER_BODY_CHARS] + "…"
 
 
 def _code_for(status: int, message: str, fields: str) -> str:
@@ -94,9 +116,8 @@ def _text_code(message: str, fields: str) -> str | None:
     return None
 
 
-def _parse_error_body(body: bytes) -> tuple[str, str]:
+def _parse_error_body(text: str) -> tuple[str, str]:
     """(readable message, the JSON fields joined for the quota test; "" for a non-JSON body)."""
-    text = body.decode("utf-8", errors="replace").strip()
     try:
         payload = json.loads(text)
     except ValueError:

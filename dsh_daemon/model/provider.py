@@ -139,6 +139,9 @@ class LlmFailure:
     status: int | None = None
     retry_after_ms: int | None = None
     request_id: str | None = None
+    # The provider's answer body as it came (secrets redacted, cut short: llm/errors.py), for a
+    # person reading the log; `message` is what the daemon made of it.
+    provider_body: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -148,6 +151,8 @@ class LlmFailure:
             out["retryAfterMs"] = self.retry_after_ms
         if self.request_id is not None:
             out["requestId"] = self.request_id
+        if self.provider_body is not None:
+            out["providerBody"] = self.provider_body
         return out
 
 

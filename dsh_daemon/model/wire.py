@@ -224,6 +224,7 @@ class ErrorInfo:
     status: int | None = None
     retry_after_ms: int | None = None
     request_id: str | None = None
+    provider_body: str | None = None  # a failed model request's answer body, redacted and cut (§7)
 
 
 ErrorJson: TypeAlias = Annotated[JsonObject, SchemaAs(ErrorInfo)]

@@ -7,7 +7,14 @@ import email.utils
 import httpx
 import pytest
 
-from dsh_daemon.llm.errors import classify_http, redact, retry_after_ms
+from dsh_daemon.llm.errors import (
+    PROVIDER_BODY_CHARS,
+    REDACTED,
+    classify_http,
+    classify_stream_error,
+    redact,
+    retry_after_ms,
+)
 from tests.fakes.deepseek_server import (
     BAD_GATEWAY_502,
     CONTEXT_LENGTH_400,
@@ -87,3 +94,20 @@ def test_key_in_error_body_is_redacted() -> None:
     assert key not in failure.message
     assert "[redacted]" in failure.message
     assert redact("short k stays", ("k",)) == "short k stays"
+
+
+def test_the_body_goes_along_redacted_then_cut() -> None:
+    key = "sk-live-abcdef0123456789"
+    body = f'{{"error":{{"message":"bad key {key}","type":"authentication_error"}}}}'
+    failure = classify_http(401, body.encode(), httpx.Headers(), secrets=(key,))
+    assert failure.provider_body == body.replace(key, REDACTED)
+    assert failure.to_json()["providerBody"] == failure.provider_body
+    # the key straddling the cut: replaced first, so none of it is left
+    long = "x" * (PROVIDER_BODY_CHARS - 3) + key + "y" * 100
+    cut = classify_http(500, long.encode(), httpx.Headers(), secrets=(key,))
+    assert cut.provider_body == ("x" * (PROVIDER_BODY_CHARS - 3) + REDACTED)[:PROVIDER_BODY_CHARS] + "…"
+    assert key[:6] not in cut.message and key[:6] not in (cut.provider_body or "")
+    assert classify_http(503, b"  ", httpx.Headers()).provider_body is None
+    assert "providerBody" not in classify_http(503, b"", httpx.Headers()).to_json()
+    streamed = classify_stream_error({"error": {"message": f"overloaded {key}"}}, secrets=(key,))
+    assert streamed.provider_body == '{"error": {"message": "overloaded [redacted]"}}'

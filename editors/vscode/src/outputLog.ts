@@ -1,5 +1,6 @@
 // What the "dsh" output channel says, apart from VS Code: a failed turn once, with its code, message,
-// the retries before it and what the provider said (secrets redacted); the daemon's stderr lines
+// the retries before it and what the provider said (secrets redacted), then the provider's answer body
+// as it came (`error.providerBody`, protocol.md §7) as an entry of its own; the daemon's stderr lines
 // with one timestamp (the channel's own), at the level the daemon gave them.
 import type { AnyEvent } from './protocol/types';
 
@@ -29,6 +30,15 @@ const SECRETS: Array<[RegExp, string]> = [
 
 export function redactSecrets(text: string): string {
   return SECRETS.reduce((t, [re, by]) => t.replace(re, by), text);
+}
+
+/** Fields of a turn's error said apart from the bracketed `key=value` list. */
+const LINE_APART = new Set(['code', 'message', 'providerBody']);
+
+/** The provider's answer body as one log entry under the failed turn's line, each of its lines
+ *  indented (the daemon redacted its keys and cut it to 2,000 characters; key-like text goes too). */
+export function bodyBlock(body: string): string {
+  return ['provider body:', ...redactSecrets(body).split(/\r?\n/).map((l) => `    ${l}`)].join('\n');
 }
 
 interface Retry { retry: number; delayMs: number; code: string; status?: number; message: string }
@@ -68,11 +78,12 @@ export class TurnFailureLog {
       ? retries.map((r) => `#${r.retry} after ${delay(r.delayMs)} (${r.code}${r.status ? ` ${r.status}` : ''})`).join(', ')
       : 'none';
     const said = [...new Set([...retries.map((r) => r.message), String(err.message ?? '')].filter(Boolean))];
-    const extra = Object.entries(err).filter(([k]) => k !== 'code' && k !== 'message').map(([k, v]) => `${k}=${JSON.stringify(v)}`);
-    return [redactSecrets(
+    const extra = Object.entries(err).filter(([k]) => !LINE_APART.has(k)).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
+    const line = redactSecrets(
       `turn ${d.turn} of session ${e.sessionId.slice(0, 8)} failed: ${err.code ?? 'UNKNOWN'}: ${err.message ?? ''}`
       + `${extra.length ? ` [${extra.join(' ')}]` : ''}; retries: ${schedule}; the provider said: ${said.map((s) => JSON.stringify(s)).join(' | ') || 'nothing'}`,
-    )];
+    );
+    return typeof err.providerBody === 'string' && err.providerBody ? [line, bodyBlock(err.providerBody)] : [line];
   }
 }
 

@@ -1,7 +1,8 @@
 // The output log's lines: one timestamp (the channel's), the daemon's level, secrets redacted, a
 // save during a checkpoint restore said as one.
 import { describe, expect, it } from 'vitest';
-import { daemonLine, redactSecrets, SaveReason } from '../src/outputLog';
+import { bodyBlock, daemonLine, redactSecrets, SaveReason, TurnFailureLog } from '../src/outputLog';
+import type { AnyEvent } from '../src/protocol/types';
 
 describe('output log', () => {
   it('drops the daemon\'s own timestamp and keeps its level', () => {
@@ -17,6 +18,22 @@ describe('output log', () => {
     expect(redactSecrets('key sk-abc123def456 and Bearer abcdefghijkl and api_key="zzzzzzzzzz"'))
       .toBe('key sk-…(redacted) and Bearer …(redacted) and api_key="…(redacted)"');
     expect(redactSecrets('HTTP 503: upstream busy')).toBe('HTTP 503: upstream busy');
+  });
+
+  it('a failed turn\'s block: its line, then the provider\'s body indented as an entry of its own (once)', () => {
+    const log = new TurnFailureLog();
+    const body = '<html>\n<h1>502 Bad Gateway</h1>\nkey=abcdefghijkl\n</html>';
+    const end: AnyEvent = { sessionId: 'abcdef0123456789', seq: 9, type: 'turn/end',
+      data: { turn: 3, reason: { kind: 'error', error: { code: 'SERVER', message: 'HTTP 502: Bad Gateway', status: 502, providerBody: body } } } } as AnyEvent;
+    const lines = log.lines(end);
+    expect(lines).toEqual([
+      'turn 3 of session abcdef01 failed: SERVER: HTTP 502: Bad Gateway [status=502]; retries: none; the provider said: "HTTP 502: Bad Gateway"',
+      'provider body:\n    <html>\n    <h1>502 Bad Gateway</h1>\n    key=…(redacted)\n    </html>',
+    ]);
+    expect(log.lines(end)).toEqual([]); // a replay logs nothing again
+    expect(bodyBlock('{"error":"x"}')).toBe('provider body:\n    {"error":"x"}');
+    const bare = { ...end, data: { turn: 4, reason: { kind: 'error', error: { code: 'TIMEOUT', message: 'no response' } } } } as AnyEvent;
+    expect(log.lines(bare)).toHaveLength(1); // no body came: no block
   });
 
   it('a save while a checkpoint is restored is logged as a restore, and as an agent edit otherwise', async () => {

@@ -80,11 +80,13 @@ describe('words against the real daemon', () => {
     await d.waitFor(idleAfter(d, sessionId, 1), 'turn end', 30000);
     // A reattach replays the same events: the failure is still logged once.
     for (const e of seen.filter((x) => x.sessionId === sessionId)) lines.push(...log.lines(e));
-    expect(lines).toHaveLength(1);
+    expect(lines).toHaveLength(2); // the line, then the provider's body (its own entry)
     expect(lines[0]).toMatch(/^turn 1 of session \w{8} failed: INVALID_REQUEST: HTTP 400: bad request: key sk-…\(redacted\) rejected/);
     expect(lines[0]).toMatch(/retries: #1 after \d\.\d s \(SERVER 503\), #2 after \d(\.\d)? s \(SERVER 503\)/);
     expect(lines[0]).toContain('the provider said: "HTTP 503: upstream busy" | "HTTP 400: bad request: key sk-…(redacted) rejected"');
     expect(lines[0]).not.toContain('abcdef123456');
+    expect(lines[1]).toMatch(/^provider body:\n {4}\{"error":\{"message":"bad request: key sk-…\(redacted\) rejected"/);
+    expect(lines[1]).not.toContain('abcdef123456');
     const page = await d.client.transcript(sessionId, {});
     const reloaded = reduce(emptyModel(sessionId), { kind: 'transcript', page, older: false });
     const end = reloaded.items.find((i) => i.kind === 'turnEnd') as TurnEndItem;
