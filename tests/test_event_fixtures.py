@@ -214,6 +214,19 @@ def reloaded_lines(fixture: dict[str, Any]) -> list[str]:
     return [strip_paint(line) for line in view.lines]
 
 
+def test_a_reloaded_chat_skips_the_page_items_it_does_not_draw() -> None:
+    """A model change (`session/settings`, protocol.md §3) and an event the chat does not know are
+    items of a page too: the chat draws neither and goes on."""
+    settings = {"model": "deepseek-v4-pro", "reasoningEffort": "max", "sandbox": None}
+    items = [
+        {"type": "event", "seq": 0, "step": None, "event": "session/settings", "data": settings},
+        {"type": "message", "seq": 3, "step": 1, "id": "m1", "source": {"kind": "user"}, "text": "hi"},
+        {"type": "event", "seq": 4, "step": 1, "event": "something/new", "data": {"x": 1}},
+    ]
+    turn = {"turn": 1, "startSeq": 1, "startedAt": 0, "items": items}
+    assert reloaded_lines({"transcriptPage": {"turns": [turn]}}) == ["› hi"]
+
+
 def test_every_scenario_has_its_fixture() -> None:
     assert {p.stem for p in fixture_files()} == set(SCENARIOS)
 

@@ -329,9 +329,9 @@ class HostedSession:
                 )
 
     def _process_events(self) -> list[Event]:
-        return self._events_of(PROCESS_EVENTS)
+        return self.events_of(PROCESS_EVENTS)
 
-    def _events_of(self, types: frozenset[str]) -> list[Event]:
+    def events_of(self, types: frozenset[str]) -> list[Event]:
         """The log's events of `types`, without reading the whole log: those before the events held in
         memory from the store (a resume from a snapshot holds only the newest), then the held ones."""
         log = self.agent.log
@@ -418,7 +418,7 @@ class HostedSession:
         }
 
     def reviews(self) -> ReviewTracker:
-        return fold_reviews(self._events_of(REVIEW_EVENTS))
+        return fold_reviews(self.events_of(REVIEW_EVENTS))
 
     def dismiss_finding_durably(self, finding_id: str) -> bool:
         """A durable `review/dismissed` (on disk on return); False: it was dismissed already.

@@ -101,7 +101,7 @@ from dsh_daemon.session.store import (
 )
 from dsh_daemon.session.transcript import DEFAULT_LIMIT as TRANSCRIPT_DEFAULT_LIMIT
 from dsh_daemon.session.transcript import MAX_LIMIT as TRANSCRIPT_MAX_LIMIT
-from dsh_daemon.session.transcript import transcript_page
+from dsh_daemon.session.transcript import SettingsBefore, transcript_page
 from dsh_daemon.subagents.definitions import load_definitions
 from dsh_daemon.subagents.slots import SubagentSlots
 from dsh_daemon.subagents.task import SubagentTask
@@ -1179,10 +1179,12 @@ class SessionHost:
             raise CorruptSessionError(f"session {session_id} cannot be read: {exc}") from exc
 
     def _transcript(self, session_id: str, before_turn: int | None, limit: int) -> dict[str, Any]:
+        settings_before = self._settings_before(session_id)
         hosted = self.sessions.get(session_id)
         if hosted is not None and hosted.agent.log.lease_lost is None:
             events = hosted.agent.log.events
-            return transcript_page(reversed(events), len(events) - 1, before_turn, limit).to_json()
+            page = transcript_page(reversed(events), len(events) - 1, before_turn, limit, settings_before)
+            return page.to_json()
         store = self.manager.store
         last_seq = store.session_info(session_id).last_seq
         up_to = last_seq
@@ -1191,9 +1193,33 @@ class SessionHost:
             up_to = last_seq if start is None else start - 1
         newest_first = store.iter_events_backward(session_id, up_to)
         try:
-            return transcript_page(newest_first, last_seq, before_turn, limit).to_json()
+            return transcript_page(newest_first, last_seq, before_turn, limit, settings_before).to_json()
         finally:
             newest_first.close()
+
+    def _settings_before(self, session_id: str) -> SettingsBefore:
+        """What a page compares its first `session/settings` with (read only when a page has one)."""
+        logged: list[Event] | None = None
+
+        def before(seq: int) -> Mapping[str, Any] | None:
+            nonlocal logged
+            if logged is None:
+                logged = self.logged_events(session_id, frozenset({SESSION_SETTINGS}))
+            earlier = [e for e in logged if (e.seq or 0) < seq]
+            return earlier[-1].data if earlier else None
+
+        return before
+
+    def logged_events(self, session_id: str, types: frozenset[str]) -> list[Event]:
+        """The session's durable events of `types`, in log order, without reading its whole log: from
+        this process's log when it drives the session, else from the store (another process's, or
+        one nobody has open)."""
+        hosted = self.sessions.get(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            return hosted.events_of(types)
+        store = self.manager.store
+        stored = [e for kind in sorted(types) for e in store.load_events_of_type(session_id, kind)]
+        return sorted(stored, key=lambda e: e.seq or 0)
 
     # ---- changing sessions -----------------------------------------------------------------------------
 

@@ -22,6 +22,9 @@ failing request was retried, how many times (the last `llm/retry`'s `retry`). It
   (`LINE_EVENTS`: a background process started or ended, words about the session, a subagent
   started or finished), its payload as logged. One logged between turns is an item of the turn
   before it (of the first turn when the session has none before), so a page still shows it.
+  A `session/settings` is such an item only when it changed the model or the reasoning effort (a
+  change of the sandbox alone is no line): compared with the settings before it, which
+  `settings_before` reads for the first one on a page (an earlier page's or none).
 Long texts are cut to `TEXT_CAP` characters, flagged with the full length beside them: a tool
 result's `output` and a non-user message's `text` get `truncated: true` and `length`; a call's
 `arguments` and an edit's `meta.diff` get `argumentsTruncated`/`argumentsLength` and
@@ -45,6 +48,7 @@ from dsh_daemon.model.events import (
     PROCESS_STARTED,
     SESSION_MODE,
     SESSION_NOTICE,
+    SESSION_SETTINGS,
     STEP_END,
     STEP_START,
     SUBAGENT_FINISHED,
@@ -78,6 +82,9 @@ LINE_EVENTS = frozenset(
     {PROCESS_STARTED, PROCESS_EXITED, SESSION_NOTICE, SESSION_MODE, SUBAGENT_STARTED, SUBAGENT_FINISHED}
 )
 
+# The fields of `session/settings` a client shows as "Model: …" (the rest: the sandbox, thinking).
+MODEL_FIELDS = ("model", "reasoningEffort")
+
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 TEXT_CAP = 4_000
@@ -95,13 +102,25 @@ class TranscriptPage:
         return {"turns": list(self.turns), "lastSeq": self.last_seq, "hasMore": self.has_more}
 
 
+SettingsBefore = Callable[[int], Mapping[str, Any] | None]
+
+
+def no_settings_before(_seq: int) -> Mapping[str, Any] | None:
+    return None
+
+
 def transcript_page(
-    events_newest_first: Iterable[Event], last_seq: int, before_turn: int | None, limit: int
+    events_newest_first: Iterable[Event],
+    last_seq: int,
+    before_turn: int | None,
+    limit: int,
+    settings_before: SettingsBefore = no_settings_before,
 ) -> TranscriptPage:
-    """The page of at most `limit` turns numbered below `before_turn` (None: the newest ones)."""
+    """The page of at most `limit` turns numbered below `before_turn` (None: the newest ones).
+    `settings_before(seq)`: the data of the session's last `session/settings` below `seq` (None: none)."""
     cuts: list[tuple[int, int]] = []
     events, has_more = page_events(events_newest_first, before_turn, limit, cuts, lead=True)
-    turns = render_turns(events)
+    turns = render_turns(events, settings_before)
     if has_more and len(turns) > limit:
         turns = turns[1:]  # the turn before the page: read only for the prompts queued during it
     turns = [t for t in turns if before_turn is None or t["turn"] < before_turn]
@@ -153,16 +172,21 @@ def page_events(
     return taken, oldest is not None and oldest > 1
 
 
-def render_turns(events: Iterable[Event]) -> list[dict[str, Any]]:
+def render_turns(
+    events: Iterable[Event], settings_before: SettingsBefore = no_settings_before
+) -> list[dict[str, Any]]:
     """Every turn the events hold (those starting with their `turn/start`), oldest first."""
-    builder = _Builder()
+    builder = _Builder(settings_before)
     for event in events:
         builder.feed(event)
     return builder.turns
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, settings_before: SettingsBefore) -> None:
+        self.settings_before = settings_before
+        self.settings: Mapping[str, Any] | None = None  # the last `session/settings` data fed
+        self.settings_fed = False
         self.turns: list[dict[str, Any]] = []
         self.current: dict[str, Any] | None = None
         self.step: int | None = None
@@ -188,7 +212,7 @@ class _Builder:
             self.turns.append(self.current)
             self.step, self.tools, self.placed, self.partial, self.retry = None, {}, set(), None, None
             return
-        if kind in LINE_EVENTS:
+        if kind in LINE_EVENTS or (kind == SESSION_SETTINGS and self._model_changed(event)):
             line = {
                 "type": "event",
                 "seq": event.seq,
@@ -236,6 +260,13 @@ class _Builder:
             if self.retry is not None and turn["end"].get("kind") == "error":
                 turn["retries"] = self.retry  # how many times the failing request was retried
             self.current, self.step, self.partial = None, None, None
+
+    def _model_changed(self, event: Event) -> bool:
+        """Whether this `session/settings` changed the model or the effort (the first on a page is
+        compared with the one before the page, read then)."""
+        before = self.settings if self.settings_fed else self.settings_before(event.seq or 0)
+        self.settings, self.settings_fed = event.data, True
+        return any(event.data.get(k) != (before or {}).get(k) for k in MODEL_FIELDS)
 
     def _message(self, event: Event) -> dict[str, Any]:
         data = event.data  # a user/message's payload is the message itself

@@ -223,6 +223,62 @@ def test_a_mode_change_is_a_line_of_the_page() -> None:
     assert lines == [("session/mode", {"mode": "accept-edits", "planCallId": "c1"})]
 
 
+def _settings(
+    model: str | None, effort: str | None, sandbox: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    return ("session/settings", {"model": model, "reasoningEffort": effort, "sandbox": sandbox})
+
+
+def test_a_model_change_is_a_line_of_the_page_and_a_sandbox_change_alone_is_not() -> None:
+    """`session/settings` is an item when its model or effort differs from the settings logged before it
+    (issue 36 leftover: the panel's "Model: …" line survives a reload); the sandbox riding along in the
+    same event, or the same choice again, is no line."""
+    events = _log(
+        _settings(None, None, "read-only"),  # before any turn, and only the sandbox: no line
+        _settings("deepseek-v4-pro", "max", "read-only"),
+        *_turn(1, "p1", "a1"),
+        _settings("deepseek-v4-pro", "max", "workspace-write"),  # the sandbox alone
+        _settings("deepseek-v4-pro", "high", "workspace-write"),
+        *_turn(2, "p2", "a2"),
+        _settings(None, None, "workspace-write"),  # back to the configuration's model
+    )
+    first, second = render_turns(events)
+    lines = [
+        [(i["seq"], i["data"]["reasoningEffort"]) for i in t["items"] if i["type"] == "event"]
+        for t in (first, second)
+    ]
+    assert lines == [[(1, "max"), (11, "high")], [(20, None)]]
+    assert all(
+        i["event"] == "session/settings" for t in (first, second) for i in t["items"] if i["type"] == "event"
+    )
+
+
+def test_a_page_compares_its_first_model_change_with_the_settings_before_the_page() -> None:
+    specs = [_settings("deepseek-v4-pro", "max")]
+    specs += [spec for n in range(1, 5) for spec in _turn(n, f"p{n}", f"a{n}")]
+    specs.append(_settings("deepseek-v4-pro", "max", "read-only"))  # the sandbox alone, after turn 4
+    specs.append(_settings("deepseek-v4-flash", "max", "read-only"))
+    events = _log(*specs)
+    logged = [e for e in events if e.type == "session/settings"]
+    asked: list[int] = []
+
+    def before(seq: int) -> Any:
+        asked.append(seq)
+        earlier = [e for e in logged if (e.seq or 0) < seq]
+        return earlier[-1].data if earlier else None
+
+    page = transcript_page(reversed(events), len(events) - 1, None, 1, before)
+    (turn4,) = page.turns
+    assert [(i["seq"], i["data"]["model"]) for i in turn4["items"] if i["type"] == "event"] == [
+        (34, "deepseek-v4-flash")
+    ]
+    assert asked == [33]  # read once, for the page's first one; the next is compared with that
+    # Without what came before the page, the sandbox change would look like a model change: the host
+    # passes `settings_before`; the renderer alone cannot know.
+    (alone,) = transcript_page(reversed(events), len(events) - 1, None, 1).turns
+    assert [i["seq"] for i in alone["items"] if i["type"] == "event"] == [33, 34]
+
+
 def test_pages_read_only_the_tail_they_need() -> None:
     events = _log(*[spec for n in range(1, 6) for spec in _turn(n, f"p{n}", f"a{n}")])
     read: list[int] = []

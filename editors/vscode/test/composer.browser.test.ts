@@ -54,6 +54,27 @@ describe('the panel\'s own / commands (no browser)', () => {
     expect(reduceAll(m, [ev('session/mode', { mode: 'accept-edits', planCallId: 'c1' }, 5)]).items.length).toBe(m.items.length);
   });
 
+  it('a model change from a transcript page is the same line as live, and the page\'s choice keeps a later sandbox change quiet', () => {
+    const settings = (seq: number, model: string, effort: string) => ({ type: 'event' as const, seq, step: null, event: 'session/settings', data: { model, reasoningEffort: effort, sandbox: null } });
+    const page = { lastSeq: 7, hasMore: false, turns: [{
+      turn: 1, startSeq: 1, startedAt: 0, endSeq: 5, end: { kind: 'completed' as const },
+      items: [
+        settings(0, 'deepseek-v4-pro', 'max'),
+        { type: 'message' as const, seq: 3, step: 1, id: 'u1', source: { kind: 'user' as const }, text: 'go' },
+        { type: 'assistant' as const, seq: 4, step: 1, text: 'Done.' },
+        settings(6, 'deepseek-v4-pro', 'high'),
+      ],
+    }] };
+    const m = reduceAll(emptyModel(S), [{ kind: 'transcript', page, older: false }]);
+    expect(m.items.map((i) => i.kind === 'notice' ? `notice:${i.text}` : i.kind)).toEqual(
+      ['notice:Model: deepseek-v4-pro, max effort', 'user', 'assistant', 'turnEnd', 'notice:Model: deepseek-v4-pro, high effort']);
+    expect(m.modelChoice).toEqual({ model: 'deepseek-v4-pro', reasoningEffort: 'high' });
+    // The live event of the same seq is the same item; a sandbox change after the reload adds none.
+    const after = reduceAll(m, [ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'high' }, 6),
+      ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'high', sandbox: 'read-only' }, 8)]);
+    expect(after.items.length).toBe(m.items.length);
+  });
+
   it('a model change is a line; the same choice again (a sandbox change carries it too) is not', () => {
     const m = reduceAll(emptyModel(S), [ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max' }, 1),
       ev('session/settings', { model: 'deepseek-v4-pro', reasoningEffort: 'max', sandbox: 'read-only' }, 2),

@@ -127,6 +127,18 @@ function modeLine(seq: number, turn: number, d: { mode: string; planCallId?: str
   return { id: `md:${seq}`, kind: 'notice', rev: 0, turn, level: 'info', text: `Mode: ${MODE_LABELS[d.mode] ?? d.mode}${approved}` };
 }
 
+type ModelChoice = { model?: string; reasoningEffort?: string };
+/** The model and effort a `session/settings` names (null fields: the daemon's configuration). */
+function modelChoiceOf(d: { model?: string | null; reasoningEffort?: string | null }): ModelChoice {
+  return { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
+}
+/** A model change as a line of the transcript (`session/settings`, live or from a page); none when
+ *  the session went back to the configuration's model (nothing to name). */
+function modelLine(seq: number, turn: number, choice: ModelChoice): NoticeItem | undefined {
+  const what = [choice.model, choice.reasoningEffort && `${choice.reasoningEffort} effort`].filter(Boolean).join(', ');
+  return what ? { id: `ms:${seq}`, kind: 'notice', rev: 0, turn, level: 'info', text: `Model: ${what}` } : undefined;
+}
+
 /** The modes as the panel names them (protocol.md §3). */
 export const MODE_LABELS: Record<string, string> = { ask: 'Ask', 'accept-edits': 'Accept edits', plan: 'Plan' };
 /** Ended background processes kept in the model (the running ones are all kept). */
@@ -280,13 +292,12 @@ function applyEvent(model: SessionModel, e: AnyEvent): SessionModel {
       // The change is marked where it happened: what follows runs in that mode.
       return upsert({ ...model, mode: ev.data.mode }, modeLine(e.seq ?? model.rev, model.currentTurn, ev.data));
     case 'session/settings': {
-      const d = ev.data;
-      const choice = { model: d.model ?? undefined, reasoningEffort: d.reasoningEffort ?? undefined };
-      const what = [choice.model, choice.reasoningEffort && `${choice.reasoningEffort} effort`].filter(Boolean).join(', ');
+      const choice = modelChoiceOf(ev.data);
       const m = { ...model, modelChoice: choice };
       // The event also carries the sandbox choice: a line only when the model or the effort changed.
       const same = choice.model === model.modelChoice?.model && choice.reasoningEffort === model.modelChoice?.reasoningEffort;
-      return what && !same ? upsert(m, { id: `ms:${e.seq ?? model.rev}`, kind: 'notice', rev: 0, turn: model.currentTurn, level: 'info', text: `Model: ${what}` }) : m;
+      const line = same ? undefined : modelLine(e.seq ?? model.rev, model.currentTurn, choice);
+      return line ? upsert(m, line) : m;
     }
     case 'session/title':
       return { ...model, title: typeof ev.data.title === 'string' && ev.data.title ? ev.data.title : undefined };
@@ -529,6 +540,10 @@ export function transcriptItems(turns: TranscriptTurn[], rev: number): Item[] {
         // The same line the live event makes (its id by seq); logged between turns: after the footer.
         const line = { ...modeLine(it.seq, t.turn, it.data as { mode: string; planCallId?: string }), rev };
         (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push(line);
+      } else if (it.type === 'event' && it.event === 'session/settings') {
+        // The daemon lists only a change of the model or the effort (not one of the sandbox alone).
+        const line = modelLine(it.seq, t.turn, modelChoiceOf(it.data as { model?: string | null; reasoningEffort?: string | null }));
+        if (line) (t.endSeq !== undefined && it.seq > t.endSeq ? after : out).push({ ...line, rev });
       } else if (it.type === 'event' && it.event === 'session/notice') {
         // The same item the live event makes (its id by seq), so a replay after the page finds it.
         const notice = sessionNotice(it.seq, t.turn, it.data);
@@ -558,8 +573,12 @@ function applyTranscript(model: SessionModel, page: TranscriptPage, older: boole
   const m: SessionModel = { ...model, items, index, turnUsage, olderBefore, rev, ...(forkOf ? { forkOf } : {}) };
   if (older) return m;
   const newest = turns.at(-1);
+  // The newest model change on the page is the session's choice unless a live event said one (a
+  // later sandbox-only change then adds no line).
+  const settings = turns.flatMap((t) => t.items).filter((it) => it.type === 'event' && it.event === 'session/settings').at(-1);
+  const modelChoice = model.modelChoice ?? (settings?.type === 'event' ? modelChoiceOf(settings.data as { model?: string | null; reasoningEffort?: string | null }) : undefined);
   return {
-    ...m, lastSeq: Math.max(model.lastSeq, page.lastSeq),
+    ...m, lastSeq: Math.max(model.lastSeq, page.lastSeq), ...(modelChoice ? { modelChoice } : {}),
     currentTurn: Math.max(model.currentTurn, newest?.turn ?? 0),
     lastTurnEnd: newest?.end ?? model.lastTurnEnd,
   };
