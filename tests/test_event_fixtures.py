@@ -128,7 +128,7 @@ def check_fixture(fixture: dict[str, Any]) -> None:
     )
     assert chat.status.state == expected["status"]
     usage = expected["usage"]
-    assert (chat.status.input_tokens, chat.status.output_tokens) == (
+    assert (chat.status.usage.input_tokens, chat.status.usage.output_tokens) == (
         usage["inputTokens"],
         usage["outputTokens"],
     )

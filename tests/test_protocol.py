@@ -244,6 +244,7 @@ MIRRORS = {
     "AttachResult": "SessionAttachResult",
     "TranscriptPage": "SessionTranscriptResult",
     "TranscriptTurn": "TranscriptTurn",
+    "SessionUsage": "SessionUsageResult",
     "Usage": "Usage",
     "TurnEndReason": "TurnEndReason",
     "EditMeta": "EditMeta",

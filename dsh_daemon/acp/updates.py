@@ -49,6 +49,7 @@ from dsh_daemon.model.payloads import (
 )
 from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
 from dsh_daemon.model.review import typed_review as review_typed
+from dsh_daemon.model.usage import UsageTotals
 
 # Live command output: each update shows at most the last LIVE_TAIL_CHARS (after a marker saying how
 # much came before), and a call's updates together put at most LIVE_RATIO characters per character
@@ -299,7 +300,7 @@ class Translator:
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
     _shown_time: int | None = None
-    _cost: float = 0.0
+    _usage: UsageTotals = field(default_factory=UsageTotals)  # the session's turns so far (`cost`: their sum)
     _used: int = 0
     _plan: PlanTracker = field(default_factory=PlanTracker)
     _findings: dict[str, ReviewFinding] = field(default_factory=dict)  # by callId, until its result
@@ -526,17 +527,14 @@ class Translator:
             self._used = int(usage.get("inputTokens", 0) or 0) + int(usage.get("outputTokens", 0) or 0)
 
     def _on_turn_usage(self, turn_usage: TurnUsage) -> None:
-        usage = turn_usage.usage
-        cost = usage.get("costUsd")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            self._cost += float(cost)
+        self._usage = self._usage.plus(turn_usage.usage)
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
             "used": self._used,
             "size": max(self.context_window or 0, self._used),
         }
-        if self._cost:
-            update["cost"] = {"amount": round(self._cost, 6), "currency": "USD"}
+        if self._usage.cost_usd:
+            update["cost"] = {"amount": round(self._usage.cost_usd, 6), "currency": "USD"}
         self.send(update)
 
     def options_changed(self, mode: str | None = None) -> None:

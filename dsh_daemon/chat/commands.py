@@ -629,15 +629,21 @@ class Commands:
             chat.note("[nothing to compact yet]")
 
     async def cost(self, _: str) -> None:
+        """The session's totals as the daemon sums them (every turn, whichever process ran it)."""
         chat = self.chat
         status = chat.status
-        cached = f" ({count(status.cache_read_tokens)} read from cache)" if status.cache_read_tokens else ""
-        reasoning = f" ({count(status.reasoning_tokens)} reasoning)" if status.reasoning_tokens else ""
-        money = status.cost() if status.cost_known else "cost not known for this model"
+        if chat.session_id:
+            await chat.count_usage(chat.session_id)
+        usage = status.usage
+        cached = f" ({count(usage.cache_read_tokens)} read from cache)" if usage.cache_read_tokens else ""
+        reasoning = f" ({count(usage.reasoning_tokens)} reasoning)" if usage.reasoning_tokens else ""
+        money = status.cost() if usage.cost_known else "cost not known for this model"
+        if usage.cost_known and usage.priced_turns < usage.turns:
+            money += f" ({usage.turns - usage.priced_turns} turn(s) without a price)"
         name = f"session {chat.session_id[:8]}" if chat.session_id else "this chat"
         chat.view.print(
-            f"  {name}: {status.turns} turn(s) · {count(status.input_tokens)} tokens in{cached}"
-            f" · {count(status.output_tokens)} out{reasoning} · {money}"
+            f"  {name}: {usage.turns} turn(s) · {count(usage.input_tokens)} tokens in{cached}"
+            f" · {count(usage.output_tokens)} out{reasoning} · {money}"
         )
 
     # ---- sessions ----------------------------------------------------------------------------------

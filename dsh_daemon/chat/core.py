@@ -47,9 +47,9 @@ from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.payloads import PlanUpdated
 from dsh_daemon.model.plan import PLAN_EVENTS, PlanTracker
 from dsh_daemon.model.review import REVIEW_EVENTS, ReviewTracker
+from dsh_daemon.model.usage import UsageTotals
 
 RESUME_PAGE_TURNS = 10  # turns shown when a session is resumed (the rest: `dsh-daemon export`)
-TOTALS_PAGE_TURNS = 100  # turns per transcript page when summing a resumed session's usage
 
 
 class View(Protocol):
@@ -591,7 +591,7 @@ class Chat:
             self.note(f"[earlier turns not shown: `dsh-daemon export {session_id}` has them all]")
         for turn in reversed(page["turns"]):
             self.history_turn(turn)
-        await self.count_usage(session_id, page)
+        await self.count_usage(session_id)
         self.shown_seq = page["lastSeq"]
         after = page["lastSeq"]
         if page["turns"]:
@@ -639,27 +639,11 @@ class Chat:
             for problem in listed.get("problems") or []:
                 self.note(f"[custom commands and skills: {problem}]")
 
-    async def count_usage(self, session_id: str, first: dict[str, Any]) -> None:
-        """The session's token and cost totals, from every turn's usage (pages of the transcript)."""
-        page = first
-        if page.get("hasMore"):
-            page = await self.rpc.request(
-                "dsh/session/transcript", {"sessionId": session_id, "limit": TOTALS_PAGE_TURNS}
-            )
-        while True:
-            for turn in page["turns"]:
-                if turn.get("usage"):
-                    self.status.add_usage(turn["usage"])
-            if not page.get("hasMore") or not page["turns"]:
-                break
-            page = await self.rpc.request(
-                "dsh/session/transcript",
-                {
-                    "sessionId": session_id,
-                    "limit": TOTALS_PAGE_TURNS,
-                    "beforeTurn": page["turns"][-1]["turn"],
-                },
-            )
+    async def count_usage(self, session_id: str) -> None:
+        """The session's token and cost totals, summed by the daemon over every turn's `turn/usage`
+        (`dsh/session/usage`), whichever turns a page shows."""
+        answer = await self.rpc.request("dsh/session/usage", {"sessionId": session_id})
+        self.status.usage = UsageTotals.from_json(answer)
 
     # ---- sending -----------------------------------------------------------------------------------
 

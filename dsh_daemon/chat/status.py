@@ -8,6 +8,7 @@ from typing import Any
 
 from dsh_daemon.chat import sandbox as sandboxes
 from dsh_daemon.chat.queue import NEXT_STEP, NEXT_TURN, QueueBook
+from dsh_daemon.model.usage import UsageTotals
 
 
 @dataclass
@@ -16,13 +17,9 @@ class Status:
     state: str = "idle"  # the daemon's agent/status: idle | running
     permission: bool = False  # a permission request is waiting for the person
     queue: QueueBook = field(default_factory=QueueBook)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    reasoning_tokens: int = 0
-    turns: int = 0  # turns whose usage is counted
-    cost_usd: float = 0.0
-    cost_known: bool = False
+    # The session's turns counted so far: the daemon's sum (`dsh/session/usage`) on attach and for
+    # /cost, each live `turn/usage` added in between.
+    usage: UsageTotals = field(default_factory=UsageTotals)
     context_used: int | None = None  # the last request's input tokens (`context/usage`)
     context_window: int | None = None
     model: str = ""  # from the last `request/header`, or what /model set
@@ -72,14 +69,7 @@ class Status:
         return True
 
     def add_usage(self, usage: dict[str, Any]) -> None:
-        self.turns += 1
-        self.input_tokens += int(usage.get("inputTokens") or 0)
-        self.output_tokens += int(usage.get("outputTokens") or 0)
-        self.cache_read_tokens += int(usage.get("cacheReadTokens") or 0)
-        self.reasoning_tokens += int(usage.get("reasoningTokens") or 0)
-        if usage.get("costUsd") is not None:
-            self.cost_usd += float(usage["costUsd"])
-            self.cost_known = True
+        self.usage = self.usage.plus(usage)
 
     @property
     def label(self) -> str:
@@ -88,7 +78,8 @@ class Status:
         return self.state
 
     def cost(self) -> str:
-        return f"${self.cost_usd:.4f}" if self.cost_usd >= 0.01 else f"${self.cost_usd:.6f}"
+        cost = self.usage.cost_usd
+        return f"${cost:.4f}" if cost >= 0.01 else f"${cost:.6f}"
 
     def context_gauge(self) -> str:
         """`ctx 12k/1.0M (1%)`, or "" before the first reply reported it."""
@@ -105,10 +96,11 @@ class Status:
             parts.append(f"queued {self.queued}")
         if self.context:
             parts.append(f"context {self.context}")
-        tokens = self.input_tokens + self.output_tokens
-        split = f"{count(self.input_tokens)} in, {count(self.output_tokens)} out"
+        usage = self.usage
+        tokens = usage.input_tokens + usage.output_tokens
+        split = f"{count(usage.input_tokens)} in, {count(usage.output_tokens)} out"
         parts.append(f"{count(tokens)} tokens ({split})")
-        if self.cost_known:
+        if usage.cost_known:
             parts.append(self.cost())
         gauge = self.context_gauge()
         if gauge:
@@ -135,8 +127,8 @@ class Status:
             parts.append(f"queued {self.queued}")
         if self.context:
             parts.append(f"context {self.context}")
-        parts.append(f"{count(self.input_tokens + self.output_tokens)} tokens")
-        if self.cost_known:
+        parts.append(f"{count(self.usage.input_tokens + self.usage.output_tokens)} tokens")
+        if self.usage.cost_known:
             parts.append(self.cost())
         if self.context_used is not None and self.context_window:
             parts.append(f"ctx {100 * self.context_used / self.context_window:.0f}%")

@@ -70,6 +70,7 @@ from dsh_daemon.model.events import (
     SESSION_SETTINGS,
     STATUS,
     TURN_END,
+    USAGE,
     Event,
 )
 from dsh_daemon.model.inbox import InboxItem, apply_splice, item_wire
@@ -82,12 +83,14 @@ from dsh_daemon.model.payloads import (
     SessionSettingsSet,
     StatusChanged,
     SubagentTools,
+    TurnUsage,
     entry,
 )
 from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.review import REVIEW_EVENTS, fold_reviews
+from dsh_daemon.model.usage import summed
 from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
@@ -1220,6 +1223,15 @@ class SessionHost:
         store = self.manager.store
         stored = [e for kind in sorted(types) for e in store.load_events_of_type(session_id, kind)]
         return sorted(stored, key=lambda e: e.seq or 0)
+
+    def usage(self, session_id: str) -> dict[str, Any]:
+        """`dsh/session/usage`: the session's tokens and cost summed over its turns' durable
+        `turn/usage` (model/usage.py, the fold ACP's `usage_update` cost uses too)."""
+        try:
+            turns = self.logged_events(session_id, frozenset({USAGE}))
+            return summed(TurnUsage.of(e).usage for e in turns).to_json()
+        except ModelError as exc:  # a stored event of the wrong shape
+            raise CorruptSessionError(f"session {session_id} cannot be read: {exc}") from exc
 
     # ---- changing sessions -----------------------------------------------------------------------------
 

@@ -279,6 +279,27 @@ class SessionTranscriptResult:
 
 
 @dataclass(frozen=True)
+class UsageSum:
+    """Tokens summed over a session's turns (each turn's `turn/usage`)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class SessionUsageResult:
+    """`dsh/session/usage`: `turns` that reported usage, their tokens, and their cost in USD by the
+    configured prices (null when none of them had a price; `unpricedTurns`: how many had none)."""
+
+    turns: int
+    usage: UsageSum
+    cost_usd: float | None
+    unpriced_turns: int
+
+
+@dataclass(frozen=True)
 class SessionRenameParams:
     session_id: SessionId
     title: NonEmptyStr
@@ -848,6 +869,7 @@ class DshCapabilities:
     worktrees: bool | None = None  # dsh/session/new `worktree`, dsh/worktree/*
     hand_over: bool | None = None  # `session/handover` to the driver, dsh/session/handOver
     named_agents: bool | None = None  # dsh/agents/list by session or by cwd (§12 "Subagents")
+    session_usage: bool | None = None  # dsh/session/usage: the session's summed tokens and cost (§3)
 
 
 @dataclass(frozen=True)
@@ -879,6 +901,7 @@ METHODS: dict[str, Method] = _table(
     Method("dsh/session/takeOver", SessionTakeOverParams, Empty, "ask the process driving it to let go"),
     Method("dsh/session/handOver", SessionParams, Empty, "let a session another process asks for go now"),
     Method("dsh/session/transcript", SessionTranscriptParams, SessionTranscriptResult, "a page of turns"),
+    Method("dsh/session/usage", SessionParams, SessionUsageResult, "tokens and cost of all its turns"),
     Method("dsh/session/rename", SessionRenameParams, Empty, "set the title"),
     Method("dsh/session/delete", SessionDeleteParams, Empty, "remove a session"),
     Method("dsh/session/compact", SessionParams, SessionCompactResult, "compact the history now"),

@@ -516,6 +516,9 @@ def register(daemon: Daemon) -> None:
         # The host applies the default limit and the cap.
         return daemon.front_end.host.transcript(p.session_id, p.before_turn, p.limit)
 
+    def session_usage(ls: LanguageServer, p: m.SessionParams) -> dict[str, Any]:
+        return daemon.front_end.host.usage(p.session_id)
+
     def session_rename(ls: LanguageServer, p: m.SessionRenameParams) -> m.Empty:
         daemon.front_end.host.rename(p.session_id, p.title, method="dsh/session/rename")
         return m.Empty()
@@ -713,6 +716,7 @@ def register(daemon: Daemon) -> None:
         "dsh/models/list": models_list,
         "dsh/session/setModel": session_set_model,
         "dsh/session/transcript": session_transcript,
+        "dsh/session/usage": session_usage,
         "dsh/session/rename": session_rename,
         "dsh/session/delete": session_delete,
         "dsh/session/compact": session_compact,

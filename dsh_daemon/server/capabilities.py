@@ -52,6 +52,7 @@ DSH_CAPABILITIES: dict[str, Any] = {
     "review": True,  # dsh/review/*, review/* events
     "worktrees": True,  # dsh/session/new `worktree`, dsh/worktree/*, `worktree` in lists
     "namedAgents": True,  # dsh/agents/list by session or cwd (§12 "Subagents")
+    "sessionUsage": True,  # dsh/session/usage: the session's summed tokens and cost (§3)
 }
 
 

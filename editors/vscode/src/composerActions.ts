@@ -1,8 +1,9 @@
 // What the panel's header pickers and the composer's own `/` commands ask of the daemon: the session's
-// model and effort (`dsh/models/list {sessionId}`, `dsh/session/setModel`), compaction, undo / rewind /
-// fork of a turn, and edit-and-resend of a past prompt (what the rewind restores first, then the rewind
+// model and effort (`dsh/models/list {sessionId}`, `dsh/session/setModel`), compaction, the session's
+// cost (`dsh/session/usage`), undo / rewind / fork of a turn, and edit-and-resend of a past prompt (what the rewind restores first, then the rewind
 // and the edited prompt). The panel hands each message of these kinds here.
 import * as vscode from 'vscode';
+import { costWords, heldUsage } from './costWords';
 import type { DshClient } from './protocol/client';
 import type { Chip, HostToWebview } from './protocol/panelMessages';
 import type { SessionModel } from './protocol/reducer';
@@ -80,6 +81,15 @@ export class ComposerActions {
     else if (r.compacted) text = `Compacted the conversation${r.tokensBefore && r.tokensAfter ? `: ${r.tokensBefore.toLocaleString('en-US')} → ${r.tokensAfter.toLocaleString('en-US')} tokens` : ''}.`;
     else text = 'Nothing to compact yet.';
     this.panel.post({ type: 'note', text });
+  }
+
+  /** `/cost`: the daemon's sum over all the session's turns (those of older pages and other windows
+   *  too); from a daemon without it, or before a session exists, the turns the panel holds. */
+  async cost(): Promise<void> {
+    const client = this.panel.daemonClient;
+    const sessionId = this.panel.model.sessionId;
+    const usage = client?.features?.sessionUsage && sessionId ? await client.sessionUsage(sessionId) : heldUsage(this.panel.model);
+    this.panel.post({ type: 'note', text: costWords(usage) });
   }
 
   /** `/undo`: the checkpoint before the last prompt (asked first, as Restore checkpoint does). */

@@ -779,6 +779,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'models': return this.composerActions.models();
       case 'setModel': return this.composerActions.setModel(m.model, m.reasoningEffort);
       case 'compact': return this.composerActions.compact();
+      case 'cost': return this.composerActions.cost();
       case 'undo': return this.composerActions.undo();
       case 'rewindPick': return this.composerActions.rewindPick();
       case 'forkLast': return this.composerActions.fork();

@@ -3,7 +3,8 @@
 // keyboard, and the mode change marked in the transcript.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emptyModel, reduceAll } from '../src/protocol/reducer';
-import { costText, contextText, parseBuiltin } from '../webview/slashCommands';
+import { costWords, heldUsage } from '../src/costWords';
+import { contextText, parseBuiltin } from '../webview/slashCommands';
 import { ev, haveBrowser, S, turnActions, WebviewPage } from './browserPage';
 
 const w = new WebviewPage();
@@ -24,12 +25,16 @@ describe('the panel\'s own / commands (no browser)', () => {
     expect(parseBuiltin('what does /cost say')).toBeUndefined();
   });
 
-  it('/cost sums the turns\' usage; /context says how full the window is', () => {
+  it('/cost says the daemon\'s sum (or the held turns\'); /context says how full the window is', () => {
     const m = reduceAll(emptyModel(S), [...turnActions(1, 0, 'a'), ...turnActions(2, 5, 'b'),
       ev('context/usage', { turn: 2, step: 1, used: 820000, window: 1000000 }, 10)]);
-    expect(costText(m)).toBe('Cost: $0.00020 · 20 input tokens (0 cached), 10 output, over 2 turns.');
+    expect(costWords(heldUsage(m))).toBe('Cost: $0.00020 · 20 input tokens (0 cached), 10 output, over 2 turns.');
     expect(contextText(m)).toBe('Context: 820,000 of 1,000,000 tokens (82%) — /compact frees some.');
-    expect(costText(emptyModel(S))).toBe('Cost: nothing yet (no turn has reported its usage).');
+    expect(costWords(heldUsage(emptyModel(S)))).toBe('Cost: nothing yet (no turn has reported its usage).');
+    expect(costWords({ turns: 40, usage: { inputTokens: 123456, outputTokens: 789, cacheReadTokens: 100000 }, costUsd: 1.5, unpricedTurns: 2 }))
+      .toBe('Cost: $1.50 (some turns without prices) · 123,456 input tokens (100,000 cached), 789 output, over 40 turns.');
+    expect(costWords({ turns: 1, usage: { inputTokens: 5, outputTokens: 1 }, costUsd: null, unpricedTurns: 1 }))
+      .toBe('Cost: no prices configured for the model · 5 input tokens (0 cached), 1 output, over 1 turn.');
   });
 
   it('a mode change is a line in the transcript where it happened', () => {
@@ -171,6 +176,10 @@ describe.skipIf(!haveBrowser)('header pickers and the composer in Chromium', () 
     expect(await box.inputValue()).toBe('/cost ');
     await w.clearPosted();
     await box.press('Enter');
+    // /cost is the daemon's figure: the webview asks the host, which answers with a note.
+    await expect.poll(() => w.posted()).toEqual([{ type: 'cost' }]);
+    expect(await box.inputValue()).toBe('');
+    await w.host({ type: 'note', text: 'Cost: $0.00010 · 10 input tokens (0 cached), 5 output, over 1 turn.' });
     const note = page().locator('.composer-note');
     await expect.poll(() => note.textContent()).toBe('Cost: $0.00010 · 10 input tokens (0 cached), 5 output, over 1 turn.✕');
     await box.fill('/context');

@@ -1,7 +1,7 @@
 // The panel's own `/` commands (protocol.md §18: a client's built-in commands come before the
 // session's custom ones of the same name). Each acts here or through one of the daemon's methods and
-// sends no prompt: /compact (`dsh/session/compact`), /cost and /context (the session's `turn/usage` and
-// `context/usage`), /undo and /rewind (`dsh/session/rewind`, the files shown first), /fork
+// sends no prompt: /compact (`dsh/session/compact`), /cost (the daemon's sum over the session's turns,
+// `dsh/session/usage`, asked by the host), /context (the last `context/usage`), /undo and /rewind (`dsh/session/rewind`, the files shown first), /fork
 // (`dsh/session/fork`), /mode (`dsh/session/setMode`), and /new, /sessions, /stop.
 import type { WebviewToHost } from '../src/protocol/panelMessages';
 import { MODE_LABELS, type SessionModel } from '../src/protocol/reducer';
@@ -24,7 +24,7 @@ export const BUILTIN_COMMANDS: BuiltinCommand[] = [
   { name: 'sessions', description: 'Switch to another session', run: (_a, c) => c.post({ type: 'switchSession' }) },
   { name: 'stop', description: 'Stop the running turn (the queue stays)', run: (_a, c) => c.post({ type: 'cancel', keepInbox: true }) },
   { name: 'compact', description: 'Summarise the conversation now to free context', run: (_a, c) => c.post({ type: 'compact' }) },
-  { name: 'cost', description: 'Tokens and cost of this session so far', run: (_a, c) => c.note(costText(c.model())) },
+  { name: 'cost', description: 'Tokens and cost of this session so far', run: (_a, c) => c.post({ type: 'cost' }) },
   { name: 'context', description: 'How full the model\'s context window is', run: (_a, c) => c.note(contextText(c.model())) },
   { name: 'undo', description: 'Take back the last prompt: its files and conversation (shown first)', run: (_a, c) => c.post({ type: 'undo' }) },
   { name: 'rewind', description: 'Go back to before an earlier prompt (pick it; files shown first)', run: (_a, c) => c.post({ type: 'rewindPick' }) },
@@ -54,19 +54,6 @@ export function parseBuiltin(text: string): { command: BuiltinCommand; arg: stri
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
-
-/** `/cost`: the session's tokens and cost, summed over the turns the panel holds (`turn/usage`). */
-export function costText(model: SessionModel): string {
-  const turns = Object.values(model.turnUsage);
-  if (!turns.length) return 'Cost: nothing yet (no turn has reported its usage).';
-  let input = 0, output = 0, cached = 0, cost = 0, priced = 0;
-  for (const u of turns) {
-    input += u.inputTokens; output += u.outputTokens; cached += u.cacheReadTokens ?? 0;
-    if (typeof u.costUsd === 'number') { cost += u.costUsd; priced++; }
-  }
-  const money = priced ? `$${cost >= 1 ? cost.toFixed(2) : cost.toPrecision(2)}${priced < turns.length ? ' (some turns without prices)' : ''}` : 'no prices configured for the model';
-  return `Cost: ${money} · ${n(input)} input tokens (${n(cached)} cached), ${n(output)} output, over ${turns.length} turn${turns.length === 1 ? '' : 's'}.`;
-}
 
 /** `/context`: the last request's input tokens against the model's window (`context/usage`). */
 export function contextText(model: SessionModel): string {

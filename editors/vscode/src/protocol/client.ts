@@ -2,7 +2,7 @@
 // vscode-languageclient's LanguageClient both fit through a few lines of adapter).
 import type {
   AnyEvent, AttachResult, CheckpointsResult, ContextAddParams, CustomCommandInfo, ModelsList, ProcessInfo, ProcessOutput, ContextDidChangeParams, ContextRef, Inbox, InitializeDshCapabilities,
-  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, Target, TranscriptPage, TurnDiffResult, TurnUndoResult,
+  OutgoingMessage, PermissionAnswer, PermissionGrant, PermissionOutcome, PermissionRequest, ReviewFinding, ReviewTarget, RewindResult, SendResult, SessionInfo, SessionUsage, Target, TranscriptPage, TurnDiffResult, TurnUndoResult,
 } from './types';
 
 export interface Disposable { dispose(): void }
@@ -99,6 +99,10 @@ export class DshClient {
   /** The session's own model and reasoning effort, from its next request (daemons with `sessionModels`). */
   setModel(sessionId: string, p: { model?: string; reasoningEffort?: string }): Promise<Record<string, never>> {
     return this.rpc.request('dsh/session/setModel', { sessionId, ...p });
+  }
+  /** The session's tokens and cost over all its turns (daemons with `sessionUsage`). */
+  sessionUsage(sessionId: string): Promise<SessionUsage> {
+    return this.rpc.request('dsh/session/usage', { sessionId });
   }
   /** Compacts the session's history now (§14). */
   compact(sessionId: string): Promise<Record<string, unknown>> {

@@ -105,8 +105,9 @@ export type WebviewToHost =
   /** The header's model picker: the list (answered with `models`), and a choice. */
   | { type: 'models' }
   | { type: 'setModel'; model: string; reasoningEffort?: string }
-  /** The composer's own `/` commands that need the daemon. */
+  /** The composer's own `/` commands that need the daemon (`cost`: answered with a `note`). */
   | { type: 'compact' }
+  | { type: 'cost' }
   | { type: 'undo' }
   | { type: 'rewindPick' }
   | { type: 'forkLast' }

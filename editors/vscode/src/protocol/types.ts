@@ -147,6 +147,15 @@ export interface Usage {
   inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
 }
 
+/** `dsh/session/usage` (§3): the session's turns that reported usage, their tokens, and their cost
+ *  by the configured prices (null: none had a price; `unpricedTurns`: how many had none). */
+export interface SessionUsage {
+  turns: number;
+  usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number };
+  costUsd: number | null;
+  unpricedTurns: number;
+}
+
 export type TurnEndKind = 'completed' | 'blocked' | 'max-tokens' | 'aborted' | 'error' | 'interrupted' | 'budget';
 export interface TurnEndReason {
   kind: TurnEndKind; cause?: 'user' | 'shutdown' | 'disposed' | 'hook' | string;
@@ -368,6 +377,8 @@ export interface InitializeDshCapabilities {
   worktrees?: boolean;
   /** Named agents: `dsh/agents/list` by session or by `cwd` before there is one (§12 "Subagents"). */
   namedAgents?: boolean;
+  /** `dsh/session/usage`: the session's tokens and cost summed over all its turns (§3). */
+  sessionUsage?: boolean;
   [flag: string]: unknown;
 }
 
