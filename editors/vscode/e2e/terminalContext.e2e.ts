@@ -67,19 +67,24 @@ async function scenario(): Promise<void> {
   // but VS Code hands an extension none of its output: its start, output and end reach the extension
   // host in one batch, and execution.read()'s stream starts listening a microtask later (see
   // terminalOutput.ts). So the command whose output is checked prints it a moment after it starts.
-  await page.keyboard.type('echo term36-fast; false');
-  await page.keyboard.press('Enter');
-  await page.keyboard.type('sleep 1; echo term36-marker; sleep 1; false');
-  await page.keyboard.press('Enter');
-
   const fast = rows.filter({ hasText: 'echo term36-fast; false' }).filter({ hasText: '(exit 1)' });
-  const row = rows.filter({ hasText: 'term36-marker; sleep 1; false' }).filter({ hasText: '(exit 1)' });
-  await expect.poll(async () => {
+  const row = rows.filter({ hasText: 'sleep 1; echo term36-marker; sleep 1; false' }).filter({ hasText: '(exit 1)' });
+  /** Asks the picker for `@term` until `wanted` shows (what it lists then, for the failure message). */
+  const untilShown = (wanted: typeof row) => expect.poll(async () => {
     await box.fill('');
     await box.fill('@term');
-    await row.first().waitFor({ timeout: 5000 }).catch(() => undefined);
-    return [await row.count(), await fast.count()];
-  }, { timeout: 60000, interval: 1000 }).toEqual([1, 1]);
+    await wanted.first().waitFor({ timeout: 5000 }).catch(() => undefined);
+    return `${await wanted.count()} ${(await rows.allTextContents()).join(' | ')}`;
+  }, { timeout: 60000, interval: 1000 }).toMatch(/^1 /);
+  // Each command is typed at its prompt (typed ahead, VS Code takes both lines for the first's command line).
+  await page.keyboard.type('echo term36-fast; false');
+  await page.keyboard.press('Enter');
+  await untilShown(fast);
+  await box.press('Escape');
+  await term.click();
+  await page.keyboard.type('sleep 1; echo term36-marker; sleep 1; false');
+  await page.keyboard.press('Enter');
+  await untilShown(row);
   console.log('rows:', JSON.stringify(await rows.allTextContents()));
   expect(await row.first().textContent()).toContain('bash: `sleep 1; echo term36-marker; sleep 1; false` (exit 1) · 1 line');
   await cs.shot('terminal-row');
