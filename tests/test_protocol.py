@@ -239,6 +239,7 @@ MIRRORS = {
     "InboxItem": "InboxItem",
     "Inbox": "Inbox",
     "ContextRef": "ContextRef",
+    "TerminalOutput": "TerminalOutput",
     "SendResult": "SendResult",
     "SessionInfo": "SessionSummary",
     "AttachResult": "SessionAttachResult",

@@ -17,6 +17,7 @@ from typing import Any
 
 from dsh_daemon.host.errors import invalid_params, outside_workspace, shown
 from dsh_daemon.model.messages import UserMessage
+from dsh_daemon.model.wire import TerminalOutput
 from dsh_daemon.tools.errors import OutsideWorkspaceError, ToolError
 from dsh_daemon.tools.limits import ToolLimits
 from dsh_daemon.tools.listing import list_directory
@@ -25,6 +26,8 @@ from dsh_daemon.tools.textfiles import SNIFF_BYTES, looks_binary
 from dsh_daemon.tools.workspace import Workspace
 
 MAX_CONTEXT_CHARS = 200_000  # of a file or a selection, per message
+MAX_TERMINAL_OUTPUT_CHARS = 64_000  # of a terminal command's output (its tail), per message
+MAX_TERMINAL_LINE_CHARS = 4_000  # of its command line
 MAX_CONTEXT_READ_BYTES = 8 * 1024 * 1024  # read from disk at most (a selection may lie this deep)
 SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
@@ -103,6 +106,35 @@ def git_diff_message(path: str, diff: str, source: dict[str, Any]) -> UserMessag
     return UserMessage.create(
         f"Uncommitted changes in {path} (git diff HEAD):\n{fence(diff, 'diff')}{note}", source
     )
+
+
+def terminal_message(run: TerminalOutput, source: dict[str, Any]) -> UserMessage:
+    """A command of one of the editor's terminals and its output, as the editor recorded it. The
+    output is the person's terminal's, attached by them: it goes to the model as it came (the tail
+    of a long one: the end of a build or a test run is where its failure is)."""
+    name = " ".join(run.name.split())[:200] or "terminal"
+    where = f" (in {run.cwd.replace(chr(10), ' ')[:1000]})" if run.cwd else ""
+    ended = (
+        f"exit code {run.exit_code}"
+        if run.exit_code is not None
+        else "no exit code (still running, or its shell reported none)"
+    )
+    command = run.command
+    if len(command) > MAX_TERMINAL_LINE_CHARS:
+        command = command[:MAX_TERMINAL_LINE_CHARS] + "…"
+    output = run.output
+    cut = bool(run.truncated)
+    if len(output) > MAX_TERMINAL_OUTPUT_CHARS:
+        output = output[-MAX_TERMINAL_OUTPUT_CHARS:]
+        cut = True
+    notes = []
+    if cut:
+        notes.append(f"[truncated: the last {len(output)} characters of its output]")
+    if not output.strip():
+        notes.append("(it printed nothing)")
+    body = fence(f"$ {command}\n{output}", "console")
+    text = f'A command in the terminal "{name}"{where}, {ended}:\n{body}'
+    return UserMessage.create("\n".join([text, *notes]), source)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ MessageId: TypeAlias = str
 Source: TypeAlias = FrozenDict
 
 MAX_ID_LENGTH = 200
-EDITOR_CONTEXT_KINDS = frozenset({"file", "selection", "diagnostics", "snapshot", "gitDiff"})
+EDITOR_CONTEXT_KINDS = frozenset({"file", "selection", "diagnostics", "snapshot", "gitDiff", "terminal"})
 
 
 class InvalidMessageError(ModelError):

@@ -43,6 +43,7 @@ from dsh_daemon.model.wire import (
     SessionStatus,
     SessionSummary,
     Target,
+    TerminalOutput,
     TranscriptTurn,
     TurnDiffFile,
     TurnHunkProblem,
@@ -518,6 +519,7 @@ class ContextAddParams:
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
     diff: str | None = None  # `gitDiff` (§6)
+    terminal: TerminalOutput | None = None  # `terminal` (§6)
     delivery: Delivery = "inject"
 
 

@@ -16,8 +16,8 @@ from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, Positi
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
-ContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "snapshot", "gitDiff"]
-ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "gitDiff"]
+ContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "snapshot", "gitDiff", "terminal"]
+ClientContextKind: TypeAlias = Literal["file", "selection", "diagnostics", "gitDiff", "terminal"]
 Delivery: TypeAlias = Literal["inject", "steer", "followup"]
 SessionStatus: TypeAlias = Literal["idle", "running"]
 PermissionOutcome: TypeAlias = Literal["allow-once", "allow-always", "reject", "cancelled"]
@@ -536,6 +536,19 @@ class TranscriptTurn:
 
 
 @dataclass(frozen=True)
+class TerminalOutput:
+    """A command the person ran in one of the editor's terminals and what it printed, as the editor
+    recorded it (`terminal` context): sent as is, the daemon reads nothing for it."""
+
+    name: str  # the terminal's name ("bash")
+    command: str  # the command line as the shell reported it
+    output: str  # what it printed, escape sequences stripped by the editor (its tail when cut)
+    cwd: str | None = None  # the directory it ran in, as the shell reported it
+    exit_code: int | None = None  # absent: still running, or the shell reported none
+    truncated: bool | None = None  # the editor kept only the output's tail
+
+
+@dataclass(frozen=True)
 class ContextRef:
     """Editor context a client asks for (`context` on a send, `dsh/context/add`)."""
 
@@ -544,6 +557,7 @@ class ContextRef:
     range: Range | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
     diff: str | None = None  # `gitDiff`: the uncommitted changes the editor read (`git diff HEAD`)
+    terminal: TerminalOutput | None = None  # `terminal`: a command's output the editor recorded
 
 
 # ---- checkpoints, rewind, fork (§15) -----------------------------------------------------------------

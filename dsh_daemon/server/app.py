@@ -702,7 +702,7 @@ def register(daemon: Daemon) -> None:
         method = "dsh/context/add"
         from dsh_daemon.model.wire import ContextRef
 
-        spec = ContextRef(p.uri, p.kind, p.range, p.diagnostics, p.diff)
+        spec = ContextRef(p.uri, p.kind, p.range, p.diagnostics, p.diff, p.terminal)
         params.context_refs((spec,), method, where="")
         return m.MessageIdResult(daemon.front_end.context_add(p.session_id, spec, p.delivery))
 

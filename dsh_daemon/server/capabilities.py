@@ -23,7 +23,7 @@ DSH_CAPABILITIES: dict[str, Any] = {
     "version": __version__,
     "sessions": True,
     "inboxEdits": True,
-    "editorContext": ["file", "selection", "diagnostics", "snapshot", "gitDiff"],
+    "editorContext": ["file", "selection", "diagnostics", "snapshot", "gitDiff", "terminal"],
     "sendContext": True,  # `context` on sends and inbox/replace (§4)
     "inboxItems": True,  # verb, wakeup, queuedAt, target, context on pending items (§5)
     "deltaOffsets": True,  # `offset` on assistant/delta (§7)

@@ -19,7 +19,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from dsh_daemon.host.early import EarlySessions
-from dsh_daemon.host.editor_context import editor_source, git_diff_message
+from dsh_daemon.host.editor_context import editor_source, git_diff_message, terminal_message
 from dsh_daemon.host.errors import internal_error, session_busy
 from dsh_daemon.host.hosted import HostedSession
 from dsh_daemon.host.options import DaemonOptions
@@ -271,6 +271,9 @@ class LspFrontEnd:
             if spec.kind == "gitDiff":  # the editor's text: nothing is read here
                 path = to_fs_path(spec.uri) or spec.uri
                 out.append(git_diff_message(path, spec.diff or "", editor_source(spec.uri, "gitDiff")))
+                continue
+            if spec.terminal is not None:  # the editor's record of a terminal command: nothing is read
+                out.append(terminal_message(spec.terminal, editor_source(spec.uri, "terminal")))
                 continue
             diagnostics = json_of(spec.diagnostics)
             if spec.kind == "diagnostics" and diagnostics is None:

@@ -153,6 +153,12 @@ def context_refs(
         if ref.kind == "gitDiff" and not ref.uri.startswith("file:"):
             at = f"{where}[{index}].uri" if where else "uri"
             raise invalid_params(f"{method}: '{at}' of a gitDiff names the work tree's folder (a file: URI)")
+        if (ref.kind == "terminal") != (ref.terminal is not None):
+            at = f"{where}[{index}].terminal" if where else "terminal"
+            raise invalid_params(
+                f"{method}: '{at}' ({{name, command, output, cwd?, exitCode?, truncated?}}) is given "
+                "with kind 'terminal', and only with it"
+            )
     return refs
 
 

@@ -23,6 +23,7 @@ import { confirmDeleteSession } from './sessionDelete';
 import { sessionPickRow } from './sessionRows';
 import { TurnFailureLog } from './outputLog';
 import { gitDiffStat, gitDiffText, shortStat } from './gitDiff';
+import { TerminalOutputRecorder, terminalOutputNow, terminalRows, type TerminalEvents } from './terminalOutput';
 import { isSandboxMode } from './daemonSettings';
 import { chatHtml } from './webviewHtml';
 
@@ -87,6 +88,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   turnFiles: { open(path: string): Promise<void>; keep(path: string): Promise<void>; undo(path: string): Promise<unknown> } | undefined;
   /** The header's model picker and the composer's `/` commands, edit-and-resend (composerActions.ts). */
   private readonly composerActions = new ComposerActions(this);
+  /** The integrated terminals' recent commands and output (from activation on), for the @ picker. */
+  private readonly terminals = new TerminalOutputRecorder<vscode.Terminal>(vscode.window as unknown as TerminalEvents<vscode.Terminal>);
   /** The daemon's client, when it runs. */
   get daemonClient(): DshClient | undefined { return this.daemon.client; }
 
@@ -96,7 +99,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     this.status.name = 'dsh';
     this.updateStatus();
     this.status.show();
-    this.disposables.push(this.status);
+    this.disposables.push(this.status, this.terminals);
     this.disposables.push(daemon.onReady((client) => void this.onDaemonReady(client)));
     this.disposables.push(daemon.onState((s) => {
       this.connection = { ...this.connection, state: s.state, message: s.message, detail: s.detail, kind: s.kind, restartOffer: s.restartOffer };
@@ -613,7 +616,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   async contextNow(chip: Chip, delivery: 'inject' | 'steer' | 'followup'): Promise<void> {
     const { client, sessionId } = await this.drivable();
-    const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip), delivery });
+    const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip, this.terminals), delivery });
     this.dispatch({ kind: 'sent', messageId: r.messageId, via: delivery === 'inject' ? 'context' : delivery });
   }
 
@@ -833,6 +836,8 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       case 'viewDiff': return this.permissions.viewDiff(m.callId, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       case 'openFile': {
         if (vscode.workspace.workspaceFolders?.some((f) => f.uri.toString() === m.uri)) { await vscode.commands.executeCommand('workbench.view.scm'); return; } // a git diff chip
+        const command = /^terminal:\/(\d+)\//.exec(m.uri); // a terminal chip: its terminal, while it is open
+        if (command) { this.terminals.find(Number(command[1]))?.terminal.show(); return; }
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(m.uri));
         const ed = await vscode.window.showTextDocument(doc, { preview: true });
         if (m.range) ed.revealRange(new vscode.Range(m.range.start.line, m.range.start.character, m.range.end.line, m.range.end.character));
@@ -861,7 +866,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       // The chips travel with the prompt (`context` on the send): read now, queued with it as one item
       // and entered just before it by the turn that claims it, so a prompt queued behind a running
       // turn does not leak its selection into that turn.
-      const context = await Promise.all(chips.map(contextRefNow));
+      const context = await Promise.all(chips.map((c) => contextRefNow(c, this.terminals)));
       const r = mode === 'steer' ? await client.steer(sessionId, text, context) : await client.followup(sessionId, text, context);
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
       return r.messageId;
@@ -869,7 +874,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     // Context sent alone is injected (it joins the running turn's next step, or waits for the next
     // prompt). A daemon without `sendContext` gets the chips this way in front of the prompt too.
     for (const chip of chips) {
-      const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip), delivery: 'inject' });
+      const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip, this.terminals), delivery: 'inject' });
       this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
     }
     if (!hasText) return undefined;
@@ -933,6 +938,7 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     if (this.daemon.client?.features?.editorContext?.includes('gitDiff') && (match('git diff') || match('changes') || match('uncommitted'))) {
       out.push(...await changesRows());
     }
+    if (this.daemon.client?.features?.editorContext?.includes('terminal')) out.push(...terminalRows(this.terminals, vscode.window.activeTerminal, query));
     const seen = new Set<string>();
     for (const tab of vscode.window.tabGroups?.all.flatMap((g) => g.tabs) ?? []) {
       const uri = (tab.input as { uri?: vscode.Uri } | undefined)?.uri;
@@ -1082,8 +1088,9 @@ async function changesRows(): Promise<MentionItem[]> {
   return rows.filter((r): r is MentionItem => r !== undefined);
 }
 
-/** The reference a chip becomes, read now: a `gitDiff` chip's diff is the work tree's as it is at send. */
-async function contextRefNow(chip: Chip): Promise<ContextRef> {
+/** The reference a chip becomes, read now: a `gitDiff` chip's diff is the work tree's as it is at send,
+ *  a `terminal` chip's output the command's as recorded by then. */
+async function contextRefNow(chip: Chip, terminals: TerminalOutputRecorder<vscode.Terminal>): Promise<ContextRef> {
   const ref: ContextRef = { uri: chip.uri, kind: chip.kind };
   if (chip.range) ref.range = chip.range;
   if (chip.kind === 'diagnostics' && chip.diagnostics) ref.diagnostics = chip.diagnostics;
@@ -1092,6 +1099,7 @@ async function contextRefNow(chip: Chip): Promise<ContextRef> {
     if (diff === undefined) throw new Error(`git could not read the changes of ${chip.label.replace(/^git diff /, '')}`);
     ref.diff = diff;
   }
+  if (chip.kind === 'terminal') ref.terminal = terminalOutputNow(terminals, chip);
   return ref;
 }
 

@@ -770,4 +770,40 @@ describe('ChatPanel (host) with the real daemon', () => {
       mockWorkspace.workspaceFolders = folders;
     }
   });
+
+  it('@ offers the active terminal\'s last command; its chip sends the command, its output and its exit code', async () => {
+    // The window's shell-integration events as VS Code 1.93+ fires them (the recorder subscribes when the panel is made).
+    const win = vscode.window as any;
+    const start = new vscode.EventEmitter<any>();
+    const end = new vscode.EventEmitter<any>();
+    let shown = 0;
+    const bash = { name: 'bash', shellIntegration: {}, show: () => { shown++; } };
+    Object.assign(win, { onDidStartTerminalShellExecution: start.event, onDidEndTerminalShellExecution: end.event, activeTerminal: bash });
+    try {
+      const host = fakeHost();
+      host.send({ type: 'ready' });
+      const execution = { commandLine: { value: 'echo term36-marker; false' }, cwd: vscode.Uri.file(d.root), async *read() { yield '\x1b]633;C\x07\x1b[1mterm36-marker\x1b[0m\r\n'; } };
+      start.fire({ terminal: bash, execution });
+      await new Promise((r) => setTimeout(r, 10));
+      end.fire({ terminal: bash, execution, exitCode: 1 });
+      host.send({ type: 'mentions', id: 1, query: 'term' });
+      await d.waitFor(() => host.posted.some((p) => p.msg.type === 'mentions'), 'the rows');
+      const rows = (host.posted.find((p) => p.msg.type === 'mentions')!.msg as any).items.filter((i: any) => i.kind === 'terminal');
+      expect(rows.map((r: any) => r.label)).toEqual(['bash: `echo term36-marker; false` (exit 1) · 1 line']);
+      host.send({ type: 'openFile', uri: rows[0].chips[0].uri });
+      await d.waitFor(() => shown === 1, 'the terminal shown');
+      fake.script(textReply('seen'));
+      host.send({ type: 'send', text: 'why did it fail?', chips: rows[0].chips, mode: 'followup' });
+      await d.waitFor(() => host.panel.model.items.some((i) => i.kind === 'turnEnd') && host.panel.model.status === 'idle', 'the turn');
+      const users = (fake.requests[0].body.messages as any[]).filter((m) => m.role === 'user').map((m) => m.content);
+      expect(users).toContain(`A command in the terminal "bash" (in ${d.root}), exit code 1:\n\`\`\`console\n$ echo term36-marker; false\nterm36-marker\n\`\`\``);
+      const line = host.panel.model.items.find((i) => i.kind === 'user' && i.message.source.kind === 'editor');
+      expect(line?.kind === 'user' && (line.message.source as any).contextKind).toBe('terminal');
+      host.panel.dispose();
+    } finally {
+      delete win.onDidStartTerminalShellExecution;
+      delete win.onDidEndTerminalShellExecution;
+      delete win.activeTerminal;
+    }
+  });
 });

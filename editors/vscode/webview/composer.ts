@@ -477,6 +477,7 @@ class Mentions {
       o.setAttribute('aria-selected', String(i === this.active));
       o.append(el('span', `mention-kind ${it.kind}`, it.kind), el('span', 'mention-label', it.label));
       if (it.detail) o.append(el('span', 'mention-detail', it.detail));
+      o.title = it.detail ? `${it.label}\n${it.detail}` : it.label; // the whole row, where the sidebar cuts it
       o.addEventListener('mousedown', (ev) => { ev.preventDefault(); this.pick(it); });
       return o;
     }));

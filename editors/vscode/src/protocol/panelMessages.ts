@@ -4,10 +4,12 @@ import type { CustomCommandInfo, ModelInfo, PermissionOutcome, ProcessOutput, Ra
 
 /** Context attached to the next prompt: a selection, a file, or problems (diagnostics of a file). */
 /** `gitDiff`: the uncommitted changes of the work tree at `uri` (a folder), read when the prompt is sent. */
-export interface Chip { kind: 'selection' | 'file' | 'diagnostics' | 'gitDiff'; uri: string; range?: Range; label: string; diagnostics?: unknown[] }
+/** `terminal`: a command of an integrated terminal (`terminalCommand`, the recorder's id; terminalOutput.ts),
+ *  its output read when the prompt is sent. */
+export interface Chip { kind: 'selection' | 'file' | 'diagnostics' | 'gitDiff' | 'terminal'; uri: string; range?: Range; label: string; diagnostics?: unknown[]; terminalCommand?: number }
 
 /** A row of the @ picker: what is offered, and the chip(s) it becomes. */
-export interface MentionItem { kind: 'selection' | 'problems' | 'changes' | 'editor' | 'folder' | 'file' | 'symbol'; label: string; detail?: string; chips: Chip[] }
+export interface MentionItem { kind: 'selection' | 'problems' | 'changes' | 'terminal' | 'editor' | 'folder' | 'file' | 'symbol'; label: string; detail?: string; chips: Chip[] }
 
 /** What a person can do about an error shown in the panel (each is a WebviewToHost message). */
 export type PanelAction = 'openSettings' | 'showLog' | 'setApiKey' | 'installDaemon' | 'restartDaemon';

@@ -87,7 +87,10 @@ export interface InboxItem extends UserMessage {
 export interface Inbox { nextTurn: InboxItem[]; nextStep: InboxItem[] }
 
 /** What `context` on a send refers to; read by the daemon at send time (protocol.md §4). */
-export interface ContextRef { uri: string; kind: 'file' | 'selection' | 'diagnostics' | 'gitDiff'; range?: Range; diagnostics?: unknown[]; diff?: string }
+export interface ContextRef { uri: string; kind: 'file' | 'selection' | 'diagnostics' | 'gitDiff' | 'terminal'; range?: Range; diagnostics?: unknown[]; diff?: string; terminal?: TerminalOutput }
+
+/** `terminal` context: a command run in one of the editor's terminals and what it printed (protocol.md §6). */
+export interface TerminalOutput { name: string; command: string; output: string; cwd?: string; exitCode?: number; truncated?: boolean }
 
 /** The reply of a send: the message id, plus the ids of the editor messages attached with `context`. */
 export interface SendResult { messageId: string; contextIds?: string[] }
@@ -321,8 +324,8 @@ export interface PermissionRequest {
 }
 
 export type ContextAddParams = {
-  sessionId: string; uri: string; kind: 'file' | 'selection' | 'diagnostics' | 'gitDiff'; range?: Range;
-  diagnostics?: unknown[]; diff?: string; delivery?: 'inject' | 'steer' | 'followup';
+  sessionId: string; uri: string; kind: 'file' | 'selection' | 'diagnostics' | 'gitDiff' | 'terminal'; range?: Range;
+  diagnostics?: unknown[]; diff?: string; terminal?: TerminalOutput; delivery?: 'inject' | 'steer' | 'followup';
 };
 
 export interface ContextDidChangeParams {
