@@ -110,10 +110,10 @@ async function submitInline(): Promise<void> {
   try { await button.waitFor({ state: 'hidden', timeout: 15000 }); } catch { await button.click(); }
 }
 
-/** `key` in the file's editor; the CodeLens if the key press was lost (the lens goes once it acted). */
+/** `key` in the file's editor; the CodeLens (or box action) if the key press was lost (it goes once it acted). */
 async function keyOrLens(key: string, lens: ReturnType<Page['locator']>): Promise<void> {
   await cs.page.keyboard.press(key);
-  try { await lens.waitFor({ state: 'detached', timeout: 15000 }); } catch { await lens.click(); }
+  try { await lens.waitFor({ state: 'detached', timeout: 15000 }); } catch { console.log(`${key} was lost: clicked instead`); await lens.click(); }
 }
 
 /** What is drawn on the line holding `text` in the file's editor: the whole-line backgrounds there,
@@ -282,6 +282,27 @@ async function scenario(): Promise<void> {
   await expect.poll(() => codeLine('perimeter(): number').count(), { timeout: 15000 }).toBe(0);
   await expect.poll(() => page.locator('.tabs-container .tab.dirty', { hasText: 'calc.ts' }).count(), { timeout: 15000 }).toBe(0);
   expect(readFileSync(join(cs.ws, 'calc.ts'), 'utf8')).toBe(saved);
+
+  // ---- 3c. Escape while dsh works cancels: the box goes, the prompt's turn is stopped (its model
+  //          request is dropped), nothing is proposed.
+  const slow = gate();
+  fake.script(textReply('```ts\nreturn 1;\n```', { gate: slow.promise }));
+  const asked = fake.requests.length;
+  await cursorAt("return 'rectangle'");
+  await page.keyboard.press('Shift+End');
+  await openInlineBox();
+  await page.keyboard.type('return one');
+  await submitInline();
+  await fake.waitRequests(asked + 1, 60000);
+  await expect.poll(() => c.locator('.status').textContent(), { timeout: 30000 }).toBe('running');
+  await expect.poll(() => inlineTitle.textContent(), { timeout: 15000 }).toContain('dsh is working on “return one”');
+  await keyOrLens('Escape', inlineBox.locator('.action-label[aria-label^="Cancel Inline Chat"]'));
+  await expect.poll(() => inlineBox.count(), { timeout: 15000 }).toBe(0);
+  await expect.poll(() => fake.requests.at(-1)!.disconnected, { timeout: 30000 }).toBe(true);
+  await expect.poll(() => c.locator('.status').textContent(), { timeout: 30000 }).toBe('idle');
+  slow.open();
+  expect(await codeLine('return 1;').count()).toBe(0);
+  expect(await page.locator('.tabs-container .tab.dirty', { hasText: 'calc.ts' }).count()).toBe(0);
 
   // ---- 4. Apply a code block that names no file: it replaces the method it declares.
   fake.script(textReply('The area:\n\n```ts\narea(): number {\n  return this.w * this.h;\n}\n```\n'));
