@@ -1,6 +1,6 @@
 // The agent from where the person is, not only from the panel: "Fix with dsh" / "Explain with dsh"
-// code actions on every diagnostic, and inline chat (Ctrl+I): a prompt at the cursor whose answer is
-// shown as a diff of the selection (Accept / Reject in the diff editor, as for Apply).
+// code actions on every diagnostic, and inline chat (Ctrl+I, src/inlineChat.ts): a prompt box at the
+// cursor whose answer is an inline diff in the editor, with Accept / Discard.
 //
 // Both send to the session the chat shows, with editor context on the send (protocol §4 `context`):
 // the diagnostic itself (kind `diagnostics`) and the code around it (kind `selection`), or the
@@ -8,10 +8,12 @@
 // takes the reply's first code block as the new text of the selection.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { toLspDiagnostic, toRange } from './editorContext';
+import { toLspDiagnostic } from './editorContext';
+import { InlineChat } from './inlineChat';
 import type { Chip } from './protocol/panelMessages';
 import type { AnyEvent } from './protocol/types';
-import { codeBlockOf, ReplyTracker } from './replyTracker';
+
+export { inlinePrompt } from './inlineChat';
 
 /** Lines of code around a diagnostic sent with it (each side). */
 export const AROUND_LINES = 10;
@@ -20,8 +22,8 @@ export interface EditorActionsHost {
   /** Sends a prompt with context in the session the chat shows; `onEvent` gets the connection's
    *  events from before the send until `dispose`. */
   ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void): Promise<{ sessionId: string; messageId: string; dispose(): void }>;
-  /** Shows `range` of `uri` replaced by `text` as a diff with Accept / Reject; the proposal's id. */
-  propose(uri: vscode.Uri, range: vscode.Range, text: string, title: string): Promise<string>;
+  /** Stops the running turn of `sessionId` (inline chat's cancel while its prompt's turn runs). */
+  stop?(sessionId: string): Promise<void>;
   focusChat(): Promise<void>;
   log(line: string): void;
   /** A command failed: say why (as the extension's other commands do). */
@@ -71,15 +73,6 @@ export function diagnosticPrompt(verb: 'fix' | 'explain', rel: string, diagnosti
     : `Explain this problem at ${where}, and how to fix it (do not change any file): ${what}`;
 }
 
-/** The prompt inline chat sends: the person's words, then what the reply must be. */
-export function inlinePrompt(instruction: string, rel: string, range: vscode.Range, empty: boolean): string {
-  const lines = `${rel}:${range.start.line + 1}-${range.end.line + (range.end.character === 0 && range.end.line > range.start.line ? 0 : 1)}`;
-  const target = empty
-    ? `Write the code to insert at ${rel}:${range.start.line + 1} (the code around it is attached).`
-    : `This is about the selected lines ${lines} (attached).`;
-  return `${instruction.trim()}\n\n${target} Reply with only the new code for ${empty ? 'that place' : 'those lines'}, in one fenced code block; do not edit the file yourself: the editor shows your code as a diff to accept.`;
-}
-
 export function registerEditorActions(host: EditorActionsHost): vscode.Disposable[] {
   const subs: vscode.Disposable[] = [];
   subs.push(vscode.languages.registerCodeActionsProvider({ scheme: 'file' }, new DiagnosticActions(), { providedCodeActionKinds: DiagnosticActions.kinds }));
@@ -94,47 +87,13 @@ export function registerEditorActions(host: EditorActionsHost): vscode.Disposabl
   }));
   cmd('dsh.fixDiagnostic', onDiagnostic('fix'));
   cmd('dsh.explainDiagnostic', onDiagnostic('explain'));
-  cmd('dsh.inlineChat', () => inlineChat(host));
+  const inline = new InlineChat(host);
+  subs.push(inline);
+  cmd('dsh.inlineChat', () => inline.open());
+  cmd('dsh.inlineChat.ask', (comment: vscode.Comment) => inline.ask(comment));
+  cmd('dsh.inlineChat.accept', () => inline.accept());
+  cmd('dsh.inlineChat.discard', () => inline.discard());
+  cmd('dsh.inlineChat.close', () => inline.close());
+  cmd('dsh.inlineChat.cancel', () => inline.close());
   return subs;
-}
-
-/** Ctrl+I: asks what to do, sends it with the selection (or the code around the cursor), and shows
- *  the reply's code as a diff of the selection (an insertion at the cursor when nothing is selected). */
-export async function inlineChat(host: EditorActionsHost): Promise<string | undefined> {
-  const editor = vscode.window.activeTextEditor;
-  if (!editor || editor.document.uri.scheme !== 'file') { void vscode.window.showInformationMessage('dsh: inline chat works in a file\'s editor.'); return undefined; }
-  const doc = editor.document;
-  const sel = editor.selection;
-  const empty = sel.isEmpty;
-  const instruction = await vscode.window.showInputBox({
-    title: 'dsh inline chat', prompt: empty ? `Code to insert at line ${sel.active.line + 1}` : 'What to do with the selection',
-    placeHolder: empty ? 'e.g. a function that parses the date' : 'e.g. handle the empty list', ignoreFocusOut: true,
-  });
-  if (!instruction?.trim()) return undefined;
-  const target = empty ? new vscode.Range(sel.active, sel.active) : new vscode.Range(sel.start, sel.end);
-  const first = empty ? Math.max(0, sel.active.line - AROUND_LINES) : sel.start.line;
-  const ctxRange = empty ? new vscode.Range(first, 0, Math.min(doc.lineCount - 1, sel.active.line + AROUND_LINES) + 1, 0) : target;
-  const rel = vscode.workspace.asRelativePath(doc.uri);
-  const chip: Chip = { kind: 'selection', uri: doc.uri.toString(), range: toRange(ctxRange), label: `${path.basename(doc.uri.fsPath)}:${ctxRange.start.line + 1}-${ctxRange.end.line + 1}` };
-  const version = doc.version;
-  return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'dsh: working on the inline chat…', cancellable: true }, async (_p, token) => {
-    // The tracker listens from before the send: the turn's events may come before the send's reply.
-    const tracker = new ReplyTracker();
-    const sent = await host.ask(inlinePrompt(instruction, rel, target, empty), [chip], tracker.take);
-    try {
-      tracker.expect(sent.sessionId, sent.messageId);
-      const reply = await Promise.race([tracker.reply, new Promise<undefined>((r) => token.onCancellationRequested(() => r(undefined)))]);
-      if (reply === undefined) return undefined;
-      const code = codeBlockOf(reply);
-      if (code === undefined) {
-        void vscode.window.showInformationMessage('dsh answered without code: the answer is in the chat.');
-        await host.focusChat();
-        return undefined;
-      }
-      if (doc.version !== version) host.log('inline chat: the file changed while dsh worked; the diff is against its text now');
-      return await host.propose(doc.uri, target, code, `inline chat from dsh: ${instruction.trim().slice(0, 40)}`);
-    } finally {
-      sent.dispose();
-    }
-  });
 }

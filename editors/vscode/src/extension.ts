@@ -146,7 +146,7 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   // The agent from the editor: code actions on diagnostics, inline chat (Ctrl+I).
   ctx.subscriptions.push(...registerEditorActions({
     ask: (text, chips, onEvent) => p.ask(text, chips, onEvent),
-    propose: (uri, range, text, title) => permissions.proposeReplace(uri, range, text, title),
+    stop: async (sessionId) => { await d.client?.cancel(sessionId, true, 'user'); },
     focusChat: () => p.focusComposer(),
     log: (line) => output.info(line),
     fail: (id, err) => {

@@ -15,6 +15,9 @@ export class ReplyTracker {
   /** The reply's text (empty when the turn ended without one: stopped, failed). */
   readonly reply: Promise<string> = new Promise((r) => { this.done = r; });
 
+  /** Whether the prompt's turn has started and not ended yet. */
+  get running(): boolean { return this.turn !== undefined && this.done !== undefined; }
+
   /** Every event of the connection, in order. */
   take = (e: AnyEvent): void => {
     if (!this.target) { this.seen.push(e); return; }
