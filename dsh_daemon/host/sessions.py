@@ -262,10 +262,15 @@ class SessionHost:
         )
 
     def model_settings(self, session_id: str) -> tuple[list[dict[str, Any]], tuple[str, bool, str]]:
-        """The models offered, and the session's (model, thinking, reasoning effort) now."""
+        """The models offered, and the session's (model, thinking, reasoning effort) now: as this
+        process holds them while it drives the session, else as its log says (a session whose lease
+        another process took keeps its last choices here, which the new driver may have changed)."""
         config = self.options.provider
         hosted = self.sessions.get(session_id)
-        settings = hosted.models if hosted is not None else self.stored_model_settings(session_id)
+        if hosted is not None and hosted.agent.log.lease_lost is None:
+            settings = hosted.models
+        else:
+            settings = self.stored_model_settings(session_id)
         return configured_models(config), settings.effective(config)
 
     def set_model_setting(self, session_id: str, key: str, value: object, *, method: str) -> None:
