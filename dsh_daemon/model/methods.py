@@ -22,6 +22,7 @@ from dsh_daemon.model.payloads import (
     ReviewTarget,
     SubagentTools,
 )
+from dsh_daemon.model.sharedmethods import share_generated_methods
 from dsh_daemon.model.wire import (
     CheckpointTurn,
     ClientContextKind,
@@ -959,3 +960,6 @@ DAEMON_METHODS: dict[str, Method] = _table(
     Method("dsh/editor/symbols", EditorSymbolsParams, EditorSymbolsResult, "a file's or workspace's symbols"),
     Method("dsh/editor/hover", EditorPositionParams, EditorHoverResult, "a symbol's type and documentation"),
 )
+
+
+share_generated_methods(globals())  # (last: model/sharedmethods.py)

@@ -15,6 +15,7 @@ from dsh_daemon.model import events as ev
 from dsh_daemon.model.codec import JsonObject, structure, unstructure
 from dsh_daemon.model.events import Event
 from dsh_daemon.model.jsonvalue import FrozenDict, freeze_json
+from dsh_daemon.model.sharedmethods import share_generated_methods
 from dsh_daemon.model.wire import (
     EditMeta,
     ErrorJson,
@@ -704,3 +705,6 @@ TOOL_RESULT_META: dict[str, type] = {
     "symbols": LanguageToolMeta,
     "hover": LanguageToolMeta,
 }
+
+
+share_generated_methods(globals())  # (last: model/sharedmethods.py)

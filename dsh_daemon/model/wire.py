@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, TypeAlias
 
 from dsh_daemon.model.codec import JsonObject, JsonValue, NonNegativeInt, PositiveInt, SchemaAs, UriStr
+from dsh_daemon.model.sharedmethods import share_generated_methods
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 Verb: TypeAlias = Literal["followup", "steer", "inject", "send", "context"]
@@ -650,3 +651,6 @@ class TurnHunkProblem:
     reason: str
     path: str
     hunk: int | None = None  # None: the file as a whole
+
+
+share_generated_methods(globals())  # (last: model/sharedmethods.py)
