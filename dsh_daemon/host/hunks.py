@@ -16,7 +16,6 @@ nothing is written for it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,6 +45,8 @@ def split_lines(text: str) -> list[str]:
 
 
 def hunks(before: Sequence[str], after: Sequence[str]) -> list[Hunk]:
+    import difflib  # on first use: a turn that changed no file never loads it (issue 40, RSS)
+
     opcodes = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
     out: list[Hunk] = []
     for position, (tag, i1, i2, j1, j2) in enumerate(opcodes):
@@ -93,6 +94,8 @@ def undo(
 ) -> Undone:
     """Take back `chosen` (hunks of before → after) in `current`, three-way."""
     mapping: dict[int, int] = {}
+    import difflib
+
     matcher = difflib.SequenceMatcher(None, after, current, autojunk=False)
     for a, c, size in matcher.get_matching_blocks():
         for k in range(size):

@@ -9,8 +9,6 @@ or ends. Anything else overlaps, and the person decides (write both, or the buff
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
-
 # The agent's change as (draft lines from, to) -> replacement lines.
 _Hunk = tuple[int, int, list[str]]
 
@@ -18,6 +16,8 @@ _Hunk = tuple[int, int, list[str]]
 def saved_with_edit(saved: str, draft: str, edited: str) -> str | None:
     """The text on disk after the agent's change `draft` -> `edited`, applied to `saved` (the file as
     the person last saved it) instead of to their draft; None when the change overlaps the draft."""
+    from difflib import SequenceMatcher  # on first use (issue 40, RSS)
+
     saved_lines = saved.splitlines(keepends=True)
     draft_lines = draft.splitlines(keepends=True)
     edited_lines = edited.splitlines(keepends=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -67,6 +66,8 @@ class ComputedEdit:
 
 def unified_diff(before: str, after: str, name: str, *, created: bool = False) -> str:
     """A `diff -u`-style text; a missing final newline is marked as `diff` does."""
+    import difflib  # on first use: a session that edits nothing never loads it (issue 40, RSS)
+
     old = before.splitlines(keepends=True)
     new = after.splitlines(keepends=True)
     lines = difflib.unified_diff(old, new, "/dev/null" if created else f"a/{name}", f"b/{name}")
