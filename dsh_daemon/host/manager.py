@@ -307,11 +307,9 @@ class SessionManager:
                 # A cache that could not be written: the next open derives more of the log, that is all.
                 logger.exception("session %s: viewing the derived-state snapshot failed", session_id)
                 return
-            # The state it views, derived by now (a session opened with no snapshot derives its
-            # history at its first request), out of the collector's walks before the encode makes
-            # more: host/heap.py. Only the view is taken at the turn end itself (no history is
-            # copied: see SnapshotView).
-            self._freeze_long_lived()
+            # Only the view is taken at the turn end itself (no history is copied: see SnapshotView);
+            # the freeze of the state it views comes first in the encode's task, a callback of its
+            # own (its young-generation pass took 3-9 ms at the turn end, issue 40.4).
             # Encoding it (megabytes for a long session) runs on this loop in slices of a few
             # milliseconds between its other work, and the write (and a disk flush) on the snapshot
             # writer's thread, so that no turn end holds up the streams on this loop (issue 40.4; a
@@ -353,6 +351,10 @@ class SessionManager:
     ) -> bool:
         """Once the snapshot before it is written: the view encoded in slices on this loop, then
         stored sealed on the snapshot writer's thread (False: the store refused it)."""
+        # The state it views, derived by now (a session opened with no snapshot derives its history
+        # at its first request), out of the collector's walks before the encode makes more:
+        # host/heap.py.
+        self._freeze_long_lived()
         if previous is not None and not previous.done():
             await asyncio.wait([previous])  # (its outcome is its own to report)
         text = await encode_in_slices(codec, view)

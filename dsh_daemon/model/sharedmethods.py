@@ -1,6 +1,6 @@
 """One `__eq__`, `__hash__`, `__repr__`, `__setattr__` and `__delattr__` for the wire's many frozen
 dataclasses, in place of the five that `dataclasses` compiles for each (issue 40: about 7.7 KiB a
-class, 1.5 MiB of a one-session LSP daemon for the wire's declarations alone).
+class; for the wire's 200-odd declarations, 0.5 MiB of a one-session LSP daemon's RSS).
 
 `share_generated_methods(namespace)` replaces, on each frozen dataclass a module defines (called at
 the module's end with its globals) whose bases are plain classes that leave attribute setting to
@@ -44,7 +44,7 @@ def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
         return lambda value: (one(value),)
     if not names:
         return lambda value: ()
-    return attrgetter(*names)  # type: ignore[return-value]
+    return attrgetter(*names)
 
 
 _shapes: dict[type, _Shape] = {}
