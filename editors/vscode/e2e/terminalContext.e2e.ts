@@ -67,8 +67,8 @@ async function scenario(): Promise<void> {
   // but VS Code hands an extension none of its output: its start, output and end reach the extension
   // host in one batch, and execution.read()'s stream starts listening a microtask later (see
   // terminalOutput.ts). So the command whose output is checked prints it a moment after it starts.
-  const fast = rows.filter({ hasText: 'echo term36-fast; false' }).filter({ hasText: '(exit 1)' });
-  const row = rows.filter({ hasText: 'sleep 1; echo term36-marker; sleep 1; false' }).filter({ hasText: '(exit 1)' });
+  const fast = rows.filter({ hasText: 'echo term36-fast; false' }).filter({ hasText: 'exit 1 ·' });
+  const row = rows.filter({ hasText: 'sleep 1; echo term36-marker; sleep 1; false' }).filter({ hasText: 'exit 1 ·' });
   /** Asks the picker for `@term` until `wanted` shows (what it lists then, for the failure message). */
   const untilShown = (wanted: typeof row) => expect.poll(async () => {
     await box.fill('');
@@ -86,7 +86,7 @@ async function scenario(): Promise<void> {
   await page.keyboard.press('Enter');
   await untilShown(row);
   console.log('rows:', JSON.stringify(await rows.allTextContents()));
-  expect(await row.first().textContent()).toContain('bash: `sleep 1; echo term36-marker; sleep 1; false` (exit 1) · 1 line');
+  expect(await row.first().textContent()).toContain('exit 1 · 1 line · `sleep 1; echo term36-marker; sleep 1; false`');
   await cs.shot('terminal-row');
   await row.first().click();
   const chip = c.locator('.chip', { hasText: 'bash: sleep 1; echo term36-marker; sleep 1;' });

@@ -267,8 +267,10 @@ function commandRow(name: string, c: TerminalCommand): MentionItem {
   // its start, output and end reach the extension host together, and execution.read()'s stream only
   // starts listening a microtask later. Said where it shows, so an empty output is not taken as the command's.
   const why = !lines && !c.running ? 'VS Code passes no output of a command that ends as it starts' : undefined;
-  const detail = [c.cwd, why].filter(Boolean).join(' · ') || undefined;
-  return { kind: 'terminal', label: `${name}: \`${short(c.command, 60)}\` (${endWords(c)}) · ${size}`, detail, chips: [chip] };
+  // How it ended and how much it printed lead the row: the 300 px sidebar cuts its end, and they are
+  // what tells two runs of one command apart.
+  const detail = [name, c.cwd, why].filter(Boolean).join(' · ');
+  return { kind: 'terminal', label: `${endWords(c)} · ${size} · \`${short(c.command, 60)}\``, detail, chips: [chip] };
 }
 
 /** A terminal chip's record as the daemon's `terminal` context, read now (a running command's output so

@@ -789,7 +789,7 @@ describe('ChatPanel (host) with the real daemon', () => {
       host.send({ type: 'mentions', id: 1, query: 'term' });
       await d.waitFor(() => host.posted.some((p) => p.msg.type === 'mentions'), 'the rows');
       const rows = (host.posted.find((p) => p.msg.type === 'mentions')!.msg as any).items.filter((i: any) => i.kind === 'terminal');
-      expect(rows.map((r: any) => r.label)).toEqual(['bash: `echo term36-marker; false` (exit 1) · 1 line']);
+      expect(rows.map((r: any) => r.label)).toEqual(['exit 1 · 1 line · `echo term36-marker; false`']);
       host.send({ type: 'openFile', uri: rows[0].chips[0].uri });
       await d.waitFor(() => shown === 1, 'the terminal shown');
       fake.script(textReply('seen'));

@@ -133,9 +133,9 @@ describe('TerminalOutputRecorder', () => {
     expect(recorder.of(bash).map((x) => [x.command, endWords(x)])).toEqual([['ls', 'running'], ['make', 'no exit code']]);
     // A finished command of which nothing was read says why that may be.
     const [, made] = terminalRows(recorder, bash, 'bash');
-    expect(made.label).toBe('bash: `make` (no exit code) · 1 line');
+    expect(made.label).toBe('no exit code · 1 line · `make`');
     await run(bash, 'true', [], 0, '/w');
-    expect(terminalRows(recorder, bash, 'true')[0]).toMatchObject({ label: 'bash: `true` (exit 0) · no output read', detail: '/w · VS Code passes no output of a command that ends as it starts' });
+    expect(terminalRows(recorder, bash, 'true')[0]).toMatchObject({ label: 'exit 0 · no output read · `true`', detail: 'bash · /w · VS Code passes no output of a command that ends as it starts' });
   });
 });
 
@@ -147,8 +147,8 @@ describe('the @ picker\'s terminal rows', () => {
     await run(bash, 'echo term36-marker; false', ['term36-marker\r\n'], 1, '/home/ann/p');
     const rows = terminalRows(recorder, bash, 'term');
     expect(rows.map((r) => [r.kind, r.label, r.detail])).toEqual([
-      ['terminal', 'bash: `echo term36-marker; false` (exit 1) · 1 line', '/home/ann/p'],
-      ['terminal', 'bash: `echo ok` (exit 0) · 1 line', undefined],
+      ['terminal', 'exit 1 · 1 line · `echo term36-marker; false`', 'bash · /home/ann/p'],
+      ['terminal', 'exit 0 · 1 line · `echo ok`', 'bash'],
     ]);
     const chip = rows[0].chips[0];
     expect(chip).toMatchObject({ kind: 'terminal', uri: expect.stringMatching(/^terminal:\/\d+\/bash$/), label: 'bash: echo term36-marker; false' });
