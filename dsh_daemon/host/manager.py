@@ -421,7 +421,9 @@ class SessionManager:
         def track(event: Event) -> None:
             if event.type == STATUS:
                 status = StatusChanged.of(event).status
-                self.store.update_session(session_id, status=status, pending=len(agent.inbox))
+                # Not flushed: a cache of the log (the next open rewrites it) that cost a second disk
+                # flush on the event loop at every turn end (issue 40.4); a daemon crash keeps it.
+                self.store.update_session(session_id, status=status, pending=len(agent.inbox), flush=False)
             elif event.type == INBOX_INSERTED and session_id not in self._titled:
                 message = InboxInserted.of(event).message
                 source = message["source"]

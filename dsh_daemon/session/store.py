@@ -633,7 +633,13 @@ class SessionStore:
         title: str | None = None,
         status: str | None = None,
         pending: int | None = None,
+        flush: bool = True,
     ) -> None:
+        """Update the session's row. Without `flush` the commit is not flushed to disk
+        (`synchronous=NORMAL`): it survives the daemon's crash (it is in the WAL the moment it
+        commits) but an OS crash may lose it until the next flushed commit. For the status and
+        pending count, a cache of the log that the next open rewrites, which otherwise waited for a
+        second disk flush at every turn end, on the event loop."""
         sets, args = ["updated_at=?"], [now_ms()]
         if title is not None:
             sets.append("title=?")
@@ -644,8 +650,21 @@ class SessionStore:
         if pending is not None:
             sets.append("pending=?")
             args.append(pending)
-        with self.transaction() as db:
+        with self._flushed(flush), self.transaction() as db:
             db.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE session_id=?", (*args, session_id))
+
+    @contextmanager
+    def _flushed(self, flush: bool) -> Iterator[None]:
+        """The commits inside are flushed to disk (`synchronous=FULL`, the store's rule) or, without
+        `flush`, left to the OS (`NORMAL`: a later FULL commit flushes them with itself, in order)."""
+        if flush:
+            yield
+            return
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield
+        finally:
+            self._db.execute("PRAGMA synchronous=FULL")
 
     # ---- events ------------------------------------------------------------------------------------
 
@@ -1068,28 +1087,24 @@ class SessionStore:
         its rows would reach followers after the new driver's result for the call. Not flushed to disk on
         commit (`synchronous=NORMAL`): live output is a view for other processes, not history, so a
         crash may lose it; the next `FULL` commit flushes it with everything before it."""
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        try:
-            with self.transaction() as db:
-                if holder is not None:
-                    _check_holder(db, session_id, holder)
-                if drop_through is not None:
-                    db.execute(
-                        "DELETE FROM tool_output WHERE session_id=? AND call_id=? AND id<=?",
-                        (session_id, row.call_id, drop_through),
-                    )
-                if drop_before_turn is not None:
-                    db.execute(
-                        "DELETE FROM tool_output WHERE session_id=? AND turn<?",
-                        (session_id, drop_before_turn),
-                    )
-                cursor = db.execute(
-                    "INSERT INTO tool_output (session_id, turn, step, call_id, after_seq, start, text) "
-                    "VALUES (?,?,?,?,?,?,?)",
-                    (session_id, row.turn, row.step, row.call_id, row.after_seq, row.start, row.text),
+        with self._flushed(False), self.transaction() as db:
+            if holder is not None:
+                _check_holder(db, session_id, holder)
+            if drop_through is not None:
+                db.execute(
+                    "DELETE FROM tool_output WHERE session_id=? AND call_id=? AND id<=?",
+                    (session_id, row.call_id, drop_through),
                 )
-        finally:
-            self._db.execute("PRAGMA synchronous=FULL")
+            if drop_before_turn is not None:
+                db.execute(
+                    "DELETE FROM tool_output WHERE session_id=? AND turn<?",
+                    (session_id, drop_before_turn),
+                )
+            cursor = db.execute(
+                "INSERT INTO tool_output (session_id, turn, step, call_id, after_seq, start, text) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (session_id, row.turn, row.step, row.call_id, row.after_seq, row.start, row.text),
+            )
         return int(cursor.lastrowid or 0)
 
     def tool_output_after(self, session_id: str, after_id: int) -> list[SharedOutputRow]:
