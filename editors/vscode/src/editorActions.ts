@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { toLspDiagnostic } from './editorContext';
 import { InlineChat } from './inlineChat';
+import type { SideFolder } from './inlineSession';
 import type { Chip } from './protocol/panelMessages';
 import type { AnyEvent } from './protocol/types';
 
@@ -19,11 +20,13 @@ export { inlinePrompt } from './inlineChat';
 export const AROUND_LINES = 10;
 
 export interface EditorActionsHost {
-  /** Sends a prompt with context in the session the chat shows; `onEvent` gets the connection's
-   *  events from before the send until `dispose`. */
-  ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void): Promise<{ sessionId: string; messageId: string; dispose(): void }>;
+  /** Sends a prompt with context in the session the chat shows (inline chat: or with `side` in that
+   *  folder's side session); `onEvent` gets the connection's events from before the send until `dispose`. */
+  ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void, side?: SideFolder): Promise<{ sessionId: string; messageId: string; dispose(): void }>;
   /** Stops the running turn of `sessionId` (inline chat's cancel while its prompt's turn runs). */
   stop?(sessionId: string): Promise<void>;
+  /** Takes a queued prompt out of `sessionId`'s queue (inline chat's cancel while it waits). */
+  unqueue?(sessionId: string, messageId: string): Promise<boolean>;
   focusChat(): Promise<void>;
   log(line: string): void;
   /** A command failed: say why (as the extension's other commands do). */
@@ -91,6 +94,8 @@ export function registerEditorActions(host: EditorActionsHost): vscode.Disposabl
   subs.push(inline);
   cmd('dsh.inlineChat', () => inline.open());
   cmd('dsh.inlineChat.ask', (comment: vscode.Comment) => inline.ask(comment));
+  cmd('dsh.inlineChat.askSide', (comment: vscode.Comment) => inline.ask(comment, 'side'));
+  cmd('dsh.inlineChat.askCurrent', (comment: vscode.Comment) => inline.ask(comment, 'current'));
   cmd('dsh.inlineChat.accept', () => inline.accept());
   cmd('dsh.inlineChat.discard', () => inline.discard());
   cmd('dsh.inlineChat.close', () => inline.close());

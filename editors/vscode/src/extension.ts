@@ -5,6 +5,7 @@ import { DaemonUnavailable } from './daemonState';
 import { runAgent } from './agents';
 import { registerEditorActions } from './editorActions';
 import { fileChip, selectionChip, watchAmbient } from './editorContext';
+import { SideSessions } from './inlineSession';
 import { ChatPanel, personText } from './panel';
 import { Permissions } from './permissions';
 import type { DshClient } from './protocol/client';
@@ -144,9 +145,21 @@ export function activate(ctx: vscode.ExtensionContext): { panel: ChatPanel; daem
   const sessions = new SessionsView(d, p, (line) => output.info(line));
   ctx.subscriptions.push(sessions.register(cmd));
   // The agent from the editor: code actions on diagnostics, inline chat (Ctrl+I).
+  const sideSessions = new SideSessions(ctx.workspaceState, (line) => output.info(line));
   ctx.subscriptions.push(...registerEditorActions({
-    ask: (text, chips, onEvent) => p.ask(text, chips, onEvent),
+    ask: async (text, chips, onEvent, side) => {
+      if (!side) return p.ask(text, chips, onEvent);
+      let sessionId: string | undefined;
+      try {
+        return await p.ask(text, chips, onEvent, async (client) => (sessionId = await sideSessions.sessionFor(client, side)));
+      } catch (err) {
+        // A side session that took no prompt (deleted meanwhile, say) is not asked again.
+        if (sessionId) await sideSessions.forget(sessionId);
+        throw err;
+      }
+    },
     stop: async (sessionId) => { await d.client?.cancel(sessionId, true, 'user'); },
+    unqueue: async (sessionId, messageId) => (await d.client?.inboxRemove(sessionId, messageId))?.removed ?? false,
     focusChat: () => p.focusComposer(),
     log: (line) => output.info(line),
     fail: (id, err) => {

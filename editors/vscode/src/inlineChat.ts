@@ -8,7 +8,9 @@
 // Then a thread without comments takes its place (one whose comments go from some to none breaks the
 // Comments panel's model), its header saying what state it is in. The prompt goes to the
 // session the chat shows with the selection (or the code around the cursor) as context, as the
-// chat's other editor actions do; the reply's first code block replaces the target lines in the
+// chat's other editor actions do, or to the folder's side session (src/inlineSession.ts: the
+// `dsh.inlineChat.session` setting picks which one Enter asks in, the box's second button asks in the
+// other); the reply's first code block replaces the target lines in the
 // buffer, unsaved, drawn as a diff (added lines on the diff-inserted background, removed lines as
 // ghost text in the diff-removed colour) with Accept / Discard as CodeLens, as the thread's actions
 // and as keys (Ctrl+Enter / Escape) while it is pending. One at a time: a second Ctrl+I says where
@@ -18,9 +20,10 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { toRange } from './editorContext';
 import { ghostText, inlineTarget, proposalLooks, proposalText, type Target, TrackedRange } from './inlineDiff';
+import { type InlineSessionChoice, inlineSessionChoice, type SideFolder, sideSessionTitle } from './inlineSession';
 import type { Chip } from './protocol/panelMessages';
 import type { AnyEvent } from './protocol/types';
-import { codeBlockOf, ReplyTracker } from './replyTracker';
+import { cancelPrompt, codeBlockOf, ReplyTracker } from './replyTracker';
 
 export const INLINE_CONTROLLER = 'dsh.inlineChat';
 /** Context key: the stage of the inline chat in the active editor's document ('' when none). */
@@ -30,11 +33,14 @@ export const INLINE_STATE = 'dsh.inlineChat.state';
 const CURSOR_CONTEXT_LINES = 10;
 
 export interface InlineChatHost {
-  /** Sends a prompt with context in the session the chat shows; `onEvent` gets the connection's
-   *  events from before the send until `dispose`. */
-  ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void): Promise<{ sessionId: string; messageId: string; dispose(): void }>;
+  /** Sends a prompt with context in the session the chat shows, or with `side` in that folder's side
+   *  session; `onEvent` gets the connection's events from before the send until `dispose`. */
+  ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void, side?: SideFolder): Promise<{ sessionId: string; messageId: string; dispose(): void }>;
   /** Stops the running turn of `sessionId` (the prompt's own turn: a cancel while it runs). */
   stop?(sessionId: string): Promise<void>;
+  /** Takes a still queued prompt out of `sessionId`'s queue; false when it is no longer there (a
+   *  turn claimed it meanwhile). */
+  unqueue?(sessionId: string, messageId: string): Promise<boolean>;
   focusChat(): Promise<void>;
   log(line: string): void;
 }
@@ -144,11 +150,14 @@ export class InlineChat implements vscode.Disposable, vscode.CodeLensProvider {
     this.setContext();
   }
 
-  /** The box's button (Enter): sends the prompt and waits for the reply; its code becomes the proposal. */
-  async ask(comment: vscode.Comment): Promise<void> {
+  /** The box's button (Enter): sends the prompt, in the session `where` names (default: the
+   *  `dsh.inlineChat.session` setting's), and waits for the reply; its code becomes the proposal. */
+  async ask(comment: vscode.Comment, where?: InlineSessionChoice): Promise<void> {
     const run = this.run;
     if (!run || comment !== run.input || run.stage !== 'asking') return;
     const { doc } = run;
+    const choice = where ?? inlineSessionChoice(vscode.workspace.getConfiguration('dsh', doc.uri).get('inlineChat.session'));
+    const side = choice === 'side' ? sideFolderOf(doc) : undefined;
     const instruction = (typeof comment.body === 'string' ? comment.body : comment.body.value).trim();
     if (!instruction) {
       // The button took the input out of editing mode: an empty prompt gets it back.
@@ -161,7 +170,7 @@ export class InlineChat implements vscode.Disposable, vscode.CodeLensProvider {
     run.thread.canReply = false;
     run.thread.collapsibleState = vscode.CommentThreadCollapsibleState.Expanded;
     box.dispose();
-    this.stageTo(run, 'working', `dsh is working on “${short(instruction)}”… (${DISCARD_KEY} cancels)`);
+    this.stageTo(run, 'working', `dsh is working on “${short(instruction)}”${side ? ' in a side session' : ''}… (${DISCARD_KEY} cancels)`);
     await this.focusEditor(run);
     const rel = vscode.workspace.asRelativePath(doc.uri);
     const at = doc.positionAt(run.range.start);
@@ -171,7 +180,7 @@ export class InlineChat implements vscode.Disposable, vscode.CodeLensProvider {
     const cancelled = new Promise<undefined>((r) => { run.cancel = () => r(undefined); });
     let sent: Awaited<ReturnType<InlineChatHost['ask']>>;
     try {
-      sent = await this.host.ask(inlinePrompt(instruction, rel, promptRange, run.target.kind === 'insert'), [run.chip], tracker.take);
+      sent = await this.host.ask(inlinePrompt(instruction, rel, promptRange, run.target.kind === 'insert'), [run.chip], tracker.take, side);
     } catch (err) {
       this.end(run);
       throw err;
@@ -180,13 +189,17 @@ export class InlineChat implements vscode.Disposable, vscode.CodeLensProvider {
       tracker.expect(sent.sessionId, sent.messageId);
       const answer = await Promise.race([tracker.reply, cancelled]);
       if (answer === undefined || this.run !== run) {
-        // Cancelled: the prompt's own turn is stopped if it runs (a prompt still queued stays in the chat).
-        if (tracker.running) await this.host.stop?.(sent.sessionId).catch((err) => this.host.log(`inline chat: stop: ${err?.message ?? err}`));
+        const how = await cancelPrompt(sent, tracker, this.host);
+        if (how !== 'none') this.host.log(`inline chat: the prompt was ${how === 'unqueued' ? 'taken out of the queue' : 'stopped'}`);
         return;
       }
       const code = codeBlockOf(answer);
       if (code === undefined) {
         this.end(run);
+        if (side) {
+          void vscode.window.showInformationMessage(`dsh answered without code: the answer is in the session “${sideSessionTitle(side.name)}” (dsh: Switch Session opens it).`);
+          return;
+        }
         void vscode.window.showInformationMessage('dsh answered without code: the answer is in the chat.');
         await this.host.focusChat();
         return;
@@ -370,6 +383,12 @@ export class InlineChat implements vscode.Disposable, vscode.CodeLensProvider {
     await vscode.window.showTextDocument(doc, { preserveFocus: false });
     if (vscode.window.activeTextEditor?.document === doc) await vscode.commands.executeCommand('workbench.action.files.revert');
   }
+}
+
+/** The workspace folder of the file (the first one for a file outside them): its side session's. */
+function sideFolderOf(doc: vscode.TextDocument): SideFolder {
+  const folder = vscode.workspace.getWorkspaceFolder(doc.uri) ?? vscode.workspace.workspaceFolders?.[0];
+  return folder ? { cwd: folder.uri.fsPath, name: folder.name } : { name: path.basename(path.dirname(doc.uri.fsPath)) };
 }
 
 /** The box's input: an empty comment in editing mode (VS Code focuses it when the thread opens). */

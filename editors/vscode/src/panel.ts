@@ -861,6 +861,13 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   async send(text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<string | undefined> {
     const { client, sessionId } = await this.drivable();
+    return this.sendIn(client, sessionId, text, chips, mode);
+  }
+
+  /** `send` into `sessionId` (the chat's, or another this window drives: inline chat's side session);
+   *  only the chat's own session's model hears of it. */
+  private async sendIn(client: DshClient, sessionId: string, text: string, chips: Chip[], mode: 'followup' | 'steer'): Promise<string | undefined> {
+    const sent = (messageId: string, via: Via) => { if (sessionId === this.model.sessionId) this.dispatch({ kind: 'sent', messageId, via }); };
     const hasText = !!text.trim();
     if (hasText && chips.length && client.features?.sendContext) {
       // The chips travel with the prompt (`context` on the send): read now, queued with it as one item
@@ -868,18 +875,18 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       // turn does not leak its selection into that turn.
       const context = await Promise.all(chips.map((c) => contextRefNow(c, this.terminals)));
       const r = mode === 'steer' ? await client.steer(sessionId, text, context) : await client.followup(sessionId, text, context);
-      this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
+      sent(r.messageId, mode as Via);
       return r.messageId;
     }
     // Context sent alone is injected (it joins the running turn's next step, or waits for the next
     // prompt). A daemon without `sendContext` gets the chips this way in front of the prompt too.
     for (const chip of chips) {
       const r = await client.contextAdd({ sessionId, ...await contextRefNow(chip, this.terminals), delivery: 'inject' });
-      this.dispatch({ kind: 'sent', messageId: r.messageId, via: 'context' });
+      sent(r.messageId, 'context');
     }
     if (!hasText) return undefined;
     const r = mode === 'steer' ? await client.steer(sessionId, text) : await client.followup(sessionId, text);
-    this.dispatch({ kind: 'sent', messageId: r.messageId, via: mode as Via });
+    sent(r.messageId, mode as Via);
     return r.messageId;
   }
 
@@ -889,12 +896,13 @@ export class ChatPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   }
 
   /** Sends `text` with `chips` as its context in the session shown (from the editor: a code action,
-   *  inline chat); the prompt's message id and its session, for waiting on its reply. */
-  async ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void): Promise<{ sessionId: string; messageId: string; dispose(): void }> {
-    const { client, sessionId } = await this.drivable();
+   *  inline chat), or in the session `side` gives (inline chat's side session); the prompt's message
+   *  id and its session, for waiting on its reply. */
+  async ask(text: string, chips: Chip[], onEvent?: (e: AnyEvent) => void, side?: (client: DshClient) => Promise<string>): Promise<{ sessionId: string; messageId: string; dispose(): void }> {
+    const { client, sessionId } = side ? await this.daemon.ensureStarted().then(async (c) => ({ client: c, sessionId: await side(c) })) : await this.drivable();
     const sub = onEvent ? client.onEvent(onEvent) : undefined;
     try {
-      const messageId = await this.send(text, chips, 'followup');
+      const messageId = await this.sendIn(client, sessionId, text, chips, 'followup');
       if (!messageId) throw new Error('Nothing was sent.');
       return { sessionId, messageId, dispose: () => sub?.dispose() };
     } catch (err) {

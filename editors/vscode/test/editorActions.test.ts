@@ -38,6 +38,22 @@ describe('the reply to one prompt', () => {
     expect(await t.reply).toBe('the answer');
   });
 
+  it('is claimed (and its turn running) from the claim, before its user/message is entered', async () => {
+    const t = new ReplyTracker();
+    t.expect('s', 'm1');
+    t.take(ev('s', 1, 'turn/start', { turn: 3 }));
+    t.take(ev('s', 2, 'agent/inbox/claimed', { message: { id: 'other' }, turn: 3 }));
+    expect(t.claimed).toBe(false);
+    t.take(ev('x', 1, 'agent/inbox/claimed', { message: { id: 'm1' }, turn: 3 }));
+    expect(t.claimed).toBe(false);
+    t.take(ev('s', 3, 'agent/inbox/claimed', { message: { id: 'm1' }, turn: 4 }));
+    expect([t.claimed, t.running]).toEqual([true, true]);
+    t.take(ev('s', 4, 'assistant/message', said(4, 'the answer')));
+    t.take(ev('s', 5, 'turn/end', { turn: 4 }));
+    expect(await t.reply).toBe('the answer');
+    expect(t.running).toBe(false);
+  });
+
   it('takes the first fenced code block of a reply, without its fences', () => {
     expect(codeBlockOf('Here:\n\n```ts\nconst a = 1;\n\nconst b = 2;\n```\n\nand ```x``` more')).toBe('const a = 1;\n\nconst b = 2;');
     expect(codeBlockOf('1. step\n   ```py\n   x = 1\n   ```\n')).toBe('x = 1');
