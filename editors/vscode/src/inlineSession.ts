@@ -42,32 +42,30 @@ export interface SideSessionStore {
 
 const STORE_KEY = 'dsh.inlineChat.sideSessions';
 
-interface Known { client: DshClient; sessionId: Promise<string> }
-
 export class SideSessions {
-  private readonly known = new Map<string, Known>();
+  private readonly known = new Map<string, Promise<string>>();
 
   constructor(private readonly store?: SideSessionStore, private readonly log: (line: string) => void = () => undefined) {}
 
   /** The side session of `folder`, driven by `client`: the one this window made or kept for the
-   *  folder (attached again when the daemon is another one), else a new one. Two inline chats that
-   *  ask at once get the same session. */
+   *  folder, else a new one. It is attached (nothing replayed) at every use: the chat may have shown
+   *  it and detached it on leaving, and the prompt's reply is followed through its live events. Two
+   *  inline chats that ask at once get the same session. */
   sessionFor(client: DshClient, folder: SideFolder): Promise<string> {
     const key = folder.cwd ?? '';
     const known = this.known.get(key);
-    if (known?.client === client) return known.sessionId;
-    const entry: Known = { client, sessionId: this.attachOrCreate(client, folder, known?.sessionId) };
+    const entry = this.attachOrCreate(client, folder, known);
     this.known.set(key, entry);
     // A failed start is not kept: the next inline chat tries again.
-    entry.sessionId.catch(() => { if (this.known.get(key) === entry) this.known.delete(key); });
-    return entry.sessionId;
+    entry.catch(() => { if (this.known.get(key) === entry) this.known.delete(key); });
+    return entry;
   }
 
   /** The session could not take a prompt (deleted, driven elsewhere): the folder's next inline chat
    *  makes a new one. */
   async forget(sessionId: string): Promise<void> {
     for (const [key, entry] of this.known) {
-      if (await entry.sessionId.catch(() => undefined) === sessionId && this.known.get(key) === entry) this.known.delete(key);
+      if (await entry.catch(() => undefined) === sessionId && this.known.get(key) === entry) this.known.delete(key);
     }
     const stored = { ...this.store?.get(STORE_KEY) };
     for (const [key, id] of Object.entries(stored)) if (id === sessionId) delete stored[key];
@@ -78,7 +76,6 @@ export class SideSessions {
     const key = folder.cwd ?? '';
     const old = (before ? await before.catch(() => undefined) : undefined) ?? this.store?.get(STORE_KEY)?.[key];
     if (old) {
-      // Nothing replayed: only this inline chat's own events are followed, live.
       const attached = await client.attach(old, undefined, 'none').then((r) => r, (err) => {
         this.log(`inline chat: side session ${old.slice(0, 8)} is gone (${err?.message ?? err}); a new one is made`);
         return undefined;

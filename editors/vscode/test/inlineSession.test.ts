@@ -70,6 +70,9 @@ describe('where inline chat asks', () => {
     expect(sessions.find((s) => s.sessionId === side)).toMatchObject({ title: 'Inline chat — app', cwd: app });
     expect(sessions.find((s) => s.sessionId === other)?.title).toBe('Inline chat — work');
 
+    // The chat showed it and detached it on leaving: the next use attaches it again (its events flow).
+    await d.client.detach(side);
+    expect(await sides.sessionFor(d.client, { cwd: app, name: 'app' })).toBe(side);
     await d.client.followup(side, 'inline prompt');
     await d.waitFor(() => turnEnds(d, side).length === 1, 'side turn');
     const request = texts(fake.requests.at(-1)!.body);
