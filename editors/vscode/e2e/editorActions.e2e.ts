@@ -4,13 +4,14 @@
 // - "Fix with dsh" on a real TypeScript diagnostic sends the diagnostic and the code around it;
 // - inline chat (Ctrl+I): a prompt box at the cursor, the reply as an inline diff in the file's editor
 //   (decorations checked in the DOM), Accept (Ctrl+Enter) keeps it, Discard (Escape) restores the
-//   old text exactly while the person's edit elsewhere stays;
+//   old text exactly while the person's edit elsewhere stays; its second button asks in a side
+//   session (the request without the chat's conversation; listed by Switch Session);
 // - Apply of a code block that names no file replaces the method it declares, not the whole file;
 // - the @ picker skips a git-ignored file and finds a class by its workspace symbol.
 // Screenshots of the sidebar at its default ~300 px, dark then light.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gate, textReply } from '../test/fakeProvider';
@@ -303,6 +304,27 @@ async function scenario(): Promise<void> {
   slow.open();
   expect(await codeLine('return 1;').count()).toBe(0);
   expect(await page.locator('.tabs-container .tab.dirty', { hasText: 'calc.ts' }).count()).toBe(0);
+
+  // ---- 3d. The box's second button asks in the folder's side session: its request carries none of
+  //          the chat's conversation; the chat stays as it was; Switch Session lists it by title.
+  fake.script(textReply('```ts\nreturn \'side\';\n```'));
+  const chatMessages = await c.locator('.msg').count();
+  await cursorAt("return 'rectangle'");
+  await page.keyboard.press('Shift+End');
+  await openInlineBox();
+  await page.keyboard.type('name it side');
+  await inlineBox.locator('.monaco-button', { hasText: 'Ask in a Side Session' }).click();
+  await codeLine("return 'side'").waitFor({ timeout: 90000 });
+  expect(lastRequest()).toContain('name it side');
+  for (const earlier of ['Fix this problem at calc.ts:2', 'sum the numbers', 'Use a string type for the label.']) expect(lastRequest()).not.toContain(earlier);
+  expect(await c.locator('.msg').count()).toBe(chatMessages);
+  await discard.waitFor({ timeout: 15000 });
+  await keyOrLens('Escape', discard);
+  await expect.poll(() => readFileSync(join(cs.ws, 'calc.ts'), 'utf8'), { timeout: 15000 }).toBe(saved);
+  await cs.runCommand('dsh: Switch Session');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: `Inline chat — ${basename(cs.ws)}` }).waitFor({ timeout: 30000 });
+  await cs.shot('inline-chat-side-session-listed');
+  await page.keyboard.press('Escape');
 
   // ---- 4. Apply a code block that names no file: it replaces the method it declares.
   fake.script(textReply('The area:\n\n```ts\narea(): number {\n  return this.w * this.h;\n}\n```\n'));
