@@ -31,6 +31,9 @@ def chat(tmp_path: Path, fake: FakeDeepSeek, work: Path) -> Iterator[Screen]:
     screen = Screen(tmp_path, daemon_env(tmp_path / "state", fake), ["--no-thinking", "chat"], cwd=work)
     try:
         screen.wait("Enter sends")
+        # The note is printed before the input runs; keys typed before that are echoed by the tty in
+        # cooked mode and reach the input doubled ("exexplain"). The status bar is drawn once it runs.
+        screen.wait("Esc cancels", whole=False)
         yield screen
     finally:
         screen.close()
