@@ -2,32 +2,15 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { emptyModel, queueOf, reduce, reduceAll, SessionModel, statusLabel, assistantText, type Action } from '../src/protocol/reducer';
 import { textOf, type AnyEvent, type PermissionRequest } from '../src/protocol/types';
-import { FakeProvider, gate, textReply, toolReply } from './fakeProvider';
-import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
+import { gate, textReply, toolReply } from './fakeProvider';
+import { realDaemons, tempState, type TestDaemon } from './daemon';
 import { daemonSettings } from '../src/daemonSettings';
 
-let fake: FakeProvider;
-let daemons: TestDaemon[] = [];
-
-beforeEach(async () => {
-  fake = new FakeProvider();
-  await fake.start();
-  daemons = [];
-});
-afterEach(async () => {
-  for (const d of daemons) await d.stop();
-  await fake.stop();
-  removeTempStates();
-});
-
-async function daemon(dirs = tempState()): Promise<TestDaemon> {
-  const d = await startDaemon(fake.baseUrl, dirs);
-  daemons.push(d);
-  return d;
-}
+const real = realDaemons();
+const daemon = (dirs?: { state: string; root: string }): Promise<TestDaemon> => real.daemon(dirs);
 
 /** A live model fed by the client's events, as the extension host keeps it. */
 function liveModel(d: TestDaemon, sessionId: string): { get: () => SessionModel; dispatch: (a: Action) => void } {
@@ -42,7 +25,7 @@ const idle = (d: TestDaemon, s: string) => ((d.of(s, 'agent/status').at(-1)?.dat
 describe('DshClient against the real daemon', () => {
   it('streams a reply into the model: deltas, final text, footer with usage', async () => {
     const d = await daemon();
-    fake.script(textReply(['Hel', 'lo ', '**world**'], { delayMs: 20 }));
+    real.fake.script(textReply(['Hel', 'lo ', '**world**'], { delayMs: 20 }));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     // Every live delta delivered twice (as after a reattach): its offset lets the reducer drop the copy.
@@ -72,17 +55,17 @@ describe('DshClient against the real daemon', () => {
     expect(end.kind === 'turnEnd' && end.usage?.inputTokens).toBe(12);
     expect(m.status).toBe('idle');
     expect(statusLabel(m)).toBe('idle');
-    expect(fake.requests[0].body.messages.at(-1)).toMatchObject({ role: 'user', content: 'hi there' });
+    expect(real.fake.requests[0].body.messages.at(-1)).toMatchObject({ role: 'user', content: 'hi there' });
   });
 
   it('queues a followup while busy, shows it as queued, then runs it as its own turn', async () => {
     const d = await daemon();
     const g = gate();
-    fake.script(textReply(['first'], { gate: g.promise }), textReply(['second']));
+    real.fake.script(textReply(['first'], { gate: g.promise }), textReply(['second']));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     await d.client.followup(sessionId, 'one');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     const { messageId } = await d.client.followup(sessionId, 'two');
     live.dispatch({ kind: 'sent', messageId, via: 'followup' });
     await d.waitFor(() => queueOf(live.get()).length === 1, 'queued item');
@@ -97,11 +80,11 @@ describe('DshClient against the real daemon', () => {
 
   it('Stop keeps the queue (cancel keepInbox), Run queue wakes it, Stop and clear discards', async () => {
     const d = await daemon();
-    fake.script(textReply(['never'], { gate: new Promise(() => {}) }), textReply(['queued ran']), textReply(['x'], { gate: new Promise(() => {}) }));
+    real.fake.script(textReply(['never'], { gate: new Promise(() => {}) }), textReply(['queued ran']), textReply(['x'], { gate: new Promise(() => {}) }));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     await d.client.followup(sessionId, 'slow');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     await d.client.followup(sessionId, 'later');
     await d.client.cancel(sessionId, true);
     expect(turnEnds(d, sessionId)).toEqual([{ kind: 'aborted', cause: 'user' }]);
@@ -113,7 +96,7 @@ describe('DshClient against the real daemon', () => {
     expect(live.get().items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toContain('queued ran');
     // Stop and clear: a queued item is discarded with the running turn.
     await d.client.followup(sessionId, 'third');
-    await fake.waitRequests(3);
+    await real.fake.waitRequests(3);
     await d.client.followup(sessionId, 'dropped');
     await d.waitFor(() => queueOf(live.get()).length === 1, 'queued');
     await d.client.cancel(sessionId, false);
@@ -125,14 +108,14 @@ describe('DshClient against the real daemon', () => {
   it('steer enters the running turn at its next step; queue edits replace and remove', async () => {
     const d = await daemon();
     const g = gate();
-    fake.script(
+    real.fake.script(
       { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g.promise },
       textReply(['steered']),
     );
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     await d.client.followup(sessionId, 'look around');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     const parked = await d.client.send(sessionId, 'parked prompt', 'next-turn', false);
     const r = await d.client.inboxReplace(sessionId, parked.messageId, 'reworded prompt');
     await d.waitFor(() => queueOf(live.get()).some((q) => q.text === 'reworded prompt'), 'replaced');
@@ -143,7 +126,7 @@ describe('DshClient against the real daemon', () => {
     g.open();
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
     expect(d.of(sessionId, 'turn/start')).toHaveLength(1);
-    const msgs = fake.requests[1].body.messages.map((x: any) => x.content);
+    const msgs = real.fake.requests[1].body.messages.map((x: any) => x.content);
     expect(msgs).toContain('use the v2 API');
     const m = live.get();
     const tool = m.items.find((i) => i.kind === 'tool');
@@ -168,10 +151,10 @@ describe('DshClient against the real daemon', () => {
     live.dispatch({ kind: 'sent', messageId: c.messageId, via: 'context' });
     await d.waitFor(() => queueOf(live.get()).length === 1, 'context queued');
     expect(queueOf(live.get())[0]).toMatchObject({ label: 'context', target: 'next-step' });
-    expect(fake.requests).toHaveLength(0); // an inject never starts a turn
+    expect(real.fake.requests).toHaveLength(0); // an inject never starts a turn
     await d.client.followup(sessionId, 'explain this');
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn end');
-    const sent = fake.requests[0].body.messages.map((x: any) => x.content).join('\n');
+    const sent = real.fake.requests[0].body.messages.map((x: any) => x.content).join('\n');
     expect(sent).toContain('def main():');
     expect(sent).toContain('explain this');
     const users = live.get().items.filter((i) => i.kind === 'user').map((i) => (i as any).message.source);
@@ -182,7 +165,7 @@ describe('DshClient against the real daemon', () => {
     const d = await daemon();
     const file = join(d.root, 'notes.txt');
     writeFileSync(file, 'alpha\nbeta\n');
-    fake.script(toolReply([{ id: 'call_ed', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('done'));
+    real.fake.script(toolReply([{ id: 'call_ed', name: 'edit_file', args: { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' } }]), textReply('done'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     const seen: PermissionRequest[] = [];
@@ -207,7 +190,7 @@ describe('DshClient against the real daemon', () => {
 
   it('a rejected permission gives the model an error result and the turn goes on', async () => {
     const d = await daemon();
-    fake.script(toolReply([{ id: 'call_rc', name: 'run_command', args: { command: 'echo hi' } }]), textReply('ok then'));
+    real.fake.script(toolReply([{ id: 'call_rc', name: 'run_command', args: { command: 'echo hi' } }]), textReply('ok then'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     let preview: unknown;
@@ -223,17 +206,16 @@ describe('DshClient against the real daemon', () => {
   it('restart + reattach: the queue survives, afterSeq continues with no gap and no duplicate', async () => {
     const dirs = tempState();
     const d1 = await daemon(dirs);
-    fake.script(textReply('first reply'), textReply(['slow'], { gate: new Promise(() => {}) }));
+    real.fake.script(textReply('first reply'), textReply(['slow'], { gate: new Promise(() => {}) }));
     const { sessionId } = await d1.client.newSession({ cwd: d1.root });
     const live = liveModel(d1, sessionId);
     await d1.client.followup(sessionId, 'one');
     await d1.waitFor(() => turnEnds(d1, sessionId).length === 1 && idle(d1, sessionId), 'turn 1');
     await d1.client.followup(sessionId, 'two');
-    await fake.waitRequests(2);
+    await real.fake.waitRequests(2);
     await d1.client.followup(sessionId, 'queued across restart');
     await d1.waitFor(() => queueOf(live.get()).length === 1, 'queued');
     await d1.stop();
-    daemons = daemons.filter((x) => x !== d1);
     const before = live.get();
 
     // The extension host reattaches its existing model after afterSeq.
@@ -247,7 +229,7 @@ describe('DshClient against the real daemon', () => {
     expect(m.lastSeq).toBe(res.lastSeq);
     expect(m.lastTurnEnd).toMatchObject({ kind: 'aborted', cause: 'shutdown' });
     expect(queueOf(m).map((q) => q.text)).toEqual(['queued across restart']);
-    fake.script(textReply('after restart'));
+    real.fake.script(textReply('after restart'));
     expect(await d2.client.wake(sessionId)).toEqual({ started: true });
     await d2.waitFor(() => turnEnds(d2, sessionId).length === 1 && idle(d2, sessionId), 'turn after restart');
     // A fresh window (no model) replays everything and reaches the same transcript.
@@ -281,13 +263,12 @@ describe('DshClient against the real daemon', () => {
     expect(m.items.filter((i) => i.kind === 'assistant')).toHaveLength(1);
     await expect(d2.client.followup(sessionId, 'too early')).rejects.toMatchObject({ data: { code: 'session_busy' } });
     await d1.stop();
-    daemons = daemons.filter((x) => x !== d1);
     // What the panel does every 2 s while read-only: attach again after its last seq.
     const rw = await d2.client.attach(sessionId, m.lastSeq);
     m = reduce(m, { kind: 'attached', result: rw });
     expect(rw.readOnly ?? false).toBe(false);
     expect(m.readOnly).toBe(false);
-    fake.script(textReply('now from window two'));
+    real.fake.script(textReply('now from window two'));
     await d2.client.followup(sessionId, 'from window two');
     await d2.waitFor(() => turnEnds(d2, sessionId).length === 2 && idle(d2, sessionId), 'turn 2'); // turn 1's end came with the replay
     expect(m.items.filter((i) => i.kind === 'assistant').map((i) => (i as any).text)).toEqual(['Hello there!', 'now from window two']);
@@ -299,7 +280,7 @@ describe('DshClient against the real daemon', () => {
     const file = join(d.root, 'app.py');
     writeFileSync(file, 'import os\n\ndef main():\n    return 42\n');
     const g = gate();
-    fake.script(
+    real.fake.script(
       { ...toolReply([{ id: 'call_ls', name: 'list_dir', args: { path: '.' } }]), gate: g.promise },
       textReply('the running turn goes on'),
       textReply('it returns 42'),
@@ -307,7 +288,7 @@ describe('DshClient against the real daemon', () => {
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     await d.client.followup(sessionId, 'look around');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     const selection = { uri: pathToFileURL(file).href, kind: 'selection' as const, range: { start: { line: 2, character: 0 }, end: { line: 4, character: 0 } } };
     const r = await d.client.followup(sessionId, 'explain this', [selection]);
     expect(r.contextIds).toHaveLength(1);
@@ -327,8 +308,8 @@ describe('DshClient against the real daemon', () => {
     expect(queueOf(live.get())[0].message.id).toBe(re.messageId);
     g.open();
     await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'two turns');
-    const sent = (i: number) => fake.requests[i].body.messages.map((x: any) => String(x.content));
-    expect(fake.requests).toHaveLength(3);
+    const sent = (i: number) => real.fake.requests[i].body.messages.map((x: any) => String(x.content));
+    expect(real.fake.requests).toHaveLength(3);
     expect(sent(1).join('\n')).not.toContain('def main'); // the running turn's next step: no selection
     const third = sent(2);
     expect(third.at(-1)).toBe('explain this, briefly');
@@ -341,11 +322,11 @@ describe('DshClient against the real daemon', () => {
 
   it('queued steer and inject are labelled from the verb the daemon reports, also after a fresh attach', async () => {
     const d = await daemon();
-    fake.script(textReply(['busy'], { gate: new Promise(() => {}) }));
+    real.fake.script(textReply(['busy'], { gate: new Promise(() => {}) }));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const live = liveModel(d, sessionId);
     await d.client.followup(sessionId, 'slow');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     await d.client.steer(sessionId, 'use v2');
     await d.client.inject(sessionId, 'a note');
     await d.client.send(sessionId, 'parked', 'next-turn', false);
@@ -371,7 +352,7 @@ describe('DshClient against the real daemon', () => {
     const ro = await d2.client.attach(sessionId);
     m = reduce(m, { kind: 'attached', result: ro });
     expect(m.readOnly).toBe(true);
-    fake.script(textReply('driven by window one'));
+    real.fake.script(textReply('driven by window one'));
     await d1.client.followup(sessionId, 'from window one');
     await d2.waitFor(() => m.items.some((i) => i.kind === 'turnEnd'), 'the turn, live in the read-only window');
     await d1.waitFor(() => idle(d1, sessionId), 'window one idle');
@@ -397,18 +378,18 @@ describe('DshClient against the real daemon', () => {
     await d.client.followup(sessionId, 'before');
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'turn 1');
     // Flat keys, as the extension sends them (like its initializationOptions).
-    d.client.changeConfiguration({ model: 'changed-model', baseUrl: fake.baseUrl, thinking: false });
+    d.client.changeConfiguration({ model: 'changed-model', baseUrl: real.fake.baseUrl, thinking: false });
     await d.client.followup(sessionId, 'after');
     await d.waitFor(() => turnEnds(d, sessionId).length === 2 && idle(d, sessionId), 'turn 2');
-    expect(fake.requests.map((r) => r.body.model)).toEqual([fake.requests[0].body.model, 'changed-model']);
-    expect(fake.requests[0].body.model).not.toBe('changed-model');
-    expect(fake.requests[1].authorization).toBe('Bearer sk-test-0000');
+    expect(real.fake.requests.map((r) => r.body.model)).toEqual([real.fake.requests[0].body.model, 'changed-model']);
+    expect(real.fake.requests[0].body.model).not.toBe('changed-model');
+    expect(real.fake.requests[1].authorization).toBe('Bearer sk-test-0000');
   });
   it('the sandbox mode setting reaches the daemon live (a new sandbox/status); each change carries it, so a provider change keeps it', async () => {
     const d = await daemon();
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const status = () => d.of(sessionId, 'sandbox/status').at(-1)?.data as any;
-    const provider = (model: string) => ({ model, baseUrl: fake.baseUrl, thinking: false });
+    const provider = (model: string) => ({ model, baseUrl: real.fake.baseUrl, thinking: false });
     await d.waitFor(() => status()?.configuredMode === 'full-access', 'the status of config.json\'s mode');
     d.client.changeConfiguration(daemonSettings(provider('m1'), 'read-only'));
     await d.waitFor(() => status()?.configuredMode === 'read-only', 'read-only applied');
@@ -418,7 +399,7 @@ describe('DshClient against the real daemon', () => {
     d.client.changeConfiguration(daemonSettings(provider('m2'), 'read-only'));
     await d.client.followup(sessionId, 'hi');
     await d.waitFor(() => turnEnds(d, sessionId).length === 1 && idle(d, sessionId), 'a turn');
-    expect(fake.requests.at(-1)!.body.model).toBe('m2');
+    expect(real.fake.requests.at(-1)!.body.model).toBe('m2');
     expect(status().configuredMode).toBe('read-only');
     // Without it (a provider change alone) the daemon goes back to the mode of the start.
     d.client.changeConfiguration(daemonSettings(provider('m3'), ''));

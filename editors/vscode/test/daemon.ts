@@ -8,6 +8,8 @@ import { createMessageConnection, MessageConnection, StreamMessageReader, Stream
 import { DshClient } from '../src/protocol/client';
 import { rpcFromConnection } from '../src/protocol/connection';
 import type { AnyEvent } from '../src/protocol/types';
+import { afterEach, beforeEach } from 'vitest';
+import { FakeProvider } from './fakeProvider';
 
 export const REPO = resolve(__dirname, '../../..');
 export const PYTHON = process.env.DSH_PYTHON ?? join(REPO, '.venv/bin/python');
@@ -69,6 +71,7 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
   });
   if (!opts.legacy) client.features = init?.capabilities?.experimental?.dsh;
   await conn.sendNotification('initialized', {});
+  let stopped = false;
   const d: TestDaemon = {
     proc, conn, client, events, stderr, applied, state, root,
     async waitFor(pred, what = 'condition', timeoutMs = 15000) {
@@ -92,6 +95,8 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
       return ids[ids.length - 1];
     },
     async stop() {
+      if (stopped) return; // a test may stop one early; the file's afterEach stops it again
+      stopped = true;
       if (proc.exitCode === null) {
         try {
           await Promise.race([conn.sendRequest('shutdown'), new Promise((r) => setTimeout(r, 5000))]);
@@ -104,4 +109,32 @@ export async function startDaemon(baseUrl: string, dirs = tempState(), opts: { a
     },
   };
   return d;
+}
+
+/** A test file against the real daemon: before each test a fake provider starts (`real.fake`), and
+ *  `real.daemon()` starts daemons against it; after each test they stop, then the provider, and their
+ *  state folders are removed. Call it once at the file's top level. */
+export function realDaemons(): { readonly fake: FakeProvider; daemon(dirs?: { state: string; root: string }): Promise<TestDaemon> } {
+  const daemons: TestDaemon[] = [];
+  let fake: FakeProvider | undefined;
+  beforeEach(async () => {
+    fake = new FakeProvider();
+    await fake.start();
+  });
+  afterEach(async () => {
+    for (const d of daemons.splice(0)) await d.stop();
+    await fake?.stop();
+    removeTempStates();
+  });
+  return {
+    get fake(): FakeProvider {
+      if (!fake) throw new Error('realDaemons: the fake provider starts before each test');
+      return fake;
+    },
+    async daemon(dirs = tempState()): Promise<TestDaemon> {
+      const d = await startDaemon(this.fake.baseUrl, dirs);
+      daemons.push(d);
+      return d;
+    },
+  };
 }

@@ -4,31 +4,14 @@
 // queue), also when a turn claims it in between (that turn is stopped).
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { inlineSessionChoice, otherChoice, SideSessions, sideSessionTitle } from '../src/inlineSession';
 import { cancelPrompt, ReplyTracker } from '../src/replyTracker';
-import { FakeProvider, gate, textReply } from './fakeProvider';
-import { removeTempStates, startDaemon, tempState, type TestDaemon } from './daemon';
+import { gate, textReply } from './fakeProvider';
+import { realDaemons, tempState, type TestDaemon } from './daemon';
 
-let fake: FakeProvider;
-let daemons: TestDaemon[] = [];
-
-beforeEach(async () => {
-  fake = new FakeProvider();
-  await fake.start();
-  daemons = [];
-});
-afterEach(async () => {
-  for (const d of daemons) await d.stop();
-  await fake.stop();
-  removeTempStates();
-});
-
-async function daemon(dirs = tempState()): Promise<TestDaemon> {
-  const d = await startDaemon(fake.baseUrl, dirs);
-  daemons.push(d);
-  return d;
-}
+const real = realDaemons();
+const daemon = (dirs?: { state: string; root: string }): Promise<TestDaemon> => real.daemon(dirs);
 
 /** The workspace's state, as a plain map. */
 function memoryStore() {
@@ -54,7 +37,7 @@ describe('where inline chat asks', () => {
     mkdirSync(app);
     const store = memoryStore();
     const sides = new SideSessions(store);
-    fake.script(textReply('main answer'), textReply('```ts\nx\n```'));
+    real.fake.script(textReply('main answer'), textReply('```ts\nx\n```'));
     const { sessionId: main } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(main, 'the main conversation');
     await d.waitFor(() => turnEnds(d, main).length === 1, 'main turn');
@@ -75,7 +58,7 @@ describe('where inline chat asks', () => {
     expect(await sides.sessionFor(d.client, { cwd: app, name: 'app' })).toBe(side);
     await d.client.followup(side, 'inline prompt');
     await d.waitFor(() => turnEnds(d, side).length === 1, 'side turn');
-    const request = texts(fake.requests.at(-1)!.body);
+    const request = texts(real.fake.requests.at(-1)!.body);
     expect(request).toContain('inline prompt');
     expect(request).not.toContain('the main conversation');
     expect(request).not.toContain('main answer');
@@ -109,10 +92,10 @@ describe('where inline chat asks', () => {
 describe('cancelling an inline prompt', () => {
   /** A turn held open by the provider, and the inline prompt queued behind it, followed by a tracker. */
   async function queuedBehind(d: TestDaemon, held: Promise<void>) {
-    fake.script(textReply('first', { gate: held }), textReply('```ts\ninline\n```', { gate: new Promise(() => {}) }));
+    real.fake.script(textReply('first', { gate: held }), textReply('```ts\ninline\n```', { gate: new Promise(() => {}) }));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.followup(sessionId, 'the running turn');
-    await fake.waitRequests(1);
+    await real.fake.waitRequests(1);
     const tracker = new ReplyTracker();
     d.client.onEvent(tracker.take);
     const { messageId } = await d.client.followup(sessionId, 'inline prompt');
@@ -137,7 +120,7 @@ describe('cancelling an inline prompt', () => {
     await d.waitFor(() => turnEnds(d, sessionId).length === 1, 'the running turn');
     expect(turnEnds(d, sessionId)).toEqual(['completed']);
     // The prompt never ran: one model request only.
-    expect(fake.requests.length).toBe(1);
+    expect(real.fake.requests.length).toBe(1);
   });
 
   it('a prompt a turn claims in between: the removal finds nothing and that turn is stopped', async () => {
@@ -149,7 +132,7 @@ describe('cancelling an inline prompt', () => {
       // The running turn ends and the next one claims the prompt before the removal arrives.
       unqueue: async (s, m) => {
         held.open();
-        await fake.waitRequests(2);
+        await real.fake.waitRequests(2);
         removed = (await d.client.inboxRemove(s, m)).removed;
         return removed;
       },

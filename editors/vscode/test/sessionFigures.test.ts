@@ -2,35 +2,18 @@
 // change's "Model: …" line after a reload (a `session/settings` item of the transcript page), /cost
 // as the daemon's sum over every turn (`dsh/session/usage`, also those the panel does not hold), and
 // a failed turn's log block with the provider's answer body (`error.providerBody`, its key redacted).
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ComposerActions, type ComposerPanel } from '../src/composerActions';
 import { costWords, heldUsage } from '../src/costWords';
 import { TurnFailureLog } from '../src/outputLog';
 import type { HostToWebview } from '../src/protocol/panelMessages';
 import { emptyModel, reduce, type SessionModel } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
-import { FakeProvider, textReply } from './fakeProvider';
-import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
+import { textReply } from './fakeProvider';
+import { realDaemons, type TestDaemon } from './daemon';
 
-let fake: FakeProvider;
-let daemons: TestDaemon[] = [];
-
-beforeEach(async () => {
-  fake = new FakeProvider();
-  await fake.start();
-  daemons = [];
-});
-afterEach(async () => {
-  for (const d of daemons) await d.stop();
-  await fake.stop();
-  removeTempStates();
-});
-
-async function daemon(): Promise<TestDaemon> {
-  const d = await startDaemon(fake.baseUrl, tempState());
-  daemons.push(d);
-  return d;
-}
+const real = realDaemons();
+const daemon = (dirs?: { state: string; root: string }): Promise<TestDaemon> => real.daemon(dirs);
 
 const idleAfter = (d: TestDaemon, s: string, turns: number) => () =>
   d.of(s, 'turn/end').length >= turns && (d.of(s, 'agent/status').at(-1)?.data as any)?.status === 'idle';
@@ -46,7 +29,7 @@ const modelLines = (m: SessionModel) => m.items.flatMap((i) => (i.kind === 'noti
 describe('session figures against the real daemon', () => {
   it('a model change is the same "Model: …" line live and after a reload', async () => {
     const d = await daemon();
-    fake.script(textReply('one'), textReply('two'));
+    real.fake.script(textReply('one'), textReply('two'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     let live = emptyModel(sessionId);
     d.client.onEvent((e) => { live = reduce(live, { kind: 'event', event: e }); });
@@ -71,7 +54,7 @@ describe('session figures against the real daemon', () => {
 
   it('/cost is the daemon\'s sum over every turn, also those the panel does not hold', async () => {
     const d = await daemon();
-    fake.script(textReply('one'), textReply('two'), textReply('three'));
+    real.fake.script(textReply('one'), textReply('two'), textReply('three'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     for (const text of ['a', 'b', 'c']) await runTurn(d, sessionId, text);
     // A reloaded panel holding only the newest turn (a page of one).
@@ -100,7 +83,7 @@ describe('session figures against the real daemon', () => {
   it('a failed turn\'s log block has the provider\'s body, without the key the daemon sent', async () => {
     const d = await daemon();
     const body = { error: { message: 'Authentication Fails, your api key sk-test-0000 is invalid', type: 'authentication_error', param: null, code: 'invalid_request_error' } };
-    fake.script({ chunks: [], status: 401, errorBody: body });
+    real.fake.script({ chunks: [], status: 401, errorBody: body });
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const log = new TurnFailureLog();
     const lines: string[] = [];

@@ -1,34 +1,17 @@
 // Words, not codes, against the REAL daemon: a call refused in Plan mode, a fork's row in the session
 // lists, a failed turn's "(after N retries)" after a reload and its one line in the output log.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { emptyModel, reduce, type TurnEndItem } from '../src/protocol/reducer';
 import type { AnyEvent } from '../src/protocol/types';
 import { TurnFailureLog } from '../src/outputLog';
 import { sessionPickRow } from '../src/sessionRows';
 import { nodeLook, sessionTree } from '../src/sessionsTree';
 import { toolOutcomeLook } from '../webview/toolWords';
-import { errorReply, FakeProvider, textReply, toolReply } from './fakeProvider';
-import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
+import { errorReply, textReply, toolReply } from './fakeProvider';
+import { realDaemons, type TestDaemon } from './daemon';
 
-let fake: FakeProvider;
-let daemons: TestDaemon[] = [];
-
-beforeEach(async () => {
-  fake = new FakeProvider();
-  await fake.start();
-  daemons = [];
-});
-afterEach(async () => {
-  for (const d of daemons) await d.stop();
-  await fake.stop();
-  removeTempStates();
-});
-
-async function daemon(): Promise<TestDaemon> {
-  const d = await startDaemon(fake.baseUrl, tempState());
-  daemons.push(d);
-  return d;
-}
+const real = realDaemons();
+const daemon = (dirs?: { state: string; root: string }): Promise<TestDaemon> => real.daemon(dirs);
 
 const idleAfter = (d: TestDaemon, s: string, turns: number) => () =>
   d.of(s, 'turn/end').length >= turns && (d.of(s, 'agent/status').at(-1)?.data as any)?.status === 'idle';
@@ -36,7 +19,7 @@ const idleAfter = (d: TestDaemon, s: string, turns: number) => () =>
 describe('words against the real daemon', () => {
   it('a write refused in Plan mode is "not allowed in Plan mode", quiet, live and from a reloaded transcript', async () => {
     const d = await daemon();
-    fake.script(toolReply([{ id: 'call_w', name: 'write_file', args: { path: `${d.root}/a.txt`, content: 'x' } }]), textReply('planning'));
+    real.fake.script(toolReply([{ id: 'call_w', name: 'write_file', args: { path: `${d.root}/a.txt`, content: 'x' } }]), textReply('planning'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     await d.client.setMode(sessionId, 'plan');
     let live = emptyModel(sessionId);
@@ -53,7 +36,7 @@ describe('words against the real daemon', () => {
 
   it('a fork says what it was forked from in the quick pick and the Sessions view', async () => {
     const d = await daemon();
-    fake.script(textReply('one'));
+    real.fake.script(textReply('one'));
     const { sessionId } = await d.client.newSession({ cwd: d.root, title: 'Work' });
     await d.client.followup(sessionId, 'first');
     await d.waitFor(idleAfter(d, sessionId, 1), 'turn end');
@@ -70,7 +53,7 @@ describe('words against the real daemon', () => {
 
   it('a failed turn: "(after 2 retries)" also after a reload, and one log line with its code, retries and the provider\'s words', async () => {
     const d = await daemon();
-    fake.script(errorReply(503, 'upstream busy'), errorReply(503, 'upstream busy'), errorReply(400, 'bad request: key sk-live-abcdef123456 rejected'));
+    real.fake.script(errorReply(503, 'upstream busy'), errorReply(503, 'upstream busy'), errorReply(400, 'bad request: key sk-live-abcdef123456 rejected'));
     const { sessionId } = await d.client.newSession({ cwd: d.root });
     const log = new TurnFailureLog();
     const lines: string[] = [];
