@@ -115,7 +115,10 @@ class ReadOnlyFollower:
                 self.deliver_output(session_id, event.seq - 1)
             host.front_end.deliver(session_id, event, replayed=True)
         if events:
-            delivered = host.read_only[session_id] = events[-1].seq or delivered
+            # (not `seq or delivered`: seq 0 is falsy, and a poll that read only the session's first
+            # event left the cursor before it, so the next poll delivered it again)
+            last = events[-1].seq
+            delivered = host.read_only[session_id] = delivered if last is None else last
         self.deliver_output(session_id, delivered)
         lease = host.manager.store.read_lease(session_id)
         lives = lease is not None and host.manager.leases.other_holder_lives(lease)

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -11,11 +14,14 @@ from typing import Any
 
 from pygls.lsp.server import LanguageServer
 
+from dsh_daemon.host.follow import POLL_S
 from dsh_daemon.host.options import parse_options
 from dsh_daemon.model.events import Event
+from dsh_daemon.model.jsonvalue import freeze_json
 from dsh_daemon.model.messages import UserMessage
 from dsh_daemon.server.frontend import LspFrontEnd
 from dsh_daemon.session.liveoutput import SHARED_CHARS_PER_CALL
+from dsh_daemon.session.store import SessionStore
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply, tool_call_stream
 
@@ -224,3 +230,30 @@ async def test_a_view_taken_over_by_a_request_before_its_poll_still_gets_the_out
     finally:
         await driver.close()
         await follower.close()
+
+
+async def test_a_follower_whose_first_poll_reads_only_the_first_event_delivers_it_once(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    """The driver's write-behind can put seq 0 alone on disk before a follower's poll: the follower's
+    cursor must then stand at 0, not before it (`seq or delivered` kept it at -1: seq 0 twice, seen
+    in CI as `[0, 0, 1, ...]`). Here the test is the driver: it holds the lease and writes the rows."""
+    state = tmp_path / "state"
+    store = SessionStore(state)
+    store.create_session("s", title=None, cwd=None)
+    assert store.write_lease("s", "test-driver", os.getpid(), socket.gethostname(), replace_holder=None)
+    follower = await start_daemon(state, fake, init_options=ALLOW_COMMANDS)
+    try:
+        attached = await follower.request("dsh/session/attach", {"sessionId": "s"})
+        assert attached["readOnly"] is True and attached["lastSeq"] == -1
+        first = UserMessage.create("one").to_json()
+        store.append_events("s", [Event("user/message", freeze_json(first), 0, 0)])
+        await follower.wait_for(lambda: bool(follower.of("s", "user/message")))
+        await asyncio.sleep(3 * POLL_S)  # polls that would deliver seq 0 again (there is no event to wait on)
+        second = UserMessage.create("two").to_json()
+        store.append_events("s", [Event("user/message", freeze_json(second), 1, 0)])
+        await follower.wait_for(lambda: len(follower.of("s", "user/message")) >= 2)
+        assert [e["seq"] for e in follower.of("s") if "seq" in e] == [0, 1]
+    finally:
+        await stop_daemon(follower)
+        store.close()
