@@ -345,7 +345,22 @@ async def _start_server(rules: dict[str, Any]) -> tuple[_Server, list[int]]:
         process = _popen_server(theirs)
     finally:
         theirs.close()
-    ours.send(json.dumps(rules).encode())
+    message = json.dumps(rules).encode()
+    # The rules are one SOCK_SEQPACKET message: a protected path beside thousands of entries (a
+    # crowded /tmp or home: Landlock grants each sibling by name) passed the default send buffer
+    # (~208 KiB) and failed as "Message too long". The fork server reads up to 1 MiB; the kernel caps
+    # the buffer at net.core.wmem_max, and a message it still refuses is said in words.
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2 * len(message) + (64 << 10))
+    try:
+        ours.send(message)
+    except OSError as exc:
+        ours.close()
+        process.kill()
+        await asyncio.to_thread(process.wait)
+        raise SandboxStartError(
+            f"sandbox fork server: its rules ({len(message) // 1024} KiB: every entry beside a protected "
+            f"path is named) could not be sent: {exc.strerror}"
+        ) from exc
     control = _Channel(ours)
     data, fds, _pid = await control.recv()
     answer = json.loads(data) if data else {"ok": False, "error": "the fork server exited"}
