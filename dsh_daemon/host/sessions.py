@@ -1051,9 +1051,11 @@ class SessionHost:
     def stored_plan(self, session_id: str) -> PlanUpdated | None:
         """The current plan by the session's log (only the events the plan is folded from are read)."""
         store = self.manager.store
-        if not store.load_events_of_type(session_id, PLAN_UPDATED):
+        updates = store.load_events_of_type(session_id, PLAN_UPDATED)
+        if not updates:
             return None  # no plan was ever made (cuts only take a plan back): no turn start to read
-        events = [e for kind in sorted(PLAN_EVENTS) for e in store.load_events_of_type(session_id, kind)]
+        others = sorted(PLAN_EVENTS - {PLAN_UPDATED})
+        events = [*updates, *(e for kind in others for e in store.load_events_of_type(session_id, kind))]
         return current_plan(sorted(events, key=lambda e: e.seq or 0))
 
     # ---- background processes (tools/processes.py) -----------------------------------------------------
