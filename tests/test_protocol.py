@@ -246,6 +246,7 @@ MIRRORS = {
     "TranscriptPage": "SessionTranscriptResult",
     "TranscriptTurn": "TranscriptTurn",
     "SessionUsage": "SessionUsageResult",
+    "SubagentUsageSum": "SubagentUsageSum",
     "Usage": "Usage",
     "TurnEndReason": "TurnEndReason",
     "EditMeta": "EditMeta",

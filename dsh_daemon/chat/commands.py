@@ -20,7 +20,7 @@ from dsh_daemon.chat.render import CYAN, DIM, YELLOW, clip, diff_lines
 from dsh_daemon.chat.rpc import RpcError
 from dsh_daemon.chat.sessions import NoSuchSession, describe, find_session
 from dsh_daemon.chat.shell import cap, run_shell
-from dsh_daemon.chat.status import count
+from dsh_daemon.chat.status import count, dollars
 
 # One line each, in the order /help shows them. A command that needs a daemon feature names the
 # `experimental.dsh` capability flag in NEEDS and is listed (and completed) only when the daemon
@@ -645,6 +645,13 @@ class Commands:
             f"  {name}: {usage.turns} turn(s) · {count(usage.input_tokens)} tokens in{cached}"
             f" · {count(usage.output_tokens)} out{reasoning} · {money}"
         )
+        if status.subagent_usage is not None:
+            sessions, sub = status.subagent_usage
+            sub_money = dollars(sub.cost_usd) if sub.cost_known else "cost not known"
+            chat.view.print(
+                f"  its subagents ({sessions} session(s)): {sub.turns} turn(s) · {count(sub.input_tokens)}"
+                f" tokens in · {count(sub.output_tokens)} out · {sub_money}"
+            )
 
     # ---- sessions ----------------------------------------------------------------------------------
 

@@ -644,6 +644,12 @@ class Chat:
         (`dsh/session/usage`), whichever turns a page shows."""
         answer = await self.rpc.request("dsh/session/usage", {"sessionId": session_id})
         self.status.usage = UsageTotals.from_json(answer)
+        subagents = answer.get("subagents")
+        self.status.subagent_usage = (
+            (int(subagents.get("sessions") or 0), UsageTotals.from_json(subagents))
+            if isinstance(subagents, dict)
+            else None
+        )
 
     # ---- sending -----------------------------------------------------------------------------------
 

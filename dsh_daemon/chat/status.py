@@ -20,6 +20,8 @@ class Status:
     # The session's turns counted so far: the daemon's sum (`dsh/session/usage`) on attach and for
     # /cost, each live `turn/usage` added in between.
     usage: UsageTotals = field(default_factory=UsageTotals)
+    # Its subagents' sessions' turns, summed apart by the daemon (`subagents`); None: it started none.
+    subagent_usage: tuple[int, UsageTotals] | None = None  # (sessions, their totals)
     context_used: int | None = None  # the last request's input tokens (`context/usage`)
     context_window: int | None = None
     model: str = ""  # from the last `request/header`, or what /model set
@@ -78,8 +80,7 @@ class Status:
         return self.state
 
     def cost(self) -> str:
-        cost = self.usage.cost_usd
-        return f"${cost:.4f}" if cost >= 0.01 else f"${cost:.6f}"
+        return dollars(self.usage.cost_usd)
 
     def context_gauge(self) -> str:
         """`ctx 12k/1.0M (1%)`, or "" before the first reply reported it."""
@@ -149,6 +150,10 @@ MODE_LABELS = {"ask": "ask", "accept-edits": "⏵⏵ accept edits", "plan": "⏸
 
 def next_mode(mode: str) -> str:
     return MODES[(MODES.index(mode) + 1) % len(MODES)] if mode in MODES else MODES[0]
+
+
+def dollars(cost: float) -> str:
+    return f"${cost:.4f}" if cost >= 0.01 else f"${cost:.6f}"
 
 
 def count(n: int) -> str:

@@ -90,7 +90,7 @@ from dsh_daemon.model.plan import PLAN_EVENTS, current_plan
 from dsh_daemon.model.processes import PROCESS_EVENTS, fold_processes
 from dsh_daemon.model.provider import Provider
 from dsh_daemon.model.review import REVIEW_EVENTS, fold_reviews
-from dsh_daemon.model.usage import summed
+from dsh_daemon.model.usage import UsageTotals, summed
 from dsh_daemon.model.wire import SESSION_MODES, SandboxMode, SessionMode
 from dsh_daemon.session.checkpoints import CheckpointStore
 from dsh_daemon.session.lease import HEARTBEAT_EVERY_S, SessionBusyError
@@ -1233,10 +1233,21 @@ class SessionHost:
 
     def usage(self, session_id: str) -> dict[str, Any]:
         """`dsh/session/usage`: the session's tokens and cost summed over its turns' durable
-        `turn/usage` (model/usage.py, the fold ACP's `usage_update` cost uses too)."""
+        `turn/usage` (model/usage.py, the fold ACP's `usage_update` cost uses too), and once it has
+        started subagents, theirs apart (`subagents`; a child never starts one: subagents/toolsets.py)."""
+        answer = self._own_usage(session_id).to_json()
+        children = [child for child, _call in self.manager.store.children_of(session_id)]
+        if children:
+            totals = UsageTotals()
+            for child in children:
+                totals = totals.added(self._own_usage(child))
+            answer["subagents"] = {"sessions": len(children), **totals.to_json()}
+        return answer
+
+    def _own_usage(self, session_id: str) -> UsageTotals:
         try:
             turns = self.logged_events(session_id, frozenset({USAGE}))
-            return summed(TurnUsage.of(e).usage for e in turns).to_json()
+            return summed(TurnUsage.of(e).usage for e in turns)
         except ModelError as exc:  # a stored event of the wrong shape
             raise CorruptSessionError(f"session {session_id} cannot be read: {exc}") from exc
 

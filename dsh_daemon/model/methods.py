@@ -291,14 +291,28 @@ class UsageSum:
 
 
 @dataclass(frozen=True)
+class SubagentUsageSum:
+    """The subagents' part of a session's spend: the turns of every session it started as a subagent,
+    summed as the session's own; `sessions`: how many."""
+
+    sessions: int
+    turns: int
+    usage: UsageSum
+    cost_usd: float | None
+    unpriced_turns: int
+
+
+@dataclass(frozen=True)
 class SessionUsageResult:
     """`dsh/session/usage`: `turns` that reported usage, their tokens, and their cost in USD by the
-    configured prices (null when none of them had a price; `unpricedTurns`: how many had none)."""
+    configured prices (null when none of them had a price; `unpricedTurns`: how many had none);
+    `subagents`, once the session has started one: the same over its subagents' sessions."""
 
     turns: int
     usage: UsageSum
     cost_usd: float | None
     unpriced_turns: int
+    subagents: SubagentUsageSum | None = None
 
 
 @dataclass(frozen=True)

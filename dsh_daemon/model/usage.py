@@ -52,6 +52,18 @@ class UsageTotals:
             self.priced_turns if cost is None else self.priced_turns + 1,
         )
 
+    def added(self, other: UsageTotals) -> UsageTotals:
+        """These totals and `other`'s together (a session's subagents' sums, `dsh/session/usage`)."""
+        return UsageTotals(
+            self.turns + other.turns,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.cost_usd + other.cost_usd,
+            self.priced_turns + other.priced_turns,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """`dsh/session/usage`'s answer: `{turns, usage, costUsd, unpricedTurns}`."""
         usage: dict[str, int] = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}

@@ -154,6 +154,27 @@ def test_resume_shows_the_last_turns_and_says_where_the_rest_is(tmp_path: Path) 
         assert "12 turn(s) · 144 tokens in · 36 out" in out  # the totals count every turn
 
 
+def test_cost_says_the_subagents_part_apart(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    start = {"description": "look", "prompt": "CHILD: say what you found"}
+    with FakeDeepSeek() as fake:
+        fake.script(
+            Reply.stream(tool_call_stream([("call_1", "run_subagent", start)])),
+            Reply.stream(text_stream(["The child looked."])),
+        )
+        fake.script_for("CHILD", Reply.stream(text_stream(["found it"])))
+        env = daemon_env(tmp_path / "state", fake)
+        first = run_cli(["--no-thinking", "chat"], env, stdin="ask a child\n", cwd=work)
+        assert first.returncode == 0, first.stderr
+        assert "The child looked." in first.stdout
+        resumed = run_cli(["--no-thinking", "chat", "--resume"], env, stdin="/cost\n", cwd=work)
+        assert resumed.returncode == 0, resumed.stderr
+        # The parent's two requests are its turn's; the child's one request is its own session's.
+        assert "1 turn(s) · 24 tokens in · 6 out" in resumed.stderr
+        assert "its subagents (1 session(s)): 1 turn(s) · 12 tokens in · 3 out" in resumed.stderr
+
+
 def test_a_resumed_chat_shows_the_background_process_lines_it_showed_live(tmp_path: Path) -> None:
     """Their events lie before the page's lastSeq: the page's `event` items carry them, also an exit
     logged after its turn ended (the session closing stopped the process)."""

@@ -14,6 +14,7 @@ from pygls.exceptions import JsonRpcException
 from dsh_daemon.model.usage import UsageTotals, summed
 from tests.fakes.deepseek_server import FakeDeepSeek
 from tests.server.harness import Daemon, start_daemon, stop_daemon, text_reply
+from tests.server.test_subagents import PARENT, delegate
 
 
 async def _turn(daemon: Daemon, sid: str, text: str) -> None:
@@ -111,3 +112,44 @@ def test_the_fold_counts_unpriced_turns_apart_and_round_trips_the_answer() -> No
     assert UsageTotals.from_json(none_priced).cost_known is False
     # a value of the wrong type counts as nothing, never as a crash
     assert summed([{"inputTokens": "7", "outputTokens": True, "costUsd": "1"}]).to_json()["costUsd"] is None
+
+
+async def test_the_subagents_turns_are_summed_apart_and_read_the_same_from_another_process(
+    tmp_path: Path, fake: FakeDeepSeek
+) -> None:
+    state = tmp_path / "state"
+    d = await start_daemon(
+        state, fake, init_options={"thinking": False, "agent": {"subagentsMaxParallel": 1}}
+    )
+    reader = await start_daemon(state, fake)
+    try:
+        sid = await d.new_session()
+        fake.script(text_reply("alone"))
+        await _turn(d, sid, "alone")
+        assert "subagents" not in await d.request("dsh/session/usage", {"sessionId": sid})  # none yet
+        fake.script(
+            delegate(("c1", "one", "CHILD-ONE: say one", {}), ("c2", "two", "CHILD-TWO: say two", {})),
+            text_reply("PARENT-DONE"),
+        )
+        fake.script_for("CHILD-ONE", text_reply("SUMMARY-ONE"))
+        fake.script_for("CHILD-TWO", text_reply("SUMMARY-TWO"))
+        await _turn(d, sid, PARENT)
+        children = [e["data"]["childId"] for e in d.of(sid, "subagent/started")]
+        assert len(children) == 2
+        answer = await d.request("dsh/session/usage", {"sessionId": sid})
+        # The parent's own figures are its own turns only, as before it started any.
+        own = [e["data"]["usage"] for e in d.of(sid, "turn/usage")]
+        assert {k: v for k, v in answer.items() if k != "subagents"} == _expected(own)
+        # The children's own answers, added up.
+        parts = [await d.request("dsh/session/usage", {"sessionId": child}) for child in children]
+        assert all(p["turns"] == 1 and "subagents" not in p for p in parts)
+        sub = answer["subagents"]
+        assert sub["sessions"] == 2 and sub["turns"] == 2 and sub["unpricedTurns"] == 0
+        assert sub["usage"]["inputTokens"] == sum(p["usage"]["inputTokens"] for p in parts) > 0
+        assert sub["usage"]["outputTokens"] == sum(p["usage"]["outputTokens"] for p in parts) > 0
+        assert sub["costUsd"] == pytest.approx(sum(p["costUsd"] for p in parts), rel=1e-12)
+        # Another process reads the same from the store.
+        assert await reader.request("dsh/session/usage", {"sessionId": sid}) == answer
+    finally:
+        await stop_daemon(reader)
+        await stop_daemon(d)

@@ -18,13 +18,20 @@ export function heldUsage(model: SessionModel): SessionUsage {
   return { turns: turns.length, usage: { inputTokens: input, outputTokens: output, cacheReadTokens: cached }, costUsd: priced ? cost : null, unpricedTurns: turns.length - priced };
 }
 
-/** The line `/cost` says under the composer. */
+const dollars = (cost: number) => `$${cost >= 1 ? cost.toFixed(2) : cost.toPrecision(2)}`;
+
+/** The line `/cost` says under the composer: the session's own turns, then its subagents' when it
+ *  has started any (the daemon sums them apart: `subagents`). */
 export function costWords(u: SessionUsage): string {
-  if (!u.turns) return 'Cost: nothing yet (no turn has reported its usage).';
+  const sub = u.subagents;
+  const subWords = sub
+    ? ` Subagents: ${sub.costUsd !== null ? dollars(sub.costUsd) : 'cost not known'} · ${n(sub.usage.inputTokens)} input, ${n(sub.usage.outputTokens)} output, over ${sub.turns} turn${sub.turns === 1 ? '' : 's'} in ${sub.sessions} session${sub.sessions === 1 ? '' : 's'}.`
+    : '';
+  if (!u.turns) return `Cost: nothing yet (no turn has reported its usage).${subWords}`;
   const cost = u.costUsd;
   const money = cost !== null
-    ? `$${cost >= 1 ? cost.toFixed(2) : cost.toPrecision(2)}${u.unpricedTurns ? ' (some turns without prices)' : ''}`
+    ? `${dollars(cost)}${u.unpricedTurns ? ' (some turns without prices)' : ''}`
     : 'no prices configured for the model';
   const { inputTokens, outputTokens, cacheReadTokens } = u.usage;
-  return `Cost: ${money} · ${n(inputTokens)} input tokens (${n(cacheReadTokens ?? 0)} cached), ${n(outputTokens)} output, over ${u.turns} turn${u.turns === 1 ? '' : 's'}.`;
+  return `Cost: ${money} · ${n(inputTokens)} input tokens (${n(cacheReadTokens ?? 0)} cached), ${n(outputTokens)} output, over ${u.turns} turn${u.turns === 1 ? '' : 's'}.${subWords}`;
 }

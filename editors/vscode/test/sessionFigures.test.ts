@@ -80,6 +80,16 @@ describe('session figures against the real daemon', () => {
     expect(posted.at(-1)).toEqual({ type: 'note', text: costWords(heldUsage(model)) });
   });
 
+  it('/cost says the subagents\' part apart, also before the session\'s own first turn', () => {
+    const sub = { sessions: 2, turns: 3, usage: { inputTokens: 1200, outputTokens: 80 }, costUsd: 0.00042, unpricedTurns: 0 };
+    const own = { turns: 1, usage: { inputTokens: 30, outputTokens: 5 }, costUsd: 0.000011, unpricedTurns: 0 };
+    expect(costWords({ ...own, subagents: sub })).toBe(
+      'Cost: $0.000011 · 30 input tokens (0 cached), 5 output, over 1 turn. Subagents: $0.00042 · 1,200 input, 80 output, over 3 turns in 2 sessions.');
+    expect(costWords({ ...own, turns: 0, subagents: { ...sub, sessions: 1, turns: 1, costUsd: null } })).toBe(
+      'Cost: nothing yet (no turn has reported its usage). Subagents: cost not known · 1,200 input, 80 output, over 1 turn in 1 session.');
+    expect(costWords(own)).not.toContain('Subagents');
+  });
+
   it('a failed turn\'s log block has the provider\'s body, without the key the daemon sent', async () => {
     const d = await daemon();
     const body = { error: { message: 'Authentication Fails, your api key sk-test-0000 is invalid', type: 'authentication_error', param: null, code: 'invalid_request_error' } };

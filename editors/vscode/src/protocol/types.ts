@@ -150,13 +150,25 @@ export interface Usage {
   inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number; costUsd?: number;
 }
 
+/** The subagents' part of a session's spend (`dsh/session/usage`'s `subagents`): the same sums over
+ *  every session it started as a subagent; `sessions`: how many. */
+export interface SubagentUsageSum {
+  sessions: number;
+  turns: number;
+  usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number };
+  costUsd: number | null;
+  unpricedTurns: number;
+}
+
 /** `dsh/session/usage` (§3): the session's turns that reported usage, their tokens, and their cost
- *  by the configured prices (null: none had a price; `unpricedTurns`: how many had none). */
+ *  by the configured prices (null: none had a price; `unpricedTurns`: how many had none); its
+ *  subagents' apart, once it has started one. */
 export interface SessionUsage {
   turns: number;
   usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number };
   costUsd: number | null;
   unpricedTurns: number;
+  subagents?: SubagentUsageSum;
 }
 
 export type TurnEndKind = 'completed' | 'blocked' | 'max-tokens' | 'aborted' | 'error' | 'interrupted' | 'budget';
