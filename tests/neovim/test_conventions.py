@@ -47,6 +47,7 @@ COMMANDS = {
     "DshNewWorktree",
     "DshWorktree",
     "DshAgents",
+    "DshCost",
 }
 
 USER_MAP = "vim.keymap.set('x', '<leader>Di', ':echo \"mine\"<CR>')"

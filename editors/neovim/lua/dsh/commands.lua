@@ -153,6 +153,10 @@ function run.DshPlan()
   require('dsh.plan').open(chat)
 end
 
+function run.DshCost()
+  require('dsh.cost').show(sessions.chat_for(0))
+end
+
 function run.DshAgents(o)
   local root = client.root_for(0)
   local info = client.info(root)

@@ -37,6 +37,7 @@ M.commands = {
   { 'DshRewind', { nargs = '?', desc = 'dsh: files and/or conversation back to before a turn (the latest by default)' } },
   { 'DshFork', { nargs = '?', desc = 'dsh: a new session from the turns up to one (all by default)' } },
   { 'DshPlan', { desc = "dsh: the agent's plan" } },
+  { 'DshCost', { desc = "dsh: what the session cost: its turns, tokens and cost, and its subagents' part" } },
   { 'DshProcesses', { desc = "dsh: the agent's background processes (read one's output, stop one)" } },
   {
     'DshAgents',
