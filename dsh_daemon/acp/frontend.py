@@ -42,6 +42,7 @@ from dsh_daemon.host.sessions import HOLDER_CHECK_S, DrivenElsewhere, SessionHos
 from dsh_daemon.host.worktree_sessions import stored_worktree
 from dsh_daemon.model.events import SESSION_LEASE, SESSION_MODE, SESSION_SETTINGS, Event
 from dsh_daemon.model.inbox import PRESETS, Target
+from dsh_daemon.model.usage import UsageTotals
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class AcpFrontEnd:
 
     def _translator(self, session_id: str, workspace: Workspace) -> Translator:
         options = self.host.options.provider
+        subagents = self.host.subagents_usage(session_id)  # a session loaded: what its children cost
         return Translator(
             lambda update: self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
@@ -131,6 +133,7 @@ class AcpFrontEnd:
             title=lambda: self._title(session_id),
             config_options=lambda mode: self.config_options(session_id, mode),
             sent_here=lambda message_id: message_id in self.sent_here.get(session_id, ()),
+            subagent_usage=UsageTotals() if subagents is None else UsageTotals.from_json(subagents),
         )
 
     def edit_applier(self, session_id: str, workspace: Workspace) -> EditApplier:

@@ -300,6 +300,10 @@ class Translator:
     _shown_title: str | None = None
     _time: int | None = None  # the time of the latest stored event seen (the session's updatedAt)
     _shown_time: int | None = None
+    # The turns of the subagents it started, summed apart (`dsh/session/usage`'s `subagents`): seeded
+    # from the store for a session that has some, then each child's live `turn/usage`. `cost` adds them,
+    # so the editor's figure is what the whole task cost.
+    subagent_usage: UsageTotals = field(default_factory=UsageTotals)
     _usage: UsageTotals = field(default_factory=UsageTotals)  # the session's turns so far (`cost`: their sum)
     _used: int = 0
     _plan: PlanTracker = field(default_factory=PlanTracker)
@@ -464,6 +468,13 @@ class Translator:
         """A child's tool call is a line of its parent's `run_subagent` card; a call of the child that a
         permission request announced as a card of its own (permissions.py) is also finished there."""
         inner_type, data = sub.event_.get("type"), sub.event_.get("data")
+        if inner_type == ev.USAGE and isinstance(data, Mapping):
+            try:
+                self.subagent_usage = self.subagent_usage.plus(structure(data, TurnUsage).usage)
+            except WireValueError:
+                return
+            self._send_usage()
+            return
         card = self._subagents.get(sub.call_id)
         if card is None or not isinstance(data, Mapping):
             return
@@ -528,13 +539,19 @@ class Translator:
 
     def _on_turn_usage(self, turn_usage: TurnUsage) -> None:
         self._usage = self._usage.plus(turn_usage.usage)
+        self._send_usage()
+
+    def _send_usage(self) -> None:
+        """`usage_update`: the context meter (the session's own last request) and what the session
+        and its subagents have cost."""
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
             "used": self._used,
             "size": max(self.context_window or 0, self._used),
         }
-        if self._usage.cost_usd:
-            update["cost"] = {"amount": round(self._usage.cost_usd, 6), "currency": "USD"}
+        cost = self._usage.added(self.subagent_usage).cost_usd
+        if cost:
+            update["cost"] = {"amount": round(cost, 6), "currency": "USD"}
         self.send(update)
 
     def options_changed(self, mode: str | None = None) -> None:

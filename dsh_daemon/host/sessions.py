@@ -1236,13 +1236,21 @@ class SessionHost:
         `turn/usage` (model/usage.py, the fold ACP's `usage_update` cost uses too), and once it has
         started subagents, theirs apart (`subagents`; a child never starts one: subagents/toolsets.py)."""
         answer = self._own_usage(session_id).to_json()
-        children = [child for child, _call in self.manager.store.children_of(session_id)]
-        if children:
-            totals = UsageTotals()
-            for child in children:
-                totals = totals.added(self._own_usage(child))
-            answer["subagents"] = {"sessions": len(children), **totals.to_json()}
+        subagents = self.subagents_usage(session_id)
+        if subagents is not None:
+            answer["subagents"] = subagents
         return answer
+
+    def subagents_usage(self, session_id: str) -> dict[str, Any] | None:
+        """`usage`'s `subagents`: the turns of the sessions `session_id` started as subagents, summed;
+        None while it has started none (a session not created yet included)."""
+        children = [child for child, _call in self.manager.store.children_of(session_id)]
+        if not children:
+            return None
+        totals = UsageTotals()
+        for child in children:
+            totals = totals.added(self._own_usage(child))
+        return {"sessions": len(children), **totals.to_json()}
 
     def _own_usage(self, session_id: str) -> UsageTotals:
         try:

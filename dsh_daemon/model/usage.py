@@ -1,7 +1,8 @@
 """A session's usage summed over its turns: the tokens and the cost of every durable `turn/usage`.
 
 One fold for every place that says what a session has cost: `dsh/session/usage` (protocol.md §3),
-ACP's `usage_update` (its `cost`: the session's sum) and the terminal chat's `/cost` and status line.
+ACP's `usage_update` (its `cost`: the session's sum, its subagents' added) and the terminal chat's `/cost`
+and status line.
 A turn's `costUsd` is there only when the model has a configured price; the sum's cost is null until
 a priced turn is counted, and `unpriced_turns` says how many counted turns had none.
 """

@@ -11,6 +11,7 @@ import pytest
 from acp import text_block
 
 from dsh_daemon.sandbox.level import probe_level
+from dsh_daemon.session.store import SessionStore
 from tests.acp.harness import acp_daemon, settle
 from tests.acp.test_sandbox import configured
 from tests.fakes.deepseek_server import FakeDeepSeek, Reply, text_stream
@@ -111,3 +112,32 @@ async def test_the_subagent_card_follows_the_childs_steps_and_ends_with_its_summ
         card = [u for u in d.client.updates(sid) if "toolCallId" in u]
         assert card[0]["title"] == "Subagent “worker”"
         assert "SUMMARY-READER" in card[-1]["content"][0]["content"]["text"]
+
+
+async def test_the_cost_is_the_whole_tasks_live_and_after_a_load(tmp_path: Path, fake: FakeDeepSeek) -> None:
+    """`usage_update`'s `cost` adds what the session's subagents cost (their turns are their own
+    sessions'), so the editor's figure is what the task cost: live, and from the store on a load."""
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    async with acp_daemon(state, fake) as d:
+        sid = await d.new_session(cwd=project)
+        fake.script(delegate("CHILD-ASKED: say one thing", "explore"), Reply.stream(text_stream(["done"])))
+        fake.script_for("CHILD-ASKED", Reply.stream(text_stream(["SUMMARY-ASKED"])))
+        stop = await settle(d.conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        assert stop.stop_reason == "end_turn"
+        live = [u["cost"]["amount"] for u in d.client.updates(sid, "usage_update") if "cost" in u]
+    store = SessionStore(state)
+    ((child, _call),) = store.children_of(sid)
+
+    def cost_of(session_id: str) -> float:
+        return sum(e.data["usage"]["costUsd"] for e in store.load_events_of_type(session_id, "turn/usage"))
+
+    own, children = cost_of(sid), cost_of(child)
+    assert own > 0 and children > 0
+    # The child's turn ended before the parent's: its cost came first, then the whole.
+    assert live == [pytest.approx(children, abs=1e-6), pytest.approx(own + children, abs=1e-6)]
+    fake.script()
+    async with acp_daemon(state, fake) as d:
+        await settle(d.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]))
+        loaded = [u["cost"]["amount"] for u in d.client.updates(sid, "usage_update") if "cost" in u]
+        assert loaded[-1] == pytest.approx(own + children, abs=1e-6)
