@@ -1243,13 +1243,17 @@ class SessionHost:
 
     def subagents_usage(self, session_id: str) -> dict[str, Any] | None:
         """`usage`'s `subagents`: the turns of the sessions `session_id` started as subagents, summed;
-        None while it has started none (a session not created yet included)."""
+        None while it has started none (a session not created yet included). A child whose log cannot
+        be read is left out and logged: it does not hide what the others cost, nor the session's own."""
         children = [child for child, _call in self.manager.store.children_of(session_id)]
         if not children:
             return None
         totals = UsageTotals()
         for child in children:
-            totals = totals.added(self._own_usage(child))
+            try:
+                totals = totals.added(self._own_usage(child))
+            except CorruptSessionError as exc:
+                logger.warning("session %s: a subagent's cost is left out: %s", session_id, exc)
         return {"sessions": len(children), **totals.to_json()}
 
     def _own_usage(self, session_id: str) -> UsageTotals:

@@ -5,6 +5,7 @@ ACP's `usage_update` cost shares."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,17 @@ async def test_the_subagents_turns_are_summed_apart_and_read_the_same_from_anoth
         assert sub["costUsd"] == pytest.approx(sum(p["costUsd"] for p in parts), rel=1e-12)
         # Another process reads the same from the store.
         assert await reader.request("dsh/session/usage", {"sessionId": sid}) == answer
+        # A child whose stored usage is unreadable is left out; the session's own and the other
+        # child's figures still answer.
+        with sqlite3.connect(state / "sessions.sqlite3") as db:
+            db.execute(
+                "UPDATE events SET data='{\"turn\":\"x\"}' WHERE session_id=? AND type='turn/usage'",
+                (children[0],),
+            )
+        damaged = await reader.request("dsh/session/usage", {"sessionId": sid})
+        assert {k: v for k, v in damaged.items() if k != "subagents"} == _expected(own)
+        assert damaged["subagents"]["sessions"] == 2 and damaged["subagents"]["turns"] == 1
+        assert damaged["subagents"]["usage"] == parts[1]["usage"]
     finally:
         await stop_daemon(reader)
         await stop_daemon(d)
