@@ -15,6 +15,9 @@ settings, roots, mode and widenings, and the `Sandbox` (docs/design.md "Sandbox"
   the tool passes one only when the person approved it (tools/command.py).
 - When a confined mode cannot be had (`SandboxUnavailable`), commands are refused, never run
   unconfined; the person can choose `full-access`.
+- The commands' private temp directory (`$TMPDIR`) is removed by `aclose`, and also when a sandbox
+  is dropped without it (a process ending on an error path, a test's tool kit): when the sandbox is
+  collected, or at the interpreter's exit. Only a process killed outright leaves it behind.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +185,7 @@ class CommandSandbox:
         self._proxy: Any = None
         self._level: SandboxLevel | None = None
         self._temp_dir: Path | None = None
+        self._temp_removal: weakref.finalize[Any, Any] | None = None  # removes `_temp_dir` (see above)
         self._lock = asyncio.Lock()
         self._denied_domains: list[str] = []
         self._reported: Mapping[str, Any] | None = None
@@ -275,6 +280,7 @@ class CommandSandbox:
     def _temp(self) -> Path:
         if self._temp_dir is None:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="dsh-sandbox-"))
+            self._temp_removal = weakref.finalize(self, shutil.rmtree, self._temp_dir, True)
         return self._temp_dir
 
     def reconfigure(self, settings: SandboxSettings) -> None:
@@ -468,8 +474,8 @@ class CommandSandbox:
                 await proxy.aclose()
         if sandbox is not None:
             await sandbox.aclose()
-        if self._temp_dir is not None:
-            await asyncio.to_thread(shutil.rmtree, self._temp_dir, True)
+        if self._temp_removal is not None:
+            await asyncio.to_thread(self._temp_removal)  # rmtree, once (a finalizer runs at most once)
 
 
 def machine_level() -> tuple[str, bool]:
