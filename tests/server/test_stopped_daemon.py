@@ -59,14 +59,15 @@ def _state(pid: int) -> str:
 
 def _waiting_in_a_pipe_write(pid: int, out: int, size: int) -> bool:
     """The daemon's main thread asleep with the pipe as full as it gets (pages are not always filled
-    to the brim); where the kernel names the wait (`wchan`), it is the pipe write's."""
+    to the brim); where the kernel names the wait (`wchan`), it is a pipe's (`anon_pipe_write` on
+    6.x, `pipe_write` or `pipe_wait` on older kernels)."""
     if _unread(out) < size - PAGE_BYTES or _state(pid) != "S":
         return False
     try:
         wchan = Path(f"/proc/{pid}/wchan").read_text()
     except OSError:
         return True
-    return wchan in ("", "0") or "pipe_write" in wchan
+    return wchan in ("", "0") or "pipe" in wchan
 
 
 def test_a_daemon_stopped_and_continued_mid_frame_sends_the_whole_frame(
