@@ -106,6 +106,16 @@ class RawLsp:
             if predicate(message):
                 return message
 
+    def read_until_idle(self) -> dict[str, Any]:
+        """Until the daemon says its agent is idle (the turn's last event)."""
+        return self.read_until(
+            lambda m: (
+                m.get("method") == "dsh/event"
+                and m["params"]["type"] == "agent/status"
+                and m["params"]["data"]["status"] == "idle"
+            )
+        )
+
     def events(self, session_id: str) -> list[dict[str, Any]]:
         return [
             m["params"]
@@ -192,13 +202,7 @@ def test_a_client_that_does_not_read_gets_the_deltas_merged_in_order(lsp: RawLsp
     session_id = lsp.call("dsh/session/new", {})["sessionId"]
     lsp.call("dsh/followup", {"sessionId": session_id, "message": {"content": "hi"}})
     _wait_turn_stored(lsp.state, session_id)  # stdout not read meanwhile: the client is behind
-    lsp.read_until(
-        lambda m: (
-            m.get("method") == "dsh/event"
-            and m["params"]["type"] == "agent/status"
-            and m["params"]["data"]["status"] == "idle"
-        )
-    )
+    lsp.read_until_idle()
 
     events = lsp.events(session_id)
     deltas = [e for e in events if e["type"] == "assistant/delta"]
@@ -320,13 +324,7 @@ def test_command_output_is_merged_for_a_client_that_does_not_read(lsp: RawLsp, f
     session_id = lsp.call("dsh/session/new", {"cwd": str(lsp.state / "work")})["sessionId"]
     lsp.call("dsh/followup", {"sessionId": session_id, "message": {"content": "run it"}})
     _wait_turn_stored(lsp.state, session_id)  # stdout not read meanwhile
-    lsp.read_until(
-        lambda m: (
-            m.get("method") == "dsh/event"
-            and m["params"]["type"] == "agent/status"
-            and m["params"]["data"]["status"] == "idle"
-        )
-    )
+    lsp.read_until_idle()
     events = lsp.events(session_id)
     outputs = [e for e in events if e["type"] == "tool/output"]
     assert "".join(e["data"]["text"] for e in outputs).split() == [f"line{i}" for i in range(1, 201)]

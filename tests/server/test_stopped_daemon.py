@@ -90,13 +90,7 @@ def test_a_daemon_stopped_and_continued_mid_frame_sends_the_whole_frame(
         _wait_for(lambda: _state(lsp.proc.pid) == "T", "stopped")
         os.kill(lsp.proc.pid, signal.SIGCONT)
 
-        lsp.read_until(
-            lambda m: (
-                m.get("method") == "dsh/event"
-                and m["params"]["type"] == "agent/status"
-                and m["params"]["data"]["status"] == "idle"
-            )
-        )
+        lsp.read_until_idle()
         events = lsp.events(session_id)
         deltas = [e["data"]["delta"]["text"] for e in events if e["type"] == "assistant/delta"]
         assert "".join(deltas) == text

@@ -61,6 +61,7 @@ describe('panel basics: model picker, / commands, edit-and-resend (issue 36.5)',
       const sent = cs.fake.requests.length;
       await box.press('Enter');
       await expect.poll(() => c.locator('.composer-note-text').textContent(), { timeout: 15000 }).toMatch(/^Cost: .* over 2 turns\.$/);
+      await sidebarShot('0-cost-dark');
 
       // ---- Edit the second prompt: what the rewind restores, then rewind + the edited prompt.
       const prompt = c.locator('.prompt', { hasText: 'Write the notes' });
