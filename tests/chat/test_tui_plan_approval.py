@@ -57,6 +57,9 @@ def test_the_plan_is_approved_or_revised_from_the_terminal(tmp_path: Path, fake:
         screen = chat.wait("│ 3. Add a line about the tests.", whole=False)
         revised = [m for m in fake.requests[1].json["messages"] if m["role"] == "tool"][-1]["content"]
         assert "add a line about the tests" in revised and "still in plan mode" in revised
+        # The status line is drawn after the plan's lines; a capture between the two has the prompt
+        # last (the CI's failure), so this waits for it: still plan mode, never another.
+        chat.wait(lambda s: status_line(chat).strip() != "›")
         assert "⏸ plan" in status_line(chat)
 
         # Approve: accept edits. The plan runs now; the write needs no question.

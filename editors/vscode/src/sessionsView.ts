@@ -38,6 +38,8 @@ export class SessionsView implements vscode.TreeDataProvider<TreeNode>, vscode.T
   private timer: ReturnType<typeof setInterval> | undefined;
   private debounce: ReturnType<typeof setTimeout> | undefined;
   private inFlight: Promise<void> | undefined;
+  /** What the tree was last told to show (the rows and the chat's session, which marks one). */
+  private drawn: string | undefined;
   private readonly subs: vscode.Disposable[] = [];
   private eventSub: { dispose(): void } | undefined;
   /** The session last selected for the person (the one the chat showed then). */
@@ -104,16 +106,24 @@ export class SessionsView implements vscode.TreeDataProvider<TreeNode>, vscode.T
 
   private async read(): Promise<void> {
     const client = this.daemon.client;
-    if (!client) { this.roots = []; this.changed.fire(undefined); return; }
+    if (!client) { this.roots = []; this.drawn = undefined; this.changed.fire(undefined); return; }
     const folder = workspaceFolder();
     const [{ sessions }, worktrees] = await Promise.all([
       listWorkspaceSessions(client, folder),
       client.features?.worktrees ? listWorktrees(client).then((r) => r.worktrees.filter((w) => inRepo(folder, w.repo))) : Promise.resolve([]),
     ]);
     this.sessions = sessions;
-    this.roots = sessionTree(sessions, worktrees);
+    const roots = sessionTree(sessions, worktrees);
+    // A refresh makes VS Code forget the tree's elements until it asks for them again; a row menu's
+    // command that comes meanwhile gets no row (it would fall back to the chat's session). The poll
+    // would do that every few seconds, so the tree is only told when what it shows changed.
+    const drawn = JSON.stringify([roots, this.panel.sessionId]);
+    this.roots = roots;
     if (this.view) this.view.message = sessions.length || worktrees.length ? undefined : 'No sessions in this workspace yet.';
-    this.changed.fire(undefined);
+    if (drawn !== this.drawn) {
+      this.drawn = drawn;
+      this.changed.fire(undefined);
+    }
     this.selectShown();
   }
 

@@ -10,6 +10,9 @@ import {
   deleteSession, listWorkspaceSessions, listWorktrees, newWorktreeSession, worktreeApply, worktreeDiff, worktreeDiscard,
 } from '../src/protocol/worktrees';
 import { nodeChildren, nodeLook, sessionTree } from '../src/sessionsTree';
+import { SessionsView } from '../src/sessionsView';
+import type { Daemon } from '../src/daemon';
+import type { ChatPanel } from '../src/panel';
 import { FakeProvider, textReply, toolReply } from './fakeProvider';
 import { removeTempStates, startDaemon, tempState, TestDaemon } from './daemon';
 
@@ -85,5 +88,39 @@ describe('sessions in their own worktree, through the extension\'s calls', () =>
     expect(existsSync(left.path)).toBe(false);
     expect(git(daemon.root, 'branch', '--list', 'two')).toBe('');
     expect(sessionTree([], (await listWorktrees(daemon.client)).worktrees).some((n) => n.kind === 'orphans')).toBe(false);
+  });
+
+  it('tells the tree only what changed: a poll that finds the same rows keeps VS Code\'s elements, so a row menu\'s command still gets its row', async () => {
+    // VS Code forgets a tree's elements at each change event until it reads them again; a context-menu
+    // command arriving meanwhile got `undefined` (the CI's e2e: Discard fell back to the chat's session).
+    const dirs = tempState();
+    git(dirs.root, 'init', '-q', '-b', 'main');
+    writeFileSync(join(dirs.root, 'a.txt'), 'a\n');
+    git(dirs.root, 'add', '-A');
+    git(dirs.root, 'commit', '-q', '-m', 'start');
+    d = await startDaemon(fake.baseUrl, dirs);
+    const daemon = d;
+    const panel = { sessionId: undefined as string | undefined };
+    const view = new SessionsView({ client: daemon.client } as unknown as Daemon, panel as unknown as ChatPanel, () => undefined);
+    let told = 0;
+    view.onDidChangeTreeData(() => { told += 1; });
+    const { sessionId } = await newWorktreeSession(daemon.client, daemon.root, { branch: 'quiet' });
+    await view.refresh();
+    expect(told).toBe(1);
+    expect(view.getChildren().map((n) => n.kind)).toEqual(['session']);
+    await view.refresh();
+    await view.refresh();
+    expect(told).toBe(1); // the same rows: nothing to redraw
+    panel.sessionId = sessionId; // the chat shows it now: its row's look changes
+    await view.refresh();
+    expect(told).toBe(2);
+    writeFileSync(join(daemon.state, 'unrelated'), ''); // not a change the view shows
+    await view.refresh();
+    expect(told).toBe(2);
+    await deleteSession(daemon.client, sessionId, false); // its worktree is left without a session
+    await view.refresh();
+    expect(told).toBe(3);
+    expect(view.getChildren().map((n) => n.kind)).toEqual(['orphans']);
+    view.dispose();
   });
 });
