@@ -60,11 +60,11 @@ export class SessionsView implements vscode.TreeDataProvider<TreeNode>, vscode.T
     cmd('dsh.newWorktreeSession', () => this.newWorktreeSession());
     cmd('dsh.sessions.refresh', () => this.refresh());
     cmd('dsh.sessions.open', (id: string) => this.open(id));
-    cmd('dsh.sessions.delete', (node?: TreeNode) => this.delete(node));
-    cmd('dsh.worktree.diff', (node?: TreeNode) => this.showDiff(node));
-    cmd('dsh.worktree.apply', (node?: TreeNode) => this.apply(node));
-    cmd('dsh.worktree.keep', (node?: TreeNode) => this.keep(node));
-    cmd('dsh.worktree.discard', (node?: TreeNode) => this.discard(node));
+    cmd('dsh.sessions.delete', rowOrShown((node) => this.delete(node)));
+    cmd('dsh.worktree.diff', rowOrShown((node) => this.showDiff(node)));
+    cmd('dsh.worktree.apply', rowOrShown((node) => this.apply(node)));
+    cmd('dsh.worktree.keep', rowOrShown((node) => this.keep(node)));
+    cmd('dsh.worktree.discard', rowOrShown((node) => this.discard(node)));
     return this;
   }
 
@@ -263,6 +263,17 @@ export class SessionsView implements vscode.TreeDataProvider<TreeNode>, vscode.T
     this.eventSub?.dispose();
     for (const s of this.subs.splice(0)) s.dispose();
   }
+}
+
+/** A row command's arguments: the palette passes none (the command acts on the chat's session), a
+ *  row's menu passes its row. VS Code passes `undefined` for a row it forgot because the tree changed
+ *  while the menu was open; acting on the chat's session then would discard or apply another
+ *  worktree than the one the person chose, so nothing is done. */
+export function rowOrShown(f: (node: TreeNode | undefined) => Promise<void>): (...args: unknown[]) => Promise<void> {
+  return async (...args: unknown[]) => {
+    if (args.length > 0 && args[0] == null) throw new Error('that row changed while its menu was open, so nothing was done; open the menu again.');
+    return f(args[0] as TreeNode | undefined);
+  };
 }
 
 /** The diff document: what it is a diff of, the files, then the patch. */

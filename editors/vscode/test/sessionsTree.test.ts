@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ListedSession, WorktreeRow } from '../src/protocol/worktrees';
 import { ORPHANS_LABEL, findSession, nodeChildren, nodeId, nodeLook, sessionState, sessionTree, worktreeFigures, type SessionNode } from '../src/sessionsTree';
-import { diffText } from '../src/sessionsView';
+import { diffText, rowOrShown } from '../src/sessionsView';
 
 function session(id: string, more: Partial<ListedSession> = {}): ListedSession {
   return { sessionId: id, title: `S ${id}`, cwd: '/p/app', createdAt: 1, updatedAt: 2, status: 'idle', pending: 0, ...more };
@@ -98,5 +98,20 @@ describe('diffText', () => {
       '',
     ]);
     expect(text.endsWith('diff --git a/app.py b/app.py\n')).toBe(true);
+  });
+});
+
+describe('a row command\'s target', () => {
+  it('acts on the row, on the chat\'s session from the palette, and on nothing when VS Code forgot the row', async () => {
+    const got: Array<string | undefined> = [];
+    const run = rowOrShown(async (node) => { got.push(node ? nodeId(node) : undefined); });
+    const row: SessionNode = { kind: 'session', session: session('a'), children: [] };
+    await run(row, [row]); // a row's menu: the row, and the selection
+    await run(); // the palette: no argument
+    expect(got).toEqual(['session:a', undefined]);
+    // A menu opened before the tree changed: VS Code's stale handle comes as undefined (or null).
+    await expect(run(undefined)).rejects.toThrow('that row changed while its menu was open, so nothing was done');
+    await expect(run(null)).rejects.toThrow('nothing was done');
+    expect(got).toHaveLength(2);
   });
 });
