@@ -513,6 +513,8 @@ def probe_namespaces() -> str | None:
 def main() -> int:
     if sys.argv[-1] == "--probe":
         reason = probe_namespaces()
+        # The probe is a process of its own (sandbox/level.py runs it with its output captured): this
+        # line is its answer on its own stdout, never the daemon's protocol stream.
         print(reason or "ok", flush=True)
         return 0
     control = socket.socket(fileno=int(sys.argv[-1]))
